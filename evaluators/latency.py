@@ -1,0 +1,204 @@
+"""Latency of a callable: warmup, device-synchronised timed repeats, adaptive stopping.
+
+Protocol (:func:`measure_latency`)::
+
+    warmup x call()                                   # not timed
+    repeat:
+        synchronize(); t0 = clock()
+        result = call()
+        synchronize(); t1 = clock()                   # sample = t1 - t0 seconds
+    until  n >= min_repeats and CV <= cv_target       (converged)
+       or  n == max_repeats
+       or  n >= min_repeats and sum(samples) >= max_seconds   (when set)
+
+``synchronize`` waits for queued device work (e.g. ``torch.cuda.synchronize``)
+so that asynchronous kernels are charged to the repeat that launched them.
+
+Statistics: times are seconds. p50/p95 use linear interpolation between order
+statistics (``numpy.percentile``'s default). CV is the *sample* standard
+deviation (ddof=1, Bessel-corrected) divided by the mean; it needs at least two
+samples and a positive mean, otherwise it is unavailable (``None``).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from typing import Callable, TypeVar
+
+import numpy as np
+
+from tuner.results import Metric
+
+T = TypeVar("T")
+
+
+def _require_int(name: str, value: object, minimum: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ValueError(f"LatencySettings.{name} must be an int >= {minimum}, got {value!r}")
+
+
+def _require_ratio(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+        math.isfinite(value) and value >= 0
+    ):
+        raise ValueError(f"LatencySettings.{name} must be a finite number >= 0, got {value!r}")
+
+
+@dataclass(frozen=True)
+class LatencySettings:
+    """How to measure latency.
+
+    ``warmup``: untimed calls first (>= 0). ``min_repeats`` / ``max_repeats``:
+    bounds on timed repeats (1 <= min <= max). ``cv_target``: stop early once
+    the CV is at or below this (ratio, e.g. 0.05 = 5 %). ``noisy_cv``: a final
+    CV above this flags the measurement as noisy. ``max_seconds``: optional
+    budget of timed seconds after which no further repeat starts (min_repeats
+    are always run).
+    """
+
+    warmup: int = 1
+    min_repeats: int = 3
+    max_repeats: int = 10
+    cv_target: float = 0.05
+    noisy_cv: float = 0.10
+    max_seconds: float | None = None
+
+    def __post_init__(self) -> None:
+        _require_int("warmup", self.warmup, 0)
+        _require_int("min_repeats", self.min_repeats, 1)
+        _require_int("max_repeats", self.max_repeats, 1)
+        if self.max_repeats < self.min_repeats:
+            raise ValueError(
+                f"LatencySettings.max_repeats ({self.max_repeats}) must be >= "
+                f"min_repeats ({self.min_repeats})"
+            )
+        _require_ratio("cv_target", self.cv_target)
+        _require_ratio("noisy_cv", self.noisy_cv)
+        if self.max_seconds is not None:
+            _require_ratio("max_seconds", self.max_seconds)
+            if self.max_seconds == 0:
+                raise ValueError("LatencySettings.max_seconds must be > 0 (or None for no budget)")
+
+
+def coefficient_of_variation(samples_s: list[float] | tuple[float, ...]) -> float | None:
+    """Sample std (ddof=1) / mean; None with fewer than two samples or a mean <= 0."""
+    if len(samples_s) < 2:
+        return None
+    mean = float(np.mean(samples_s))
+    if mean <= 0:
+        return None
+    return float(np.std(samples_s, ddof=1)) / mean
+
+
+@dataclass(frozen=True)
+class LatencyStats:
+    """Summary of the timed repeats (all times in seconds).
+
+    ``std_s`` is the sample standard deviation (ddof=1) and ``cv`` = std / mean;
+    both are None with a single sample (``cv`` also when the mean is 0).
+    ``noisy`` is True when ``cv > noisy_cv`` (False when ``cv`` is None: the
+    metric :meth:`to_metrics` then reports ``latency_noisy`` as unavailable).
+    ``converged`` is True when the final ``cv <= cv_target``.
+    """
+
+    samples_s: tuple[float, ...]
+    warmup: int
+    p50_s: float
+    p95_s: float
+    mean_s: float
+    std_s: float | None
+    cv: float | None
+    noisy: bool
+    converged: bool
+
+    @staticmethod
+    def from_samples(samples_s: list[float] | tuple[float, ...], warmup: int,
+                     settings: LatencySettings) -> "LatencyStats":
+        """Summarise ``samples_s`` (at least one) under ``settings``' thresholds."""
+        if not samples_s:
+            raise ValueError("LatencyStats needs at least one sample")
+        cv = coefficient_of_variation(samples_s)
+        return LatencyStats(
+            samples_s=tuple(float(s) for s in samples_s),
+            warmup=warmup,
+            p50_s=float(np.percentile(samples_s, 50)),
+            p95_s=float(np.percentile(samples_s, 95)),
+            mean_s=float(np.mean(samples_s)),
+            std_s=float(np.std(samples_s, ddof=1)) if len(samples_s) >= 2 else None,
+            cv=cv,
+            noisy=cv is not None and cv > settings.noisy_cv,
+            converged=cv is not None and cv <= settings.cv_target,
+        )
+
+    def to_metrics(self, items: int) -> list[Metric]:
+        """The latency metrics; ``items`` = requests served per call (>= 1) for throughput."""
+        if isinstance(items, bool) or not isinstance(items, int) or items < 1:
+            raise ValueError(f"items must be an int >= 1, got {items!r}")
+        spread_reason = (
+            "needs at least two repeats" if len(self.samples_s) < 2 else "mean latency is 0"
+        )
+        metrics = [
+            Metric("latency_p50_s", self.p50_s, "s", "minimize"),
+            Metric("latency_p95_s", self.p95_s, "s", "minimize"),
+            Metric("latency_mean_s", self.mean_s, "s", "minimize"),
+        ]
+        if self.cv is None:
+            metrics.append(Metric.unavailable("latency_cv", "1", "minimize", spread_reason))
+            metrics.append(Metric.unavailable("latency_noisy", "1", "minimize", spread_reason))
+        else:
+            metrics.append(Metric("latency_cv", self.cv, "1", "minimize"))
+            metrics.append(Metric("latency_noisy", 1.0 if self.noisy else 0.0, "1", "minimize"))
+        metrics.append(Metric("repeats", float(len(self.samples_s)), "count", "maximize"))
+        if self.p50_s > 0:
+            metrics.append(
+                Metric("throughput_items_per_s", items / self.p50_s, "items/s", "maximize")
+            )
+        else:
+            metrics.append(Metric.unavailable(
+                "throughput_items_per_s", "items/s", "maximize", "median latency is 0"
+            ))
+        return metrics
+
+
+def _should_stop(samples_s: list[float], settings: LatencySettings) -> bool:
+    count = len(samples_s)
+    if count >= settings.max_repeats:
+        return True
+    if count < settings.min_repeats:
+        return False
+    cv = coefficient_of_variation(samples_s)
+    if cv is not None and cv <= settings.cv_target:
+        return True
+    return settings.max_seconds is not None and sum(samples_s) >= settings.max_seconds
+
+
+def measure_latency(
+    call: Callable[[], T],
+    synchronize: Callable[[], None],
+    settings: LatencySettings,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[LatencyStats, T]:
+    """Time ``call`` under the protocol in the module docstring.
+
+    ``clock`` returns seconds (monotonic); inject a fake one in tests. Returns
+    the statistics and the value of the last (timed) call. Exceptions from
+    ``call`` or ``synchronize`` propagate unchanged (an OOM stays an OOM).
+    Raises RuntimeError if ``clock`` runs backwards.
+    """
+    for _ in range(settings.warmup):
+        call()
+    samples_s: list[float] = []
+    while True:
+        synchronize()
+        start = clock()
+        result = call()
+        synchronize()
+        end = clock()
+        if end < start:
+            raise RuntimeError(f"clock went backwards: {start} -> {end}")
+        samples_s.append(end - start)
+        if _should_stop(samples_s, settings):
+            break
+    return LatencyStats.from_samples(samples_s, settings.warmup, settings), result

@@ -1,0 +1,234 @@
+"""The ``tuner`` command line: run, validate, resume, status, export, schema.
+
+Every user-facing failure (bad spec, unknown study, unreachable storage) is
+one clear line on stderr and exit status 2 — never a traceback. A study whose
+trials crash, run out of memory or hang still completes with status 0.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tuner.spec import SamplerName, SpecError, load_spec, spec_hash, spec_json_schema
+from tuner.study import StudyError, list_studies, load_study, storage_url, tuner_home
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Auto-tune inference settings of video and audio-visual models.")
+out = Console()
+err = Console(stderr=True)
+
+StorageOption = typer.Option(None, "--storage", help="Optuna storage URL (env TUNER_STORAGE); default: SQLite under the tuner home.")
+HomeOption = typer.Option(None, "--home", help="Directory for the default storage and trial files (env TUNER_HOME; default ./studies).")
+MlflowOption = typer.Option(None, "--mlflow-uri", help="MLflow tracking URI (env MLFLOW_TRACKING_URI; default sqlite under ./mlflow).")
+
+
+def _fail(message: str) -> None:
+    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    raise typer.Exit(2)
+
+
+def _check_workload_importable(class_path: str, source: str) -> None:
+    import importlib.util
+
+    module = class_path.partition(":")[0]
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None:
+        _fail(f"{source}: workload.class: cannot find module '{module}' (is it installed / on PYTHONPATH?)")
+
+
+def _resolve_device(requested: str) -> str:
+    from tuner.gpu import list_gpus
+
+    if requested == "auto":
+        return "cuda" if list_gpus() else "cpu"
+    if requested == "cuda" and not list_gpus():
+        _fail("workload.device is cuda but no NVIDIA GPU is visible (NVML found none)")
+    return requested
+
+
+@app.command()
+def validate(spec_path: Path = typer.Argument(..., help="Spec YAML file.")) -> None:
+    """Check a spec; runs nothing."""
+    try:
+        spec = load_spec(spec_path)
+    except SpecError as error:
+        _fail(str(error))
+    _check_workload_importable(spec.workload.class_path, str(spec_path))
+    out.print(f"{spec_path}: ok — {len(spec.parameters)} parameters, {len(spec.objectives)} objectives, "
+              f"{len(spec.constraints)} constraints, {len(spec.rules)} rules")
+
+
+@app.command()
+def run(
+    spec_path: Path = typer.Argument(..., help="Spec YAML file."),
+    storage: Optional[str] = StorageOption,
+    study_name: Optional[str] = typer.Option(None, "--study-name", help="Default: <spec>-<gpu>-<time>."),
+    trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Trials to measure (overrides the spec)."),
+    sampler: Optional[str] = typer.Option(None, "--sampler", help="tpe | nsga2 | gp | random | grid."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Trials in parallel (one per GPU / CPU share)."),
+    mlflow_uri: Optional[str] = MlflowOption,
+    no_mlflow: bool = typer.Option(False, "--no-mlflow", help="Do not log to MLflow."),
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Create a study from SPEC and run it until its budget is spent."""
+    from tuner.gpu import fingerprint, gpu_type
+    from tuner.session import run_session
+    from tuner.study import create_study, default_study_name
+
+    try:
+        spec = load_spec(spec_path)
+    except SpecError as error:
+        _fail(str(error))
+    if sampler is not None and sampler not in ("tpe", "nsga2", "gp", "random", "grid"):
+        _fail(f"--sampler: unknown sampler '{sampler}' (use tpe, nsga2, gp, random or grid)")
+    _check_workload_importable(spec.workload.class_path, str(spec_path))
+    device = _resolve_device(spec.workload.device)
+    root = tuner_home(home)
+    url = storage_url(storage, root)
+    kind = gpu_type() if device == "cuda" else "cpu"
+    name = study_name or default_study_name(spec, kind)
+    text = spec_path.read_text()
+    chosen: SamplerName = sampler or spec.sampler.name  # type: ignore[assignment]
+    attributes: dict[str, Any] = {"spec_name": spec.name, "spec_hash": spec_hash(text),
+                                  "workload_class": spec.workload.class_path, "device": device,
+                                  "gpu_type": kind, "fingerprint": fingerprint()}
+    try:
+        opened = create_study(spec, text, url, name, chosen, trials, attributes)
+    except StudyError as error:
+        _fail(str(error))
+    out.print(f"study [bold]{name}[/] in {_shown(url)} — sampler {chosen}, device {device}, workers {workers}")
+    code = run_session(opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, out, err)
+    raise typer.Exit(code)
+
+
+@app.command()
+def resume(
+    study: str = typer.Argument(..., help="Study name."),
+    storage: Optional[str] = StorageOption,
+    trials: Optional[int] = typer.Option(None, "--trials", min=1, help="New total of measured trials."),
+    sampler: Optional[str] = typer.Option(None, "--sampler"),
+    workers: int = typer.Option(1, "--workers", min=1),
+    mlflow_uri: Optional[str] = MlflowOption,
+    no_mlflow: bool = typer.Option(False, "--no-mlflow"),
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Continue a study (after a crash or kill, or with a larger --trials)."""
+    from tuner.session import run_session
+
+    root = tuner_home(home)
+    url = storage_url(storage, root)
+    try:
+        opened = load_study(url, study, sampler)  # type: ignore[arg-type]
+    except (StudyError, SpecError) as error:
+        _fail(str(error))
+    if trials is not None:
+        opened.study.set_user_attr("budget_trials", trials)
+    device = opened.study.user_attrs.get("device") or _resolve_device(opened.spec.workload.device)
+    out.print(f"resuming [bold]{study}[/] in {_shown(url)}")
+    code = run_session(opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, out, err)
+    raise typer.Exit(code)
+
+
+@app.command()
+def status(
+    study: Optional[str] = typer.Argument(None, help="Study name (omit to list studies)."),
+    storage: Optional[str] = StorageOption,
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """List studies, or show one study's trials and front."""
+    from tuner.pareto import front_trials
+    from tuner.records import TrialRecord
+
+    url = storage_url(storage, tuner_home(home))
+    try:
+        if study is None:
+            table = Table("study", "trials")
+            for name, count in list_studies(url):
+                table.add_row(name, str(count))
+            out.print(table)
+            return
+        opened = load_study(url, study)
+    except (StudyError, SpecError) as error:
+        _fail(str(error))
+    trials = opened.study.get_trials(deepcopy=False)
+    names = opened.spec.objective_names
+    front = {t.number for t in front_trials(trials, [o.direction for o in opened.spec.objectives])}
+    table = Table("#", "role", "outcome", *names, "front", "params", "note", title=study)
+    for record in (TrialRecord.from_trial(t) for t in trials):
+        values = [f"{v:.4g}" if record.values and not record.placeholder else "-" for v in (record.values or [None] * len(names))]
+        note = f"copy of #{record.duplicate_of}" if record.duplicate_of is not None else (record.reason or "")[:50]
+        table.add_row(str(record.number), record.role, record.outcome, *values,
+                      "*" if record.number in front else "", json.dumps(dict(record.params))[:60], note)
+    out.print(table)
+    measured = sum(1 for t in trials if t.user_attrs.get("measured"))
+    out.print(f"{measured} measured of budget {opened.study.user_attrs.get('budget_trials')}, "
+              f"{len(trials)} recorded, {len(front)} on the front")
+
+
+@app.command()
+def export(
+    study: str = typer.Argument(..., help="Study name."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Default: <home>/<study>/best.yaml."),
+    objective: Optional[str] = typer.Option(None, "--objective", help="Pick the best on this objective (default: the first)."),
+    trial: Optional[int] = typer.Option(None, "--trial", help="Export this trial number instead."),
+    storage: Optional[str] = StorageOption,
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Write the chosen trial's settings and metrics as a config YAML."""
+    from tuner.export import ExportError, build_config, choose_trial, write_config
+
+    root = tuner_home(home)
+    url = storage_url(storage, root)
+    try:
+        opened = load_study(url, study)
+        chosen = choose_trial(opened.study, objective, trial)
+    except (StudyError, SpecError, ExportError) as error:
+        _fail(str(error))
+    path = write_config(build_config(opened.study, chosen, url), output or root / study / "best.yaml")
+    out.print(f"exported trial {chosen.number} of {study} to {path}")
+
+
+@app.command()
+def schema(output: Path = typer.Option(Path("search_spaces/schema.json"), "--output", "-o")) -> None:
+    """Write the spec's JSON Schema (for editors)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(spec_json_schema(), indent=2) + "\n")
+    out.print(f"wrote {output}")
+
+
+def _shown(url: str) -> str:
+    from tuner.study import redact_url
+
+    return redact_url(url)
+
+
+def _quiet_library_logs() -> None:
+    """Optuna and MLflow log at INFO by default; tuner's own display says what matters."""
+    import logging
+
+    for name in ("optuna", "mlflow", "alembic"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
+    _quiet_library_logs()
+    try:
+        app()
+    except KeyboardInterrupt:
+        err.print("interrupted: trials in flight will be re-run by 'tuner resume'")
+        sys.stdout.flush()
+        os._exit(130)

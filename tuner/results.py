@@ -1,0 +1,103 @@
+"""What one measured trial produces: outcomes, metrics and the trial result.
+
+These are plain, immutable records that flow downstream from the worker to the
+study (tell), the tracker and the exporter. They are JSON-serialisable through
+:meth:`TrialResult.to_json` / :meth:`TrialResult.from_json`, which is how a worker
+process hands its result to the coordinator.
+
+Outcomes
+--------
+``OK``       the workload ran and was measured.
+``OOM``      the workload ran out of (device or host) memory. Infeasible point.
+``TIMEOUT``  the worker passed its wall-clock limit and was killed. Infeasible point.
+``CRASH``    the worker died (signal, non-zero exit, unexpected exception).
+``INVALID``  the setting was rejected (a spec rule, or the workload refused it)
+             and nothing was measured.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Literal
+
+Direction = Literal["minimize", "maximize"]
+
+
+class Outcome(str, enum.Enum):
+    """How a trial ended. The string value is what the storage records."""
+
+    OK = "OK"
+    OOM = "OOM"
+    TIMEOUT = "TIMEOUT"
+    CRASH = "CRASH"
+    INVALID = "INVALID"
+
+    @property
+    def is_infeasible_point(self) -> bool:
+        """OOM and TIMEOUT are told to the sampler as infeasible points (the wall)."""
+        return self in (Outcome.OOM, Outcome.TIMEOUT)
+
+
+@dataclass(frozen=True)
+class Metric:
+    """One named measurement.
+
+    ``value`` is ``None`` exactly when the metric is unavailable; ``reason`` then
+    says why (never a stand-in number). ``unit`` is a short SI-ish unit string
+    ("s", "GB", "dB", "1" for ratios), ``direction`` is the better direction.
+    """
+
+    name: str
+    value: float | None
+    unit: str
+    direction: Direction
+    reason: str | None = None
+
+    @property
+    def available(self) -> bool:
+        return self.value is not None and math.isfinite(self.value)
+
+    @staticmethod
+    def unavailable(name: str, unit: str, direction: Direction, reason: str) -> "Metric":
+        return Metric(name=name, value=None, unit=unit, direction=direction, reason=reason)
+
+
+@dataclass(frozen=True)
+class TrialResult:
+    """Everything the worker reports about one candidate.
+
+    ``metrics`` maps metric name to :class:`Metric`. ``log_tail`` holds the last
+    lines of the worker's stdout/stderr (for CRASH / OOM / TIMEOUT diagnosis).
+    ``eval_time_s`` is the time spent in quality evaluators, never charged to the
+    candidate's latency. ``wall_time_s`` is the worker's total wall time as seen
+    from outside (process start to exit), seconds.
+    """
+
+    outcome: Outcome
+    metrics: dict[str, Metric] = field(default_factory=dict)
+    reason: str | None = None
+    log_tail: str = ""
+    wall_time_s: float = 0.0
+    eval_time_s: float = 0.0
+    output_path: str | None = None
+    info: dict[str, Any] = field(default_factory=dict)
+
+    def metric_value(self, name: str) -> float | None:
+        """The metric's value, or None when absent or unavailable."""
+        metric = self.metrics.get(name)
+        return metric.value if metric is not None and metric.available else None
+
+    def to_json(self) -> str:
+        payload = asdict(self)
+        payload["outcome"] = self.outcome.value
+        return json.dumps(payload, allow_nan=False, default=str)
+
+    @staticmethod
+    def from_json(text: str) -> "TrialResult":
+        payload = json.loads(text)
+        metrics = {name: Metric(**m) for name, m in payload.pop("metrics", {}).items()}
+        outcome = Outcome(payload.pop("outcome"))
+        return TrialResult(outcome=outcome, metrics=metrics, **payload)

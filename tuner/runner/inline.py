@@ -1,0 +1,27 @@
+"""InlineRunner: runs the worker's code in the calling process (no isolation).
+
+For tests and debugging only: it shares the coordinator's process, so a
+segfault or a hang takes the caller with it and ``timeout_s`` is not enforced.
+It passes the same conformance tests as :class:`SubprocessRunner` for every
+outcome a Python exception can produce (OK, OOM, INVALID, CRASH).
+"""
+
+from __future__ import annotations
+
+import time
+
+from tuner.results import TrialResult
+from tuner.runner.base import Runner, Slot, TrialRequest
+from tuner.runner.worker import execute
+
+
+class InlineRunner(Runner):
+    """Executes requests in this process, one at a time per caller thread."""
+
+    def run(self, request: TrialRequest, slot: Slot) -> TrialResult:
+        started = time.perf_counter()
+        result = execute(request)
+        return TrialResult(
+            outcome=result.outcome, metrics=result.metrics, reason=result.reason,
+            log_tail=result.log_tail, wall_time_s=time.perf_counter() - started,
+            eval_time_s=result.eval_time_s, output_path=result.output_path, info=result.info)

@@ -1,0 +1,156 @@
+"""The worker: runs one trial request inside its own process and writes a result.
+
+Entry point (used by :class:`~tuner.runner.subprocess.SubprocessRunner`)::
+
+    python -m tuner.runner.worker REQUEST.json RESULT.json
+
+The worker imports the workload (and so torch) — the coordinator never does.
+It sets up the workload, measures latency (warmup, synchronised repeats,
+adaptive) under a peak-memory monitor, then runs the quality evaluators on the
+last output against the reference output, timing them apart. Exceptions are
+classified into outcomes here; deaths the worker cannot report (signals,
+hangs) are classified by the parent.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import importlib
+import os
+import signal
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+from tuner.results import Metric, Outcome, TrialResult
+from tuner.runner.base import TrialRequest
+
+_OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "cublas_status_alloc_failed")
+
+
+def classify_exception(error: BaseException) -> Outcome:
+    """OOM for memory errors (host or device), INVALID for refused settings, else CRASH."""
+    from tuner.workloads.base import InvalidSetting
+
+    if isinstance(error, InvalidSetting):
+        return Outcome.INVALID
+    if isinstance(error, MemoryError) or type(error).__name__ == "OutOfMemoryError":
+        return Outcome.OOM
+    text = f"{type(error).__name__}: {error}".lower()
+    if any(marker in text for marker in _OOM_MARKERS):
+        return Outcome.OOM
+    return Outcome.CRASH
+
+
+def load_workload_class(path: str) -> type:
+    """Import ``module:Class``; raises ImportError / AttributeError with the path named."""
+    module_name, _, class_name = path.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, class_name)  # type: ignore[no-any-return]
+    except AttributeError:
+        raise AttributeError(f"module '{module_name}' has no attribute '{class_name}'") from None
+
+
+def execute(request: TrialRequest) -> TrialResult:
+    """Run and measure ``request`` in this process. Never raises for workload errors."""
+    from evaluators.latency import LatencySettings, measure_latency
+    from evaluators.memory import PeakMemoryMonitor
+    from evaluators.registry import evaluate_quality
+    from tuner.workloads.base import RunContext, WorkloadOutput
+
+    started = time.perf_counter()
+    workdir = Path(request.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    context = RunContext(
+        device=request.device,
+        seed=request.seed,
+        inputs=request.inputs,
+        workdir=workdir,
+        gpu_slot=os.environ.get("CUDA_VISIBLE_DEVICES"),
+    )
+    settings = LatencySettings(**request.measurement)
+    stage = "import"
+    workload: Any = None
+    try:
+        workload = load_workload_class(request.workload_class)()
+        _apply_thread_limit()
+        stage = "setup"
+        workload.setup(request.settings, context)
+        stage = "run"
+        with PeakMemoryMonitor() as monitor:
+            stats, output = measure_latency(
+                lambda: workload.run(request.settings, context), workload.synchronize, settings)
+        if not isinstance(output, WorkloadOutput):
+            raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
+        metrics: dict[str, Metric] = {m.name: m for m in stats.to_metrics(items=output.items)}
+        metrics.update({m.name: m for m in monitor.metrics()})
+        for name, value in output.counters.items():
+            metrics[f"count_{name}"] = Metric(f"count_{name}", float(value), "1", "minimize")
+        stage = "evaluate"
+        eval_started = time.perf_counter()
+        reference = WorkloadOutput.load(Path(request.reference_output)) if request.reference_output else None
+        if request.compare_with_self:
+            reference = output
+        for metric in evaluate_quality(request.quality_metrics, output, reference, request.inputs):
+            metrics[metric.name] = metric
+        eval_time_s = time.perf_counter() - eval_started
+        output_path = None
+        if request.save_output:
+            output.save(Path(request.save_output))
+            output_path = request.save_output
+        return TrialResult(
+            outcome=Outcome.OK, metrics=metrics, wall_time_s=time.perf_counter() - started,
+            eval_time_s=eval_time_s, output_path=output_path,
+            info={"repeats": len(stats.samples_s), "converged": stats.converged})
+    except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
+        if isinstance(error, KeyboardInterrupt):
+            raise
+        outcome = classify_exception(error) if stage != "import" else Outcome.CRASH
+        reason = f"{stage}: {type(error).__name__}: {error}"
+        return TrialResult(outcome=outcome, reason=reason[:2000], log_tail=traceback.format_exc()[-4000:],
+                           wall_time_s=time.perf_counter() - started)
+    finally:
+        if workload is not None:
+            try:
+                workload.teardown()
+            except Exception:  # noqa: BLE001 - teardown problems must not hide the result
+                traceback.print_exc()
+
+
+def _apply_thread_limit() -> None:
+    """Give torch (if the workload imported it) the slot's thread count."""
+    threads = os.environ.get("TUNER_TORCH_THREADS")
+    torch = sys.modules.get("torch")
+    if threads and torch is not None:
+        torch.set_num_threads(int(threads))
+
+
+def _die_with_parent() -> None:
+    """Ask Linux to SIGKILL this worker when the coordinator dies (no orphans)."""
+    if sys.platform.startswith("linux"):
+        try:
+            libc = ctypes.CDLL("libc.so.6", use_errno=True)
+            libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+        except OSError:
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 2:
+        print("usage: python -m tuner.runner.worker REQUEST.json RESULT.json", file=sys.stderr)
+        return 2
+    _die_with_parent()
+    request = TrialRequest.from_json(Path(args[0]).read_text())
+    result = execute(request)
+    tmp = Path(args[1] + ".tmp")
+    tmp.write_text(result.to_json())
+    tmp.replace(args[1])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""One invocation of ``tuner run`` / ``tuner resume``: wire the parts and run the loop.
+
+Builds the host facts and constraint plan, the slots and the runner, the live
+display and the MLflow tracker, runs the :class:`~tuner.coordinator.Coordinator`,
+then exports the best trial of the first objective to ``<home>/<study>/best.yaml``
+and prints a summary. Returns the process exit status (0 when the study ran,
+whatever its trials' outcomes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+from rich.console import Console
+from rich.table import Table
+
+from tuner.coordinator import Coordinator, Listener
+from tuner.objectives import plan_constraints
+from tuner.progress import ProgressDisplay
+from tuner.runner.base import plan_slots
+from tuner.runner.subprocess import SubprocessRunner
+from tuner.study import OpenStudy, redact_url
+from tuner.tracking import MlflowTracker, StudyRunInfo, tracking_uri
+
+
+def host_facts(device: str) -> dict[str, float | None]:
+    """Facts constraint bounds may use: ``gpu_memory_gb`` (None on CPU), ``host_memory_gb``."""
+    from tuner.gpu import gpu_memory_gb
+
+    return {"gpu_memory_gb": gpu_memory_gb() if device == "cuda" else None,
+            "host_memory_gb": psutil.virtual_memory().total / 1e9}
+
+
+def _tracker(opened: OpenStudy, uri: str, out: Console) -> MlflowTracker:
+    study, spec = opened.study, opened.spec
+    attrs = study.user_attrs
+    tags = {"tuner.spec_hash": str(attrs.get("spec_hash")), "tuner.sampler": str(attrs.get("sampler")),
+            "tuner.storage": redact_url(opened.storage_url), "tuner.device": str(attrs.get("device")),
+            "tuner.gpu_type": str(attrs.get("gpu_type")),
+            **{f"host.{k}": str(v) for k, v in dict(attrs.get("fingerprint", {})).items()}}
+    params = {f"space.{name}": p.model_dump_json() for name, p in spec.parameters.items()}
+    params.update({f"objective.{o.metric}": o.direction for o in spec.objectives})
+    info = StudyRunInfo(study.study_name, f"{spec.name} @ {attrs.get('gpu_type', 'cpu')}", tags, params,
+                        existing_run_id=attrs.get("mlflow_run_id"))
+    tracker = MlflowTracker(uri, info, [o.direction for o in spec.objectives], spec.objective_names)
+    run_id = tracker.wait_started()
+    if run_id is not None and attrs.get("mlflow_run_id") != run_id:
+        study.set_user_attr("mlflow_run_id", run_id)
+        study.set_user_attr("mlflow_uri", redact_url(uri))
+    if run_id is None:
+        out.print(f"[yellow]MLflow at {redact_url(uri)} is not reachable: the study runs without it; "
+                  f"rebuild the views later ({'; '.join(tracker.failures)[:200]})[/]")
+    return tracker
+
+
+def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
+                use_mlflow: bool, out: Console, err: Console) -> int:
+    """Run ``opened`` to its budget; returns the exit status."""
+    from tuner.export import ExportError, build_config, choose_trial, write_config
+    from tuner.gpu import visible_gpu_indices
+
+    study, spec = opened.study, opened.spec
+    plan = plan_constraints(spec, host_facts(device))
+    for metric, reason in plan.disabled.items():
+        out.print(f"[yellow]constraint on {metric} disabled: {reason}[/]")
+    study.set_user_attr("disabled_constraints", dict(plan.disabled))
+    slots = plan_slots(workers, device, visible_gpu_indices() if device == "cuda" else [])
+    listeners: list[Listener] = [ProgressDisplay(err)]
+    tracker = None
+    if use_mlflow:
+        uri = tracking_uri(mlflow_uri)
+        tracker = _tracker(opened, uri, out)
+        listeners.append(tracker)
+    coordinator = Coordinator(
+        opened=opened, runner=SubprocessRunner(), slots=slots, home=home, device=device, plan=plan,
+        budget_trials=study.user_attrs.get("budget_trials"),
+        wall_time_s=study.user_attrs.get("budget_wall_time_s"), listeners=listeners)
+    summary = coordinator.run()
+    if tracker is not None:
+        tracker.close()
+        for failure in tracker.failures:
+            err.print(f"[yellow]{failure}[/]")
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
+    out.print(f"study [bold]{summary.study_name}[/]: {summary.measured} measured this run, "
+              f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}")
+    _print_front(opened, summary.front, out)
+    try:
+        chosen = choose_trial(study)
+        path = write_config(build_config(study, chosen, opened.storage_url), home / study.study_name / "best.yaml")
+        out.print(f"best on {spec.objective_names[0]}: trial {chosen.number} -> exported to {path}")
+    except ExportError as error:
+        out.print(f"[yellow]nothing exported: {error}[/]")
+    if tracker is not None and tracker.run_id is not None:
+        out.print(f"MLflow: {redact_url(tracker.uri)} — experiment '{tracker.info.experiment_name}', "
+                  f"run {tracker.run_id} (browse with: mlflow ui --backend-store-uri {redact_url(tracker.uri)})")
+    out.print(f"storage: {redact_url(opened.storage_url)} — inspect with 'tuner status {summary.study_name}'")
+    return 0
+
+
+def _print_front(opened: OpenStudy, front: list[int], out: Console) -> None:
+    trials = {t.number: t for t in opened.study.get_trials(deepcopy=False)}
+    names = opened.spec.objective_names
+    table = Table("trial", "role", *names, "params", title="Pareto front")
+    for number in front:
+        trial = trials[number]
+        table.add_row(str(number), trial.user_attrs.get("role", "search"),
+                      *(f"{v:.4g}" for v in trial.values or ()),
+                      ", ".join(f"{k}={v}" for k, v in trial.params.items()))
+    out.print(table)

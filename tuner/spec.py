@@ -1,0 +1,384 @@
+"""The study spec: a YAML file validated into a :class:`StudySpec`.
+
+A spec names the workload, its inputs, the parameters to search (int / float /
+log / step / categorical / bool), derived values, rules, objectives,
+constraints, the reference and baseline settings, measurement settings, the
+sampler and the budget. :func:`load_spec` is the only entry point; every
+problem is reported as one :class:`SpecError` whose message names the file,
+line, key and problem, e.g.::
+
+    search_spaces/avatar.yaml:14: parameters.infer_frames.low: must be <= high (6 > 4)
+
+The JSON Schema for editors is :func:`spec_json_schema` (written to
+``search_spaces/schema.json`` by ``tuner schema``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from pathlib import Path
+from typing import Annotated, Any, Literal, Union
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tuner.expressions import ExpressionError, compile_expression
+
+SamplerName = Literal["tpe", "nsga2", "gp", "random", "grid"]
+DEFAULT_SAMPLER: SamplerName = "tpe"
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used. ``str(error)`` is the one-line user message."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class IntParameter(_Strict):
+    """An integer in [low, high]; ``step`` spaces the grid; ``log`` samples log-uniformly."""
+
+    type: Literal["int"]
+    low: int
+    high: int
+    step: int = 1
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "IntParameter":
+        if self.low > self.high:
+            raise ValueError(f"low must be <= high ({self.low} > {self.high})")
+        if self.step < 1:
+            raise ValueError(f"step must be >= 1 (got {self.step})")
+        if self.log and (self.low < 1 or self.step != 1):
+            raise ValueError("log needs low >= 1 and step == 1")
+        if (self.high - self.low) % self.step:
+            raise ValueError(f"high - low ({self.high - self.low}) must be a multiple of step {self.step}")
+        return self
+
+    def contains(self, value: Any) -> bool:
+        return (isinstance(value, int) and not isinstance(value, bool)
+                and self.low <= value <= self.high and (value - self.low) % self.step == 0)
+
+
+class FloatParameter(_Strict):
+    """A float in [low, high]; optional ``step`` or ``log`` (not both)."""
+
+    type: Literal["float"]
+    low: float
+    high: float
+    step: float | None = None
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "FloatParameter":
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            raise ValueError("low and high must be finite")
+        if self.low > self.high:
+            raise ValueError(f"low must be <= high ({self.low} > {self.high})")
+        if self.log and self.low <= 0:
+            raise ValueError("log needs low > 0")
+        if self.log and self.step is not None:
+            raise ValueError("log and step cannot be combined")
+        if self.step is not None and self.step <= 0:
+            raise ValueError("step must be > 0")
+        return self
+
+    def contains(self, value: Any) -> bool:
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and self.low <= float(value) <= self.high)
+
+
+Choice = Union[bool, int, float, str, None]
+
+
+class CategoricalParameter(_Strict):
+    """One of ``choices`` (strings, numbers, booleans)."""
+
+    type: Literal["categorical"]
+    choices: list[Choice] = Field(min_length=1)
+
+    @field_validator("choices")
+    @classmethod
+    def _unique(cls, choices: list[Choice]) -> list[Choice]:
+        if len({repr(c) for c in choices}) != len(choices):
+            raise ValueError("choices must be unique")
+        return choices
+
+    def contains(self, value: Any) -> bool:
+        return any(type(value) is type(c) and value == c for c in self.choices)
+
+
+class BoolParameter(_Strict):
+    """True or False."""
+
+    type: Literal["bool"]
+
+    def contains(self, value: Any) -> bool:
+        return isinstance(value, bool)
+
+
+Parameter = Annotated[
+    Union[IntParameter, FloatParameter, CategoricalParameter, BoolParameter],
+    Field(discriminator="type"),
+]
+
+
+class Rule(_Strict):
+    """A boolean expression every candidate must satisfy; otherwise it is never run."""
+
+    expr: str
+    message: str | None = None
+
+    @field_validator("expr")
+    @classmethod
+    def _compiles(cls, expr: str) -> str:
+        compile_expression(expr)
+        return expr
+
+
+class Objective(_Strict):
+    """A metric to optimise, by name (e.g. ``latency_p50_s``) and direction."""
+
+    metric: str
+    direction: Literal["minimize", "maximize"]
+
+
+class Constraint(_Strict):
+    """``metric <= max`` and/or ``metric >= min``; bounds are numbers or expressions.
+
+    Expressions may use ``gpu_memory_gb`` and ``host_memory_gb`` (GB, 1e9 bytes).
+    The violation told to the sampler is graded: how far past the bound,
+    relative to the bound's magnitude (> 0 infeasible).
+    """
+
+    metric: str
+    max: float | str | None = None
+    min: float | str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "Constraint":
+        if self.max is None and self.min is None:
+            raise ValueError("a constraint needs max and/or min")
+        for bound in (self.max, self.min):
+            if isinstance(bound, str):
+                compile_expression(bound)
+        return self
+
+
+class WorkloadSpec(_Strict):
+    """Which workload to run (``module:Class``) and how."""
+
+    class_path: str = Field(alias="class")
+    timeout_s: float = Field(default=300.0, gt=0)
+    device: Literal["auto", "cpu", "cuda"] = "auto"
+    torch_threads: int | None = Field(default=None, ge=1)
+
+    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
+
+    @field_validator("class_path")
+    @classmethod
+    def _import_path(cls, value: str) -> str:
+        module, _, name = value.partition(":")
+        if not module or not name or not all(p.isidentifier() for p in module.split(".")) or not name.isidentifier():
+            raise ValueError(f"'{value}' is not an import path of the form package.module:ClassName")
+        return value
+
+
+class MeasurementSpec(_Strict):
+    """Latency measurement: warmup calls, adaptive repeats until CV <= cv_target."""
+
+    warmup: int = Field(default=1, ge=0)
+    min_repeats: int = Field(default=3, ge=1)
+    max_repeats: int = Field(default=10, ge=1)
+    cv_target: float = Field(default=0.05, gt=0)
+    noisy_cv: float = Field(default=0.10, gt=0)
+    max_seconds: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> "MeasurementSpec":
+        if self.min_repeats > self.max_repeats:
+            raise ValueError(f"min_repeats must be <= max_repeats ({self.min_repeats} > {self.max_repeats})")
+        return self
+
+
+class BudgetSpec(_Strict):
+    """When the study stops: after ``trials`` measured trials and/or ``wall_time_s``."""
+
+    trials: int | None = Field(default=None, ge=1)
+    wall_time_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> "BudgetSpec":
+        if self.trials is None and self.wall_time_s is None:
+            raise ValueError("a budget needs trials and/or wall_time_s")
+        return self
+
+
+class SamplerSpec(_Strict):
+    """Optuna sampler by name; ``options`` go to its constructor."""
+
+    name: SamplerName = DEFAULT_SAMPLER
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class StudySpec(_Strict):
+    """A validated study spec. Build with :func:`load_spec` or :func:`parse_spec`."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    description: str = ""
+    workload: WorkloadSpec
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    parameters: dict[str, Parameter] = Field(min_length=1)
+    derived: dict[str, str] = Field(default_factory=dict)
+    rules: list[Rule] = Field(default_factory=list)
+    objectives: list[Objective] = Field(min_length=1)
+    constraints: list[Constraint] = Field(default_factory=list)
+    reference: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None
+    measurement: MeasurementSpec = Field(default_factory=MeasurementSpec)
+    budget: BudgetSpec
+    sampler: SamplerSpec = Field(default_factory=SamplerSpec)
+    seed: int = 0
+
+    @field_validator("rules", mode="before")
+    @classmethod
+    def _rule_strings(cls, rules: Any) -> Any:
+        if isinstance(rules, list):
+            return [{"expr": r} if isinstance(r, str) else r for r in rules]
+        return rules
+
+    @field_validator("derived")
+    @classmethod
+    def _derived_compile(cls, derived: dict[str, str]) -> dict[str, str]:
+        for name, expr in derived.items():
+            if not name.isidentifier():
+                raise ValueError(f"derived name '{name}' is not an identifier")
+            compile_expression(expr)
+        return derived
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> "StudySpec":
+        from tuner.space import check_setting  # space depends on spec, not the reverse at import
+
+        clashes = set(self.parameters) & (set(self.derived) | set(self.inputs))
+        if clashes:
+            raise ValueError(f"names used both as parameter and derived/input: {sorted(clashes)}")
+        from evaluators.registry import known_metric
+
+        metrics = [o.metric for o in self.objectives]
+        if len(set(metrics)) != len(metrics):
+            raise ValueError(f"objectives repeat a metric: {metrics}")
+        for metric in metrics + [c.metric for c in self.constraints]:
+            if not known_metric(metric):
+                raise ValueError(f"unknown metric '{metric}' (see the metric list in docs/specs.md)")
+        for role in ("reference", "baseline"):
+            setting = getattr(self, role)
+            if setting is not None:
+                problem = check_setting(self, setting)
+                if problem:
+                    raise ValueError(f"{role}: {problem}")
+        return self
+
+    @property
+    def objective_names(self) -> list[str]:
+        return [o.metric for o in self.objectives]
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """JSON Schema of the spec format (for editors and ``search_spaces/schema.json``)."""
+    schema = StudySpec.model_json_schema(by_alias=True)
+    schema["title"] = "tuner study spec"
+    return schema
+
+
+def spec_hash(text: str) -> str:
+    """A short content hash of the spec's YAML text (provenance)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def load_spec(path: str | Path) -> StudySpec:
+    """Read and validate a spec file. Raises :class:`SpecError` with file:line: key: problem."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except OSError as error:
+        raise SpecError(f"{path}: cannot read spec: {error.strerror or error}") from None
+    return parse_spec(text, source=str(path))
+
+
+def parse_spec(text: str, source: str = "<spec>") -> StudySpec:
+    """Validate YAML text as a spec; ``source`` names it in error messages."""
+    try:
+        node = yaml.compose(text, Loader=yaml.SafeLoader)
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        mark = getattr(error, "problem_mark", None)
+        where = f"{source}:{mark.line + 1}" if mark is not None else source
+        problem = getattr(error, "problem", None) or str(error)
+        raise SpecError(f"{where}: not valid YAML: {problem}") from None
+    if not isinstance(data, dict):
+        raise SpecError(f"{source}:1: the spec must be a mapping of keys (name, workload, parameters, ...)")
+    lines = _key_lines(node)
+    try:
+        return StudySpec.model_validate(data)
+    except ValidationError as error:
+        first = error.errors()[0]
+        location = tuple(str(p) for p in first["loc"] if not _is_union_tag(p, data))
+        line = _closest_line(lines, location)
+        key = ".".join(location) or "(top level)"
+        message = _clean_message(first["msg"], first["type"], first.get("input"))
+        more = len(error.errors()) - 1
+        suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
+        raise SpecError(f"{source}:{line}: {key}: {message}{suffix}") from None
+    except ExpressionError as error:
+        raise SpecError(f"{source}: {error}") from None
+
+
+def _is_union_tag(part: Any, data: dict[str, Any]) -> bool:
+    """pydantic puts the discriminator value (e.g. 'int') into error locations."""
+    return part in ("int", "float", "categorical", "bool", "str") or (
+        isinstance(part, str) and part.startswith("function-"))
+
+
+def _clean_message(message: str, kind: str, value: Any) -> str:
+    message = message.removeprefix("Value error, ")
+    if kind == "extra_forbidden":
+        return "unknown key (check the spelling; see search_spaces/schema.json)"
+    if kind == "missing":
+        return "required key is missing"
+    if kind == "union_tag_invalid":
+        return f"unknown type {value!r}: use int, float, categorical or bool" if not isinstance(value, dict) \
+            else f"unknown parameter type {value.get('type')!r}: use int, float, categorical or bool"
+    if kind == "union_tag_not_found":
+        return "a parameter needs 'type': int, float, categorical or bool"
+    return message
+
+
+def _key_lines(node: yaml.Node | None) -> dict[tuple[str, ...], int]:
+    """Map each key path in the YAML document to its 1-based line number."""
+    lines: dict[tuple[str, ...], int] = {}
+
+    def walk(current: yaml.Node, path: tuple[str, ...]) -> None:
+        lines.setdefault(path, current.start_mark.line + 1)
+        if isinstance(current, yaml.MappingNode):
+            for key_node, value_node in current.value:
+                child = (*path, str(key_node.value))
+                lines[child] = key_node.start_mark.line + 1
+                walk(value_node, child)
+        elif isinstance(current, yaml.SequenceNode):
+            for index, item in enumerate(current.value):
+                walk(item, (*path, str(index)))
+
+    if node is not None:
+        walk(node, ())
+    return lines
+
+
+def _closest_line(lines: dict[tuple[str, ...], int], location: tuple[str, ...]) -> int:
+    for end in range(len(location), -1, -1):
+        if location[:end] in lines:
+            return lines[location[:end]]
+    return 1

@@ -1,0 +1,287 @@
+"""``AvatarDiTWorkload``: a small audio-driven talking-head video DiT.
+
+A stand-in for Live Avatar-style models (a diffusion transformer that animates
+a reference portrait from speech, clip after clip) with real torch compute
+whose cost follows the tuned settings. The networks are **untrained** — weights
+come from torch's initialisers under ``context.seed`` and depend only on the
+seed and the ``model`` inputs, never on the tuned parameters. How the output
+still looks like a talking face is explained in :mod:`.sampler`.
+
+Parameters (``params``; defaults in :data:`DEFAULT_PARAMS`)
+-----------------------------------------------------------
+``infer_frames``  int >= 1: frames per clip; the DiT attends jointly over all
+                  tokens of a clip (cost ~ quadratic in it).
+``num_clip``      int >= 1: clips, chained through motion frames. Absent:
+                  ``ceil(audio_seconds * fps / infer_frames)``.
+``sample_steps``  int 1..8: Euler steps per clip.
+``resolution``    int: generation side in pixels, a multiple of
+                  ``patch * 2`` (4 with the default patch).
+``batch_size``    int >= 1: independent requests per forward (same audio and
+                  portrait, own noise each); ``items`` of the output.
+``precision``     "fp32" | "bf16" | "fp16" (autocast; fp16 is CUDA-only).
+``streams``       1 | 2: with 2 on CUDA and ``online_decode``, clip i is
+                  decoded on a side stream while clip i+1 denoises. On the
+                  CPU, 2 behaves exactly as 1.
+``online_decode`` bool: decode each clip when finished (flat memory) or keep
+                  every latent and decode all at the end.
+
+Inputs (``context.inputs``)
+---------------------------
+``audio_seconds`` (2.0), ``fps`` (12), ``output_size`` (64: every resolution
+is presented at this size, bilinear, no antialiasing), ``model`` (dict: dim 64,
+depth 2, heads 4, patch 2), ``portrait_seed`` (``context.seed``).
+
+Output: ``video`` uint8 (batch_size, num_clip * infer_frames, output_size,
+output_size, 3); ``audio`` the input audio (float32, 16 kHz); counters
+``frames`` (per request), ``clips``, ``tokens_per_clip``, ``dit_forwards`` and
+``dit_gflops`` (analytic matmul FLOPs of all DiT forwards of the call).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from numbers import Integral, Real
+from typing import Any, Callable, Mapping
+
+import numpy as np
+import torch
+
+from tuner.workloads.avatar_dit.inputs import (
+    AUDIO_FEATURES_PER_FRAME, AUDIO_RATE_HZ, frame_audio_features, render_portraits, synth_speech_audio)
+from tuner.workloads.avatar_dit.model import LATENT_CHANNELS, VAE_DOWNSAMPLE, AvatarDiT, AvatarDiTConfig, TinyLatentCodec
+from tuner.workloads.avatar_dit.sampler import AUTOCAST_DTYPES, Conditioning, GenerationPlan, generate_video
+from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
+
+DEFAULT_PARAMS: Mapping[str, Any] = {
+    "infer_frames": 12, "sample_steps": 4, "resolution": 32, "batch_size": 1,
+    "precision": "fp32", "streams": 1, "online_decode": True,
+}
+"""Values used for absent parameters (``num_clip`` is derived, see module docs)."""
+
+KNOWN_PARAMS = frozenset(DEFAULT_PARAMS) | {"num_clip"}
+MAX_SAMPLE_STEPS = 8
+_MAX_CACHED_CONDITIONINGS = 8
+
+
+@dataclass(frozen=True)
+class AvatarInputs:
+    """The workload's reading of ``context.inputs`` (see module docs)."""
+
+    audio_seconds: float
+    fps: float
+    output_size: int
+    model: AvatarDiTConfig
+    portrait_seed: int
+
+    @staticmethod
+    def from_context(context: RunContext) -> "AvatarInputs":
+        inputs = context.inputs
+        try:
+            return AvatarInputs(
+                audio_seconds=_positive_real(inputs.get("audio_seconds", 2.0), "audio_seconds"),
+                fps=_positive_real(inputs.get("fps", 12), "fps"),
+                output_size=_integer(inputs.get("output_size", 64), "output_size", minimum=1),
+                model=AvatarDiTConfig.from_inputs(inputs.get("model"), AUDIO_FEATURES_PER_FRAME),
+                portrait_seed=_integer(inputs.get("portrait_seed", context.seed), "portrait_seed", minimum=0),
+            )
+        except ValueError as error:
+            raise InvalidSetting(f"avatar_dit inputs: {error}") from error
+
+
+@dataclass(frozen=True)
+class AvatarSettings:
+    """Validated tuned parameters (see module docs for meanings)."""
+
+    infer_frames: int
+    num_clip: int
+    sample_steps: int
+    resolution: int
+    batch_size: int
+    precision: str
+    streams: int
+    online_decode: bool
+
+    @property
+    def total_frames(self) -> int:
+        """Output frames per request: ``num_clip * infer_frames``."""
+        return self.num_clip * self.infer_frames
+
+    @staticmethod
+    def from_params(params: Mapping[str, Any], inputs: AvatarInputs, device: torch.device) -> "AvatarSettings":
+        """Validate ``params``; raise :class:`InvalidSetting` for anything this workload cannot run."""
+        unknown = sorted(set(params) - KNOWN_PARAMS)
+        if unknown:
+            raise InvalidSetting(f"unknown avatar_dit params {unknown}; known: {sorted(KNOWN_PARAMS)}")
+        merged = {**DEFAULT_PARAMS, **params}
+        infer_frames = _integer(merged["infer_frames"], "infer_frames", minimum=1)
+        derived_clips = math.ceil(inputs.audio_seconds * inputs.fps / infer_frames)
+        num_clip = _integer(merged.get("num_clip", derived_clips), "num_clip", minimum=1)
+        sample_steps = _integer(merged["sample_steps"], "sample_steps", minimum=1)
+        if sample_steps > MAX_SAMPLE_STEPS:
+            raise InvalidSetting(f"sample_steps={sample_steps} is above {MAX_SAMPLE_STEPS}")
+        resolution = _integer(merged["resolution"], "resolution", minimum=1)
+        step = inputs.model.pixels_per_token
+        if resolution % step:
+            raise InvalidSetting(f"resolution={resolution} is not a multiple of patch x VAE downsampling = {step}")
+        precision = merged["precision"]
+        if precision not in AUTOCAST_DTYPES:
+            raise InvalidSetting(f"precision={precision!r} is not one of {sorted(AUTOCAST_DTYPES)}")
+        if precision == "fp16" and device.type != "cuda":
+            raise InvalidSetting("precision='fp16' needs a CUDA device (the CPU supports fp32 and bf16)")
+        streams = _integer(merged["streams"], "streams", minimum=1)
+        if streams > 2:
+            raise InvalidSetting(f"streams={streams} is not 1 or 2")
+        online_decode = merged["online_decode"]
+        if not isinstance(online_decode, (bool, np.bool_)):
+            raise InvalidSetting(f"online_decode must be a bool, got {online_decode!r}")
+        return AvatarSettings(infer_frames, num_clip, sample_steps, resolution,
+                              _integer(merged["batch_size"], "batch_size", minimum=1),
+                              precision, streams, bool(online_decode))
+
+
+def _integer(value: Any, name: str, minimum: int) -> int:
+    """``value`` as an int >= ``minimum`` (integral floats accepted; bools refused)."""
+    if isinstance(value, (bool, np.bool_)):
+        raise InvalidSetting(f"{name} must be an integer, got {value!r}")
+    if isinstance(value, Integral):
+        number = int(value)
+    elif isinstance(value, Real) and float(value).is_integer():
+        number = int(value)
+    else:
+        raise InvalidSetting(f"{name} must be an integer, got {value!r}")
+    if number < minimum:
+        raise InvalidSetting(f"{name}={number} is below {minimum}")
+    return number
+
+
+def _positive_real(value: Any, name: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, Real) or not float(value) > 0:
+        raise ValueError(f"{name} must be a positive number, got {value!r}")
+    return float(value)
+
+
+def request_seed(seed: int, request: int) -> int:
+    """Noise seed of request ``request`` in a batch: request 0 draws the same noise at every batch size."""
+    return (seed * 1_000_003 + request) % (2 ** 63)
+
+
+class AvatarDiTWorkload(Workload):
+    """Built-in talking-avatar DiT workload (see module docs for params, inputs and output)."""
+
+    def __init__(self) -> None:
+        self._built_for: tuple[int, AvatarDiTConfig, str] | None = None
+        self._model: AvatarDiT | None = None
+        self._codec: TinyLatentCodec | None = None
+        self._audio_key: tuple[float, int] | None = None
+        self._audio: np.ndarray | None = None
+        self._conditionings: dict[tuple[int, int, AvatarInputs, int], Conditioning] = {}
+
+    def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
+        """Validate ``params`` and build the seeded networks and the audio (not timed)."""
+        device = _device_of(context)
+        inputs = AvatarInputs.from_context(context)
+        AvatarSettings.from_params(params, inputs, device)
+        self._build(context, inputs, device)
+
+    def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
+        """Generate ``batch_size`` talking-head videos; deterministic for a seed and params."""
+        device = _device_of(context)
+        inputs = AvatarInputs.from_context(context)
+        settings = AvatarSettings.from_params(params, inputs, device)
+        self._build(context, inputs, device)
+        assert self._model is not None and self._codec is not None and self._audio is not None
+        plan = GenerationPlan(
+            batch_size=settings.batch_size, infer_frames=settings.infer_frames, num_clip=settings.num_clip,
+            sample_steps=settings.sample_steps, precision=settings.precision,
+            online_decode=settings.online_decode,
+            side_stream=device.type == "cuda" and settings.streams == 2 and settings.online_decode,
+            output_size=inputs.output_size)
+        with torch.inference_mode():
+            conditioning = self._conditioning(settings, inputs, context.seed, device)
+            draw_noise = self._noise_source(settings, context.seed, device)
+            video = generate_video(self._model, self._codec, conditioning, draw_noise, plan)
+            video_array = video.cpu().numpy()
+        config = inputs.model
+        forwards = settings.num_clip * settings.sample_steps
+        flops = config.forward_flops(settings.resolution, settings.infer_frames, settings.batch_size)
+        return WorkloadOutput(
+            video=video_array, audio=self._audio.copy(), audio_rate=AUDIO_RATE_HZ, items=settings.batch_size,
+            counters={
+                "frames": float(settings.total_frames),
+                "clips": float(settings.num_clip),
+                "tokens_per_clip": float(config.tokens_per_clip(settings.resolution, settings.infer_frames)),
+                "dit_forwards": float(forwards),
+                "dit_gflops": forwards * flops / 1e9,
+            })
+
+    def teardown(self) -> None:
+        cuda_used = self._built_for is not None and self._built_for[2].startswith("cuda")
+        self._model = self._codec = None
+        self._built_for = None
+        self._conditionings.clear()
+        if cuda_used:
+            torch.cuda.empty_cache()
+
+    def _build(self, context: RunContext, inputs: AvatarInputs, device: torch.device) -> None:
+        """Build networks and audio unless already built for this seed, architecture and device."""
+        key = (context.seed, inputs.model, str(device))
+        if self._built_for != key:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(context.seed)
+                model = AvatarDiT(inputs.model)
+                codec = TinyLatentCodec()
+            self._model = model.to(device).eval()
+            self._codec = codec.to(device).eval()
+            self._conditionings.clear()
+            self._built_for = key
+        audio_key = (inputs.audio_seconds, context.seed)
+        if self._audio_key != audio_key:
+            self._audio = synth_speech_audio(inputs.audio_seconds, context.seed, AUDIO_RATE_HZ)
+            self._audio_key = audio_key
+
+    def _conditioning(self, settings: AvatarSettings, inputs: AvatarInputs, seed: int,
+                      device: torch.device) -> Conditioning:
+        """Reference/target latents and audio windows for this resolution and length (cached)."""
+        key = (settings.resolution, settings.total_frames, inputs, seed)
+        if key in self._conditionings:
+            return self._conditionings[key]
+        assert self._codec is not None and self._audio is not None
+        described = frame_audio_features(self._audio, AUDIO_RATE_HZ, inputs.fps, settings.total_frames)
+        offsets = np.arange(inputs.model.audio_window) - inputs.model.audio_window // 2
+        window_index = np.clip(np.arange(settings.total_frames)[:, None] + offsets[None, :],
+                               0, settings.total_frames - 1)
+        audio = torch.from_numpy(described.features[window_index]).to(device)
+        openings = np.concatenate([[0.0], described.mouth_open]).astype(np.float32)
+        portraits = torch.from_numpy(render_portraits(settings.resolution, inputs.portrait_seed, openings))
+        images = (portraits.permute(0, 3, 1, 2) * 2.0 - 1.0).to(device)
+        latents = self._codec.encode(images)  # (1 + frames, C, h, w)
+        conditioning = Conditioning(reference=latents[:1].permute(1, 0, 2, 3).unsqueeze(0),
+                                    targets=latents[1:].permute(1, 0, 2, 3).contiguous(), audio=audio)
+        if len(self._conditionings) >= _MAX_CACHED_CONDITIONINGS:
+            self._conditionings.clear()
+        self._conditionings[key] = conditioning
+        return conditioning
+
+    @staticmethod
+    def _noise_source(settings: AvatarSettings, seed: int,
+                      device: torch.device) -> Callable[[int], torch.Tensor]:
+        """``clip -> (B, C, T, h, w)`` noise; request b's clips come from its own CPU generator in order."""
+        generators = [torch.Generator().manual_seed(request_seed(seed, b)) for b in range(settings.batch_size)]
+        side = settings.resolution // VAE_DOWNSAMPLE
+        shape = (LATENT_CHANNELS, settings.infer_frames, side, side)
+
+        def draw_noise(clip: int) -> torch.Tensor:
+            del clip  # drawn in clip order, so each generator's position already encodes the clip
+            return torch.stack([torch.randn(shape, generator=g) for g in generators]).to(device)
+
+        return draw_noise
+
+
+def _device_of(context: RunContext) -> torch.device:
+    device = torch.device(context.device)
+    if device.type not in ("cpu", "cuda"):
+        raise InvalidSetting(f"device {context.device!r} is not 'cpu' or 'cuda'")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("context.device is 'cuda' but torch sees no CUDA device")
+    return device

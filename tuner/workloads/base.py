@@ -1,0 +1,121 @@
+"""The Workload interface: what the worker process runs and measures.
+
+A workload is found by import path (``module:Class``) in the spec and is
+constructed with no arguments inside the worker process, never in the
+coordinator. The worker drives it like this::
+
+    workload = WorkloadClass()
+    workload.setup(params, context)          # load / build; not timed
+    for _ in range(warmup): workload.run(params, context)
+    for each repeat:                         # timed, device synchronised
+        workload.synchronize(); t0 = clock()
+        output = workload.run(params, context)
+        workload.synchronize(); t1 = clock()
+    workload.teardown()
+
+Contract
+--------
+* ``run`` must be deterministic for a fixed ``context.seed`` and ``params``
+  (same output every call) so that quality can be compared with the reference.
+* ``run`` returns a :class:`WorkloadOutput`; ``items`` counts independent
+  requests served by one call (``batch_size``) for throughput.
+* A setting the workload cannot accept raises :class:`InvalidSetting` (outcome
+  INVALID). Running out of memory raises ``MemoryError`` or torch's
+  ``OutOfMemoryError`` (outcome OOM). Anything else is a CRASH.
+* ``synchronize`` waits for queued device work (CUDA); the default does this
+  for torch when CUDA is initialised, and nothing otherwise.
+"""
+
+from __future__ import annotations
+
+import sys
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+
+class InvalidSetting(ValueError):
+    """Raised by a workload for a parameter combination it cannot run."""
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the worker tells a workload besides its parameters.
+
+    ``device`` is ``"cuda"`` or ``"cpu"``; ``seed`` the study's seed;
+    ``inputs`` the spec's ``inputs`` mapping as written; ``workdir`` a private
+    directory for this trial; ``gpu_slot`` the ``CUDA_VISIBLE_DEVICES`` value the
+    worker was pinned to (``None`` on CPU).
+    """
+
+    device: str
+    seed: int
+    inputs: Mapping[str, Any]
+    workdir: Path
+    gpu_slot: str | None = None
+
+
+@dataclass
+class WorkloadOutput:
+    """The product of one ``run`` call.
+
+    ``video``: uint8 array (batch, frames, height, width, 3) or (frames, H, W, 3).
+    ``audio``: float32 mono samples in [-1, 1] with ``audio_rate`` in Hz.
+    ``text``: generated answer(s). ``items``: requests served by the call.
+    ``counters``: extra counts worth logging next to times (tokens, frames...).
+    """
+
+    video: np.ndarray | None = None
+    audio: np.ndarray | None = None
+    audio_rate: int | None = None
+    text: list[str] | None = None
+    items: int = 1
+    counters: dict[str, float] = field(default_factory=dict)
+
+    def save(self, path: Path) -> None:
+        """Write the output as an ``.npz`` file (the reference cache format)."""
+        arrays: dict[str, Any] = {"items": np.array(self.items)}
+        if self.video is not None:
+            arrays["video"] = self.video
+        if self.audio is not None:
+            arrays["audio"] = self.audio
+            arrays["audio_rate"] = np.array(self.audio_rate or 0)
+        if self.text is not None:
+            arrays["text"] = np.array(self.text, dtype=object)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with open(path, "wb") as handle:
+            np.savez_compressed(handle, **arrays)
+
+    @staticmethod
+    def load(path: Path) -> "WorkloadOutput":
+        with np.load(path, allow_pickle=True) as data:
+            return WorkloadOutput(
+                video=data["video"] if "video" in data else None,
+                audio=data["audio"] if "audio" in data else None,
+                audio_rate=int(data["audio_rate"]) if "audio_rate" in data else None,
+                text=[str(t) for t in data["text"]] if "text" in data else None,
+                items=int(data["items"]),
+            )
+
+
+class Workload(ABC):
+    """A model (or program) whose inference settings are tuned. See module docs."""
+
+    def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
+        """Load weights / build the model for ``params``. Not timed. Default: nothing."""
+
+    @abstractmethod
+    def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
+        """Serve one request (or one batch) with ``params``. Timed."""
+
+    def synchronize(self) -> None:
+        """Wait for queued device work. Default: torch CUDA sync when in use."""
+        torch = sys.modules.get("torch")
+        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.synchronize()
+
+    def teardown(self) -> None:
+        """Release resources. Default: nothing."""

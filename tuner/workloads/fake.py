@@ -1,0 +1,86 @@
+"""Simulated workloads for tests and benchmarks — not models.
+
+:class:`FakeWorkload` behaves like a model with a speed/quality knob and can
+misbehave on request, so the runner's outcome handling is tested with real
+failures: a real host out-of-memory (an allocation past an address-space
+limit), a real segmentation fault, a real hang, a refused setting.
+:class:`NoOpWorkload` does nothing, for measuring the tuner's own overhead.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import time
+from typing import Any, Mapping
+
+import numpy as np
+
+from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
+
+BEHAVIOURS = ("ok", "oom", "device_oom", "segfault", "hang", "invalid", "raise", "exit")
+
+
+class SimulatedDeviceOutOfMemoryError(RuntimeError):
+    """Stands in for torch's CUDA OOM error (same message shape) where no GPU exists."""
+
+
+class FakeWorkload(Workload):
+    """A simulated model. Parameters (all optional):
+
+    ``behaviour``: one of :data:`BEHAVIOURS` (default ``ok``); ``sleep_s``:
+    seconds slept per run (default 0.001) — the "cost"; ``noise``: amplitude
+    (0–255) of seeded noise added to the output video — the "quality loss";
+    ``frames``, ``size``: output video shape (default 4 frames of 16×16);
+    ``batch_size``: requests per run.
+    """
+
+    def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
+        if params.get("behaviour", "ok") not in BEHAVIOURS:
+            raise InvalidSetting(f"unknown behaviour {params.get('behaviour')!r}")
+
+    def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
+        behaviour = params.get("behaviour", "ok")
+        if behaviour == "invalid":
+            raise InvalidSetting("this setting is refused by the simulated workload")
+        if behaviour == "oom":
+            _allocate_past_address_space_limit()
+        if behaviour == "device_oom":
+            raise SimulatedDeviceOutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB (simulated)")
+        if behaviour == "segfault":
+            ctypes.string_at(0)  # dereferences NULL: a real SIGSEGV
+        if behaviour == "hang":
+            time.sleep(10**6)
+        if behaviour == "raise":
+            raise RuntimeError("simulated workload failure")
+        if behaviour == "exit":
+            os._exit(3)
+        time.sleep(float(params.get("sleep_s", 0.001)))
+        frames, size = int(params.get("frames", 4)), int(params.get("size", 16))
+        batch = int(params.get("batch_size", 1))
+        base = np.linspace(0, 255, size * size * 3).reshape(1, 1, size, size, 3)
+        video = np.broadcast_to(base, (batch, frames, size, size, 3)).copy()
+        noise = float(params.get("noise", 0.0))
+        if noise:
+            rng = np.random.default_rng(context.seed)
+            video = video + rng.normal(0, noise, video.shape)
+        return WorkloadOutput(video=np.clip(video, 0, 255).astype(np.uint8), items=batch,
+                              counters={"frames": frames * batch})
+
+
+def _allocate_past_address_space_limit() -> None:
+    """Cap this process's address space just above its current size, then ask for 1 GB."""
+    with open("/proc/self/statm") as statm:
+        size_bytes = int(statm.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    limit = size_bytes + 256 * 2**20
+    resource.setrlimit(resource.RLIMIT_AS, (limit, resource.getrlimit(resource.RLIMIT_AS)[1]))
+    block = np.ones(2**30, dtype=np.uint8)  # raises MemoryError
+    block[0] = 0
+
+
+class NoOpWorkload(Workload):
+    """Returns an empty output at once: the tuner's own per-trial overhead."""
+
+    def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
+        return WorkloadOutput()
