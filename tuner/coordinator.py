@@ -155,6 +155,9 @@ class Coordinator:
                     if self.wall_time_s is not None and time.monotonic() - started >= self.wall_time_s:
                         stopped = "wall time spent"
                         break
+                    if getattr(self.study.sampler, "exhausted", False):
+                        stopped = "grid exhausted: every setting was proposed"
+                        break
                     if idle_proposals >= EXHAUSTED_AFTER:
                         stopped = f"search space exhausted ({EXHAUSTED_AFTER} proposals in a row needed no run)"
                         break

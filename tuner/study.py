@@ -88,8 +88,31 @@ def make_sampler(name: SamplerName, spec: StudySpec, seed: int) -> "optuna.sampl
     if name == "random":
         return optuna.samplers.RandomSampler(seed=seed)
     if name == "grid":
-        return optuna.samplers.GridSampler(grid(spec), seed=seed)
+        return AskTellGridSampler(grid(spec), seed=seed)
     raise StudyError(f"unknown sampler {name!r}")
+
+
+def _grid_sampler_class() -> type:
+    import optuna
+
+    class _AskTellGridSampler(optuna.samplers.GridSampler):  # type: ignore[misc]
+        """GridSampler for an ask/tell loop: it marks the grid exhausted instead of ``study.stop()``.
+
+        (``study.stop()`` is only allowed inside ``optimize``.) The coordinator
+        reads :attr:`exhausted` and stops.
+        """
+
+        exhausted = False
+
+        def after_trial(self, study: "optuna.Study", trial: Any, state: Any, values: Any) -> None:
+            self.exhausted = len(self._get_unvisited_grid_ids(study)) == 0
+
+    return _AskTellGridSampler
+
+
+def AskTellGridSampler(search_space: dict[str, list[Any]], seed: int) -> "optuna.samplers.BaseSampler":
+    """A grid sampler usable with ask/tell (see :func:`_grid_sampler_class`)."""
+    return _grid_sampler_class()(search_space, seed=seed)  # type: ignore[no-any-return]
 
 
 def default_study_name(spec: StudySpec, gpu_type: str) -> str:

@@ -56,7 +56,7 @@ def slot_environment(slot: Slot, base: dict[str, str] | None = None) -> dict[str
 class SubprocessRunner(Runner):
     """Runs each request as ``python -m tuner.runner.worker`` in a new process."""
 
-    def __init__(self, python: str = sys.executable, grace_s: float = 5.0) -> None:
+    def __init__(self, python: str = sys.executable, grace_s: float = 0.0) -> None:
         self.python = python
         self.grace_s = grace_s
 

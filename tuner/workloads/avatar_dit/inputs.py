@@ -103,34 +103,37 @@ class FrameAudioFeatures:
 
 
 def frame_audio_features(audio: np.ndarray, rate_hz: int, fps: float, num_frames: int) -> FrameAudioFeatures:
-    """Features of ``num_frames`` video frames at ``fps`` over ``audio`` (zero-padded)."""
+    """Features of ``num_frames`` video frames at ``fps`` over ``audio`` (zero-padded).
+
+    Normalisation statistics come from the frames inside the audio only, so the
+    features of frame ``i`` do not depend on ``num_frames``.
+    """
     if num_frames < 1:
         raise ValueError(f"need at least one frame, got {num_frames}")
     samples_per_frame = rate_hz / fps
-    bounds = np.round(np.arange(num_frames + 1) * samples_per_frame).astype(np.int64)
-    padded = np.zeros(max(int(bounds[-1]), len(audio)), dtype=np.float64)
+    audio_frames = max(1, int(len(audio) // samples_per_frame))
+    computed_frames = max(num_frames, audio_frames)
+    bounds = np.round(np.arange(computed_frames + 1) * samples_per_frame).astype(np.int64)
+    window_len = max(1, int(round(samples_per_frame)))
+    padded = np.zeros(max(int(bounds[-1]) + window_len, len(audio)), dtype=np.float64)
     padded[:len(audio)] = audio
-    window_len = max(1, int(bounds[1] - bounds[0]))
     frequencies_hz = np.fft.rfftfreq(window_len, d=1.0 / rate_hz)
-    raw = np.zeros((num_frames, AUDIO_FEATURES_PER_FRAME))
-    rms = np.zeros(num_frames)
-    for frame in range(num_frames):
-        start = int(bounds[frame])
-        window = padded[start:start + window_len]
-        if len(window) < window_len:
-            window = np.pad(window, (0, window_len - len(window)))
+    band_masks = [(frequencies_hz >= low) & (frequencies_hz < high) for low, high in FEATURE_BANDS_HZ]
+    taper = np.hanning(window_len)
+    raw = np.zeros((computed_frames, AUDIO_FEATURES_PER_FRAME))
+    rms = np.zeros(computed_frames)
+    for frame in range(computed_frames):
+        window = padded[int(bounds[frame]):int(bounds[frame]) + window_len]
         rms[frame] = math.sqrt(float(np.mean(window ** 2)))
-        power = np.abs(np.fft.rfft(window * np.hanning(window_len))) ** 2 / window_len
-        bands = [power[(frequencies_hz >= low) & (frequencies_hz < high)] for low, high in FEATURE_BANDS_HZ]
-        raw[frame] = np.log([rms[frame] + _LOG_FLOOR] + [float(b.mean()) + _LOG_FLOOR if b.size else _LOG_FLOOR
-                                                         for b in bands])
-    real_frames = max(1, min(num_frames, int(len(audio) // max(samples_per_frame, 1.0))))
-    mean = raw[:real_frames].mean(axis=0)
-    std = raw[:real_frames].std(axis=0) + 1e-3
-    features = np.clip((raw - mean) / std, -_FEATURE_CLIP, _FEATURE_CLIP)
-    loud = float(np.percentile(rms[:real_frames], 95))
-    mouth_open = np.clip(rms / loud, 0.0, 1.0) if loud > 0 else np.zeros(num_frames)
-    return FrameAudioFeatures(features.astype(np.float32), mouth_open.astype(np.float32))
+        power = np.abs(np.fft.rfft(window * taper)) ** 2 / window_len
+        band_energies = [float(power[mask].mean()) if mask.any() else 0.0 for mask in band_masks]
+        raw[frame] = np.log(np.array([rms[frame]] + band_energies) + _LOG_FLOOR)
+    mean = raw[:audio_frames].mean(axis=0)
+    std = raw[:audio_frames].std(axis=0) + 1e-3
+    features = np.clip((raw - mean) / std, -_FEATURE_CLIP, _FEATURE_CLIP)[:num_frames]
+    loud = float(np.percentile(rms[:audio_frames], 95))
+    mouth_open = np.clip(rms / loud, 0.0, 1.0) if loud > 0 else np.zeros(computed_frames)
+    return FrameAudioFeatures(features.astype(np.float32), mouth_open[:num_frames].astype(np.float32))
 
 
 @dataclass(frozen=True)

@@ -177,6 +177,11 @@ class AvatarDiTWorkload(Workload):
         self._audio: np.ndarray | None = None
         self._conditionings: dict[tuple[int, int, AvatarInputs, int], Conditioning] = {}
 
+    @property
+    def dit(self) -> AvatarDiT | None:
+        """The built DiT (``None`` before ``setup``), for inspection; do not modify it."""
+        return self._model
+
     def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
         """Validate ``params`` and build the seeded networks and the audio (not timed)."""
         device = _device_of(context)
