@@ -72,11 +72,15 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
         uri = tracking_uri(mlflow_uri)
         tracker = _tracker(opened, uri, out)
         listeners.append(tracker)
+    runner = SubprocessRunner(preload=[spec.workload.class_path.partition(":")[0]])
     coordinator = Coordinator(
-        opened=opened, runner=SubprocessRunner(), slots=slots, home=home, device=device, plan=plan,
+        opened=opened, runner=runner, slots=slots, home=home, device=device, plan=plan,
         budget_trials=study.user_attrs.get("budget_trials"),
         wall_time_s=study.user_attrs.get("budget_wall_time_s"), listeners=listeners)
-    summary = coordinator.run()
+    try:
+        summary = coordinator.run()
+    finally:
+        runner.close()
     if tracker is not None:
         tracker.close()
         for failure in tracker.failures:

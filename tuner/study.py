@@ -64,9 +64,31 @@ def open_storage(url: str) -> "optuna.storages.BaseStorage":
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine_kwargs = {"connect_args": {"timeout": 60}}
     try:
-        return optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+        storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
     except Exception as error:  # noqa: BLE001 - any driver error: say which storage
         raise StudyError(f"cannot open storage {redact_url(url)}: {type(error).__name__}: {error}") from None
+    if url.startswith("sqlite:"):
+        _use_write_ahead_log(storage)
+    return storage
+
+
+def _use_write_ahead_log(storage: "optuna.storages.RDBStorage") -> None:
+    """SQLite in WAL mode with ``synchronous=NORMAL``: commits stop waiting for fsync.
+
+    A committed trial survives the coordinator being killed (SIGKILL); only a
+    power loss can take the last commits. Readers (``tuner status``) do not
+    block the writer.
+    """
+    from sqlalchemy import event
+
+    def configure(connection: Any, _record: Any) -> None:
+        cursor = connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        cursor.execute("PRAGMA synchronous=NORMAL")
+        cursor.close()
+
+    event.listen(storage.engine, "connect", configure)
+    storage.engine.dispose()
 
 
 def make_sampler(name: SamplerName, spec: StudySpec, seed: int) -> "optuna.samplers.BaseSampler":

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
@@ -14,9 +15,10 @@ from tuner.testing.runner_conformance import (ISOLATION_CASES, RUNNER_CASES, Run
 from tuner.runner.base import Slot
 
 
+@pytest.mark.parametrize("launcher", ["fork", "exec"])
 @pytest.mark.parametrize("case", RUNNER_CASES, ids=lambda c: c.name)
-def test_subprocess_runner_conformance(case: RunnerCase, tmp_path: Path) -> None:
-    check_runner_case(SubprocessRunner(), case, tmp_path)
+def test_subprocess_runner_conformance(case: RunnerCase, launcher: str, tmp_path: Path) -> None:
+    check_runner_case(SubprocessRunner(launcher), case, tmp_path)  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize("case", [c for c in RUNNER_CASES if c.name != "host_oom"], ids=lambda c: c.name)
@@ -25,9 +27,10 @@ def test_inline_runner_conformance(case: RunnerCase, tmp_path: Path) -> None:
     check_runner_case(InlineRunner(), case, tmp_path)
 
 
+@pytest.mark.parametrize("launcher", ["fork", "exec"])
 @pytest.mark.parametrize("case", ISOLATION_CASES, ids=lambda c: c.name)
-def test_subprocess_runner_isolation(case: RunnerCase, tmp_path: Path) -> None:
-    check_runner_case(SubprocessRunner(), case, tmp_path)
+def test_subprocess_runner_isolation(case: RunnerCase, launcher: str, tmp_path: Path) -> None:
+    check_runner_case(SubprocessRunner(launcher), case, tmp_path)  # type: ignore[arg-type]
 
 
 def test_subprocess_runner_keeps_the_log_and_request(tmp_path: Path) -> None:
@@ -38,14 +41,18 @@ def test_subprocess_runner_keeps_the_log_and_request(tmp_path: Path) -> None:
     assert "RuntimeError" in result.log_tail
 
 
-def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+@pytest.mark.parametrize("launcher", ["fork", "exec"])
+def test_timeout_kills_the_whole_process_group(tmp_path: Path, launcher: str) -> None:
     import psutil
 
     case = RunnerCase("hang", {"behaviour": "hang"}, Outcome.TIMEOUT, timeout_s=2.0)
+    runner = SubprocessRunner(launcher)  # type: ignore[arg-type]
+    runner.run(make_request(RUNNER_CASES[0], tmp_path / "warm"), Slot(0, None, 1))  # starts the fork server
     before = {p.pid for p in psutil.Process().children(recursive=True)}
-    result = SubprocessRunner(grace_s=0.5).run(make_request(case, tmp_path), Slot(0, None, 1))
+    result = runner.run(make_request(case, tmp_path), Slot(0, None, 1))
     assert result.outcome is Outcome.TIMEOUT
-    after = {p.pid for p in psutil.Process().children(recursive=True)}
+    time.sleep(0.2)
+    after = {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
     assert after <= before, "the hung worker must be gone"
 
 

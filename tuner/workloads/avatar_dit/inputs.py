@@ -160,7 +160,8 @@ class PortraitStyle:
         rng = np.random.default_rng(seed)
 
         def colour(low: float, high: float) -> tuple[float, float, float]:
-            return tuple(float(c) for c in rng.uniform(low, high, size=3))  # type: ignore[return-value]
+            red, green, blue = rng.uniform(low, high, size=3)
+            return float(red), float(green), float(blue)
 
         skin_tone = rng.uniform(0.35, 0.95)
         skin = (skin_tone, skin_tone * rng.uniform(0.7, 0.85), skin_tone * rng.uniform(0.55, 0.75))
@@ -177,7 +178,7 @@ class PortraitStyle:
 
 
 def _ellipse_alpha(x: np.ndarray, y: np.ndarray, center: tuple[float, float],
-                   radii: np.ndarray | tuple[float, float], pixel: float) -> np.ndarray:
+                   radii: tuple[float | np.ndarray, float | np.ndarray], pixel: float) -> np.ndarray:
     """Coverage in [0, 1] of an ellipse, with a one-pixel soft edge."""
     radius_x, radius_y = radii
     norm = np.sqrt(((x - center[0]) / radius_x) ** 2 + ((y - center[1]) / radius_y) ** 2)

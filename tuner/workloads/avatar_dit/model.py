@@ -245,7 +245,7 @@ class AvatarDiT(nn.Module):
         context = self.config.context_frames
         key = (frames, rows, cols, context, str(device))
         if key not in self._fixed_embeddings:
-            kinds = torch.tensor([0] + [1] * (context - 1) + [2] * (frames - context))
+            kinds = torch.tensor([0] + [1] * (context - 1) + [2] * (frames - context), device=self.kind_embed.device)
             kind_rows = self.kind_embed.detach()[kinds].repeat_interleave(rows * cols, dim=0)
             position = position_embedding(frames, rows, cols, self.config.dim)
             self._fixed_embeddings[key] = (position.to(device) + kind_rows.to(device))
@@ -277,6 +277,8 @@ class TinyLatentCodec(nn.Module):
     projection's transpose, bilinearly upsampled, plus a convolutional upsampler
     (3x3 convs around one x2 nearest stage) whose output is added with a small gain.
     """
+
+    projection: torch.Tensor
 
     def __init__(self, channels: int = LATENT_CHANNELS, width: int = 32, residual_gain: float = 0.25) -> None:
         super().__init__()

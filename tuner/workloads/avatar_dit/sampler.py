@@ -68,8 +68,7 @@ class Conditioning:
 class GenerationPlan:
     """How to generate: the tuned settings the sampler needs.
 
-    ``side_stream``: decode finished clips on a second CUDA stream (only
-    meaningful with ``online_decode`` on a CUDA device).
+    Decoding on a side stream is asked for by passing one to :func:`generate_video`.
     """
 
     batch_size: int
@@ -78,7 +77,6 @@ class GenerationPlan:
     sample_steps: int
     precision: str
     online_decode: bool
-    side_stream: bool
     output_size: int
 
 
@@ -123,19 +121,22 @@ def motion_context(latents: torch.Tensor, motion_frames: int) -> torch.Tensor:
 
 
 def generate_video(model: AvatarDiT, codec: TinyLatentCodec, conditioning: Conditioning,
-                   draw_noise: Callable[[int], torch.Tensor], plan: GenerationPlan) -> torch.Tensor:
+                   draw_noise: Callable[[int], torch.Tensor], plan: GenerationPlan,
+                   side: torch.cuda.Stream | None = None) -> torch.Tensor:
     """All clips, chained and decoded: uint8 (B, num_clip * infer_frames, S, S, 3) on the device.
 
     ``draw_noise(clip_index)`` returns that clip's initial noise (B, C, T, h, w).
     With ``online_decode`` each clip is decoded as soon as it is sampled (only
     pixels are kept); without it every latent is kept and all are decoded at
-    the end in one batch (higher peak memory).
+    the end in one batch (higher peak memory). ``side``: a CUDA stream on which
+    finished clips are decoded while the next clip denoises (used only with
+    ``online_decode``); the result is ready on the current stream on return.
     """
     motion_frames = model.config.motion_frames
     reference = conditioning.reference.expand(plan.batch_size, -1, -1, -1, -1)
     motion = reference.expand(-1, -1, motion_frames, -1, -1)
     device = conditioning.reference.device
-    side = torch.cuda.Stream(device=device) if plan.side_stream and device.type == "cuda" else None
+    side = side if plan.online_decode and device.type == "cuda" else None
     pieces: list[torch.Tensor] = []
     for clip in range(plan.num_clip):
         frames = slice(clip * plan.infer_frames, (clip + 1) * plan.infer_frames)
@@ -151,7 +152,10 @@ def generate_video(model: AvatarDiT, codec: TinyLatentCodec, conditioning: Condi
         else:
             pieces.append(_decode_on_side_stream(codec, latents, plan, side))
     if side is not None:
-        torch.cuda.current_stream(device).wait_stream(side)
+        main = torch.cuda.current_stream(device)
+        main.wait_stream(side)
+        for piece in pieces:
+            piece.record_stream(main)  # made on the side stream, read by the main one
     if not plan.online_decode:
         return decode_to_pixels(codec, torch.cat(pieces, dim=2), plan.output_size, plan.precision)
     return torch.cat(pieces, dim=1)

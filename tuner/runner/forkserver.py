@@ -1,0 +1,132 @@
+"""A fork server for trial workers: imports once, forks a fresh process per trial.
+
+Started by :class:`~tuner.runner.subprocess.SubprocessRunner` as
+``python -m tuner.runner.forkserver MODULE...``. It imports the worker's
+modules and the workload's module (so torch is imported here, once, but CUDA
+is never initialised: that happens only in a forked child), then serves
+requests line by line on stdin::
+
+    -> {"id": 7, "request": ".../request.json", "result": ".../result.json",
+        "log": ".../worker.log", "env": {...}}
+    <- {"id": 7, "pid": 12345}
+    <- {"id": 7, "status": 0}          # exit code, or -signal number
+
+Each child starts a new session (its pid is its process group, so the parent
+can kill its whole tree), dies with the server (``PR_SET_PDEATHSIG``), gets
+the slot's environment and the log file as stdout and stderr, and runs
+:func:`tuner.runner.worker.main`. The server dies with the coordinator: its
+stdin closes, and it also carries ``PR_SET_PDEATHSIG``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import selectors
+import signal
+import sys
+import traceback
+from typing import Any
+
+
+def _child(message: dict[str, Any]) -> None:
+    """Runs in the forked child; never returns."""
+    code = 1
+    try:
+        os.setsid()
+        from tuner.runner.worker import _die_with_parent, main
+
+        _die_with_parent()
+        log = os.open(message["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        null = os.open(os.devnull, os.O_RDONLY)
+        os.dup2(null, 0)
+        os.dup2(log, 1)
+        os.dup2(log, 2)
+        os.close(log)
+        os.close(null)
+        sys.stdin = open(0, closefd=False)
+        sys.stdout = open(1, "w", buffering=1, closefd=False)
+        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.set_wakeup_fd(-1)
+        os.environ.clear()
+        os.environ.update(message["env"])
+        code = main([message["request"], message["result"]])
+    except BaseException:  # noqa: BLE001 - report anything, then exit
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def _status(wait_status: int) -> int:
+    if os.WIFSIGNALED(wait_status):
+        return -os.WTERMSIG(wait_status)
+    return os.WEXITSTATUS(wait_status)
+
+
+def serve(preload: list[str]) -> None:
+    """Preload ``preload`` modules, then fork a child per request until stdin closes."""
+    from tuner.runner.worker import _die_with_parent
+
+    _die_with_parent()
+    for module in preload:
+        try:
+            importlib.import_module(module)
+        except Exception as error:  # noqa: BLE001 - the child will report it as the trial's crash
+            print(f"forkserver: cannot preload {module}: {type(error).__name__}: {error}", file=sys.stderr)
+    wake_read, wake_write = os.pipe()
+    os.set_blocking(wake_write, False)
+    os.set_blocking(wake_read, False)
+    signal.set_wakeup_fd(wake_write)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    selector = selectors.DefaultSelector()
+    selector.register(sys.stdin.fileno(), selectors.EVENT_READ, "stdin")
+    selector.register(wake_read, selectors.EVENT_READ, "child")
+    ids: dict[int, int] = {}
+    buffer = b""
+    out = sys.stdout
+
+    def reply(payload: dict[str, Any]) -> None:
+        out.write(json.dumps(payload) + "\n")
+        out.flush()
+
+    while True:
+        for key, _ in selector.select():
+            if key.data == "child":
+                try:
+                    while os.read(wake_read, 512):
+                        pass
+                except BlockingIOError:
+                    pass
+            else:
+                chunk = os.read(sys.stdin.fileno(), 65536)
+                if not chunk:
+                    return
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    message = json.loads(line)
+                    pid = os.fork()
+                    if pid == 0:
+                        selector.close()
+                        _child(message)
+                    ids[pid] = message["id"]
+                    reply({"id": message["id"], "pid": pid})
+        while ids:
+            try:
+                pid, wait_status = os.waitpid(-1, os.WNOHANG)
+            except ChildProcessError:
+                break
+            if pid == 0:
+                break
+            if pid in ids:
+                reply({"id": ids.pop(pid), "status": _status(wait_status)})
+
+
+if __name__ == "__main__":
+    serve(sys.argv[1:])
