@@ -55,6 +55,7 @@ def test_run_logs_mlflow_exports_and_reports_status(tmp_path: Path) -> None:
     assert len(parents) == 1 and len(children) == 6
     child = next(r for r in children if r.data.tags["tuner.role"] == "baseline")
     assert child.data.tags["tuner.outcome"] == "OK"
+    assert child.data.tags["tuner.gpu_type"] == "cpu" and child.data.tags["host.hostname"]
     assert child.data.params["noise"] == "5" and child.data.params["derived.frames"] == "4"
     assert child.data.metrics["latency_p50_s"] > 0 and "psnr_db" in child.data.metrics
     assert "peak_vram_gb" not in child.data.metrics, "an unavailable metric is not logged as a number"
@@ -108,3 +109,14 @@ def test_sigkill_mid_study_then_resume_loses_nothing(tmp_path: Path) -> None:
 def test_unknown_study_is_one_clear_line(tmp_path: Path) -> None:
     done = tuner("resume", "nope", cwd=tmp_path)
     assert done.returncode == 2 and "no study 'nope'" in done.stderr and "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_parallel_workers_use_their_own_slots(tmp_path: Path) -> None:
+    done = tuner("run", str(SPECS / "fake_ok.yaml"), "--study-name", "p", "--workers", "2", "--trials", "8",
+                 "--no-mlflow", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    measured = [t for t in load(tmp_path, "p").trials if t.user_attrs.get("measured")]
+    assert len(measured) == 8 and {t.user_attrs["slot"] for t in measured} == {"cpu:0", "cpu:1"}
+    log = (tmp_path / "studies" / "p" / f"trial_{measured[-1].number:05d}" / "request.json")
+    assert log.exists()

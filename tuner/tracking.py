@@ -170,7 +170,10 @@ class MlflowTracker:
         assert self._client is not None and self.run_id is not None
         if record.number in self._children:
             return
-        tags = {"mlflow.parentRunId": self.run_id, "tuner.study": self.info.study_name,
+        host_tags = {k: v for k, v in self.info.tags.items()
+                     if k in ("tuner.device", "tuner.gpu_type", "host.hostname", "host.gpu_name",
+                              "host.driver_version", "host.torch_version", "host.cpu_model")}
+        tags = {**host_tags, "mlflow.parentRunId": self.run_id, "tuner.study": self.info.study_name,
                 "tuner.trial_number": str(record.number), "tuner.role": record.role,
                 "tuner.outcome": record.outcome, "tuner.state": record.state}
         if record.reason:
