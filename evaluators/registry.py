@@ -10,8 +10,9 @@ unavailable, with the reason.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Mapping
+from typing import Any, Iterable
 
+from evaluators.base import EvalContext, QualityFunction
 from tuner.results import Direction, Metric
 
 MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
@@ -26,10 +27,7 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "peak_rss_gb": ("GB", "minimize"),
 }
 
-QualityFunction = Callable[[Any, Any, Mapping[str, Any]], list[Metric]]
-
-
-def _psnr(output: Any, reference: Any, inputs: Mapping[str, Any]) -> list[Metric]:
+def _psnr(output: Any, reference: Any, context: EvalContext) -> list[Metric]:
     from evaluators.video import psnr_metric
 
     return [psnr_metric(output.video, reference.video)]
@@ -54,11 +52,12 @@ def metric_direction(name: str) -> Direction | None:
 
 
 def evaluate_quality(names: Iterable[str], output: Any, reference: Any | None,
-                     inputs: Mapping[str, Any]) -> list[Metric]:
+                     context: EvalContext) -> list[Metric]:
     """Compute the named quality metrics of ``output`` against ``reference``."""
     metrics: list[Metric] = []
     seen: set[int] = set()
-    for name in names:
+    wanted = set(names)
+    for name in wanted:
         unit, direction, function = QUALITY_METRICS[name]
         if reference is None:
             metrics.append(Metric.unavailable(name, unit, direction, "no reference output in this study"))
@@ -67,7 +66,7 @@ def evaluate_quality(names: Iterable[str], output: Any, reference: Any | None,
             continue
         seen.add(id(function))
         try:
-            metrics.extend(function(output, reference, inputs))
+            metrics.extend(m for m in function(output, reference, context) if m.name in wanted)
         except Exception as error:  # noqa: BLE001 - an evaluator failure is an unavailable metric
             metrics.append(Metric.unavailable(name, unit, direction, f"{type(error).__name__}: {error}"))
     return metrics

@@ -22,7 +22,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from evaluators.registry import QUALITY_METRICS
 from tuner.candidate import Candidate
@@ -108,6 +108,12 @@ class Coordinator:
             if path and Path(path).exists():
                 return str(path)
         return None
+
+    def _reference_settings(self) -> dict[str, Any] | None:
+        if self.spec.reference is None:
+            return None
+        candidate, _ = resolve(self.spec, self.spec.reference)
+        return candidate.settings if candidate is not None else dict(self.spec.reference)
 
     def _measured_values(self) -> list[list[float]]:
         return [list(t.values) for t in self._trials()
@@ -245,7 +251,8 @@ class Coordinator:
             measurement=self.spec.measurement.model_dump(), timeout_s=self.spec.workload.timeout_s,
             workdir=str(trial_dir), quality_metrics=self.quality_metrics,
             reference_output=self._reference_output() if role != "reference" else None,
-            save_output=save, compare_with_self=role == "reference")
+            save_output=save, compare_with_self=role == "reference",
+            reference_settings=self._reference_settings())
 
     def _tell(self, trial: "optuna.Trial", candidate: Candidate, role: str, slot: Slot,
               result: TrialResult) -> "FrozenTrial":

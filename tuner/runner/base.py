@@ -66,6 +66,7 @@ class TrialRequest:
     reference_output: str | None = None
     save_output: str | None = None
     compare_with_self: bool = False
+    reference_settings: dict[str, Any] | None = None
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)

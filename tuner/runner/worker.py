@@ -58,6 +58,7 @@ def execute(request: TrialRequest) -> TrialResult:
     """Run and measure ``request`` in this process. Never raises for workload errors."""
     from evaluators.latency import LatencySettings, measure_latency
     from evaluators.memory import PeakMemoryMonitor
+    from evaluators.base import EvalContext
     from evaluators.registry import evaluate_quality
     from tuner.workloads.base import RunContext, WorkloadOutput
 
@@ -94,7 +95,8 @@ def execute(request: TrialRequest) -> TrialResult:
         reference = WorkloadOutput.load(Path(request.reference_output)) if request.reference_output else None
         if request.compare_with_self:
             reference = output
-        for metric in evaluate_quality(request.quality_metrics, output, reference, request.inputs):
+        eval_context = EvalContext(request.inputs, request.settings, request.reference_settings)
+        for metric in evaluate_quality(request.quality_metrics, output, reference, eval_context):
             metrics[metric.name] = metric
         eval_time_s = time.perf_counter() - eval_started
         output_path = None
