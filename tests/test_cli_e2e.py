@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
 from pathlib import Path
 
 import optuna
+import psutil
 import pytest
 import yaml
 
@@ -19,6 +21,23 @@ SPECS = Path(__file__).parent / "specs"
 def tuner(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
                           timeout=timeout, env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""})
+
+
+def completed_trial_values(db: Path) -> dict[int, tuple[float, ...]]:
+    """Read-only peek at a study being written by another process (no schema writes)."""
+    if not db.exists():
+        return {}
+    try:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
+            rows = connection.execute(
+                "SELECT t.number, v.objective, v.value FROM trials t JOIN trial_values v "
+                "ON v.trial_id = t.trial_id WHERE t.state = 'COMPLETE' ORDER BY t.number, v.objective").fetchall()
+    except sqlite3.Error:
+        return {}
+    values: dict[int, list[float]] = {}
+    for number, _, value in rows:
+        values.setdefault(number, []).append(value)
+    return {number: tuple(v) for number, v in values.items()}
 
 
 def load(cwd: Path, name: str) -> optuna.Study:
@@ -83,20 +102,17 @@ def test_sigkill_mid_study_then_resume_loses_nothing(tmp_path: Path) -> None:
     db = tmp_path / "studies" / "studies.db"
     deadline = time.monotonic() + 240
     completed_before: dict[int, tuple[float, ...]] = {}
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        if not db.exists():
-            continue
-        try:
-            trials = load(tmp_path, "k").trials
-        except Exception:  # noqa: BLE001 - the study may not exist yet
-            continue
-        completed_before = {t.number: tuple(t.values) for t in trials if t.values is not None}
+    while time.monotonic() < deadline and process.poll() is None:
+        time.sleep(0.3)
+        completed_before = completed_trial_values(db)
         if len(completed_before) >= 3:
             break
+    descendants = psutil.Process(process.pid).children(recursive=True) if process.poll() is None else []
     process.send_signal(signal.SIGKILL)
     process.wait(30)
     assert len(completed_before) >= 3
+    gone, alive = psutil.wait_procs(descendants, timeout=10)
+    assert not alive, f"workers outlived their coordinator: {[p.cmdline() for p in alive]}"
     resumed = tuner("resume", "k", "--no-mlflow", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     trials = load(tmp_path, "k").trials

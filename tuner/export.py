@@ -77,6 +77,7 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial", stora
         "objectives": {name: {"value": value, "direction": d.name.lower()}
                        for name, value, d in zip(attrs.get("objectives", []), trial.values or (), study.directions)},
         "metrics": _metrics_block(record),
+        "timing": {"worker_wall_time_s": record.wall_time_s, "eval_time_s": record.eval_time_s},
         "provenance": {
             "study": study.study_name,
             "trial": trial.number,

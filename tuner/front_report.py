@@ -62,7 +62,8 @@ def front_plot_png(records: Sequence[TrialRecord], front: set[int], objective_na
         x_label, y_label = "trial", objective_names[0]
     others = [xy(r) for r in measured if r.number not in front]
     if others:
-        axes.scatter(*zip(*others), c="0.6", s=24, label="measured")
+        xs, ys = zip(*others)
+        axes.scatter(xs, ys, c="0.6", s=24, label="measured")
     on_front = sorted((xy(r), r.number) for r in measured if r.number in front)
     if on_front:
         points = [p for p, _ in on_front]
@@ -77,6 +78,6 @@ def front_plot_png(records: Sequence[TrialRecord], front: set[int], objective_na
     axes.legend(loc="best")
     figure.tight_layout()
     figure.canvas.draw()
-    image = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()
+    image = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()  # type: ignore[attr-defined]
     plt.close(figure)
     return image

@@ -114,10 +114,10 @@ def judge(spec: "StudySpec", plan: ConstraintPlan, result: TrialResult,
           measured_values: Sequence[Sequence[float]]) -> Verdict:
     """Turn ``result`` into a :class:`Verdict`; ``measured_values`` are earlier OK values."""
     if result.outcome.is_infeasible_point:
-        values = [placeholder_value(o.direction, [v[i] for v in measured_values])
-                  for i, o in enumerate(spec.objectives)]
-        constraints = {OUTCOME_CONSTRAINT: 1.0, **{c.key: 0.0 for c in plan.active}}
-        return Verdict(values, constraints, placeholder=True, reason=result.reason)
+        walls = [placeholder_value(o.direction, [v[i] for v in measured_values])
+                 for i, o in enumerate(spec.objectives)]
+        at_wall = {OUTCOME_CONSTRAINT: 1.0, **{c.key: 0.0 for c in plan.active}}
+        return Verdict(walls, at_wall, placeholder=True, reason=result.reason)
     if result.outcome is not Outcome.OK:
         return Verdict(None, {}, reason=result.reason)
     values: list[float] = []

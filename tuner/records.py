@@ -54,6 +54,7 @@ class TrialRecord:
     duplicate_of: int | None
     slot: str | None
     wall_time_s: float | None
+    eval_time_s: float | None
     datetime_start: str | None
     datetime_complete: str | None
 
@@ -75,6 +76,7 @@ class TrialRecord:
             duplicate_of=attrs.get("duplicate_of"),
             slot=attrs.get("slot"),
             wall_time_s=attrs.get("wall_time_s"),
+            eval_time_s=attrs.get("eval_time_s"),
             datetime_start=trial.datetime_start.isoformat() if trial.datetime_start else None,
             datetime_complete=trial.datetime_complete.isoformat() if trial.datetime_complete else None,
         )

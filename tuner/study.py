@@ -63,10 +63,15 @@ def open_storage(url: str) -> "optuna.storages.BaseStorage":
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
         engine_kwargs = {"connect_args": {"timeout": 60}}
-    try:
-        storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
-    except Exception as error:  # noqa: BLE001 - any driver error: say which storage
-        raise StudyError(f"cannot open storage {redact_url(url)}: {type(error).__name__}: {error}") from None
+    for attempt in range(4):
+        try:
+            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+            break
+        except Exception as error:  # noqa: BLE001 - any driver error: say which storage
+            if attempt < 3 and ("locked" in str(error) or "already exists" in str(error)):
+                time.sleep(0.5 * (attempt + 1))  # another process is creating the same tables
+                continue
+            raise StudyError(f"cannot open storage {redact_url(url)}: {type(error).__name__}: {error}") from None
     if url.startswith("sqlite:"):
         _use_write_ahead_log(storage)
     return storage
@@ -204,4 +209,5 @@ def load_study(url: str, name: str, sampler: SamplerName | None = None) -> OpenS
 def list_studies(url: str) -> list[tuple[str, int]]:
     """(name, number of trials) of every study in the storage."""
     storage = open_storage(url)
-    return [(s.study_name, s.n_trials) for s in storage.get_all_studies()]
+    return [(s.study_name, len(storage.get_all_trials(s._study_id, deepcopy=False)))
+            for s in storage.get_all_studies()]

@@ -192,6 +192,10 @@ class MlflowTracker:
                     metrics[metric_key(name, metric.get("unit", ""))] = float(metric["value"])
         for key, value in record.constraints.items():
             metrics[f"constraint.{_safe_key(key)}"] = float(value)
+        if record.duplicate_of is None:
+            for key, seconds in (("worker_wall_time_s", record.wall_time_s), ("eval_time_s", record.eval_time_s)):
+                if seconds is not None:
+                    metrics[key] = float(seconds)
         _log_batch(self._client, run.info.run_id, params=params, metrics=metrics)
         status = "FINISHED" if record.outcome == "OK" else "FAILED"
         self._client.set_terminated(run.info.run_id, status=status)
