@@ -198,10 +198,8 @@ class ProcessTreeSampler:
             return
         self._tree_refreshed_at = now
         current = gpu.process_tree_pids(self.root_pid)
-        self._processes = {
-            pid: self._processes.get(pid) or _process_or_none(pid) for pid in current
-        }
-        self._processes = {pid: p for pid, p in self._processes.items() if p is not None}
+        found = {pid: self._processes.get(pid) or _process_or_none(pid) for pid in current}
+        self._processes = {pid: p for pid, p in found.items() if p is not None}
 
     def _tree_rss_bytes(self) -> int | None:
         total: int | None = None

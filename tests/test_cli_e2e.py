@@ -85,6 +85,8 @@ def test_run_logs_mlflow_exports_and_reports_status(tmp_path: Path) -> None:
     assert exported["schema"] == "tuner.config/v1" and set(exported["params"]) == {"sleep_s", "noise", "batch_size"}
     status = tuner("status", "demo", cwd=tmp_path)
     assert status.returncode == 0 and "6 measured of budget 6" in status.stdout
+    listing = tuner("status", cwd=tmp_path)
+    assert listing.returncode == 0 and "demo" in listing.stdout
     again = tuner("export", "demo", "--objective", "psnr_db", "-o", str(tmp_path / "q.yaml"), cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert yaml.safe_load((tmp_path / "q.yaml").read_text())["objectives"]["psnr_db"]["value"] == 100.0

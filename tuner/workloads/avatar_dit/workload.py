@@ -155,7 +155,7 @@ def _integer(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, Integral):
         number = int(value)
     elif isinstance(value, Real) and float(value).is_integer():
-        number = int(value)
+        number = int(float(value))
     else:
         raise InvalidSetting(f"{name} must be an integer, got {value!r}")
     if number < minimum:
