@@ -76,7 +76,7 @@ def no_network(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
         raise AssertionError("a network access was attempted")
 
     monkeypatch.setattr(socket.socket, "connect", refuse)
-    monkeypatch.setattr(torch.hub, "load_state_dict_from_url", refuse)
+    monkeypatch.setattr(torch.hub, "download_url_to_file", refuse)
     perceptual.clear_model_cache()
     yield
     perceptual.clear_model_cache()
