@@ -24,11 +24,13 @@ from tuner.results import Metric
 class EvalContext:
     """``inputs``: the spec's inputs as written. ``settings``: the candidate's
     parameters and derived values. ``reference_settings``: the reference's, when known.
+    ``device``: where evaluators with a network may run (``"cpu"`` or ``"cuda"``).
     """
 
     inputs: Mapping[str, Any] = field(default_factory=dict)
     settings: Mapping[str, Any] = field(default_factory=dict)
     reference_settings: Mapping[str, Any] | None = None
+    device: str = "cpu"
 
 
 QualityFunction = Callable[[Any, Any, EvalContext], list[Metric]]

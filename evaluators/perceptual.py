@@ -258,9 +258,8 @@ def lpips_alex(candidate: np.ndarray, reference: np.ndarray, device: str = "cpu"
 
 
 def _eval_device(context: EvalContext) -> str:
-    """``context.device`` when the context carries one (EvalContext has none yet), else CPU."""
-    device = getattr(context, "device", None)
-    return str(device) if device else "cpu"
+    """The trial's device (``context.device``)."""
+    return context.device or "cpu"
 
 
 def _measured(name: str, compute: Callable[[], float]) -> Metric:
@@ -288,3 +287,8 @@ def perceptual_metrics(output: Any, reference: Any, context: EvalContext) -> lis
         _measured("stlpips_alex", lambda: stlpips_alex(candidate, ref, device)),
         _measured("lpips_alex", lambda: lpips_alex(candidate, ref, device)),
     ]
+
+
+def warm_up() -> None:
+    """Build the ST-LPIPS model once (called by the fork server, so every trial inherits it)."""
+    load_stlpips_alex("cpu")

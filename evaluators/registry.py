@@ -45,6 +45,7 @@ class Family:
     function_path: str
     metrics: dict[str, tuple[str, Direction]]
     needs_reference: bool = True
+    warm_up: str | None = None
 
     def load(self) -> QualityFunction:
         module, _, function = self.function_path.partition(":")
@@ -56,7 +57,8 @@ FAMILIES: tuple[Family, ...] = (
         "psnr_db": ("dB", "maximize"), "ssim": ("1", "maximize"),
         "psnr_mouth_db": ("dB", "maximize"), "ssim_mouth": ("1", "maximize")}),
     Family("perceptual", "evaluators.perceptual:perceptual_metrics", {
-        "stlpips_alex": ("1", "minimize"), "lpips_alex": ("1", "minimize")}),
+        "stlpips_alex": ("1", "minimize"), "lpips_alex": ("1", "minimize")},
+        warm_up="evaluators.perceptual:warm_up"),
     Family("flicker", "evaluators.temporal:flicker_metrics", {
         "flicker_mae": ("levels", "minimize"), "flicker_score": ("1", "maximize"),
         "flicker_ratio": ("1", "minimize")}),
@@ -83,6 +85,12 @@ QUALITY_METRICS: dict[str, tuple[str, Direction, Family]] = {
     name: (unit, direction, family)
     for family in FAMILIES for name, (unit, direction) in family.metrics.items()
 }
+
+
+def warm_ups(names: Iterable[str]) -> list[str]:
+    """``module:function`` warm-ups of the families that compute any of ``names``."""
+    wanted = set(names)
+    return [f.warm_up for f in FAMILIES if f.warm_up and wanted & set(f.metrics)]
 
 
 def known_metric(name: str) -> bool:

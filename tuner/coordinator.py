@@ -92,8 +92,7 @@ class Coordinator:
         self.spec = self.opened.spec
         self.directions = [o.direction for o in self.spec.objectives]
         self.study_dir = self.home / self.study.study_name
-        used = {o.metric for o in self.spec.objectives} | {c.metric for c in self.spec.constraints}
-        self.quality_metrics = sorted(used & set(QUALITY_METRICS))
+        self.quality_metrics = sorted(self.spec.used_metrics & set(QUALITY_METRICS))
 
     # ----------------------------------------------------------------- state
     def _trials(self) -> list["FrozenTrial"]:

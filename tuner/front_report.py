@@ -75,7 +75,8 @@ def front_plot_png(records: Sequence[TrialRecord], front: set[int], objective_na
     axes.set_ylabel(f"{y_label} ({arrows.get(directions[-1 if len(directions) < 2 else 1], '')})")
     axes.set_title(f"{len(measured)} measured, {len(front)} on front, {walls} OOM/TIMEOUT")
     axes.grid(alpha=0.3)
-    axes.legend(loc="best")
+    if others or on_front:
+        axes.legend(loc="best")
     figure.tight_layout()
     figure.canvas.draw()
     image = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()  # type: ignore[attr-defined]

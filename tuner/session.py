@@ -72,7 +72,9 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
         uri = tracking_uri(mlflow_uri)
         tracker = _tracker(opened, uri, out)
         listeners.append(tracker)
-    runner = SubprocessRunner(preload=[spec.workload.class_path.partition(":")[0]])
+    from evaluators.registry import warm_ups
+
+    runner = SubprocessRunner(preload=[spec.workload.class_path.partition(":")[0], *warm_ups(spec.used_metrics)])
     coordinator = Coordinator(
         opened=opened, runner=runner, slots=slots, home=home, device=device, plan=plan,
         budget_trials=study.user_attrs.get("budget_trials"),

@@ -236,6 +236,7 @@ class StudySpec(_Strict):
     rules: list[Rule] = Field(default_factory=list)
     objectives: list[Objective] = Field(min_length=1)
     constraints: list[Constraint] = Field(default_factory=list)
+    report: list[str] = Field(default_factory=list)
     reference: dict[str, Any] | None = None
     baseline: dict[str, Any] | None = None
     measurement: MeasurementSpec = Field(default_factory=MeasurementSpec)
@@ -271,7 +272,7 @@ class StudySpec(_Strict):
         metrics = [o.metric for o in self.objectives]
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"objectives repeat a metric: {metrics}")
-        for metric in metrics + [c.metric for c in self.constraints]:
+        for metric in metrics + [c.metric for c in self.constraints] + self.report:
             if not known_metric(metric):
                 raise ValueError(f"unknown metric '{metric}' (see the metric list in docs/specs.md)")
         for role in ("reference", "baseline"):
@@ -285,6 +286,11 @@ class StudySpec(_Strict):
     @property
     def objective_names(self) -> list[str]:
         return [o.metric for o in self.objectives]
+
+    @property
+    def used_metrics(self) -> set[str]:
+        """Every metric the spec names: objectives, constraints and ``report``."""
+        return {o.metric for o in self.objectives} | {c.metric for c in self.constraints} | set(self.report)
 
 
 def spec_json_schema() -> dict[str, Any]:

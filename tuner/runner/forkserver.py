@@ -1,9 +1,11 @@
 """A fork server for trial workers: imports once, forks a fresh process per trial.
 
 Started by :class:`~tuner.runner.subprocess.SubprocessRunner` as
-``python -m tuner.runner.forkserver MODULE...``. It imports the worker's
+``python -m tuner.runner.forkserver MODULE[:FUNCTION]...``. It imports the worker's
 modules and the workload's module (so torch is imported here, once, but CUDA
-is never initialised: that happens only in a forked child), then serves
+is never initialised: that happens only in a forked child), calls the warm-up
+functions named as ``module:function`` (e.g. building an evaluator's network on
+the CPU, so children inherit it instead of rebuilding it), then serves
 requests line by line on stdin::
 
     -> {"id": 7, "request": ".../request.json", "result": ".../result.json",
@@ -74,11 +76,21 @@ def serve(preload: list[str]) -> None:
     from tuner.runner.worker import _die_with_parent
 
     _die_with_parent()
-    for module in preload:
+    # No thread pools may exist when we fork (OpenMP's is not fork-safe): the server computes
+    # on one thread; each child sets its slot's thread count before its first parallel op.
+    for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[variable] = "1"
+    for entry in preload:
+        module, _, function = entry.partition(":")
         try:
-            importlib.import_module(module)
+            loaded = importlib.import_module(module)
+            torch = sys.modules.get("torch")
+            if torch is not None:
+                torch.set_num_threads(1)
+            if function:
+                getattr(loaded, function)()  # a warm-up: build a model every child inherits
         except Exception as error:  # noqa: BLE001 - the child will report it as the trial's crash
-            print(f"forkserver: cannot preload {module}: {type(error).__name__}: {error}", file=sys.stderr)
+            print(f"forkserver: cannot preload {entry}: {type(error).__name__}: {error}", file=sys.stderr)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     os.set_blocking(wake_read, False)

@@ -95,7 +95,7 @@ def execute(request: TrialRequest) -> TrialResult:
         reference = WorkloadOutput.load(Path(request.reference_output)) if request.reference_output else None
         if request.compare_with_self:
             reference = output
-        eval_context = EvalContext(request.inputs, request.settings, request.reference_settings)
+        eval_context = EvalContext(request.inputs, request.settings, request.reference_settings, request.device)
         for metric in evaluate_quality(request.quality_metrics, output, reference, eval_context):
             metrics[metric.name] = metric
         eval_time_s = time.perf_counter() - eval_started
