@@ -27,6 +27,7 @@ err = Console(stderr=True)
 
 StorageOption = typer.Option(None, "--storage", help="Optuna storage URL (env TUNER_STORAGE); default: SQLite under the tuner home.")
 HomeOption = typer.Option(None, "--home", help="Directory for the default storage and trial files (env TUNER_HOME; default ./studies).")
+WallTimeOption = typer.Option(None, "--wall-time", min=0, help="Seconds this invocation may run (overrides the spec; 0: no limit).")
 MlflowOption = typer.Option(None, "--mlflow-uri", help="MLflow tracking URI (env MLFLOW_TRACKING_URI; default sqlite under ./mlflow).")
 
 
@@ -77,6 +78,7 @@ def run(
     trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Trials to measure (overrides the spec)."),
     sampler: Optional[str] = typer.Option(None, "--sampler", help="tpe | nsga2 | gp | random | grid."),
     workers: int = typer.Option(1, "--workers", min=1, help="Trials in parallel (one per GPU / CPU share)."),
+    wall_time: Optional[float] = WallTimeOption,
     mlflow_uri: Optional[str] = MlflowOption,
     no_mlflow: bool = typer.Option(False, "--no-mlflow", help="Do not log to MLflow."),
     home: Optional[Path] = HomeOption,
@@ -107,6 +109,8 @@ def run(
         opened = create_study(spec, text, url, name, chosen, trials, attributes)
     except StudyError as error:
         _fail(str(error))
+    if wall_time is not None:
+        opened.study.set_user_attr("budget_wall_time_s", wall_time or None)
     out.print(f"study [bold]{name}[/] in {_shown(url)} — sampler {chosen}, device {device}, workers {workers}")
     code = run_session(opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, out, err)
     raise typer.Exit(code)
@@ -119,6 +123,7 @@ def resume(
     trials: Optional[int] = typer.Option(None, "--trials", min=1, help="New total of measured trials."),
     sampler: Optional[str] = typer.Option(None, "--sampler"),
     workers: int = typer.Option(1, "--workers", min=1),
+    wall_time: Optional[float] = WallTimeOption,
     mlflow_uri: Optional[str] = MlflowOption,
     no_mlflow: bool = typer.Option(False, "--no-mlflow"),
     home: Optional[Path] = HomeOption,
@@ -134,6 +139,8 @@ def resume(
         _fail(str(error))
     if trials is not None:
         opened.study.set_user_attr("budget_trials", trials)
+    if wall_time is not None:
+        opened.study.set_user_attr("budget_wall_time_s", wall_time or None)
     device = opened.study.user_attrs.get("device") or _resolve_device(opened.spec.workload.device)
     out.print(f"resuming [bold]{study}[/] in {_shown(url)}")
     code = run_session(opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, out, err)

@@ -27,6 +27,7 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from pathlib import Path
 from typing import Literal
 
@@ -81,6 +82,8 @@ class SubprocessRunner(Runner):
         self.python = python
         self.grace_s = grace_s
         self._forks = ForkServerClient(WORKER_MODULES + list(preload or []), python) if launcher == "fork" else None
+        if self._forks is not None:
+            weakref.finalize(self, self._forks.close)  # a forgotten runner still stops its server
 
     def close(self) -> None:
         if self._forks is not None:
