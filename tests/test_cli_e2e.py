@@ -138,3 +138,11 @@ def test_parallel_workers_use_their_own_slots(tmp_path: Path) -> None:
     assert len(measured) == 8 and {t.user_attrs["slot"] for t in measured} == {"cpu:0", "cpu:1"}
     log = (tmp_path / "studies" / "p" / f"trial_{measured[-1].number:05d}" / "request.json")
     assert log.exists()
+
+
+def test_unreachable_mlflow_does_not_stop_the_study(tmp_path: Path) -> None:
+    done = tuner("run", str(SPECS / "fake_ok.yaml"), "--study-name", "m", "--trials", "3",
+                 "--mlflow-uri", "http://127.0.0.1:9", cwd=tmp_path, timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "not reachable" in done.stdout
+    assert sum(1 for t in load(tmp_path, "m").trials if t.user_attrs.get("measured")) == 3

@@ -32,8 +32,31 @@ def host_facts(device: str) -> dict[str, float | None]:
             "host_memory_gb": psutil.virtual_memory().total / 1e9}
 
 
-def _tracker(opened: OpenStudy, uri: str, out: Console) -> MlflowTracker:
+def mlflow_reachable(uri: str, timeout_s: float = 5.0) -> str | None:
+    """None when an HTTP tracking server answers its health check; else why not.
+
+    Local stores (sqlite, file) are always reachable. Without this probe, MLflow's
+    HTTP client retries with back-off for minutes before giving up.
+    """
+    if not uri.startswith(("http://", "https://")):
+        return None
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as response:
+            return None if response.status < 500 else f"health check answered {response.status}"
+    except (urllib.error.URLError, OSError) as error:
+        return f"{type(error).__name__}: {getattr(error, 'reason', error)}"
+
+
+def _tracker(opened: OpenStudy, uri: str, out: Console) -> MlflowTracker | None:
     study, spec = opened.study, opened.spec
+    problem = mlflow_reachable(uri)
+    if problem is not None:
+        out.print(f"[yellow]MLflow at {redact_url(uri)} is not reachable ({problem}): the study runs "
+                  f"without it; everything is in the storage, from which the MLflow views can be rebuilt[/]")
+        return None
     attrs = study.user_attrs
     tags = {"tuner.spec_hash": str(attrs.get("spec_hash")), "tuner.sampler": str(attrs.get("sampler")),
             "tuner.storage": redact_url(opened.storage_url), "tuner.device": str(attrs.get("device")),
@@ -49,8 +72,10 @@ def _tracker(opened: OpenStudy, uri: str, out: Console) -> MlflowTracker:
         study.set_user_attr("mlflow_run_id", run_id)
         study.set_user_attr("mlflow_uri", redact_url(uri))
     if run_id is None:
-        out.print(f"[yellow]MLflow at {redact_url(uri)} is not reachable: the study runs without it; "
-                  f"rebuild the views later ({'; '.join(tracker.failures)[:200]})[/]")
+        out.print(f"[yellow]MLflow at {redact_url(uri)} failed: the study runs without it "
+                  f"({'; '.join(tracker.failures)[:200]})[/]")
+        tracker.close(timeout_s=1)
+        return None
     return tracker
 
 
@@ -71,7 +96,8 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
     if use_mlflow:
         uri = tracking_uri(mlflow_uri)
         tracker = _tracker(opened, uri, out)
-        listeners.append(tracker)
+        if tracker is not None:
+            listeners.append(tracker)
     from evaluators.registry import warm_ups
 
     runner = SubprocessRunner(preload=[spec.workload.class_path.partition(":")[0], *warm_ups(spec.used_metrics)])
