@@ -90,7 +90,8 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
     for metric, reason in plan.disabled.items():
         out.print(f"[yellow]constraint on {metric} disabled: {reason}[/]")
     study.set_user_attr("disabled_constraints", dict(plan.disabled))
-    slots = plan_slots(workers, device, visible_gpu_indices() if device == "cuda" else [])
+    slots = plan_slots(workers, device, visible_gpu_indices() if device == "cuda" else [],
+                       threads=spec.workload.torch_threads)
     listeners: list[Listener] = [ProgressDisplay(err)]
     tracker = None
     if use_mlflow:

@@ -72,5 +72,6 @@ def test_plan_slots() -> None:
     assert [s.cuda_visible_devices for s in gpu] == ["0", "1", "0"]
     cpu = plan_slots(2, "cpu", [], cores=2)
     assert [(s.cuda_visible_devices, s.threads) for s in cpu] == [(None, 1), (None, 1)]
+    assert [s.threads for s in plan_slots(1, "cpu", [], cores=8, threads=1)] == [1]  # workload.torch_threads
     with pytest.raises(ValueError):
         plan_slots(1, "cuda", [])

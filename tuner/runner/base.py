@@ -87,20 +87,23 @@ class Runner(ABC):
         """Release any resources held across trials. Default: nothing."""
 
 
-def plan_slots(workers: int, device: str, gpu_indices: list[int], cores: int | None = None) -> list[Slot]:
+def plan_slots(workers: int, device: str, gpu_indices: list[int], cores: int | None = None,
+               threads: int | None = None) -> list[Slot]:
     """Slots for ``workers`` parallel trials.
 
     On ``cuda``: one slot per worker, GPUs dealt round-robin from ``gpu_indices``
     (more workers than GPUs share GPUs). On ``cpu``: the cores split evenly,
-    at least one thread per slot.
+    at least one thread per slot. ``threads`` (the spec's
+    ``workload.torch_threads``), when given, replaces the even split.
     """
     if workers < 1:
         raise ValueError("workers must be >= 1")
+    if threads is not None and threads < 1:
+        raise ValueError("threads must be >= 1")
     cores = cores or os.cpu_count() or 1
+    per_slot = threads if threads is not None else max(1, cores // workers)
     if device == "cuda":
         if not gpu_indices:
             raise ValueError("device is cuda but no GPU is visible")
-        threads = max(1, cores // workers)
-        return [Slot(i, str(gpu_indices[i % len(gpu_indices)]), threads) for i in range(workers)]
-    threads = max(1, cores // workers)
-    return [Slot(i, None, threads) for i in range(workers)]
+        return [Slot(i, str(gpu_indices[i % len(gpu_indices)]), per_slot) for i in range(workers)]
+    return [Slot(i, None, per_slot) for i in range(workers)]
