@@ -15,13 +15,14 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(1800)  # about 2 minutes on an idle 2-core machine; generous for a loaded one
 def test_demo_study_end_to_end(tmp_path: Path) -> None:
     from mlflow.tracking import MlflowClient
 
     done = subprocess.run(
         [sys.executable, "-m", "tuner", "run", str(ROOT / "search_spaces" / "avatar_demo.yaml"),
          "--study-name", "demo", "--trials", "12", "--wall-time", "0"],  # count trials, not seconds
-        cwd=tmp_path, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path, capture_output=True, text=True, timeout=1700,
         env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""})
     assert done.returncode == 0, done.stderr[-3000:]
     study = optuna.load_study(study_name="demo", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
