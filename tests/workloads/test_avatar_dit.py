@@ -1,5 +1,6 @@
-"""Behaviour of the built-in avatar DiT workload: shapes, determinism, cost scaling,
-fixed presentation size, setting validation, procedural inputs, and CUDA paths."""
+"""Behaviour of the built-in avatar DiT workload: the committed weights, shapes,
+determinism, cost scaling, fixed presentation size, setting validation,
+procedural data, training, measured quality on held-out pairs, and CUDA paths."""
 
 from __future__ import annotations
 
@@ -14,10 +15,16 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
+from evaluators.perceptual import stlpips_alex
+from evaluators.video import ssim
 from tuner.workloads.avatar_dit import AvatarDiTWorkload
+from tuner.workloads.avatar_dit.card import CARD_INPUTS, lipsync, truth_for
+from tuner.workloads.avatar_dit.checkpoint import DEFAULT_WEIGHTS, WeightsMissing, load_checkpoint, save_checkpoint
+from tuner.workloads.avatar_dit.data import HELD_OUT_SEEDS, TRAIN_SEED_MIN, TrainingData, ground_truth_video, mouth_box
 from tuner.workloads.avatar_dit.inputs import (
     AUDIO_FEATURES_PER_FRAME, AUDIO_RATE_HZ, frame_audio_features, render_portraits, synth_speech_audio)
-from tuner.workloads.avatar_dit.model import AvatarDiT, AvatarDiTConfig
+from tuner.workloads.avatar_dit.model import LATENT_CHANNELS, AvatarDiT, AvatarDiTConfig
+from tuner.workloads.avatar_dit.train import Bucket, TrainingPlan, train
 from tuner.workloads.base import InvalidSetting, RunContext, WorkloadOutput
 
 
@@ -66,15 +73,23 @@ def test_run_is_deterministic_and_seeded(tmp_path: Path) -> None:
     assert other_seed.video is not None and not np.array_equal(first.video, other_seed.video)
 
 
-def test_weights_depend_on_seed_and_model_inputs_only(tmp_path: Path) -> None:
-    states = []
-    for params in ({}, {"infer_frames": 4, "resolution": 16, "sample_steps": 2, "precision": "bf16"}):
+def test_weights_are_the_committed_checkpoint_whatever_the_seed_and_params(tmp_path: Path) -> None:
+    committed, training = load_checkpoint(DEFAULT_WEIGHTS)
+    assert DEFAULT_WEIGHTS.stat().st_size <= 5_000_000
+    assert {"steps", "seed", "final_loss", "wall_time_s"} <= set(training)
+    expected = committed.state_dict()
+    for seed, params in ((0, {}), (7, {"infer_frames": 4, "resolution": 16, "sample_steps": 2, "precision": "bf16"})):
         workload = AvatarDiTWorkload()
-        workload.setup(params, context(tmp_path))
+        workload.setup(params, context(tmp_path, seed=seed))
         assert workload.dit is not None
-        states.append(workload.dit.state_dict())
-    assert states[0].keys() == states[1].keys()
-    assert all(torch.equal(states[0][name], states[1][name]) for name in states[0])
+        state = workload.dit.state_dict()
+        assert state.keys() == expected.keys()
+        assert all(torch.equal(state[name], expected[name]) for name in expected)
+
+
+def test_missing_weights_fail_with_the_training_command(tmp_path: Path) -> None:
+    with pytest.raises(WeightsMissing, match="avatar_dit.train"):
+        AvatarDiTWorkload().setup({}, context(tmp_path, weights=str(tmp_path / "absent.pt")))
 
 
 def test_request_zero_is_the_same_at_every_batch_size(tmp_path: Path) -> None:
@@ -152,8 +167,8 @@ def test_flop_estimate_matches_a_flop_counter(resolution: int, frames: int) -> N
     config = AvatarDiTConfig()
     model = AvatarDiT(config).eval()
     side = resolution // 2
-    noisy = torch.randn(2, 4, frames, side, side)
-    context_latents = torch.randn(2, 4, config.context_frames, side, side)
+    noisy = torch.randn(2, LATENT_CHANNELS, frames, side, side)
+    context_latents = torch.randn(2, LATENT_CHANNELS, config.context_frames, side, side)
     audio = torch.randn(2, frames, config.audio_window, config.audio_features)
     with torch.inference_mode(), sdpa_kernel(SDPBackend.MATH), FlopCounterMode(display=False) as counter:
         model(noisy, context_latents, torch.full((2,), 0.5), audio)
@@ -173,7 +188,7 @@ def test_invalid_settings_are_refused(params: dict[str, Any], tmp_path: Path) ->
 
 
 @pytest.mark.parametrize("inputs", [
-    {"model": {"dim": 30}}, {"model": {"heads": 3}}, {"model": {"depth": 0}}, {"model": {"width": 8}},
+    {"model": {"dim": 64}}, {"weights": 3}, {"weights": ""},
     {"audio_seconds": 0}, {"fps": -1}, {"output_size": 0},
 ])
 def test_invalid_inputs_are_refused(inputs: dict[str, Any], tmp_path: Path) -> None:
@@ -181,12 +196,77 @@ def test_invalid_inputs_are_refused(inputs: dict[str, Any], tmp_path: Path) -> N
         AvatarDiTWorkload().setup({}, context(tmp_path, **inputs))
 
 
-def test_patch_size_sets_the_resolution_grid(tmp_path: Path) -> None:
-    ctx = context(tmp_path, model={"patch": 4})
-    with pytest.raises(InvalidSetting):
-        AvatarDiTWorkload().setup({"resolution": 36}, ctx)
-    output = generate({"resolution": 40, "infer_frames": 2, "num_clip": 1}, ctx)
-    assert output.counters["tokens_per_clip"] == (2 + 3) * 5 * 5
+TINY = AvatarDiTConfig(dim=32, depth=1, heads=2, patch=1)
+TINY_PLAN = TrainingPlan(steps=40, seed=5, threads=1, learning_rate=1e-2, warmup_steps=5, token_budget=400,
+                         log_every=10, audio_pool=4, buckets=(Bucket(16, 3, 1.0),))
+
+
+def test_tiny_training_lowers_the_loss_deterministically_and_loads_as_weights(tmp_path: Path) -> None:
+    threads = torch.get_num_threads()
+    first = train(TINY, TINY_PLAN, log=lambda line: None)
+    second = train(TINY, TINY_PLAN, log=lambda line: None)
+    assert first.losses == second.losses  # bit for bit
+    assert np.mean(first.losses[-10:]) < 0.7 * np.mean(first.losses[:10])
+    assert torch.get_num_threads() == threads and not torch.are_deterministic_algorithms_enabled()  # restored
+    path = tmp_path / "tiny.pt"
+    save_checkpoint(path, first.model, first.metadata)
+    ctx = context(tmp_path, weights=str(path))
+    with pytest.raises(InvalidSetting):  # the checkpoint's patch sets the grid: 1 x 2 = 2 pixels a token
+        AvatarDiTWorkload().setup({"resolution": 33}, ctx)
+    output = generate({"resolution": 18, "infer_frames": 2, "num_clip": 1}, ctx)
+    assert output.counters["tokens_per_clip"] == (2 + 3) * 9 * 9
+
+
+def test_training_data_is_seeded_and_shaped() -> None:
+    one, two = (TrainingData(3, audio_window=3, motion_frames=2, audio_pool=3).batch(32, 5, 2) for _ in range(2))
+    assert one.frames.shape == (2, LATENT_CHANNELS, 5, 16, 16) and one.motion.shape == (2, LATENT_CHANNELS, 2, 16, 16)
+    assert one.reference.shape == (2, LATENT_CHANNELS, 1, 16, 16) and one.audio.shape == (2, 5, 3, AUDIO_FEATURES_PER_FRAME)
+    assert all(torch.equal(getattr(one, name), getattr(two, name)) for name in ("reference", "motion", "frames", "audio"))
+    assert HELD_OUT_SEEDS and max(HELD_OUT_SEEDS) < TRAIN_SEED_MIN
+
+
+def test_ground_truth_mouth_follows_the_audio_inside_its_box() -> None:
+    audio = synth_speech_audio(3.0, seed=HELD_OUT_SEEDS[0])
+    truth = ground_truth_video(HELD_OUT_SEEDS[0], audio, 12, 36, 64)
+    assert truth.shape == (36, 64, 64, 3) and truth.dtype == np.uint8
+    box = mouth_box(HELD_OUT_SEEDS[0])
+    lag, _, margin = lipsync(truth, audio, HELD_OUT_SEEDS[0])
+    assert lag == 0 and margin > 0.5
+    x0, y0, x1, y1 = (int(round(f * 64)) for f in box)
+    moving = np.abs(np.diff(truth.astype(int), axis=0)).sum(axis=(0, 3)) > 0
+    assert moving.any() and not moving[:y0].any() and not moving[y1:].any()
+    assert not moving[:, :x0].any() and not moving[:, x1:].any()
+
+
+def test_quality_follows_steps_and_resolution_on_held_out_pairs(tmp_path: Path) -> None:
+    """The model card's measured claims, on two held-out pairs against their ground truth:
+    SSIM rises with every doubling of sample_steps (1 -> 8, at 32 px); ST-LPIPS falls from 32
+    to 48 to 64 px and from 1 to 8 steps (at 64 px). At 32 and 48 px ST-LPIPS is flat past 2 steps (card)."""
+    def scores(**params: Any) -> tuple[float, float]:
+        per_pair = []
+        for seed in HELD_OUT_SEEDS[:2]:
+            video = generate(params, context(tmp_path, seed=seed, **CARD_INPUTS)).video
+            assert video is not None
+            truth = truth_for(seed, video.shape[1])
+            per_pair.append((stlpips_alex(video, truth), ssim(video, truth)))
+        distance, similarity = np.mean(per_pair, axis=0)
+        return float(distance), float(similarity)
+
+    by_steps = [scores(sample_steps=steps)[1] for steps in (1, 2, 4, 8)]
+    assert by_steps == sorted(by_steps) and len(set(by_steps)) == 4, by_steps
+    by_resolution = [scores(resolution=resolution)[0] for resolution in (32, 48, 64)]
+    assert by_resolution == sorted(by_resolution, reverse=True) and len(set(by_resolution)) == 3, by_resolution
+    assert scores(resolution=64, sample_steps=1)[0] > scores(resolution=64, sample_steps=8)[0]
+
+
+def test_generated_lips_move_with_their_own_audio(tmp_path: Path) -> None:
+    for index, seed in enumerate(HELD_OUT_SEEDS[:2]):
+        output = generate({}, context(tmp_path, seed=seed, **CARD_INPUTS))
+        assert output.video is not None and output.audio is not None
+        lag, _, margin = lipsync(output.video, output.audio, seed)
+        other = synth_speech_audio(float(CARD_INPUTS["audio_seconds"]), HELD_OUT_SEEDS[index + 2])
+        _, _, mismatched_margin = lipsync(output.video, other, seed)
+        assert abs(lag) <= 1 and margin > mismatched_margin + 0.2, (seed, lag, margin, mismatched_margin)
 
 
 def test_speech_audio_is_seeded_bursty_and_bounded() -> None:

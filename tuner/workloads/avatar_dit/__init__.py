@@ -1,4 +1,4 @@
-"""Built-in talking-avatar video DiT workload (untrained, seeded; see :mod:`.workload`)."""
+"""Built-in talking-avatar video DiT workload (trained on procedural faces; see :mod:`.workload`)."""
 
 from tuner.workloads.avatar_dit.workload import AvatarDiTWorkload
 

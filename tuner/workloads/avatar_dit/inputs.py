@@ -9,8 +9,11 @@ included), so two processes that ask for the same inputs get the same bytes.
   formant-shaped harmonics, some with a noisy consonant onset) separated by
   short gaps and the odd longer pause.
 * :func:`frame_audio_features` — one feature vector per video frame (log RMS and
-  log energies in :data:`FEATURE_BANDS_HZ`, standardised over the real audio)
-  and a mouth opening in [0, 1] that follows the RMS envelope.
+  log energies in :data:`FEATURE_BANDS_HZ`, standardised over the real audio,
+  plus the loudness-normalised envelope) and a mouth opening in [0, 1] that
+  follows the RMS envelope.
+* :func:`windowed_audio_features` — the centred window of frame features each
+  generated video frame listens to (what the DiT is conditioned on).
 * :func:`render_portraits` — a cartoon face (seeded background, skin, hair, face
   shape and feature placement) drawn once per requested mouth opening.
 """
@@ -33,8 +36,11 @@ FEATURE_BANDS_HZ: tuple[tuple[float, float], ...] = (
 )
 """Frequency bands (Hz, low inclusive, high exclusive) whose energies are features."""
 
-AUDIO_FEATURES_PER_FRAME = 1 + len(FEATURE_BANDS_HZ)
-"""Length of one frame's feature vector: log RMS, then one log energy per band."""
+AUDIO_FEATURES_PER_FRAME = 2 + len(FEATURE_BANDS_HZ)
+"""Length of one frame's feature vector: log RMS, envelope, then one log energy per band."""
+
+ENVELOPE_CAP = 1.5
+"""Ceiling of the envelope feature (RMS over the loud level, see :func:`frame_audio_features`)."""
 
 _FEATURE_CLIP = 3.0  # standardised features are clipped to +-this many std
 _LOG_FLOOR = 1e-6
@@ -93,9 +99,12 @@ def _syllable(rng: np.random.Generator, length: int, duration_s: float,
 class FrameAudioFeatures:
     """Per-video-frame audio description.
 
-    ``features``: float32 (frames, :data:`AUDIO_FEATURES_PER_FRAME`), standardised
-    over the frames that lie inside the audio and clipped to +-3; frames past the
-    end of the audio describe silence. ``mouth_open``: float32 (frames,) in [0, 1].
+    ``features``: float32 (frames, :data:`AUDIO_FEATURES_PER_FRAME`): column 0 the
+    log RMS and columns 2.. the log band energies, each standardised over the
+    frames that lie inside the audio and clipped to +-3; column 1 the envelope,
+    ``min(rms / loud, ENVELOPE_CAP)`` with ``loud`` the 95th percentile of the
+    frame RMS inside the audio. Frames past the end of the audio describe
+    silence. ``mouth_open``: float32 (frames,) in [0, 1], ``min(rms / loud, 1)``.
     """
 
     features: np.ndarray
@@ -120,7 +129,7 @@ def frame_audio_features(audio: np.ndarray, rate_hz: int, fps: float, num_frames
     frequencies_hz = np.fft.rfftfreq(window_len, d=1.0 / rate_hz)
     band_masks = [(frequencies_hz >= low) & (frequencies_hz < high) for low, high in FEATURE_BANDS_HZ]
     taper = np.hanning(window_len)
-    raw = np.zeros((computed_frames, AUDIO_FEATURES_PER_FRAME))
+    raw = np.zeros((computed_frames, 1 + len(FEATURE_BANDS_HZ)))
     rms = np.zeros(computed_frames)
     for frame in range(computed_frames):
         window = padded[int(bounds[frame]):int(bounds[frame]) + window_len]
@@ -130,10 +139,28 @@ def frame_audio_features(audio: np.ndarray, rate_hz: int, fps: float, num_frames
         raw[frame] = np.log(np.array([rms[frame]] + band_energies) + _LOG_FLOOR)
     mean = raw[:audio_frames].mean(axis=0)
     std = raw[:audio_frames].std(axis=0) + 1e-3
-    features = np.clip((raw - mean) / std, -_FEATURE_CLIP, _FEATURE_CLIP)[:num_frames]
+    standardised = np.clip((raw - mean) / std, -_FEATURE_CLIP, _FEATURE_CLIP)
     loud = float(np.percentile(rms[:audio_frames], 95))
-    mouth_open = np.clip(rms / loud, 0.0, 1.0) if loud > 0 else np.zeros(computed_frames)
+    envelope = rms / loud if loud > 0 else np.zeros(computed_frames)
+    features = np.concatenate([standardised[:, :1], np.minimum(envelope, ENVELOPE_CAP)[:, None],
+                               standardised[:, 1:]], axis=1)[:num_frames]
+    mouth_open = np.clip(envelope, 0.0, 1.0)
     return FrameAudioFeatures(features.astype(np.float32), mouth_open[:num_frames].astype(np.float32))
+
+
+def windowed_audio_features(features: np.ndarray, total_frames: int, window: int) -> np.ndarray:
+    """The ``window`` frame features centred on each of ``total_frames`` video frames.
+
+    ``features``: (at least ``total_frames + window // 2``, F) from
+    :func:`frame_audio_features`. Returns float32 (total_frames, window, F):
+    entry ``[i, k]`` is frame ``i + k - window // 2``, clamped at frame 0.
+    """
+    reach = window // 2
+    if len(features) < total_frames + reach:
+        raise ValueError(f"need features for {total_frames + reach} frames, got {len(features)}")
+    offsets = np.arange(window) - reach
+    index = np.maximum(np.arange(total_frames)[:, None] + offsets[None, :], 0)
+    return np.ascontiguousarray(features[index], dtype=np.float32)
 
 
 @dataclass(frozen=True)
@@ -179,11 +206,18 @@ class PortraitStyle:
 
 def _ellipse_alpha(x: np.ndarray, y: np.ndarray, center: tuple[float, float],
                    radii: tuple[float | np.ndarray, float | np.ndarray], pixel: float) -> np.ndarray:
-    """Coverage in [0, 1] of an ellipse, with a one-pixel soft edge."""
+    """Coverage in [0, 1] of an ellipse, with a one-pixel soft edge.
+
+    The signed distance to the edge is measured along the ray from the centre
+    (exact on the axes, never too small elsewhere), so a very flat ellipse stays
+    a thin sliver instead of bleeding along its major axis.
+    """
     radius_x, radius_y = radii
-    norm = np.sqrt(((x - center[0]) / radius_x) ** 2 + ((y - center[1]) / radius_y) ** 2)
-    distance = (norm - 1.0) * np.minimum(radius_x, radius_y)
-    return np.clip(0.5 - distance / pixel, 0.0, 1.0)
+    dx, dy = x - center[0], y - center[1]
+    norm = np.sqrt((dx / radius_x) ** 2 + (dy / radius_y) ** 2)
+    reach = np.sqrt(dx ** 2 + dy ** 2)
+    edge = np.where(norm > 1e-9, reach / np.maximum(norm, 1e-9), np.minimum(radius_x, radius_y))
+    return np.clip(0.5 - (reach - edge) / pixel, 0.0, 1.0)
 
 
 def render_portraits(size: int, seed: int, mouth_open: np.ndarray) -> np.ndarray:

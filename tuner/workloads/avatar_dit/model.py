@@ -1,23 +1,27 @@
-"""The networks of the avatar workload: a small audio-driven video DiT and a
-tiny latent codec ("VAE").
+"""The networks of the avatar workload: an audio-driven video DiT (trained, see
+:mod:`.train`) and a fixed pixel-shuffle latent codec.
 
-Both are **untrained**: weights are drawn from torch's default initialisers
-under the caller's seed. They do real work whose cost follows the settings —
-the DiT attends jointly over every token of a clip, so its attention cost grows
+The DiT attends jointly over every token of a clip, so its attention cost grows
 with the square of ``(frames of the clip + context frames) x patches per frame``.
 
 Shapes (B batch, C latent channels, T frames, h x w latent pixels, p patch):
 
-* latents: (B, C, T, h, w), h = w = resolution / :data:`VAE_DOWNSAMPLE`;
+* latents: (B, C, T, h, w), C = :data:`LATENT_CHANNELS`, h = w = resolution /
+  :data:`VAE_DOWNSAMPLE` (the codec folds each 2 x 2 block of RGB pixels into
+  the 12 channels of one latent pixel; it has no weights and loses nothing);
 * one clip's token sequence: ``[reference frame, motion frames..., generated
-  frames...]``, each frame ``(h/p) * (w/p)`` tokens of ``dim`` features;
+  frames...]``, each frame ``(h/p) * (w/p)`` tokens of ``dim`` features; every
+  token also sees the reference latent at its own position (an image-to-video
+  channel concatenation, as in Wan I2V), so copying the portrait is easy;
+* token positions are fractions of the frame (:func:`position_embedding`), so
+  one image location has one embedding at every resolution;
 * audio: (B, T, window, features) per generated frame (see ``inputs``).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass, fields
 from typing import Any, Mapping
 
 import torch
@@ -25,13 +29,16 @@ import torch.nn.functional as F
 from torch import nn
 
 VAE_DOWNSAMPLE = 2
-"""Pixels per latent pixel along each side (one x2 upsampling stage in the decoder)."""
+"""Pixels per latent pixel along each side (the codec's pixel (un)shuffle factor)."""
 
-LATENT_CHANNELS = 4
-"""Channels of a latent pixel."""
+LATENT_CHANNELS = 3 * VAE_DOWNSAMPLE ** 2
+"""Channels of a latent pixel: the RGB values of its 2 x 2 pixel block."""
 
 TOKEN_KINDS = ("reference", "motion", "generated")
 """Kinds of frames in a clip's token sequence, in sequence order."""
+
+POSITION_GRID = 16.0
+"""Spatial positions are embedded as fractions of the frame times this many units."""
 
 
 @dataclass(frozen=True)
@@ -41,31 +48,35 @@ class AvatarDiTConfig:
     ``motion_frames`` latent frames carried from one clip to the next,
     ``audio_window`` audio frames (centred) each video frame listens to."""
 
-    dim: int = 64
+    dim: int = 96
     depth: int = 2
     heads: int = 4
     patch: int = 2
     motion_frames: int = 2
     audio_window: int = 3
-    audio_features: int = 5
+    audio_features: int = 6
     mlp_ratio: int = 4
 
-    @staticmethod
-    def from_inputs(model_inputs: Mapping[str, Any] | None, audio_features: int) -> "AvatarDiTConfig":
-        """Read the ``model`` inputs mapping (dim, depth, heads, patch); raise ValueError if unusable."""
-        given = dict(model_inputs or {})
-        unknown = sorted(set(given) - {"dim", "depth", "heads", "patch"})
-        if unknown:
-            raise ValueError(f"unknown model inputs {unknown}; known: dim, depth, heads, patch")
-        values: dict[str, int] = {}
-        for name, default in (("dim", 64), ("depth", 2), ("heads", 4), ("patch", 2)):
-            value = given.get(name, default)
+    def __post_init__(self) -> None:
+        for field in fields(self):
+            value = getattr(self, field.name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise ValueError(f"model.{name} must be a positive integer, got {value!r}")
-            values[name] = value
-        if values["dim"] % 4 or values["dim"] % values["heads"]:
-            raise ValueError(f"model.dim={values['dim']} must be divisible by 4 and by heads={values['heads']}")
-        return AvatarDiTConfig(audio_features=audio_features, **values)
+                raise ValueError(f"model {field.name} must be a positive integer, got {value!r}")
+        if self.dim % 4 or self.dim % self.heads:
+            raise ValueError(f"model dim={self.dim} must be divisible by 4 and by heads={self.heads}")
+
+    def to_dict(self) -> dict[str, int]:
+        """Plain dict (what a checkpoint stores)."""
+        return asdict(self)
+
+    @staticmethod
+    def from_dict(values: Mapping[str, Any]) -> "AvatarDiTConfig":
+        """Inverse of :meth:`to_dict`; raise ValueError for unknown keys or bad values."""
+        known = {field.name for field in fields(AvatarDiTConfig)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"unknown model config keys {unknown}; known: {sorted(known)}")
+        return AvatarDiTConfig(**dict(values))
 
     @property
     def pixels_per_token(self) -> int:
@@ -87,18 +98,20 @@ class AvatarDiTConfig:
 
     def forward_flops(self, resolution: int, infer_frames: int, batch: int) -> float:
         """Multiply-add FLOPs (2 per MAC) of one DiT forward: the matmuls of the
-        patch embedding, attention (projections + scores + values), audio
-        cross-attention, MLP and output head. Elementwise work and the per-clip conditioning MLPs
-        (time, audio, modulation) are left out."""
+        patch and reference embeddings, attention (projections + scores + values),
+        audio cross-attention, MLP and output head. Elementwise work and the
+        per-clip conditioning MLPs (time, grid size, audio, modulation) are left out."""
+        per_frame = self.tokens_per_frame(resolution)
         tokens = self.tokens_per_clip(resolution, infer_frames)
-        generated = infer_frames * self.tokens_per_frame(resolution)
+        generated = infer_frames * per_frame
         patch_features = LATENT_CHANNELS * self.patch ** 2
         d = self.dim
         per_block = (4 * tokens * d * d + 2 * tokens * tokens * d            # self-attention
                      + 2 * generated * d * d + 2 * generated * self.audio_window * d  # cross: q, out, scores+values
                      + 2 * infer_frames * self.audio_window * d * d        # cross: k, v of the audio tokens
                      + 2 * tokens * d * d * self.mlp_ratio)                # MLP
-        macs = tokens * patch_features * d + self.depth * per_block + generated * d * patch_features
+        embed = (tokens + per_frame) * patch_features * d                  # patches + reference
+        macs = embed + self.depth * per_block + generated * d * patch_features
         return 2.0 * batch * macs
 
 
@@ -117,23 +130,26 @@ def unpatchify(tokens: torch.Tensor, frames: int, height: int, width: int, patch
     return x.permute(0, 4, 1, 2, 5, 3, 6).reshape(b, c, frames, height, width)
 
 
-def sincos(positions: torch.Tensor, dim: int) -> torch.Tensor:
-    """Sinusoidal embedding (N,) -> (N, dim) with periods up to 10^4 positions."""
+def sincos(positions: torch.Tensor, dim: int, max_period: float = 10_000.0) -> torch.Tensor:
+    """Sinusoidal embedding (N,) -> (N, dim), periods from 2 pi to ``max_period`` positions."""
     half = dim // 2
     steps = torch.arange(half, dtype=torch.float32, device=positions.device)
-    frequencies = torch.exp(-math.log(10_000.0) * steps / half)
+    frequencies = torch.exp(-math.log(max_period) * steps / half)
     angles = positions.float()[:, None] * frequencies[None, :]
     return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
 
 
 def position_embedding(frames: int, rows: int, cols: int, dim: int) -> torch.Tensor:
-    """Fixed (frames * rows * cols, dim) embedding: temporal sincos over ``dim``
-    plus spatial sincos (rows on the first half, columns on the second)."""
+    """Fixed (frames * rows * cols, dim) embedding: temporal sincos of the frame
+    index over ``dim`` plus spatial sincos (rows on the first half, columns on
+    the second) of the token centre as a fraction of the frame times
+    :data:`POSITION_GRID`, so a location keeps its embedding at every resolution."""
     frame_index = torch.arange(frames).repeat_interleave(rows * cols)
-    row_index = torch.arange(rows).repeat_interleave(cols).repeat(frames)
-    col_index = torch.arange(cols).repeat(frames * rows)
-    spatial = torch.cat([sincos(row_index, dim // 2), sincos(col_index, dim // 2)], dim=1)
-    return sincos(frame_index, dim) + spatial
+    row_position = ((torch.arange(rows) + 0.5) * POSITION_GRID / rows).repeat_interleave(cols).repeat(frames)
+    col_position = ((torch.arange(cols) + 0.5) * POSITION_GRID / cols).repeat(frames * rows)
+    spatial = torch.cat([sincos(row_position, dim // 2, 4 * POSITION_GRID),
+                         sincos(col_position, dim // 2, 4 * POSITION_GRID)], dim=1)
+    return sincos(frame_index, dim, 256.0) + spatial
 
 
 def modulate(x: torch.Tensor, shift: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
@@ -215,13 +231,15 @@ class DiTBlock(nn.Module):
 
 
 class AvatarDiT(nn.Module):
-    """Velocity predictor of the flow-matching sampler (untrained, seeded init).
+    """Velocity predictor of the flow-matching sampler.
 
     ``forward(noisy, context, t, audio_features)``:
     noisy (B, C, T, h, w) latents of the frames being generated; context
     (B, C, 1 + motion_frames, h, w) reference latent then motion latents;
-    t (B,) flow time in [0, 1]; audio_features (B, T, audio_window, features).
-    Returns the predicted velocity (B, C, T, h, w).
+    t (B,) flow time in [0, 1] (1 = pure noise); audio_features (B, T,
+    audio_window, features). Returns the predicted velocity ``dx/dt`` =
+    noise - data, (B, C, T, h, w) (see :mod:`.sampler` for the convention).
+    The adaLN modulations and the output head start at zero (DiT's adaLN-Zero).
     """
 
     def __init__(self, config: AvatarDiTConfig) -> None:
@@ -230,37 +248,44 @@ class AvatarDiT(nn.Module):
         d = config.dim
         patch_features = LATENT_CHANNELS * config.patch ** 2
         self.patch_embed = nn.Linear(patch_features, d)
+        self.reference_embed = nn.Linear(patch_features, d, bias=False)
         self.kind_embed = nn.Parameter(torch.randn(len(TOKEN_KINDS), d) * 0.02)
         self.time_embed = TimestepEmbedder(d)
+        self.grid_embed = nn.Sequential(nn.Linear(32, d), nn.SiLU(), nn.Linear(d, d))
         self.audio_embed = nn.Sequential(nn.Linear(config.audio_features, d), nn.SiLU(), nn.Linear(d, d))
         self.audio_window_embed = nn.Parameter(torch.randn(config.audio_window, d) * 0.02)
         self.blocks = nn.ModuleList(DiTBlock(config) for _ in range(config.depth))
         self.final_norm = nn.LayerNorm(d, elementwise_affine=False, eps=1e-6)
         self.final_modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 2 * d))
         self.head = nn.Linear(d, patch_features)
-        self._fixed_embeddings: dict[tuple[int, int, int, int, str], torch.Tensor] = {}
+        self._positions: dict[tuple[int, int, int, str], torch.Tensor] = {}
+        for zeroed in [block.modulation[1] for block in self.blocks] + [self.final_modulation[1], self.head]:
+            nn.init.zeros_(zeroed.weight)
+            nn.init.zeros_(zeroed.bias)
 
     def _sequence_embedding(self, frames: int, rows: int, cols: int, device: torch.device) -> torch.Tensor:
-        """Position + kind embedding (frames*rows*cols, D) for [reference, motion..., generated...]."""
-        context = self.config.context_frames
-        key = (frames, rows, cols, context, str(device))
-        if key not in self._fixed_embeddings:
-            kinds = torch.tensor([0] + [1] * (context - 1) + [2] * (frames - context), device=self.kind_embed.device)
-            kind_rows = self.kind_embed.detach()[kinds].repeat_interleave(rows * cols, dim=0)
-            position = position_embedding(frames, rows, cols, self.config.dim)
-            self._fixed_embeddings[key] = (position.to(device) + kind_rows.to(device))
-        return self._fixed_embeddings[key]
+        """Fixed position embedding (frames*rows*cols, D), cached per shape."""
+        key = (frames, rows, cols, str(device))
+        if key not in self._positions:
+            self._positions[key] = position_embedding(frames, rows, cols, self.config.dim).to(device)
+        return self._positions[key]
 
     def forward(self, noisy: torch.Tensor, context: torch.Tensor, t: torch.Tensor,
                 audio_features: torch.Tensor) -> torch.Tensor:
         p = self.config.patch
-        frames, height, width = noisy.shape[2], noisy.shape[3], noisy.shape[4]
+        b, frames, height, width = noisy.shape[0], noisy.shape[2], noisy.shape[3], noisy.shape[4]
+        rows, cols = height // p, width // p
         sequence = torch.cat([context, noisy], dim=2)
-        tokens = self.patch_embed(patchify(sequence, p))
-        tokens = tokens + self._sequence_embedding(sequence.shape[2], height // p, width // p, noisy.device)
-        condition = self.time_embed(t)
+        total = sequence.shape[2]
+        kinds = torch.tensor([0] + [1] * (context.shape[2] - 1) + [2] * frames, device=noisy.device)
+        per_frame = self.reference_embed(patchify(context[:, :, :1], p))  # (B, rows*cols, D)
+        tokens = self.patch_embed(patchify(sequence, p)).reshape(b, total, rows * cols, -1)
+        tokens = tokens + per_frame.unsqueeze(1) + self.kind_embed[kinds][None, :, None, :]
+        tokens = tokens.reshape(b, total * rows * cols, -1) + self._sequence_embedding(total, rows, cols, noisy.device)
+        grid = torch.full((b,), float(rows), device=noisy.device)
+        condition = self.time_embed(t) + self.grid_embed(sincos(grid, 32, 256.0))
         audio = self.audio_embed(audio_features) + self.audio_window_embed
-        context_tokens = context.shape[2] * (height // p) * (width // p)
+        context_tokens = context.shape[2] * rows * cols
         for block in self.blocks:
             tokens = block(tokens, condition, audio, context_tokens)
         shift, scale = self.final_modulation(condition).unsqueeze(1).chunk(2, dim=-1)
@@ -268,36 +293,17 @@ class AvatarDiT(nn.Module):
         return unpatchify(self.head(generated), frames, height, width, p)
 
 
-class TinyLatentCodec(nn.Module):
-    """A stand-in VAE (untrained, seeded).
+class PixelShuffleCodec(nn.Module):
+    """The fixed latent codec (no weights, lossless): a 2 x 2 pixel (un)shuffle.
 
-    ``encode``: RGB (N, 3, H, W) in [-1, 1] -> latents (N, C, H/2, W/2): average
-    pooling then a fixed projection whose 3 columns are orthonormal.
-    ``decode``: latents (N, C, h, w) -> RGB (N, 3, 2h, 2w) in [-1, 1]: the
-    projection's transpose, bilinearly upsampled, plus a convolutional upsampler
-    (3x3 convs around one x2 nearest stage) whose output is added with a small gain.
+    ``encode``: RGB (N, 3, H, W) in [-1, 1] -> latents (N, 12, H/2, W/2).
+    ``decode``: latents (N, 12, h, w) -> RGB (N, 3, 2h, 2w), clamped to [-1, 1].
+    It stands where a video VAE stands in Live Avatar / Wan; its decode is cheap,
+    so ``online_decode`` changes memory and ordering more than time.
     """
 
-    projection: torch.Tensor
-
-    def __init__(self, channels: int = LATENT_CHANNELS, width: int = 32, residual_gain: float = 0.25) -> None:
-        super().__init__()
-        basis, _ = torch.linalg.qr(torch.randn(channels, 3))
-        self.register_buffer("projection", basis)  # (C, 3), orthonormal columns
-        self.residual_gain = residual_gain
-        self.stem = nn.Conv2d(channels, width, 3, padding=1)
-        self.mid = nn.Conv2d(width, width, 3, padding=1)
-        self.up = nn.Conv2d(width, width // 2, 3, padding=1)
-        self.to_rgb = nn.Conv2d(width // 2, 3, 3, padding=1)
-
     def encode(self, images: torch.Tensor) -> torch.Tensor:
-        pooled = F.avg_pool2d(images, VAE_DOWNSAMPLE)
-        return torch.einsum("ck,nkhw->nchw", self.projection.to(pooled.dtype), pooled)
+        return F.pixel_unshuffle(images, VAE_DOWNSAMPLE)
 
     def decode(self, latents: torch.Tensor) -> torch.Tensor:
-        base = torch.einsum("ck,nchw->nkhw", self.projection.to(latents.dtype), latents)
-        base = F.interpolate(base, scale_factor=VAE_DOWNSAMPLE, mode="bilinear", align_corners=False)
-        detail = F.silu(self.mid(F.silu(self.stem(latents))))
-        detail = F.interpolate(detail, scale_factor=VAE_DOWNSAMPLE, mode="nearest")
-        detail = self.to_rgb(F.silu(self.up(detail)))
-        return (base + self.residual_gain * detail).clamp(-1.0, 1.0)
+        return F.pixel_shuffle(latents, VAE_DOWNSAMPLE).clamp(-1.0, 1.0)

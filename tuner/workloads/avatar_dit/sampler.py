@@ -1,19 +1,10 @@
 """Flow-matching Euler sampling of chained clips, and decoding to pixels.
 
-Flow convention: ``x_t = (1 - t) x_data + t noise``; sampling integrates the
-velocity ``dx/dt`` from t = 1 (noise) to t = 0 (data) with ``sample_steps``
-uniform Euler steps.
-
-Because the DiT is untrained, the velocity used here is an *anchored* one::
-
-    v(x, t) = (x - target) / t  +  DIT_VELOCITY_GAIN * dit(x, context, t, audio)
-
-The first term is the exact flow towards ``target`` — the reference portrait
-latent with its mouth opened by the audio envelope, frame by frame — so the
-output looks like a talking face; the second term is the untrained network,
-whose contribution depends on every setting (steps, frames per clip, motion
-context, resolution, precision). It stands in for what training would learn; it
-is documented, not hidden.
+Flow convention: ``x_t = (1 - t) x_data + t noise``, so the velocity is
+``dx/dt = noise - x_data``; the DiT is trained to predict it (see
+:mod:`.train`). Sampling integrates from t = 1 (noise) to t = 0 (data) with
+``sample_steps`` uniform Euler steps; the output is the network's generation,
+nothing is steered towards a drawn target.
 
 Clips are chained: clip ``i > 0`` sees the last ``motion_frames`` latents of
 clip ``i - 1`` as context (clip 0 sees copies of the reference latent).
@@ -28,10 +19,7 @@ from typing import Callable, ContextManager
 import torch
 import torch.nn.functional as F
 
-from tuner.workloads.avatar_dit.model import AvatarDiT, TinyLatentCodec
-
-DIT_VELOCITY_GAIN = 0.5
-"""Weight of the untrained DiT's prediction in the anchored velocity."""
+from tuner.workloads.avatar_dit.model import AvatarDiT, PixelShuffleCodec
 
 AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bfloat16, "fp16": torch.float16}
 """Precision name -> autocast dtype (None: plain fp32)."""
@@ -55,12 +43,10 @@ class Conditioning:
     """What every clip is generated from, already on the device (fp32).
 
     ``reference``: (1, C, 1, h, w) latent of the portrait at rest.
-    ``targets``: (C, total_frames, h, w) anchor latents, one per output frame.
     ``audio``: (total_frames, audio_window, features) audio features per frame.
     """
 
     reference: torch.Tensor
-    targets: torch.Tensor
     audio: torch.Tensor
 
 
@@ -81,7 +67,7 @@ class GenerationPlan:
 
 
 def sample_clip(model: AvatarDiT, noise: torch.Tensor, context: torch.Tensor, audio: torch.Tensor,
-                target: torch.Tensor, sample_steps: int, precision: str) -> torch.Tensor:
+                sample_steps: int, precision: str) -> torch.Tensor:
     """Euler-integrate one clip from ``noise`` (B, C, T, h, w) to fp32 latents of the same shape."""
     x = noise.float()
     times = flow_times(sample_steps)
@@ -89,12 +75,11 @@ def sample_clip(model: AvatarDiT, noise: torch.Tensor, context: torch.Tensor, au
         t_batch = torch.full((x.shape[0],), t, device=x.device)
         with autocast_for(x.device, precision):
             predicted = model(x, context, t_batch, audio)
-        velocity = (x - target) / t + DIT_VELOCITY_GAIN * predicted.float()
-        x = x + (t_next - t) * velocity
+        x = x + (t_next - t) * predicted.float()
     return x
 
 
-def decode_to_pixels(codec: TinyLatentCodec, latents: torch.Tensor, output_size: int,
+def decode_to_pixels(codec: PixelShuffleCodec, latents: torch.Tensor, output_size: int,
                      precision: str) -> torch.Tensor:
     """Latents (B, C, T, h, w) -> uint8 frames (B, T, S, S, 3) at S = ``output_size``.
 
@@ -120,7 +105,7 @@ def motion_context(latents: torch.Tensor, motion_frames: int) -> torch.Tensor:
     return tail
 
 
-def generate_video(model: AvatarDiT, codec: TinyLatentCodec, conditioning: Conditioning,
+def generate_video(model: AvatarDiT, codec: PixelShuffleCodec, conditioning: Conditioning,
                    draw_noise: Callable[[int], torch.Tensor], plan: GenerationPlan,
                    side: torch.cuda.Stream | None = None) -> torch.Tensor:
     """All clips, chained and decoded: uint8 (B, num_clip * infer_frames, S, S, 3) on the device.
@@ -142,8 +127,7 @@ def generate_video(model: AvatarDiT, codec: TinyLatentCodec, conditioning: Condi
         frames = slice(clip * plan.infer_frames, (clip + 1) * plan.infer_frames)
         context = torch.cat([reference, motion], dim=2)
         audio = conditioning.audio[frames].unsqueeze(0).expand(plan.batch_size, -1, -1, -1)
-        target = conditioning.targets[:, frames].unsqueeze(0)
-        latents = sample_clip(model, draw_noise(clip), context, audio, target, plan.sample_steps, plan.precision)
+        latents = sample_clip(model, draw_noise(clip), context, audio, plan.sample_steps, plan.precision)
         motion = motion_context(latents, motion_frames)
         if not plan.online_decode:
             pieces.append(latents)
@@ -161,7 +145,7 @@ def generate_video(model: AvatarDiT, codec: TinyLatentCodec, conditioning: Condi
     return torch.cat(pieces, dim=1)
 
 
-def _decode_on_side_stream(codec: TinyLatentCodec, latents: torch.Tensor, plan: GenerationPlan,
+def _decode_on_side_stream(codec: PixelShuffleCodec, latents: torch.Tensor, plan: GenerationPlan,
                            side: torch.cuda.Stream) -> torch.Tensor:
     """Queue the decode of ``latents`` on ``side`` so the next clip can denoise meanwhile."""
     side.wait_stream(torch.cuda.current_stream(latents.device))

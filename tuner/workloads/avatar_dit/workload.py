@@ -1,21 +1,25 @@
 """``AvatarDiTWorkload``: a small audio-driven talking-head video DiT.
 
-A stand-in for Live Avatar-style models (a diffusion transformer that animates
-a reference portrait from speech, clip after clip) with real torch compute
-whose cost follows the tuned settings. The networks are **untrained** — weights
-come from torch's initialisers under ``context.seed`` and depend only on the
-seed and the ``model`` inputs, never on the tuned parameters. How the output
-still looks like a talking face is explained in :mod:`.sampler`.
+A small stand-in for Live Avatar-style models: a diffusion transformer that
+animates a reference portrait from speech, clip after clip, with real torch
+compute whose cost follows the tuned settings. The DiT is **trained** (on
+procedural faces and speech, :mod:`.train`); ``setup`` loads its weights from
+the committed checkpoint (or ``inputs["weights"]``), so the weights never depend
+on the seed or the tuned parameters. The output is the network's generation
+from noise (:mod:`.sampler`); see ``docs/models/avatar_dit.md`` for measured
+quality and cost per knob.
 
 Parameters (``params``; defaults in :data:`DEFAULT_PARAMS`)
 -----------------------------------------------------------
 ``infer_frames``  int >= 1: frames per clip; the DiT attends jointly over all
-                  tokens of a clip (cost ~ quadratic in it).
+                  tokens of a clip (cost ~ quadratic in it). Trained up to 32;
+                  longer clips run but lose quality (see the model card).
 ``num_clip``      int >= 1: clips, chained through motion frames. Absent:
                   ``ceil(audio_seconds * fps / infer_frames)``.
-``sample_steps``  int 1..8: Euler steps per clip.
+``sample_steps``  int 1..8: Euler steps per clip (fewer: noisier frames).
 ``resolution``    int: generation side in pixels, a multiple of
-                  ``patch * 2`` (4 with the default patch).
+                  ``patch * 2`` (4 with the committed model; trained at 32,
+                  48 and 64).
 ``batch_size``    int >= 1: independent requests per forward (same audio and
                   portrait, own noise each); ``items`` of the output.
 ``precision``     "fp32" | "bf16" | "fp16" (autocast; fp16 is CUDA-only).
@@ -33,11 +37,15 @@ frame and two motion frames precede the generated ones.
 Inputs (``context.inputs``)
 ---------------------------
 ``audio_seconds`` (2.0), ``fps`` (12), ``output_size`` (64: every resolution
-is presented at this size, bilinear, no antialiasing), ``model`` (dict: dim 64,
-depth 2, heads 4, patch 2), ``portrait_seed`` (``context.seed``). The audio is
+is presented at this size, bilinear, no antialiasing), ``portrait_seed``
+(``context.seed``), ``weights`` (path of a checkpoint; default the committed
+``weights/avatar_dit.pt``; a missing file raises
+:class:`~.checkpoint.WeightsMissing` naming the training command). The audio is
 synthesised from ``context.seed``; initial noise comes from one CPU generator per
 request seeded from ``context.seed`` and the request index, so request 0 gets the
-same noise at every batch size.
+same noise at every batch size. Seeds below 1,000,000 were never trained on
+(:mod:`.data`). The architecture comes from the checkpoint; a ``model`` input
+is refused.
 
 Output: ``video`` uint8 (batch_size, num_clip * infer_frames, output_size,
 output_size, 3); ``audio`` the input audio (float32, 16 kHz); counters
@@ -50,14 +58,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from numbers import Integral, Real
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 import numpy as np
 import torch
 
+from tuner.workloads.avatar_dit.checkpoint import DEFAULT_WEIGHTS, load_checkpoint
 from tuner.workloads.avatar_dit.inputs import (
-    AUDIO_FEATURES_PER_FRAME, AUDIO_RATE_HZ, frame_audio_features, render_portraits, synth_speech_audio)
-from tuner.workloads.avatar_dit.model import LATENT_CHANNELS, VAE_DOWNSAMPLE, AvatarDiT, AvatarDiTConfig, TinyLatentCodec
+    AUDIO_RATE_HZ, frame_audio_features, render_portraits, synth_speech_audio, windowed_audio_features)
+from tuner.workloads.avatar_dit.model import LATENT_CHANNELS, VAE_DOWNSAMPLE, AvatarDiT, AvatarDiTConfig, PixelShuffleCodec
 from tuner.workloads.avatar_dit.sampler import AUTOCAST_DTYPES, Conditioning, GenerationPlan, generate_video
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
@@ -79,19 +89,26 @@ class AvatarInputs:
     audio_seconds: float
     fps: float
     output_size: int
-    model: AvatarDiTConfig
     portrait_seed: int
+    weights: Path
 
     @staticmethod
     def from_context(context: RunContext) -> "AvatarInputs":
         inputs = context.inputs
         try:
+            if "model" in inputs:
+                raise ValueError("'model' is not an input any more: the architecture comes from the weights "
+                                 "file (train another with python -m tuner.workloads.avatar_dit.train and pass "
+                                 "inputs['weights'])")
+            weights = inputs.get("weights", DEFAULT_WEIGHTS)
+            if not isinstance(weights, (str, Path)) or not str(weights):
+                raise ValueError(f"weights must be a file path, got {weights!r}")
             return AvatarInputs(
                 audio_seconds=_positive_real(inputs.get("audio_seconds", 2.0), "audio_seconds"),
                 fps=_positive_real(inputs.get("fps", 12), "fps"),
                 output_size=_integer(inputs.get("output_size", 64), "output_size", minimum=1),
-                model=AvatarDiTConfig.from_inputs(inputs.get("model"), AUDIO_FEATURES_PER_FRAME),
                 portrait_seed=_integer(inputs.get("portrait_seed", context.seed), "portrait_seed", minimum=0),
+                weights=Path(weights).expanduser().resolve(),
             )
         except ValueError as error:
             raise InvalidSetting(f"avatar_dit inputs: {error}") from error
@@ -116,7 +133,8 @@ class AvatarSettings:
         return self.num_clip * self.infer_frames
 
     @staticmethod
-    def from_params(params: Mapping[str, Any], inputs: AvatarInputs, device: torch.device) -> "AvatarSettings":
+    def from_params(params: Mapping[str, Any], inputs: AvatarInputs, model: AvatarDiTConfig,
+                    device: torch.device) -> "AvatarSettings":
         """Validate ``params``; raise :class:`InvalidSetting` for anything this workload cannot run."""
         unknown = sorted(set(params) - KNOWN_PARAMS)
         if unknown:
@@ -129,7 +147,7 @@ class AvatarSettings:
         if sample_steps > MAX_SAMPLE_STEPS:
             raise InvalidSetting(f"sample_steps={sample_steps} is above {MAX_SAMPLE_STEPS}")
         resolution = _integer(merged["resolution"], "resolution", minimum=1)
-        step = inputs.model.pixels_per_token
+        step = model.pixels_per_token
         if resolution % step:
             raise InvalidSetting(f"resolution={resolution} is not a multiple of patch x VAE downsampling = {step}")
         precision = merged["precision"]
@@ -178,9 +196,9 @@ class AvatarDiTWorkload(Workload):
     """Built-in talking-avatar DiT workload (see module docs for params, inputs and output)."""
 
     def __init__(self) -> None:
-        self._built_for: tuple[int, AvatarDiTConfig, str] | None = None
+        self._built_for: tuple[Path, str] | None = None
         self._model: AvatarDiT | None = None
-        self._codec: TinyLatentCodec | None = None
+        self._codec = PixelShuffleCodec()
         self._audio_key: tuple[float, int] | None = None
         self._audio: np.ndarray | None = None
         self._conditionings: dict[tuple[int, int, AvatarInputs, int], Conditioning] = {}
@@ -188,28 +206,22 @@ class AvatarDiTWorkload(Workload):
 
     @property
     def dit(self) -> AvatarDiT | None:
-        """The built DiT (``None`` before ``setup``), for inspection; do not modify it."""
+        """The loaded DiT (``None`` before ``setup``), for inspection; do not modify it."""
         return self._model
 
     def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
-        """Validate ``params`` and build the seeded networks and the audio (not timed)."""
-        device = _device_of(context)
-        inputs = AvatarInputs.from_context(context)
-        AvatarSettings.from_params(params, inputs, device)
-        self._build(context, inputs, device)
+        """Load the weights, validate ``params`` and synthesise the audio (not timed)."""
+        self._prepare(params, context)
 
     def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
         """Generate ``batch_size`` talking-head videos; deterministic for a seed and params.
 
         The first call for a (resolution, frame count) also renders and encodes
-        the portrait targets and audio windows, which later calls reuse (the
-        worker's warmup absorbs it).
+        the reference portrait and the audio windows, which later calls reuse
+        (the worker's warmup absorbs it).
         """
-        device = _device_of(context)
-        inputs = AvatarInputs.from_context(context)
-        settings = AvatarSettings.from_params(params, inputs, device)
-        self._build(context, inputs, device)
-        assert self._model is not None and self._codec is not None and self._audio is not None
+        device, inputs, settings = self._prepare(params, context)
+        assert self._model is not None and self._audio is not None
         plan = GenerationPlan(
             batch_size=settings.batch_size, infer_frames=settings.infer_frames, num_clip=settings.num_clip,
             sample_steps=settings.sample_steps, precision=settings.precision,
@@ -220,7 +232,7 @@ class AvatarDiTWorkload(Workload):
             draw_noise = self._noise_source(settings, context.seed, device)
             video = generate_video(self._model, self._codec, conditioning, draw_noise, plan, side)
             video_array = video.cpu().numpy()
-        config = inputs.model
+        config = self._model.config
         forwards = settings.num_clip * settings.sample_steps
         flops = config.forward_flops(settings.resolution, settings.infer_frames, settings.batch_size)
         return WorkloadOutput(
@@ -234,31 +246,33 @@ class AvatarDiTWorkload(Workload):
             })
 
     def teardown(self) -> None:
-        cuda_used = self._built_for is not None and self._built_for[2].startswith("cuda")
-        self._model = self._codec = None
+        cuda_used = self._built_for is not None and self._built_for[1].startswith("cuda")
+        self._model = None
         self._decode_stream = None
         self._built_for = None
         self._conditionings.clear()
         if cuda_used:
             torch.cuda.empty_cache()
 
-    def _build(self, context: RunContext, inputs: AvatarInputs, device: torch.device) -> None:
-        """Build networks and audio unless already built for this seed, architecture and device."""
-        key = (context.seed, inputs.model, str(device))
+    def _prepare(self, params: Mapping[str, Any],
+                 context: RunContext) -> tuple[torch.device, AvatarInputs, AvatarSettings]:
+        """Read inputs, load the model (once per weights file and device), validate params, make the audio."""
+        device = _device_of(context)
+        inputs = AvatarInputs.from_context(context)
+        key = (inputs.weights, str(device))
         if self._built_for != key:
-            with torch.random.fork_rng(devices=[]):
-                torch.manual_seed(context.seed)
-                model = AvatarDiT(inputs.model)
-                codec = TinyLatentCodec()
+            model, _ = load_checkpoint(inputs.weights)
             self._model = model.to(device).eval()
-            self._codec = codec.to(device).eval()
             self._conditionings.clear()
             self._decode_stream = None
             self._built_for = key
+        assert self._model is not None
+        settings = AvatarSettings.from_params(params, inputs, self._model.config, device)
         audio_key = (inputs.audio_seconds, context.seed)
         if self._audio_key != audio_key:
             self._audio = synth_speech_audio(inputs.audio_seconds, context.seed, AUDIO_RATE_HZ)
             self._audio_key = audio_key
+        return device, inputs, settings
 
     def _side_stream(self, device: torch.device) -> torch.cuda.Stream | None:
         """The workload's one decode stream on CUDA (kept across runs); None on the CPU."""
@@ -270,22 +284,17 @@ class AvatarDiTWorkload(Workload):
 
     def _conditioning(self, settings: AvatarSettings, inputs: AvatarInputs, seed: int,
                       device: torch.device) -> Conditioning:
-        """Reference/target latents and audio windows for this resolution and length (cached)."""
+        """Reference latent and audio windows for this resolution and length (cached)."""
         key = (settings.resolution, settings.total_frames, inputs, seed)
         if key in self._conditionings:
             return self._conditionings[key]
-        assert self._codec is not None and self._audio is not None
-        reach = inputs.model.audio_window // 2  # frames each side a frame listens to
-        described = frame_audio_features(self._audio, AUDIO_RATE_HZ, inputs.fps, settings.total_frames + reach)
-        offsets = np.arange(inputs.model.audio_window) - reach
-        window_index = np.maximum(np.arange(settings.total_frames)[:, None] + offsets[None, :], 0)
-        audio = torch.from_numpy(described.features[window_index]).to(device)
-        openings = np.concatenate([[0.0], described.mouth_open[:settings.total_frames]]).astype(np.float32)
-        portraits = torch.from_numpy(render_portraits(settings.resolution, inputs.portrait_seed, openings))
-        images = (portraits.permute(0, 3, 1, 2) * 2.0 - 1.0).to(device)
-        latents = self._codec.encode(images)  # (1 + frames, C, h, w)
-        conditioning = Conditioning(reference=latents[:1].permute(1, 0, 2, 3).unsqueeze(0),
-                                    targets=latents[1:].permute(1, 0, 2, 3).contiguous(), audio=audio)
+        assert self._model is not None and self._audio is not None
+        window = self._model.config.audio_window
+        described = frame_audio_features(self._audio, AUDIO_RATE_HZ, inputs.fps, settings.total_frames + window // 2)
+        audio = torch.from_numpy(windowed_audio_features(described.features, settings.total_frames, window))
+        portrait = torch.from_numpy(render_portraits(settings.resolution, inputs.portrait_seed, np.zeros(1)))
+        reference = self._codec.encode(portrait.permute(0, 3, 1, 2) * 2.0 - 1.0)  # (1, C, h, w)
+        conditioning = Conditioning(reference=reference.unsqueeze(2).to(device), audio=audio.to(device))
         if len(self._conditionings) >= _MAX_CACHED_CONDITIONINGS:
             self._conditionings.clear()
         self._conditionings[key] = conditioning
