@@ -32,7 +32,9 @@ def test_good_spec_loads() -> None:
 
 @pytest.mark.parametrize("path", sorted((ROOT / "search_spaces").glob("*.yaml")), ids=lambda p: p.name)
 def test_shipped_search_spaces_are_valid(path: Path) -> None:
-    load_spec(path)
+    spec = load_spec(path)
+    assert spec.name == path.stem, "a shipped spec is named after its file"
+    assert spec.reference is not None and spec.baseline is not None, "demos measure against both"
 
 
 def test_wrong_type_names_line_and_key() -> None:

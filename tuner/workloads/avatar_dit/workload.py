@@ -57,7 +57,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from numbers import Integral, Real
+from numbers import Real
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
@@ -70,6 +70,7 @@ from tuner.workloads.avatar_dit.inputs import (
 from tuner.workloads.avatar_dit.model import LATENT_CHANNELS, VAE_DOWNSAMPLE, AvatarDiT, AvatarDiTConfig, PixelShuffleCodec
 from tuner.workloads.avatar_dit.sampler import AUTOCAST_DTYPES, Conditioning, GenerationPlan, generate_video
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
+from tuner.workloads.params import as_integer, torch_device
 
 DEFAULT_PARAMS: Mapping[str, Any] = {
     "infer_frames": 12, "sample_steps": 4, "resolution": 32, "batch_size": 1,
@@ -106,8 +107,8 @@ class AvatarInputs:
             return AvatarInputs(
                 audio_seconds=_positive_real(inputs.get("audio_seconds", 2.0), "audio_seconds"),
                 fps=_positive_real(inputs.get("fps", 12), "fps"),
-                output_size=_integer(inputs.get("output_size", 64), "output_size", minimum=1),
-                portrait_seed=_integer(inputs.get("portrait_seed", context.seed), "portrait_seed", minimum=0),
+                output_size=as_integer(inputs.get("output_size", 64), "output_size", minimum=1),
+                portrait_seed=as_integer(inputs.get("portrait_seed", context.seed), "portrait_seed", minimum=0),
                 weights=Path(weights).expanduser().resolve(),
             )
         except ValueError as error:
@@ -140,13 +141,13 @@ class AvatarSettings:
         if unknown:
             raise InvalidSetting(f"unknown avatar_dit params {unknown}; known: {sorted(KNOWN_PARAMS)}")
         merged = {**DEFAULT_PARAMS, **params}
-        infer_frames = _integer(merged["infer_frames"], "infer_frames", minimum=1)
+        infer_frames = as_integer(merged["infer_frames"], "infer_frames", minimum=1)
         derived_clips = math.ceil(inputs.audio_seconds * inputs.fps / infer_frames)
-        num_clip = _integer(merged.get("num_clip", derived_clips), "num_clip", minimum=1)
-        sample_steps = _integer(merged["sample_steps"], "sample_steps", minimum=1)
+        num_clip = as_integer(merged.get("num_clip", derived_clips), "num_clip", minimum=1)
+        sample_steps = as_integer(merged["sample_steps"], "sample_steps", minimum=1)
         if sample_steps > MAX_SAMPLE_STEPS:
             raise InvalidSetting(f"sample_steps={sample_steps} is above {MAX_SAMPLE_STEPS}")
-        resolution = _integer(merged["resolution"], "resolution", minimum=1)
+        resolution = as_integer(merged["resolution"], "resolution", minimum=1)
         step = model.pixels_per_token
         if resolution % step:
             raise InvalidSetting(f"resolution={resolution} is not a multiple of patch x VAE downsampling = {step}")
@@ -155,30 +156,17 @@ class AvatarSettings:
             raise InvalidSetting(f"precision={precision!r} is not one of {sorted(AUTOCAST_DTYPES)}")
         if precision == "fp16" and device.type != "cuda":
             raise InvalidSetting("precision='fp16' needs a CUDA device (the CPU supports fp32 and bf16)")
-        streams = _integer(merged["streams"], "streams", minimum=1)
+        streams = as_integer(merged["streams"], "streams", minimum=1)
         if streams > 2:
             raise InvalidSetting(f"streams={streams} is not 1 or 2")
         online_decode = merged["online_decode"]
         if not isinstance(online_decode, (bool, np.bool_)):
             raise InvalidSetting(f"online_decode must be a bool, got {online_decode!r}")
         return AvatarSettings(infer_frames, num_clip, sample_steps, resolution,
-                              _integer(merged["batch_size"], "batch_size", minimum=1),
+                              as_integer(merged["batch_size"], "batch_size", minimum=1),
                               precision, streams, bool(online_decode))
 
 
-def _integer(value: Any, name: str, minimum: int) -> int:
-    """``value`` as an int >= ``minimum`` (integral floats accepted; bools refused)."""
-    if isinstance(value, (bool, np.bool_)):
-        raise InvalidSetting(f"{name} must be an integer, got {value!r}")
-    if isinstance(value, Integral):
-        number = int(value)
-    elif isinstance(value, Real) and float(value).is_integer():
-        number = int(float(value))
-    else:
-        raise InvalidSetting(f"{name} must be an integer, got {value!r}")
-    if number < minimum:
-        raise InvalidSetting(f"{name}={number} is below {minimum}")
-    return number
 
 
 def _positive_real(value: Any, name: str) -> float:
@@ -257,7 +245,7 @@ class AvatarDiTWorkload(Workload):
     def _prepare(self, params: Mapping[str, Any],
                  context: RunContext) -> tuple[torch.device, AvatarInputs, AvatarSettings]:
         """Read inputs, load the model (once per weights file and device), validate params, make the audio."""
-        device = _device_of(context)
+        device = torch_device(context)
         inputs = AvatarInputs.from_context(context)
         key = (inputs.weights, str(device))
         if self._built_for != key:
@@ -314,11 +302,3 @@ class AvatarDiTWorkload(Workload):
 
         return draw_noise
 
-
-def _device_of(context: RunContext) -> torch.device:
-    device = torch.device(context.device)
-    if device.type not in ("cpu", "cuda"):
-        raise InvalidSetting(f"device {context.device!r} is not 'cpu' or 'cuda'")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("context.device is 'cuda' but torch sees no CUDA device")
-    return device

@@ -72,7 +72,7 @@ from tuner.workloads.avqa.data import (
     heldout_questions, render_clip)
 from tuner.workloads.avqa.generate import DecodingSettings, generate
 from tuner.workloads.avqa.media import build_media
-from tuner.workloads.avqa.params import as_bool, as_integer, as_positive_real
+from tuner.workloads.params import as_bool, as_integer, as_positive_real, torch_device
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
 DEFAULT_PARAMS: Mapping[str, Any] = {
@@ -198,14 +198,14 @@ class AVQAWorkload(Workload):
 
     def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
         """Validate, load the weights and render the question set's clips (not timed)."""
-        device = _device_of(context)
+        device = torch_device(context)
         AVQASettings.from_params(params, device)
         inputs = AVQAInputs.from_context(context)
         self._prepare(inputs, device)
 
     def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
         """Answer the question set; deterministic for a seed and params (see module docs)."""
-        device = _device_of(context)
+        device = torch_device(context)
         settings = AVQASettings.from_params(params, device)
         inputs = AVQAInputs.from_context(context)
         self._prepare(inputs, device)
@@ -267,11 +267,3 @@ class AVQAWorkload(Workload):
             if clip_key not in self._clips:
                 self._clips[clip_key] = render_clip(clip_facts(question.clip_id), inputs.clip_seconds)
 
-
-def _device_of(context: RunContext) -> torch.device:
-    device = torch.device(context.device)
-    if device.type not in ("cpu", "cuda"):
-        raise InvalidSetting(f"device {context.device!r} is not 'cpu' or 'cuda'")
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("context.device is 'cuda' but torch sees no CUDA device")
-    return device

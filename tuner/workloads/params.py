@@ -1,13 +1,20 @@
-"""Parsing of parameter and input values; every failure is an :class:`InvalidSetting`."""
+"""Parsing of workload parameters and inputs, shared by the built-in workloads.
+
+Every failure is an :class:`InvalidSetting`. torch is imported only inside
+:func:`torch_device`, so the module stays importable without it.
+"""
 
 from __future__ import annotations
 
 from numbers import Integral, Real
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from tuner.workloads.base import InvalidSetting
+from tuner.workloads.base import InvalidSetting, RunContext
+
+if TYPE_CHECKING:
+    import torch
 
 
 def as_integer(value: Any, name: str, minimum: int) -> int:
@@ -37,3 +44,15 @@ def as_bool(value: Any, name: str) -> bool:
     if not isinstance(value, (bool, np.bool_)):
         raise InvalidSetting(f"{name} must be a bool, got {value!r}")
     return bool(value)
+
+
+def torch_device(context: RunContext) -> "torch.device":
+    """``context.device`` as a torch device; InvalidSetting for anything but cpu / cuda."""
+    import torch
+
+    device = torch.device(context.device)
+    if device.type not in ("cpu", "cuda"):
+        raise InvalidSetting(f"device {context.device!r} is not 'cpu' or 'cuda'")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("context.device is 'cuda' but torch sees no CUDA device")
+    return device
