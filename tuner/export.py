@@ -16,7 +16,9 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from tuner.pareto import best_on, is_measured_feasible
+from tuner.invocation import render_invocation
 from tuner.records import TrialRecord
+from tuner.spec import parse_spec
 from tuner.study import redact_url
 
 if TYPE_CHECKING:
@@ -74,6 +76,7 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial", stora
         "workload": attrs.get("workload_class"),
         "params": dict(record.params),
         "derived": dict(record.derived),
+        "invocation": _invocation(attrs, {**record.params, **record.derived}),
         "objectives": {name: {"value": value, "direction": d.name.lower()}
                        for name, value, d in zip(attrs.get("objectives", []), trial.values or (), study.directions)},
         "metrics": _metrics_block(record),
@@ -96,6 +99,14 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial", stora
         document["baseline"] = {"trial": base.number, "params": dict(base.params),
                                 "outcome": base.outcome, "metrics": _metrics_block(base)}
     return document
+
+
+def _invocation(attrs: dict[str, Any], settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The setting as its workload runs it natively, from the spec stored with the study."""
+    spec_text = attrs.get("spec_yaml")
+    if not spec_text:
+        return None
+    return render_invocation(parse_spec(spec_text, source="<stored spec>"), settings)
 
 
 def write_config(document: dict[str, Any], path: Path) -> Path:
