@@ -85,7 +85,7 @@ def full_tuner(trials: int, directory: Path) -> tuple[float, int]:
     directory.mkdir(parents=True, exist_ok=True)
     opened = create_study(spec, SPEC, f"sqlite:///{directory / 'tuner.db'}", "overhead", "random", trials, {})
     uri = f"sqlite:///{directory / 'mlflow.db'}"
-    tracker = MlflowTracker(uri, StudyRunInfo("overhead", "overhead @ cpu", {}, {}), ["minimize"], ["latency_p50_s"])
+    tracker = MlflowTracker(uri, StudyRunInfo("overhead", "overhead @ cpu", {}, {}, ("latency_p50_s",), ("minimize",)))
     tracker.wait_started()  # MLflow's import and schema creation are a one-off, not per trial
     directory.mkdir(parents=True, exist_ok=True)
     coordinator = Coordinator(opened=opened, runner=SubprocessRunner(), slots=[Slot(0, None, 1)], home=directory,

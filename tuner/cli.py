@@ -1,4 +1,5 @@
-"""The ``tuner`` command line: run, validate, resume, status, export, schema.
+"""The ``tuner`` command line: run, validate, resume, status, schema (here) and
+front, export, check, ui, sync-mlflow (:mod:`tuner.cli_views`).
 
 Every user-facing failure (bad spec, unknown study, unreachable storage) is
 one clear line on stderr and exit status 2 — never a traceback. A study whose
@@ -32,20 +33,23 @@ MlflowOption = typer.Option(None, "--mlflow-uri", help="MLflow tracking URI (env
 
 
 def _fail(message: str) -> None:
-    err.print(f"[bold red]error:[/] {message}", highlight=False)
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)
 
 
-def _check_workload_importable(class_path: str, source: str) -> None:
+def _check_workload_importable(paths: dict[str, str], source: str) -> None:
     import importlib.util
 
-    module = class_path.partition(":")[0]
-    try:
-        found = importlib.util.find_spec(module)
-    except (ImportError, ValueError):
-        found = None
-    if found is None:
-        _fail(f"{source}: workload.class: cannot find module '{module}' (is it installed / on PYTHONPATH?)")
+    for key, path in paths.items():
+        module = path.partition(":")[0]
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            _fail(f"{source}: {key}: cannot find module '{module}' (is it installed / on PYTHONPATH?)")
 
 
 def _resolve_device(requested: str) -> str:
@@ -65,7 +69,7 @@ def validate(spec_path: Path = typer.Argument(..., help="Spec YAML file.")) -> N
         spec = load_spec(spec_path)
     except SpecError as error:
         _fail(str(error))
-    _check_workload_importable(spec.workload.class_path, str(spec_path))
+    _check_workload_importable(spec.workload.import_paths, str(spec_path))
     out.print(f"{spec_path}: ok — {len(spec.parameters)} parameters, {len(spec.objectives)} objectives, "
               f"{len(spec.constraints)} constraints, {len(spec.rules)} rules")
 
@@ -94,7 +98,7 @@ def run(
         _fail(str(error))
     if sampler is not None and sampler not in ("tpe", "nsga2", "gp", "random", "grid"):
         _fail(f"--sampler: unknown sampler '{sampler}' (use tpe, nsga2, gp, random or grid)")
-    _check_workload_importable(spec.workload.class_path, str(spec_path))
+    _check_workload_importable(spec.workload.import_paths, str(spec_path))
     device = _resolve_device(spec.workload.device)
     root = tuner_home(home)
     url = storage_url(storage, root)
@@ -103,7 +107,7 @@ def run(
     text = spec_path.read_text()
     chosen: SamplerName = sampler or spec.sampler.name  # type: ignore[assignment]
     attributes: dict[str, Any] = {"spec_name": spec.name, "spec_hash": spec_hash(text),
-                                  "workload_class": spec.workload.class_path, "device": device,
+                                  "workload_class": spec.workload.target, "device": device,
                                   "gpu_type": kind, "fingerprint": fingerprint()}
     try:
         opened = create_study(spec, text, url, name, chosen, trials, attributes)
@@ -184,29 +188,6 @@ def status(
 
 
 @app.command()
-def export(
-    study: str = typer.Argument(..., help="Study name."),
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Default: <home>/<study>/best.yaml."),
-    objective: Optional[str] = typer.Option(None, "--objective", help="Pick the best on this objective (default: the first)."),
-    trial: Optional[int] = typer.Option(None, "--trial", help="Export this trial number instead."),
-    storage: Optional[str] = StorageOption,
-    home: Optional[Path] = HomeOption,
-) -> None:
-    """Write the chosen trial's settings and metrics as a config YAML."""
-    from tuner.export import ExportError, build_config, choose_trial, write_config
-
-    root = tuner_home(home)
-    url = storage_url(storage, root)
-    try:
-        opened = load_study(url, study)
-        chosen = choose_trial(opened.study, objective, trial)
-    except (StudyError, SpecError, ExportError) as error:
-        _fail(str(error))
-    path = write_config(build_config(opened.study, chosen, url), output or root / study / "best.yaml")
-    out.print(f"exported trial {chosen.number} of {study} to {path}")
-
-
-@app.command()
 def schema(output: Path = typer.Option(Path("search_spaces/schema.json"), "--output", "-o")) -> None:
     """Write the spec's JSON Schema (for editors)."""
     output.parent.mkdir(parents=True, exist_ok=True)
@@ -227,6 +208,9 @@ def _quiet_library_logs() -> None:
     for name in ("optuna", "mlflow", "alembic"):
         logging.getLogger(name).setLevel(logging.WARNING)
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
+
+
+import tuner.cli_views  # noqa: E402,F401 - registers front, export, check, ui, sync-mlflow on the app
 
 
 def main() -> None:

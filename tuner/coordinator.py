@@ -245,7 +245,8 @@ class Coordinator:
         save = str(self.study_dir / "reference_output.npz") if role == "reference" else None
         return TrialRequest(
             study_name=self.study.study_name, trial_number=trial.number,
-            workload_class=self.spec.workload.class_path, settings=candidate.settings,
+            workload_class=self.spec.workload.target, settings=candidate.settings,
+            workload_options=self.spec.workload.options,
             inputs=dict(self.spec.inputs), seed=self.spec.seed, device=self.device,
             measurement=self.spec.measurement.model_dump(), timeout_s=self.spec.workload.timeout_s,
             workdir=str(trial_dir), quality_metrics=self.quality_metrics,
@@ -261,6 +262,8 @@ class Coordinator:
         for key, value in result_attributes(result).items():
             trial.set_user_attr(key, value)
         trial.set_user_attr("slot", slot.label)
+        if result.invocation is not None:
+            trial.set_user_attr("invocation", result.invocation)  # what the adapter ran, exactly
         trial.set_user_attr("measured", True)
         trial.set_user_attr("placeholder_values", verdict.placeholder)
         if role == "reference" and result.output_path:

@@ -1,16 +1,30 @@
-"""The front as a table, a CSV and a plot — shared by MLflow, ``tuner status`` and export."""
+"""The front as a table, a CSV and PNG plots — shared by MLflow, ``tuner front`` and export.
+
+Plots are returned as PNG bytes (matplotlib, Agg backend): pairwise Pareto
+scatters, the hypervolume history and the latency–throughput curve. Only
+feasible measured trials are plotted; OOM / TIMEOUT placeholders never are.
+"""
 
 from __future__ import annotations
 
 import csv
 import io
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from tuner.records import TrialRecord
 
+if TYPE_CHECKING:
+    from tuner.throughput import ThroughputCurve
+
+
+def record_feasible(record: TrialRecord) -> bool:
+    """COMPLETE, real values (no placeholder), not a copy, every constraint <= 0."""
+    return (record.state == "COMPLETE" and record.values is not None and not record.placeholder
+            and record.duplicate_of is None and all(v <= 0 for v in record.constraints.values()))
+
 
 def front_table(records: Sequence[TrialRecord], front: set[int], objective_names: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per front trial: number, role, objective values, params."""
+    """One row per front trial: number, role, objective values, params (``param.<name>``)."""
     rows: list[dict[str, Any]] = []
     for record in sorted((r for r in records if r.number in front), key=lambda r: r.number):
         row: dict[str, Any] = {"trial": record.number, "role": record.role}
@@ -21,64 +35,115 @@ def front_table(records: Sequence[TrialRecord], front: set[int], objective_names
     return rows
 
 
-def front_csv(rows: Sequence[dict[str, Any]]) -> str:
-    """The rows as CSV text (columns in first-seen order)."""
+def columns(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Column names in first-seen order."""
     keys: list[str] = []
     for row in rows:
         keys.extend(k for k in row if k not in keys)
+    return keys
+
+
+def front_csv(rows: Sequence[dict[str, Any]]) -> str:
+    """The rows as CSV text (columns in first-seen order)."""
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=keys)
+    writer = csv.DictWriter(buffer, fieldnames=columns(rows), lineterminator="\n")
     writer.writeheader()
     writer.writerows(rows)
     return buffer.getvalue()
 
 
-def front_plot_png(records: Sequence[TrialRecord], front: set[int], objective_names: Sequence[str],
-                   directions: Sequence[str]) -> Any:
-    """A scatter of the first two objectives (or objective vs trial number): RGB array.
-
-    Front points are joined and labelled with their trial number; other
-    feasible measured trials are grey; OOM / TIMEOUT trials are not plotted
-    (their values are placeholders) but counted in the title.
-    """
+def _figure(width: float = 6.4, height: float = 4.8) -> tuple[Any, Any]:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    import numpy as np
 
-    measured = [r for r in records if r.values is not None and not r.placeholder and r.duplicate_of is None]
+    return plt.subplots(figsize=(width, height), dpi=100)
+
+
+def _png(figure: Any) -> bytes:
+    import matplotlib.pyplot as plt
+
+    figure.tight_layout()
+    buffer = io.BytesIO()
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    plt.close(figure)
+    return buffer.getvalue()
+
+
+_ARROWS = {"minimize": "↓ better", "maximize": "↑ better"}
+
+
+def pareto_pair_png(records: Sequence[TrialRecord], front: set[int], names: Sequence[str],
+                    directions: Sequence[str], x: int, y: int) -> bytes:
+    """Objective ``x`` against objective ``y``: front points red, joined and numbered; others grey.
+
+    With a single objective (``x == y == 0``) the objective is drawn against
+    the trial number.
+    """
+    measured = [r for r in records if record_feasible(r)]
     walls = sum(1 for r in records if r.placeholder and r.duplicate_of is None)
-    figure, axes = plt.subplots(figsize=(6.4, 4.8), dpi=100)
-    if len(objective_names) >= 2:
-        def xy(r: TrialRecord) -> tuple[float, float]:
-            assert r.values is not None
-            return r.values[0], r.values[1]
-        x_label, y_label = objective_names[0], objective_names[1]
-    else:
-        def xy(r: TrialRecord) -> tuple[float, float]:
-            assert r.values is not None
-            return float(r.number), r.values[0]
-        x_label, y_label = "trial", objective_names[0]
+    single = len(names) == 1
+
+    def xy(r: TrialRecord) -> tuple[float, float]:
+        assert r.values is not None
+        return (float(r.number), r.values[0]) if single else (r.values[x], r.values[y])
+
+    figure, axes = _figure()
     others = [xy(r) for r in measured if r.number not in front]
     if others:
-        xs, ys = zip(*others)
-        axes.scatter(xs, ys, c="0.6", s=24, label="measured")
+        axes.scatter(*zip(*others), c="0.6", s=24, label="measured (feasible)")
     on_front = sorted((xy(r), r.number) for r in measured if r.number in front)
     if on_front:
-        points = [p for p, _ in on_front]
-        axes.plot(*zip(*points), "-o", c="tab:red", label="Pareto front")
-        for (x, y), number in on_front:
-            axes.annotate(str(number), (x, y), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    arrows = {"minimize": "↓ better", "maximize": "↑ better"}
-    axes.set_xlabel(x_label + (f" ({directions[0]})" if len(directions) >= 2 else ""))
-    axes.set_ylabel(f"{y_label} ({arrows.get(directions[-1 if len(directions) < 2 else 1], '')})")
-    axes.set_title(f"{len(measured)} measured, {len(front)} on front, {walls} OOM/TIMEOUT")
+        axes.plot(*zip(*[p for p, _ in on_front]), "-o", c="tab:red", label="Pareto front")
+        for (px, py), number in on_front:
+            axes.annotate(str(number), (px, py), textcoords="offset points", xytext=(4, 4), fontsize=8)
+    axes.set_xlabel("trial" if single else f"{names[x]} ({_ARROWS[directions[x]].split()[0]} better)")
+    axes.set_ylabel(f"{names[y]} ({_ARROWS[directions[y]]})")
+    axes.set_title(f"{len(measured)} feasible measured, {len(front)} on front, {walls} OOM/TIMEOUT")
     axes.grid(alpha=0.3)
     if others or on_front:
         axes.legend(loc="best")
-    figure.tight_layout()
-    figure.canvas.draw()
-    image = np.asarray(figure.canvas.buffer_rgba())[..., :3].copy()  # type: ignore[attr-defined]
-    plt.close(figure)
-    return image
+    return _png(figure)
+
+
+def pairwise_pngs(records: Sequence[TrialRecord], front: set[int], names: Sequence[str],
+                  directions: Sequence[str]) -> dict[str, bytes]:
+    """``<a>_vs_<b>.png`` for every pair of objectives (one plot against trial number for one objective)."""
+    if len(names) == 1:
+        return {f"{names[0]}_vs_trial.png": pareto_pair_png(records, front, names, directions, 0, 0)}
+    return {f"{names[i]}_vs_{names[j]}.png": pareto_pair_png(records, front, names, directions, i, j)
+            for i in range(len(names)) for j in range(i + 1, len(names))}
+
+
+def hypervolume_png(history: Sequence[tuple[int, float]], names: Sequence[str]) -> bytes:
+    """Hypervolume after each feasible measured trial (in completion order)."""
+    figure, axes = _figure(6.4, 3.6)
+    if history:
+        axes.step(range(1, len(history) + 1), [v for _, v in history], where="post", c="tab:blue")
+        axes.scatter(range(1, len(history) + 1), [v for _, v in history], s=12, c="tab:blue")
+    axes.set_xlabel("feasible measured trials")
+    axes.set_ylabel("hypervolume (" + " × ".join(names) + ")")
+    axes.set_title("hypervolume history (reference: worst + 10 % of range)")
+    axes.grid(alpha=0.3)
+    return _png(figure)
+
+
+def throughput_png(curve: "ThroughputCurve") -> bytes:
+    """Latency against throughput, one point per batch size, the knee circled."""
+    figure, axes = _figure()
+    xs = [p.throughput for p in curve.points]
+    ys = [p.latency_s for p in curve.points]
+    axes.plot(xs, ys, "-o", c="tab:green")
+    for point in curve.points:
+        axes.annotate(f"batch {point.batch_size} (#{point.trial})", (point.throughput, point.latency_s),
+                      textcoords="offset points", xytext=(4, 4), fontsize=8)
+    if curve.knee is not None:
+        axes.scatter([curve.knee.throughput], [curve.knee.latency_s], s=180, facecolors="none",
+                     edgecolors="tab:red", linewidths=2, label=f"knee: batch {curve.knee.batch_size}")
+        axes.legend(loc="best")
+    axes.set_xlabel(f"throughput ({curve.throughput_metric})")
+    axes.set_ylabel(f"latency ({curve.latency_metric})")
+    axes.set_title("latency–throughput over batch size" + ("" if curve.knee else f" — knee: {curve.knee_reason}"))
+    axes.grid(alpha=0.3)
+    return _png(figure)

@@ -18,6 +18,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from tuner.adapters.template import TemplateError, render_command, render_text, render_value
+from tuner.adapters.http_request import body_template, http_concurrency, http_request_values
 from tuner.spec import StudySpec
 
 
@@ -28,4 +30,23 @@ def render_invocation(spec: StudySpec, settings: Mapping[str, Any]) -> dict[str,
     module docs). Raises ``ValueError`` when ``settings`` lacks a value the
     workload's invocation needs, naming it.
     """
-    return {"kind": "python", "target": spec.workload.class_path, "kwargs": dict(settings)}
+    work = spec.workload
+    if work.command is not None:
+        try:
+            rendered = render_command(work.options, settings, spec.inputs, spec.seed)
+        except TemplateError as error:
+            raise ValueError(f"cannot render the command: {error}") from None
+        return {"kind": "command", **rendered}
+    if work.http is not None:
+        values = {**spec.inputs, **dict(settings)}
+        request = http_request_values(work.http.model_dump(mode="json"), spec.inputs, settings, 0)
+        try:
+            return {"kind": "http", "url": render_text(work.http.url, values, "url"),
+                    "api": work.http.api, "body": render_value(body_template(work.http.model_dump(mode="json")), request),
+                    "concurrency": http_concurrency(work.http.concurrency, values)}
+        except TemplateError as error:
+            raise ValueError(f"cannot render the http request: {error}") from None
+    if work.python is not None:
+        return {"kind": "python", "target": work.python.factory, "factory_kwargs": dict(work.python.kwargs),
+                "reload_on": list(work.python.reload_on), "kwargs": dict(settings)}
+    return {"kind": "python", "target": work.target, "kwargs": dict(settings)}

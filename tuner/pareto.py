@@ -78,3 +78,87 @@ def best_on(trials: Sequence["FrozenTrial"], objective_index: int, direction: st
         return None
     sign = 1.0 if direction == "minimize" else -1.0
     return min(candidates, key=lambda t: (sign * t.values[objective_index], t.number))
+
+
+def minimised(values: Sequence[float], directions: Sequence[str]) -> tuple[float, ...]:
+    """``values`` turned so that smaller is better in every coordinate."""
+    return tuple(-v if d == "maximize" else v for v, d in zip(values, directions))
+
+
+def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -> float:
+    """Volume dominated by ``points`` and bounded by ``reference``, all *minimised*.
+
+    Points not strictly better than ``reference`` in every coordinate add
+    nothing. Exact: a sweep in 2-D, slicing on the first coordinate above
+    (fine for fronts of a few hundred points). Units: the product of the
+    objectives' units.
+    """
+    inside = [tuple(p) for p in points if all(x < r for x, r in zip(p, reference))]
+    if not inside:
+        return 0.0
+    if len(reference) == 1:
+        return float(reference[0] - min(p[0] for p in inside))
+    if len(reference) == 2:
+        volume, best_y = 0.0, float(reference[1])
+        for x, y in sorted(inside):
+            if y < best_y:
+                volume += (reference[0] - x) * (best_y - y)
+                best_y = y
+        return volume
+    volume = 0.0
+    ordered = sorted(inside, key=lambda p: p[0])
+    for index, point in enumerate(ordered):
+        upper = ordered[index + 1][0] if index + 1 < len(ordered) else reference[0]
+        if upper > point[0]:
+            volume += (upper - point[0]) * hypervolume([p[1:] for p in ordered[:index + 1]], reference[1:])
+    return volume
+
+
+def hypervolume_reference(points: Sequence[Sequence[float]]) -> tuple[float, ...]:
+    """Reference point for minimised ``points``: the worst value + 10 % of the range (1 when flat)."""
+    worst = [max(column) for column in zip(*points)]
+    best = [min(column) for column in zip(*points)]
+    return tuple(w + (0.1 * (w - b) if w > b else max(abs(w) * 0.1, 1e-12)) for w, b in zip(worst, best))
+
+
+def hypervolume_history(ordered: Sequence[Point], directions: Sequence[str]) -> list[tuple[int, float]]:
+    """(trial number, hypervolume of the feasible points seen so far) in the given order.
+
+    One reference point for the whole history (:func:`hypervolume_reference` of
+    every point), so values are comparable along it.
+    """
+    turned = [minimised(p.values, directions) for p in ordered]
+    if not turned:
+        return []
+    reference = hypervolume_reference(turned)
+    history: list[tuple[int, float]] = []
+    for count, point in enumerate(ordered, start=1):
+        history.append((point.number, hypervolume(turned[:count], reference)))
+    return history
+
+
+def knee_point(front: Sequence[Point], directions: Sequence[str]) -> Point | None:
+    """The front point closest to the ideal point after scaling each objective to [0, 1].
+
+    0 is the best value on the front and 1 the worst; with two objectives this
+    is the balanced compromise where neither objective is far from its best.
+    Ties: lowest trial number. ``None`` for an empty front.
+    """
+    if not front:
+        return None
+    turned = [minimised(p.values, directions) for p in front]
+    lows = [min(c) for c in zip(*turned)]
+    highs = [max(c) for c in zip(*turned)]
+    spans = [h - lo if h > lo else 1.0 for lo, h in zip(lows, highs)]
+
+    def distance(index: int) -> float:
+        return sum(((v - lo) / s) ** 2 for v, lo, s in zip(turned[index], lows, spans)) ** 0.5
+
+    best = min(range(len(front)), key=lambda i: (distance(i), front[i].number))
+    return front[best]
+
+
+def trial_ranks(trials: Sequence["FrozenTrial"], directions: Sequence[str]) -> dict[int, int]:
+    """Trial number -> Pareto rank for the feasible measured trials (others are absent)."""
+    candidates = [t for t in trials if is_measured_feasible(t)]
+    return pareto_ranks([Point(t.number, tuple(t.values)) for t in candidates], directions)

@@ -6,7 +6,7 @@ One place knows the user-attribute names, so the tracker, the exporter and
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
 from tuner.results import TrialResult
@@ -33,6 +33,7 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
         "eval_time_s": round(result.eval_time_s, 6),
         "output_path": result.output_path,
         "worker_info": result.info,
+        "samples": dict(result.samples),
     }
 
 
@@ -57,6 +58,7 @@ class TrialRecord:
     eval_time_s: float | None
     datetime_start: str | None
     datetime_complete: str | None
+    samples: Mapping[str, str] = field(default_factory=dict)
 
     @staticmethod
     def from_trial(trial: "FrozenTrial") -> "TrialRecord":
@@ -79,6 +81,7 @@ class TrialRecord:
             eval_time_s=attrs.get("eval_time_s"),
             datetime_start=trial.datetime_start.isoformat() if trial.datetime_start else None,
             datetime_complete=trial.datetime_complete.isoformat() if trial.datetime_complete else None,
+            samples=dict(attrs.get("samples", {})),
         )
 
     def metric_value(self, name: str) -> float | None:

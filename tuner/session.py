@@ -19,9 +19,9 @@ from tuner.coordinator import Coordinator, Listener
 from tuner.objectives import plan_constraints
 from tuner.progress import ProgressDisplay
 from tuner.runner.base import plan_slots
-from tuner.runner.subprocess import SubprocessRunner
+from tuner.runner.choice import make_runner
 from tuner.study import OpenStudy, redact_url
-from tuner.tracking import MlflowTracker, StudyRunInfo, tracking_uri
+from tuner.tracking import MlflowTracker, tracking_uri
 
 
 def host_facts(device: str) -> dict[str, float | None]:
@@ -55,18 +55,16 @@ def _tracker(opened: OpenStudy, uri: str, out: Console) -> MlflowTracker | None:
     problem = mlflow_reachable(uri)
     if problem is not None:
         out.print(f"[yellow]MLflow at {redact_url(uri)} is not reachable ({problem}): the study runs "
-                  f"without it; everything is in the storage, from which the MLflow views can be rebuilt[/]")
+                  f"without it; everything is in the storage: rebuild the MLflow views later with "
+                  f"'tuner sync-mlflow {study.study_name}'[/]")
         return None
     attrs = study.user_attrs
-    tags = {"tuner.spec_hash": str(attrs.get("spec_hash")), "tuner.sampler": str(attrs.get("sampler")),
-            "tuner.storage": redact_url(opened.storage_url), "tuner.device": str(attrs.get("device")),
-            "tuner.gpu_type": str(attrs.get("gpu_type")),
-            **{f"host.{k}": str(v) for k, v in dict(attrs.get("fingerprint", {})).items()}}
-    params = {f"space.{name}": p.model_dump_json() for name, p in spec.parameters.items()}
-    params.update({f"objective.{o.metric}": o.direction for o in spec.objectives})
-    info = StudyRunInfo(study.study_name, f"{spec.name} @ {attrs.get('gpu_type', 'cpu')}", tags, params,
-                        existing_run_id=attrs.get("mlflow_run_id"))
-    tracker = MlflowTracker(uri, info, [o.direction for o in spec.objectives], spec.objective_names)
+    from tuner.mlflow_views import study_run_info
+    from tuner.records import TrialRecord
+
+    known = attrs.get("mlflow_run_id") if attrs.get("mlflow_uri") == redact_url(uri) else None
+    tracker = MlflowTracker(uri, study_run_info(opened),
+                            [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)], known)
     run_id = tracker.wait_started()
     if run_id is not None and attrs.get("mlflow_run_id") != run_id:
         study.set_user_attr("mlflow_run_id", run_id)
@@ -91,7 +89,7 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
         out.print(f"[yellow]constraint on {metric} disabled: {reason}[/]")
     study.set_user_attr("disabled_constraints", dict(plan.disabled))
     slots = plan_slots(workers, device, visible_gpu_indices() if device == "cuda" else [],
-                       threads=spec.workload.torch_threads)
+                       threads=spec.workload.torch_threads, gpus_per_slot=spec.workload.gpus_per_trial)
     listeners: list[Listener] = [ProgressDisplay(err)]
     tracker = None
     if use_mlflow:
@@ -101,7 +99,7 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
             listeners.append(tracker)
     from evaluators.registry import warm_ups
 
-    runner = SubprocessRunner(preload=[spec.workload.class_path.partition(":")[0], *warm_ups(spec.used_metrics)])
+    runner = make_runner(spec, warm_ups(spec.used_metrics))
     coordinator = Coordinator(
         opened=opened, runner=runner, slots=slots, home=home, device=device, plan=plan,
         budget_trials=study.user_attrs.get("budget_trials"),
@@ -114,6 +112,9 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
         tracker.close()
         for failure in tracker.failures:
             err.print(f"[yellow]{failure}[/]")
+        if tracker.failures:
+            out.print(f"[yellow]MLflow views may be incomplete: rebuild them from the storage with "
+                      f"'tuner sync-mlflow {study.study_name}'[/]")
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
     out.print(f"study [bold]{summary.study_name}[/]: {summary.measured} measured this run, "
               f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}")
@@ -126,7 +127,7 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
         out.print(f"[yellow]nothing exported: {error}[/]")
     if tracker is not None and tracker.run_id is not None:
         out.print(f"MLflow: {redact_url(tracker.uri)} — experiment '{tracker.info.experiment_name}', "
-                  f"run {tracker.run_id} (browse with: mlflow ui --backend-store-uri {redact_url(tracker.uri)})")
+                  f"run {tracker.run_id} (browse with: tuner ui {study.study_name})")
     out.print(f"storage: {redact_url(opened.storage_url)} — inspect with 'tuner status {summary.study_name}'")
     return 0
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from pathlib import Path
 from typing import Annotated, Any, Literal, Union
 
@@ -24,6 +25,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tuner.expressions import ExpressionError, compile_expression
+from tuner.workload_spec import WorkloadSpec, check_adapter_names
 
 SamplerName = Literal["tpe", "nsga2", "gp", "random", "grid"]
 DEFAULT_SAMPLER: SamplerName = "tpe"
@@ -168,25 +170,6 @@ class Constraint(_Strict):
         return self
 
 
-class WorkloadSpec(_Strict):
-    """Which workload to run (``module:Class``) and how."""
-
-    class_path: str = Field(alias="class")
-    timeout_s: float = Field(default=300.0, gt=0)
-    device: Literal["auto", "cpu", "cuda"] = "auto"
-    torch_threads: int | None = Field(default=None, ge=1)
-
-    model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
-
-    @field_validator("class_path")
-    @classmethod
-    def _import_path(cls, value: str) -> str:
-        module, _, name = value.partition(":")
-        if not module or not name or not all(p.isidentifier() for p in module.split(".")) or not name.isidentifier():
-            raise ValueError(f"'{value}' is not an import path of the form package.module:ClassName")
-        return value
-
-
 class MeasurementSpec(_Strict):
     """Latency measurement: warmup calls, adaptive repeats until CV <= cv_target."""
 
@@ -273,7 +256,7 @@ class StudySpec(_Strict):
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"objectives repeat a metric: {metrics}")
         for metric in metrics + [c.metric for c in self.constraints] + self.report:
-            if not known_metric(metric):
+            if not known_metric(metric) and metric not in self.workload.declared_metrics():
                 raise ValueError(f"unknown metric '{metric}' (see the metric list in docs/specs.md)")
         for role in ("reference", "baseline"):
             setting = getattr(self, role)
@@ -281,6 +264,7 @@ class StudySpec(_Strict):
                 problem = check_setting(self, setting)
                 if problem:
                     raise ValueError(f"{role}: {problem}")
+        check_adapter_names(self)
         return self
 
     @property
@@ -333,9 +317,12 @@ def parse_spec(text: str, source: str = "<spec>") -> StudySpec:
     except ValidationError as error:
         first = error.errors()[0]
         location = tuple(str(p) for p in first["loc"] if not _is_union_tag(p, data))
+        message = _clean_message(first["msg"], first["type"], first.get("input"))
+        keyed = re.match(r"^(workload\.[\w.]+): (.*)$", message, re.DOTALL)
+        if not location and keyed:  # a cross-check that names its own key path
+            location, message = tuple(keyed.group(1).split(".")), keyed.group(2)
         line = _closest_line(lines, location)
         key = ".".join(location) or "(top level)"
-        message = _clean_message(first["msg"], first["type"], first.get("input"))
         more = len(error.errors()) - 1
         suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
         raise SpecError(f"{source}:{line}: {key}: {message}{suffix}") from None

@@ -1,17 +1,18 @@
-"""MLflow views of a study: one parent run per study, one child run per trial.
+"""MLflow views of a running study, logged live from a background thread.
 
 The Optuna storage is the source of truth; everything here can be rebuilt
-from it. Logging happens on a background thread, so a slow or unreachable
-tracking server never slows or stops a study: failures are counted and
-reported, and nothing measured is lost (the storage has it).
+from it with ``tuner sync-mlflow`` (:mod:`tuner.mlflow_sync`), which uses the
+same views (:mod:`tuner.mlflow_views`) and writes (:mod:`tuner.mlflow_log`).
+A slow or unreachable tracking server never slows or stops a study: failures
+are counted and reported; after three in a row the tracker stops trying for
+this invocation and says to rebuild with ``tuner sync-mlflow``.
 
-Layout: experiment ``<spec name> @ <gpu type>`` (``avatar_demo @ cpu``);
-parent run named after the study, tagged with the spec hash, sampler,
-storage URL (no password) and host fingerprint; child runs named
-``trial <n>`` with params, derived values, every available metric (units in
-the name), the outcome, the reason and the slot. At the end the front is
-attached to the parent run as ``front.csv``, ``front.json`` (an MLflow table)
-and ``front.png``.
+Layout: experiment ``<spec name> @ <gpu type>``; a parent run named after the
+study (tags, search space, front artifacts and children's ranks refreshed at
+most every ``refresh_s`` seconds — ``$TUNER_MLFLOW_REFRESH_S``, default 30 — while
+the study runs, and once at its end); a child run
+``trial <n>`` per trial (params, metrics with units in their names, outcome,
+``pareto_rank`` / ``on_front`` kept current, constraint violations, samples).
 
 Default tracking URI: ``sqlite:///<cwd>/mlflow/mlflow.db`` with artifacts in
 ``<cwd>/mlflow/artifacts`` — never the Optuna SQLite file.
@@ -25,23 +26,25 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
+from tuner.mlflow_log import (artifact_root_for, child_runs, default_tracking_uri, ensure_experiment,
+                              ensure_parent_run, log_child, log_front, update_rank)
+from tuner.mlflow_views import (StudyRunInfo, build_front_views, child_payload, metric_key, rank_payload,
+                                ranks_of)
 from tuner.records import TrialRecord
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
     from optuna.trial import FrozenTrial
 
+__all__ = ["MlflowTracker", "StudyRunInfo", "tracking_uri", "default_tracking_uri", "artifact_root_for",
+           "metric_key", "prepare_http_client"]
+
 log = logging.getLogger("tuner.tracking")
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
-
-
-def default_tracking_uri(base: Path | None = None) -> str:
-    """``sqlite:///<base>/mlflow/mlflow.db`` (base: the working directory)."""
-    root = (base or Path.cwd()).absolute() / "mlflow"
-    return f"sqlite:///{root / 'mlflow.db'}"
+GIVE_UP_AFTER = 3
+REFRESH_ENV = "TUNER_MLFLOW_REFRESH_S"  # seconds between front refreshes while a study runs (default 30)
 
 
 def tracking_uri(explicit: str | None) -> str:
@@ -49,46 +52,43 @@ def tracking_uri(explicit: str | None) -> str:
     return explicit or os.environ.get(TRACKING_ENV) or default_tracking_uri()
 
 
-def artifact_root_for(uri: str) -> str | None:
-    """For a local SQLite store, artifacts go beside it; servers choose their own."""
-    if uri.startswith("sqlite:///"):
-        return (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").absolute().as_uri()
-    return None
-
-
-def metric_key(name: str, unit: str) -> str:
-    """Metric names carry their unit: ``latency_p50_s`` stays, ``psnr`` + dB -> ``psnr_db``."""
-    suffix = {"s": "_s", "GB": "_gb", "dB": "_db"}.get(unit, "")
-    return name if not suffix or name.endswith(suffix) else f"{name}{suffix}"
-
-
-@dataclass
-class StudyRunInfo:
-    """What the parent run needs: names, tags and the search space."""
-
-    study_name: str
-    experiment_name: str
-    tags: Mapping[str, str]
-    params: Mapping[str, str]
-    existing_run_id: str | None = None
+def prepare_http_client(uri: str) -> None:
+    """For an HTTP server: one retry and a 15 s timeout per request (MLflow's default back-off
+    retries for minutes), unless the user set these variables."""
+    if uri.startswith(("http://", "https://")):
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_MAX_RETRIES", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR", "1")
+        os.environ.setdefault("MLFLOW_HTTP_REQUEST_TIMEOUT", "15")
 
 
 @dataclass
 class MlflowTracker:
-    """Logs a study to MLflow from a background thread. Implements the coordinator's Listener."""
+    """Logs a study to MLflow from a background thread. Implements the coordinator's Listener.
+
+    ``known_records``: the study's trials when the invocation starts (a resume),
+    so ranks and the front cover the whole study; ``known_run_id``: the parent
+    run recorded with the study, reused when it exists in this store.
+    """
 
     uri: str
     info: StudyRunInfo
-    directions: list[str]
-    objective_names: list[str]
+    known_records: list[TrialRecord] = field(default_factory=list)
+    known_run_id: str | None = None
+    refresh_s: float = field(default_factory=lambda: float(os.environ.get(REFRESH_ENV) or 30.0))
     failures: list[str] = field(default_factory=list)
 
     def __post_init__(self) -> None:
+        prepare_http_client(self.uri)
         self._queue: queue.Queue[tuple[str, Any] | None] = queue.Queue()
         self._thread = threading.Thread(target=self._work, name="tuner-mlflow", daemon=True)
         self._client: MlflowClient | None = None
-        self.run_id: str | None = self.info.existing_run_id
+        self.run_id: str | None = None
+        self.gave_up = False
+        self._records: dict[int, TrialRecord] = {r.number: r for r in self.known_records}
         self._children: dict[int, str] = {}
+        self._ranks: dict[int, int] = {}
+        self._last_refresh = 0.0
+        self._in_a_row = 0
         self._started = threading.Event()
         self._thread.start()
         self._queue.put(("start", None))
@@ -102,15 +102,14 @@ class MlflowTracker:
         self._queue.put(("trial", TrialRecord.from_trial(trial)))
 
     def on_finish(self, trials: list["FrozenTrial"], front: list["FrozenTrial"]) -> None:
-        self._queue.put(("front", ([TrialRecord.from_trial(t) for t in trials],
-                                   {t.number for t in front})))
+        self._queue.put(("finish", [TrialRecord.from_trial(t) for t in trials]))
 
     def wait_started(self, timeout_s: float = 60.0) -> str | None:
         """Block until the parent run exists (or failed); its id, or None."""
         self._started.wait(timeout_s)
         return self.run_id
 
-    def close(self, timeout_s: float = 120.0) -> None:
+    def close(self, timeout_s: float = 180.0) -> None:
         """Wait for queued logging to finish (at most ``timeout_s``)."""
         self._queue.put(None)
         self._thread.join(timeout_s)
@@ -124,121 +123,86 @@ class MlflowTracker:
             if item is None:
                 return
             kind, payload = item
+            if self.gave_up or (kind != "start" and self.run_id is None):
+                continue
             try:
                 if kind == "start":
                     try:
                         self._start()
                     finally:
                         self._started.set()
-                elif kind == "trial" and self.run_id is not None:
-                    self._log_trial(payload)
-                elif kind == "front" and self.run_id is not None:
-                    records, front = payload
-                    for record in records:
-                        if record.number not in self._children and record.state != "RUNNING":
-                            self._log_trial(record)
-                    self._log_front(records, front)
+                elif kind == "trial":
+                    self._trial(payload)
+                elif kind == "finish":
+                    self._finish(payload)
+                self._in_a_row = 0
             except Exception as error:  # noqa: BLE001 - tracking must never stop a study
-                message = f"MLflow {kind} failed: {type(error).__name__}: {error}"
+                self._in_a_row += 1
+                message = f"MLflow {kind} failed: {type(error).__name__}: {str(error)[:300]}"
                 log.warning(message)
                 self.failures.append(message)
+                if self._in_a_row >= GIVE_UP_AFTER:
+                    self.gave_up = True
+                    self.failures.append(f"MLflow failed {GIVE_UP_AFTER} times in a row: stopped logging; the "
+                                         f"storage has everything — rebuild with 'tuner sync-mlflow "
+                                         f"{self.info.study_name}'")
 
     def _start(self) -> None:
         from mlflow.tracking import MlflowClient
 
         self._client = MlflowClient(self.uri)
-        experiment = self._client.get_experiment_by_name(self.info.experiment_name)
-        if experiment is None:
-            experiment_id = self._client.create_experiment(
-                self.info.experiment_name, artifact_location=_experiment_artifacts(self.uri, self.info))
-        else:
-            experiment_id = experiment.experiment_id
-        if self.run_id is None:
-            run = self._client.create_run(experiment_id, run_name=self.info.study_name,
-                                          tags={"tuner.study": self.info.study_name, **self.info.tags})
-            self.run_id = run.info.run_id
-            _log_batch(self._client, self.run_id, params=self.info.params)
-        else:
-            self._children = {int(r.data.tags["tuner.trial_number"]): r.info.run_id
-                              for r in self._client.search_runs(
-                                  [experiment_id], f"tags.mlflow.parentRunId = '{self.run_id}'",
-                                  max_results=50000)
-                              if "tuner.trial_number" in r.data.tags}
-        self._experiment_id = experiment_id
+        self._experiment_id = ensure_experiment(self._client, self.uri, self.info.experiment_name)
+        run_id = ensure_parent_run(self._client, self._experiment_id, self.info, self.known_run_id)
+        self._children = {n: rid for n, (rid, complete) in
+                          child_runs(self._client, self._experiment_id, run_id).items() if complete}
+        self._ranks = {}  # ranks of children from earlier invocations are refreshed at the first refresh
+        self._last_refresh = time.monotonic()
+        self.run_id = run_id
 
-    def _log_trial(self, record: TrialRecord) -> None:
+    def _trial(self, record: TrialRecord) -> None:
+        """Log the trial's child run with its rank now; other children's ranks move at the next refresh."""
         assert self._client is not None and self.run_id is not None
-        if record.number in self._children:
-            return
-        host_tags = {k: v for k, v in self.info.tags.items()
-                     if k in ("tuner.device", "tuner.gpu_type", "host.hostname", "host.gpu_name",
-                              "host.driver_version", "host.torch_version", "host.cpu_model")}
-        tags = {**host_tags, "mlflow.parentRunId": self.run_id, "tuner.study": self.info.study_name,
-                "tuner.trial_number": str(record.number), "tuner.role": record.role,
-                "tuner.outcome": record.outcome, "tuner.state": record.state}
-        if record.reason:
-            tags["tuner.reason"] = record.reason[:4000]
-        if record.slot:
-            tags["tuner.slot"] = record.slot
-        if record.duplicate_of is not None:
-            tags["tuner.duplicate_of"] = str(record.duplicate_of)
-        run = self._client.create_run(self._experiment_id, run_name=f"trial {record.number}", tags=tags)
-        params = {**{k: str(v) for k, v in record.params.items()},
-                  **{f"derived.{k}": str(v) for k, v in record.derived.items()}}
-        metrics: dict[str, float] = {}
-        if not record.placeholder:
-            for name, metric in record.metrics.items():
-                if metric.get("value") is not None:
-                    metrics[metric_key(name, metric.get("unit", ""))] = float(metric["value"])
-        for key, value in record.constraints.items():
-            metrics[f"constraint.{_safe_key(key)}"] = float(value)
-        if record.duplicate_of is None:
-            for key, seconds in (("worker_wall_time_s", record.wall_time_s), ("eval_time_s", record.eval_time_s)):
-                if seconds is not None:
-                    metrics[key] = float(seconds)
-        _log_batch(self._client, run.info.run_id, params=params, metrics=metrics)
-        status = "FINISHED" if record.outcome == "OK" else "FAILED"
-        self._client.set_terminated(run.info.run_id, status=status)
-        self._children[record.number] = run.info.run_id
+        self._records[record.number] = record
+        step = len(self._records)
+        if record.number not in self._children and record.state != "RUNNING":
+            ranks = ranks_of(list(self._records.values()), self.info.directions)
+            tags, metrics = rank_payload(record.number, ranks)
+            self._children[record.number] = log_child(
+                self._client, self._experiment_id, child_payload(record, self.info, self.run_id), tags, metrics, step)
+            if record.number in ranks:
+                self._ranks[record.number] = ranks[record.number]
+        if self._queue.empty() and time.monotonic() - self._last_refresh >= self.refresh_s:
+            self._refresh(step)
 
-    def _log_front(self, records: list[TrialRecord], front: set[int]) -> None:
-        from tuner.front_report import front_csv, front_plot_png, front_table
-
+    def _finish(self, records: list[TrialRecord]) -> None:
         assert self._client is not None and self.run_id is not None
-        rows = front_table(records, front, self.objective_names)
-        self._client.log_text(self.run_id, front_csv(rows), "front.csv")
-        self._client.log_table(self.run_id, data=_columns(rows), artifact_file="front.json")
-        self._client.log_image(self.run_id, front_plot_png(records, front, self.objective_names,
-                                                           self.directions), "front.png")
-        _log_batch(self._client, self.run_id, metrics={"front_size": float(len(front)),
-                                                       "trials": float(len(records))})
+        for record in records:
+            self._records[record.number] = record
+        step = len(self._records)
+        ranks = ranks_of(list(self._records.values()), self.info.directions)
+        for record in sorted(self._records.values(), key=lambda r: r.number):
+            if record.state != "RUNNING" and record.number not in self._children:
+                tags, metrics = rank_payload(record.number, ranks)
+                self._children[record.number] = log_child(
+                    self._client, self._experiment_id, child_payload(record, self.info, self.run_id),
+                    tags, metrics, step)
+                if record.number in ranks:
+                    self._ranks[record.number] = ranks[record.number]
+        self._refresh(step)
+        self._client.set_terminated(self.run_id, status="FINISHED")
 
+    def _refresh(self, step: int) -> None:
+        """Bring every child's rank up to date (only those that changed) and rebuild the front artifacts."""
+        assert self._client is not None
+        ranks = ranks_of(list(self._records.values()), self.info.directions)
+        for number, run_id in sorted(self._children.items()):
+            if ranks.get(number) != self._ranks.get(number):
+                update_rank(self._client, run_id, *rank_payload(number, ranks), step=step)
+        self._ranks = {n: r for n, r in ranks.items() if n in self._children}
+        self._refresh_front(step)
 
-def _experiment_artifacts(uri: str, info: StudyRunInfo) -> str | None:
-    root = artifact_root_for(uri)
-    if root is None:
-        return None
-    safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in info.experiment_name)
-    return f"{root}/{safe}"
-
-
-def _safe_key(key: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_./ " else "_" for c in key)
-
-
-def _columns(rows: list[dict[str, Any]]) -> dict[str, list[Any]]:
-    keys: list[str] = []
-    for row in rows:
-        keys.extend(k for k in row if k not in keys)
-    return {k: [row.get(k) for row in rows] for k in keys}
-
-
-def _log_batch(client: "MlflowClient", run_id: str, params: Mapping[str, str] | None = None,
-               metrics: Mapping[str, float] | None = None) -> None:
-    from mlflow.entities import Metric, Param
-
-    stamp = int(time.time() * 1000)
-    param_list = [Param(k[:250], str(v)[:6000]) for k, v in (params or {}).items()]
-    metric_list = [Metric(k[:250], v, stamp, 0) for k, v in (metrics or {}).items()]
-    for start in range(0, max(len(param_list), len(metric_list), 1), 100):
-        client.log_batch(run_id, metrics=metric_list[start:start + 100], params=param_list[start:start + 100])
+    def _refresh_front(self, step: int) -> None:
+        assert self._client is not None and self.run_id is not None
+        views = build_front_views(list(self._records.values()), self.info)
+        log_front(self._client, self.run_id, views, step)
+        self._last_refresh = time.monotonic()

@@ -50,6 +50,8 @@ class TrialRequest:
     the trial *is* the reference, so its quality is measured against its own
     output by the same evaluators. ``workdir``: a
     private directory for logs and files; ``timeout_s``: wall-clock limit.
+    ``workload_options``: an adapter block (``StudySpec.workload.options``); when
+    non-empty the workload class is constructed with it as its one argument.
     """
 
     study_name: str
@@ -67,6 +69,7 @@ class TrialRequest:
     save_output: str | None = None
     compare_with_self: bool = False
     reference_settings: dict[str, Any] | None = None
+    workload_options: dict[str, Any] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)
@@ -88,13 +91,16 @@ class Runner(ABC):
 
 
 def plan_slots(workers: int, device: str, gpu_indices: list[int], cores: int | None = None,
-               threads: int | None = None) -> list[Slot]:
+               threads: int | None = None, gpus_per_slot: int = 1) -> list[Slot]:
     """Slots for ``workers`` parallel trials.
 
     On ``cuda``: one slot per worker, GPUs dealt round-robin from ``gpu_indices``
     (more workers than GPUs share GPUs). On ``cpu``: the cores split evenly,
     at least one thread per slot. ``threads`` (the spec's
     ``workload.torch_threads``), when given, replaces the even split.
+    ``gpus_per_slot`` (a multi-GPU command's ``gpus``): each slot gets that many
+    GPUs, consecutive in ``gpu_indices``, dealt round-robin as sets
+    (``CUDA_VISIBLE_DEVICES="0,1,2,3"``); more GPUs than visible is an error.
     """
     if workers < 1:
         raise ValueError("workers must be >= 1")
@@ -105,5 +111,11 @@ def plan_slots(workers: int, device: str, gpu_indices: list[int], cores: int | N
     if device == "cuda":
         if not gpu_indices:
             raise ValueError("device is cuda but no GPU is visible")
+        if gpus_per_slot > 1:
+            if gpus_per_slot > len(gpu_indices):
+                raise ValueError(f"a trial needs {gpus_per_slot} GPUs but {len(gpu_indices)} are visible")
+            sets = [gpu_indices[k:k + gpus_per_slot]
+                    for k in range(0, len(gpu_indices) - gpus_per_slot + 1, gpus_per_slot)]
+            return [Slot(i, ",".join(str(g) for g in sets[i % len(sets)]), per_slot) for i in range(workers)]
         return [Slot(i, str(gpu_indices[i % len(gpu_indices)]), per_slot) for i in range(workers)]
     return [Slot(i, None, per_slot) for i in range(workers)]

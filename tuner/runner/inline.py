@@ -9,6 +9,7 @@ outcome a Python exception can produce (OK, OOM, INVALID, CRASH).
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from tuner.results import TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
@@ -21,7 +22,4 @@ class InlineRunner(Runner):
     def run(self, request: TrialRequest, slot: Slot) -> TrialResult:
         started = time.perf_counter()
         result = execute(request)
-        return TrialResult(
-            outcome=result.outcome, metrics=result.metrics, reason=result.reason,
-            log_tail=result.log_tail, wall_time_s=time.perf_counter() - started,
-            eval_time_s=result.eval_time_s, output_path=result.output_path, info=result.info)
+        return replace(result, wall_time_s=time.perf_counter() - started)

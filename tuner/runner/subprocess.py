@@ -28,6 +28,7 @@ import subprocess
 import sys
 import time
 import weakref
+from dataclasses import replace
 from pathlib import Path
 from typing import Literal
 
@@ -135,28 +136,35 @@ class SubprocessRunner(Runner):
 
     def _classify(self, returncode: int, timed_out: bool, result_path: Path, log_path: Path,
                   request: TrialRequest, wall_time_s: float) -> TrialResult:
-        tail = read_log_tail(log_path)
-        if timed_out:
-            return TrialResult(Outcome.TIMEOUT, reason=f"no result after {request.timeout_s:g} s: killed",
-                               log_tail=tail, wall_time_s=wall_time_s)
-        if returncode == 0 and result_path.exists():
-            result = TrialResult.from_json(result_path.read_text())
-            log_tail = result.log_tail + ("\n--- worker log ---\n" + tail if tail.strip() else "")
-            return TrialResult(
-                outcome=result.outcome, metrics=result.metrics, reason=result.reason,
-                log_tail=log_tail[-LOG_TAIL_CHARS:], wall_time_s=wall_time_s,
-                eval_time_s=result.eval_time_s, output_path=result.output_path, info=result.info)
-        if returncode < 0:
-            name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
-            if -returncode == signal.SIGKILL:
-                return TrialResult(Outcome.OOM, reason="worker killed by SIGKILL (the kernel's OOM killer)",
-                                   log_tail=tail, wall_time_s=wall_time_s)
-            outcome = Outcome.OOM if any(m in tail for m in _OOM_LOG_MARKERS) else Outcome.CRASH
-            return TrialResult(outcome, reason=f"worker died of signal {name}", log_tail=tail,
-                               wall_time_s=wall_time_s)
-        outcome = Outcome.OOM if any(m in tail for m in _OOM_LOG_MARKERS) else Outcome.CRASH
-        return TrialResult(outcome, reason=f"worker exited with status {returncode} without a result",
+        return classify_worker_exit(returncode, timed_out, result_path, read_log_tail(log_path),
+                                    request.timeout_s, wall_time_s)
+
+
+def classify_worker_exit(returncode: int, timed_out: bool, result_path: Path, tail: str, timeout_s: float,
+                         wall_time_s: float) -> TrialResult:
+    """The result of a worker that ended (see the module docstring for the rules).
+
+    ``tail`` is the end of the worker's log for this trial; ``wall_time_s`` the
+    time seen from outside, which replaces the worker's own figure.
+    """
+    if timed_out:
+        return TrialResult(Outcome.TIMEOUT, reason=f"no result after {timeout_s:g} s: killed",
                            log_tail=tail, wall_time_s=wall_time_s)
+    if returncode == 0 and result_path.exists():
+        result = TrialResult.from_json(result_path.read_text())
+        log_tail = result.log_tail + ("\n--- worker log ---\n" + tail if tail.strip() else "")
+        return replace(result, log_tail=log_tail[-LOG_TAIL_CHARS:], wall_time_s=wall_time_s)
+    if returncode < 0:
+        name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
+        if -returncode == signal.SIGKILL:
+            return TrialResult(Outcome.OOM, reason="worker killed by SIGKILL (the kernel's OOM killer)",
+                               log_tail=tail, wall_time_s=wall_time_s)
+        outcome = Outcome.OOM if any(m in tail for m in _OOM_LOG_MARKERS) else Outcome.CRASH
+        return TrialResult(outcome, reason=f"worker died of signal {name}", log_tail=tail,
+                           wall_time_s=wall_time_s)
+    outcome = Outcome.OOM if any(m in tail for m in _OOM_LOG_MARKERS) else Outcome.CRASH
+    return TrialResult(outcome, reason=f"worker exited with status {returncode} without a result",
+                       log_tail=tail, wall_time_s=wall_time_s)
 
 
 _SERVER_DIED = 254

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import ctypes
 import importlib
+import json
 import os
 import signal
 import sys
@@ -54,8 +55,13 @@ def load_workload_class(path: str) -> type:
         raise AttributeError(f"module '{module_name}' has no attribute '{class_name}'") from None
 
 
-def execute(request: TrialRequest) -> TrialResult:
-    """Run and measure ``request`` in this process. Never raises for workload errors."""
+def execute(request: TrialRequest, keep: dict[str, Any] | None = None) -> TrialResult:
+    """Run and measure ``request`` in this process. Never raises for workload errors.
+
+    ``keep`` (a warm worker's cache): workloads are taken from and left in it,
+    keyed by class and options, and torn down only when a trial fails; without
+    it every trial builds and tears down its own workload.
+    """
     from evaluators.latency import LatencySettings, measure_latency
     from evaluators.memory import PeakMemoryMonitor
     from evaluators.base import EvalContext
@@ -76,7 +82,11 @@ def execute(request: TrialRequest) -> TrialResult:
     stage = "import"
     workload: Any = None
     try:
-        workload = load_workload_class(request.workload_class)()
+        key = f"{request.workload_class} {json.dumps(request.workload_options, sort_keys=True)}"
+        workload = keep.pop(key, None) if keep is not None else None
+        if workload is None:
+            workload_class = load_workload_class(request.workload_class)
+            workload = workload_class(request.workload_options) if request.workload_options else workload_class()
         _apply_thread_limit()
         stage = "setup"
         workload.setup(request.settings, context)
@@ -90,6 +100,7 @@ def execute(request: TrialRequest) -> TrialResult:
         metrics.update({m.name: m for m in monitor.metrics()})
         for name, value in output.counters.items():
             metrics[f"count_{name}"] = Metric(f"count_{name}", float(value), "1", "minimize")
+        metrics.update({m.name: m for m in getattr(workload, "measured_metrics", lambda: [])()})
         stage = "evaluate"
         eval_started = time.perf_counter()
         reference = WorkloadOutput.load(Path(request.reference_output)) if request.reference_output else None
@@ -99,27 +110,40 @@ def execute(request: TrialRequest) -> TrialResult:
         for metric in evaluate_quality(request.quality_metrics, output, reference, eval_context):
             metrics[metric.name] = metric
         eval_time_s = time.perf_counter() - eval_started
+        from tuner.samples import write_samples
+
+        samples = write_samples(output, workdir)
         output_path = None
         if request.save_output:
             output.save(Path(request.save_output))
             output_path = request.save_output
+        if keep is not None:
+            keep[key], workload = workload, None  # kept for the next trial: no teardown
         return TrialResult(
             outcome=Outcome.OK, metrics=metrics, wall_time_s=time.perf_counter() - started,
-            eval_time_s=eval_time_s, output_path=output_path,
-            info={"repeats": len(stats.samples_s), "converged": stats.converged})
+            invocation=_invocation_of(workload if keep is None else keep[key]),
+            eval_time_s=eval_time_s, output_path=output_path, samples=samples.files,
+            info={"repeats": len(stats.samples_s), "converged": stats.converged,
+                  **({"sample_problems": samples.problems} if samples.problems else {})})
     except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
         if isinstance(error, KeyboardInterrupt):
             raise
         outcome = classify_exception(error) if stage != "import" else Outcome.CRASH
         reason = f"{stage}: {type(error).__name__}: {error}"
         return TrialResult(outcome=outcome, reason=reason[:2000], log_tail=traceback.format_exc()[-4000:],
-                           wall_time_s=time.perf_counter() - started)
+                           wall_time_s=time.perf_counter() - started, invocation=_invocation_of(workload))
     finally:
         if workload is not None:
             try:
                 workload.teardown()
             except Exception:  # noqa: BLE001 - teardown problems must not hide the result
                 traceback.print_exc()
+
+
+def _invocation_of(workload: Any) -> dict[str, Any] | None:
+    """What an adapter last executed (its ``invocation`` attribute), or None."""
+    invocation = getattr(workload, "invocation", None)
+    return dict(invocation) if isinstance(invocation, dict) else None
 
 
 def _apply_thread_limit() -> None:

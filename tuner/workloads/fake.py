@@ -19,6 +19,7 @@ import numpy as np
 
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
+EXTRA_SLEEP_ENV = "TUNER_FAKE_EXTRA_SLEEP_S"
 BEHAVIOURS = ("ok", "oom", "device_oom", "segfault", "hang", "invalid", "raise", "exit")
 
 
@@ -34,6 +35,10 @@ class FakeWorkload(Workload):
     (0–255) of seeded noise added to the output video — the "quality loss";
     ``frames``, ``size``: output video shape (default 4 frames of 16×16);
     ``batch_size``: requests per run.
+
+    Test hook: the environment variable :data:`EXTRA_SLEEP_ENV` (seconds, default
+    0) adds a fixed cost to every run of every setting — a simulated regression
+    of the build, used to test ``tuner check``.
     """
 
     def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
@@ -56,7 +61,7 @@ class FakeWorkload(Workload):
             raise RuntimeError("simulated workload failure")
         if behaviour == "exit":
             os._exit(3)
-        time.sleep(float(params.get("sleep_s", 0.001)))
+        time.sleep(float(params.get("sleep_s", 0.001)) + float(os.environ.get(EXTRA_SLEEP_ENV, "0") or 0))
         frames, size = int(params.get("frames", 4)), int(params.get("size", 16))
         batch = int(params.get("batch_size", 1))
         base = np.linspace(0, 255, size * size * 3).reshape(1, 1, size, size, 3)

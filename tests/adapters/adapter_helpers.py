@@ -1,0 +1,50 @@
+"""Shared bits of the adapter tests: paths, a WAV writer, the stand-in Live Avatar spec."""
+
+from __future__ import annotations
+
+import sys
+import wave
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+STANDINS = ROOT / "standins"
+
+
+def write_wav(path: Path, seconds: float, rate: int = 16000) -> Path:
+    """A speech-like test tone (16-bit PCM mono)."""
+    t = np.arange(int(seconds * rate)) / rate
+    samples = (0.3 * np.sin(2 * np.pi * 220 * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t)) * 32767).astype(np.int16)
+    with wave.open(str(path), "wb") as handle:
+        handle.setnchannels(1)
+        handle.setsampwidth(2)
+        handle.setframerate(rate)
+        handle.writeframes(samples.tobytes())
+    return path
+
+
+def live_avatar_standin_spec(tmp_path: Path, trials: int = 5) -> dict[str, Any]:
+    """The shipped live_avatar.yaml pointed at the stand-ins (torchrun and the s2v script), on the CPU."""
+    spec = yaml.safe_load((ROOT / "search_spaces" / "live_avatar.yaml").read_text())
+    command = spec["workload"]["command"]
+    argv = command["argv"]
+    assert argv[0] == "torchrun"
+    script = argv.index("{checkout}/minimal_inference/s2v_streaming_interact.py")
+    argv[script] = str(STANDINS / "live_avatar_s2v_standin.py")
+    argv[0:1] = [sys.executable, str(STANDINS / "torchrun_standin.py")]
+    spec["workload"]["device"] = "cpu"
+    spec["workload"]["timeout_s"] = 120
+    audio = write_wav(tmp_path / "speech with spaces.wav", 2.0)
+    spec["inputs"].update(checkout=str(tmp_path), ckpt_dir=str(tmp_path / "ckpt"), audio=str(audio),
+                          audio_seconds=2.0, prompt="a 'quoted' prompt; with $(shell) characters")
+    spec["name"] = "live_avatar"
+    spec["objectives"] = [{"metric": "latency_p50_s", "direction": "minimize"},
+                          {"metric": "psnr_db", "direction": "maximize"}]
+    spec["constraints"] = []
+    spec["report"] = ["ssim"]
+    spec["budget"] = {"trials": trials}
+    spec["sampler"] = {"name": "random"}
+    return spec

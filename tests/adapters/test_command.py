@@ -1,0 +1,195 @@
+"""The command adapter: literal argv items, outcomes, regex metrics, process-tree memory, an e2e study."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tuner.adapter_spec import CommandSpec
+from tuner.results import Outcome, TrialResult
+from tuner.runner.base import Slot, TrialRequest
+from tuner.runner.subprocess import SubprocessRunner
+from tuner.spec import SpecError, parse_spec
+
+from adapter_helpers import ROOT, STANDINS, live_avatar_standin_spec, write_wav
+
+NASTY = ["; rm -rf x", "$(touch pwned)", "`touch pwned2`", "it's \"quoted\"", "two  spaces", "*", "a\nb", "|| true"]
+ECHO_ARGV = ("import json, sys; json.dump(sys.argv[1:], open('argv.json', 'w')); "
+             "open('answer.txt', 'w').write('ok')")
+
+
+def command_request(tmp_path: Path, argv: list[Any], settings: dict[str, Any], **block: Any) -> TrialRequest:
+    options = {"adapter": "command", **CommandSpec(argv=argv, **block).model_dump(mode="json")}
+    return TrialRequest(
+        study_name="t", trial_number=0, workload_class="tuner.adapters.command:CommandWorkload",
+        settings=settings, inputs={}, seed=0, device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=60,
+        workdir=str(tmp_path / "trial"), workload_options=options)
+
+
+def run(request: TrialRequest) -> TrialResult:
+    runner = SubprocessRunner()
+    try:
+        return runner.run(request, Slot(0, None, 1))
+    finally:
+        runner.close()
+
+
+def test_shell_metacharacters_reach_the_program_as_literal_argv_items(tmp_path: Path) -> None:
+    settings = {f"p{i}": value for i, value in enumerate(NASTY)}
+    argv: list[Any] = [sys.executable, "-c", ECHO_ARGV, *[f"{{p{i}}}" for i in range(len(NASTY))], "--flag={p0}"]
+    result = run(command_request(tmp_path, argv, settings, outputs={"text": "answer.txt"}))
+    assert result.outcome is Outcome.OK, (result.reason, result.log_tail)
+    received = json.loads((tmp_path / "trial" / "run" / "argv.json").read_text())
+    assert received == [*NASTY, "--flag=; rm -rf x"]
+    assert not list((tmp_path / "trial" / "run").glob("pwned*")), "nothing may reach a shell"
+    assert result.invocation is not None and result.invocation["argv"][3:] == [*NASTY, "--flag=; rm -rf x"]
+
+
+def test_flags_appear_only_when_their_bool_is_true(tmp_path: Path) -> None:
+    argv: list[Any] = [sys.executable, "-c", ECHO_ARGV, {"flag": "--fp8", "when": "fp8"},
+                       {"flag": "--offload", "when": "offload"}, "--steps", "{steps}"]
+    result = run(command_request(tmp_path, argv, {"fp8": True, "offload": False, "steps": 4},
+                                 outputs={"text": "answer.txt"}))
+    assert result.outcome is Outcome.OK, result.reason
+    assert json.loads((tmp_path / "trial" / "run" / "argv.json").read_text()) == ["--fp8", "--steps", "4"]
+
+
+def test_declared_regex_metrics_are_read_from_the_output(tmp_path: Path) -> None:
+    script = "import sys; print('step 1: 9.0 it/s'); print('step 2: 12.5 it/s'); print('peak 3.25 GiB', file=sys.stderr)"
+    metrics = [{"name": "iters_per_s", "regex": r"([0-9.]+) it/s", "unit": "it/s", "direction": "maximize"},
+               {"name": "reported_peak_gib", "regex": r"peak ([0-9.]+) GiB", "unit": "GiB"},
+               {"name": "never_printed", "regex": r"tokens: (\d+)"}]
+    result = run(command_request(tmp_path, [sys.executable, "-c", script], {}, metrics=metrics))
+    assert result.outcome is Outcome.OK, result.reason
+    assert result.metrics["iters_per_s"].value == 12.5
+    assert result.metrics["reported_peak_gib"].value == 3.25
+    assert result.metrics["never_printed"].value is None and "no line matching" in str(result.metrics["never_printed"].reason)
+    logs = sorted(p.name for p in (tmp_path / "trial" / "command").iterdir())
+    assert logs == ["call_1.stderr", "call_1.stdout"], "stdout and stderr kept per call"
+
+
+def _standin_argv(size: str, infer_frames: int, steps: int = 4) -> list[Any]:
+    return [sys.executable, str(STANDINS / "live_avatar_s2v_standin.py"), "--ckpt_dir", "ckpt", "--size", size,
+            "--infer_frames", str(infer_frames), "--sample_steps", str(steps), "--num_clip", "1",
+            "--offload_model", "False", "--save_file", "out.npz"]
+
+
+def test_cuda_out_of_memory_in_the_log_is_oom(tmp_path: Path) -> None:
+    result = run(command_request(tmp_path, _standin_argv("720*400", 96), {}, outputs={"video": "out.npz"}))
+    assert result.outcome is Outcome.OOM, (result.reason, result.log_tail)
+    assert "torch.OutOfMemoryError: CUDA out of memory" in str(result.reason)
+
+
+def test_a_refused_flag_value_is_invalid_and_a_good_one_gives_video(tmp_path: Path) -> None:
+    refused = run(command_request(tmp_path / "a", _standin_argv("688*368", 48, steps=8), {},
+                                  outputs={"video": "out.npz"}))
+    assert refused.outcome is Outcome.INVALID, refused.reason
+    assert "sample_steps" in str(refused.reason)
+    good = run(command_request(tmp_path / "b", _standin_argv("384*256", 48), {}, outputs={"video": "out.npz"}))
+    assert good.outcome is Outcome.OK, good.reason
+    assert good.metrics["count_command_calls"].value == 1
+
+
+def test_a_failing_program_is_a_crash_with_its_stderr(tmp_path: Path) -> None:
+    script = "import sys; print('loading weights failed: no such file ckpt/model.safetensors', file=sys.stderr); sys.exit(7)"
+    result = run(command_request(tmp_path, [sys.executable, "-c", script], {}))
+    assert result.outcome is Outcome.CRASH
+    assert "exit status 7" in str(result.reason) and "model.safetensors" in str(result.reason)
+
+
+def _tree_peak_gb(tmp_path: Path, ranks: int) -> float:
+    script = tmp_path / "hold.py"
+    script.write_text("import time\nblock = bytearray(300 * 2**20)\nfor i in range(0, len(block), 4096):\n"
+                      "    block[i] = 1\ntime.sleep(1.5)\n")
+    argv: list[Any] = [sys.executable, str(STANDINS / "torchrun_standin.py"), "--nproc_per_node", str(ranks),
+                       str(script)]
+    result = run(command_request(tmp_path / f"r{ranks}", argv, {}))
+    assert result.outcome is Outcome.OK, result.reason
+    peak = result.metrics["peak_rss_gb"].value
+    assert peak is not None
+    return peak
+
+
+def test_peak_memory_of_a_command_counts_its_children(tmp_path: Path) -> None:
+    one, three = _tree_peak_gb(tmp_path, 1), _tree_peak_gb(tmp_path, 3)
+    # each rank (a grandchild of the worker, via the launcher) holds 300 MiB = 0.315 GB
+    assert one >= 0.3
+    assert three - one >= 2 * 0.315 * 0.8, (one, three)
+
+
+def test_spec_refuses_unknown_placeholders_and_non_bool_flags() -> None:
+    base = (ROOT / "tests" / "specs" / "fake_ok.yaml").read_text()
+    block = ("workload:\n  command:\n    argv: [prog, '--x', '{nosuch}']\n  timeout_s: 20\n")
+    text = base.replace("workload:\n  class: tuner.workloads.fake:FakeWorkload\n  timeout_s: 20\n", block)
+    with pytest.raises(SpecError, match=r"placeholder \{nosuch\} is not a parameter"):
+        parse_spec(text, "bad.yaml")
+    flag = text.replace("'{nosuch}'", "{flag: --quick, when: noise}")
+    with pytest.raises(SpecError, match="'noise' must be a bool parameter"):
+        parse_spec(flag, "bad.yaml")
+    both = base.replace("  timeout_s: 20\n", "  timeout_s: 20\n  command: {argv: [prog]}\n", 1)
+    with pytest.raises(SpecError, match="exactly one of class, command, python, http"):
+        parse_spec(both, "bad.yaml")
+
+
+def test_study_over_the_live_avatar_standin_exports_the_exact_argv(tmp_path: Path) -> None:
+    spec_path = tmp_path / "live_avatar.yaml"
+    spec_path.write_text(yaml.safe_dump(live_avatar_standin_spec(tmp_path, trials=5), sort_keys=False))
+    storage = f"sqlite:///{tmp_path / 'studies.db'}"
+    common = ["--storage", storage, "--home", str(tmp_path / "home")]
+    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec_path), "--study-name", "la",
+                           "--no-mlflow", *common], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    import optuna
+
+    study = optuna.load_study(study_name="la", storage=storage)
+    measured = [t for t in study.get_trials() if t.user_attrs.get("measured")]
+    assert len(measured) == 5
+    assert all("invocation" in t.user_attrs for t in measured)
+    ok = [t for t in measured if t.user_attrs["outcome"] == "OK"]
+    assert ok, [t.user_attrs.get("reason") for t in measured]
+    for trial in ok:
+        out = tmp_path / f"export_{trial.number}.yaml"
+        exported = subprocess.run([sys.executable, "-m", "tuner", "export", "la", "--trial", str(trial.number),
+                                   "-o", str(out), *common], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert exported.returncode == 0, exported.stderr[-2000:]
+        invocation = yaml.safe_load(out.read_text())["invocation"]
+        recorded = trial.user_attrs["invocation"]
+        assert invocation["kind"] == "command"
+        assert invocation["argv"] == recorded["argv"], "the export renders exactly what the runner ran"
+        assert invocation["env"] == recorded["env"] and invocation["cwd"] == recorded["cwd"]
+        assert f"--size" in invocation["argv"] and trial.params["size"] in invocation["argv"]
+        assert "a 'quoted' prompt; with $(shell) characters" in invocation["argv"]
+
+
+def test_template_errors_name_the_file_line_and_key() -> None:
+    base = (ROOT / "tests" / "specs" / "fake_ok.yaml").read_text()
+    block = "workload:\n  command:\n    argv:\n      - prog\n      - --x\n      - '{nosuch}'\n  timeout_s: 20\n"
+    text = base.replace("workload:\n  class: tuner.workloads.fake:FakeWorkload\n  timeout_s: 20\n", block)
+    with pytest.raises(SpecError) as caught:
+        parse_spec(text, "bad.yaml")
+    assert str(caught.value).startswith("bad.yaml:8: workload.command.argv.2: placeholder {nosuch}"), str(caught.value)
+
+
+def test_a_multi_gpu_command_gets_its_slot_gpu_set(tmp_path: Path) -> None:
+    from tuner.runner.base import plan_slots
+
+    slots = plan_slots(2, "cuda", list(range(8)), gpus_per_slot=4)
+    assert [s.cuda_visible_devices for s in slots] == ["0,1,2,3", "4,5,6,7"]
+    with pytest.raises(ValueError, match="needs 4 GPUs but 2 are visible"):
+        plan_slots(1, "cuda", [0, 1], gpus_per_slot=4)
+    script = "import os; open('gpus.txt', 'w').write(os.environ['CUDA_VISIBLE_DEVICES'])"
+    request = command_request(tmp_path, [sys.executable, "-c", script], {}, outputs={"text": "gpus.txt"}, gpus=4)
+    runner = SubprocessRunner()
+    try:
+        result = runner.run(request, slots[1])
+    finally:
+        runner.close()
+    assert result.outcome is Outcome.OK, result.reason
+    assert (tmp_path / "trial" / "run" / "gpus.txt").read_text() == "4,5,6,7"

@@ -1,0 +1,218 @@
+"""MLflow views of a study on a real ``mlflow server`` (localhost), read back with MlflowClient.
+
+A study logged live; the same study rebuilt by ``tuner sync-mlflow`` into another
+store shows the same views; a study whose MLflow server is stopped mid-study
+completes, and ``tuner sync-mlflow`` afterwards makes its views whole.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Iterator
+
+import optuna
+import pytest
+
+from tuner.testing.mlflow_server import MlflowServer, running_mlflow_server, start_mlflow_server
+
+SPECS = Path(__file__).parents[1] / "specs"
+ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+       "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+ENV.pop("TUNER_MLFLOW_REFRESH_S", None)
+EXPERIMENT = "fake_demo @ cpu"
+FRONT_ARTIFACTS = {"front.png", "front.csv", "front.json", "front.html", "hypervolume.png", "hypervolume.csv",
+                   "latency_throughput.png", "latency_throughput.csv", "latency_throughput.txt", "search_space.json",
+                   "pareto/latency_p50_s_vs_psnr_db.png"}
+pytestmark = pytest.mark.slow
+
+
+def tuner(*args: str, cwd: Path, timeout: float = 400) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout, env=ENV)
+
+
+def client_for(uri: str) -> Any:
+    os.environ["MLFLOW_HTTP_REQUEST_MAX_RETRIES"] = "0"
+    from mlflow.tracking import MlflowClient
+
+    return MlflowClient(uri)
+
+
+def artifact_paths(client: Any, run_id: str, path: str | None = None) -> set[str]:
+    found: set[str] = set()
+    for item in client.list_artifacts(run_id, path):
+        found |= artifact_paths(client, run_id, item.path) if item.is_dir else {item.path}
+    return found
+
+
+def read_artifact(client: Any, run_id: str, path: str, folder: Path) -> str:
+    return Path(client.download_artifacts(run_id, path, str(folder))).read_text()
+
+
+def study_runs(client: Any, study: str) -> tuple[Any, list[Any]]:
+    experiment = client.get_experiment_by_name(EXPERIMENT)
+    assert experiment is not None, "one experiment per (workload family, GPU type)"
+    runs = client.search_runs([experiment.experiment_id], f"tags.`tuner.study` = '{study}'", max_results=1000)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1, [r.data.tags for r in parents]
+    children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
+    return parents[0], children
+
+
+def views(client: Any, study: str, folder: Path) -> dict[str, Any]:
+    """Everything a user sees of a study, without what differs between stores (run ids, times)."""
+    parent, children = study_runs(client, study)
+    volatile = ("mlflow.user", "mlflow.source.name", "mlflow.source.type", "mlflow.source.git.commit",
+                "mlflow.parentRunId")
+
+    def tags(run: Any) -> dict[str, str]:
+        return {k: v for k, v in run.data.tags.items() if k not in volatile}
+
+    pid = parent.info.run_id
+    paths = artifact_paths(client, pid)
+    texts = {name: read_artifact(client, pid, name, folder / name.replace("/", "_"))
+             for name in sorted(paths) if name.endswith((".csv", ".json", ".txt"))}
+    return {
+        "parent": {"tags": tags(parent), "params": parent.data.params, "metrics": parent.data.metrics,
+                   "status": parent.info.status, "artifacts": paths, "texts": texts},
+        "children": {int(r.data.tags["tuner.trial_number"]): {
+            "name": r.info.run_name, "tags": tags(r), "params": r.data.params, "metrics": r.data.metrics,
+            "status": r.info.status, "artifacts": artifact_paths(client, r.info.run_id)} for r in children},
+    }
+
+
+def write_slow_spec(folder: Path) -> Path:
+    spec = folder / "slow.yaml"
+    spec.write_text((SPECS / "fake_ok.yaml").read_text()
+                    .replace("sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
+                             "sleep_s: {type: float, low: 0.3, high: 0.5, step: 0.05}")
+                    .replace("sleep_s: 0.02", "sleep_s: 0.5"))
+    return spec
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
+    with running_mlflow_server(tmp_path_factory.mktemp("mlflow-server")) as running:
+        yield running
+
+
+@pytest.fixture(scope="module")
+def live_study(server: MlflowServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A study of 8 trials logged live to the server; returns its working directory."""
+    cwd = tmp_path_factory.mktemp("live")
+    done = tuner("run", str(SPECS / "fake_ok.yaml"), "--study-name", "live", "--trials", "8",
+                 "--mlflow-uri", server.url, cwd=cwd)
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "MLflow logging" not in done.stderr and "failed" not in done.stderr, done.stderr[-2000:]
+    return cwd
+
+
+def test_live_study_runs_tags_metrics_and_artifacts(server: MlflowServer, live_study: Path, tmp_path: Path) -> None:
+    from tuner.pareto import front_trials
+
+    client = client_for(server.url)
+    study = optuna.load_study(study_name="live", storage=f"sqlite:///{live_study / 'studies' / 'studies.db'}")
+    parent, children = study_runs(client, "live")
+    tags = parent.data.tags
+    assert tags["tuner.spec_hash"] == study.user_attrs["spec_hash"] and tags["tuner.sampler"] == "tpe"
+    assert tags["tuner.storage"].startswith("sqlite:///") and tags["tuner.gpu_type"] == "cpu"
+    for key in ("host.gpu_name", "host.gpu_memory_gb", "host.driver_version", "host.cuda_driver_version",
+                "host.torch_version", "host.hostname"):
+        assert tags[key], key
+    assert json.loads(parent.data.params["space.noise"])["type"] == "int"
+    assert parent.data.params["objective.psnr_db"] == "maximize"
+    assert parent.info.status == "FINISHED"
+
+    assert sorted(int(c.data.tags["tuner.trial_number"]) for c in children) == [t.number for t in study.trials]
+    front = {t.number for t in front_trials(study.trials, ["minimize", "maximize"])}
+    for child in children:
+        number = int(child.data.tags["tuner.trial_number"])
+        trial = study.trials[number]
+        assert child.data.tags["tuner.outcome"] == trial.user_attrs["outcome"]
+        assert child.data.tags["tuner.on_front"] == str(number in front).lower()
+        assert child.data.metrics["on_front"] == float(number in front)
+        if trial.user_attrs.get("duplicate_of") is None and trial.user_attrs["outcome"] == "OK":
+            assert child.data.metrics["latency_p50_s"] == trial.user_attrs["metrics"]["latency_p50_s"]["value"]
+            assert child.data.metrics["psnr_db"] == trial.user_attrs["metrics"]["psnr_db"]["value"]
+            assert child.data.params["noise"] == str(trial.params["noise"])
+            assert "constraint.outcome" in child.data.metrics
+            assert "unavailable.peak_vram_gb" in child.data.tags, "unavailable metrics say why, not a number"
+            assert {"sample/contact_sheet.png", "sample/sample.gif"} <= artifact_paths(client, child.info.run_id)
+        if number in front:
+            assert child.data.metrics["pareto_rank"] == 0.0
+
+    artifacts = artifact_paths(client, parent.info.run_id)
+    assert FRONT_ARTIFACTS <= artifacts, FRONT_ARTIFACTS - artifacts
+    table = json.loads(read_artifact(client, parent.info.run_id, "front.json", tmp_path))
+    assert sorted(row[table["columns"].index("trial")] for row in table["data"]) == sorted(front)
+    assert json.loads(tags["mlflow.loggedArtifacts"]) == [{"path": "front.json", "type": "table"}]
+    page = read_artifact(client, parent.info.run_id, "front.html", tmp_path / "html")
+    assert "plotly" in page and "cdn.plot.ly" not in page.split("<body>")[0]
+    hover = page.replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u002f", "/")
+    assert f"<b>trial {min(front)}</b> (" in hover and "<br>sleep_s = " in hover, "hover shows the params"
+    assert parent.data.metrics["hypervolume"] > 0 and parent.data.metrics["front_size"] == len(front)
+
+
+def test_sync_rebuilds_the_same_views_as_live_logging(server: MlflowServer, live_study: Path, tmp_path: Path) -> None:
+    rebuilt = f"sqlite:///{tmp_path / 'rebuilt' / 'mlflow.db'}"
+    (tmp_path / "rebuilt").mkdir()
+    done = tuner("sync-mlflow", "live", "--mlflow-uri", rebuilt, cwd=live_study)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "8 trial runs logged" in done.stdout
+    live = views(client_for(server.url), "live", tmp_path / "a")
+    synced = views(client_for(rebuilt), "live", tmp_path / "b")
+    assert live == synced
+    again = tuner("sync-mlflow", "live", "--mlflow-uri", rebuilt, cwd=live_study)
+    assert again.returncode == 0 and "0 trial runs logged, 0 replaced, 8 kept" in again.stdout, again.stdout
+    assert views(client_for(rebuilt), "live", tmp_path / "c") == synced
+
+
+def test_mlflow_stopped_mid_study_then_sync_makes_the_views_whole(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    first = start_mlflow_server(store)
+    try:
+        process = subprocess.Popen(
+            [sys.executable, "-m", "tuner", "run", str(write_slow_spec(tmp_path)), "--study-name", "outage",
+             "--trials", "8", "--mlflow-uri", first.url], cwd=tmp_path,
+            env={**ENV, "TUNER_MLFLOW_REFRESH_S": "0"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        client = client_for(first.url)
+        deadline = time.monotonic() + 240
+        logged, refreshed = 0, False
+        while time.monotonic() < deadline and process.poll() is None and not (logged >= 2 and refreshed):
+            time.sleep(0.5)
+            try:
+                parent, children = study_runs(client, "outage")
+                logged = len(children)
+                refreshed = "front.png" in artifact_paths(client, parent.info.run_id)
+            except Exception:  # noqa: BLE001 - the parent run is not there yet
+                continue
+        assert process.poll() is None, "the outage must come while the study runs"
+        assert logged >= 2, "the study should have logged two trials before the outage"
+        assert refreshed, "the front artifacts are refreshed while the study runs"
+    finally:
+        first.stop()
+    stdout, stderr = process.communicate(timeout=400)
+    assert process.returncode == 0, stdout[-2000:] + stderr[-2000:]
+    assert "tuner sync-mlflow outage" in " ".join((stdout + stderr).split()), stdout + stderr
+    study = optuna.load_study(study_name="outage", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
+    assert sum(1 for t in study.trials if t.user_attrs.get("measured")) == 8, "the study completed"
+
+    with running_mlflow_server(store) as second:
+        client = client_for(second.url)
+        before = len(study_runs(client, "outage")[1])
+        assert before < len(study.trials), "the outage left views missing"
+        done = tuner("sync-mlflow", "outage", "--mlflow-uri", second.url, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        rebuilt = views(client, "outage", tmp_path / "after")
+    fresh = f"sqlite:///{tmp_path / 'fresh' / 'mlflow.db'}"
+    (tmp_path / "fresh").mkdir()
+    assert tuner("sync-mlflow", "outage", "--mlflow-uri", fresh, cwd=tmp_path).returncode == 0
+    reference = views(client_for(fresh), "outage", tmp_path / "fresh-views")
+    assert sorted(rebuilt["children"]) == [t.number for t in study.trials]
+    assert FRONT_ARTIFACTS - {"latency_throughput.png", "latency_throughput.csv"} <= rebuilt["parent"]["artifacts"]
+    assert rebuilt == reference, "after the outage, sync gives exactly what a complete log shows"

@@ -1,0 +1,267 @@
+"""The adapter blocks of a spec's ``workload`` section: ``command``, ``python`` and ``http``.
+
+A spec names its workload in exactly one of four ways (see docs/adapters.md)::
+
+    workload: {class: module:Class}                       # a Workload subclass
+    workload: {command: {argv: [...], ...}}              # a program, run per call
+    workload: {python: {factory: module:callable, ...}}  # load(static) + run(params, inputs)
+    workload: {http: {url: ..., ...}}                    # a running inference service
+
+Templates
+---------
+Strings in ``argv``, ``env``, ``cwd``, ``outputs``, ``url`` and ``body`` may hold
+``{name}`` placeholders (``{{`` and ``}}`` for literal braces). A name must be a
+parameter, a derived value, an input, or one of the adapter's own names
+(:data:`COMMAND_NAMES`, :data:`HTTP_NAMES`); :func:`template_names` finds them and
+``StudySpec`` refuses unknown ones when the spec is loaded. Rendering lives in
+:mod:`tuner.adapters.template`. This module only declares and checks shapes.
+"""
+
+from __future__ import annotations
+
+import re
+import string
+from typing import Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+COMMAND_NAMES = ("num_gpus", "seed")
+"""Placeholders every command template may use: ``num_gpus`` = ``command.gpus``, ``seed`` = the study seed."""
+
+HTTP_NAMES = ("prompt", "request_index")
+"""Placeholders every http body may use: the request's prompt and its 0-based index."""
+
+DEFAULT_OOM_PATTERNS = (
+    r"CUDA out of memory",
+    r"torch\.OutOfMemoryError",
+    r"torch\.cuda\.OutOfMemoryError",
+    r"CUBLAS_STATUS_ALLOC_FAILED",
+    r"cudaErrorMemoryAllocation",
+    r"\bMemoryError\b",
+)
+"""Log patterns (regular expressions) that make a failed command an OOM outcome."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+def template_names(text: str) -> list[str]:
+    """The ``{name}`` placeholders in ``text``; raises ValueError for a malformed template."""
+    try:
+        parsed = list(string.Formatter().parse(text))
+    except ValueError as error:
+        raise ValueError(f"template {text!r}: {error} (write {{{{ and }}}} for literal braces)") from None
+    names: list[str] = []
+    for _, field, spec, conversion in parsed:
+        if field is None:
+            continue
+        if not field.isidentifier() or spec or conversion:
+            raise ValueError(f"template {text!r}: placeholder {{{field}}} must be a plain name "
+                             f"(no format spec, index or attribute)")
+        names.append(field)
+    return names
+
+
+def _check_import_path(value: str) -> str:
+    module, _, name = value.partition(":")
+    if not module or not name or not all(p.isidentifier() for p in module.split(".")) or not name.isidentifier():
+        raise ValueError(f"'{value}' is not an import path of the form package.module:name")
+    return value
+
+
+class FlagItem(_Strict):
+    """An argv item that appears only when ``when`` (a bool parameter, or a derived value that is a bool) is true."""
+
+    flag: str = Field(min_length=1)
+    when: str
+
+    @field_validator("when")
+    @classmethod
+    def _name(cls, value: str) -> str:
+        if not value.isidentifier():
+            raise ValueError(f"'{value}' is not a parameter name")
+        return value
+
+
+ArgvItem = Union[str, FlagItem]
+
+
+class CommandMetric(_Strict):
+    """A metric read from the program's stdout/stderr by a regular expression.
+
+    The expression's first group (or the whole match) is the value; the last
+    match of the last call counts. ``unit`` and ``direction`` describe it.
+    """
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_]*$")
+    regex: str
+    unit: str = "1"
+    direction: Literal["minimize", "maximize"] = "minimize"
+
+    @field_validator("regex")
+    @classmethod
+    def _compiles(cls, value: str) -> str:
+        try:
+            re.compile(value)
+        except re.error as error:
+            raise ValueError(f"regex {value!r} does not compile: {error}") from None
+        return value
+
+
+class CommandOutputs(_Strict):
+    """Files the program writes, relative to its working directory (templates allowed).
+
+    ``video``: ``.npz`` (array ``video``) or a container OpenCV reads (``.mp4``, ``.avi``);
+    ``audio``: ``.wav`` (PCM) or ``.npz`` (``audio``, ``audio_rate``); ``text``: a UTF-8
+    file, one answer per line. ``text_from_stdout`` takes the answer from stdout instead.
+    """
+
+    video: str | None = None
+    audio: str | None = None
+    text: str | None = None
+    text_from_stdout: bool = False
+
+
+class CommandSpec(_Strict):
+    """A program run once per measured call, without a shell (see docs/adapters.md)."""
+
+    argv: list[ArgvItem] = Field(min_length=1)
+    env: dict[str, str] = Field(default_factory=dict)
+    cwd: str | None = None
+    outputs: CommandOutputs = Field(default_factory=CommandOutputs)
+    metrics: list[CommandMetric] = Field(default_factory=list)
+    oom_patterns: list[str] = Field(default_factory=list)
+    invalid_exit_codes: list[int] = Field(default_factory=lambda: [2])
+    gpus: int = Field(default=1, ge=1)
+
+    @field_validator("oom_patterns")
+    @classmethod
+    def _patterns_compile(cls, patterns: list[str]) -> list[str]:
+        for pattern in patterns:
+            try:
+                re.compile(pattern)
+            except re.error as error:
+                raise ValueError(f"oom pattern {pattern!r} does not compile: {error}") from None
+        return patterns
+
+    @model_validator(mode="after")
+    def _check(self) -> "CommandSpec":
+        first = self.argv[0]
+        if not isinstance(first, str) or not first.strip():
+            raise ValueError("argv[0] must be the program (a non-empty string)")
+        names = [m.name for m in self.metrics]
+        if len(set(names)) != len(names):
+            raise ValueError(f"metrics repeat a name: {names}")
+        return self
+
+    def templates(self) -> list[tuple[str, str]]:
+        """(key path, template) for every templated string, for name checks."""
+        found: list[tuple[str, str]] = []
+        for index, item in enumerate(self.argv):
+            found.append((f"argv.{index}", item.flag if isinstance(item, FlagItem) else item))
+        found += [(f"env.{k}", v) for k, v in self.env.items()]
+        if self.cwd is not None:
+            found.append(("cwd", self.cwd))
+        for key in ("video", "audio", "text"):
+            value = getattr(self.outputs, key)
+            if value is not None:
+                found.append((f"outputs.{key}", value))
+        return found
+
+    def flag_names(self) -> list[tuple[str, str]]:
+        """(key path, parameter name) of every conditional flag."""
+        return [(f"argv.{i}.when", item.when) for i, item in enumerate(self.argv) if isinstance(item, FlagItem)]
+
+
+class PythonSpec(_Strict):
+    """A ``module:factory`` returning an object with ``load(static_params)`` and ``run(params, inputs)``.
+
+    ``kwargs`` go to the factory. ``reload_on`` names the parameters (or derived
+    values) whose change needs a new ``load``: a warm worker keeps the loaded
+    model across trials whose values of these are unchanged.
+    """
+
+    factory: str
+    kwargs: dict[str, Any] = Field(default_factory=dict)
+    reload_on: list[str] = Field(default_factory=list)
+
+    @field_validator("factory")
+    @classmethod
+    def _path(cls, value: str) -> str:
+        return _check_import_path(value)
+
+
+class HttpSpec(_Strict):
+    """A running inference service, measured at a concurrency (see docs/adapters.md).
+
+    ``api``: ``openai_chat`` (POST an OpenAI chat/completions body; the answer is
+    ``choices[0].message.content``) or ``json`` (POST ``body``; the answer is at
+    ``response_text``, a dotted path, when given). ``body`` is a template: a string
+    that is exactly ``"{name}"`` becomes the value itself (numbers stay numbers).
+    ``prompts`` names an input holding the list of prompts, one per request;
+    ``requests`` is how many requests one measured call sends, ``concurrency``
+    how many are in flight at once (a number, or ``"{param}"``).
+    """
+
+    url: str
+    api: Literal["openai_chat", "json"] = "openai_chat"
+    body: dict[str, Any] = Field(default_factory=dict)
+    headers: dict[str, str] = Field(default_factory=dict)
+    prompts: str | None = None
+    requests: int = Field(default=4, ge=1)
+    concurrency: int | str = 1
+    request_timeout_s: float = Field(default=120.0, gt=0)
+    response_text: str | None = None
+
+    @field_validator("concurrency")
+    @classmethod
+    def _concurrency(cls, value: int | str) -> int | str:
+        if isinstance(value, int) and not 1 <= value <= 64:
+            raise ValueError(f"concurrency must be within 1..64 (got {value})")
+        if isinstance(value, str) and not re.fullmatch(r"\{[A-Za-z_][A-Za-z0-9_]*\}", value):
+            raise ValueError(f"concurrency must be a number or a single '{{param}}' placeholder, not {value!r}")
+        return value
+
+    @field_validator("url")
+    @classmethod
+    def _url(cls, value: str) -> str:
+        if not value.startswith(("http://", "https://", "{")):
+            raise ValueError(f"url must start with http:// or https:// (got {value!r})")
+        return value
+
+    def templates(self) -> list[tuple[str, str]]:
+        found = [("url", self.url)] + [(f"headers.{k}", v) for k, v in self.headers.items()]
+        if isinstance(self.concurrency, str):
+            found.append(("concurrency", self.concurrency))
+
+        def walk(value: Any, path: str) -> None:
+            if isinstance(value, str):
+                found.append((path, value))
+            elif isinstance(value, dict):
+                for key, item in value.items():
+                    walk(item, f"{path}.{key}")
+            elif isinstance(value, list):
+                for index, item in enumerate(value):
+                    walk(item, f"{path}.{index}")
+
+        walk(self.body, "body")
+        return found
+
+
+HTTP_METRICS: dict[str, tuple[str, Literal["minimize", "maximize"]]] = {
+    "request_latency_p50_s": ("s", "minimize"),
+    "request_latency_p95_s": ("s", "minimize"),
+    "request_latency_p99_s": ("s", "minimize"),
+    "request_latency_mean_s": ("s", "minimize"),
+    "requests_per_s": ("requests/s", "maximize"),
+    "output_tokens_per_s": ("tokens/s", "maximize"),
+}
+"""Metrics the http adapter measures besides the worker's own (one measured call = ``requests`` requests)."""
+
+ADAPTER_CLASSES = {
+    "command": "tuner.adapters.command:CommandWorkload",
+    "python": "tuner.adapters.python:PythonAdapterWorkload",
+    "http": "tuner.adapters.http:HttpWorkload",
+}
+"""The Workload class the worker runs for each adapter block."""

@@ -1,0 +1,181 @@
+"""The ``command`` adapter: a user's program, run once per measured call, never through a shell.
+
+Built by the worker from the spec's ``workload.command`` block
+(:class:`tuner.adapter_spec.CommandSpec`). Per call it:
+
+* renders ``argv`` (one template item = one argv item; ``{flag, when}`` items only
+  when the bool is true), ``env`` (added to the worker's environment, which
+  already pins the slot's GPUs through ``CUDA_VISIBLE_DEVICES`` and thread counts)
+  and ``cwd`` (default: a fresh ``<trial>/run`` directory, where relative output
+  paths land);
+* starts the program with ``execve`` (no shell) in the worker's process group,
+  so the worker's process-tree memory sampler counts it and its children
+  (torchrun's ranks), and a trial timeout kills them all;
+* keeps stdout and stderr per call in ``<trial>/command/call_<n>.stdout|.stderr``;
+* classifies a failure: a log line matching an OOM pattern (``CUDA out of memory``,
+  ``torch.OutOfMemoryError``, ... plus ``oom_patterns``) or death by SIGKILL is
+  OOM; an exit status in ``invalid_exit_codes`` (argparse's 2) is INVALID; any
+  other non-zero status is CRASH;
+* reads the declared outputs (video / audio / text) and the declared regex metrics.
+
+Wall time is measured from outside by the worker around :meth:`run`. The exact
+argv, env and cwd are kept in :attr:`CommandWorkload.invocation`, which the worker
+reports and the coordinator stores as the trial's ``invocation``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from pathlib import Path
+from typing import Any, Mapping
+
+from tuner.adapter_spec import DEFAULT_OOM_PATTERNS
+from tuner.adapters.media import read_audio, read_text, read_video
+from tuner.adapters.template import TemplateError, render_command, render_text, command_values
+from tuner.results import Metric
+from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
+
+LOG_TAIL_CHARS = 3000
+
+
+class CommandOutOfMemory(MemoryError):
+    """The program ran out of (device or host) memory: outcome OOM."""
+
+
+class CommandFailed(RuntimeError):
+    """The program exited with an error that is neither OOM nor a refused setting: outcome CRASH."""
+
+
+class CommandWorkload(Workload):
+    """Runs the spec's ``command`` block (see module docs). ``options`` = the block as plain data."""
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.options = dict(options)
+        self.invocation: dict[str, Any] | None = None
+        self._run_dir: Path | None = None
+        self._log_dir: Path | None = None
+        self._calls = 0
+        self._found: dict[str, float] = {}
+        patterns = list(DEFAULT_OOM_PATTERNS) + list(self.options.get("oom_patterns", []))
+        self._oom = re.compile("|".join(f"(?:{p})" for p in patterns))
+
+    def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
+        """Render the invocation and make the trial's directories (not timed)."""
+        try:
+            rendered = render_command(self.options, params, context.inputs, context.seed)
+        except TemplateError as error:
+            raise InvalidSetting(f"command: {error}") from None
+        self.invocation = {"kind": "command", **rendered}
+        self._run_dir = Path(rendered["cwd"]) if rendered["cwd"] is not None else context.workdir / "run"
+        self._run_dir.mkdir(parents=True, exist_ok=True)
+        self._log_dir = context.workdir / "command"
+        self._log_dir.mkdir(parents=True, exist_ok=True)
+        self._found = {}
+
+    def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
+        if self.invocation is None or self._run_dir is None or self._log_dir is None:
+            self.setup(params, context)
+        assert self.invocation is not None and self._run_dir is not None and self._log_dir is not None
+        outputs = self._output_paths(params, context)
+        for path in outputs.values():
+            path.unlink(missing_ok=True)
+        self._calls += 1
+        stdout_path = self._log_dir / f"call_{self._calls}.stdout"
+        stderr_path = self._log_dir / f"call_{self._calls}.stderr"
+        env = {**os.environ, **self.invocation["env"]}
+        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
+            try:
+                process = subprocess.Popen(self.invocation["argv"], cwd=self._run_dir, env=env,
+                                           stdin=subprocess.DEVNULL, stdout=out, stderr=err)
+            except OSError as error:
+                raise CommandFailed(f"cannot start {self.invocation['argv'][0]!r}: {error}") from None
+            try:
+                returncode = process.wait()
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+        stdout = stdout_path.read_text(errors="replace")
+        stderr = stderr_path.read_text(errors="replace")
+        if returncode != 0:
+            self._raise_for_failure(returncode, stdout, stderr)
+        self._parse_metrics(stdout + "\n" + stderr)
+        return self._read_outputs(outputs, stdout)
+
+    def measured_metrics(self) -> list[Metric]:
+        """The declared regex metrics of the last call (unavailable, with a reason, when not printed)."""
+        metrics = []
+        for declared in self.options.get("metrics", []):
+            name = declared["name"]
+            value = self._found.get(name)
+            if value is None:
+                metrics.append(Metric.unavailable(name, declared["unit"], declared["direction"],
+                                                  f"the program printed no line matching {declared['regex']!r}"))
+            else:
+                metrics.append(Metric(name, value, declared["unit"], declared["direction"]))
+        return metrics
+
+    # ----------------------------------------------------------------- helpers
+    def _output_paths(self, params: Mapping[str, Any], context: RunContext) -> dict[str, Path]:
+        assert self._run_dir is not None
+        values = command_values(params, context.inputs, int(self.options.get("gpus", 1)), context.seed)
+        paths: dict[str, Path] = {}
+        for kind in ("video", "audio", "text"):
+            template = dict(self.options.get("outputs", {})).get(kind)
+            if template is not None:
+                paths[kind] = self._run_dir / render_text(template, values, f"outputs.{kind}")
+        return paths
+
+    def _raise_for_failure(self, returncode: int, stdout: str, stderr: str) -> None:
+        tail = (stderr[-LOG_TAIL_CHARS:] or stdout[-LOG_TAIL_CHARS:]).strip()
+        program = Path(self.invocation["argv"][0]).name if self.invocation else "command"
+        status = (f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0
+                  and -returncode in signal.valid_signals() else f"exit status {returncode}")
+        match = self._oom.search(stderr) or self._oom.search(stdout)
+        if match is not None:
+            raise CommandOutOfMemory(f"{program}: out of memory ({status}): {_line_of(match)}\n{tail}")
+        if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
+            raise CommandOutOfMemory(f"{program}: {status} (SIGKILL: the kernel's OOM killer)\n{tail}")
+        if returncode in self.options.get("invalid_exit_codes", [2]):
+            raise InvalidSetting(f"{program} refused the setting ({status})\n{tail}")
+        raise CommandFailed(f"{program}: {status}\n{tail}")
+
+    def _parse_metrics(self, text: str) -> None:
+        for declared in self.options.get("metrics", []):
+            matches = list(re.finditer(declared["regex"], text))
+            if not matches:
+                self._found.pop(declared["name"], None)
+                continue
+            last = matches[-1]
+            raw = last.group(1) if last.groups() else last.group(0)
+            try:
+                self._found[declared["name"]] = float(raw)
+            except ValueError:
+                self._found.pop(declared["name"], None)
+
+    def _read_outputs(self, paths: dict[str, Path], stdout: str) -> WorkloadOutput:
+        output = WorkloadOutput()
+        for kind, path in paths.items():
+            if not path.exists():
+                raise CommandFailed(f"the program exited 0 but did not write its {kind} output {path}")
+        if "video" in paths:
+            output.video = read_video(paths["video"])
+        if "audio" in paths:
+            output.audio, output.audio_rate = read_audio(paths["audio"])
+        if "text" in paths:
+            output.text = read_text(paths["text"])
+        elif dict(self.options.get("outputs", {})).get("text_from_stdout"):
+            output.text = [stdout.strip()]
+        output.counters["command_calls"] = float(self._calls)
+        return output
+
+
+def _line_of(match: re.Match[str]) -> str:
+    """The whole log line holding ``match``."""
+    text = match.string
+    start = text.rfind("\n", 0, match.start()) + 1
+    end = text.find("\n", match.end())
+    return text[start:end if end >= 0 else len(text)].strip()

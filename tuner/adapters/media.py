@@ -1,0 +1,80 @@
+"""Readers for the files a command writes: video, audio and text, as :class:`WorkloadOutput` fields.
+
+* video: ``.npz`` with an array ``video`` (uint8, (T, H, W, 3) or (B, T, H, W, 3)),
+  ``.npy``, or any container OpenCV decodes (``.mp4``, ``.avi``, ...), returned as
+  uint8 RGB (T, H, W, 3);
+* audio: ``.wav`` (8/16/32-bit PCM, mixed to mono) or ``.npz`` (``audio``,
+  ``audio_rate``), returned as float32 in [-1, 1] and the rate in Hz;
+* text: UTF-8, one answer per line (blank lines dropped).
+"""
+
+from __future__ import annotations
+
+import wave
+from pathlib import Path
+
+import numpy as np
+
+
+class MediaError(ValueError):
+    """An output file that cannot be read as the declared kind."""
+
+
+def read_video(path: Path) -> np.ndarray:
+    """The frames of ``path`` as uint8 RGB (see module docs)."""
+    if path.suffix == ".npz":
+        with np.load(path) as data:
+            if "video" not in data:
+                raise MediaError(f"{path}: no array named 'video' (has {sorted(data.files)})")
+            video = np.asarray(data["video"])
+    elif path.suffix == ".npy":
+        video = np.load(path)
+    else:
+        video = _decode_with_opencv(path)
+    if video.dtype != np.uint8 or video.ndim not in (4, 5) or video.shape[-1] != 3:
+        raise MediaError(f"{path}: video must be uint8 (T, H, W, 3) or (B, T, H, W, 3), "
+                         f"got {video.dtype} {video.shape}")
+    return video
+
+
+def _decode_with_opencv(path: Path) -> np.ndarray:
+    import cv2
+
+    capture = cv2.VideoCapture(str(path))
+    frames = []
+    try:
+        while True:
+            ok, frame = capture.read()
+            if not ok:
+                break
+            frames.append(cv2.cvtColor(frame, cv2.COLOR_BGR2RGB))
+    finally:
+        capture.release()
+    if not frames:
+        raise MediaError(f"{path}: OpenCV decoded no frames")
+    return np.stack(frames).astype(np.uint8)
+
+
+def read_audio(path: Path) -> tuple[np.ndarray, int]:
+    """Mono float32 samples in [-1, 1] and the rate in Hz."""
+    if path.suffix == ".npz":
+        with np.load(path) as data:
+            return np.clip(np.asarray(data["audio"], dtype=np.float32), -1, 1), int(data["audio_rate"])
+    try:
+        with wave.open(str(path), "rb") as handle:
+            width, channels, rate = handle.getsampwidth(), handle.getnchannels(), handle.getframerate()
+            raw = handle.readframes(handle.getnframes())
+    except (wave.Error, EOFError) as error:
+        raise MediaError(f"{path}: not a PCM WAV file: {error}") from None
+    kinds = {1: (np.uint8, 128.0, 128.0), 2: (np.int16, 0.0, 32768.0), 4: (np.int32, 0.0, 2147483648.0)}
+    if width not in kinds:
+        raise MediaError(f"{path}: {8 * width}-bit samples are not supported (8, 16 or 32-bit PCM)")
+    dtype, offset, scale = kinds[width]
+    samples = (np.frombuffer(raw, dtype=dtype).astype(np.float32) - offset) / scale
+    mono = samples.reshape(-1, channels).mean(axis=1)
+    return np.clip(mono, -1, 1).astype(np.float32), rate
+
+
+def read_text(path: Path) -> list[str]:
+    """One answer per non-blank line."""
+    return [line.strip() for line in path.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -1,0 +1,115 @@
+"""The ``python`` adapter: a user's model behind ``module:factory``, loaded once, run per call.
+
+The factory (``workload.python.factory``, called with ``workload.python.kwargs``)
+returns an object with two methods::
+
+    load(static_params: dict) -> None          # weights, compile, offload...; not timed
+    run(params: dict, inputs: dict) -> Output  # one request / batch; timed
+
+``Output`` is a :class:`~tuner.workloads.base.WorkloadOutput` or a mapping with
+its field names (``video``, ``audio``, ``audio_rate``, ``text``, ``items``,
+``counters``). ``static_params`` holds the values of ``reload_on`` (parameters
+such as precision, CPU offload or torch.compile that need a new load); the
+adapter calls ``load`` only when they differ from the loaded ones, so a warm
+worker (:class:`~tuner.runner.warm.WarmRunner`) keeps the model across trials.
+An optional ``unload()`` is called before a reload and at teardown, an optional
+``synchronize()`` replaces the default torch CUDA sync. Timing is in-process
+with device synchronisation, and allocator peaks are read by the worker.
+
+Counters ``adapter_loads`` (loads by this process so far) and ``adapter_calls``
+are added to every output, so a study shows how often its model was loaded.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Mapping
+
+from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
+
+_OUTPUT_FIELDS = ("video", "audio", "audio_rate", "text", "items", "counters")
+
+
+def load_factory(path: str) -> Any:
+    """Import ``module:callable``; errors name the path."""
+    module_name, _, name = path.partition(":")
+    module = importlib.import_module(module_name)
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise AttributeError(f"module '{module_name}' has no attribute '{name}' (workload.python.factory)") from None
+
+
+def as_output(value: Any, factory: str) -> WorkloadOutput:
+    """A model's ``run`` result as a WorkloadOutput (TypeError naming the factory when it is neither)."""
+    if isinstance(value, WorkloadOutput):
+        return value
+    if isinstance(value, Mapping):
+        unknown = set(value) - set(_OUTPUT_FIELDS)
+        if unknown:
+            raise TypeError(f"{factory}: run() returned unknown output keys {sorted(unknown)} "
+                            f"(use {', '.join(_OUTPUT_FIELDS)})")
+        fields = dict(value)
+        fields.setdefault("counters", {})
+        fields["counters"] = dict(fields["counters"])
+        return WorkloadOutput(**fields)
+    raise TypeError(f"{factory}: run() returned {type(value).__name__}, not a WorkloadOutput or a mapping")
+
+
+class PythonAdapterWorkload(Workload):
+    """Runs the spec's ``python`` block (see module docs). ``options`` = the block as plain data."""
+
+    loads_in_process = 0  # class-wide: every load by this process, whatever the instance
+
+    def __init__(self, options: Mapping[str, Any]) -> None:
+        self.factory_path = str(options["factory"])
+        self.kwargs = dict(options.get("kwargs", {}))
+        self.reload_on = list(options.get("reload_on", []))
+        self.model: Any = None
+        self.loaded_static: dict[str, Any] | None = None
+        self.invocation: dict[str, Any] | None = None
+        self._calls = 0
+
+    def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
+        """Build the model once; ``load`` it again only when the ``reload_on`` values change."""
+        missing = [name for name in self.reload_on if name not in params]
+        if missing:
+            raise InvalidSetting(f"reload_on names {missing}, which the setting lacks")
+        static = {name: params[name] for name in self.reload_on}
+        if self.model is None:
+            self.model = load_factory(self.factory_path)(**self.kwargs)
+            for method in ("load", "run"):
+                if not callable(getattr(self.model, method, None)):
+                    raise TypeError(f"{self.factory_path} returned {type(self.model).__name__}, "
+                                    f"which has no {method}() method")
+        if static != self.loaded_static:
+            if self.loaded_static is not None and callable(getattr(self.model, "unload", None)):
+                self.model.unload()
+            self.loaded_static = None
+            self.model.load(dict(static))
+            self.loaded_static = static
+            PythonAdapterWorkload.loads_in_process += 1
+        self.invocation = {"kind": "python", "target": self.factory_path, "factory_kwargs": dict(self.kwargs),
+                           "reload_on": list(self.reload_on), "kwargs": dict(params)}
+
+    def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
+        if self.model is None or self.loaded_static != {name: params.get(name) for name in self.reload_on}:
+            self.setup(params, context)
+        self._calls += 1
+        output = as_output(self.model.run(dict(params), dict(context.inputs)), self.factory_path)
+        output.counters["adapter_loads"] = float(PythonAdapterWorkload.loads_in_process)
+        output.counters["adapter_calls"] = float(self._calls)
+        return output
+
+    def synchronize(self) -> None:
+        custom = getattr(self.model, "synchronize", None)
+        if callable(custom):
+            custom()
+        else:
+            super().synchronize()
+
+    def teardown(self) -> None:
+        if self.model is not None and callable(getattr(self.model, "unload", None)):
+            self.model.unload()
+        self.model = None
+        self.loaded_static = None

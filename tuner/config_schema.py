@@ -1,0 +1,164 @@
+"""The ``tuner.config/v1`` document: the exported production setting, as pydantic models.
+
+An exported YAML validates against :class:`ConfigV1` and dumps back to the
+same document (every key is always written, ``null`` when unknown), so the
+schema is the contract production tooling reads. :func:`config_json_schema`
+gives it as JSON Schema. Units: seconds (``_s``), GB (``_gb``), items per
+second; ``speedup`` is baseline latency / chosen latency (> 1: faster);
+``quality_delta`` is chosen − baseline in the metric's unit.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+SCHEMA = "tuner.config/v1"
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class MetricEntry(_Model):
+    """One metric: value (null when unavailable), unit, better direction, why unavailable."""
+
+    value: float | None
+    unit: str | None
+    direction: str | None
+    unavailable: str | None
+
+
+class ObjectiveEntry(_Model):
+    value: float
+    direction: Literal["minimize", "maximize"]
+
+
+class Spread(_Model):
+    """Latency spread of the chosen trial's repeats (seconds, CV dimensionless)."""
+
+    latency_p50_s: float | None
+    latency_p95_s: float | None
+    latency_cv: float | None
+    repeats: int | None
+    noisy: bool | None
+
+
+class QualityDelta(_Model):
+    delta: float | None
+    direction: Literal["minimize", "maximize"]
+
+
+class Comparison(_Model):
+    """Chosen against baseline: ``speedup`` = baseline / chosen on ``speed_metric``."""
+
+    speed_metric: str
+    speedup: float | None
+    quality_delta: dict[str, QualityDelta]
+
+
+class Baseline(_Model):
+    trial: int
+    params: dict[str, Any]
+    derived: dict[str, Any]
+    outcome: str
+    metrics: dict[str, MetricEntry]
+    spread: Spread
+    comparison: Comparison
+
+
+class Selection(_Model):
+    """How the trial was chosen: the policy text, the profile if any, what it chose among."""
+
+    policy: str
+    profile: Literal["fast", "balanced", "quality"] | None
+    feasible_trials: int
+    front_size: int
+    on_front: bool
+
+
+class Provenance(_Model):
+    study: str
+    trial: int
+    role: str
+    storage: str
+    spec_name: str | None
+    spec_hash: str | None
+    sampler: str | None
+    measured_at: str | None
+    exported_at: str
+    tuner_version: str
+
+
+class CheckBlock(_Model):
+    """What ``tuner check`` needs to re-measure: the study's spec, device, reference and baseline settings."""
+
+    spec_yaml: str
+    device: str
+    reference: dict[str, Any] | None
+    baseline: dict[str, Any] | None
+
+
+class ConfigV1(_Model):
+    """The exported setting (see module docs)."""
+
+    schema_: Literal["tuner.config/v1"]
+    workload: str | None
+    selection: Selection
+    params: dict[str, Any]
+    derived: dict[str, Any]
+    invocation: dict[str, Any] | None
+    objectives: dict[str, ObjectiveEntry]
+    metrics: dict[str, MetricEntry]
+    spread: Spread
+    timing: dict[str, float | None]
+    baseline: Baseline | None
+    gpu: dict[str, str]
+    provenance: Provenance
+    check: CheckBlock
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True,
+                              alias_generator=lambda name: "schema" if name == "schema_" else name)
+
+    def to_document(self) -> dict[str, Any]:
+        """The plain YAML-able document (key ``schema``, every key present)."""
+        document: dict[str, Any] = self.model_dump(mode="json", by_alias=True)
+        return document
+
+
+class ConfigError(ValueError):
+    """A config file that is not a valid ``tuner.config/v1`` document; the message names file and key."""
+
+
+def validate_config(document: Any, source: str = "<config>") -> ConfigV1:
+    """Validate ``document``; raises :class:`ConfigError` naming ``source``, the key and the problem."""
+    if not isinstance(document, dict):
+        raise ConfigError(f"{source}: not a mapping (got {type(document).__name__})")
+    if document.get("schema") != SCHEMA:
+        raise ConfigError(f"{source}: schema: expected '{SCHEMA}', found {document.get('schema')!r}")
+    try:
+        return ConfigV1.model_validate(document)
+    except ValidationError as error:
+        first = error.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise ConfigError(f"{source}: {where}: {first['msg']} ({error.error_count()} problem(s))") from None
+
+
+def load_config(path: Path) -> ConfigV1:
+    """Read and validate a config YAML file."""
+    try:
+        document = yaml.safe_load(path.read_text())
+    except OSError as error:
+        raise ConfigError(f"{path}: cannot read: {error}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{path}: not YAML: {error}") from None
+    return validate_config(document, str(path))
+
+
+def config_json_schema() -> dict[str, Any]:
+    """The JSON Schema of ``tuner.config/v1``."""
+    schema: dict[str, Any] = ConfigV1.model_json_schema(by_alias=True)
+    return schema

@@ -1,0 +1,24 @@
+"""Which runner a spec's trials use: fresh worker processes or warm ones.
+
+``workload.worker``: ``fresh`` gives :class:`~tuner.runner.subprocess.SubprocessRunner`
+(a new process per trial, forked from a fork server that preloaded the workload's
+module); ``warm`` gives :class:`~tuner.runner.warm.WarmRunner` (one long-lived
+process per slot, the model kept between trials); ``auto`` is warm for the
+``python`` adapter and fresh otherwise.
+"""
+
+from __future__ import annotations
+
+from tuner.runner.base import Runner
+from tuner.spec import StudySpec
+
+
+def make_runner(spec: StudySpec, preload: list[str]) -> Runner:
+    """The runner for ``spec``; ``preload``: extra modules a fork server imports once (evaluator warm-ups)."""
+    if spec.workload.warm:
+        from tuner.runner.warm import WarmRunner
+
+        return WarmRunner()
+    from tuner.runner.subprocess import SubprocessRunner
+
+    return SubprocessRunner(preload=[spec.workload.target.partition(":")[0], *preload])

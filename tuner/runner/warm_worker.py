@@ -1,0 +1,70 @@
+"""The warm worker process: serves trial after trial, keeping loaded workloads between them.
+
+Entry point (started by :class:`~tuner.runner.warm.WarmRunner`, one per slot)::
+
+    python -m tuner.runner.warm_worker CONTROL_FD
+
+It reads one line per trial from stdin, ``REQUEST.json<TAB>RESULT.json``, runs the
+request with :func:`tuner.runner.worker.execute` and a cache of workloads (so a
+workload's ``setup`` finds its model already loaded: the python adapter reloads
+only when its ``reload_on`` values change), writes the result file, then writes
+``done\\n`` to ``CONTROL_FD``. It exits on end of input (tearing its workloads
+down), and by itself within a second when its parent dies.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from tuner.runner.base import TrialRequest
+from tuner.runner.worker import execute
+
+
+def _exit_when_orphaned(parent: int) -> None:
+    """A daemon thread: leave as soon as the runner that started us is gone (no orphans)."""
+    def watch() -> None:
+        while True:
+            if os.getppid() != parent:
+                os._exit(3)
+            time.sleep(0.5)
+
+    threading.Thread(target=watch, name="warm-worker-orphan-watch", daemon=True).start()
+
+
+def serve(control_fd: int) -> None:
+    """Serve requests from stdin until it closes (see module docs)."""
+    kept: dict[str, Any] = {}
+    for line in sys.stdin:
+        request_path, _, result_path = line.rstrip("\n").partition("\t")
+        request = TrialRequest.from_json(Path(request_path).read_text())
+        result = execute(request, keep=kept)
+        tmp = Path(result_path + ".tmp")
+        tmp.write_text(result.to_json())
+        tmp.replace(result_path)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.write(control_fd, b"done\n")
+    for workload in kept.values():
+        try:
+            workload.teardown()
+        except Exception:  # noqa: BLE001 - leaving anyway
+            pass
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = sys.argv[1:] if argv is None else argv
+    if len(args) != 1:
+        print("usage: python -m tuner.runner.warm_worker CONTROL_FD", file=sys.stderr)
+        return 2
+    _exit_when_orphaned(os.getppid())
+    serve(int(args[0]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
