@@ -7,3 +7,29 @@ They import transformers / diffusers only when built (neither is a dependency of
 the tuner: install the one your model needs in the same environment). Weights are
 read with ``local_files_only=True``: nothing downloads during a study.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import Any, Mapping
+
+from tuner.workloads.base import InvalidSetting
+
+PRECISIONS: dict[str, str] = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
+"""Precision name (the spec's ``precision`` parameter) -> torch dtype name."""
+
+
+def torch_dtype(static_params: Mapping[str, Any], default: str = "bf16") -> Any:
+    """The torch dtype for ``static_params['precision']``; InvalidSetting for an unknown name."""
+    import torch
+
+    precision = str(static_params.get("precision", default))
+    if precision not in PRECISIONS:
+        raise InvalidSetting(f"precision must be one of {sorted(PRECISIONS)}, not {precision!r}")
+    return getattr(torch, PRECISIONS[precision])
+
+
+def import_named(path: str) -> Any:
+    """The object named by ``module:Name`` (e.g. ``diffusers:DiffusionPipeline``)."""
+    module, _, name = path.partition(":")
+    return getattr(importlib.import_module(module), name)

@@ -14,20 +14,19 @@ num_frames, height, width, num_inference_steps, guidance_scale,
 num_videos_per_prompt=batch_size, generator=seeded, output_type="np")``; the frames
 become uint8 video (B, T, H, W, 3).
 
-Not exercised by the tuner's tests (diffusers is not a dependency); the adapter
-machinery it runs in is tested with ``standins.avqa_factory``.
+diffusers is not a dependency: the tests drive this factory with a simulated
+pipeline class at the diffusers boundary (same calls, random frames); the
+adapter machinery it runs in is tested with ``standins.avqa_factory``.
 """
 
 from __future__ import annotations
 
-import importlib
 from typing import Any, Mapping
 
 import numpy as np
 
+from tuner.adapters.factories import import_named, torch_dtype
 from tuner.workloads.base import InvalidSetting, WorkloadOutput
-
-DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
 
 class DiffusersVideoModel:
@@ -44,12 +43,9 @@ class DiffusersVideoModel:
     def load(self, static_params: Mapping[str, Any]) -> None:
         import torch
 
-        precision = str(static_params.get("precision", "bf16"))
-        if precision not in DTYPES:
-            raise InvalidSetting(f"precision must be one of {sorted(DTYPES)}, not {precision!r}")
-        module, _, name = self.pipeline_class.partition(":")
-        pipeline_type = getattr(importlib.import_module(module), name)
-        pipe = pipeline_type.from_pretrained(self.model_path, torch_dtype=getattr(torch, DTYPES[precision]),
+        dtype = torch_dtype(static_params)
+        pipeline_type = import_named(self.pipeline_class)
+        pipe = pipeline_type.from_pretrained(self.model_path, torch_dtype=dtype,
                                              local_files_only=True)
         if static_params.get("cpu_offload"):
             pipe.enable_model_cpu_offload()

@@ -23,16 +23,15 @@ adapter machinery it runs in is tested with ``standins.avqa_factory``.
 
 from __future__ import annotations
 
-import importlib
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from tuner.adapters.media import read_audio, read_video
+from tuner.adapters.factories import import_named, torch_dtype
 from tuner.workloads.base import InvalidSetting, WorkloadOutput
 
-DTYPES = {"fp16": "float16", "bf16": "bfloat16", "fp32": "float32"}
 
 
 def _sample_frames(video: np.ndarray, source_fps: float, fps: float, max_frames: int) -> np.ndarray:
@@ -62,18 +61,14 @@ class TransformersAVModel:
         self.processor: Any = None
 
     def load(self, static_params: Mapping[str, Any]) -> None:
-        import torch
         import transformers
 
-        precision = str(static_params.get("precision", "bf16"))
-        if precision not in DTYPES:
-            raise InvalidSetting(f"precision must be one of {sorted(DTYPES)}, not {precision!r}")
-        module, _, name = self.model_class.partition(":")
-        model_type = getattr(importlib.import_module(module), name)
+        dtype = torch_dtype(static_params)
+        model_type = import_named(self.model_class)
         self.processor = transformers.AutoProcessor.from_pretrained(
             self.model_path, local_files_only=True, trust_remote_code=self.trust_remote_code)
         self.model = model_type.from_pretrained(
-            self.model_path, torch_dtype=getattr(torch, DTYPES[precision]), local_files_only=True,
+            self.model_path, torch_dtype=dtype, local_files_only=True,
             trust_remote_code=self.trust_remote_code).to(self.device).eval()
 
     def unload(self) -> None:
