@@ -175,6 +175,31 @@ def quality_tables(seeds: Sequence[int], weights: Path, workdir: Path) -> str:
     return grid + "\n\n" + knobs
 
 
+def steps_table(resolution: int, seeds: Sequence[int], weights: Path, workdir: Path) -> str:
+    """Markdown: ST-LPIPS to ground truth over 1 / 2 / 4 / 8 steps at ``resolution``, paired per held-out pair.
+
+    Each doubling of the steps is compared pair by pair: the mean drop of ST-LPIPS
+    with a 95 % confidence interval (1.96 standard errors of the paired
+    differences) and the number of pairs where it dropped.
+    """
+    step_counts = (1, 2, 4, 8)
+
+    def distance(steps: int, seed: int) -> float:
+        video = generate({"sample_steps": steps, "resolution": resolution}, seed, weights, workdir).video
+        assert video is not None
+        return stlpips_alex(video, truth_for(seed, video.shape[1]))
+
+    scores = np.array([[distance(steps, seed) for steps in step_counts] for seed in seeds])
+    rows = []
+    for index in range(len(step_counts) - 1):
+        drop = scores[:, index] - scores[:, index + 1]
+        half_width = 1.96 * drop.std(ddof=1) / np.sqrt(len(drop)) if len(drop) > 1 else float("nan")
+        rows.append((f"{step_counts[index]} -> {step_counts[index + 1]}", f"{scores[:, index].mean():.5f}",
+                     f"{scores[:, index + 1].mean():.5f}", f"{drop.mean():+.5f} ± {half_width:.5f}",
+                     f"{int((drop > 0).sum())}/{len(drop)}"))
+    return _table(("steps", "ST-LPIPS before", "ST-LPIPS after", "mean drop (95 % CI)", "pairs that dropped"), rows)
+
+
 def lipsync_table(seeds: Sequence[int], weights: Path, workdir: Path) -> str:
     """Markdown: lip-sync proxy on generated videos with their own and with mismatched audio."""
     rows = []
@@ -237,6 +262,9 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads while measuring")
     parser.add_argument("--skip-quality", action="store_true", help="print the cost table only")
     parser.add_argument("--skip-cost", action="store_true", help="print the quality tables only")
+    parser.add_argument("--steps-pairs", type=int, default=32,
+                        help="held-out pairs (seeds 100...) of the paired steps tables at 48 and 64 px; 0 skips them")
+    parser.add_argument("--steps-only", action="store_true", help="print the paired steps tables only")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
     seeds = HELD_OUT_SEEDS[:args.seeds]
@@ -245,6 +273,14 @@ def main(argv: Sequence[str] | None = None) -> None:
           f"weights {args.weights.name}; held-out seeds {list(seeds)}; inputs {dict(CARD_INPUTS)}\n")
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
+        if args.steps_pairs:
+            pairs = [HELD_OUT_SEEDS[0] + offset for offset in range(args.steps_pairs)]
+            for resolution in (64, 48):
+                print(f"### ST-LPIPS over sample_steps at {resolution} px, paired over {len(pairs)} held-out pairs "
+                      f"(seeds {pairs[0]}..{pairs[-1]})\n")
+                print(steps_table(resolution, pairs, args.weights, workdir) + "\n")
+        if args.steps_only:
+            return
         if not args.skip_quality:
             print("### Quality vs knobs (held-out pairs, against ground truth at 64 x 64)\n")
             print(quality_tables(seeds, args.weights, workdir) + "\n")
