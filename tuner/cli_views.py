@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Optional
 
 import typer
+from rich.console import Console
 from rich.table import Table
 
 from tuner.cli import HomeOption, MlflowOption, StorageOption, _fail, app, err, out
@@ -43,13 +44,16 @@ def front(
     rows = front_table(records, on_front, names)
     by_number = {r.number: r for r in records}
     extra = [m for m in ("latency_p95_s", "latency_cv", "peak_vram_gb", "throughput_items_per_s") if m not in names]
-    table = Table("trial", "role", *names, *extra, "params", title=f"Pareto front of {study}")
+    table = Table(title=f"Pareto front of {study}", title_justify="left")
+    for column in ("trial", "role", *names, *extra):
+        table.add_column(column, no_wrap=True)  # numbers are never cut; the params column wraps
+    table.add_column("params", overflow="fold")
     for row in rows:
         record = by_number[row["trial"]]
         shown = [_number(record.metric_value(m)) for m in extra]
         table.add_row(str(row["trial"]), row["role"], *(_number(row.get(n)) for n in names), *shown,
                       ", ".join(f"{k}={v}" for k, v in record.params.items()))
-    out.print(table)
+    (out if out.is_terminal else Console(width=240)).print(table)  # piped or captured: no 80-column squeeze
     feasible = sum(1 for r in records if record_feasible(r))
     out.print(f"{len(rows)} on the front of {feasible} feasible measured trials ({len(records)} recorded)")
 
