@@ -117,11 +117,12 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None) -> TrialR
         if request.save_output:
             output.save(Path(request.save_output))
             output_path = request.save_output
+        invocation = _invocation_of(workload)
         if keep is not None:
             keep[key], workload = workload, None  # kept for the next trial: no teardown
         return TrialResult(
             outcome=Outcome.OK, metrics=metrics, wall_time_s=time.perf_counter() - started,
-            invocation=_invocation_of(workload if keep is None else keep[key]),
+            invocation=invocation,
             eval_time_s=eval_time_s, output_path=output_path, samples=samples.files,
             info={"repeats": len(stats.samples_s), "converged": stats.converged,
                   **({"sample_problems": samples.problems} if samples.problems else {})})

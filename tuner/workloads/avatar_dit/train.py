@@ -26,7 +26,6 @@ about 11 minutes on one core of the development machine.
 from __future__ import annotations
 
 import argparse
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -38,6 +37,7 @@ import torch
 from tuner.workloads.avatar_dit.checkpoint import DEFAULT_WEIGHTS, save_checkpoint
 from tuner.workloads.avatar_dit.data import TrainingClip, TrainingData
 from tuner.workloads.avatar_dit.model import AvatarDiT, AvatarDiTConfig
+from tuner.workloads.training import deterministic_torch, warmup_cosine_lr
 
 
 @dataclass(frozen=True)
@@ -86,10 +86,7 @@ class TrainingResult:
 
 def learning_rate_at(step: int, plan: TrainingPlan) -> float:
     """Learning rate of ``step`` (0-based) under the plan's warm-up + cosine schedule."""
-    if step < plan.warmup_steps:
-        return plan.learning_rate * (step + 1) / plan.warmup_steps
-    progress = (step - plan.warmup_steps) / max(1, plan.steps - plan.warmup_steps)
-    return plan.learning_rate * (0.05 + 0.95 * 0.5 * (1.0 + math.cos(math.pi * progress)))
+    return warmup_cosine_lr(step, plan.learning_rate, plan.warmup_steps, plan.steps)
 
 
 def flow_matching_loss(model: AvatarDiT, clip: TrainingClip, generator: torch.Generator,
@@ -123,18 +120,8 @@ def train(config: AvatarDiTConfig, plan: TrainingPlan, log: Callable[[str], None
     algorithms on for the run, restoring both afterwards. ``log`` receives one
     line every ``plan.log_every`` steps (mean loss of those steps).
     """
-    previous_threads = torch.get_num_threads()
-    previous_deterministic = torch.are_deterministic_algorithms_enabled()
-    previous_fill = torch.utils.deterministic.fill_uninitialized_memory
-    torch.set_num_threads(plan.threads)
-    torch.use_deterministic_algorithms(True)
-    torch.utils.deterministic.fill_uninitialized_memory = False  # a 15 % cost, no effect on results
-    try:
+    with deterministic_torch(plan.threads, skip_memory_fill=True):  # the fill: a 15 % cost, no effect here
         return _train(config, plan, log)
-    finally:
-        torch.utils.deterministic.fill_uninitialized_memory = previous_fill
-        torch.use_deterministic_algorithms(previous_deterministic)
-        torch.set_num_threads(previous_threads)
 
 
 def _train(config: AvatarDiTConfig, plan: TrainingPlan, log: Callable[[str], None]) -> TrainingResult:

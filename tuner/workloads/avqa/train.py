@@ -22,7 +22,6 @@ the metadata differs).
 from __future__ import annotations
 
 import argparse
-import math
 import platform
 import time
 from dataclasses import asdict, dataclass
@@ -38,6 +37,7 @@ from tuner.workloads.avqa.data import (
     HELDOUT_BASE, NATIVE_AUDIO_RATE, NATIVE_FPS, QUESTION_TEXT, QUESTION_TYPES, clip_facts, render_clip)
 from tuner.workloads.avqa.media import MediaBatch, build_media
 from tuner.workloads.avqa.model import EOS, PAD, AVQAConfig, AVQAModel, CharTokenizer, parameter_count
+from tuner.workloads.training import deterministic_torch, warmup_cosine_lr
 
 
 @dataclass(frozen=True)
@@ -137,10 +137,7 @@ def sequence_loss(model: AVQAModel, media: MediaBatch, inputs: torch.Tensor, tar
 
 def learning_rate(step: int, config: TrainConfig) -> float:
     """Linear warmup, then cosine decay to 5 % of the peak."""
-    if step < config.warmup_steps:
-        return config.learning_rate * (step + 1) / config.warmup_steps
-    progress = (step - config.warmup_steps) / max(1, config.steps - config.warmup_steps)
-    return config.learning_rate * (0.05 + 0.95 * 0.5 * (1 + math.cos(math.pi * progress)))
+    return warmup_cosine_lr(step, config.learning_rate, config.warmup_steps, config.steps)
 
 
 def train(config: TrainConfig, model_config: AVQAConfig = AVQAConfig(),
@@ -150,14 +147,8 @@ def train(config: TrainConfig, model_config: AVQAConfig = AVQAConfig(),
     Sets torch's thread count and deterministic mode for the run and restores
     both afterwards; seeds torch's global generator (not restored).
     """
-    threads, deterministic = torch.get_num_threads(), torch.are_deterministic_algorithms_enabled()
-    torch.set_num_threads(config.threads)
-    torch.use_deterministic_algorithms(True)
-    try:
+    with deterministic_torch(config.threads):
         return _train(config, model_config, log, log_every)
-    finally:
-        torch.set_num_threads(threads)
-        torch.use_deterministic_algorithms(deterministic)
 
 
 def _train(config: TrainConfig, model_config: AVQAConfig, log: Callable[[str], None] | None,
