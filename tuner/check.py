@@ -98,7 +98,7 @@ def run_check(config: ConfigV1, home: Path, rounds: int = 3, min_speedup: float 
     """Run the check (see module docs) with trial files under ``home/checks/``."""
     from evaluators.registry import QUALITY_METRICS, warm_ups
     from tuner.runner.base import TrialRequest, plan_slots
-    from tuner.runner.subprocess import SubprocessRunner
+    from tuner.runner.choice import make_runner
     from tuner.spec import parse_spec
 
     if config.baseline is None or config.check.baseline is None:
@@ -112,8 +112,9 @@ def run_check(config: ConfigV1, home: Path, rounds: int = 3, min_speedup: float 
     speed_metric = config.baseline.comparison.speed_metric
     workdir = home / "checks" / f"{config.provenance.study}-trial{config.provenance.trial}-{time.strftime('%Y%m%d-%H%M%S')}"
     device = config.check.device
-    slot = plan_slots(1, device, _gpus(device), threads=spec.workload.torch_threads)[0]
-    runner = SubprocessRunner(preload=[spec.workload.target.partition(":")[0], *warm_ups(spec.used_metrics)])
+    slot = plan_slots(1, device, _gpus(device), threads=spec.workload.torch_threads,
+                      gpus_per_slot=spec.workload.gpus_per_trial)[0]
+    runner = make_runner(spec, warm_ups(spec.used_metrics))  # the same kind of worker as the study's
     counter = iter(range(10**6))
 
     def request(label: str, settings: dict[str, Any], reference_output: str | None,
