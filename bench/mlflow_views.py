@@ -30,10 +30,10 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--trials", type=int, default=30)
     args = parser.parse_args()
-    from tuner.mlflow_sync import sync_study
-    from tuner.mlflow_views import build_front_views, study_run_info
-    from tuner.records import TrialRecord
-    from tuner.study import load_study
+    from tuner.study.records import TrialRecord
+    from tuner.study.studies import load_study
+    from tuner.tracking.sync import sync_study
+    from tuner.tracking.views import build_front_views, study_run_info
 
     with tempfile.TemporaryDirectory(prefix="tuner-bench-views-") as folder:
         cwd = Path(folder)

@@ -25,13 +25,13 @@ from pathlib import Path
 
 import optuna
 
-from tuner.coordinator import Coordinator
-from tuner.objectives import plan_constraints
 from tuner.runner.base import Slot, TrialRequest
 from tuner.runner.subprocess import SubprocessRunner
-from tuner.spec import parse_spec
-from tuner.study import create_study
-from tuner.tracking import MlflowTracker, StudyRunInfo
+from tuner.spec.loading import parse_spec
+from tuner.study.coordinator import Coordinator
+from tuner.study.objectives import plan_constraints
+from tuner.study.studies import create_study
+from tuner.tracking.live import MlflowTracker, StudyRunInfo
 
 SPEC = """
 name: noop_overhead

@@ -1,5 +1,5 @@
 """``python -m tuner`` runs the command line."""
 
-from tuner.cli import main
+from tuner.cli.main import main
 
 main()

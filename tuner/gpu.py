@@ -217,6 +217,20 @@ def gpu_type() -> str:
     return visible[0].name if visible else "cpu"
 
 
+def resolve_device(requested: str) -> str:
+    """The device a spec's ``workload.device`` means on this host.
+
+    ``auto`` is ``cuda`` when NVML sees a GPU, else ``cpu``. Raises
+    :class:`ValueError` (the message says what to use instead) for ``cuda``
+    on a host without one.
+    """
+    if requested == "auto":
+        return "cuda" if list_gpus() else "cpu"
+    if requested == "cuda" and not list_gpus():
+        raise ValueError("workload.device is cuda but no NVIDIA GPU is visible (NVML found none)")
+    return requested
+
+
 def gpu_memory_gb() -> float | None:
     """Total memory of visible GPU 0 in GB (1e9 bytes); ``None`` when none is visible."""
     visible = _visible_gpus()

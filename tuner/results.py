@@ -75,7 +75,7 @@ class TrialResult:
     candidate's latency. ``wall_time_s`` is the worker's total wall time as seen
     from outside (process start to exit), seconds. ``invocation`` is what an
     adapter actually executed (for a command: the exact argv, env overrides and
-    working directory), in the shape :func:`tuner.invocation.render_invocation` gives.
+    working directory), in the shape :func:`tuner.ship.invocation.render_invocation` gives.
     """
 
     outcome: Outcome
@@ -86,8 +86,8 @@ class TrialResult:
     eval_time_s: float = 0.0
     output_path: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
-    samples: dict[str, str] = field(default_factory=dict)  # sample name -> file (tuner.samples)
-    invocation: dict[str, Any] | None = None  # what ran natively (argv, env, cwd / target / url), see tuner.invocation
+    samples: dict[str, str] = field(default_factory=dict)  # sample name -> file (tuner.runner.samples)
+    invocation: dict[str, Any] | None = None  # what ran natively (argv, env, cwd / target / url), see tuner.ship.invocation
 
     def metric_value(self, name: str) -> float | None:
         """The metric's value, or None when absent or unavailable."""

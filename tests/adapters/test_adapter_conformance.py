@@ -8,16 +8,15 @@ from pathlib import Path
 from typing import Any
 
 import yaml
+from adapter_helpers import ROOT, STANDINS, write_wav
+from test_warm_python import AVQA_INPUTS, AVQA_PARAMS
 
-from tuner.adapter_spec import CommandSpec, HttpSpec, PythonSpec
 from tuner.adapters.command import CommandWorkload
 from tuner.adapters.http import HttpWorkload
 from tuner.adapters.python import PythonAdapterWorkload
+from tuner.spec.adapters import CommandSpec, HttpSpec, PythonSpec
 from tuner.testing.workload_conformance import check_workload_conformance
 from tuner.workloads.base import RunContext
-
-from adapter_helpers import ROOT, STANDINS, write_wav
-from test_warm_python import AVQA_INPUTS, AVQA_PARAMS
 
 
 def test_command_adapter_conformance(tmp_path: Path) -> None:

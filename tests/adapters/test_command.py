@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 import yaml
+from adapter_helpers import ROOT, STANDINS, live_avatar_standin_spec, write_wav
 
-from tuner.adapter_spec import CommandSpec
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Slot, TrialRequest
 from tuner.runner.subprocess import SubprocessRunner
-from tuner.spec import SpecError, parse_spec
-
-from adapter_helpers import ROOT, STANDINS, live_avatar_standin_spec, write_wav
+from tuner.spec.adapters import CommandSpec
+from tuner.spec.loading import parse_spec
+from tuner.spec.models import SpecError
 
 NASTY = ["; rm -rf x", "$(touch pwned)", "`touch pwned2`", "it's \"quoted\"", "two  spaces", "*", "a\nb", "|| true"]
 ECHO_ARGV = ("import json, sys; json.dump(sys.argv[1:], open('argv.json', 'w')); "

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tuner.adapter_spec import HttpSpec
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Slot, TrialRequest
 from tuner.runner.inline import InlineRunner
+from tuner.spec.adapters import HttpSpec
 
 PROMPTS = ["what colour is the circle", "how many beeps are there",
            {"prompt": "which way does the square move", "max_tokens": 2}]

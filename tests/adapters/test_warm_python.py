@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from tuner.adapter_spec import PythonSpec
 from tuner.results import Outcome
 from tuner.runner.base import Slot, TrialRequest
 from tuner.runner.subprocess import SubprocessRunner
 from tuner.runner.warm import WarmRunner
-from tuner.testing.runner_conformance import (ISOLATION_CASES, RUNNER_CASES, RUNNER_CASES as CASES, RunnerCase,
-                                              check_runner_case, make_request)
+from tuner.spec.adapters import PythonSpec
+from tuner.testing.runner_conformance import ISOLATION_CASES, RUNNER_CASES, RunnerCase, check_runner_case, make_request
+from tuner.testing.runner_conformance import RUNNER_CASES as CASES
 
 AVQA_INPUTS = {"question_set": "heldout", "num_questions": 2, "first_question": 0, "clip_seconds": 4.0}
 AVQA_PARAMS = {"video_fps": 2.0, "max_frames": 8, "audio_sample_rate": 16000, "max_audio_seconds": 4.0,

@@ -13,8 +13,17 @@ import torch
 from tuner.workloads.avqa import AVQAWorkload
 from tuner.workloads.avqa.checkpoint import DEFAULT_WEIGHTS, load_checkpoint
 from tuner.workloads.avqa.data import (
-    ANSWERS, FLASH_FRAMES, NATIVE_AUDIO_RATE, NATIVE_FPS, QUESTION_TYPES, clip_facts, ground_truth,
-    heldout_questions, render_clip, sample_frame_indices)
+    ANSWERS,
+    FLASH_FRAMES,
+    NATIVE_AUDIO_RATE,
+    NATIVE_FPS,
+    QUESTION_TYPES,
+    clip_facts,
+    ground_truth,
+    heldout_questions,
+    render_clip,
+    sample_frame_indices,
+)
 from tuner.workloads.avqa.media import resample_audio
 from tuner.workloads.avqa.model import AVQAConfig
 from tuner.workloads.avqa.train import TrainConfig, train
@@ -192,7 +201,7 @@ def test_ground_truth_in_inputs_is_checked(workload: AVQAWorkload, tmp_path: Pat
 
 
 def test_demo_spec_ground_truth_matches_its_questions() -> None:
-    from tuner.spec import load_spec
+    from tuner.spec.loading import load_spec
 
     spec = load_spec(Path(__file__).resolve().parents[2] / "search_spaces" / "avqa_demo.yaml")
     inputs = spec.inputs

@@ -1,7 +1,7 @@
 """The ``command`` adapter: a user's program, run once per measured call, never through a shell.
 
 Built by the worker from the spec's ``workload.command`` block
-(:class:`tuner.adapter_spec.CommandSpec`). Per call it:
+(:class:`tuner.spec.adapters.CommandSpec`). Per call it:
 
 * renders ``argv`` (one template item = one argv item; ``{flag, when}`` items only
   when the bool is true), ``env`` (added to the worker's environment, which
@@ -32,10 +32,10 @@ import subprocess
 from pathlib import Path
 from typing import Any, Mapping
 
-from tuner.adapter_spec import DEFAULT_OOM_PATTERNS
 from tuner.adapters.media import read_audio, read_text, read_video
-from tuner.adapters.template import TemplateError, render_command, render_text, command_values
+from tuner.adapters.template import TemplateError, command_values, render_command, render_text
 from tuner.results import Metric
+from tuner.spec.adapters import DEFAULT_OOM_PATTERNS
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
 LOG_TAIL_CHARS = 3000

@@ -1,6 +1,6 @@
 """The ``http`` adapter: a running inference service, measured at a declared concurrency.
 
-Built by the worker from ``workload.http`` (:class:`tuner.adapter_spec.HttpSpec`).
+Built by the worker from ``workload.http`` (:class:`tuner.spec.adapters.HttpSpec`).
 One measured call sends ``requests`` POST requests with at most ``concurrency``
 in flight (a thread per in-flight request, stdlib ``urllib``; no new dependency),
 each body rendered from the template with that request's values
@@ -31,10 +31,10 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Mapping
 
-from tuner.adapter_spec import HTTP_METRICS
 from tuner.adapters.http_request import body_template, http_concurrency, http_request_values
 from tuner.adapters.template import TemplateError, render_text, render_value
 from tuner.results import Metric
+from tuner.spec.adapters import HTTP_METRICS
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
 

@@ -1,7 +1,7 @@
 """What one http-adapter request holds: its placeholder values, body template and concurrency.
 
 Pure functions (no I/O), shared by the worker (:mod:`tuner.adapters.http`) and the
-exporter (:mod:`tuner.invocation`), so an exported request is the one that was sent.
+exporter (:mod:`tuner.ship.invocation`), so an exported request is the one that was sent.
 
 Per-request values: the spec's inputs, then the setting (parameters and derived
 values), then ``prompt`` and ``request_index``. An item of the ``prompts`` input may

@@ -1,7 +1,7 @@
 """Rendering of adapter templates: ``{name}`` placeholders filled from a setting.
 
 Pure functions, no I/O, importable by the coordinator: the worker renders what it
-runs and :mod:`tuner.invocation` renders what an export prints, with the same code,
+runs and :mod:`tuner.ship.invocation` renders what an export prints, with the same code,
 so the two agree item for item.
 
 Values become text with :func:`as_text`: ``True``/``False`` for booleans, ``str``

@@ -10,7 +10,7 @@ process per slot, the model kept between trials); ``auto`` is warm for the
 from __future__ import annotations
 
 from tuner.runner.base import Runner
-from tuner.spec import StudySpec
+from tuner.spec.models import StudySpec
 
 
 def make_runner(spec: StudySpec, preload: list[str]) -> Runner:

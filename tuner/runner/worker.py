@@ -62,9 +62,9 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None) -> TrialR
     keyed by class and options, and torn down only when a trial fails; without
     it every trial builds and tears down its own workload.
     """
+    from evaluators.base import EvalContext
     from evaluators.latency import LatencySettings, measure_latency
     from evaluators.memory import PeakMemoryMonitor
-    from evaluators.base import EvalContext
     from evaluators.registry import evaluate_quality
     from tuner.workloads.base import RunContext, WorkloadOutput
 
@@ -110,7 +110,7 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None) -> TrialR
         for metric in evaluate_quality(request.quality_metrics, output, reference, eval_context):
             metrics[metric.name] = metric
         eval_time_s = time.perf_counter() - eval_started
-        from tuner.samples import write_samples
+        from tuner.runner.samples import write_samples
 
         samples = write_samples(output, workdir)
         output_path = None

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from tuner.ui import stop_server, wait_healthy
+from tuner.tracking.ui import stop_server, wait_healthy
 
 
 @dataclass

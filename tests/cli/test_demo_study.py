@@ -1,0 +1,46 @@
+"""The README's demo study, as a new user runs it (fewer trials to keep CI short)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(1800)  # about 2 minutes on an idle 2-core machine; generous for a loaded one
+def test_demo_study_end_to_end(tmp_path: Path) -> None:
+    from mlflow.tracking import MlflowClient
+
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "run", str(ROOT / "search_spaces" / "avatar_demo.yaml"),
+         "--study-name", "demo", "--trials", "12", "--wall-time", "0"],  # count trials, not seconds
+        cwd=tmp_path, capture_output=True, text=True, timeout=1700,
+        env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""})
+    assert done.returncode == 0, done.stderr[-3000:]
+    study = optuna.load_study(study_name="demo", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
+    measured = [t for t in study.trials if t.user_attrs.get("measured")]
+    assert len(measured) == 12
+    reference, baseline = measured[0], measured[1]
+    assert reference.user_attrs["outcome"] == "OK" and baseline.user_attrs["outcome"] == "OK", \
+        [t.user_attrs.get("reason") for t in measured[:2]]
+    assert reference.user_attrs["role"] == "reference" and baseline.user_attrs["role"] == "baseline"
+    assert reference.values[0] > baseline.values[0], "the reference setting is the expensive one"
+    assert reference.values[1] < baseline.values[1], "and the faithful one (ST-LPIPS: lower is closer)"
+    client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow' / 'mlflow.db'}")
+    experiment = client.get_experiment_by_name("avatar_demo @ cpu")
+    runs = client.search_runs([experiment.experiment_id], max_results=1000)
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    assert len(parents) == 1
+    assert sum(1 for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id) >= 12
+    assert "front.png" in {a.path for a in client.list_artifacts(parents[0].info.run_id)}
+    exported = yaml.safe_load((tmp_path / "studies" / "demo" / "best.yaml").read_text())
+    assert exported["schema"] == "tuner.config/v1"
+    assert exported["derived"]["num_clip"] >= 1

@@ -1,0 +1,86 @@
+"""The scripting API behind ``import tuner``: load a spec, create or load a study,
+run it, export the chosen setting — the four moments of the command line,
+as functions.
+
+Same defaults as the CLI: the tuner home is ``--home`` / ``$TUNER_HOME`` /
+``./studies``, the storage ``$TUNER_STORAGE`` or SQLite under the home, MLflow
+``$MLFLOW_TRACKING_URI`` or ``sqlite:///mlflow/mlflow.db``. Errors are the
+package's own: :class:`~tuner.spec.models.SpecError`,
+:class:`~tuner.study.storage.StudyError`, :class:`~tuner.ship.export.ExportError`
+(and :class:`ValueError` for ``device: cuda`` on a host without a GPU).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tuner.spec.loading import load_spec
+from tuner.spec.models import SamplerName, StudySpec
+from tuner.study.coordinator import Summary
+from tuner.study.storage import storage_url, tuner_home
+from tuner.study.studies import OpenStudy
+
+
+def create_study(spec: str | Path, *, study_name: str | None = None, storage: str | None = None,
+                 home: str | Path | None = None, sampler: SamplerName | None = None,
+                 trials: int | None = None) -> OpenStudy:
+    """A new study from the spec file ``spec`` (reference and baseline enqueued first).
+
+    ``study_name`` defaults to ``<spec>-<gpu type>-<UTC time>``; ``trials``
+    overrides the spec's budget. Raises ``StudyError`` when the name exists.
+    """
+    from tuner.gpu import gpu_type, resolve_device
+    from tuner.study import studies
+
+    path = Path(spec)
+    loaded: StudySpec = load_spec(path)
+    device = resolve_device(loaded.workload.device)
+    kind = gpu_type() if device == "cuda" else "cpu"
+    text = path.read_text()
+    url = storage_url(storage, tuner_home(home))
+    name = study_name or studies.default_study_name(loaded, kind)
+    return studies.create_study(loaded, text, url, name, sampler or loaded.sampler.name, trials,
+                                studies.study_attributes(loaded, text, device, kind))
+
+
+def load_study(study_name: str, *, storage: str | None = None, home: str | Path | None = None,
+               sampler: SamplerName | None = None) -> OpenStudy:
+    """An existing study, with its spec rebuilt from the storage."""
+    from tuner.study import studies
+
+    return studies.load_study(storage_url(storage, tuner_home(home)), study_name, sampler)
+
+
+def run_study(opened: OpenStudy, *, home: str | Path | None = None, workers: int = 1,
+              mlflow_uri: str | None = None, use_mlflow: bool = True, verbose: bool = False) -> Summary:
+    """Run ``opened`` to its budget (as ``tuner run`` / ``tuner resume`` do) and return the summary.
+
+    Trial files go under the tuner home; the best setting on the first
+    objective is exported to ``<home>/<study>/best.yaml``. ``verbose`` prints
+    the CLI's display and summary on the terminal.
+    """
+    from rich.console import Console
+
+    from tuner.cli.session import run_session
+    from tuner.gpu import resolve_device
+
+    device = opened.study.user_attrs.get("device") or resolve_device(opened.spec.workload.device)
+    out, err = Console(quiet=not verbose), Console(stderr=True, quiet=not verbose)
+    return run_session(opened, tuner_home(home), device, workers, mlflow_uri, use_mlflow, out, err)
+
+
+def export_config(opened: OpenStudy, output: str | Path, *, policy: str | None = None,
+                  profile: str | None = None, objective: str | None = None,
+                  trial: int | None = None) -> Path:
+    """Write the chosen trial as ``tuner.config/v1`` YAML to ``output``; returns the path.
+
+    At most one of ``policy`` (e.g. ``"minimize latency_p50_s subject to
+    stlpips_alex <= 0.05"``, ``"knee"``), ``profile`` (fast | balanced |
+    quality), ``objective`` or ``trial``; none picks the best on the first
+    objective. Raises ``ExportError`` when nothing feasible can be chosen.
+    """
+    from tuner.ship.export import build_config, choose, write_config
+
+    chosen = choose(opened.study, policy=policy, profile=profile, objective=objective, trial_number=trial)
+    document = build_config(opened.study, chosen.record, opened.storage_url, chosen.policy, chosen.profile)
+    return write_config(document, Path(output))

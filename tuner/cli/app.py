@@ -1,0 +1,25 @@
+"""The ``tuner`` Typer app and what every command shares: consoles, common
+options, and :func:`fail` (one clear line on stderr, exit status 2)."""
+
+from __future__ import annotations
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="Auto-tune inference settings of video and audio-visual models.")
+out = Console()
+err = Console(stderr=True)
+
+StorageOption = typer.Option(None, "--storage", help="Optuna storage URL (env TUNER_STORAGE); default: SQLite under the tuner home.")
+HomeOption = typer.Option(None, "--home", help="Directory for the default storage and trial files (env TUNER_HOME; default ./studies).")
+WallTimeOption = typer.Option(None, "--wall-time", min=0, help="Seconds this invocation may run (overrides the spec; 0: no limit).")
+MlflowOption = typer.Option(None, "--mlflow-uri", help="MLflow tracking URI (env MLFLOW_TRACKING_URI; default sqlite under ./mlflow).")
+
+
+def fail(message: str) -> None:
+    """Print ``error: message`` on stderr and exit with status 2 (a user-facing failure)."""
+    from rich.markup import escape
+
+    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    raise typer.Exit(2)

@@ -1,0 +1,146 @@
+"""One invocation of ``tuner run`` / ``tuner resume``: wire the parts and run the loop.
+
+Builds the host facts and constraint plan, the slots and the runner, the live
+display and the MLflow tracker, runs the :class:`~tuner.study.coordinator.Coordinator`,
+then exports the best trial of the first objective to ``<home>/<study>/best.yaml``
+and prints a summary. Returns the coordinator's :class:`~tuner.study.coordinator.Summary`
+(the CLI exits 0 when the study ran, whatever its trials' outcomes).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import psutil
+from rich.console import Console
+from rich.table import Table
+
+from tuner.cli.progress import ProgressDisplay
+from tuner.runner.base import plan_slots
+from tuner.runner.choice import make_runner
+from tuner.study.coordinator import Coordinator, Listener, Summary
+from tuner.study.objectives import plan_constraints
+from tuner.study.storage import redact_url
+from tuner.study.studies import OpenStudy
+from tuner.tracking.live import MlflowTracker, tracking_uri
+
+
+def host_facts(device: str) -> dict[str, float | None]:
+    """Facts constraint bounds may use: ``gpu_memory_gb`` (None on CPU), ``host_memory_gb``."""
+    from tuner.gpu import gpu_memory_gb
+
+    return {"gpu_memory_gb": gpu_memory_gb() if device == "cuda" else None,
+            "host_memory_gb": psutil.virtual_memory().total / 1e9}
+
+
+def mlflow_reachable(uri: str, timeout_s: float = 5.0) -> str | None:
+    """None when an HTTP tracking server answers its health check; else why not.
+
+    Local stores (sqlite, file) are always reachable. Without this probe, MLflow's
+    HTTP client retries with back-off for minutes before giving up.
+    """
+    if not uri.startswith(("http://", "https://")):
+        return None
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as response:
+            return None if response.status < 500 else f"health check answered {response.status}"
+    except (urllib.error.URLError, OSError) as error:
+        return f"{type(error).__name__}: {getattr(error, 'reason', error)}"
+
+
+def _tracker(opened: OpenStudy, uri: str, out: Console) -> MlflowTracker | None:
+    study, spec = opened.study, opened.spec
+    problem = mlflow_reachable(uri)
+    if problem is not None:
+        out.print(f"[yellow]MLflow at {redact_url(uri)} is not reachable ({problem}): the study runs "
+                  f"without it; everything is in the storage: rebuild the MLflow views later with "
+                  f"'tuner sync-mlflow {study.study_name}'[/]")
+        return None
+    attrs = study.user_attrs
+    from tuner.study.records import TrialRecord
+    from tuner.tracking.views import study_run_info
+
+    known = attrs.get("mlflow_run_id") if attrs.get("mlflow_uri") == redact_url(uri) else None
+    tracker = MlflowTracker(uri, study_run_info(opened),
+                            [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)], known)
+    run_id = tracker.wait_started()
+    if run_id is not None and attrs.get("mlflow_run_id") != run_id:
+        study.set_user_attr("mlflow_run_id", run_id)
+        study.set_user_attr("mlflow_uri", redact_url(uri))
+    if run_id is None:
+        out.print(f"[yellow]MLflow at {redact_url(uri)} failed: the study runs without it "
+                  f"({'; '.join(tracker.failures)[:200]})[/]")
+        tracker.close(timeout_s=1)
+        return None
+    return tracker
+
+
+def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
+                use_mlflow: bool, out: Console, err: Console) -> Summary:
+    """Run ``opened`` to its budget, print what happened, export the best setting to
+    ``home/<study>/best.yaml``; returns the coordinator's summary."""
+    from tuner.gpu import visible_gpu_indices
+    from tuner.ship.export import ExportError, build_config, choose_trial, write_config
+
+    study, spec = opened.study, opened.spec
+    plan = plan_constraints(spec, host_facts(device))
+    for metric, reason in plan.disabled.items():
+        out.print(f"[yellow]constraint on {metric} disabled: {reason}[/]")
+    study.set_user_attr("disabled_constraints", dict(plan.disabled))
+    slots = plan_slots(workers, device, visible_gpu_indices() if device == "cuda" else [],
+                       threads=spec.workload.torch_threads, gpus_per_slot=spec.workload.gpus_per_trial)
+    listeners: list[Listener] = [ProgressDisplay(err)]
+    tracker = None
+    if use_mlflow:
+        uri = tracking_uri(mlflow_uri)
+        tracker = _tracker(opened, uri, out)
+        if tracker is not None:
+            listeners.append(tracker)
+    from evaluators.registry import warm_ups
+
+    runner = make_runner(spec, warm_ups(spec.used_metrics))
+    coordinator = Coordinator(
+        opened=opened, runner=runner, slots=slots, home=home, device=device, plan=plan,
+        budget_trials=study.user_attrs.get("budget_trials"),
+        wall_time_s=study.user_attrs.get("budget_wall_time_s"), listeners=listeners)
+    try:
+        summary = coordinator.run()
+    finally:
+        runner.close()
+    if tracker is not None:
+        tracker.close()
+        for failure in tracker.failures:
+            err.print(f"[yellow]{failure}[/]")
+        if tracker.failures:
+            out.print(f"[yellow]MLflow views may be incomplete: rebuild them from the storage with "
+                      f"'tuner sync-mlflow {study.study_name}'[/]")
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
+    out.print(f"study [bold]{summary.study_name}[/]: {summary.measured} measured this run, "
+              f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}")
+    _print_front(opened, summary.front, out)
+    try:
+        chosen = choose_trial(study)
+        path = write_config(build_config(study, chosen, opened.storage_url), home / study.study_name / "best.yaml")
+        out.print(f"best on {spec.objective_names[0]}: trial {chosen.number} -> exported to {path}")
+    except ExportError as error:
+        out.print(f"[yellow]nothing exported: {error}[/]")
+    if tracker is not None and tracker.run_id is not None:
+        out.print(f"MLflow: {redact_url(tracker.uri)} — experiment '{tracker.info.experiment_name}', "
+                  f"run {tracker.run_id} (browse with: tuner ui {study.study_name})")
+    out.print(f"storage: {redact_url(opened.storage_url)} — inspect with 'tuner status {summary.study_name}'")
+    return summary
+
+
+def _print_front(opened: OpenStudy, front: list[int], out: Console) -> None:
+    trials = {t.number: t for t in opened.study.get_trials(deepcopy=False)}
+    names = opened.spec.objective_names
+    table = Table("trial", "role", *names, "params", title="Pareto front")
+    for number in front:
+        trial = trials[number]
+        table.add_row(str(number), trial.user_attrs.get("role", "search"),
+                      *(f"{v:.4g}" for v in trial.values or ()),
+                      ", ".join(f"{k}={v}" for k, v in trial.params.items()))
+    out.print(table)

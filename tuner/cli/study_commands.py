@@ -1,0 +1,182 @@
+"""The study commands of ``tuner``: validate, run, resume, status, schema.
+
+Registered on :data:`tuner.cli.app.app` when imported (by :mod:`tuner.cli.main`).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tuner.cli.app import HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, out
+from tuner.spec.loading import load_spec
+from tuner.spec.models import SamplerName, SpecError, spec_json_schema
+from tuner.study.storage import StudyError, list_studies, storage_url, tuner_home
+from tuner.study.studies import load_study
+
+
+def _check_workload_importable(paths: dict[str, str], source: str) -> None:
+    import importlib.util
+
+    for key, path in paths.items():
+        module = path.partition(":")[0]
+        try:
+            found = importlib.util.find_spec(module)
+        except (ImportError, ValueError):
+            found = None
+        if found is None:
+            fail(f"{source}: {key}: cannot find module '{module}' (is it installed / on PYTHONPATH?)")
+
+
+def _resolve_device(requested: str) -> str:
+    from tuner.gpu import resolve_device
+
+    try:
+        return resolve_device(requested)
+    except ValueError as error:
+        fail(str(error))
+        raise
+
+
+@app.command()
+def validate(spec_path: Path = typer.Argument(..., help="Spec YAML file.")) -> None:
+    """Check a spec; runs nothing."""
+    try:
+        spec = load_spec(spec_path)
+    except SpecError as error:
+        fail(str(error))
+    _check_workload_importable(spec.workload.import_paths, str(spec_path))
+    out.print(f"{spec_path}: ok — {len(spec.parameters)} parameters, {len(spec.objectives)} objectives, "
+              f"{len(spec.constraints)} constraints, {len(spec.rules)} rules")
+
+
+@app.command()
+def run(
+    spec_path: Path = typer.Argument(..., help="Spec YAML file."),
+    storage: Optional[str] = StorageOption,
+    study_name: Optional[str] = typer.Option(None, "--study-name", help="Default: <spec>-<gpu>-<time>."),
+    trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Trials to measure (overrides the spec)."),
+    sampler: Optional[str] = typer.Option(None, "--sampler", help="tpe | nsga2 | gp | random | grid."),
+    workers: int = typer.Option(1, "--workers", min=1, help="Trials in parallel (one per GPU / CPU share)."),
+    wall_time: Optional[float] = WallTimeOption,
+    mlflow_uri: Optional[str] = MlflowOption,
+    no_mlflow: bool = typer.Option(False, "--no-mlflow", help="Do not log to MLflow."),
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Create a study from SPEC and run it until its budget is spent."""
+    from tuner.cli.session import run_session
+    from tuner.gpu import gpu_type
+    from tuner.study.studies import create_study, default_study_name, study_attributes
+
+    try:
+        spec = load_spec(spec_path)
+    except SpecError as error:
+        fail(str(error))
+    if sampler is not None and sampler not in ("tpe", "nsga2", "gp", "random", "grid"):
+        fail(f"--sampler: unknown sampler '{sampler}' (use tpe, nsga2, gp, random or grid)")
+    _check_workload_importable(spec.workload.import_paths, str(spec_path))
+    device = _resolve_device(spec.workload.device)
+    root = tuner_home(home)
+    url = storage_url(storage, root)
+    kind = gpu_type() if device == "cuda" else "cpu"
+    name = study_name or default_study_name(spec, kind)
+    text = spec_path.read_text()
+    chosen: SamplerName = sampler or spec.sampler.name  # type: ignore[assignment]
+    attributes = study_attributes(spec, text, device, kind)
+    try:
+        opened = create_study(spec, text, url, name, chosen, trials, attributes)
+    except StudyError as error:
+        fail(str(error))
+    if wall_time is not None:
+        opened.study.set_user_attr("budget_wall_time_s", wall_time or None)
+    out.print(f"study [bold]{name}[/] in {_shown(url)} — sampler {chosen}, device {device}, workers {workers}")
+    run_session(opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, out, err)
+    raise typer.Exit(0)
+
+
+@app.command()
+def resume(
+    study: str = typer.Argument(..., help="Study name."),
+    storage: Optional[str] = StorageOption,
+    trials: Optional[int] = typer.Option(None, "--trials", min=1, help="New total of measured trials."),
+    sampler: Optional[str] = typer.Option(None, "--sampler"),
+    workers: int = typer.Option(1, "--workers", min=1),
+    wall_time: Optional[float] = WallTimeOption,
+    mlflow_uri: Optional[str] = MlflowOption,
+    no_mlflow: bool = typer.Option(False, "--no-mlflow"),
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Continue a study (after a crash or kill, or with a larger --trials)."""
+    from tuner.cli.session import run_session
+
+    root = tuner_home(home)
+    url = storage_url(storage, root)
+    try:
+        opened = load_study(url, study, sampler)  # type: ignore[arg-type]
+    except (StudyError, SpecError) as error:
+        fail(str(error))
+    if trials is not None:
+        opened.study.set_user_attr("budget_trials", trials)
+    if wall_time is not None:
+        opened.study.set_user_attr("budget_wall_time_s", wall_time or None)
+    device = opened.study.user_attrs.get("device") or _resolve_device(opened.spec.workload.device)
+    out.print(f"resuming [bold]{study}[/] in {_shown(url)}")
+    run_session(opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, out, err)
+    raise typer.Exit(0)
+
+
+@app.command()
+def status(
+    study: Optional[str] = typer.Argument(None, help="Study name (omit to list studies)."),
+    storage: Optional[str] = StorageOption,
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """List studies, or show one study's trials and front."""
+    from tuner.pareto import front_trials
+    from tuner.study.records import TrialRecord
+
+    url = storage_url(storage, tuner_home(home))
+    try:
+        if study is None:
+            table = Table("study", "trials")
+            for name, count in list_studies(url):
+                table.add_row(name, str(count))
+            out.print(table)
+            return
+        opened = load_study(url, study)
+    except (StudyError, SpecError) as error:
+        fail(str(error))
+    trials = opened.study.get_trials(deepcopy=False)
+    names = opened.spec.objective_names
+    front = {t.number for t in front_trials(trials, [o.direction for o in opened.spec.objectives])}
+    table = Table("#", "role", "outcome", *names, "front", "params", "note", title=study)
+    for record in (TrialRecord.from_trial(t) for t in trials):
+        values = [f"{v:.4g}" if record.values and not record.placeholder else "-" for v in (record.values or [None] * len(names))]
+        note = f"copy of #{record.duplicate_of}" if record.duplicate_of is not None else (record.reason or "")[:50]
+        table.add_row(str(record.number), record.role, record.outcome, *values,
+                      "*" if record.number in front else "", json.dumps(dict(record.params))[:60], note)
+    out.print(table)
+    measured = sum(1 for t in trials if t.user_attrs.get("measured"))
+    out.print(f"{measured} measured of budget {opened.study.user_attrs.get('budget_trials')}, "
+              f"{len(trials)} recorded, {len(front)} on the front")
+
+
+@app.command()
+def schema(output: Path = typer.Option(Path("search_spaces/schema.json"), "--output", "-o")) -> None:
+    """Write the spec's JSON Schema (for editors)."""
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(spec_json_schema(), indent=2) + "\n")
+    out.print(f"wrote {output}")
+
+
+def _shown(url: str) -> str:
+    from tuner.study.storage import redact_url
+
+    return redact_url(url)

@@ -1,0 +1,226 @@
+"""The view commands of ``tuner``: front, export, check, ui, sync-mlflow.
+
+Registered on :data:`tuner.cli.app.app` when imported (by :mod:`tuner.cli.main`). Same
+rules as there: a user-facing failure is one clear line on stderr and exit
+status 2; ``tuner check`` exits 1 on a regression (a CI gate).
+"""
+
+from __future__ import annotations
+
+import signal
+import socket
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from tuner.cli.app import HomeOption, MlflowOption, StorageOption, app, err, fail, out
+from tuner.spec.models import SpecError
+from tuner.study.storage import StudyError, redact_url, storage_url, tuner_home
+from tuner.study.studies import load_study
+
+
+@app.command()
+def front(
+    study: str = typer.Argument(..., help="Study name."),
+    storage: Optional[str] = StorageOption,
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Print the study's Pareto front as a table (objectives, key metrics, params)."""
+    from tuner.front.report import front_table
+    from tuner.study.records import TrialRecord, record_feasible
+    from tuner.tracking.views import ranks_of
+
+    url = storage_url(storage, tuner_home(home))
+    try:
+        opened = load_study(url, study)
+    except (StudyError, SpecError) as error:
+        fail(str(error))
+    records = [TrialRecord.from_trial(t) for t in opened.study.get_trials(deepcopy=False)]
+    names = opened.spec.objective_names
+    ranks = ranks_of(records, [o.direction for o in opened.spec.objectives])
+    on_front = {n for n, rank in ranks.items() if rank == 0}
+    rows = front_table(records, on_front, names)
+    by_number = {r.number: r for r in records}
+    extra = [m for m in ("latency_p95_s", "latency_cv", "peak_vram_gb", "throughput_items_per_s") if m not in names]
+    table = Table(title=f"Pareto front of {study}", title_justify="left")
+    for column in ("trial", "role", *names, *extra):
+        table.add_column(column, no_wrap=True)  # numbers are never cut; the params column wraps
+    table.add_column("params", overflow="fold")
+    for row in rows:
+        record = by_number[row["trial"]]
+        shown = [_number(record.metric_value(m)) for m in extra]
+        table.add_row(str(row["trial"]), row["role"], *(_number(row.get(n)) for n in names), *shown,
+                      ", ".join(f"{k}={v}" for k, v in record.params.items()))
+    (out if out.is_terminal else Console(width=240)).print(table)  # piped or captured: no 80-column squeeze
+    feasible = sum(1 for r in records if record_feasible(r))
+    out.print(f"{len(rows)} on the front of {feasible} feasible measured trials ({len(records)} recorded)")
+
+
+def _number(value: object) -> str:
+    return f"{value:.4g}" if isinstance(value, (int, float)) else "-"
+
+
+@app.command()
+def export(
+    study: str = typer.Argument(..., help="Study name."),
+    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Default: <home>/<study>/<profile or best>.yaml."),
+    policy: Optional[str] = typer.Option(None, "--policy", help="e.g. 'minimize latency_p50_s subject to "
+                                         "stlpips_alex <= 0.15 and peak_vram_gb <= 40', 'knee', "
+                                         "'lexicographic latency_p50_s, psnr_db'."),
+    profile: Optional[str] = typer.Option(None, "--profile", help="fast | balanced | quality (from the front)."),
+    objective: Optional[str] = typer.Option(None, "--objective", help="Pick the best on this objective (default: the first)."),
+    trial: Optional[int] = typer.Option(None, "--trial", help="Export this trial number instead."),
+    storage: Optional[str] = StorageOption,
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Write the chosen trial as a tuner.config/v1 YAML (setting, metrics, baseline comparison, provenance)."""
+    from tuner.ship.export import ExportError, build_config, choose, write_config
+
+    root = tuner_home(home)
+    url = storage_url(storage, root)
+    try:
+        opened = load_study(url, study)
+        chosen = choose(opened.study, policy=policy, profile=profile, objective=objective, trial_number=trial)
+        document = build_config(opened.study, chosen.record, url, chosen.policy, chosen.profile)
+    except (StudyError, SpecError, ExportError) as error:
+        fail(str(error))
+    path = write_config(document, output or root / study / f"{profile or 'best'}.yaml")
+    comparison = (document.get("baseline") or {}).get("comparison") or {}
+    speedup = comparison.get("speedup")
+    out.print(f"exported trial {chosen.record.number} of {study} ({chosen.policy}) to {path}"
+              + (f" — {speedup:.3g}x the baseline's speed on {comparison['speed_metric']}" if speedup else ""))
+
+
+@app.command()
+def check(
+    config: Path = typer.Argument(..., help="A tuner.config/v1 YAML written by 'tuner export'."),
+    min_speedup: Optional[float] = typer.Option(None, "--min-speedup", help="Fail below this speed-up over the baseline."),
+    max_quality_drop: Optional[float] = typer.Option(None, "--max-quality-drop",
+                                                     help="Fail when a quality objective is worse than the "
+                                                          "baseline's by more than this (metric units)."),
+    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds of baseline and chosen runs (alternating)."),
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Re-measure an exported setting and its baseline; exit 1 on a regression beyond the spread."""
+    from tuner.ship.check import CheckError, run_check
+    from tuner.ship.config_schema import ConfigError, load_config
+
+    try:
+        document = load_config(config)
+        report = run_check(document, tuner_home(home), rounds, min_speedup, max_quality_drop,
+                           progress=lambda step: err.print(f"check: {step}", highlight=False))
+    except (ConfigError, CheckError, SpecError) as error:
+        fail(str(error))
+    table = Table("setting", f"{report.speed_metric} per round", "median", "quality", title=f"tuner check {config}")
+    for side in (report.baseline, report.chosen):
+        table.add_row(side.label, ", ".join(f"{v:.4g}" for v in side.p50_s), f"{side.median_s:.4g} s",
+                      ", ".join(f"{k}={v:.4g}" for k, v in side.quality.items()))
+    out.print(table)
+    expected = f"{report.expected_speedup:.3g}x" if report.expected_speedup is not None else "unknown"
+    floor = f"{report.floor:.3g}x" if report.floor is not None else "-"
+    out.print(f"speed-up {report.speedup:.3g}x (exported {expected}, spread {report.spread:.3g}, floor {floor})"
+              + "".join(f"; {k} drop {v:.4g}" for k, v in report.quality_drops.items()))
+    if report.failures:
+        for failure in report.failures:
+            err.print(f"[bold red]regression:[/] {failure}", highlight=False)
+        raise typer.Exit(1)
+    out.print("[green]check passed[/]")
+
+
+@app.command("sync-mlflow")
+def sync_mlflow(
+    study: str = typer.Argument(..., help="Study name."),
+    mlflow_uri: Optional[str] = MlflowOption,
+    storage: Optional[str] = StorageOption,
+    home: Optional[Path] = HomeOption,
+) -> None:
+    """Rebuild every MLflow view of STUDY from the storage (after an outage, or for an old study)."""
+    from tuner.cli.session import mlflow_reachable
+    from tuner.tracking.live import tracking_uri
+    from tuner.tracking.sync import sync_study
+
+    uri = tracking_uri(mlflow_uri)
+    url = storage_url(storage, tuner_home(home))
+    try:
+        opened = load_study(url, study)
+    except (StudyError, SpecError) as error:
+        fail(str(error))
+    problem = mlflow_reachable(uri)
+    if problem is not None:
+        fail(f"MLflow at {redact_url(uri)} is not reachable: {problem}")
+    try:
+        report = sync_study(opened, uri)
+    except Exception as error:  # noqa: BLE001 - any tracking failure is one line for the user
+        fail(f"MLflow at {redact_url(uri)}: {type(error).__name__}: {str(error)[:500]}")
+    out.print(f"synced {study} to {redact_url(uri)} — experiment '{report.experiment_name}', run "
+              f"{report.parent_run_id}: {report.logged} trial runs logged, {report.replaced} replaced, "
+              f"{report.kept} kept; {report.front_size} on the front")
+
+
+@app.command()
+def ui(
+    study: Optional[str] = typer.Argument(None, help="Study whose run URL to print (default: the latest)."),
+    host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (default: localhost only)."),
+    port: int = typer.Option(0, "--port", min=0, help="Port (0: a free one)."),
+    mlflow_uri: Optional[str] = MlflowOption,
+    storage: Optional[str] = StorageOption,
+    home: Optional[Path] = HomeOption,
+    startup_timeout: float = typer.Option(120.0, "--startup-timeout", help="Seconds to wait for the server."),
+) -> None:
+    """Start the MLflow UI on the configured store and print the study run's URL (Ctrl-C stops it)."""
+    from tuner.study.storage import list_studies
+    from tuner.tracking.live import tracking_uri
+    from tuner.tracking.ui import UiError, locate_study, run_url, start_server, stop_server, wait_healthy
+    from tuner.tracking.views import study_run_info
+
+    uri = tracking_uri(mlflow_uri)
+    root = tuner_home(home)
+    url = storage_url(storage, root)
+    location = None
+    try:
+        names = [name for name, _ in list_studies(url)]
+        name = study or (names[-1] if names else None)
+        if name is not None:
+            opened = load_study(url, name)
+            location = locate_study(uri, study_run_info(opened).experiment_name, name)
+    except (StudyError, SpecError) as error:
+        fail(str(error))
+    if uri.startswith(("http://", "https://")):
+        out.print(run_url(uri, location) if location else uri, highlight=False, soft_wrap=True)
+        return
+    chosen_port = port or _free_port(host)
+    base = f"http://{host}:{chosen_port}"
+    process = start_server(uri, host, chosen_port, root / "mlflow-ui.log")
+    signal.signal(signal.SIGTERM, _interrupt)  # a terminated 'tuner ui' stops its server too
+    try:
+        wait_healthy(base, startup_timeout, process)
+        out.print(f"MLflow UI on {redact_url(uri)}: {base}", highlight=False, soft_wrap=True)
+        if location is None:
+            out.print(f"no MLflow run for study {name!r} in this store (rebuild it with 'tuner sync-mlflow')"
+                      if name else "no study in the storage yet", highlight=False)
+        out.print(f"study run: {run_url(base, location)}" if location and location.run_id else
+                  f"experiment: {run_url(base, location)}" if location else "", highlight=False, soft_wrap=True)
+        import sys
+
+        sys.stdout.flush()
+        process.wait()
+        err.print(f"mlflow server exited with status {process.returncode} (log: {root / 'mlflow-ui.log'})")
+    except UiError as error:
+        fail(f"{error} (log: {root / 'mlflow-ui.log'})")
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_server(process)
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _free_port(host: str) -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])

@@ -1,0 +1,10 @@
+"""How a study's front is shown: tables, CSV, PNG plots, the interactive page, the
+latency-throughput curve. Reads stored trial records only.
+
+* :mod:`.report` -- front table, CSV, pairwise Pareto and hypervolume plots;
+* :mod:`.html` -- the interactive Plotly page (plotly.js embedded);
+* :mod:`.throughput` -- the latency-throughput curve over batch size and its knee.
+
+May import: :mod:`tuner.study` (records) and below. The Pareto arithmetic
+itself is the foundation module :mod:`tuner.pareto`.
+"""

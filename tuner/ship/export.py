@@ -1,0 +1,218 @@
+"""Export a chosen trial as a production config YAML (schema ``tuner.config/v1``).
+
+The document (:mod:`tuner.ship.config_schema`) holds the chosen setting
+(parameters, derived values, and its native invocation: the full argv of a
+command workload, the kwargs of a Python one), its metrics with units and
+latency spread (p50 / p95 / CV), the comparison with the baseline (speed-up
+ratio, quality deltas), the GPU / host fingerprint, provenance (study, trial,
+storage, spec hash, sampler, times), how it was selected, and what ``tuner
+check`` needs to re-measure it.
+
+The choice (:func:`choose`): an explicit trial, a policy expression, a profile
+(:mod:`tuner.ship.policy`), or by default the best feasible measured trial
+on one objective (the first). A study without a feasible measured trial
+raises :class:`ExportError` saying what its trials did.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping
+
+import yaml
+
+from tuner.ship.config_schema import SCHEMA, validate_config
+from tuner.ship.invocation import render_invocation
+from tuner.ship.policy import PolicyError, front_of, parse_policy, select, select_profile, speed_objective
+from tuner.spec.loading import parse_spec
+from tuner.study.records import TrialRecord, record_feasible
+from tuner.study.storage import redact_url
+
+if TYPE_CHECKING:
+    import optuna
+
+__all__ = ["SCHEMA", "ExportError", "Choice", "choose", "choose_trial", "build_config", "write_config"]
+
+
+class ExportError(RuntimeError):
+    """No trial can be exported; the message says why."""
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The chosen record and how: the policy text and the profile (if one was asked for)."""
+
+    record: TrialRecord
+    policy: str
+    profile: str | None
+
+
+def _records(study: "optuna.Study") -> list[TrialRecord]:
+    return [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)]
+
+
+def _directions(study: "optuna.Study") -> list[str]:
+    return [d.name.lower() for d in study.directions]
+
+
+def _no_feasible(study: "optuna.Study", records: list[TrialRecord]) -> ExportError:
+    outcomes: dict[str, int] = {}
+    for record in records:
+        key = record.outcome if not (record.outcome == "OK" and record.values is not None) else "OK but infeasible"
+        outcomes[key] = outcomes.get(key, 0) + 1
+    described = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) or "none"
+    return ExportError(f"study '{study.study_name}' has no feasible measured trial to export "
+                       f"({len(records)} trials recorded: {described})")
+
+
+def choose(study: "optuna.Study", policy: str | None = None, profile: str | None = None,
+           objective: str | None = None, trial_number: int | None = None) -> Choice:
+    """The trial to export; at most one of policy / profile / objective / trial_number. Raises ExportError."""
+    if sum(x is not None for x in (policy, profile, objective, trial_number)) > 1:
+        raise ExportError("choose one of --policy, --profile, --objective and --trial")
+    records = _records(study)
+    names: list[str] = list(study.user_attrs.get("objectives", []))
+    directions = _directions(study)
+    if trial_number is not None:
+        match = next((r for r in records if r.number == trial_number), None)
+        if match is None:
+            raise ExportError(f"study '{study.study_name}' has no trial {trial_number}")
+        if not record_feasible(match):
+            raise ExportError(f"trial {trial_number} is not a feasible measured trial (outcome {match.outcome})")
+        return Choice(match, f"trial {trial_number}", None)
+    name = objective or (names[0] if names else None)
+    if policy is None and profile is None and name not in names:
+        raise ExportError(f"unknown objective {name!r}; this study's objectives: {', '.join(names)}")
+    feasible = [r for r in records if record_feasible(r)]
+    if not feasible:
+        raise _no_feasible(study, records)
+    try:
+        if profile is not None:
+            chosen_policy, record = select_profile(profile, feasible, names, directions)
+            return Choice(record, chosen_policy.text, profile)
+        if policy is None:
+            assert name is not None
+            index = names.index(name)
+            sign = 1.0 if directions[index] == "minimize" else -1.0
+            best = min(feasible, key=lambda r: (sign * (r.values or ())[index], r.number))
+            return Choice(best, f"{directions[index]} {name} (objective)", None)
+        parsed = parse_policy(policy)
+        return Choice(select(parsed, feasible, directions), parsed.text, None)
+    except PolicyError as error:
+        raise ExportError(str(error)) from None
+
+
+def choose_trial(study: "optuna.Study", objective: str | None = None,
+                 trial_number: int | None = None) -> "optuna.trial.FrozenTrial":
+    """The frozen trial :func:`choose` picks by objective or number (for the end of ``tuner run``)."""
+    choice = choose(study, objective=objective, trial_number=trial_number)
+    return next(t for t in study.get_trials(deepcopy=False) if t.number == choice.record.number)
+
+
+def _metrics_block(record: TrialRecord) -> dict[str, Any]:
+    return {name: {"value": metric.get("value"), "unit": metric.get("unit"), "direction": metric.get("direction"),
+                   "unavailable": None if metric.get("value") is not None else str(metric.get("reason", "unknown"))}
+            for name, metric in sorted(record.metrics.items())}
+
+
+def _spread(record: TrialRecord) -> dict[str, Any]:
+    repeats, noisy = record.metric_value("repeats"), record.metric_value("latency_noisy")
+    return {"latency_p50_s": record.metric_value("latency_p50_s"),
+            "latency_p95_s": record.metric_value("latency_p95_s"),
+            "latency_cv": record.metric_value("latency_cv"),
+            "repeats": int(repeats) if repeats is not None else None,
+            "noisy": bool(noisy) if noisy is not None else None}
+
+
+def _comparison(chosen: TrialRecord, base: TrialRecord, names: list[str], directions: list[str],
+                records: list[TrialRecord]) -> dict[str, Any]:
+    speed = speed_objective(names, records) if names else 0
+    speed_metric = names[speed] if names and any(
+        (r.metrics.get(names[speed]) or {}).get("unit") == "s" for r in records) else "latency_p50_s"
+    fast, slow = chosen.metric_value(speed_metric), base.metric_value(speed_metric)
+    speedup = slow / fast if fast and slow is not None and fast > 0 else None
+    deltas: dict[str, Any] = {}
+    for name, direction in zip(names, directions):
+        if name == speed_metric:
+            continue
+        mine, theirs = chosen.metric_value(name), base.metric_value(name)
+        deltas[name] = {"delta": mine - theirs if mine is not None and theirs is not None else None,
+                        "direction": direction}
+    return {"speed_metric": speed_metric, "speedup": speedup, "quality_delta": deltas}
+
+
+def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | TrialRecord", storage_url: str,
+                 policy: str | None = None, profile: str | None = None) -> dict[str, Any]:
+    """The validated ``tuner.config/v1`` document for ``trial``."""
+    record = trial if isinstance(trial, TrialRecord) else TrialRecord.from_trial(trial)
+    attrs = study.user_attrs
+    records = _records(study)
+    names: list[str] = list(attrs.get("objectives", []))
+    directions = _directions(study)
+    feasible = [r for r in records if record_feasible(r)]
+    front = {r.number for r in front_of(feasible, directions)} if feasible else set()
+    by_role = {r.role: r for r in records if r.outcome == "OK" and r.duplicate_of is None and r.role != "search"}
+    base = by_role.get("baseline")
+    document: dict[str, Any] = {
+        "schema": SCHEMA,
+        "workload": attrs.get("workload_class"),
+        "selection": {"policy": policy or f"trial {record.number}", "profile": profile,
+                      "feasible_trials": len(feasible), "front_size": len(front),
+                      "on_front": record.number in front},
+        "params": dict(record.params),
+        "derived": dict(record.derived),
+        "invocation": _invocation(attrs, {**record.params, **record.derived}),
+        "objectives": {name: {"value": value, "direction": d}
+                       for name, value, d in zip(names, record.values or (), directions)},
+        "metrics": _metrics_block(record),
+        "spread": _spread(record),
+        "timing": {"worker_wall_time_s": record.wall_time_s, "eval_time_s": record.eval_time_s},
+        "baseline": None if base is None else {
+            "trial": base.number, "params": dict(base.params), "derived": dict(base.derived),
+            "outcome": base.outcome, "metrics": _metrics_block(base), "spread": _spread(base),
+            "comparison": _comparison(record, base, names, directions, records)},
+        "gpu": {str(k): str(v) for k, v in dict(attrs.get("fingerprint", {})).items()},
+        "provenance": {
+            "study": study.study_name, "trial": record.number, "role": record.role,
+            "storage": redact_url(storage_url), "spec_name": attrs.get("spec_name"),
+            "spec_hash": attrs.get("spec_hash"), "sampler": attrs.get("sampler"),
+            "measured_at": record.datetime_complete,
+            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "tuner_version": _version()},
+        "check": {"spec_yaml": attrs.get("spec_yaml", ""), "device": str(attrs.get("device", "cpu")),
+                  "reference": _settings_of(by_role.get("reference")),
+                  "baseline": _settings_of(base)},
+    }
+    return validate_config(document, f"export of trial {record.number}").to_document()
+
+
+def _settings_of(record: TrialRecord | None) -> dict[str, Any] | None:
+    return None if record is None else dict(record.params)
+
+
+def _version() -> str:
+    try:
+        return importlib.metadata.version("tuner")
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown (not installed)"
+
+
+def _invocation(attrs: Mapping[str, Any], settings: dict[str, Any]) -> dict[str, Any] | None:
+    """The setting as its workload runs it natively, from the spec stored with the study."""
+    spec_text = attrs.get("spec_yaml")
+    if not spec_text:
+        return None
+    try:
+        return render_invocation(parse_spec(spec_text, source="<stored spec>"), settings)
+    except ValueError as error:
+        raise ExportError(f"cannot render the invocation of this setting: {error}") from None
+
+
+def write_config(document: dict[str, Any], path: Path) -> Path:
+    """Write ``document`` as YAML to ``path`` (directories created)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(document, sort_keys=False, allow_unicode=True))
+    return path

@@ -1,0 +1,52 @@
+"""How a chosen setting is run natively by its workload, outside the tuner.
+
+:func:`render_invocation` turns a spec and one setting (parameters plus
+derived values) into the form a user pastes into production, used by
+``tuner export`` (issue 5) and filled in per adapter (issue 6):
+
+* ``class:`` workloads (Python classes run by the worker) and the ``python``
+  adapter: ``{"kind": "python", "target": "module:Name", "kwargs": {...}}``;
+* the ``command`` adapter: ``{"kind": "command", "argv": [...], "env": {...},
+  "cwd": ...}`` — ``argv`` exactly as the runner passes it to ``execve``;
+* the ``http`` adapter: ``{"kind": "http", "url": ..., "body": {...}}``.
+
+This module runs in the coordinator process: it never imports the workload
+(nor torch). Values are plain YAML-safe types.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tuner.adapters.http_request import body_template, http_concurrency, http_request_values
+from tuner.adapters.template import TemplateError, render_command, render_text, render_value
+from tuner.spec.models import StudySpec
+
+
+def render_invocation(spec: StudySpec, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The native invocation of ``settings`` (parameters and derived values) for ``spec``'s workload.
+
+    The result is a YAML-safe mapping whose ``kind`` says how to read it (see
+    module docs). Raises ``ValueError`` when ``settings`` lacks a value the
+    workload's invocation needs, naming it.
+    """
+    work = spec.workload
+    if work.command is not None:
+        try:
+            rendered = render_command(work.options, settings, spec.inputs, spec.seed)
+        except TemplateError as error:
+            raise ValueError(f"cannot render the command: {error}") from None
+        return {"kind": "command", **rendered}
+    if work.http is not None:
+        values = {**spec.inputs, **dict(settings)}
+        request = http_request_values(work.http.model_dump(mode="json"), spec.inputs, settings, 0)
+        try:
+            return {"kind": "http", "url": render_text(work.http.url, values, "url"),
+                    "api": work.http.api, "body": render_value(body_template(work.http.model_dump(mode="json")), request),
+                    "concurrency": http_concurrency(work.http.concurrency, values)}
+        except TemplateError as error:
+            raise ValueError(f"cannot render the http request: {error}") from None
+    if work.python is not None:
+        return {"kind": "python", "target": work.python.factory, "factory_kwargs": dict(work.python.kwargs),
+                "reload_on": list(work.python.reload_on), "kwargs": dict(settings)}
+    return {"kind": "python", "target": work.target, "kwargs": dict(settings)}

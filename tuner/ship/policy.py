@@ -1,0 +1,183 @@
+"""Which trial to ship: selection policies and profiles over a study's feasible measured trials.
+
+Policies (``tuner export --policy EXPR``)::
+
+    minimize latency_p50_s subject to stlpips_alex <= 0.15 and peak_vram_gb <= 40
+    maximize psnr_db subject to latency_p50_s < 0.5
+    knee
+    lexicographic latency_p50_s, psnr_db            # directions from the metrics
+    lexicographic min latency_p50_s, max psnr_db    # or given
+
+Metric names are any metric a trial recorded (objective or not); a condition on
+a metric a trial lacks (or recorded as unavailable) excludes that trial.
+``minimize`` / ``maximize`` and ``lexicographic`` consider every feasible
+measured trial; ``knee`` considers the front (see :func:`tuner.pareto.knee_point`).
+Lexicographic ties are broken by the next metric, then by trial number;
+values within 1e-12 relative count as ties.
+
+Profiles (``--profile``), derived from the front: ``fast`` — the front point
+best on the speed objective (the first objective measured in seconds, else the
+first objective); ``quality`` — the front point best on the first other
+objective; ``balanced`` — the knee of the front.
+"""
+
+from __future__ import annotations
+
+import operator
+import re
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from tuner.pareto import Point, knee_point, pareto_ranks
+from tuner.study.records import TrialRecord
+
+PROFILES = ("fast", "balanced", "quality")
+_COMPARE: dict[str, Callable[[float, float], bool]] = {
+    "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
+_CONDITION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(<=|>=|==|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+
+
+class PolicyError(ValueError):
+    """A policy expression that cannot be parsed or that no trial satisfies; the message says which."""
+
+
+@dataclass(frozen=True)
+class Condition:
+    metric: str
+    op: str
+    bound: float
+
+    def holds(self, record: TrialRecord) -> bool:
+        value = record.metric_value(self.metric)
+        return value is not None and _COMPARE[self.op](value, self.bound)
+
+    def __str__(self) -> str:
+        return f"{self.metric} {self.op} {self.bound:g}"
+
+
+@dataclass(frozen=True)
+class Policy:
+    """A parsed policy: ``kind`` is ``optimize``, ``knee`` or ``lexicographic``."""
+
+    kind: str
+    text: str
+    keys: tuple[tuple[str, str], ...] = ()  # (metric, "minimize" | "maximize" | "" = the metric's own)
+    conditions: tuple[Condition, ...] = ()
+
+
+def parse_policy(text: str) -> Policy:
+    """Parse a policy expression (see module docs); raises :class:`PolicyError` naming the problem."""
+    stripped = " ".join(text.split())
+    if not stripped:
+        raise PolicyError("policy is empty: use 'minimize METRIC [subject to ...]', 'knee' or 'lexicographic ...'")
+    lowered = stripped.lower()
+    if lowered == "knee":
+        return Policy("knee", stripped)
+    if lowered == "lexicographic" or lowered.startswith("lexicographic "):
+        rest = stripped[len("lexicographic"):].strip()
+        if not rest:
+            raise PolicyError(f"policy '{text}': lexicographic needs at least one metric")
+        keys = []
+        for part in (p.strip() for p in rest.split(",")):
+            words = part.split()
+            if len(words) == 2 and words[0].lower() in ("min", "max"):
+                keys.append((words[1], "minimize" if words[0].lower() == "min" else "maximize"))
+            elif len(words) == 1:
+                keys.append((words[0], ""))
+            else:
+                raise PolicyError(f"policy '{text}': lexicographic term '{part}' is not 'METRIC' or 'min|max METRIC'")
+            if not _NAME.match(keys[-1][0]):
+                raise PolicyError(f"policy '{text}': '{keys[-1][0]}' is not a metric name")
+        return Policy("lexicographic", stripped, tuple(keys))
+    match = re.match(r"^(minimize|maximize)\s+(\S+)(?:\s+subject\s+to\s+(.+))?$", stripped, re.IGNORECASE)
+    if not match:
+        raise PolicyError(f"policy '{text}' is not understood: use 'minimize|maximize METRIC "
+                          f"[subject to METRIC <= NUMBER and ...]', 'knee' or 'lexicographic M1, M2'")
+    if not _NAME.match(match.group(2)):
+        raise PolicyError(f"policy '{text}': '{match.group(2)}' is not a metric name")
+    conditions = []
+    for part in re.split(r"\s+and\s+", match.group(3) or "", flags=re.IGNORECASE) if match.group(3) else []:
+        found = _CONDITION.match(part)
+        if not found:
+            raise PolicyError(f"policy '{text}': condition '{part}' is not 'METRIC <=|<|>=|>|== NUMBER'")
+        conditions.append(Condition(found.group(1), found.group(2), float(found.group(3))))
+    return Policy("optimize", stripped, ((match.group(2), match.group(1).lower()),), tuple(conditions))
+
+
+def _direction_of(metric: str, records: Sequence[TrialRecord], given: str) -> str:
+    if given:
+        return given
+    for record in records:
+        entry = record.metrics.get(metric)
+        if entry and entry.get("direction") in ("minimize", "maximize"):
+            return str(entry["direction"])
+    raise PolicyError(f"no trial recorded the metric '{metric}': cannot tell its direction")
+
+
+def front_of(records: Sequence[TrialRecord], directions: Sequence[str]) -> list[TrialRecord]:
+    """The records on the Pareto front of their objective values (``records`` must be feasible, measured)."""
+    ranks = pareto_ranks([Point(r.number, tuple(r.values or ())) for r in records], directions)
+    return [r for r in records if ranks[r.number] == 0]
+
+
+def select(policy: Policy, feasible: Sequence[TrialRecord], directions: Sequence[str]) -> TrialRecord:
+    """The trial ``policy`` picks from ``feasible`` (feasible, measured records)."""
+    if not feasible:
+        raise PolicyError("no feasible measured trial to choose from")
+    if policy.kind == "knee":
+        front = front_of(feasible, directions)
+        chosen = knee_point([Point(r.number, tuple(r.values or ())) for r in front], directions)
+        assert chosen is not None
+        return next(r for r in front if r.number == chosen.number)
+    allowed = [r for r in feasible if all(c.holds(r) for c in policy.conditions)]
+    if not allowed:
+        raise PolicyError(f"policy '{policy.text}': none of the {len(feasible)} feasible trials satisfies "
+                          + " and ".join(str(c) for c in policy.conditions))
+    keys = [(metric, _direction_of(metric, feasible, given)) for metric, given in policy.keys]
+    for metric, _ in keys:
+        allowed = [r for r in allowed if r.metric_value(metric) is not None]
+        if not allowed:
+            raise PolicyError(f"policy '{policy.text}': no feasible trial has a value for '{metric}'")
+    candidates = list(allowed)
+    for metric, direction in keys:
+        sign = 1.0 if direction == "minimize" else -1.0
+        best = min(sign * (r.metric_value(metric) or 0.0) for r in candidates)
+        tolerance = abs(best) * 1e-12
+        candidates = [r for r in candidates if sign * (r.metric_value(metric) or 0.0) <= best + tolerance]
+    return min(candidates, key=lambda r: r.number)
+
+
+def speed_objective(names: Sequence[str], records: Sequence[TrialRecord]) -> int:
+    """Index of the first objective measured in seconds (else 0)."""
+    for index, name in enumerate(names):
+        if any((r.metrics.get(name) or {}).get("unit") == "s" for r in records):
+            return index
+    return 0
+
+
+def profile_policy(profile: str, names: Sequence[str], directions: Sequence[str],
+                   records: Sequence[TrialRecord]) -> Policy:
+    """The policy a profile stands for in this study (see module docs)."""
+    if profile not in PROFILES:
+        raise PolicyError(f"unknown profile '{profile}': use {', '.join(PROFILES)}")
+    if profile == "balanced":
+        return Policy("knee", "knee")
+    speed = speed_objective(names, records)
+    index = speed if profile == "fast" else next((i for i in range(len(names)) if i != speed), speed)
+    others = [(names[i], directions[i]) for i in range(len(names)) if i != index]
+    return Policy("lexicographic", f"lexicographic {', '.join(n for n, _ in [(names[index], ''), *others])}",
+                  ((names[index], directions[index]), *others))
+
+
+def select_profile(profile: str, feasible: Sequence[TrialRecord], names: Sequence[str],
+                   directions: Sequence[str]) -> tuple[Policy, TrialRecord]:
+    """The profile's policy and its pick among the front of ``feasible``."""
+    policy = profile_policy(profile, names, directions, feasible)
+    front = front_of(feasible, directions)
+    if policy.kind == "knee":
+        return policy, select(policy, front, directions)
+    values = {r.number: dict(zip(names, r.values or ())) for r in front}
+    best = min(front, key=lambda r: tuple((1.0 if d == "minimize" else -1.0) * values[r.number][n]
+                                          for n, d in policy.keys) + (r.number,))
+    return policy, best

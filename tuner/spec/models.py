@@ -1,0 +1,282 @@
+"""The study spec's models: what a YAML spec validates into (:class:`StudySpec`).
+
+A spec names the workload, its inputs, the parameters to search (int / float /
+log / step / categorical / bool), derived values, rules, objectives,
+constraints, the reference and baseline settings, measurement settings, the
+sampler and the budget. Files and YAML text enter through
+:mod:`tuner.spec.loading`, which turns every problem into one
+:class:`SpecError` naming the file, line, key and problem.
+
+The JSON Schema for editors is :func:`spec_json_schema` (written to
+``search_spaces/schema.json`` by ``tuner schema``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Annotated, Any, Literal, Union
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tuner.spec.expressions import ExpressionError, compile_expression
+from tuner.spec.metrics import known_metric
+from tuner.spec.space import check_setting
+from tuner.spec.workload import WorkloadSpec, check_adapter_names
+
+SamplerName = Literal["tpe", "nsga2", "gp", "random", "grid"]
+DEFAULT_SAMPLER: SamplerName = "tpe"
+
+
+class SpecError(ValueError):
+    """A spec that cannot be used. ``str(error)`` is the one-line user message."""
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class IntParameter(_Strict):
+    """An integer in [low, high]; ``step`` spaces the grid; ``log`` samples log-uniformly."""
+
+    type: Literal["int"]
+    low: int
+    high: int
+    step: int = 1
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "IntParameter":
+        if self.low > self.high:
+            raise ValueError(f"low must be <= high ({self.low} > {self.high})")
+        if self.step < 1:
+            raise ValueError(f"step must be >= 1 (got {self.step})")
+        if self.log and (self.low < 1 or self.step != 1):
+            raise ValueError("log needs low >= 1 and step == 1")
+        if (self.high - self.low) % self.step:
+            raise ValueError(f"high - low ({self.high - self.low}) must be a multiple of step {self.step}")
+        return self
+
+    def contains(self, value: Any) -> bool:
+        return (isinstance(value, int) and not isinstance(value, bool)
+                and self.low <= value <= self.high and (value - self.low) % self.step == 0)
+
+
+class FloatParameter(_Strict):
+    """A float in [low, high]; optional ``step`` or ``log`` (not both)."""
+
+    type: Literal["float"]
+    low: float
+    high: float
+    step: float | None = None
+    log: bool = False
+
+    @model_validator(mode="after")
+    def _check(self) -> "FloatParameter":
+        if not (math.isfinite(self.low) and math.isfinite(self.high)):
+            raise ValueError("low and high must be finite")
+        if self.low > self.high:
+            raise ValueError(f"low must be <= high ({self.low} > {self.high})")
+        if self.log and self.low <= 0:
+            raise ValueError("log needs low > 0")
+        if self.log and self.step is not None:
+            raise ValueError("log and step cannot be combined")
+        if self.step is not None and self.step <= 0:
+            raise ValueError("step must be > 0")
+        return self
+
+    def contains(self, value: Any) -> bool:
+        return (isinstance(value, (int, float)) and not isinstance(value, bool)
+                and self.low <= float(value) <= self.high)
+
+
+Choice = Union[bool, int, float, str, None]
+
+
+class CategoricalParameter(_Strict):
+    """One of ``choices`` (strings, numbers, booleans)."""
+
+    type: Literal["categorical"]
+    choices: list[Choice] = Field(min_length=1)
+
+    @field_validator("choices")
+    @classmethod
+    def _unique(cls, choices: list[Choice]) -> list[Choice]:
+        if len({repr(c) for c in choices}) != len(choices):
+            raise ValueError("choices must be unique")
+        return choices
+
+    def contains(self, value: Any) -> bool:
+        return any(type(value) is type(c) and value == c for c in self.choices)
+
+
+class BoolParameter(_Strict):
+    """True or False."""
+
+    type: Literal["bool"]
+
+    def contains(self, value: Any) -> bool:
+        return isinstance(value, bool)
+
+
+Parameter = Annotated[
+    Union[IntParameter, FloatParameter, CategoricalParameter, BoolParameter],
+    Field(discriminator="type"),
+]
+
+
+class Rule(_Strict):
+    """A boolean expression every candidate must satisfy; otherwise it is never run."""
+
+    expr: str
+    message: str | None = None
+
+    @field_validator("expr")
+    @classmethod
+    def _compiles(cls, expr: str) -> str:
+        compile_expression(expr)
+        return expr
+
+
+class Objective(_Strict):
+    """A metric to optimise, by name (e.g. ``latency_p50_s``) and direction."""
+
+    metric: str
+    direction: Literal["minimize", "maximize"]
+
+
+class Constraint(_Strict):
+    """``metric <= max`` and/or ``metric >= min``; bounds are numbers or expressions.
+
+    Expressions may use ``gpu_memory_gb`` and ``host_memory_gb`` (GB, 1e9 bytes).
+    The violation told to the sampler is graded: how far past the bound,
+    relative to the bound's magnitude (> 0 infeasible).
+    """
+
+    metric: str
+    max: float | str | None = None
+    min: float | str | None = None
+
+    @model_validator(mode="after")
+    def _check(self) -> "Constraint":
+        if self.max is None and self.min is None:
+            raise ValueError("a constraint needs max and/or min")
+        for bound in (self.max, self.min):
+            if isinstance(bound, str):
+                compile_expression(bound)
+        return self
+
+
+class MeasurementSpec(_Strict):
+    """Latency measurement: warmup calls, adaptive repeats until CV <= cv_target."""
+
+    warmup: int = Field(default=1, ge=0)
+    min_repeats: int = Field(default=3, ge=1)
+    max_repeats: int = Field(default=10, ge=1)
+    cv_target: float = Field(default=0.05, gt=0)
+    noisy_cv: float = Field(default=0.10, gt=0)
+    max_seconds: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> "MeasurementSpec":
+        if self.min_repeats > self.max_repeats:
+            raise ValueError(f"min_repeats must be <= max_repeats ({self.min_repeats} > {self.max_repeats})")
+        return self
+
+
+class BudgetSpec(_Strict):
+    """When the study stops: after ``trials`` measured trials and/or ``wall_time_s``."""
+
+    trials: int | None = Field(default=None, ge=1)
+    wall_time_s: float | None = Field(default=None, gt=0)
+
+    @model_validator(mode="after")
+    def _check(self) -> "BudgetSpec":
+        if self.trials is None and self.wall_time_s is None:
+            raise ValueError("a budget needs trials and/or wall_time_s")
+        return self
+
+
+class SamplerSpec(_Strict):
+    """Optuna sampler by name; ``options`` go to its constructor."""
+
+    name: SamplerName = DEFAULT_SAMPLER
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class StudySpec(_Strict):
+    """A validated study spec. Build with :func:`load_spec` or :func:`parse_spec`."""
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.\-]+$")
+    description: str = ""
+    workload: WorkloadSpec
+    inputs: dict[str, Any] = Field(default_factory=dict)
+    parameters: dict[str, Parameter] = Field(min_length=1)
+    derived: dict[str, str] = Field(default_factory=dict)
+    rules: list[Rule] = Field(default_factory=list)
+    objectives: list[Objective] = Field(min_length=1)
+    constraints: list[Constraint] = Field(default_factory=list)
+    report: list[str] = Field(default_factory=list)
+    reference: dict[str, Any] | None = None
+    baseline: dict[str, Any] | None = None
+    measurement: MeasurementSpec = Field(default_factory=MeasurementSpec)
+    budget: BudgetSpec
+    sampler: SamplerSpec = Field(default_factory=SamplerSpec)
+    seed: int = 0
+
+    @field_validator("rules", mode="before")
+    @classmethod
+    def _rule_strings(cls, rules: Any) -> Any:
+        if isinstance(rules, list):
+            return [{"expr": r} if isinstance(r, str) else r for r in rules]
+        return rules
+
+    @field_validator("derived")
+    @classmethod
+    def _derived_compile(cls, derived: dict[str, str]) -> dict[str, str]:
+        for name, expr in derived.items():
+            if not name.isidentifier():
+                raise ValueError(f"derived name '{name}' is not an identifier")
+            compile_expression(expr)
+        return derived
+
+    @model_validator(mode="after")
+    def _cross_check(self) -> "StudySpec":
+        clashes = set(self.parameters) & (set(self.derived) | set(self.inputs))
+        if clashes:
+            raise ValueError(f"names used both as parameter and derived/input: {sorted(clashes)}")
+        metrics = [o.metric for o in self.objectives]
+        if len(set(metrics)) != len(metrics):
+            raise ValueError(f"objectives repeat a metric: {metrics}")
+        for metric in metrics + [c.metric for c in self.constraints] + self.report:
+            if not known_metric(metric) and metric not in self.workload.declared_metrics():
+                raise ValueError(f"unknown metric '{metric}' (see the metric list in docs/specs.md)")
+        for role in ("reference", "baseline"):
+            setting = getattr(self, role)
+            if setting is not None:
+                problem = check_setting(self, setting)
+                if problem:
+                    raise ValueError(f"{role}: {problem}")
+        check_adapter_names(self)
+        return self
+
+    @property
+    def objective_names(self) -> list[str]:
+        return [o.metric for o in self.objectives]
+
+    @property
+    def used_metrics(self) -> set[str]:
+        """Every metric the spec names: objectives, constraints and ``report``."""
+        return {o.metric for o in self.objectives} | {c.metric for c in self.constraints} | set(self.report)
+
+
+def spec_json_schema() -> dict[str, Any]:
+    """JSON Schema of the spec format (for editors and ``search_spaces/schema.json``)."""
+    schema = StudySpec.model_json_schema(by_alias=True)
+    schema["title"] = "tuner study spec"
+    return schema
+
+
+def spec_hash(text: str) -> str:
+    """A short content hash of the spec's YAML text (provenance)."""
+    return hashlib.sha256(text.encode()).hexdigest()[:16]

@@ -1,0 +1,14 @@
+"""Where a trial is proposed, told and stored: the Optuna study and its loop.
+
+* :mod:`.storage` -- the tuner home, storage URLs (SQLite WAL, PostgreSQL), redaction;
+* :mod:`.samplers` -- Optuna samplers by name (and an ask/tell-safe grid sampler);
+* :mod:`.studies` -- create / load a study with its spec, budget and reference/baseline;
+* :mod:`.coordinator` -- the ask -> run -> tell loop over the runner's slots;
+* :mod:`.objectives` -- a result -> objective values and graded constraint violations;
+* :mod:`.records` -- every trial user attribute, written and read in one place.
+
+May import: :mod:`tuner.runner`, :mod:`tuner.workloads`, :mod:`tuner.adapters`,
+:mod:`evaluators`, :mod:`tuner.spec` and the foundation modules
+(:mod:`tuner.results`, :mod:`tuner.gpu`, :mod:`tuner.pareto`). Never the views
+above it (front, tracking, ship, cli).
+"""

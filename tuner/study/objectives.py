@@ -1,0 +1,140 @@
+"""From a trial's result to what the sampler is told: objective values and constraints.
+
+* ``OK``: the objective metrics' values; graded constraint violations
+  (``(value - max) / |max|`` or ``(min - value) / |min|``; > 0 infeasible).
+* ``OOM`` / ``TIMEOUT``: an infeasible point — finite placeholder values, worse
+  than anything measured so far, and the ``outcome`` constraint set to 1 — so
+  samplers learn where the wall is. Placeholders are flagged on the trial and
+  never shown as measurements.
+* ``CRASH`` / ``INVALID``, or an objective metric that is unavailable: the trial
+  is told FAIL with the reason.
+
+Constraint bounds may be expressions of ``gpu_memory_gb`` / ``host_memory_gb``.
+A bound that cannot be evaluated on this host (no GPU) disables its constraint
+for the study, with the reason recorded — it is never guessed.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Mapping, Sequence
+
+from tuner.results import Outcome, TrialResult
+from tuner.spec.expressions import ExpressionError, compile_expression
+
+if TYPE_CHECKING:
+    from tuner.spec.models import StudySpec
+
+OUTCOME_CONSTRAINT = "outcome"
+NO_MEASUREMENT_PLACEHOLDER = 1e6
+
+
+@dataclass(frozen=True)
+class ActiveConstraint:
+    """A spec constraint with its bounds evaluated for this host."""
+
+    key: str
+    metric: str
+    max_value: float | None
+    min_value: float | None
+
+    def violation(self, value: float) -> float:
+        """How far ``value`` is past the bounds, relative to the bound (0 when inside)."""
+        worst = 0.0
+        if self.max_value is not None and value > self.max_value:
+            worst = max(worst, (value - self.max_value) / max(abs(self.max_value), 1e-12))
+        if self.min_value is not None and value < self.min_value:
+            worst = max(worst, (self.min_value - value) / max(abs(self.min_value), 1e-12))
+        return worst
+
+
+@dataclass(frozen=True)
+class ConstraintPlan:
+    """The constraints in force for a study, and those disabled with reasons."""
+
+    active: tuple[ActiveConstraint, ...]
+    disabled: Mapping[str, str] = field(default_factory=dict)
+
+
+def plan_constraints(spec: "StudySpec", host: Mapping[str, float | None]) -> ConstraintPlan:
+    """Evaluate constraint bounds with ``host`` facts (``gpu_memory_gb``, ``host_memory_gb``)."""
+    scope = {k: v for k, v in host.items() if v is not None}
+    active: list[ActiveConstraint] = []
+    disabled: dict[str, str] = {}
+    for constraint in spec.constraints:
+        bounds: dict[str, float | None] = {}
+        problem = None
+        for side in ("max", "min"):
+            raw = getattr(constraint, side)
+            if isinstance(raw, str):
+                try:
+                    bounds[side] = float(compile_expression(raw).evaluate(scope))
+                except ExpressionError as error:
+                    lacking = sorted(compile_expression(raw).names - scope.keys())
+                    problem = (f"bound '{raw}' needs {', '.join(lacking)}, which this host does not have"
+                               if lacking else f"bound '{raw}' cannot be evaluated: {error}")
+            else:
+                bounds[side] = None if raw is None else float(raw)
+        parts = [f"{constraint.metric}<={bounds['max']:g}" if bounds.get("max") is not None else "",
+                 f"{constraint.metric}>={bounds['min']:g}" if bounds.get("min") is not None else ""]
+        key = ",".join(p for p in parts if p) or constraint.metric
+        if problem:
+            disabled[constraint.metric] = problem
+            continue
+        active.append(ActiveConstraint(key, constraint.metric, bounds.get("max"), bounds.get("min")))
+    return ConstraintPlan(tuple(active), disabled)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What to tell Optuna. ``values`` is None for a FAIL; ``reason`` says why."""
+
+    values: list[float] | None
+    constraints: dict[str, float]
+    placeholder: bool = False
+    reason: str | None = None
+    unavailable_constraints: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def feasible(self) -> bool:
+        return self.values is not None and not self.placeholder and all(v <= 0 for v in self.constraints.values())
+
+
+def placeholder_value(direction: str, measured: Sequence[float]) -> float:
+    """A finite value worse than every measured one (for OOM / TIMEOUT points)."""
+    if not measured:
+        return NO_MEASUREMENT_PLACEHOLDER if direction == "minimize" else -NO_MEASUREMENT_PLACEHOLDER
+    low, high = min(measured), max(measured)
+    margin = max(high - low, abs(high if direction == "minimize" else low) * 0.5, 1e-9)
+    return high + margin if direction == "minimize" else low - margin
+
+
+def judge(spec: "StudySpec", plan: ConstraintPlan, result: TrialResult,
+          measured_values: Sequence[Sequence[float]]) -> Verdict:
+    """Turn ``result`` into a :class:`Verdict`; ``measured_values`` are earlier OK values."""
+    if result.outcome.is_infeasible_point:
+        walls = [placeholder_value(o.direction, [v[i] for v in measured_values])
+                 for i, o in enumerate(spec.objectives)]
+        at_wall = {OUTCOME_CONSTRAINT: 1.0, **{c.key: 0.0 for c in plan.active}}
+        return Verdict(walls, at_wall, placeholder=True, reason=result.reason)
+    if result.outcome is not Outcome.OK:
+        return Verdict(None, {}, reason=result.reason)
+    values: list[float] = []
+    for objective in spec.objectives:
+        metric = result.metrics.get(objective.metric)
+        if metric is None or not metric.available or metric.value is None:
+            why = metric.reason if metric is not None else "the worker did not report it"
+            return Verdict(None, {}, reason=f"objective {objective.metric} unavailable: {why}")
+        values.append(float(metric.value))
+    constraints = {OUTCOME_CONSTRAINT: 0.0}
+    unavailable: dict[str, str] = {}
+    for constraint in plan.active:
+        value = result.metric_value(constraint.metric)
+        if value is None or not math.isfinite(value):
+            metric = result.metrics.get(constraint.metric)
+            unavailable[constraint.key] = metric.reason if metric and metric.reason else "not reported"
+            constraints[constraint.key] = 0.0
+        else:
+            constraints[constraint.key] = constraint.violation(value)
+    return Verdict(values, constraints, unavailable_constraints=unavailable)

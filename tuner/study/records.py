@@ -1,0 +1,96 @@
+"""How trial results are written to, and read back from, the Optuna storage.
+
+One place knows the user-attribute names, so the tracker, the exporter and
+``tuner status`` read the same record the coordinator wrote.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
+
+from tuner.results import TrialResult
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+LOG_TAIL_STORED_CHARS = 2000
+
+
+def result_attributes(result: TrialResult) -> dict[str, Any]:
+    """The user attributes recording ``result`` (JSON-serialisable)."""
+    metrics = {
+        name: {"value": m.value, "unit": m.unit, "direction": m.direction,
+               **({"reason": m.reason} if m.reason else {})}
+        for name, m in result.metrics.items()
+    }
+    return {
+        "outcome": result.outcome.value,
+        "reason": result.reason,
+        "log_tail": result.log_tail[-LOG_TAIL_STORED_CHARS:],
+        "metrics": metrics,
+        "wall_time_s": round(result.wall_time_s, 6),
+        "eval_time_s": round(result.eval_time_s, 6),
+        "output_path": result.output_path,
+        "worker_info": result.info,
+        "samples": dict(result.samples),
+    }
+
+
+@dataclass(frozen=True)
+class TrialRecord:
+    """A read-only view of one stored trial, as the views (MLflow, export) need it."""
+
+    number: int
+    state: str
+    role: str
+    outcome: str
+    reason: str | None
+    params: Mapping[str, Any]
+    derived: Mapping[str, Any]
+    values: tuple[float, ...] | None
+    constraints: Mapping[str, float]
+    metrics: Mapping[str, Mapping[str, Any]]
+    placeholder: bool
+    duplicate_of: int | None
+    slot: str | None
+    wall_time_s: float | None
+    eval_time_s: float | None
+    datetime_start: str | None
+    datetime_complete: str | None
+    samples: Mapping[str, str] = field(default_factory=dict)
+
+    @staticmethod
+    def from_trial(trial: "FrozenTrial") -> "TrialRecord":
+        attrs = trial.user_attrs
+        return TrialRecord(
+            number=trial.number,
+            state=trial.state.name,
+            role=attrs.get("role", "search"),
+            outcome=attrs.get("outcome", "RUNNING" if trial.state.name == "RUNNING" else trial.state.name),
+            reason=attrs.get("reason"),
+            params=dict(trial.params),
+            derived=dict(attrs.get("derived", {})),
+            values=tuple(trial.values) if trial.values is not None else None,
+            constraints=dict(trial.constraints),
+            metrics=dict(attrs.get("metrics", {})),
+            placeholder=bool(attrs.get("placeholder_values", False)),
+            duplicate_of=attrs.get("duplicate_of"),
+            slot=attrs.get("slot"),
+            wall_time_s=attrs.get("wall_time_s"),
+            eval_time_s=attrs.get("eval_time_s"),
+            datetime_start=trial.datetime_start.isoformat() if trial.datetime_start else None,
+            datetime_complete=trial.datetime_complete.isoformat() if trial.datetime_complete else None,
+            samples=dict(attrs.get("samples", {})),
+        )
+
+    def metric_value(self, name: str) -> float | None:
+        metric = self.metrics.get(name)
+        value = metric.get("value") if metric else None
+        return float(value) if value is not None else None
+
+
+def record_feasible(record: TrialRecord) -> bool:
+    """COMPLETE, real values (no placeholder), not a copy, every constraint <= 0."""
+    return (record.state == "COMPLETE" and record.values is not None and not record.placeholder
+            and record.duplicate_of is None and all(v <= 0 for v in record.constraints.values()))

@@ -1,0 +1,56 @@
+"""Optuna samplers by name, with a spec's options (and a grid sampler safe for ask/tell)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from tuner.spec.models import SamplerName, StudySpec
+from tuner.spec.space import grid
+from tuner.study.storage import StudyError
+
+if TYPE_CHECKING:
+    import optuna
+
+
+def make_sampler(name: SamplerName, spec: StudySpec, seed: int) -> "optuna.samplers.BaseSampler":
+    """The named Optuna sampler with the spec's options (constraints are read from trials)."""
+    import optuna
+
+    options = dict(spec.sampler.options)
+    if name == "tpe":
+        options.setdefault("multivariate", True)
+        options.setdefault("n_startup_trials", 5)
+        return optuna.samplers.TPESampler(seed=seed, **options)
+    if name == "nsga2":
+        options.setdefault("population_size", 8)
+        return optuna.samplers.NSGAIISampler(seed=seed, **options)
+    if name == "gp":
+        return optuna.samplers.GPSampler(seed=seed, **options)
+    if name == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    if name == "grid":
+        return AskTellGridSampler(grid(spec), seed=seed)
+    raise StudyError(f"unknown sampler {name!r}")
+
+
+def _grid_sampler_class() -> type:
+    import optuna
+
+    class _AskTellGridSampler(optuna.samplers.GridSampler):  # type: ignore[misc]
+        """GridSampler for an ask/tell loop: it marks the grid exhausted instead of ``study.stop()``.
+
+        (``study.stop()`` is only allowed inside ``optimize``.) The coordinator
+        reads :attr:`exhausted` and stops.
+        """
+
+        exhausted = False
+
+        def after_trial(self, study: "optuna.Study", trial: Any, state: Any, values: Any) -> None:
+            self.exhausted = len(self._get_unvisited_grid_ids(study)) == 0
+
+    return _AskTellGridSampler
+
+
+def AskTellGridSampler(search_space: dict[str, list[Any]], seed: int) -> "optuna.samplers.BaseSampler":
+    """A grid sampler usable with ask/tell (see :func:`_grid_sampler_class`)."""
+    return _grid_sampler_class()(search_space, seed=seed)  # type: ignore[no-any-return]

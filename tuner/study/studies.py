@@ -1,0 +1,96 @@
+"""Create or load a study in the Optuna storage, with everything needed to resume it.
+
+The storage is the one source of truth. A study's user attributes hold the
+spec's YAML text (so ``tuner resume`` needs nothing else), its hash, the
+budget, the host fingerprint and the MLflow run id. Each trial's user
+attributes hold its role (``reference`` / ``baseline`` / ``search``), its
+candidate key, outcome, reason, log tail, metrics (with units and reasons for
+unavailable ones), derived values and timings.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tuner.spec.loading import parse_spec
+from tuner.spec.models import SamplerName, StudySpec, spec_hash
+from tuner.study.samplers import make_sampler
+from tuner.study.storage import StudyError, open_storage, redact_url
+
+if TYPE_CHECKING:
+    import optuna
+
+
+def default_study_name(spec: StudySpec, gpu_type: str) -> str:
+    """``<spec name>-<gpu type>-<UTC time>``, e.g. ``avatar_demo-cpu-20261130-120301``."""
+    device = re.sub(r"[^A-Za-z0-9]+", "_", gpu_type).strip("_").lower() or "cpu"
+    return f"{spec.name}-{device}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+
+
+def study_attributes(spec: StudySpec, spec_text: str, device: str, gpu_type: str) -> dict[str, Any]:
+    """The provenance a new study stores: spec name and hash, workload, device, GPU type, host fingerprint."""
+    from tuner.gpu import fingerprint
+
+    return {"spec_name": spec.name, "spec_hash": spec_hash(spec_text), "workload_class": spec.workload.target,
+            "device": device, "gpu_type": gpu_type, "fingerprint": fingerprint()}
+
+
+@dataclass
+class OpenStudy:
+    """A study handle plus the spec it was created from."""
+
+    study: "optuna.Study"
+    spec: StudySpec
+    spec_text: str
+    storage_url: str
+    created: bool
+
+
+def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: SamplerName,
+                 trials: int | None, attributes: dict[str, Any]) -> OpenStudy:
+    """Create a new study; fails when ``name`` exists (use resume for that)."""
+    import optuna
+
+    storage = open_storage(url)
+    if any(s.study_name == name for s in storage.get_all_studies()):
+        raise StudyError(f"study '{name}' already exists in {redact_url(url)}: "
+                         f"continue it with 'tuner resume {name}' or pick another --study-name")
+    study = optuna.create_study(
+        storage=storage, study_name=name, sampler=make_sampler(sampler, spec, spec.seed),
+        directions=[o.direction for o in spec.objectives])
+    budget_trials = trials if trials is not None else spec.budget.trials
+    study.set_user_attr("spec_yaml", spec_text)
+    study.set_user_attr("sampler", sampler)
+    study.set_user_attr("budget_trials", budget_trials)
+    study.set_user_attr("budget_wall_time_s", spec.budget.wall_time_s)
+    study.set_user_attr("objectives", [o.metric for o in spec.objectives])
+    for key, value in attributes.items():
+        study.set_user_attr(key, value)
+    if spec.reference is not None:
+        study.enqueue_trial(dict(spec.reference), user_attrs={"role": "reference"})
+    if spec.baseline is not None and spec.baseline != spec.reference:
+        study.enqueue_trial(dict(spec.baseline), user_attrs={"role": "baseline"})
+    return OpenStudy(study, spec, spec_text, url, created=True)
+
+
+def load_study(url: str, name: str, sampler: SamplerName | None = None) -> OpenStudy:
+    """Load a study created by tuner, rebuilding its spec and sampler from the storage."""
+    import optuna
+
+    storage = open_storage(url)
+    names = [s.study_name for s in storage.get_all_studies()]
+    if name not in names:
+        known = ", ".join(names[-5:]) or "none"
+        raise StudyError(f"no study '{name}' in {redact_url(url)} (latest: {known})")
+    probe = optuna.load_study(study_name=name, storage=storage)
+    spec_text = probe.user_attrs.get("spec_yaml")
+    if not spec_text:
+        raise StudyError(f"study '{name}' was not created by tuner (no spec stored with it)")
+    spec = parse_spec(spec_text, source=f"{name} (stored spec)")
+    chosen: SamplerName = sampler or probe.user_attrs.get("sampler", spec.sampler.name)
+    study = optuna.load_study(study_name=name, storage=storage,
+                              sampler=make_sampler(chosen, spec, spec.seed + len(probe.trials)))
+    return OpenStudy(study, spec, spec_text, url, created=False)

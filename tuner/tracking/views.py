@@ -1,0 +1,216 @@
+"""What the MLflow views of a study contain, computed from stored trial records only.
+
+Pure functions, no MLflow import: :mod:`tuner.tracking.writer` writes what these
+build, both live (:class:`~tuner.tracking.live.MlflowTracker`) and on rebuild
+(``tuner sync-mlflow``), so a rebuilt study shows exactly what a live one does.
+
+* :func:`study_run_info` — the experiment name ``<spec name> @ <gpu type>``, the
+  parent run's tags (spec hash, sampler, storage URL without secrets, workload,
+  GPU / host fingerprint as ``host.*``) and params (the search space).
+* :func:`child_payload` — a trial's child run: params (``derived.*`` for derived
+  values), every available metric (unit in the name), constraint violations
+  (``constraint.*``), outcome / role / reason tags, and the sample files.
+* :func:`rank_payload` — ``pareto_rank`` / ``on_front`` (tags and metrics) of a trial.
+* :func:`build_front_views` — the parent run's artifacts (front table as CSV and
+  as an MLflow table, ``front.json``, pairwise Pareto PNGs, interactive HTML, hypervolume history,
+  latency–throughput curve) and summary metrics.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from tuner.front.report import front_csv, front_table, hypervolume_png, pairwise_pngs
+from tuner.front.throughput import throughput_png
+from tuner.pareto import Point, hypervolume_history, pareto_ranks
+from tuner.study.records import TrialRecord, record_feasible
+
+if TYPE_CHECKING:
+    from tuner.study.studies import OpenStudy
+
+HOST_TAG_KEYS = ("tuner.device", "tuner.gpu_type", "host.hostname", "host.gpu_name", "host.driver_version",
+                 "host.torch_version", "host.cpu_model")
+INFEASIBLE_RANK = "infeasible"
+TABLE_FILE = "front.json"  # an MLflow table: pandas "split" JSON, listed in the run's mlflow.loggedArtifacts
+
+
+@dataclass(frozen=True)
+class StudyRunInfo:
+    """What the parent run needs: names, tags and the search space."""
+
+    study_name: str
+    experiment_name: str
+    tags: Mapping[str, str]
+    params: Mapping[str, str]
+    objective_names: tuple[str, ...] = ()
+    directions: tuple[str, ...] = ()
+    search_space: Mapping[str, Any] = field(default_factory=dict)
+
+
+def study_run_info(opened: "OpenStudy") -> StudyRunInfo:
+    """The parent run's identity, tags and params for ``opened`` (from the storage only)."""
+    from tuner.study.storage import redact_url
+
+    study, spec = opened.study, opened.spec
+    attrs = study.user_attrs
+    tags = {"tuner.study": study.study_name, "tuner.spec_name": spec.name,
+            "tuner.spec_hash": str(attrs.get("spec_hash")), "tuner.sampler": str(attrs.get("sampler")),
+            "tuner.storage": redact_url(opened.storage_url), "tuner.device": str(attrs.get("device")),
+            "tuner.gpu_type": str(attrs.get("gpu_type", "cpu")), "tuner.workload": str(attrs.get("workload_class")),
+            **{f"host.{k}": str(v) for k, v in dict(attrs.get("fingerprint", {})).items()}}
+    space = {name: json.loads(p.model_dump_json()) for name, p in spec.parameters.items()}
+    params = {f"space.{name}": json.dumps(value, sort_keys=True) for name, value in space.items()}
+    params.update({f"objective.{o.metric}": o.direction for o in spec.objectives})
+    return StudyRunInfo(study.study_name, experiment_name(spec.name, str(attrs.get("gpu_type", "cpu"))), tags,
+                        params, tuple(spec.objective_names), tuple(o.direction for o in spec.objectives),
+                        {"parameters": space, "derived": dict(spec.derived),
+                         "rules": [r.model_dump() for r in spec.rules]})
+
+
+def experiment_name(family: str, gpu_type: str) -> str:
+    """One experiment per (workload family, GPU type): ``avatar_demo @ NVIDIA H200``."""
+    return f"{family} @ {gpu_type}"
+
+
+def metric_key(name: str, unit: str) -> str:
+    """Metric names carry their unit: ``latency_p50_s`` stays, ``psnr`` + dB -> ``psnr_db``."""
+    suffix = {"s": "_s", "GB": "_gb", "dB": "_db"}.get(unit, "")
+    return name if not suffix or name.endswith(suffix) else f"{name}{suffix}"
+
+
+def safe_key(key: str) -> str:
+    """An MLflow-legal key (letters, digits, ``-_./`` and space)."""
+    return "".join(c if c.isalnum() or c in "-_./ " else "_" for c in key)
+
+
+@dataclass(frozen=True)
+class ChildPayload:
+    """One child run: name, tags, params, metrics, terminal status and sample files."""
+
+    run_name: str
+    tags: dict[str, str]
+    params: dict[str, str]
+    metrics: dict[str, float]
+    status: str
+    samples: dict[str, str]
+
+
+def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str) -> ChildPayload:
+    """The child run of ``record`` (placeholders never become metrics; unavailable metrics are tags)."""
+    tags = {k: v for k, v in info.tags.items() if k in HOST_TAG_KEYS}
+    tags.update({"mlflow.parentRunId": parent_run_id, "tuner.study": info.study_name,
+                 "tuner.trial_number": str(record.number), "tuner.role": record.role,
+                 "tuner.outcome": record.outcome, "tuner.state": record.state})
+    if record.reason:
+        tags["tuner.reason"] = record.reason[:4000]
+    if record.slot:
+        tags["tuner.slot"] = record.slot
+    if record.duplicate_of is not None:
+        tags["tuner.duplicate_of"] = str(record.duplicate_of)
+    params = {**{k: str(v) for k, v in record.params.items()},
+              **{f"derived.{k}": str(v) for k, v in record.derived.items()}}
+    metrics: dict[str, float] = {}
+    for name, metric in record.metrics.items():
+        key = metric_key(name, metric.get("unit", ""))
+        if record.placeholder:
+            continue
+        if metric.get("value") is not None:
+            metrics[key] = float(metric["value"])
+        else:
+            tags[f"unavailable.{safe_key(key)}"] = str(metric.get("reason", "unknown"))[:4000]
+    for key, value in record.constraints.items():
+        metrics[f"constraint.{safe_key(key)}"] = float(value)
+    if record.duplicate_of is None:
+        for key, seconds in (("worker_wall_time_s", record.wall_time_s), ("eval_time_s", record.eval_time_s)):
+            if seconds is not None:
+                metrics[key] = float(seconds)
+    status = "FINISHED" if record.outcome == "OK" else "FAILED"
+    return ChildPayload(f"trial {record.number}", tags, params, metrics, status, dict(record.samples))
+
+
+def ranks_of(records: Sequence[TrialRecord], directions: Sequence[str]) -> dict[int, int]:
+    """Trial number -> Pareto rank (0: on the front) over the feasible measured records."""
+    points = [Point(r.number, tuple(r.values)) for r in records if record_feasible(r) and r.values is not None]
+    return pareto_ranks(points, directions)
+
+
+def rank_payload(number: int, ranks: Mapping[int, int]) -> tuple[dict[str, str], dict[str, float]]:
+    """Tags and metrics saying where trial ``number`` stands: rank and front membership."""
+    rank = ranks.get(number)
+    if rank is None:
+        return {"tuner.pareto_rank": INFEASIBLE_RANK, "tuner.on_front": "false"}, {"on_front": 0.0}
+    return ({"tuner.pareto_rank": str(rank), "tuner.on_front": str(rank == 0).lower()},
+            {"pareto_rank": float(rank), "on_front": float(rank == 0)})
+
+
+@dataclass
+class FrontViews:
+    """The parent run's front artifacts (path -> bytes), MLflow table, metrics and tags."""
+
+    ranks: dict[int, int]
+    front: list[int]
+    artifacts: dict[str, bytes]
+    table: dict[str, list[Any]]
+    metrics: dict[str, float]
+    tags: dict[str, str]
+
+
+def completion_order(records: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """Feasible measured records in the order they finished (ties: trial number)."""
+    return sorted((r for r in records if record_feasible(r)), key=lambda r: (r.datetime_complete or "", r.number))
+
+
+def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo) -> FrontViews:
+    """Everything the parent run shows about the front of ``records``."""
+    from tuner.front.html import front_html
+    from tuner.front.throughput import throughput_curve
+
+    names, directions = list(info.objective_names), list(info.directions)
+    ranks = ranks_of(records, directions)
+    front = sorted(n for n, rank in ranks.items() if rank == 0)
+    rows = front_table(records, set(front), names)
+    artifacts: dict[str, bytes] = {"front.csv": front_csv(rows).encode()}
+    pairs = pairwise_pngs(records, set(front), names, directions)
+    artifacts.update({f"pareto/{name}": png for name, png in pairs.items()})
+    artifacts["front.png"] = next(iter(pairs.values()))
+    title = f"{info.study_name} — {info.experiment_name}"
+    artifacts["front.html"] = front_html(records, set(front), names, directions, title).encode()
+    history = hypervolume_history([Point(r.number, tuple(r.values or ())) for r in completion_order(records)],
+                                  directions)
+    artifacts["hypervolume.png"] = hypervolume_png(history, names)
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["feasible_trials", "trial", "hypervolume"])
+    writer.writerows((count, number, value) for count, (number, value) in enumerate(history, start=1))
+    artifacts["hypervolume.csv"] = buffer.getvalue().encode()
+    curve = throughput_curve(records)
+    tags: dict[str, str] = {}
+    if isinstance(curve, str):
+        artifacts["latency_throughput.txt"] = f"unavailable: {curve}\n".encode()
+        tags["tuner.knee_batch_size"] = f"unavailable: {curve}"[:4000]
+    else:
+        artifacts["latency_throughput.png"] = throughput_png(curve)
+        artifacts["latency_throughput.csv"] = curve.csv().encode()
+        summary = (f"knee: batch {curve.knee.batch_size} (trial {curve.knee.trial})" if curve.knee
+                   else f"no knee: {curve.knee_reason}")
+        artifacts["latency_throughput.txt"] = (summary + "\n").encode()
+        tags["tuner.knee_batch_size"] = str(curve.knee.batch_size) if curve.knee else f"unavailable: {curve.knee_reason}"
+    artifacts["search_space.json"] = json.dumps(info.search_space, indent=2, sort_keys=True, default=str).encode()
+    metrics = {"front_size": float(len(front)), "trials": float(len(records)),
+               "feasible_trials": float(len(history)), "hypervolume": history[-1][1] if history else 0.0}
+    keys = _ordered_keys(rows)
+    table = {key: [row.get(key) for row in rows] for key in keys}
+    artifacts[TABLE_FILE] = json.dumps({"columns": keys, "data": [[row.get(k) for k in keys] for row in rows]},
+                                       default=str).encode()
+    return FrontViews(ranks, front, artifacts, table, metrics, tags)
+
+
+def _ordered_keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
+    keys: list[str] = []
+    for row in rows:
+        keys.extend(k for k in row if k not in keys)
+    return keys

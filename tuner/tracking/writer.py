@@ -1,0 +1,169 @@
+"""Writing the views of :mod:`tuner.tracking.views` to MLflow with ``MlflowClient``.
+
+Idempotent building blocks used by the live tracker and by ``tuner
+sync-mlflow``: find or create the experiment and the study's parent run, list
+the child runs already there, log one child run, update ranks, log the front
+artifacts. A child run is complete once it carries the tag ``tuner.logged``;
+an incomplete one (an outage mid-log) is deleted and logged again by a rebuild.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Mapping
+
+from tuner.tracking.views import TABLE_FILE, ChildPayload, FrontViews, StudyRunInfo
+
+if TYPE_CHECKING:
+    from mlflow.tracking import MlflowClient
+
+LOGGED_TAG = "tuner.logged"
+SAMPLE_ARTIFACT_DIR = "sample"
+LOGGED_ARTIFACTS_TAG = "mlflow.loggedArtifacts"
+# The MLflow 3 UI opens an experiment of this kind on its runs table, not on the GenAI trace overview.
+EXPERIMENT_KIND_TAG, TRAINING_KIND = "mlflow.experimentKind", "custom_model_development"
+
+
+def default_tracking_uri(base: Path | None = None) -> str:
+    """``sqlite:///<base>/mlflow/mlflow.db`` (base: the working directory)."""
+    root = (base or Path.cwd()).absolute() / "mlflow"
+    return f"sqlite:///{root / 'mlflow.db'}"
+
+
+def artifact_root_for(uri: str) -> str | None:
+    """For a local SQLite store, artifacts go beside it; servers choose their own."""
+    if uri.startswith("sqlite:///"):
+        return (Path(uri.removeprefix("sqlite:///")).parent / "artifacts").absolute().as_uri()
+    return None
+
+
+def ensure_experiment(client: "MlflowClient", uri: str, name: str) -> str:
+    """The id of experiment ``name``, created (artifacts beside a local store) when missing; tagged as
+    a model-development experiment so the MLflow UI opens it on its runs."""
+    experiment = client.get_experiment_by_name(name)
+    if experiment is not None:
+        if experiment.lifecycle_stage == "deleted":
+            client.restore_experiment(experiment.experiment_id)
+        if experiment.tags.get(EXPERIMENT_KIND_TAG) != TRAINING_KIND:
+            client.set_experiment_tag(experiment.experiment_id, EXPERIMENT_KIND_TAG, TRAINING_KIND)
+        return str(experiment.experiment_id)
+    root = artifact_root_for(uri)
+    location = None
+    if root is not None:
+        safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+        location = f"{root}/{safe}"
+    return str(client.create_experiment(name, artifact_location=location,
+                                        tags={EXPERIMENT_KIND_TAG: TRAINING_KIND}))
+
+
+def find_parent_run(client: "MlflowClient", experiment_id: str, study_name: str) -> str | None:
+    """The study's parent run (tag ``tuner.study``, no parent), oldest first; None if absent."""
+    runs = client.search_runs([experiment_id], f"tags.`tuner.study` = '{_quoted(study_name)}'",
+                              max_results=50000, order_by=["attributes.start_time ASC"])
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    return str(parents[0].info.run_id) if parents else None
+
+
+def ensure_parent_run(client: "MlflowClient", experiment_id: str, info: StudyRunInfo,
+                      known_run_id: str | None = None) -> str:
+    """The parent run's id: ``known_run_id`` when it exists here, else found by tag, else created.
+
+    Tags are (re)set every time; params are logged once (MLflow params are immutable).
+    """
+    run_id = None
+    if known_run_id:
+        try:
+            run = client.get_run(known_run_id)
+            if run.info.experiment_id == experiment_id and run.info.lifecycle_stage == "active":
+                run_id = known_run_id
+        except Exception:  # noqa: BLE001 - a run id from another store: look it up by tag
+            run_id = None
+    run_id = run_id or find_parent_run(client, experiment_id, info.study_name)
+    if run_id is None:
+        run = client.create_run(experiment_id, run_name=info.study_name, tags=dict(info.tags))
+        run_id = str(run.info.run_id)
+    else:
+        log_batch(client, run_id, tags=info.tags)
+    present = set(client.get_run(run_id).data.params)
+    log_batch(client, run_id, params={k: v for k, v in info.params.items() if k[:250] not in present})
+    return run_id
+
+
+def child_runs(client: "MlflowClient", experiment_id: str, parent_run_id: str) -> dict[int, tuple[str, bool]]:
+    """Trial number -> (run id, completely logged) for the parent's child runs."""
+    found: dict[int, tuple[str, bool]] = {}
+    for run in client.search_runs([experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'",
+                                  max_results=50000):
+        number = run.data.tags.get("tuner.trial_number")
+        if number is not None:
+            complete = run.data.tags.get(LOGGED_TAG) == "1"
+            if int(number) not in found or complete:
+                found[int(number)] = (str(run.info.run_id), complete)
+    return found
+
+
+def log_child(client: "MlflowClient", experiment_id: str, payload: ChildPayload,
+              rank_tags: Mapping[str, str], rank_metrics: Mapping[str, float], step: int) -> str:
+    """Create one trial's child run with its params, metrics, rank, samples; returns its id.
+
+    Metrics are logged at ``step`` (trials recorded when logged); ranks later move to newer steps.
+    """
+    run = client.create_run(experiment_id, run_name=payload.run_name, tags={**payload.tags, **rank_tags})
+    run_id = str(run.info.run_id)
+    log_batch(client, run_id, params=payload.params, metrics={**payload.metrics, **rank_metrics}, step=step)
+    missing = []
+    for name, path in sorted(payload.samples.items()):
+        if Path(path).is_file():
+            client.log_artifact(run_id, path, SAMPLE_ARTIFACT_DIR)
+        else:
+            missing.append(name)
+    done = {LOGGED_TAG: "1", **({"tuner.samples_missing": ", ".join(missing)} if missing else {})}
+    log_batch(client, run_id, tags=done)  # last: a run without it is incomplete
+    client.set_terminated(run_id, status=payload.status)
+    return run_id
+
+
+def update_rank(client: "MlflowClient", run_id: str, rank_tags: Mapping[str, str],
+                rank_metrics: Mapping[str, float], step: int) -> None:
+    """Set a child run's rank tags and log its rank metrics at ``step`` (trials recorded)."""
+    log_batch(client, run_id, tags=rank_tags, metrics=rank_metrics, step=step)
+
+
+def log_front(client: "MlflowClient", run_id: str, views: FrontViews, step: int) -> None:
+    """Write the front artifacts (one upload, replacing the previous ones; ``front.json`` is
+    registered as an MLflow table) and the summary metrics to the parent run."""
+    with tempfile.TemporaryDirectory(prefix="tuner-front-") as folder:
+        for relative, content in views.artifacts.items():
+            target = Path(folder) / relative
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes(content)
+        client.log_artifacts(run_id, folder)
+    logged = json.loads(client.get_run(run_id).data.tags.get(LOGGED_ARTIFACTS_TAG, "[]"))
+    entry = {"path": TABLE_FILE, "type": "table"}
+    tags = dict(views.tags)
+    if entry not in logged:
+        tags[LOGGED_ARTIFACTS_TAG] = json.dumps([*logged, entry])
+    log_batch(client, run_id, metrics=views.metrics, tags=tags, step=step)
+
+
+def log_batch(client: "MlflowClient", run_id: str, params: Mapping[str, str] | None = None,
+              metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None,
+              step: int = 0) -> None:
+    """Params, metrics and tags in batches of 100 (MLflow's limit per call)."""
+    from mlflow.entities import Metric, Param, RunTag
+
+    stamp = int(time.time() * 1000)
+    param_list = [Param(k[:250], str(v)[:6000]) for k, v in (params or {}).items()]
+    metric_list = [Metric(k[:250], float(v), stamp, step) for k, v in (metrics or {}).items()]
+    tag_list = [RunTag(k[:250], str(v)[:8000]) for k, v in (tags or {}).items()]
+    longest = max(len(param_list), len(metric_list), len(tag_list))
+    for start in range(0, longest, 100):
+        client.log_batch(run_id, metrics=metric_list[start:start + 100], params=param_list[start:start + 100],
+                         tags=tag_list[start:start + 100])
+
+
+def _quoted(text: str) -> str:
+    return text.replace("'", "\\'")
