@@ -49,11 +49,15 @@ def test_reference_then_baseline_then_search(tmp_path: Path) -> None:
 
 
 def test_rule_breaking_candidates_are_recorded_never_run(tmp_path: Path) -> None:
+    """A rule-breaking proposal is told to the sampler as an infeasible point (like OOM), so it learns the wall."""
     opened = open_new(tmp_path)
     opened.study.enqueue_trial({"sleep_s": 0.001, "noise": 40, "batch_size": 2})
     coordinator(opened, tmp_path, budget=3).run()
     invalid = [t for t in opened.study.get_trials() if t.user_attrs.get("outcome") == "INVALID"]
-    assert invalid and invalid[0].state == TrialState.FAIL
+    assert invalid and invalid[0].state == TrialState.COMPLETE and invalid[0].user_attrs["placeholder_values"]
+    assert invalid[0].constraints["outcome"] == 1.0, "infeasible for the sampler"
+    measured_latencies = [t.values[0] for t in opened.study.get_trials() if t.user_attrs.get("outcome") == "OK"]
+    assert invalid[0].values[0] > max(measured_latencies), "placeholder worse than anything measured"
     assert invalid[0].user_attrs["reason"] == "noise 40 with batch 2 is refused by a rule"
     assert not invalid[0].user_attrs["measured"]
     assert not (tmp_path / "s" / f"trial_{invalid[0].number:05d}").exists(), "never run"

@@ -9,10 +9,17 @@ and prints a summary. Returns the coordinator's :class:`~tuner.study.coordinator
 
 from __future__ import annotations
 
+import contextlib
+import os
+import signal
+import threading
+import time
 from pathlib import Path
+from typing import Any, Iterator
 
 import psutil
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.progress import ProgressDisplay
@@ -20,9 +27,13 @@ from tuner.runner.base import plan_slots
 from tuner.runner.choice import make_runner
 from tuner.study.coordinator import Coordinator, Listener, Summary
 from tuner.study.objectives import plan_constraints
-from tuner.study.storage import redact_url
+from tuner.study.lock import lock_for
+from tuner.study.storage import StudyError, redact_url
 from tuner.study.studies import OpenStudy
 from tuner.tracking.live import MlflowTracker, tracking_uri
+
+
+MLFLOW_CLOSE_TIMEOUT_S = 20.0  # at exit, wait at most this long for MLflow; the views can be rebuilt
 
 
 def host_facts(device: str) -> dict[str, float | None]:
@@ -78,10 +89,79 @@ def _tracker(opened: OpenStudy, uri: str, out: Console) -> MlflowTracker | None:
     return tracker
 
 
+@contextlib.contextmanager
+def _ctrl_c_stops(coordinator: Coordinator, err: Console) -> Iterator[None]:
+    """First Ctrl-C: the coordinator stops (trials in flight end within seconds); second: exit at once."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    presses: list[float] = []
+
+    def on_interrupt(signum: int, frame: object) -> None:
+        presses.append(time.monotonic())
+        if len(presses) == 1:
+            coordinator.interrupt()
+            err.print("stopping: no new trials; trials in flight end within seconds (Ctrl-C again: exit now)")
+            return
+        err.print("exiting now: 'tuner resume' re-runs the trials that were in flight")
+        os._exit(130)
+
+    previous = signal.signal(signal.SIGINT, on_interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
 def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
-                use_mlflow: bool, out: Console, err: Console) -> Summary:
+                use_mlflow: bool, out: Console, err: Console, overrides: dict[str, Any] | None = None) -> Summary:
     """Run ``opened`` to its budget, print what happened, export the best setting to
-    ``home/<study>/best.yaml``; returns the coordinator's summary."""
+    ``home/<study>/best.yaml``; returns the coordinator's summary.
+
+    ``overrides`` (study attribute -> value, e.g. a new budget or timeout from
+    ``tuner resume``) are applied once the lock is held and recorded as a study
+    event. Holds the study's lock throughout (one live coordinator per study). Raises
+    ``StudyError`` (one line) when the study is locked or its storage fails.
+    """
+
+    study, spec = opened.study, opened.spec
+    lock = lock_for(study)
+    lock.acquire()  # StudyLocked (a StudyError) when another live coordinator runs this study
+    try:
+        _record_event(study, "resume" if not opened.created else "run", overrides or {})
+        return _locked_session(opened, home, device, workers, mlflow_uri, use_mlflow, out, err)
+    except Exception as error:
+        if _is_storage_error(error):
+            raise StudyError(f"storage error, the study stopped: {type(error).__name__}: "
+                             f"{str(error).splitlines()[0][:300]} (storage {redact_url(opened.storage_url)}; "
+                             f"nothing measured is lost: 'tuner resume {study.study_name}')") from None
+        raise
+    finally:
+        lock.release()
+
+
+def _record_event(study: Any, kind: str, overrides: dict[str, Any]) -> None:
+    """Apply ``overrides`` to the study and append ``{at, event, overrides}`` to its ``events``."""
+    import datetime
+
+    for key, value in overrides.items():
+        study.set_user_attr(key, value)
+    events = list(study.user_attrs.get("events", []))
+    events.append({"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                   "event": kind, "overrides": overrides})
+    study.set_user_attr("events", events)
+
+
+def _is_storage_error(error: BaseException) -> bool:
+    """A database failure (locked past the busy timeout, disk full, connection lost)."""
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import OperationalError
+
+    return isinstance(error, (OperationalError, StorageInternalError))
+
+
+def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
+                    use_mlflow: bool, out: Console, err: Console) -> Summary:
     from tuner.gpu import visible_gpu_indices
     from tuner.ship.export import ExportError, build_config, choose_trial, write_config
 
@@ -107,16 +187,22 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
         budget_trials=study.user_attrs.get("budget_trials"),
         wall_time_s=study.user_attrs.get("budget_wall_time_s"), listeners=listeners)
     try:
-        summary = coordinator.run()
+        with _ctrl_c_stops(coordinator, err):
+            summary = coordinator.run()
     finally:
         runner.close()
     if tracker is not None:
-        tracker.close()
+        tracker.close(timeout_s=MLFLOW_CLOSE_TIMEOUT_S)
         for failure in tracker.failures:
             err.print(f"[yellow]{failure}[/]")
         if tracker.failures:
             out.print(f"[yellow]MLflow views may be incomplete: rebuild them from the storage with "
                       f"'tuner sync-mlflow {study.study_name}'[/]")
+    if summary.failure is not None:
+        err.print(f"[bold red]study stopped:[/] {escape(summary.failure)}", highlight=False, soft_wrap=True)
+    if summary.interrupted:
+        err.print(f"interrupted: trials in flight were recorded INTERRUPTED and queued again; continue with "
+                  f"'tuner resume {study.study_name}'", highlight=False, soft_wrap=True)
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
     out.print(f"study [bold]{summary.study_name}[/]: {summary.measured} measured this run, "
               f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}")

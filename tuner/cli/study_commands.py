@@ -9,7 +9,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 import typer
 from rich.console import Console
@@ -18,8 +18,20 @@ from rich.table import Table
 from tuner.cli.app import HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, out
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, SpecError, spec_json_schema
+from tuner.study.guards import TIMEOUT_OVERRIDE_ATTR
 from tuner.study.storage import StudyError, list_studies, storage_url, tuner_home
 from tuner.study.studies import load_study
+
+
+def _finish(run_session: Any, opened: Any, root: Path, device: str, workers: int, mlflow_uri: str | None,
+            use_mlflow: bool, overrides: dict[str, Any]) -> None:
+    """Run the session and exit: 0 when the study ran (whatever its trials' outcomes), 3 when it
+    stopped early because continuing would waste its budget, 130 when interrupted."""
+    try:
+        summary = run_session(opened, root, device, workers, mlflow_uri, use_mlflow, out, err, overrides)
+    except StudyError as error:
+        fail(str(error))
+    raise typer.Exit(3 if summary.failure is not None else 130 if summary.interrupted else 0)
 
 
 def _check_workload_importable(paths: dict[str, str], source: str) -> None:
@@ -97,8 +109,7 @@ def run(
     if wall_time is not None:
         opened.study.set_user_attr("budget_wall_time_s", wall_time or None)
     out.print(f"study [bold]{name}[/] in {_shown(url)} — sampler {chosen}, device {device}, workers {workers}")
-    run_session(opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, out, err)
-    raise typer.Exit(0)
+    _finish(run_session, opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, {})
 
 
 @app.command()
@@ -112,8 +123,10 @@ def resume(
     mlflow_uri: Optional[str] = MlflowOption,
     no_mlflow: bool = typer.Option(False, "--no-mlflow"),
     home: Optional[Path] = HomeOption,
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=1,
+                                            help="Seconds per trial from now on (replaces workload.timeout_s)."),
 ) -> None:
-    """Continue a study (after a crash or kill, or with a larger --trials)."""
+    """Continue a study (after a crash or kill, with a larger --trials, or a larger --timeout)."""
     from tuner.cli.session import run_session
 
     root = tuner_home(home)
@@ -122,14 +135,16 @@ def resume(
         opened = load_study(url, study, sampler)  # type: ignore[arg-type]
     except (StudyError, SpecError) as error:
         fail(str(error))
+    overrides: dict[str, Any] = {}
     if trials is not None:
-        opened.study.set_user_attr("budget_trials", trials)
+        overrides["budget_trials"] = trials
     if wall_time is not None:
-        opened.study.set_user_attr("budget_wall_time_s", wall_time or None)
+        overrides["budget_wall_time_s"] = wall_time or None
+    if timeout is not None:
+        overrides[TIMEOUT_OVERRIDE_ATTR] = timeout
     device = opened.study.user_attrs.get("device") or _resolve_device(opened.spec.workload.device)
     out.print(f"resuming [bold]{study}[/] in {_shown(url)}")
-    run_session(opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, out, err)
-    raise typer.Exit(0)
+    _finish(run_session, opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, overrides)
 
 
 @app.command()

@@ -38,6 +38,9 @@ class WorkloadSpec(_Strict):
     given, or the adapter's class (:data:`tuner.spec.adapters.ADAPTER_CLASSES`).
     ``worker``: ``fresh`` (a new process per trial), ``warm`` (one long-lived
     process per slot that keeps the loaded model), ``auto`` (warm for ``python``).
+    ``timeout_s`` (seconds per trial) adapts by default: the reference gets 3x,
+    search trials at least 3x the reference's wall time (:mod:`tuner.study.guards`);
+    ``timeout_mode: fixed`` pins it.
     """
 
     class_path: str | None = Field(default=None, alias="class")
@@ -45,6 +48,7 @@ class WorkloadSpec(_Strict):
     python: PythonSpec | None = None
     http: HttpSpec | None = None
     timeout_s: float = Field(default=300.0, gt=0)
+    timeout_mode: Literal["adaptive", "fixed"] = "adaptive"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     torch_threads: int | None = Field(default=None, ge=1)
     worker: Literal["auto", "fresh", "warm"] = "auto"

@@ -14,10 +14,21 @@ Budget: ``budget_trials`` counts trials that ran a workload (reference and
 baseline included); rule-rejected and copied trials are recorded but do not
 count. ``wall_time_s`` limits this invocation. After 100 proposals in a row
 that need no run, the space is taken as exhausted and the study stops.
+
+A rule-breaking proposal is told to the sampler as an infeasible point (like
+OOM: placeholder values, the ``outcome`` constraint at 1), so samplers stop
+proposing it. Early stops that save the budget (a failed reference, the same
+failure on every first run) and adaptive timeouts are in :mod:`.guards`; a
+stop of that kind, or an environment failure (the trial directory cannot be
+written), ends the run with :attr:`Summary.failure` set. :meth:`Coordinator.interrupt`
+(Ctrl-C) stops proposing, gives the trials in flight :data:`INTERRUPT_GRACE_S`
+seconds, then kills them through ``runner.close()``; they are recorded
+``INTERRUPTED`` and enqueued again for ``tuner resume``.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
@@ -30,7 +41,9 @@ from tuner.runner.base import Runner, Slot, TrialRequest
 from tuner.spec.candidate import Candidate
 from tuner.spec.metrics import QUALITY_METRIC_NAMES
 from tuner.spec.space import resolve, suggest
-from tuner.study.objectives import ConstraintPlan, Verdict, judge
+from tuner.study.guards import (StudyStop, reference_stop, same_failure_stop, successful_reference,
+                                trial_timeout_s)
+from tuner.study.objectives import OUTCOME_CONSTRAINT, ConstraintPlan, Verdict, judge, placeholder_value
 from tuner.study.records import result_attributes
 from tuner.study.studies import OpenStudy
 
@@ -40,6 +53,7 @@ if TYPE_CHECKING:
 
 EXHAUSTED_AFTER = 100
 EXCLUSIVE_ROLES = ("reference", "baseline")
+INTERRUPT_GRACE_S = 3.0
 
 
 class Listener(Protocol):
@@ -63,6 +77,8 @@ class Summary:
     outcomes: dict[str, int]
     front: list[int]
     stopped_because: str
+    failure: str | None = None  # set when the run stopped because continuing would waste the budget
+    interrupted: bool = False
 
 
 @dataclass
@@ -93,6 +109,11 @@ class Coordinator:
         self.directions = [o.direction for o in self.spec.objectives]
         self.study_dir = self.home / self.study.study_name
         self.quality_metrics = sorted(self.spec.used_metrics & QUALITY_METRIC_NAMES)
+        self._interrupt = threading.Event()
+
+    def interrupt(self) -> None:
+        """Ask the loop to stop (signal-safe): no new trials; those in flight end within seconds."""
+        self._interrupt.set()
 
     # ----------------------------------------------------------------- state
     def _trials(self) -> list["FrozenTrial"]:
@@ -119,6 +140,31 @@ class Coordinator:
                 if t.values is not None and t.user_attrs.get("outcome") == Outcome.OK.value
                 and not t.user_attrs.get("placeholder_values")]
 
+    def _queue_reference(self) -> None:
+        """On a resume after a failed reference: queue the reference again, ahead of every waiting trial.
+
+        Optuna runs waiting trials oldest first, so trials already waiting (the
+        baseline) are recorded as re-queued and enqueued again behind it.
+        """
+        from optuna.trial import TrialState
+
+        trials = self._trials()
+        if self.spec.reference is None or successful_reference(trials) is not None:
+            return
+        waiting = [t for t in trials if t.state == TrialState.WAITING]
+        if waiting and waiting[0].user_attrs.get("role") == "reference":
+            return
+        storage = self.study._storage
+        for trial in waiting:
+            storage.set_trial_user_attr(trial._trial_id, "outcome", "INTERRUPTED")
+            storage.set_trial_user_attr(trial._trial_id, "reason", "re-queued behind the reference's new run")
+            storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        self.study.enqueue_trial(dict(self.spec.reference), user_attrs={"role": "reference"})
+        for trial in waiting:
+            attrs = {k: v for k, v in trial.user_attrs.items() if k in ("role", "rerun_of")}
+            params = trial.params or trial.system_attrs.get("fixed_params", {})
+            self.study.enqueue_trial(dict(params), user_attrs=attrs)
+
     def recover_interrupted(self) -> int:
         """Mark trials a dead coordinator left RUNNING as FAIL and enqueue them again."""
         from optuna.trial import TrialState
@@ -139,6 +185,7 @@ class Coordinator:
     def run(self) -> Summary:
         started = time.monotonic()
         self.recover_interrupted()
+        self._queue_reference()
         total = self.budget_trials
         for listener in self.listeners:
             listener.on_start(self.study.study_name, self._measured_count(), total)
@@ -151,10 +198,12 @@ class Coordinator:
         exclusive = False
         idle_proposals = 0
         stopped = "budget spent"
+        failure: StudyStop | None = None
+        interrupted_at: float | None = None
         measured = self._measured_count()
         with ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="tuner-slot") as pool:
             while True:
-                while free_slots and not exclusive:
+                while free_slots and not exclusive and failure is None and not self._interrupt.is_set():
                     if total is not None and measured + len(inflight) >= total:
                         break
                     if self.wall_time_s is not None and time.monotonic() - started >= self.wall_time_s:
@@ -180,13 +229,29 @@ class Coordinator:
                     slot = free_slots.pop(0)
                     exclusive = role in EXCLUSIVE_ROLES
                     request = self._request(trial, candidate, role)
+                    problem = _writable(Path(request.workdir))
+                    if problem is not None:
+                        self._give_back(trial, candidate, role, problem)
+                        failure = StudyStop(problem)
+                        free_slots.append(slot)
+                        exclusive = False
+                        break
                     future = pool.submit(self.runner.run, request, slot)
                     inflight[future] = _InFlight(trial, candidate, slot, role)
+                if held is not None and (failure is not None or self._interrupt.is_set()):
+                    self._give_back(*held, "not started: the study stopped")
+                    held = None
                 if not inflight:
                     if held is not None:
                         continue
                     break
-                done, _ = wait(list(inflight), return_when=FIRST_COMPLETED)
+                done, _ = wait(list(inflight), timeout=0.5, return_when=FIRST_COMPLETED)
+                if self._interrupt.is_set() and inflight:
+                    if interrupted_at is None:
+                        interrupted_at = time.monotonic()
+                        stopped = "interrupted"
+                    elif time.monotonic() - interrupted_at >= INTERRUPT_GRACE_S:
+                        self.runner.close()  # kills every worker; their futures end at once
                 for future in done:
                     job = inflight.pop(future)
                     free_slots.append(job.slot)
@@ -194,8 +259,14 @@ class Coordinator:
                     if job.role in EXCLUSIVE_ROLES:
                         exclusive = False
                     result = _result_of(future)
+                    if interrupted_at is not None and result.outcome is not Outcome.OK:
+                        self._give_back(job.trial, job.candidate, job.role, "the run was interrupted (Ctrl-C)")
+                        continue
                     frozen = self._tell(job.trial, job.candidate, job.role, job.slot, result)
                     measured += 1
+                    if job.role == "reference":
+                        failure = failure or reference_stop(self.study.study_name, frozen)
+                    failure = failure or same_failure_stop(self._trials())
                     if frozen.values is not None:
                         by_key[job.candidate.key] = frozen
                     for twin, twin_candidate in waiting_duplicates.pop(job.candidate.key, []):
@@ -209,7 +280,13 @@ class Coordinator:
         for t in trials:
             key = t.user_attrs.get("outcome", t.state.name)
             outcomes[key] = outcomes.get(key, 0) + 1
-        return Summary(self.study.study_name, measured, len(trials), outcomes, [t.number for t in front], stopped)
+        if failure is not None:
+            stopped = "stopped early: " + failure.message
+        elif self._interrupt.is_set():
+            stopped = "interrupted"
+        return Summary(self.study.study_name, measured, len(trials), outcomes, [t.number for t in front], stopped,
+                       failure=failure.message if failure is not None else None,
+                       interrupted=self._interrupt.is_set())
 
     # -------------------------------------------------------------- per trial
     def _propose(self, by_key: dict[str, "FrozenTrial"], inflight: dict[Future[TrialResult], _InFlight],
@@ -227,7 +304,14 @@ class Coordinator:
             trial.set_user_attr("outcome", Outcome.INVALID.value)
             trial.set_user_attr("reason", problem)
             trial.set_user_attr("measured", False)
-            frozen = self.study.tell(trial, state=TrialState.FAIL)
+            trial.set_user_attr("placeholder_values", True)
+            measured_values = self._measured_values()
+            walls = [placeholder_value(o.direction, [v[i] for v in measured_values])
+                     for i, o in enumerate(self.spec.objectives)]
+            trial.set_constraint(OUTCOME_CONSTRAINT, 1.0)  # a wall the sampler learns, as for OOM
+            for constraint in self.plan.active:
+                trial.set_constraint(constraint.key, 0.0)
+            frozen = self.study.tell(trial, walls)
             self._notify(frozen, self._measured_count(), self.budget_trials, started)
             return None
         trial.set_user_attr("candidate_key", candidate.key)
@@ -240,6 +324,16 @@ class Coordinator:
             return None
         return trial, candidate, role
 
+    def _give_back(self, trial: "optuna.Trial", candidate: Candidate, role: str, reason: str) -> None:
+        """Record a trial that did not run to the end as INTERRUPTED (not measured) and queue it again."""
+        from optuna.trial import TrialState
+
+        trial.set_user_attr("outcome", "INTERRUPTED")
+        trial.set_user_attr("reason", reason)
+        trial.set_user_attr("measured", False)
+        self.study.tell(trial, state=TrialState.FAIL)
+        self.study.enqueue_trial(dict(candidate.params), user_attrs={"role": role, "rerun_of": trial.number})
+
     def _request(self, trial: "optuna.Trial", candidate: Candidate, role: str) -> TrialRequest:
         trial_dir = self.study_dir / f"trial_{trial.number:05d}"
         save = str(self.study_dir / "reference_output.npz") if role == "reference" else None
@@ -248,7 +342,8 @@ class Coordinator:
             workload_class=self.spec.workload.target, settings=candidate.settings,
             workload_options=self.spec.workload.options,
             inputs=dict(self.spec.inputs), seed=self.spec.seed, device=self.device,
-            measurement=self.spec.measurement.model_dump(), timeout_s=self.spec.workload.timeout_s,
+            measurement=self.spec.measurement.model_dump(),
+            timeout_s=trial_timeout_s(self.spec, role, dict(self.study.user_attrs), self._trials()),
             workdir=str(trial_dir), quality_metrics=self.quality_metrics,
             reference_output=self._reference_output() if role != "reference" else None,
             save_output=save, compare_with_self=role == "reference",
@@ -301,6 +396,19 @@ class Coordinator:
         front_size = len(front_trials(self._trials(), self.directions))
         for listener in self.listeners:
             listener.on_trial(frozen, done, total, front_size, time.monotonic() - started)
+
+
+def _writable(directory: Path) -> str | None:
+    """None when the trial directory can be created and written; else the cause, in one line."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".tuner-write-probe"
+        probe.write_bytes(b"0" * 4096)
+        probe.unlink()
+    except OSError as error:
+        return (f"environment: cannot write the trial directory {directory}: {error.strerror or error} "
+                f"(check --home / TUNER_HOME: permissions and free disk); nothing was measured")
+    return None
 
 
 def _result_of(future: "Future[TrialResult]") -> TrialResult:

@@ -1,0 +1,106 @@
+"""Real processes and signals: a failing reference exits non-zero, one coordinator per study, Ctrl-C."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import optuna
+import pytest
+
+SPECS = Path(__file__).parents[1] / "specs"
+ENV = {**os.environ, "COLUMNS": "200"}
+
+
+def tuner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env=ENV)
+
+
+def slow_spec(tmp_path: Path, reference_behaviour: str = "ok") -> Path:
+    spec = tmp_path / "slow.yaml"
+    spec.write_text((SPECS / "fake_ok.yaml").read_text()
+                    .replace("  batch_size: {type: categorical, choices: [1, 2]}\n",
+                             "  batch_size: {type: categorical, choices: [1, 2]}\n"
+                             "  behaviour: {type: categorical, choices: [ok]}\n")
+                    .replace("sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
+                             "sleep_s: {type: float, low: 1.0, high: 1.5, step: 0.1}")
+                    .replace("reference: {sleep_s: 0.02, noise: 0, batch_size: 1}",
+                             f"reference: {{sleep_s: 1.0, noise: 0, batch_size: 1, behaviour: {reference_behaviour}}}")
+                    .replace("baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}",
+                             "baseline: {sleep_s: 1.0, noise: 5, batch_size: 1, behaviour: ok}")
+                    .replace("choices: [ok]", "choices: [ok, device_oom]" if reference_behaviour != "ok" else "choices: [ok]"))
+    return spec
+
+
+def trials_of(tmp_path: Path, name: str) -> list[optuna.trial.FrozenTrial]:
+    """The study's trials; none while the coordinator is still creating it."""
+    try:
+        return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}").trials
+    except KeyError:
+        return []
+
+
+def wait_for(condition, timeout_s: float = 120.0) -> bool:  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if condition():
+            return True
+        time.sleep(0.2)
+    return False
+
+
+def test_a_reference_oom_stops_the_study_with_a_nonzero_exit(tmp_path: Path) -> None:
+    done = tuner("run", str(slow_spec(tmp_path, "device_oom")), "--study-name", "r", "--no-mlflow", cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "study stopped: the reference setting failed (OOM" in said and "Fix:" in said
+    assert "Traceback" not in done.stderr
+    assert sum(1 for t in trials_of(tmp_path, "r") if t.user_attrs.get("measured")) == 1
+
+
+@pytest.mark.slow
+def test_a_second_coordinator_is_refused_and_a_dead_ones_lock_is_taken_over(tmp_path: Path) -> None:
+    first = subprocess.Popen([sys.executable, "-m", "tuner", "run", str(slow_spec(tmp_path)), "--study-name", "l",
+                              "--no-mlflow"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                             env=ENV)
+    try:
+        assert wait_for(lambda: (tmp_path / "studies" / "studies.db").exists()
+                        and any(t.state.name == "RUNNING" for t in trials_of(tmp_path, "l")))
+        second = tuner("resume", "l", "--no-mlflow", cwd=tmp_path)
+        assert second.returncode == 2 and "being run by another coordinator" in " ".join(second.stderr.split())
+        assert first.poll() is None, "the first coordinator goes on"
+        assert not any(t.user_attrs.get("outcome") == "INTERRUPTED" for t in trials_of(tmp_path, "l")), \
+            "the refused coordinator touched no trial"
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(30)
+    resumed = tuner("resume", "l", "--no-mlflow", "--trials", "4", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert sum(1 for t in trials_of(tmp_path, "l") if t.user_attrs.get("measured")) == 4
+
+
+@pytest.mark.slow
+def test_ctrl_c_stops_within_seconds_records_interrupted_and_prints_the_resume_command(tmp_path: Path) -> None:
+    process = subprocess.Popen([sys.executable, "-m", "tuner", "run", str(slow_spec(tmp_path)), "--study-name", "c",
+                                "--no-mlflow"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=ENV)
+    assert wait_for(lambda: (tmp_path / "studies" / "studies.db").exists()
+                    and sum(1 for t in trials_of(tmp_path, "c") if t.state.name == "COMPLETE") >= 2
+                    and any(t.state.name == "RUNNING" for t in trials_of(tmp_path, "c")))
+    process.send_signal(signal.SIGINT)
+    stdout, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr[-2000:]
+    said = " ".join((stdout + stderr).split())
+    assert "tuner resume c" in said and "Traceback" not in stderr
+    trials = trials_of(tmp_path, "c")
+    assert not any(t.state.name == "RUNNING" for t in trials)
+    interrupted = [t for t in trials if t.user_attrs.get("outcome") == "INTERRUPTED"]
+    completed = [t for t in trials if t.state.name == "COMPLETE"]
+    assert interrupted or len(completed) >= 3, "the trial in flight finished or was recorded INTERRUPTED"
+    if interrupted:
+        assert any(t.state.name == "WAITING" for t in trials), "and queued again for resume"

@@ -1,0 +1,99 @@
+"""What stops a study early instead of letting it burn its budget, and the timeouts trials get.
+
+* **Reference first.** Every quality metric compares with the reference's
+  output, so a reference that fails (OOM, TIMEOUT, CRASH, INVALID, or an
+  objective it cannot report) stops the search at once, with a message that
+  says what to change. ``tuner resume`` runs the reference again.
+* **The same failure over and over.** When the first :data:`SAME_FAILURE_STOP`
+  runs of a study (none of them OK) fail with the same outcome and reason — a
+  flag the program refuses, a missing executable — the study stops and prints
+  that reason whole.
+* **Timeouts that adapt.** The reference (the most expensive setting, likely
+  to meet a busy host) gets :data:`REFERENCE_TIMEOUT_FACTOR` x
+  ``workload.timeout_s``; search trials get ``max(timeout_s,``
+  :data:`SEARCH_TIMEOUT_FACTOR` ``x the reference's wall time)``. A spec pins
+  the timeout with ``workload.timeout_mode: fixed``. ``tuner resume --timeout
+  S`` replaces ``timeout_s`` (a study event records it).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Sequence
+
+from tuner.results import Outcome
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+    from tuner.spec.models import StudySpec
+
+REFERENCE_TIMEOUT_FACTOR = 3.0
+SEARCH_TIMEOUT_FACTOR = 3.0
+SAME_FAILURE_STOP = 3
+TIMEOUT_OVERRIDE_ATTR = "timeout_s_override"
+
+
+@dataclass(frozen=True)
+class StudyStop:
+    """Why a study stopped before its budget because continuing would waste it; ``message`` is whole."""
+
+    message: str
+
+
+def successful_reference(trials: Sequence["FrozenTrial"]) -> "FrozenTrial | None":
+    """The reference trial that ran OK and produced values (not a placeholder), if any."""
+    for trial in trials:
+        attrs = trial.user_attrs
+        if (attrs.get("role") == "reference" and attrs.get("outcome") == Outcome.OK.value
+                and trial.values is not None and not attrs.get("placeholder_values")):
+            return trial
+    return None
+
+
+def reference_stop(study_name: str, trial: "FrozenTrial") -> StudyStop | None:
+    """A :class:`StudyStop` when the finished reference ``trial`` cannot serve as the reference."""
+    attrs = trial.user_attrs
+    if successful_reference([trial]) is not None:
+        return None
+    outcome = attrs.get("outcome", trial.state.name)
+    reason = attrs.get("reason") or "no reason recorded"
+    hint = {"TIMEOUT": f"a larger workload.timeout_s, or 'tuner resume {study_name} --timeout S'",
+            "OOM": "a cheaper reference setting (smaller frames, resolution or batch) or a larger GPU"}.get(
+        outcome, f"the workload or a cheaper reference setting, then 'tuner resume {study_name}'")
+    return StudyStop(f"the reference setting failed ({outcome}: {reason}); every quality metric compares "
+                     f"with it, so the search stopped after trial {trial.number}. Fix: {hint}")
+
+
+def _signature(trial: "FrozenTrial") -> tuple[str, str]:
+    reason = str(trial.user_attrs.get("reason") or "")
+    return str(trial.user_attrs.get("outcome")), re.sub(r"\d+", "N", reason)[:500]
+
+
+def same_failure_stop(trials: Sequence["FrozenTrial"]) -> StudyStop | None:
+    """A :class:`StudyStop` when the study's first runs all failed the same way (none OK yet)."""
+    measured = [t for t in trials if t.user_attrs.get("measured")]
+    if len(measured) < SAME_FAILURE_STOP or any(t.user_attrs.get("outcome") == Outcome.OK.value for t in measured):
+        return None
+    first = measured[:SAME_FAILURE_STOP]
+    if len({_signature(t) for t in first}) != 1:
+        return None
+    outcome = first[0].user_attrs.get("outcome")
+    reason = first[0].user_attrs.get("reason") or "no reason recorded"
+    numbers = ", ".join(str(t.number) for t in first)
+    return StudyStop(f"the first {SAME_FAILURE_STOP} runs (trials {numbers}) all failed the same way, so the "
+                     f"study stopped instead of spending its budget: {outcome}: {reason}")
+
+
+def trial_timeout_s(spec: "StudySpec", role: str, study_attrs: dict[str, Any],
+                    trials: Sequence["FrozenTrial"]) -> float:
+    """The wall-clock limit in seconds for a trial of ``role`` (see the module docstring)."""
+    base = float(study_attrs.get(TIMEOUT_OVERRIDE_ATTR) or spec.workload.timeout_s)
+    if spec.workload.timeout_mode == "fixed":
+        return base
+    if role == "reference":
+        return base * REFERENCE_TIMEOUT_FACTOR
+    reference = successful_reference(trials)
+    wall = reference.user_attrs.get("wall_time_s") if reference is not None else None
+    return max(base, SEARCH_TIMEOUT_FACTOR * float(wall)) if wall else base
