@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from tuner.ship.export import ExportError
     from tuner.spec.loading import load_spec
     from tuner.spec.models import SpecError, StudySpec
-    from tuner.study.coordinator import Summary
+    from tuner.study.listeners import Summary
     from tuner.study.storage import StudyError
     from tuner.study.studies import OpenStudy
 
@@ -35,7 +35,7 @@ _PUBLIC: dict[str, str] = {
     "run_study": "tuner.api",
     "export_config": "tuner.api",
     "OpenStudy": "tuner.study.studies",
-    "Summary": "tuner.study.coordinator",
+    "Summary": "tuner.study.listeners",
     "StudyError": "tuner.study.storage",
     "ExportError": "tuner.ship.export",
 }

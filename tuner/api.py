@@ -16,7 +16,7 @@ from pathlib import Path
 
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, StudySpec
-from tuner.study.coordinator import Summary
+from tuner.study.listeners import Summary
 from tuner.study.storage import storage_url, tuner_home
 from tuner.study.studies import OpenStudy
 

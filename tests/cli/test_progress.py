@@ -35,3 +35,29 @@ def test_plain_lines_show_count_outcome_front_and_eta() -> None:
     display.on_trial(frozen, 1, 10, 1, 5.0)
     text = buffer.getvalue()
     assert "[1/10] trial 0 baseline OK 0.25, 31.5 | front 1 | elapsed 5s | ETA 45s" in text
+
+
+def test_running_trials_are_shown_and_the_clock_moves(monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    """Between trials the display is not frozen: started lines, still-running lines, a live caption."""
+    import tuner.cli.progress as progress
+
+    buffer = io.StringIO()
+    display = ProgressDisplay(Console(file=buffer, width=200), live=False)
+    display.on_start("demo", 0, 10)
+    display.on_trial_start(0, "reference", "cpu0", 360.0)
+    monkeypatch.setattr(progress, "STILL_RUNNING_EVERY_S", 0.0)
+    display.on_tick(12.0)
+    lines = buffer.getvalue().splitlines()
+    assert any("trial 0 reference started on cpu0 (timeout 6m00s)" in line for line in lines)
+    assert any(line.startswith("still running: trial 0 reference on cpu0") and "elapsed 12s" in line
+               for line in lines)
+    rendered = io.StringIO()
+    Console(file=rendered, width=200).print(display._render())
+    assert "running: trial 0 reference on cpu0" in rendered.getvalue()
+    study = optuna.create_study()
+    trial = study.ask()
+    trial.set_user_attr("outcome", "OK")
+    display.on_trial(study.tell(trial, 1.0), 1, 10, 1, 13.0)
+    after = io.StringIO()
+    Console(file=after, width=200).print(display._render())
+    assert "running:" not in after.getvalue(), "a finished trial leaves the running list"

@@ -1,12 +1,16 @@
-"""The live display while a study runs: trial n/N, last outcome, front size, elapsed / ETA.
+"""The live display while a study runs: trial n/N, last outcome, front size, elapsed / ETA,
+and the trials running now with their own clocks.
 
-On a terminal it is a Rich live panel; otherwise (CI logs, pipes) one plain
-line per finished trial.
+On a terminal it is a Rich live panel redrawn four times a second, so the
+clocks move between trials. Otherwise (CI logs, pipes) it prints one plain
+line when a trial starts, one when it ends, and a "still running" line every
+:data:`STILL_RUNNING_EVERY_S` seconds while trials run.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
@@ -15,6 +19,8 @@ from rich.table import Table
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
+
+STILL_RUNNING_EVERY_S = 30.0
 
 
 def format_duration(seconds: float | None) -> str:
@@ -46,18 +52,43 @@ class ProgressDisplay:
         self._start_done = 0
         self._rows: list[tuple[str, ...]] = []
         self._status: dict[str, Any] = {}
+        self._running: dict[int, tuple[str, str, float, float]] = {}  # number -> role, slot, started, timeout
+        self._clock_start = time.monotonic()
+        self._last_plain = time.monotonic()
 
     def on_start(self, study_name: str, done: int, total: int | None) -> None:
         self._start_done = done
+        self._clock_start = time.monotonic()
         self._status = {"study": study_name, "done": done, "total": total, "front": 0, "elapsed": 0.0}
         if self.live_enabled:
-            self._live = Live(self._render(), console=self.console, refresh_per_second=4, transient=False)
+            self._live = Live(console=self.console, refresh_per_second=4, transient=False,
+                              get_renderable=self._render)
             self._live.start()
         else:
             self.console.print(f"study {study_name}: {done}/{total if total is not None else '?'} trials measured")
 
+    def on_trial_start(self, number: int, role: str, slot: str, timeout_s: float) -> None:
+        self._running[number] = (role, slot, time.monotonic(), timeout_s)
+        if self._live is None:
+            self._last_plain = time.monotonic()
+            self.console.print(f"trial {number} {role} started on {slot} (timeout {format_duration(timeout_s)})")
+
+    def on_tick(self, elapsed_s: float) -> None:
+        if self._live is not None or not self._running:
+            return
+        now = time.monotonic()
+        if now - self._last_plain >= STILL_RUNNING_EVERY_S:
+            self._last_plain = now
+            self.console.print(f"still running: {self._running_text(now)} | elapsed {format_duration(elapsed_s)}")
+
+    def _running_text(self, now: float) -> str:
+        return ", ".join(f"trial {n} {role} on {slot} {format_duration(now - started)}"
+                         f"/{format_duration(timeout)}" for n, (role, slot, started, timeout)
+                         in sorted(self._running.items()))
+
     def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,
                  elapsed_s: float) -> None:
+        self._running.pop(trial.number, None)
         outcome = trial.user_attrs.get("outcome", trial.state.name)
         note = ""
         if trial.user_attrs.get("duplicate_of") is not None:
@@ -72,9 +103,8 @@ class ProgressDisplay:
         eta = eta_seconds(done - self._start_done, elapsed_s, remaining)
         self._status.update(done=done, total=total, front=front_size, elapsed=elapsed_s, eta=eta,
                             last=f"#{trial.number} {outcome}")
-        if self._live is not None:
-            self._live.update(self._render())
-        else:
+        if self._live is None:
+            self._last_plain = time.monotonic()
             self.console.print(
                 f"[{done}/{total if total is not None else '?'}] trial {trial.number} {role} {outcome}"
                 f"{' ' + values if values else ''}{' (' + note + ')' if note else ''} | front {front_size} | "
@@ -82,17 +112,19 @@ class ProgressDisplay:
 
     def on_finish(self, trials: list["FrozenTrial"], front: list["FrozenTrial"]) -> None:
         if self._live is not None:
-            self._live.update(self._render())
+            self._live.refresh()
             self._live.stop()
             self._live = None
 
     def _render(self) -> Table:
         s = self._status
         total = s.get("total")
+        now = time.monotonic()
         title = (f"{s.get('study')}  trial {s.get('done')}/{total if total is not None else '?'}  "
                  f"front {s.get('front')}  last {s.get('last', '-')}  "
-                 f"elapsed {format_duration(s.get('elapsed'))}  ETA {format_duration(s.get('eta'))}")
-        table = Table(title=title, title_justify="left", expand=False)
+                 f"elapsed {format_duration(now - self._clock_start)}  ETA {format_duration(s.get('eta'))}")
+        caption = f"running: {self._running_text(now)}" if self._running else None
+        table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", expand=False)
         for column in ("trial", "role", "outcome", "objectives", "note"):
             table.add_column(column)
         for row in self._rows:

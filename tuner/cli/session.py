@@ -3,7 +3,7 @@
 Builds the host facts and constraint plan, the slots and the runner, the live
 display and the MLflow tracker, runs the :class:`~tuner.study.coordinator.Coordinator`,
 then exports the best trial of the first objective to ``<home>/<study>/best.yaml``
-and prints a summary. Returns the coordinator's :class:`~tuner.study.coordinator.Summary`
+and prints a summary. Returns the coordinator's :class:`~tuner.study.listeners.Summary`
 (the CLI exits 0 when the study ran, whatever its trials' outcomes).
 """
 
@@ -25,7 +25,8 @@ from rich.table import Table
 from tuner.cli.progress import ProgressDisplay
 from tuner.runner.base import plan_slots
 from tuner.runner.choice import make_runner
-from tuner.study.coordinator import Coordinator, Listener, Summary
+from tuner.study.coordinator import Coordinator
+from tuner.study.listeners import Listener, Summary
 from tuner.study.objectives import plan_constraints
 from tuner.study.lock import lock_for
 from tuner.study.storage import StudyError, redact_url

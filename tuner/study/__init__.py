@@ -3,7 +3,8 @@
 * :mod:`.storage` -- the tuner home, storage URLs (SQLite WAL, PostgreSQL), redaction;
 * :mod:`.samplers` -- Optuna samplers by name (and an ask/tell-safe grid sampler);
 * :mod:`.studies` -- create / load a study with its spec, budget and reference/baseline;
-* :mod:`.coordinator` -- the ask -> run -> tell loop over the runner's slots;
+* :mod:`.coordinator` -- the ask -> run -> tell loop over the runner's slots; :mod:`.listeners` -- what it reports;
+* :mod:`.guards` -- early stops that save the budget, adaptive timeouts; :mod:`.lock` -- one coordinator per study;
 * :mod:`.objectives` -- a result -> objective values and graded constraint violations;
 * :mod:`.records` -- every trial user attribute, written and read in one place.
 

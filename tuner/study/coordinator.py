@@ -33,7 +33,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from tuner.pareto import front_trials
 from tuner.results import Outcome, TrialResult
@@ -41,6 +41,7 @@ from tuner.runner.base import Runner, Slot, TrialRequest
 from tuner.spec.candidate import Candidate
 from tuner.spec.metrics import QUALITY_METRIC_NAMES
 from tuner.spec.space import resolve, suggest
+from tuner.study.listeners import Listener, Summary
 from tuner.study.guards import (StudyStop, reference_stop, same_failure_stop, successful_reference,
                                 trial_timeout_s)
 from tuner.study.objectives import OUTCOME_CONSTRAINT, ConstraintPlan, Verdict, judge, placeholder_value
@@ -54,31 +55,6 @@ if TYPE_CHECKING:
 EXHAUSTED_AFTER = 100
 EXCLUSIVE_ROLES = ("reference", "baseline")
 INTERRUPT_GRACE_S = 3.0
-
-
-class Listener(Protocol):
-    """Receives progress and finished trials (the live display, the tracker)."""
-
-    def on_start(self, study_name: str, done: int, total: int | None) -> None: ...
-
-    def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,
-                 elapsed_s: float) -> None: ...
-
-    def on_finish(self, trials: list["FrozenTrial"], front: list["FrozenTrial"]) -> None: ...
-
-
-@dataclass
-class Summary:
-    """What a coordinator invocation did."""
-
-    study_name: str
-    measured: int
-    recorded: int
-    outcomes: dict[str, int]
-    front: list[int]
-    stopped_because: str
-    failure: str | None = None  # set when the run stopped because continuing would waste the budget
-    interrupted: bool = False
 
 
 @dataclass
@@ -238,6 +214,8 @@ class Coordinator:
                         break
                     future = pool.submit(self.runner.run, request, slot)
                     inflight[future] = _InFlight(trial, candidate, slot, role)
+                    for listener in self.listeners:
+                        listener.on_trial_start(trial.number, role, slot.label, request.timeout_s)
                 if held is not None and (failure is not None or self._interrupt.is_set()):
                     self._give_back(*held, "not started: the study stopped")
                     held = None
@@ -246,6 +224,8 @@ class Coordinator:
                         continue
                     break
                 done, _ = wait(list(inflight), timeout=0.5, return_when=FIRST_COMPLETED)
+                for listener in self.listeners:
+                    listener.on_tick(time.monotonic() - started)
                 if self._interrupt.is_set() and inflight:
                     if interrupted_at is None:
                         interrupted_at = time.monotonic()

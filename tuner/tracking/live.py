@@ -111,6 +111,12 @@ class MlflowTracker:
     def on_finish(self, trials: list["FrozenTrial"], front: list["FrozenTrial"]) -> None:
         self._queue.put(("finish", [TrialRecord.from_trial(t) for t in trials]))
 
+    def on_trial_start(self, number: int, role: str, slot: str, timeout_s: float) -> None:
+        pass  # runs are logged once a trial is told
+
+    def on_tick(self, elapsed_s: float) -> None:
+        pass
+
     def wait_started(self, timeout_s: float = 60.0) -> str | None:
         """Block until the parent run exists (or failed); its id, or None."""
         self._started.wait(timeout_s)

@@ -1,0 +1,40 @@
+"""What the coordinator tells its listeners (the live display, the MLflow tracker) and returns."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+
+class Listener(Protocol):
+    """Receives progress and finished trials (the live display, the tracker)."""
+
+    def on_start(self, study_name: str, done: int, total: int | None) -> None: ...
+
+    def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,
+                 elapsed_s: float) -> None: ...
+
+    def on_finish(self, trials: list["FrozenTrial"], front: list["FrozenTrial"]) -> None: ...
+
+    def on_trial_start(self, number: int, role: str, slot: str, timeout_s: float) -> None:
+        """A trial started on ``slot`` with a wall-clock limit of ``timeout_s`` seconds."""
+
+    def on_tick(self, elapsed_s: float) -> None:
+        """Called about twice a second while trials run (``elapsed_s``: this invocation so far)."""
+
+
+@dataclass
+class Summary:
+    """What a coordinator invocation did."""
+
+    study_name: str
+    measured: int
+    recorded: int
+    outcomes: dict[str, int]
+    front: list[int]
+    stopped_because: str
+    failure: str | None = None  # set when the run stopped because continuing would waste the budget
+    interrupted: bool = False
