@@ -104,3 +104,32 @@ def test_ctrl_c_stops_within_seconds_records_interrupted_and_prints_the_resume_c
     assert interrupted or len(completed) >= 3, "the trial in flight finished or was recorded INTERRUPTED"
     if interrupted:
         assert any(t.state.name == "WAITING" for t in trials), "and queued again for resume"
+
+
+@pytest.mark.slow
+def test_a_storage_locked_past_the_busy_timeout_stops_with_one_line(tmp_path: Path) -> None:
+    """Another process holds the SQLite file locked: one line naming the cause, no traceback, resume works."""
+    import sqlite3
+
+    env = {**ENV, "TUNER_SQLITE_BUSY_TIMEOUT_S": "1"}
+    process = subprocess.Popen([sys.executable, "-m", "tuner", "run", str(slow_spec(tmp_path)), "--study-name", "db",
+                                "--no-mlflow"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env=env)
+    db = tmp_path / "studies" / "studies.db"
+    assert wait_for(lambda: db.exists() and sum(1 for t in trials_of(tmp_path, "db") if t.state.name == "COMPLETE") >= 1)
+    holder = sqlite3.connect(db, timeout=30, isolation_level=None)
+    holder.execute("BEGIN EXCLUSIVE")
+    try:
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+    said = " ".join(stderr.split())
+    assert process.returncode == 2, stderr[-2000:]
+    assert "storage error, the study stopped: OperationalError: database is locked" in said, said[-1500:]
+    assert "Traceback" not in stderr
+    completed = {t.number for t in trials_of(tmp_path, "db") if t.state.name == "COMPLETE"}
+    resumed = tuner("resume", "db", "--no-mlflow", "--trials", "3", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    after = trials_of(tmp_path, "db")
+    assert completed <= {t.number for t in after if t.state.name == "COMPLETE"}, "nothing stored was lost"

@@ -132,10 +132,11 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
         _record_event(study, "resume" if not opened.created else "run", overrides or {})
         return _locked_session(opened, home, device, workers, mlflow_uri, use_mlflow, out, err)
     except Exception as error:
-        if _is_storage_error(error):
-            raise StudyError(f"storage error, the study stopped: {type(error).__name__}: "
-                             f"{str(error).splitlines()[0][:300]} (storage {redact_url(opened.storage_url)}; "
-                             f"nothing measured is lost: 'tuner resume {study.study_name}')") from None
+        cause = _storage_cause(error)
+        if cause is not None:
+            raise StudyError(f"storage error, the study stopped: {cause} (storage {redact_url(opened.storage_url)}; "
+                             f"the trial in flight is re-run by 'tuner resume {study.study_name}'; "
+                             f"nothing stored is lost)") from None
         raise
     finally:
         lock.release()
@@ -153,12 +154,24 @@ def _record_event(study: Any, kind: str, overrides: dict[str, Any]) -> None:
     study.set_user_attr("events", events)
 
 
-def _is_storage_error(error: BaseException) -> bool:
-    """A database failure (locked past the busy timeout, disk full, connection lost)."""
+def _storage_cause(error: BaseException) -> str | None:
+    """The database's own words when ``error`` is a storage failure (locked past the busy timeout,
+    disk full, connection lost), else None. Optuna wraps them in a ``StorageInternalError`` whose
+    text blames "invalid data"; the driver's message is further down the exception chain."""
     from optuna.exceptions import StorageInternalError
-    from sqlalchemy.exc import OperationalError
+    from sqlalchemy.exc import DBAPIError
 
-    return isinstance(error, (OperationalError, StorageInternalError))
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for item in chain:
+        if isinstance(item, DBAPIError):
+            return f"{type(item.orig).__name__}: {str(item.orig).splitlines()[0][:300]}"
+    if isinstance(error, StorageInternalError):
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+    return None
 
 
 def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
 DEFAULT_HOME = Path("studies")
 STORAGE_ENV = "TUNER_STORAGE"
 HOME_ENV = "TUNER_HOME"
+SQLITE_BUSY_TIMEOUT_ENV = "TUNER_SQLITE_BUSY_TIMEOUT_S"  # seconds a writer waits for a locked SQLite file (60)
 
 
 class StudyError(RuntimeError):
@@ -54,7 +55,7 @@ def open_storage(url: str) -> "optuna.storages.BaseStorage":
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        engine_kwargs = {"connect_args": {"timeout": 60}}
+        engine_kwargs = {"connect_args": {"timeout": float(os.environ.get(SQLITE_BUSY_TIMEOUT_ENV) or 60)}}
     for attempt in range(4):
         try:
             storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
