@@ -77,10 +77,13 @@ def export_config(opened: OpenStudy, output: str | Path, *, policy: str | None =
     At most one of ``policy`` (e.g. ``"minimize latency_p50_s subject to
     stlpips_alex <= 0.05"``, ``"knee"``), ``profile`` (fast | balanced |
     quality), ``objective`` or ``trial``; none picks the best on the first
-    objective. Raises ``ExportError`` when nothing feasible can be chosen.
+    objective. A noisy pick is replaced by a stable trial within its spread, and
+    the document's ``warnings`` say when a noisy trial or baseline is shipped.
+    Raises ``ExportError`` when nothing feasible can be chosen.
     """
     from tuner.ship.export import build_config, choose, write_config
 
     chosen = choose(opened.study, policy=policy, profile=profile, objective=objective, trial_number=trial)
-    document = build_config(opened.study, chosen.record, opened.storage_url, chosen.policy, chosen.profile)
+    document = build_config(opened.study, chosen.record, opened.storage_url, chosen.policy, chosen.profile,
+                            replaced_noisy=chosen.replaced.number if chosen.replaced else None)
     return write_config(document, Path(output))

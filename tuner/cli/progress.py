@@ -17,6 +17,8 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from tuner.study.records import TrialRecord
+
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
@@ -95,6 +97,8 @@ class ProgressDisplay:
             note = f"copy of #{trial.user_attrs['duplicate_of']}"
         elif trial.user_attrs.get("reason") and outcome != "OK":
             note = str(trial.user_attrs["reason"])[:60]
+        elif outcome == "OK" and TrialRecord.from_trial(trial).noisy:
+            note = f"noisy: latency cv {TrialRecord.from_trial(trial).latency_cv or 0:.2f}"
         values = ", ".join(f"{v:.4g}" for v in trial.values) if trial.values and not \
             trial.user_attrs.get("placeholder_values") else ""
         role = trial.user_attrs.get("role", "search")

@@ -29,6 +29,7 @@ from tuner.study.coordinator import Coordinator
 from tuner.study.listeners import Listener, Summary
 from tuner.study.objectives import plan_constraints
 from tuner.study.lock import lock_for
+from tuner.study.records import TrialRecord
 from tuner.study.storage import StudyError, redact_url
 from tuner.study.studies import OpenStudy
 from tuner.tracking.live import MlflowTracker, tracking_uri
@@ -177,7 +178,7 @@ def _storage_cause(error: BaseException) -> str | None:
 def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
                     use_mlflow: bool, out: Console, err: Console) -> Summary:
     from tuner.gpu import visible_gpu_indices
-    from tuner.ship.export import ExportError, build_config, choose_trial, write_config
+    from tuner.ship.export import ExportError, build_config, choose, write_config
 
     study, spec = opened.study, opened.spec
     plan = plan_constraints(spec, host_facts(device))
@@ -222,9 +223,14 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
               f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}")
     _print_front(opened, summary.front, out)
     try:
-        chosen = choose_trial(study)
-        path = write_config(build_config(study, chosen, opened.storage_url), home / study.study_name / "best.yaml")
-        out.print(f"best on {spec.objective_names[0]}: trial {chosen.number} -> exported to {path}")
+        chosen = choose(study)
+        document = build_config(study, chosen.record, opened.storage_url, chosen.policy, chosen.profile,
+                                replaced_noisy=chosen.replaced.number if chosen.replaced else None)
+        path = write_config(document, home / study.study_name / "best.yaml")
+        replaced = (f" (stable, in place of noisy trial {chosen.replaced.number})" if chosen.replaced else "")
+        out.print(f"best on {spec.objective_names[0]}: trial {chosen.record.number}{replaced} -> exported to {path}")
+        for warning in document.get("warnings") or []:
+            out.print(f"[yellow]warning: {escape(str(warning))}[/]", soft_wrap=True)
     except ExportError as error:
         out.print(f"[yellow]nothing exported: {error}[/]")
     if tracker is not None and tracker.run_id is not None:
@@ -237,10 +243,13 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
 def _print_front(opened: OpenStudy, front: list[int], out: Console) -> None:
     trials = {t.number: t for t in opened.study.get_trials(deepcopy=False)}
     names = opened.spec.objective_names
-    table = Table("trial", "role", *names, "params", title="Pareto front")
+    table = Table("trial", "role", *names, "noisy", "params", title="Pareto front")
     for number in front:
         trial = trials[number]
+        record = TrialRecord.from_trial(trial)
         table.add_row(str(number), trial.user_attrs.get("role", "search"),
                       *(f"{v:.4g}" for v in trial.values or ()),
+                      f"NOISY (cv {record.latency_cv:.2f})" if record.noisy and record.latency_cv is not None
+                      else "NOISY" if record.noisy else "-",
                       ", ".join(f"{k}={v}" for k, v in trial.params.items()))
     out.print(table)

@@ -175,6 +175,8 @@ def status(
     for record in (TrialRecord.from_trial(t) for t in trials):
         values = [f"{v:.4g}" if record.values and not record.placeholder else "-" for v in (record.values or [None] * len(names))]
         note = f"copy of #{record.duplicate_of}" if record.duplicate_of is not None else (record.reason or "")[:50]
+        if record.noisy and record.duplicate_of is None:
+            note = f"NOISY (latency cv {record.latency_cv or 0:.2f})" + (f"; {note}" if note else "")
         table.add_row(str(record.number), record.role, record.outcome, *values,
                       "*" if record.number in front else "", json.dumps(dict(record.params))[:60], note)
     out.print(table)

@@ -28,9 +28,9 @@ def front(
     storage: Optional[str] = StorageOption,
     home: Optional[Path] = HomeOption,
 ) -> None:
-    """Print the study's Pareto front as a table (objectives, key metrics, params)."""
+    """Print the study's Pareto front as a table (objectives, key metrics, noisy flag, params)."""
     from tuner.front.report import front_table
-    from tuner.study.records import TrialRecord, record_feasible
+    from tuner.study.records import NOISY_CV, TrialRecord, record_feasible
     from tuner.tracking.views import ranks_of
 
     url = storage_url(storage, tuner_home(home))
@@ -46,17 +46,19 @@ def front(
     by_number = {r.number: r for r in records}
     extra = [m for m in ("latency_p95_s", "latency_cv", "peak_vram_gb", "throughput_items_per_s") if m not in names]
     table = Table(title=f"Pareto front of {study}", title_justify="left")
-    for column in ("trial", "role", *names, *extra):
+    for column in ("trial", "role", *names, *extra, "noisy"):
         table.add_column(column, no_wrap=True)  # numbers are never cut; the params column wraps
     table.add_column("params", overflow="fold")
     for row in rows:
         record = by_number[row["trial"]]
         shown = [_number(record.metric_value(m)) for m in extra]
         table.add_row(str(row["trial"]), row["role"], *(_number(row.get(n)) for n in names), *shown,
-                      ", ".join(f"{k}={v}" for k, v in record.params.items()))
+                      "NOISY" if row["noisy"] else "-", ", ".join(f"{k}={v}" for k, v in record.params.items()))
     (out if out.is_terminal else Console(width=240)).print(table)  # piped or captured: no 80-column squeeze
     feasible = sum(1 for r in records if record_feasible(r))
-    out.print(f"{len(rows)} on the front of {feasible} feasible measured trials ({len(records)} recorded)")
+    noisy = sum(1 for row in rows if row["noisy"])
+    out.print(f"{len(rows)} on the front of {feasible} feasible measured trials ({len(records)} recorded)"
+              + (f"; {noisy} of them NOISY (latency CV > {NOISY_CV:g}): their latencies are not facts" if noisy else ""))
 
 
 def _number(value: object) -> str:
@@ -84,14 +86,22 @@ def export(
     try:
         opened = load_study(url, study)
         chosen = choose(opened.study, policy=policy, profile=profile, objective=objective, trial_number=trial)
-        document = build_config(opened.study, chosen.record, url, chosen.policy, chosen.profile)
+        document = build_config(opened.study, chosen.record, url, chosen.policy, chosen.profile,
+                                replaced_noisy=chosen.replaced.number if chosen.replaced else None)
     except (StudyError, SpecError, ExportError) as error:
         fail(str(error))
     path = write_config(document, output or root / study / f"{profile or 'best'}.yaml")
     comparison = (document.get("baseline") or {}).get("comparison") or {}
     speedup = comparison.get("speedup")
     out.print(f"exported trial {chosen.record.number} of {study} ({chosen.policy}) to {path}"
-              + (f" — {speedup:.3g}x the baseline's speed on {comparison['speed_metric']}" if speedup else ""))
+              + (f" — {speedup:.3g}x the baseline's speed on {comparison['speed_metric']}" if speedup else ""),
+              highlight=False)
+    if chosen.replaced is not None:
+        out.print(f"note: the policy picked trial {chosen.replaced.number}, which is noisy (latency CV "
+                  f"{chosen.replaced.latency_cv or 0:.2g}); shipped stable trial {chosen.record.number} instead, "
+                  f"within its spread", highlight=False)
+    for warning in document["warnings"]:
+        err.print(f"[bold yellow]warning:[/] {warning}", highlight=False)
 
 
 @app.command()
@@ -101,28 +111,34 @@ def check(
     max_quality_drop: Optional[float] = typer.Option(None, "--max-quality-drop",
                                                      help="Fail when a quality objective is worse than the "
                                                           "baseline's by more than this (metric units)."),
-    rounds: int = typer.Option(3, "--rounds", min=1, help="Rounds of baseline and chosen runs (alternating)."),
+    rounds: int = typer.Option(4, "--rounds", min=1, help="Rounds of baseline and chosen runs (alternating) always run."),
+    max_rounds: Optional[int] = typer.Option(None, "--max-rounds", min=1,
+                                             help="Most rounds run while the test is undecided (default: 16)."),
     home: Optional[Path] = HomeOption,
 ) -> None:
-    """Re-measure an exported setting and its baseline; exit 1 on a regression beyond the spread."""
+    """Re-measure an exported setting and its baseline; exit 1 on a regression (a statistical test of the speed-up)."""
     from tuner.ship.check import CheckError, run_check
     from tuner.ship.config_schema import ConfigError, load_config
 
     try:
         document = load_config(config)
         report = run_check(document, tuner_home(home), rounds, min_speedup, max_quality_drop,
-                           progress=lambda step: err.print(f"check: {step}", highlight=False))
+                           progress=lambda step: err.print(f"check: {step}", highlight=False), max_rounds=max_rounds)
     except (ConfigError, CheckError, SpecError) as error:
         fail(str(error))
-    table = Table("setting", f"{report.speed_metric} per round", "median", "quality", title=f"tuner check {config}")
+    table = Table("setting", f"{report.speed_metric} per round", "median", "CV", "quality", title=f"tuner check {config}")
     for side in (report.baseline, report.chosen):
         table.add_row(side.label, ", ".join(f"{v:.4g}" for v in side.p50_s), f"{side.median_s:.4g} s",
-                      ", ".join(f"{k}={v:.4g}" for k, v in side.quality.items()))
-    out.print(table)
+                      _number(side.cv), ", ".join(f"{k}={v:.4g}" for k, v in side.quality.items()))
+    (out if out.is_terminal else Console(width=240)).print(table)
     expected = f"{report.expected_speedup:.3g}x" if report.expected_speedup is not None else "unknown"
-    floor = f"{report.floor:.3g}x" if report.floor is not None else "-"
-    out.print(f"speed-up {report.speedup:.3g}x (exported {expected}, spread {report.spread:.3g}, floor {floor})"
-              + "".join(f"; {k} drop {v:.4g}" for k, v in report.quality_drops.items()))
+    low, high = report.ci
+    floors = ", ".join(f"{f.name} floor {f.value:.3g}x" for f in report.floors) or "no floor"
+    out.print(f"speed-up {report.speedup:.3g}x (95 % CI {low:.3g}x–{high:.3g}x, {report.rounds} rounds; exported "
+              f"{expected}, margin {report.margin:.3g}; {floors})"
+              + "".join(f"; {k} drop {v:.4g}" for k, v in report.quality_drops.items()), highlight=False)
+    for note in report.notes:
+        err.print(f"[bold yellow]note:[/] {note}", highlight=False)
     if report.failures:
         for failure in report.failures:
             err.print(f"[bold red]regression:[/] {failure}", highlight=False)

@@ -1,28 +1,34 @@
 """``tuner check``: re-measure an exported setting against its baseline — a CI gate.
 
-From a ``tuner.config/v1`` file (its ``check`` block holds the study's spec,
-the device and the reference and baseline settings) this runs, in real worker
-processes on this machine: the reference once (when the spec has quality
-metrics), then ``rounds`` rounds alternating baseline and chosen setting
-(ABBA order, so a drift in machine load hits both alike).
+From a ``tuner.config/v1`` file (its ``check`` block holds the study's spec, the device and
+the reference and baseline settings) this runs, in real worker processes on this machine:
+the reference once (when the spec has quality metrics), then rounds alternating baseline
+and chosen setting (ABBA order, so a drift in machine load hits both alike). Each run
+yields one median latency (seconds) per side and round.
 
-Speed: the measured speed-up is median(baseline p50) / median(chosen p50) on
-the config's speed metric. Its relative spread ``s`` combines each side's
-spread — the largest of the exported CV, the median CV within this run's
-repeats and the CV between rounds — as ``sqrt(s_baseline² + s_chosen²)``, and
-never less than 5 % (the noise floor of wall-clock timing on a shared machine).
-A regression is a speed-up below ``expected × (1 − 3 s)`` (expected: the
-speed-up in the config), or below ``--min-speedup`` when given.
+Speed — a sequential statistical test (:mod:`tuner.ship.stats`), never a point compared
+with a point. The floor is ``expected × (1 − margin)`` (expected: the exported speed-up)
+with ``margin = clamp(2 × u, MIN_MARGIN, MAX_MARGIN)``, ``u`` the relative standard error
+of the exported speed-up (``sqrt(π/2) × sqrt(cv_b²/n_b + cv_c²/n_c)`` from the exported CVs
+and repeats). So the floor is never below ``0.8 × expected`` however noisy the export was;
+``--min-speedup`` is a second floor. After ``rounds`` rounds (at least), and after each
+further round up to ``max_rounds``, the Mann–Whitney test of the per-round medians is run
+against each floor at one-sided level :data:`ALPHA`: below a floor with 97.5 % confidence
+fails, above every floor passes, otherwise one more round. At ``max_rounds`` an undecided
+floor is decided on the Hodges–Lehmann estimate, and the report says so. The reported
+speed-up is that estimate, with its 95 % confidence interval.
 
-Quality: for each quality objective, the drop against the baseline (how much
-worse the chosen setting is, in the metric's unit). A regression is a drop
-above ``--max-quality-drop`` when given, else a drop larger than the exported
-one by more than 1 % of it (+1e-6): quality metrics are deterministic for a
-fixed seed. Any run that is not ``OK`` fails the check.
+Quality: for each quality objective, the drop against the baseline (how much worse the
+chosen setting is, in the metric's unit). A regression is a drop above ``--max-quality-drop``
+when given, else a drop larger than the exported one by more than 1 % of it (+1e-6):
+quality metrics are deterministic for a fixed seed. A quality objective that goes missing
+on either side (any run not measuring it), or that has no exported delta to compare with
+(and no ``--max-quality-drop``), fails with the reason. Any run that is not ``OK`` fails.
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -30,13 +36,19 @@ from pathlib import Path
 from typing import Any, Callable
 
 from tuner.results import Outcome, TrialResult
-from tuner.ship.config_schema import ConfigV1
+from tuner.ship.config_schema import ConfigV1, Spread
+from tuner.ship.stats import ShiftTest, shift_test
 from tuner.spec.metrics import QUALITY_METRIC_NAMES
 
-SPREAD_SIGMAS = 3.0
-MIN_SPREAD = 0.05  # wall-clock timing on a shared machine is never trusted below 5 %
+ALPHA = 0.025  # one-sided: a 95 % two-sided confidence interval of the speed-up
+MIN_MARGIN = 0.12  # halfway (geometrically) between no change and a 1.3x slowdown: 1 - 1/sqrt(1.3)
+MAX_MARGIN = 0.20  # however noisy the export, the floor stays at >= 0.8 x expected: a 1.25x slowdown fails
+EXPORT_SIGMAS = 2.0
+DEFAULT_ROUNDS = 4  # the fewest rounds at which the exact test can decide at ALPHA (1/70 <= 0.025)
+DEFAULT_MAX_ROUNDS = 16
 QUALITY_RELATIVE_TOLERANCE = 0.01
 QUALITY_ABSOLUTE_TOLERANCE = 1e-6
+_MEDIAN_SE = math.sqrt(math.pi / 2)  # standard error of a median / of a mean, for normal samples
 
 
 class CheckError(RuntimeError):
@@ -45,43 +57,73 @@ class CheckError(RuntimeError):
 
 @dataclass
 class SideMeasurement:
-    """One setting's runs: p50 latency per round (seconds), within-run CVs, last quality values."""
+    """One setting's runs: p50 latency per round (seconds), within-run CVs, quality values, what went missing."""
 
     label: str
     p50_s: list[float] = field(default_factory=list)
     cvs: list[float] = field(default_factory=list)
     quality: dict[str, float] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)  # quality metric -> why a run did not measure it
 
     @property
     def median_s(self) -> float:
         return statistics.median(self.p50_s)
 
-    def spread(self, exported_cv: float | None) -> float:
-        """Relative spread: max(exported CV, median within-run CV, CV between rounds)."""
-        between = (statistics.stdev(self.p50_s) / statistics.mean(self.p50_s)
-                   if len(self.p50_s) >= 2 and statistics.mean(self.p50_s) > 0 else 0.0)
-        within = statistics.median(self.cvs) if self.cvs else 0.0
-        return max(exported_cv or 0.0, within, between)
+    @property
+    def cv(self) -> float | None:
+        """Median within-run coefficient of variation of the repeats (None when no run had one)."""
+        return statistics.median(self.cvs) if self.cvs else None
+
+
+@dataclass(frozen=True)
+class SpeedFloor:
+    """One floor of the speed-up: its value, where it comes from, and the final test against it."""
+
+    name: str  # "exported" or "min-speedup"
+    value: float
+    test: ShiftTest
+    decided_by_test: bool
+
+    @property
+    def failed(self) -> bool:
+        return self.test.regression if self.decided_by_test else self.test.estimate < self.value
 
 
 @dataclass
 class CheckReport:
-    """Figures and verdict of one check."""
+    """Figures and verdict of one check (speed-ups are baseline / chosen, dimensionless)."""
 
     speed_metric: str
     baseline: SideMeasurement
     chosen: SideMeasurement
     speedup: float
+    ci: tuple[float, float]
     expected_speedup: float | None
-    spread: float
-    floor: float | None
+    margin: float
+    floors: list[SpeedFloor]
+    rounds: int
     quality_drops: dict[str, float]
     failures: list[str]
+    notes: list[str]
     workdir: str
 
     @property
     def passed(self) -> bool:
         return not self.failures
+
+    @property
+    def floor(self) -> float | None:
+        """The exported floor (``expected × (1 − margin)``), None without an exported speed-up."""
+        return next((f.value for f in self.floors if f.name == "exported"), None)
+
+
+def margin_of(baseline: Spread, chosen: Spread) -> float:
+    """The relative margin below the exported speed-up (see module docs); in [MIN_MARGIN, MAX_MARGIN]."""
+    def part(spread: Spread) -> float:
+        return (spread.latency_cv or 0.0) ** 2 / max(1, spread.repeats or 1)
+
+    uncertainty = _MEDIAN_SE * math.sqrt(part(baseline) + part(chosen))
+    return min(MAX_MARGIN, max(MIN_MARGIN, EXPORT_SIGMAS * uncertainty))
 
 
 def _settings(spec: Any, params: dict[str, Any], what: str) -> dict[str, Any]:
@@ -93,10 +135,14 @@ def _settings(spec: Any, params: dict[str, Any], what: str) -> dict[str, Any]:
     return dict(candidate.settings)
 
 
-def run_check(config: ConfigV1, home: Path, rounds: int = 3, min_speedup: float | None = None,
-              max_quality_drop: float | None = None,
-              progress: Callable[[str], None] = lambda _: None) -> CheckReport:
-    """Run the check (see module docs) with trial files under ``home/checks/``."""
+def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_speedup: float | None = None,
+              max_quality_drop: float | None = None, progress: Callable[[str], None] = lambda _: None,
+              max_rounds: int | None = None) -> CheckReport:
+    """Run the check (see module docs) with trial files under ``home/checks/``.
+
+    ``rounds``: rounds always run; ``max_rounds`` (default ``max(rounds, 16)``): the most run
+    while the test is undecided. Raises :class:`CheckError` when the check cannot run.
+    """
     from evaluators.registry import warm_ups
     from tuner.runner.base import TrialRequest, plan_slots
     from tuner.runner.choice import make_runner
@@ -104,17 +150,23 @@ def run_check(config: ConfigV1, home: Path, rounds: int = 3, min_speedup: float 
 
     if config.baseline is None or config.check.baseline is None:
         raise CheckError("the config has no measured baseline: nothing to compare against")
-    if rounds < 1:
-        raise CheckError("rounds must be >= 1")
+    limit = max(rounds, DEFAULT_MAX_ROUNDS) if max_rounds is None else max_rounds
+    if rounds < 1 or limit < rounds:
+        raise CheckError(f"rounds must be >= 1 and max rounds >= rounds (got {rounds} and {limit})")
     spec = parse_spec(config.check.spec_yaml, source="config check.spec_yaml")
     chosen_settings = _settings(spec, dict(config.params), "exported")
     baseline_settings = _settings(spec, dict(config.check.baseline), "baseline")
     quality_metrics = sorted(spec.used_metrics & QUALITY_METRIC_NAMES)
     speed_metric = config.baseline.comparison.speed_metric
-    workdir = home / "checks" / f"{config.provenance.study}-trial{config.provenance.trial}-{time.strftime('%Y%m%d-%H%M%S')}"
+    workdir = _fresh_dir(home / "checks" / f"{config.provenance.study}-trial{config.provenance.trial}-"
+                                           f"{time.strftime('%Y%m%d-%H%M%S')}")
     device = config.check.device
     slot = plan_slots(1, device, _gpus(device), threads=spec.workload.torch_threads,
                       gpus_per_slot=spec.workload.gpus_per_trial)[0]
+    expected = config.baseline.comparison.speedup
+    margin = margin_of(config.baseline.spread, config.spread)
+    floors = {name: value for name, value in (("exported", expected * (1 - margin) if expected else None),
+                                              ("min-speedup", min_speedup)) if value is not None and value > 0}
     runner = make_runner(spec, warm_ups(spec.used_metrics))  # the same kind of worker as the study's
     counter = iter(range(10**6))
 
@@ -134,7 +186,7 @@ def run_check(config: ConfigV1, home: Path, rounds: int = 3, min_speedup: float 
     reference_settings = (_settings(spec, dict(config.check.reference), "reference")
                           if config.check.reference is not None else None)
     sides = {"baseline": SideMeasurement("baseline"), "chosen": SideMeasurement("chosen")}
-    failures: list[str] = []
+    tests: dict[str, ShiftTest] = {}
     try:
         reference_output = None
         if quality_metrics and reference_settings is not None:
@@ -142,29 +194,63 @@ def run_check(config: ConfigV1, home: Path, rounds: int = 3, min_speedup: float 
             result = runner.run(request("reference", reference_settings, None, as_reference=True), slot)
             _require_ok(result, "reference")
             reference_output = result.output_path
-        for index in range(rounds):
+        for index in range(limit):
             order = ("baseline", "chosen") if index % 2 == 0 else ("chosen", "baseline")
             for label in order:
-                progress(f"round {index + 1}/{rounds}: {label}")
+                progress(f"round {index + 1} (at least {rounds}, at most {limit}): {label}")
                 settings = baseline_settings if label == "baseline" else chosen_settings
                 result = runner.run(request(label, settings, reference_output), slot)
                 _require_ok(result, label)
                 _record(sides[label], result, speed_metric, quality_metrics)
+            if index + 1 < rounds:
+                continue
+            tests = {name: shift_test(sides["baseline"].p50_s, sides["chosen"].p50_s, value, ALPHA)
+                     for name, value in floors.items()}
+            if all(t.regression or t.confirmed for t in tests.values()):
+                break
+            progress(f"after {index + 1} rounds: " + "; ".join(
+                f"{_interval(t)} against the {name} floor {t.floor:.3g}x: undecided" for name, t in tests.items()))
     finally:
         runner.close()
     base, chosen = sides["baseline"], sides["chosen"]
-    speedup = base.median_s / chosen.median_s if chosen.median_s > 0 else float("inf")
-    spread = max(MIN_SPREAD, (base.spread(config.baseline.spread.latency_cv) ** 2
-                              + chosen.spread(config.spread.latency_cv) ** 2) ** 0.5)
-    expected = config.baseline.comparison.speedup
-    floor = expected * (1 - SPREAD_SIGMAS * spread) if expected is not None else None
-    if floor is not None and speedup < floor:
-        failures.append(f"speed-up {speedup:.3g}x is below the exported {expected:.3g}x beyond the spread "
-                        f"(floor {floor:.3g}x = exported x (1 - {SPREAD_SIGMAS:g} x {spread:.3g}))")
-    if min_speedup is not None and speedup < min_speedup:
-        failures.append(f"speed-up {speedup:.3g}x is below --min-speedup {min_speedup:g}x")
-    drops = _quality(config, base, chosen, max_quality_drop, failures)
-    return CheckReport(speed_metric, base, chosen, speedup, expected, spread, floor, drops, failures, str(workdir))
+    overall = shift_test(base.p50_s, chosen.p50_s, 1.0, ALPHA)
+    report = CheckReport(speed_metric, base, chosen, overall.estimate, (overall.low, overall.high), expected,
+                         margin, [], len(base.p50_s), {}, [], [], str(workdir))
+    for name, test in tests.items():
+        speed_floor = SpeedFloor(name, test.floor, test, test.regression or test.confirmed)
+        report.floors.append(speed_floor)
+        if not speed_floor.decided_by_test:
+            report.notes.append(f"undecided at 95 % after {report.rounds} rounds ({_interval(test)} against the "
+                                f"{name} floor {test.floor:.3g}x): decided on the estimate")
+        if speed_floor.failed:
+            report.failures.append(_speed_failure(speed_floor, expected, margin))
+    report.quality_drops = _quality(config, base, chosen, quality_metrics, max_quality_drop, report.failures)
+    return report
+
+
+def _interval(test: ShiftTest) -> str:
+    high = f"{test.high:.3g}x" if math.isfinite(test.high) else "inf"
+    return f"speed-up {test.estimate:.3g}x (95 % CI {test.low:.3g}x–{high})"
+
+
+def _speed_failure(floor: SpeedFloor, expected: float | None, margin: float) -> str:
+    test = floor.test
+    how = (f"below it with 97.5 % confidence (Mann-Whitney p = {test.p_below:.2g}, {test.rounds} rounds)"
+           if floor.decided_by_test else f"undecided after {test.rounds} rounds; the estimate is below it")
+    if floor.name == "min-speedup":
+        return f"{_interval(test)} is below --min-speedup {test.floor:g}x: {how}"
+    return (f"{_interval(test)} is below the exported {expected:.3g}x beyond the margin (floor {test.floor:.3g}x = "
+            f"exported x (1 - {margin:.3g})): {how}")
+
+
+def _fresh_dir(path: Path) -> Path:
+    """``path``, or ``path-2``, ``path-3``... : a directory no earlier check (same second) used."""
+    candidate, suffix = path, 1
+    while candidate.exists():
+        suffix += 1
+        candidate = path.with_name(f"{path.name}-{suffix}")
+    candidate.mkdir(parents=True)
+    return candidate
 
 
 def _gpus(device: str) -> list[int]:
@@ -179,8 +265,9 @@ def _require_ok(result: TrialResult, label: str) -> None:
 
 
 def _record(side: SideMeasurement, result: TrialResult, speed_metric: str, quality: list[str]) -> None:
+    """Add one run's figures to ``side``; a quality metric the run did not measure is remembered with why."""
     value = result.metric_value(speed_metric)
-    if value is None:
+    if value is None or value <= 0:
         raise CheckError(f"the {side.label} run did not measure {speed_metric}")
     side.p50_s.append(value)
     cv = result.metric_value("latency_cv")
@@ -190,24 +277,44 @@ def _record(side: SideMeasurement, result: TrialResult, speed_metric: str, quali
         measured = result.metric_value(name)
         if measured is not None:
             side.quality[name] = measured
+        elif name not in side.missing:
+            metric = result.metrics.get(name)
+            side.missing[name] = (metric.reason if metric is not None and metric.reason else "not reported by the run")
 
 
-def _quality(config: ConfigV1, base: SideMeasurement, chosen: SideMeasurement, max_drop: float | None,
-             failures: list[str]) -> dict[str, float]:
+def _why_missing(side: SideMeasurement, name: str, measured: list[str]) -> str | None:
+    """Why ``side`` has no value of quality metric ``name`` in every run (None: it has)."""
+    if name not in measured:
+        return "not measured: the config's spec does not name it"
+    if name in side.missing:
+        return side.missing[name]
+    return None if name in side.quality else "no run measured it"
+
+
+def _quality(config: ConfigV1, base: SideMeasurement, chosen: SideMeasurement, measured: list[str],
+             max_drop: float | None, failures: list[str]) -> dict[str, float]:
+    """Drops (metric units, > 0: worse than the baseline) of the quality objectives; failures appended."""
     assert config.baseline is not None
     drops: dict[str, float] = {}
     for name, entry in config.baseline.comparison.quality_delta.items():
-        mine, theirs = chosen.quality.get(name), base.quality.get(name)
-        if mine is None or theirs is None:
+        if name not in QUALITY_METRIC_NAMES:
+            continue  # not a quality metric (memory, throughput): not re-judged here
+        lost = [f"the {side.label} side ({why})" for side in (chosen, base)
+                if (why := _why_missing(side, name, measured)) is not None]
+        if lost:
+            failures.append(f"{name}: quality objective missing on {' and on '.join(lost)}")
             continue
         sign = -1.0 if entry.direction == "maximize" else 1.0
-        drop = sign * (mine - theirs)
+        drop = sign * (chosen.quality[name] - base.quality[name])
         drops[name] = drop
         if max_drop is not None:
             if drop > max_drop:
                 failures.append(f"{name}: quality drop {drop:.4g} against the baseline is above "
                                 f"--max-quality-drop {max_drop:g}")
-        elif entry.delta is not None:
+        elif entry.delta is None:
+            failures.append(f"{name}: the config has no exported quality delta to compare the drop {drop:.4g} "
+                            f"with (unavailable at export); pass --max-quality-drop")
+        else:
             exported = sign * entry.delta
             allowed = exported + QUALITY_ABSOLUTE_TOLERANCE + QUALITY_RELATIVE_TOLERANCE * abs(exported)
             if drop > allowed:

@@ -6,6 +6,14 @@ schema is the contract production tooling reads. :func:`config_json_schema`
 gives it as JSON Schema. Units: seconds (``_s``), GB (``_gb``), items per
 second; ``speedup`` is baseline latency / chosen latency (> 1: faster);
 ``quality_delta`` is chosen − baseline in the metric's unit.
+
+Noise (issue 11): ``spread.noisy`` is :attr:`tuner.study.records.TrialRecord.noisy`
+(latency CV above :data:`tuner.study.records.NOISY_CV`); ``warnings`` lists, in
+words, why a number in the document is not to be taken as a fact (a noisy shipped
+trial, a noisy baseline under the speed-up); ``selection.replaced_noisy_trial`` is
+the noisy trial the policy picked and the exporter replaced by this stable one
+within its spread. Both were added to v1 with defaults (``[]``, ``null``), so files
+exported before them still load; new files always write them.
 """
 
 from __future__ import annotations
@@ -14,7 +22,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 SCHEMA = "tuner.config/v1"
 
@@ -38,7 +46,7 @@ class ObjectiveEntry(_Model):
 
 
 class Spread(_Model):
-    """Latency spread of the chosen trial's repeats (seconds, CV dimensionless)."""
+    """Latency spread of a trial's repeats (seconds, CV dimensionless; ``noisy``: CV above the noisy threshold)."""
 
     latency_p50_s: float | None
     latency_p95_s: float | None
@@ -78,6 +86,7 @@ class Selection(_Model):
     feasible_trials: int
     front_size: int
     on_front: bool
+    replaced_noisy_trial: int | None = None
 
 
 class Provenance(_Model):
@@ -119,6 +128,7 @@ class ConfigV1(_Model):
     gpu: dict[str, str]
     provenance: Provenance
     check: CheckBlock
+    warnings: list[str] = Field(default_factory=list)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True,
                               alias_generator=lambda name: "schema" if name == "schema_" else name)

@@ -12,11 +12,18 @@ The choice (:func:`choose`): an explicit trial, a policy expression, a profile
 (:mod:`tuner.ship.policy`), or by default the best feasible measured trial
 on one objective (the first). A study without a feasible measured trial
 raises :class:`ExportError` saying what its trials did.
+
+Noisy numbers are not facts: a pick that is noisy (latency CV above
+:data:`tuner.study.records.NOISY_CV`) is replaced by a stable trial within its
+spread (:func:`tuner.ship.policy.prefer_stable`; not for an explicit ``--trial``),
+and the document's ``warnings`` say when the shipped trial or the baseline under
+the speed-up is noisy anyway (:func:`noise_warnings`).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
+import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,15 +33,17 @@ import yaml
 
 from tuner.ship.config_schema import SCHEMA, validate_config
 from tuner.ship.invocation import render_invocation
-from tuner.ship.policy import PolicyError, front_of, parse_policy, select, select_profile, speed_objective
+from tuner.ship.policy import (PolicyError, eligible, front_of, parse_policy, prefer_stable, ranking_keys, select,
+                               select_profile, speed_objective)
 from tuner.spec.loading import parse_spec
-from tuner.study.records import TrialRecord, record_feasible
+from tuner.study.records import NOISY_CV, TrialRecord, record_feasible
 from tuner.study.storage import redact_url
 
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["SCHEMA", "ExportError", "Choice", "choose", "choose_trial", "build_config", "write_config"]
+__all__ = ["SCHEMA", "ExportError", "Choice", "choose", "choose_trial", "build_config", "noise_warnings",
+           "write_config"]
 
 
 class ExportError(RuntimeError):
@@ -43,11 +52,13 @@ class ExportError(RuntimeError):
 
 @dataclass(frozen=True)
 class Choice:
-    """The chosen record and how: the policy text and the profile (if one was asked for)."""
+    """The chosen record and how: the policy text, the profile (if one was asked for), and the noisy
+    trial the policy picked that ``record`` (stable, within its spread) replaced, if any."""
 
     record: TrialRecord
     policy: str
     profile: str | None
+    replaced: TrialRecord | None = None
 
 
 def _records(study: "optuna.Study") -> list[TrialRecord]:
@@ -89,20 +100,25 @@ def choose(study: "optuna.Study", policy: str | None = None, profile: str | None
     feasible = [r for r in records if record_feasible(r)]
     if not feasible:
         raise _no_feasible(study, records)
+    objectives = list(zip(names, directions))
     try:
         if profile is not None:
             chosen_policy, record = select_profile(profile, feasible, names, directions)
-            return Choice(record, chosen_policy.text, profile)
-        if policy is None:
+            keys, pool, text = ranking_keys(chosen_policy, feasible, objectives), feasible, chosen_policy.text
+        elif policy is None:
             assert name is not None
             index = names.index(name)
             sign = 1.0 if directions[index] == "minimize" else -1.0
-            best = min(feasible, key=lambda r: (sign * (r.values or ())[index], r.number))
-            return Choice(best, f"{directions[index]} {name} (objective)", None)
-        parsed = parse_policy(policy)
-        return Choice(select(parsed, feasible, directions), parsed.text, None)
+            record = min(feasible, key=lambda r: (sign * (r.values or ())[index], r.number))
+            keys, pool, text = [(name, directions[index])], feasible, f"{directions[index]} {name} (objective)"
+        else:
+            parsed = parse_policy(policy)
+            record = select(parsed, feasible, directions)
+            keys, pool, text = ranking_keys(parsed, feasible, objectives), eligible(parsed, feasible), parsed.text
     except PolicyError as error:
         raise ExportError(str(error)) from None
+    shipped, replaced = prefer_stable(record, pool, keys)
+    return Choice(shipped, text, profile, replaced)
 
 
 def choose_trial(study: "optuna.Study", objective: str | None = None,
@@ -119,12 +135,41 @@ def _metrics_block(record: TrialRecord) -> dict[str, Any]:
 
 
 def _spread(record: TrialRecord) -> dict[str, Any]:
-    repeats, noisy = record.metric_value("repeats"), record.metric_value("latency_noisy")
+    repeats = record.metric_value("repeats")
+    known = record.latency_cv is not None or record.metric_value("latency_noisy") is not None
     return {"latency_p50_s": record.metric_value("latency_p50_s"),
             "latency_p95_s": record.metric_value("latency_p95_s"),
-            "latency_cv": record.metric_value("latency_cv"),
+            "latency_cv": record.latency_cv,
             "repeats": int(repeats) if repeats is not None else None,
-            "noisy": bool(noisy) if noisy is not None else None}
+            "noisy": record.noisy if known else None}
+
+
+def _relative_se(record: TrialRecord) -> float:
+    """Relative standard error of the record's median latency: sqrt(pi/2) x CV / sqrt(repeats)."""
+    repeats = record.metric_value("repeats") or 1.0
+    return math.sqrt(math.pi / 2) * (record.latency_cv or 0.0) / math.sqrt(max(1.0, repeats))
+
+
+def noise_warnings(record: TrialRecord, base: TrialRecord | None, speedup: float | None) -> list[str]:
+    """Why numbers of an export of ``record`` (against ``base``, at ``speedup``) are not facts; [] when none.
+
+    One warning when the shipped trial is noisy, one when the baseline is; each names the
+    CV, the threshold and the resulting uncertainty (one standard error of the medians).
+    """
+    warnings: list[str] = []
+    ratio_se = (math.hypot(_relative_se(record), _relative_se(base)) if base is not None else None)
+    against = (f"; the speed-up {speedup:.3g}x over the baseline is uncertain by about ±{ratio_se:.0%}"
+               if speedup is not None and ratio_se is not None else "")
+    for what, trial in (("the shipped trial", record), ("the baseline", base)):
+        if trial is None or not trial.noisy:
+            continue
+        cv = f"{trial.latency_cv:.2g}" if trial.latency_cv is not None else "unknown"
+        p50 = trial.metric_value("latency_p50_s")
+        median = f"its median latency {p50:.4g} s" if p50 is not None else "its latency"
+        warnings.append(f"{what} (trial {trial.number}) is noisy: latency CV {cv} > {NOISY_CV:g}, so {median} is "
+                        f"uncertain by about ±{_relative_se(trial):.0%}{against}; re-measure it (tuner check) "
+                        f"on a quiet machine before relying on it")
+    return warnings
 
 
 def _comparison(chosen: TrialRecord, base: TrialRecord, names: list[str], directions: list[str],
@@ -145,8 +190,13 @@ def _comparison(chosen: TrialRecord, base: TrialRecord, names: list[str], direct
 
 
 def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | TrialRecord", storage_url: str,
-                 policy: str | None = None, profile: str | None = None) -> dict[str, Any]:
-    """The validated ``tuner.config/v1`` document for ``trial``."""
+                 policy: str | None = None, profile: str | None = None,
+                 replaced_noisy: int | None = None) -> dict[str, Any]:
+    """The validated ``tuner.config/v1`` document for ``trial``.
+
+    ``replaced_noisy``: the noisy trial the policy picked and ``trial`` replaced
+    (:attr:`Choice.replaced`), recorded as ``selection.replaced_noisy_trial``.
+    """
     record = trial if isinstance(trial, TrialRecord) else TrialRecord.from_trial(trial)
     attrs = study.user_attrs
     records = _records(study)
@@ -156,12 +206,13 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
     front = {r.number for r in front_of(feasible, directions)} if feasible else set()
     by_role = {r.role: r for r in records if r.outcome == "OK" and r.duplicate_of is None and r.role != "search"}
     base = by_role.get("baseline")
+    comparison = _comparison(record, base, names, directions, records) if base is not None else None
     document: dict[str, Any] = {
         "schema": SCHEMA,
         "workload": attrs.get("workload_class"),
         "selection": {"policy": policy or f"trial {record.number}", "profile": profile,
                       "feasible_trials": len(feasible), "front_size": len(front),
-                      "on_front": record.number in front},
+                      "on_front": record.number in front, "replaced_noisy_trial": replaced_noisy},
         "params": dict(record.params),
         "derived": dict(record.derived),
         "invocation": _invocation(attrs, {**record.params, **record.derived}),
@@ -173,7 +224,7 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
         "baseline": None if base is None else {
             "trial": base.number, "params": dict(base.params), "derived": dict(base.derived),
             "outcome": base.outcome, "metrics": _metrics_block(base), "spread": _spread(base),
-            "comparison": _comparison(record, base, names, directions, records)},
+            "comparison": comparison},
         "gpu": {str(k): str(v) for k, v in dict(attrs.get("fingerprint", {})).items()},
         "provenance": {
             "study": study.study_name, "trial": record.number, "role": record.role,
@@ -185,6 +236,7 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
         "check": {"spec_yaml": attrs.get("spec_yaml", ""), "device": str(attrs.get("device", "cpu")),
                   "reference": _settings_of(by_role.get("reference")),
                   "baseline": _settings_of(base)},
+        "warnings": noise_warnings(record, base, comparison["speedup"] if comparison else None),
     }
     return validate_config(document, f"export of trial {record.number}").to_document()
 

@@ -19,6 +19,14 @@ Profiles (``--profile``), derived from the front: ``fast`` — the front point
 best on the speed objective (the first objective measured in seconds, else the
 first objective); ``quality`` — the front point best on the first other
 objective; ``balanced`` — the knee of the front.
+
+Noise (:func:`prefer_stable`): a pick that is noisy (:attr:`TrialRecord.noisy`) is
+replaced by the best stable trial among the same candidates (feasible, satisfying the
+conditions; for a profile or the knee, any feasible trial) that is within the noisy
+pick's spread on every ranking key: no worse than ``value × (1 ± cv)`` on a timed
+metric (unit ``s`` or ``items/s``, ``cv`` the pick's latency CV), no worse at all (ties
+within 1e-9 relative) on any other metric. Quality numbers are deterministic; only the
+timing is uncertain.
 """
 
 from __future__ import annotations
@@ -130,22 +138,75 @@ def select(policy: Policy, feasible: Sequence[TrialRecord], directions: Sequence
         chosen = knee_point([Point(r.number, tuple(r.values or ())) for r in front], directions)
         assert chosen is not None
         return next(r for r in front if r.number == chosen.number)
-    allowed = [r for r in feasible if all(c.holds(r) for c in policy.conditions)]
-    if not allowed:
-        raise PolicyError(f"policy '{policy.text}': none of the {len(feasible)} feasible trials satisfies "
-                          + " and ".join(str(c) for c in policy.conditions))
     keys = [(metric, _direction_of(metric, feasible, given)) for metric, given in policy.keys]
-    for metric, _ in keys:
-        allowed = [r for r in allowed if r.metric_value(metric) is not None]
-        if not allowed:
-            raise PolicyError(f"policy '{policy.text}': no feasible trial has a value for '{metric}'")
-    candidates = list(allowed)
+    candidates = eligible(policy, feasible)
     for metric, direction in keys:
         sign = 1.0 if direction == "minimize" else -1.0
         best = min(sign * (r.metric_value(metric) or 0.0) for r in candidates)
         tolerance = abs(best) * 1e-12
         candidates = [r for r in candidates if sign * (r.metric_value(metric) or 0.0) <= best + tolerance]
     return min(candidates, key=lambda r: r.number)
+
+
+def eligible(policy: Policy, feasible: Sequence[TrialRecord]) -> list[TrialRecord]:
+    """The records ``policy`` chooses among: its conditions hold and every key metric has a value.
+
+    For ``knee``: all of ``feasible``. Raises :class:`PolicyError` when none is left (naming why).
+    """
+    if policy.kind == "knee":
+        return list(feasible)
+    allowed = [r for r in feasible if all(c.holds(r) for c in policy.conditions)]
+    if not allowed:
+        raise PolicyError(f"policy '{policy.text}': none of the {len(feasible)} feasible trials satisfies "
+                          + " and ".join(str(c) for c in policy.conditions))
+    for metric, _ in policy.keys:
+        allowed = [r for r in allowed if r.metric_value(metric) is not None]
+        if not allowed:
+            raise PolicyError(f"policy '{policy.text}': no feasible trial has a value for '{metric}'")
+    return allowed
+
+
+def ranking_keys(policy: Policy, records: Sequence[TrialRecord],
+                 objectives: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The (metric, direction) pairs ``policy`` ranks on; for ``knee``, the ``objectives``."""
+    if policy.kind == "knee":
+        return list(objectives)
+    return [(metric, _direction_of(metric, records, given)) for metric, given in policy.keys]
+
+
+_TIMED_UNITS = frozenset({"s", "items/s"})
+_TIE = 1e-9
+
+
+def within_spread(candidate: TrialRecord, noisy: TrialRecord, keys: Sequence[tuple[str, str]]) -> bool:
+    """``candidate`` is no worse than ``noisy`` beyond ``noisy``'s spread on every key (see module docs)."""
+    cv = noisy.latency_cv or 0.0
+    for metric, direction in keys:
+        mine, theirs = candidate.metric_value(metric), noisy.metric_value(metric)
+        if mine is None or theirs is None:
+            return False
+        tolerance = max(cv, _TIE) if (noisy.metrics.get(metric) or {}).get("unit") in _TIMED_UNITS else _TIE
+        sign = 1.0 if direction == "minimize" else -1.0
+        if sign * mine > sign * theirs + tolerance * abs(theirs):
+            return False
+    return True
+
+
+def prefer_stable(pick: TrialRecord, pool: Sequence[TrialRecord],
+                  keys: Sequence[tuple[str, str]]) -> tuple[TrialRecord, TrialRecord | None]:
+    """``(shipped, replaced)``: ``pick`` and None, or — when ``pick`` is noisy and a stable record of ``pool``
+    is within its spread on ``keys`` — the best such record (by ``keys`` in order, then trial number) and ``pick``.
+    """
+    if not pick.noisy:
+        return pick, None
+    stable = [r for r in pool if not r.noisy and r.number != pick.number and within_spread(r, pick, keys)]
+    if not stable:
+        return pick, None
+
+    def rank(record: TrialRecord) -> tuple[float, ...]:
+        return tuple((1.0 if d == "minimize" else -1.0) * (record.metric_value(m) or 0.0) for m, d in keys)
+
+    return min(stable, key=lambda r: (rank(r), r.number)), pick
 
 
 def speed_objective(names: Sequence[str], records: Sequence[TrialRecord]) -> int:

@@ -16,6 +16,19 @@ if TYPE_CHECKING:
 
 LOG_TAIL_STORED_CHARS = 2000
 
+NOISY_CV = 0.10
+"""A trial whose stored ``latency_cv`` is above this is *noisy* (see :attr:`TrialRecord.noisy`).
+
+Why 0.10: it is the default ``measurement.noisy_cv`` the latency evaluator flags with
+(so ``latency_noisy`` and this definition agree on every study that keeps the default),
+twice the default convergence target ``cv_target = 0.05`` (a trial above it stopped at
+``max_repeats`` without converging), and at 0.10 the median of the usual 3–10 repeats is
+uncertain by about 1.25 × 0.10 / sqrt(n) ≈ 4–7 % (one standard error): two such trials
+less than ~10 % apart on latency cannot be ordered. Below it, wall-clock timing on a
+quiet machine is trusted. A study's own ``measurement.noisy_cv`` may be stricter (its
+stored ``latency_noisy`` flag then counts too) but never looser.
+"""
+
 
 def result_attributes(result: TrialResult) -> dict[str, Any]:
     """The user attributes recording ``result`` (JSON-serialisable)."""
@@ -88,6 +101,23 @@ class TrialRecord:
         metric = self.metrics.get(name)
         value = metric.get("value") if metric else None
         return float(value) if value is not None else None
+
+    @property
+    def latency_cv(self) -> float | None:
+        """The stored coefficient of variation of the latency repeats (std / mean, ddof=1); None when unknown."""
+        return self.metric_value("latency_cv")
+
+    @property
+    def noisy(self) -> bool:
+        """True when this trial's latency is not to be taken as a fact: the one definition of "noisy".
+
+        Noisy when the stored ``latency_cv`` is above :data:`NOISY_CV`, or when the worker
+        stored ``latency_noisy = 1`` (the study's ``measurement.noisy_cv`` was stricter).
+        A trial without a CV (one repeat, never measured) is not called noisy: nothing says so.
+        """
+        cv = self.latency_cv
+        flagged = self.metric_value("latency_noisy")
+        return (cv is not None and cv > NOISY_CV) or (flagged is not None and flagged > 0)
 
 
 def record_feasible(record: TrialRecord) -> bool:

@@ -10,6 +10,7 @@ limit), a real segmentation fault, a real hang, a refused setting.
 from __future__ import annotations
 
 import ctypes
+import math
 import os
 import resource
 import time
@@ -20,6 +21,7 @@ import numpy as np
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
 EXTRA_SLEEP_ENV = "TUNER_FAKE_EXTRA_SLEEP_S"
+LATENCY_CV_ENV = "TUNER_FAKE_LATENCY_CV"
 BEHAVIOURS = ("ok", "oom", "device_oom", "segfault", "hang", "invalid", "raise", "exit")
 
 
@@ -34,11 +36,21 @@ class FakeWorkload(Workload):
     seconds slept per run (default 0.001) — the "cost"; ``noise``: amplitude
     (0–255) of seeded noise added to the output video — the "quality loss";
     ``frames``, ``size``: output video shape (default 4 frames of 16×16);
-    ``batch_size``: requests per run.
+    ``batch_size``: requests per run; ``jitter_cv``: coefficient of variation of
+    the simulated latency (default 0) — a setting whose timing is noisy.
 
-    Test hook: the environment variable :data:`EXTRA_SLEEP_ENV` (seconds, default
-    0) adds a fixed cost to every run of every setting — a simulated regression
-    of the build, used to test ``tuner check``.
+    Test hooks (environment variables, read on every run):
+
+    * :data:`EXTRA_SLEEP_ENV` (seconds, default 0) adds a fixed cost to every run of
+      every setting — a simulated regression of the build, used to test ``tuner check``;
+    * :data:`LATENCY_CV_ENV` (a coefficient of variation, default 0) makes every
+      run's latency noisy — a simulated noisy machine.
+
+    Noise: each run sleeps ``(sleep_s + extra) × J`` seconds, ``J`` lognormal with
+    mean 1 and CV ``max(jitter_cv, $TUNER_FAKE_LATENCY_CV)`` (its median is
+    ``1 / sqrt(1 + cv²)``, the same for every setting, so ratios of medians keep
+    their nominal value), drawn from fresh OS entropy per run: never seeded, so
+    forked workers never share a sequence.
     """
 
     def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
@@ -61,7 +73,9 @@ class FakeWorkload(Workload):
             raise RuntimeError("simulated workload failure")
         if behaviour == "exit":
             os._exit(3)
-        time.sleep(float(params.get("sleep_s", 0.001)) + float(os.environ.get(EXTRA_SLEEP_ENV, "0") or 0))
+        cost_s = float(params.get("sleep_s", 0.001)) + float(os.environ.get(EXTRA_SLEEP_ENV, "0") or 0)
+        cv = max(float(params.get("jitter_cv", 0.0)), float(os.environ.get(LATENCY_CV_ENV, "0") or 0))
+        time.sleep(cost_s * _jitter(cv))
         frames, size = int(params.get("frames", 4)), int(params.get("size", 16))
         batch = int(params.get("batch_size", 1))
         base = np.linspace(0, 255, size * size * 3).reshape(1, 1, size, size, 3)
@@ -72,6 +86,14 @@ class FakeWorkload(Workload):
             video = video + rng.normal(0, noise, video.shape)
         return WorkloadOutput(video=np.clip(video, 0, 255).astype(np.uint8), items=batch,
                               counters={"frames": frames * batch})
+
+
+def _jitter(cv: float) -> float:
+    """A lognormal multiplier with mean 1 and coefficient of variation ``cv`` (1.0 when ``cv <= 0``)."""
+    if cv <= 0:
+        return 1.0
+    sigma2 = math.log1p(cv * cv)
+    return float(np.random.default_rng().lognormal(-sigma2 / 2, math.sqrt(sigma2)))
 
 
 def _allocate_past_address_space_limit() -> None:
