@@ -193,3 +193,70 @@ def test_a_multi_gpu_command_gets_its_slot_gpu_set(tmp_path: Path) -> None:
         runner.close()
     assert result.outcome is Outcome.OK, result.reason
     assert (tmp_path / "trial" / "run" / "gpus.txt").read_text() == "4,5,6,7"
+
+
+TORCHRUN_EXIT_1 = ("import subprocess, sys; "
+                   "sys.exit(1 if subprocess.call([sys.executable, *sys.argv[1:]]) else 0)  # like torchrun: 2 -> 1")
+
+
+def test_an_unrecognized_flag_under_torchrun_is_invalid_with_the_whole_error_line(tmp_path: Path) -> None:
+    argv: list[Any] = [sys.executable, "-c", TORCHRUN_EXIT_1, str(STANDINS / "torchrun_standin.py"),
+                       "--nproc_per_node", "2", *_standin_argv("384*256", 48)[1:], "--bogus"]
+    result = run(command_request(tmp_path, argv, {}, outputs={"video": "out.npz"}))
+    assert result.outcome is Outcome.INVALID, (result.outcome, result.reason)
+    assert "exit status 1" in str(result.reason)
+    assert "live_avatar_s2v_standin.py: error: unrecognized arguments: --bogus" in str(result.reason)
+
+
+def test_the_refusal_line_is_kept_whole_however_long_the_log(tmp_path: Path) -> None:
+    choices = ", ".join(f"'{w}*{h}'" for w in range(256, 1281, 64) for h in (256, 368, 720))
+    line = f"prog: error: argument --size: invalid choice: '999*999' (choose from {choices})"
+    script = (f"import sys; print({line!r}, file=sys.stderr); "
+              "print('\\n'.join('shutting down worker %d: releasing buffers' % i for i in range(300)), file=sys.stderr); "
+              "sys.exit(1)")
+    result = run(command_request(tmp_path, [sys.executable, "-c", script], {}))
+    assert result.outcome is Outcome.INVALID, (result.outcome, result.reason)
+    assert len(line) > 500 and line in str(result.reason)
+
+
+def test_invalid_patterns_of_the_spec_make_a_refusal_invalid(tmp_path: Path) -> None:
+    line = "ValueError: unsupported resolution 999x999 for this checkpoint (use 384x256 or 688x368)"
+    script = f"import sys; print('loading'); print({line!r}, file=sys.stderr); sys.exit(1)"
+    argv: list[Any] = [sys.executable, "-c", script]
+    plain = run(command_request(tmp_path / "a", argv, {}))
+    assert plain.outcome is Outcome.CRASH, plain.reason
+    refused = run(command_request(tmp_path / "b", argv, {}, invalid_patterns=[r"unsupported resolution \d+x\d+"]))
+    assert refused.outcome is Outcome.INVALID, refused.reason
+    assert line in str(refused.reason)
+    with pytest.raises(ValueError, match="does not compile"):
+        CommandSpec(argv=["prog"], invalid_patterns=["unbalanced ("])
+
+
+def test_custom_oom_patterns_and_the_oom_killer_evidence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    said = "import sys; print('my allocator gave up: 4.0 GiB requested, 0.5 GiB free', file=sys.stderr); sys.exit(1)"
+    oom = run(command_request(tmp_path / "a", [sys.executable, "-c", said], {}, oom_patterns=["allocator gave up"]))
+    assert oom.outcome is Outcome.OOM, oom.reason
+    assert "my allocator gave up: 4.0 GiB requested, 0.5 GiB free" in str(oom.reason)
+    events = tmp_path / "memory.events"  # stands in for the kernel's cgroup file
+    events.write_text("low 0\nhigh 0\nmax 0\noom 0\noom_kill 0\n")
+    monkeypatch.setenv("TUNER_MEMORY_EVENTS", str(events))
+    killed = "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"
+    crash = run(command_request(tmp_path / "b", [sys.executable, "-c", killed], {}))
+    assert crash.outcome is Outcome.CRASH, crash.reason
+    assert "SIGKILL, not sent by the tuner" in str(crash.reason)
+    by_kernel = (f"import os, signal; open({str(events)!r}, 'w').write('oom 1\\noom_kill 1\\n'); "
+                 "os.kill(os.getpid(), signal.SIGKILL)")
+    kernel = run(command_request(tmp_path / "c", [sys.executable, "-c", by_kernel], {}))
+    assert kernel.outcome is Outcome.OOM, kernel.reason
+    assert "OOM killer killed 1 process" in str(kernel.reason)
+
+
+def test_invalid_exit_codes_replace_the_default(tmp_path: Path) -> None:
+    def exiting(code: int) -> list[Any]:
+        return [sys.executable, "-c", f"import sys; print('cannot use this setting', file=sys.stderr); sys.exit({code})"]
+
+    assert run(command_request(tmp_path / "a", exiting(2), {})).outcome is Outcome.INVALID  # argparse's 2
+    custom = run(command_request(tmp_path / "b", exiting(5), {}, invalid_exit_codes=[5]))
+    assert custom.outcome is Outcome.INVALID and "exit status 5" in str(custom.reason), custom.reason
+    two = run(command_request(tmp_path / "c", exiting(2), {}, invalid_exit_codes=[5]))
+    assert two.outcome is Outcome.CRASH, two.reason

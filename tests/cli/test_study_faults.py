@@ -37,12 +37,32 @@ def slow_spec(tmp_path: Path, reference_behaviour: str = "ok") -> Path:
     return spec
 
 
-def trials_of(tmp_path: Path, name: str) -> list[optuna.trial.FrozenTrial]:
-    """The study's trials; none while the coordinator is still creating it."""
+def study_exists(tmp_path: Path, name: str) -> bool:
+    """Whether the coordinator has created study ``name``: read-only SQL, so the test never races the
+    coordinator while it creates the storage's tables."""
+    import sqlite3
+
+    db = tmp_path / "studies" / "studies.db"
+    if not db.exists():
+        return False
     try:
-        return optuna.load_study(study_name=name, storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}").trials
-    except KeyError:
+        with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=60) as connection:
+            return connection.execute("SELECT 1 FROM studies WHERE study_name = ?", (name,)).fetchone() is not None
+    except sqlite3.OperationalError:  # no tables yet
+        return False
+
+
+def trials_of(tmp_path: Path, name: str) -> list[optuna.trial.FrozenTrial]:
+    """The study's trials; none before the coordinator has created it. Reads wait up to 60 s for a
+    busy database (a loaded machine), as the tuner's own connections do."""
+    if not study_exists(tmp_path, name):
         return []
+    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'studies' / 'studies.db'}",
+                                         engine_kwargs={"connect_args": {"timeout": 60}})
+    try:
+        return optuna.load_study(study_name=name, storage=storage).trials
+    finally:
+        storage.engine.dispose()
 
 
 def wait_for(condition, timeout_s: float = 120.0) -> bool:  # type: ignore[no-untyped-def]
@@ -111,7 +131,7 @@ def test_a_storage_locked_past_the_busy_timeout_stops_with_one_line(tmp_path: Pa
     """Another process holds the SQLite file locked: one line naming the cause, no traceback, resume works."""
     import sqlite3
 
-    env = {**ENV, "TUNER_SQLITE_BUSY_TIMEOUT_S": "1"}
+    env = {**ENV, "TUNER_SQLITE_BUSY_TIMEOUT_S": "5"}  # short, yet above the brief waits of a loaded host
     process = subprocess.Popen([sys.executable, "-m", "tuner", "run", str(slow_spec(tmp_path)), "--study-name", "db",
                                 "--no-mlflow"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env)

@@ -10,12 +10,27 @@ Built by the worker from the spec's ``workload.command`` block
   paths land);
 * starts the program with ``execve`` (no shell) in the worker's process group,
   so the worker's process-tree memory sampler counts it and its children
-  (torchrun's ranks), and a trial timeout kills them all;
+  (torchrun's ranks), and a trial timeout kills them all (the runner finds even
+  those in other sessions by their process tag, :mod:`tuner.runner.reaper`);
 * keeps stdout and stderr per call in ``<trial>/command/call_<n>.stdout|.stderr``;
-* classifies a failure: a log line matching an OOM pattern (``CUDA out of memory``,
-  ``torch.OutOfMemoryError``, ... plus ``oom_patterns``) or death by SIGKILL is
-  OOM; an exit status in ``invalid_exit_codes`` (argparse's 2) is INVALID; any
-  other non-zero status is CRASH;
+* classifies a failure (non-zero exit or death by a signal), first rule that holds:
+
+  1. INVALID -- a log line shows the program refused its arguments: a line
+     matching an argument-parser pattern (:data:`~tuner.spec.adapters.DEFAULT_INVALID_PATTERNS`:
+     ``error: unrecognized arguments``, ``error: argument --x: ...``, ``invalid
+     choice``, click's ``Error: No such option`` ... plus ``invalid_patterns``), or
+     argparse's ``parser.error()`` shape (a ``usage:`` line, then ``<prog>: error: ...``).
+     This holds whatever the exit status (torchrun turns a rank's 2 into 1);
+  2. OOM -- a log line matches an OOM pattern (``CUDA out of memory``,
+     ``torch.OutOfMemoryError``, ... plus ``oom_patterns``), or the kernel's OOM
+     killer killed a process of this cgroup during the call (:func:`oom_kill_count`
+     rose: a rank that was OOM-killed, or the program itself);
+  3. INVALID -- the exit status is in ``invalid_exit_codes`` (argparse's 2);
+  4. CRASH -- anything else; a SIGKILL without the evidence above is a CRASH whose
+     reason says it came from outside the tuner and nothing showed an OOM.
+
+  The reason starts with the program, its status and the whole log line that
+  decided (never a fragment), followed by the end of its log in whole lines;
 * reads the declared outputs (video / audio / text) and the declared regex metrics.
 
 Wall time is measured from outside by the worker around :meth:`run`. The exact
@@ -35,10 +50,59 @@ from typing import Any, Mapping
 from tuner.adapters.media import read_audio, read_text, read_video
 from tuner.adapters.template import TemplateError, command_values, render_command, render_text
 from tuner.results import Metric
-from tuner.spec.adapters import DEFAULT_OOM_PATTERNS
+from tuner.spec.adapters import DEFAULT_INVALID_PATTERNS, DEFAULT_OOM_PATTERNS
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
-LOG_TAIL_CHARS = 3000
+LOG_TAIL_CHARS = 1500
+MEMORY_EVENTS_ENV = "TUNER_MEMORY_EVENTS"
+"""Path of the file :func:`oom_kill_count` reads instead of this process's cgroup's (tests point it at their own)."""
+_ARGPARSE_ERROR = re.compile(r"^usage: [^\n]*\n(?:[^\n]*\n){0,200}?(\S+: error: [^\n]*)", re.MULTILINE)
+"""argparse's ``parser.error()``: a ``usage:`` line, then (within 200 lines) ``<prog>: error: <message>``."""
+
+
+def oom_kill_count() -> int | None:
+    """How many processes of this process's cgroup the kernel's OOM killer has killed so far.
+
+    Read from the ``oom_kill`` line of cgroup v2 ``memory.events`` (hierarchical:
+    it counts the cgroup and those below it), or of cgroup v1
+    ``memory.oom_control``; :data:`MEMORY_EVENTS_ENV` names another file of the
+    same shape. ``None`` when nothing can be read. Compare two readings taken
+    around a trial: a rise means an OOM kill happened meanwhile (in parallel slots
+    sharing the cgroup, possibly another trial's).
+    """
+    override = os.environ.get(MEMORY_EVENTS_ENV)
+    candidates = [Path(override)] if override else _cgroup_memory_files()
+    for path in candidates:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return None
+
+
+def _cgroup_memory_files() -> list[Path]:
+    """This process's cgroup ``memory.events`` (v2) and ``memory.oom_control`` (v1), where they exist."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    unified: list[Path] = []
+    legacy: list[Path] = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        relative = path.strip().lstrip("/")
+        if controllers == "":
+            unified.append(Path("/sys/fs/cgroup") / relative / "memory.events")
+        elif "memory" in controllers.split(","):
+            legacy.append(Path("/sys/fs/cgroup/memory") / relative / "memory.oom_control")
+    return unified + legacy
 
 
 class CommandOutOfMemory(MemoryError):
@@ -60,7 +124,9 @@ class CommandWorkload(Workload):
         self._calls = 0
         self._found: dict[str, float] = {}
         patterns = list(DEFAULT_OOM_PATTERNS) + list(self.options.get("oom_patterns", []))
-        self._oom = re.compile("|".join(f"(?:{p})" for p in patterns))
+        self._oom = re.compile("|".join(f"(?:{p})" for p in patterns), re.MULTILINE)
+        refusals = list(DEFAULT_INVALID_PATTERNS) + list(self.options.get("invalid_patterns", []))
+        self._invalid = re.compile("|".join(f"(?:{p})" for p in refusals), re.MULTILINE)
 
     def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
         """Render the invocation and make the trial's directories (not timed)."""
@@ -86,6 +152,7 @@ class CommandWorkload(Workload):
         stdout_path = self._log_dir / f"call_{self._calls}.stdout"
         stderr_path = self._log_dir / f"call_{self._calls}.stderr"
         env = {**os.environ, **self.invocation["env"]}
+        oom_kills_before = oom_kill_count()
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             try:
                 process = subprocess.Popen(self.invocation["argv"], cwd=self._run_dir, env=env,
@@ -101,7 +168,10 @@ class CommandWorkload(Workload):
         stdout = stdout_path.read_text(errors="replace")
         stderr = stderr_path.read_text(errors="replace")
         if returncode != 0:
-            self._raise_for_failure(returncode, stdout, stderr)
+            oom_kills_after = oom_kill_count()
+            oom_kills = (oom_kills_after - oom_kills_before
+                         if oom_kills_before is not None and oom_kills_after is not None else 0)
+            self._raise_for_failure(returncode, stdout, stderr, oom_kills)
         self._parse_metrics(stdout + "\n" + stderr)
         return self._read_outputs(outputs, stdout)
 
@@ -129,19 +199,36 @@ class CommandWorkload(Workload):
                 paths[kind] = self._run_dir / render_text(template, values, f"outputs.{kind}")
         return paths
 
-    def _raise_for_failure(self, returncode: int, stdout: str, stderr: str) -> None:
-        tail = (stderr[-LOG_TAIL_CHARS:] or stdout[-LOG_TAIL_CHARS:]).strip()
+    def _raise_for_failure(self, returncode: int, stdout: str, stderr: str, oom_kills: int = 0) -> None:
+        """Raise the exception that classifies a failed call (rules in the module docstring)."""
+        tail = _tail_lines(stderr, LOG_TAIL_CHARS) or _tail_lines(stdout, LOG_TAIL_CHARS)
         program = Path(self.invocation["argv"][0]).name if self.invocation else "command"
         status = (f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0
                   and -returncode in signal.valid_signals() else f"exit status {returncode}")
+        refusal = self._refusal_line(stderr) or self._refusal_line(stdout)
+        if refusal is not None:
+            raise InvalidSetting(f"{program} refused the setting ({status}): {refusal}\n{tail}")
         match = self._oom.search(stderr) or self._oom.search(stdout)
         if match is not None:
             raise CommandOutOfMemory(f"{program}: out of memory ({status}): {_line_of(match)}\n{tail}")
-        if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
-            raise CommandOutOfMemory(f"{program}: {status} (SIGKILL: the kernel's OOM killer)\n{tail}")
+        if oom_kills > 0:
+            raise CommandOutOfMemory(f"{program}: out of memory ({status}): the kernel's OOM killer killed "
+                                     f"{oom_kills} process(es) of this cgroup during the call "
+                                     f"(memory.events oom_kill)\n{tail}")
         if returncode in self.options.get("invalid_exit_codes", [2]):
             raise InvalidSetting(f"{program} refused the setting ({status})\n{tail}")
+        if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
+            raise CommandFailed(f"{program}: {status}, not sent by the tuner; no sign of out-of-memory (the "
+                                f"cgroup's oom_kill count did not rise, no OOM message in its log)\n{tail}")
         raise CommandFailed(f"{program}: {status}\n{tail}")
+
+    def _refusal_line(self, text: str) -> str | None:
+        """The whole log line that shows an argument-parser refusal, or None."""
+        match = self._invalid.search(text)
+        if match is not None:
+            return _line_of(match)
+        usage = _ARGPARSE_ERROR.search(text)
+        return usage.group(1).strip() if usage is not None else None
 
     def _parse_metrics(self, text: str) -> None:
         for declared in self.options.get("metrics", []):
@@ -171,6 +258,15 @@ class CommandWorkload(Workload):
             output.text = [stdout.strip()]
         output.counters["command_calls"] = float(self._calls)
         return output
+
+
+def _tail_lines(text: str, limit: int) -> str:
+    """The last whole lines of ``text`` that fit in ``limit`` characters (the last line alone if longer)."""
+    text = text.strip()
+    if len(text) <= limit:
+        return text
+    cut = text.find("\n", len(text) - limit)
+    return text[cut + 1:] if cut >= 0 else text[-limit:]
 
 
 def _line_of(match: re.Match[str]) -> str:

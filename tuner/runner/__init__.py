@@ -6,7 +6,9 @@
 * :mod:`.inline` -- the same code path in-process, for tests;
 * :mod:`.choice` -- fresh or warm runner for a spec;
 * :mod:`.worker` -- inside the worker: set up, measure, evaluate, classify the outcome;
-* :mod:`.samples` -- output samples the worker writes (contact sheet, GIF, answer text).
+* :mod:`.samples` -- output samples the worker writes (contact sheet, GIF, answer text);
+* :mod:`.reaper` -- process tags and the reaper: a trial's whole process tree dies with the
+  trial and with the coordinator, wherever its processes were re-parented.
 
 May import: :mod:`tuner.workloads`, :mod:`tuner.adapters`, :mod:`evaluators`,
 :mod:`tuner.spec` and the foundation modules. Only worker processes import torch.

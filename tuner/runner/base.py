@@ -9,6 +9,17 @@ Contract (checked by :mod:`tuner.testing.runner_conformance`):
   with a reason and the tail of the log.
 * ``run`` may be called from several threads at once, each with its own slot.
 * The caller owns the Optuna storage; a runner never touches it.
+* When ``run`` returns, no process the trial started is left (a fresh worker's
+  whole tree, a warm worker's trial children: :mod:`tuner.runner.reaper`), and
+  none outlives the coordinator. ``close()`` kills every process of the runner,
+  in-flight trials included (they return ``CRASH``, "the runner was closed"),
+  within a few seconds.
+* Every result carries ``trial_disk_gb`` (GB = 1e9 bytes, minimize): the disk
+  space the trial directory (``request.workdir``) takes once the trial is over,
+  counted like ``du`` (allocated blocks, each file once, symlinks not followed).
+  Past :data:`LARGE_TRIAL_DIR_GB` (environment :data:`LARGE_TRIAL_DIR_ENV`
+  overrides it) the result's ``reason`` gets a note naming the size and the
+  directory, and ``info["trial_disk_note"]`` holds the same note.
 """
 
 from __future__ import annotations
@@ -16,10 +27,17 @@ from __future__ import annotations
 import json
 import os
 from abc import ABC, abstractmethod
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
 from typing import Any
 
-from tuner.results import TrialResult
+from tuner.results import Metric, TrialResult
+
+TRIAL_DISK_METRIC = "trial_disk_gb"
+LARGE_TRIAL_DIR_GB = 1.0
+"""A trial directory bigger than this (GB) after the trial is reported in the result's reason."""
+LARGE_TRIAL_DIR_ENV = "TUNER_LARGE_TRIAL_DIR_GB"
+BYTES_PER_GB = 1e9
 
 
 @dataclass(frozen=True)
@@ -88,6 +106,48 @@ class Runner(ABC):
 
     def close(self) -> None:
         """Release any resources held across trials. Default: nothing."""
+
+
+def disk_usage_bytes(path: Path) -> int:
+    """Bytes allocated on disk under ``path`` (like ``du``: blocks, hard links once, no symlink followed)."""
+    total = 0
+    seen: set[tuple[int, int]] = set()
+    stack = [path]
+    while stack:
+        try:
+            entries = list(os.scandir(stack.pop()))
+        except OSError:
+            continue
+        for entry in entries:
+            try:
+                info = entry.stat(follow_symlinks=False)
+            except OSError:
+                continue
+            if (info.st_dev, info.st_ino) in seen:
+                continue
+            seen.add((info.st_dev, info.st_ino))
+            blocks = getattr(info, "st_blocks", None)
+            total += blocks * 512 if blocks is not None else info.st_size
+            if entry.is_dir(follow_symlinks=False):
+                stack.append(Path(entry.path))
+    return total
+
+
+def with_trial_disk_usage(result: TrialResult, workdir: Path) -> TrialResult:
+    """``result`` with ``trial_disk_gb`` measured on ``workdir`` (and a note when it is large; see module docs)."""
+    size_gb = disk_usage_bytes(workdir) / BYTES_PER_GB
+    metrics = {**result.metrics, TRIAL_DISK_METRIC: Metric(TRIAL_DISK_METRIC, size_gb, "GB", "minimize")}
+    try:
+        limit_gb = float(os.environ.get(LARGE_TRIAL_DIR_ENV, "") or LARGE_TRIAL_DIR_GB)
+    except ValueError:
+        limit_gb = LARGE_TRIAL_DIR_GB
+    if size_gb <= limit_gb:
+        return replace(result, metrics=metrics)
+    shown = f"{size_gb:.2f}" if size_gb >= 0.1 else f"{size_gb:.2g}"
+    note = (f"note: the trial directory takes {shown} GB after the trial ({workdir}); "
+            f"remove what the program leaves there or write its outputs elsewhere")
+    reason = f"{result.reason}\n{note}" if result.reason else note
+    return replace(result, metrics=metrics, reason=reason, info={**result.info, "trial_disk_note": note})
 
 
 def plan_slots(workers: int, device: str, gpu_indices: list[int], cores: int | None = None,

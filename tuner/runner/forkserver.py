@@ -17,7 +17,10 @@ Each child starts a new session (its pid is its process group, so the parent
 can kill its whole tree), dies with the server (``PR_SET_PDEATHSIG``), gets
 the slot's environment and the log file as stdout and stderr, and runs
 :func:`tuner.runner.worker.main`. The server dies with the coordinator: its
-stdin closes, and it also carries ``PR_SET_PDEATHSIG``.
+stdin closes, and it also carries ``PR_SET_PDEATHSIG``. Its environment holds the
+runner's process tag (:mod:`tuner.runner.reaper`), so the runner's reaper finds
+the server and every child it forked; each child's own programs carry the
+trial's tag from the ``env`` of its request.
 """
 
 from __future__ import annotations

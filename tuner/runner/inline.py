@@ -3,16 +3,18 @@
 For tests and debugging only: it shares the coordinator's process, so a
 segfault or a hang takes the caller with it and ``timeout_s`` is not enforced.
 It passes the same conformance tests as :class:`SubprocessRunner` for every
-outcome a Python exception can produce (OK, OOM, INVALID, CRASH).
+outcome a Python exception can produce (OK, OOM, INVALID, CRASH). Processes a
+trial starts are not killed for it.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import replace
+from pathlib import Path
 
 from tuner.results import TrialResult
-from tuner.runner.base import Runner, Slot, TrialRequest
+from tuner.runner.base import Runner, Slot, TrialRequest, with_trial_disk_usage
 from tuner.runner.worker import execute
 
 
@@ -22,4 +24,5 @@ class InlineRunner(Runner):
     def run(self, request: TrialRequest, slot: Slot) -> TrialResult:
         started = time.perf_counter()
         result = execute(request)
-        return replace(result, wall_time_s=time.perf_counter() - started)
+        return with_trial_disk_usage(replace(result, wall_time_s=time.perf_counter() - started),
+                                     Path(request.workdir))

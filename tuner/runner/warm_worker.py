@@ -8,8 +8,12 @@ It reads one line per trial from stdin, ``REQUEST.json<TAB>RESULT.json``, runs t
 request with :func:`tuner.runner.worker.execute` and a cache of workloads (so a
 workload's ``setup`` finds its model already loaded: the python adapter reloads
 only when its ``reload_on`` values change), writes the result file, then writes
-``done\\n`` to ``CONTROL_FD``. It exits on end of input (tearing its workloads
-down), and by itself within a second when its parent dies.
+``done\\n`` to ``CONTROL_FD``. Before it answers, it SIGKILLs what the trial
+left running (:class:`tuner.runner.worker.TrialProcesses`: programs started after
+the workload's ``setup``, tagged ``<worker tag>/<k>`` for the k-th trial, wherever
+they re-parented or whatever session they started). It exits on end of input
+(tearing its workloads down), and by itself within a second when its parent
+dies, killing everything tagged with its own tag first.
 """
 
 from __future__ import annotations
@@ -22,14 +26,19 @@ from pathlib import Path
 from typing import Any
 
 from tuner.runner.base import TrialRequest
-from tuner.runner.worker import execute
+from tuner.runner.reaper import TAG_ENV, kill_tagged
+from tuner.runner.worker import TrialProcesses, execute, write_result
 
 
 def _exit_when_orphaned(parent: int) -> None:
     """A daemon thread: leave as soon as the runner that started us is gone (no orphans)."""
+    tag = os.environ.get(TAG_ENV)
+
     def watch() -> None:
         while True:
             if os.getppid() != parent:
+                if tag:
+                    kill_tagged(tag)
                 os._exit(3)
             time.sleep(0.5)
 
@@ -39,13 +48,16 @@ def _exit_when_orphaned(parent: int) -> None:
 def serve(control_fd: int) -> None:
     """Serve requests from stdin until it closes (see module docs)."""
     kept: dict[str, Any] = {}
-    for line in sys.stdin:
+    own_tag = os.environ.get(TAG_ENV)
+    for number, line in enumerate(sys.stdin, start=1):
         request_path, _, result_path = line.rstrip("\n").partition("\t")
         request = TrialRequest.from_json(Path(request_path).read_text())
-        result = execute(request, keep=kept)
-        tmp = Path(result_path + ".tmp")
-        tmp.write_text(result.to_json())
-        tmp.replace(result_path)
+        processes = TrialProcesses(f"{own_tag}/{number}" if own_tag else None)
+        result = execute(request, keep=kept, processes=processes)
+        killed = processes.kill_leftovers()
+        if killed:
+            print(f"warm worker: killed {killed} process(es) the trial left running", file=sys.stderr)
+        write_result(result, Path(result_path))
         sys.stdout.flush()
         sys.stderr.flush()
         os.write(control_fd, b"done\n")

@@ -10,6 +10,12 @@ adaptive) under a peak-memory monitor, then runs the quality evaluators on the
 last output against the reference output, timing them apart. Exceptions are
 classified into outcomes here; deaths the worker cannot report (signals,
 hangs) are classified by the parent.
+
+A metric whose value is not finite (NaN, ±inf: a counter, a regex metric, an
+evaluator's figure) is reported unavailable, with the reason
+``non-finite value nan`` (or ``inf``, ``-inf``); the rest of the trial stands.
+:func:`write_result` never leaves a trial without a result file: a result that
+cannot be serialised becomes a CRASH that says so.
 """
 
 from __future__ import annotations
@@ -21,12 +27,15 @@ import os
 import signal
 import sys
 import time
+import math
 import traceback
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.runner.base import TrialRequest
+from tuner.runner.reaper import TAG_ENV, kill_tagged
 
 _OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "cublas_status_alloc_failed")
 
@@ -55,12 +64,79 @@ def load_workload_class(path: str) -> type:
         raise AttributeError(f"module '{module_name}' has no attribute '{class_name}'") from None
 
 
-def execute(request: TrialRequest, keep: dict[str, Any] | None = None) -> TrialResult:
+def finite_metrics(metrics: Mapping[str, Metric]) -> dict[str, Metric]:
+    """``metrics`` with every non-finite value made unavailable (reason ``non-finite value nan``)."""
+    return {name: (m if m.value is None or math.isfinite(m.value)
+                   else Metric.unavailable(m.name, m.unit, m.direction, f"non-finite value {m.value!r}"))
+            for name, m in metrics.items()}
+
+
+class TrialProcesses:
+    """The processes a warm worker's trial starts once its workload is set up.
+
+    :func:`execute` calls :meth:`begin` after the workload's ``setup``: from then
+    on every program started carries ``tag`` (``TUNER_PROCESS_TAG``, see
+    :mod:`tuner.runner.reaper`), and this process's descendants are noted;
+    :meth:`end` restores the worker's own tag. :meth:`kill_leftovers` SIGKILLs
+    what is still alive of them: tagged processes wherever they are, and
+    descendants that did not exist at :meth:`begin`. What a workload starts in
+    ``setup`` (a loaded model's helpers) belongs to the kept workload instead and
+    dies with the worker.
+    """
+
+    def __init__(self, tag: str | None) -> None:
+        self.tag = tag
+        self._before: set[int] | None = None
+        self._saved: str | None = None
+        self._begun = False
+
+    def begin(self) -> None:
+        self._before = _descendants()
+        self._saved = os.environ.get(TAG_ENV)
+        if self.tag is not None:
+            os.environ[TAG_ENV] = self.tag
+        self._begun = True
+
+    def end(self) -> None:
+        if not self._begun:
+            return
+        self._begun = False
+        if self._saved is None:
+            os.environ.pop(TAG_ENV, None)
+        else:
+            os.environ[TAG_ENV] = self._saved
+
+    def kill_leftovers(self) -> int:
+        """SIGKILL the trial's processes still alive; returns how many were signalled."""
+        count = kill_tagged(self.tag) if self.tag is not None else 0
+        if self._before is not None:
+            for pid in _descendants() - self._before:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    count += 1
+                except (ProcessLookupError, PermissionError):
+                    pass
+        return count
+
+
+def _descendants() -> set[int]:
+    """Pids of this process's living descendants."""
+    import psutil
+
+    try:
+        return {p.pid for p in psutil.Process().children(recursive=True) if p.status() != psutil.STATUS_ZOMBIE}
+    except psutil.Error:
+        return set()
+
+
+def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
+            processes: TrialProcesses | None = None) -> TrialResult:
     """Run and measure ``request`` in this process. Never raises for workload errors.
 
     ``keep`` (a warm worker's cache): workloads are taken from and left in it,
     keyed by class and options, and torn down only when a trial fails; without
-    it every trial builds and tears down its own workload.
+    it every trial builds and tears down its own workload. ``processes`` (a warm
+    worker's): tags what the trial starts after ``setup`` (see :class:`TrialProcesses`).
     """
     from evaluators.base import EvalContext
     from evaluators.latency import LatencySettings, measure_latency
@@ -90,6 +166,8 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None) -> TrialR
         _apply_thread_limit()
         stage = "setup"
         workload.setup(request.settings, context)
+        if processes is not None:
+            processes.begin()
         stage = "run"
         with PeakMemoryMonitor() as monitor:
             stats, output = measure_latency(
@@ -121,7 +199,7 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None) -> TrialR
         if keep is not None:
             keep[key], workload = workload, None  # kept for the next trial: no teardown
         return TrialResult(
-            outcome=Outcome.OK, metrics=metrics, wall_time_s=time.perf_counter() - started,
+            outcome=Outcome.OK, metrics=finite_metrics(metrics), wall_time_s=time.perf_counter() - started,
             invocation=invocation,
             eval_time_s=eval_time_s, output_path=output_path, samples=samples.files,
             info={"repeats": len(stats.samples_s), "converged": stats.converged,
@@ -134,6 +212,8 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None) -> TrialR
         return TrialResult(outcome=outcome, reason=reason[:2000], log_tail=traceback.format_exc()[-4000:],
                            wall_time_s=time.perf_counter() - started, invocation=_invocation_of(workload))
     finally:
+        if processes is not None:
+            processes.end()
         if workload is not None:
             try:
                 workload.teardown()
@@ -172,11 +252,29 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _die_with_parent()
     request = TrialRequest.from_json(Path(args[0]).read_text())
-    result = execute(request)
-    tmp = Path(args[1] + ".tmp")
-    tmp.write_text(result.to_json())
-    tmp.replace(args[1])
+    write_result(execute(request), Path(args[1]))
     return 0
+
+
+def write_result(result: TrialResult, path: Path) -> None:
+    """Write ``result`` as JSON to ``path`` atomically; never leaves the trial without a result.
+
+    Non-finite metrics become unavailable (:func:`finite_metrics`); if the result
+    still cannot be serialised (say, a NaN in ``info``), ``info`` is replaced by
+    the error, and failing that the result becomes a CRASH naming the error.
+    """
+    result = replace(result, metrics=finite_metrics(result.metrics))
+    try:
+        text = result.to_json()
+    except (TypeError, ValueError) as error:
+        try:
+            text = replace(result, info={"unserialisable_info": f"{type(error).__name__}: {error}"}).to_json()
+        except (TypeError, ValueError) as again:
+            text = TrialResult(Outcome.CRASH, reason=f"the worker's result could not be written: {again}",
+                               log_tail=result.log_tail, wall_time_s=result.wall_time_s).to_json()
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(text)
+    tmp.replace(path)
 
 
 if __name__ == "__main__":

@@ -41,6 +41,18 @@ DEFAULT_OOM_PATTERNS = (
 )
 """Log patterns (regular expressions) that make a failed command an OOM outcome."""
 
+DEFAULT_INVALID_PATTERNS = (
+    r"error: unrecognized arguments: ",
+    r"error: argument \S+: ",
+    r"error: the following arguments are required: ",
+    r"error: ambiguous option: ",
+    r"invalid choice: ",
+    r"^Error: (?:No such option|Invalid value for|Missing option|Missing argument|Got unexpected extra argument)",
+)
+"""Log patterns (regular expressions, ``^``/``$`` per line) of argument-parser refusals (argparse, click):
+a failed command whose log matches one is INVALID whatever its exit status (torchrun reports a
+rank's exit 2 as 1). argparse's ``parser.error()`` shape (``usage:`` then ``prog: error: ...``) counts too."""
+
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
@@ -124,7 +136,14 @@ class CommandOutputs(_Strict):
 
 
 class CommandSpec(_Strict):
-    """A program run once per measured call, without a shell (see docs/adapters.md)."""
+    """A program run once per measured call, without a shell (see docs/adapters.md).
+
+    A failed call is INVALID when a log line matches an argument-parser refusal
+    (built-in argparse / click patterns plus invalid_patterns) or its exit status
+    is in invalid_exit_codes, OOM when a line matches an out-of-memory message
+    (built-in plus oom_patterns); patterns are regular expressions searched line
+    by line in stderr and stdout.
+    """
 
     argv: list[ArgvItem] = Field(min_length=1)
     env: dict[str, str] = Field(default_factory=dict)
@@ -132,17 +151,18 @@ class CommandSpec(_Strict):
     outputs: CommandOutputs = Field(default_factory=CommandOutputs)
     metrics: list[CommandMetric] = Field(default_factory=list)
     oom_patterns: list[str] = Field(default_factory=list)
+    invalid_patterns: list[str] = Field(default_factory=list)
     invalid_exit_codes: list[int] = Field(default_factory=lambda: [2])
     gpus: int = Field(default=1, ge=1)
 
-    @field_validator("oom_patterns")
+    @field_validator("oom_patterns", "invalid_patterns")
     @classmethod
     def _patterns_compile(cls, patterns: list[str]) -> list[str]:
         for pattern in patterns:
             try:
                 re.compile(pattern)
             except re.error as error:
-                raise ValueError(f"oom pattern {pattern!r} does not compile: {error}") from None
+                raise ValueError(f"pattern {pattern!r} does not compile: {error}") from None
         return patterns
 
     @model_validator(mode="after")

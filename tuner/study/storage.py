@@ -61,7 +61,7 @@ def open_storage(url: str) -> "optuna.storages.BaseStorage":
             storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
             break
         except Exception as error:  # noqa: BLE001 - any driver error: say which storage
-            if attempt < 3 and ("locked" in str(error) or "already exists" in str(error)):
+            if attempt < 3 and any(text in str(error) for text in ("locked", "already exists", "UNIQUE constraint")):
                 time.sleep(0.5 * (attempt + 1))  # another process is creating the same tables
                 continue
             raise StudyError(f"cannot open storage {redact_url(url)}: {type(error).__name__}: {error}") from None
