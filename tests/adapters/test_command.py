@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -260,3 +261,23 @@ def test_invalid_exit_codes_replace_the_default(tmp_path: Path) -> None:
     assert custom.outcome is Outcome.INVALID and "exit status 5" in str(custom.reason), custom.reason
     two = run(command_request(tmp_path / "c", exiting(2), {}, invalid_exit_codes=[5]))
     assert two.outcome is Outcome.CRASH, two.reason
+
+
+def test_a_program_that_rejects_a_flag_stops_the_study_after_the_reference(tmp_path: Path) -> None:
+    """Every run would be refused (torchrun turns the script's exit 2 into 1): one run, exit 3, the whole line."""
+    spec = live_avatar_standin_spec(tmp_path, trials=6)
+    spec["workload"]["command"]["argv"].append("--bogus_flag")
+    spec_path = tmp_path / "bogus.yaml"
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec_path), "--study-name", "bogus",
+                           "--no-mlflow", "--storage", f"sqlite:///{tmp_path / 'studies.db'}",
+                           "--home", str(tmp_path / "home")], cwd=ROOT, capture_output=True, text=True,
+                          timeout=600, env={**os.environ, "COLUMNS": "250"})
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 3, done.stderr[-3000:]
+    assert "study stopped: the reference setting failed (INVALID" in said, said[-2000:]
+    assert "unrecognized arguments: --bogus_flag" in said and "Traceback" not in done.stderr
+    import optuna
+
+    study = optuna.load_study(study_name="bogus", storage=f"sqlite:///{tmp_path / 'studies.db'}")
+    assert sum(1 for t in study.trials if t.user_attrs.get("measured")) == 1

@@ -153,3 +153,17 @@ def test_a_storage_locked_past_the_busy_timeout_stops_with_one_line(tmp_path: Pa
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     after = trials_of(tmp_path, "db")
     assert completed <= {t.number for t in after if t.state.name == "COMPLETE"}, "nothing stored was lost"
+
+
+def test_a_reference_timeout_stops_the_study_and_names_the_resume_timeout(tmp_path: Path) -> None:
+    spec = tmp_path / "hang.yaml"
+    spec.write_text(slow_spec(tmp_path).read_text().replace("choices: [ok]", "choices: [ok, hang]")
+                    .replace("behaviour: ok}", "behaviour: ok}", 1)
+                    .replace("batch_size: 1, behaviour: ok}\nbaseline", "batch_size: 1, behaviour: hang}\nbaseline")
+                    .replace("timeout_s: 20", "timeout_s: 1"))
+    assert "behaviour: hang}" in spec.read_text()
+    done = tuner("run", str(spec), "--study-name", "t", "--no-mlflow", cwd=tmp_path)
+    said = " ".join(done.stderr.split())
+    assert done.returncode == 3, done.stderr[-2000:]
+    assert "the reference setting failed (TIMEOUT" in said and "tuner resume t --timeout S" in said
+    assert sum(1 for t in trials_of(tmp_path, "t") if t.user_attrs.get("measured")) == 1
