@@ -167,3 +167,24 @@ def test_a_reference_timeout_stops_the_study_and_names_the_resume_timeout(tmp_pa
     assert done.returncode == 3, done.stderr[-2000:]
     assert "the reference setting failed (TIMEOUT" in said and "tuner resume t --timeout S" in said
     assert sum(1 for t in trials_of(tmp_path, "t") if t.user_attrs.get("measured")) == 1
+
+
+def test_resume_overrides_measurement_and_records_the_event(tmp_path: Path) -> None:
+    spec = tmp_path / "quick.yaml"
+    spec.write_text((SPECS / "fake_ok.yaml").read_text())
+    first = tuner("run", str(spec), "--study-name", "m", "--no-mlflow", "--trials", "3", cwd=tmp_path)
+    assert first.returncode == 0, first.stderr[-2000:]
+    refused = tuner("resume", "m", "--no-mlflow", "--min-repeats", "5", "--max-repeats", "4", cwd=tmp_path)
+    assert refused.returncode == 2 and "measurement overrides: min_repeats must be <= max_repeats" in \
+        " ".join(refused.stderr.split()) and "Traceback" not in refused.stderr
+    resumed = tuner("resume", "m", "--no-mlflow", "--trials", "5", "--warmup", "0", "--min-repeats", "5",
+                    "--max-repeats", "5", "--timeout", "50", cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    study = optuna.load_study(study_name="m", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
+    measured = [t for t in study.trials if t.user_attrs.get("measured")]
+    assert [t.user_attrs["metrics"]["repeats"]["value"] for t in measured[3:]] == [5.0, 5.0]
+    assert all(t.user_attrs["metrics"]["repeats"]["value"] <= 3 for t in measured[:3]), "earlier trials as they were"
+    events = study.user_attrs["events"]
+    assert [e["event"] for e in events] == ["run", "resume"], events
+    assert events[1]["overrides"]["timeout_s_override"] == 50
+    assert events[1]["overrides"]["measurement_overrides"] == {"warmup": 0, "min_repeats": 5, "max_repeats": 5}

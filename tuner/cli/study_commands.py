@@ -18,7 +18,7 @@ from rich.table import Table
 from tuner.cli.app import HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, out
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, SpecError, spec_json_schema
-from tuner.study.guards import TIMEOUT_OVERRIDE_ATTR
+from tuner.study.guards import MEASUREMENT_OVERRIDE_ATTR, TIMEOUT_OVERRIDE_ATTR, measurement_settings
 from tuner.study.storage import StudyError, list_studies, storage_url, tuner_home
 from tuner.study.studies import load_study
 
@@ -125,6 +125,10 @@ def resume(
     home: Optional[Path] = HomeOption,
     timeout: Optional[float] = typer.Option(None, "--timeout", min=1,
                                             help="Seconds per trial from now on (replaces workload.timeout_s)."),
+    warmup: Optional[int] = typer.Option(None, "--warmup", min=0, help="Untimed calls before timing (measurement)."),
+    min_repeats: Optional[int] = typer.Option(None, "--min-repeats", min=1, help="Fewest timed repeats."),
+    max_repeats: Optional[int] = typer.Option(None, "--max-repeats", min=1, help="Most timed repeats."),
+    cv_target: Optional[float] = typer.Option(None, "--cv-target", min=0.0001, help="Stop repeating below this CV."),
 ) -> None:
     """Continue a study (after a crash or kill, with a larger --trials, or a larger --timeout)."""
     from tuner.cli.session import run_session
@@ -142,6 +146,16 @@ def resume(
         overrides["budget_wall_time_s"] = wall_time or None
     if timeout is not None:
         overrides[TIMEOUT_OVERRIDE_ATTR] = timeout
+    measurement = {key: value for key, value in (("warmup", warmup), ("min_repeats", min_repeats),
+                                                  ("max_repeats", max_repeats), ("cv_target", cv_target))
+                   if value is not None}
+    if measurement:
+        merged = {**dict(opened.study.user_attrs.get(MEASUREMENT_OVERRIDE_ATTR) or {}), **measurement}
+        try:
+            measurement_settings(opened.spec, {MEASUREMENT_OVERRIDE_ATTR: merged})
+        except ValueError as error:
+            fail(str(error))
+        overrides[MEASUREMENT_OVERRIDE_ATTR] = merged
     device = opened.study.user_attrs.get("device") or _resolve_device(opened.spec.workload.device)
     out.print(f"resuming [bold]{study}[/] in {_shown(url)}")
     _finish(run_session, opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, overrides)

@@ -42,8 +42,8 @@ from tuner.spec.candidate import Candidate
 from tuner.spec.metrics import QUALITY_METRIC_NAMES
 from tuner.spec.space import resolve, suggest
 from tuner.study.listeners import Listener, Summary
-from tuner.study.guards import (StudyStop, reference_stop, same_failure_stop, successful_reference,
-                                trial_timeout_s)
+from tuner.study.guards import (StudyStop, measurement_settings, reference_stop, same_failure_stop,
+                                successful_reference, trial_timeout_s)
 from tuner.study.objectives import OUTCOME_CONSTRAINT, ConstraintPlan, Verdict, judge, placeholder_value
 from tuner.study.records import result_attributes
 from tuner.study.studies import OpenStudy
@@ -322,7 +322,7 @@ class Coordinator:
             workload_class=self.spec.workload.target, settings=candidate.settings,
             workload_options=self.spec.workload.options,
             inputs=dict(self.spec.inputs), seed=self.spec.seed, device=self.device,
-            measurement=self.spec.measurement.model_dump(),
+            measurement=measurement_settings(self.spec, dict(self.study.user_attrs)),
             timeout_s=trial_timeout_s(self.spec, role, dict(self.study.user_attrs), self._trials()),
             workdir=str(trial_dir), quality_metrics=self.quality_metrics,
             reference_output=self._reference_output() if role != "reference" else None,

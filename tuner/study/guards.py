@@ -14,6 +14,9 @@
   :data:`SEARCH_TIMEOUT_FACTOR` ``x the reference's wall time)``. A spec pins
   the timeout with ``workload.timeout_mode: fixed``. ``tuner resume --timeout
   S`` replaces ``timeout_s`` (a study event records it).
+* **Measurement overrides.** ``tuner resume --warmup / --min-repeats /
+  --max-repeats / --cv-target`` replace the stored spec's measurement settings
+  from then on (:func:`measurement_settings`), also recorded as a study event.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ REFERENCE_TIMEOUT_FACTOR = 3.0
 SEARCH_TIMEOUT_FACTOR = 3.0
 SAME_FAILURE_STOP = 3
 TIMEOUT_OVERRIDE_ATTR = "timeout_s_override"
+MEASUREMENT_OVERRIDE_ATTR = "measurement_overrides"
 
 
 @dataclass(frozen=True)
@@ -97,3 +101,21 @@ def trial_timeout_s(spec: "StudySpec", role: str, study_attrs: dict[str, Any],
     reference = successful_reference(trials)
     wall = reference.user_attrs.get("wall_time_s") if reference is not None else None
     return max(base, SEARCH_TIMEOUT_FACTOR * float(wall)) if wall else base
+
+
+def measurement_settings(spec: "StudySpec", study_attrs: dict[str, Any]) -> dict[str, Any]:
+    """The spec's ``measurement`` block with the study's overrides applied (validated like the spec).
+
+    Raises ``ValueError`` naming the problem when the overrides contradict the
+    spec (e.g. ``min_repeats`` above ``max_repeats``).
+    """
+    from pydantic import ValidationError
+
+    from tuner.spec.models import MeasurementSpec
+
+    merged = {**spec.measurement.model_dump(), **dict(study_attrs.get(MEASUREMENT_OVERRIDE_ATTR) or {})}
+    try:
+        return MeasurementSpec(**merged).model_dump()
+    except ValidationError as error:
+        problem = error.errors()[0]["msg"].removeprefix("Value error, ")
+        raise ValueError(f"measurement overrides: {problem}") from None
