@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -173,3 +174,15 @@ def test_nvml_agrees_with_torch_on_a_gpu_machine() -> None:
     fingerprint = gpu.fingerprint()
     assert fingerprint["gpu_count"] == str(torch.cuda.device_count())
     assert not fingerprint["driver_version"].startswith("unavailable")
+
+
+def test_idle_cores_sees_another_process_keeping_a_core_busy() -> None:
+    """A real busy-loop process: fewer idle cores than this process may use (at least one always)."""
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        time.sleep(0.5)
+        idle, total = gpu.idle_cores(1.0)
+    finally:
+        busy.kill()
+        busy.wait(10)
+    assert 1 <= idle < total or total == 1

@@ -217,6 +217,20 @@ def gpu_type() -> str:
     return visible[0].name if visible else "cpu"
 
 
+def idle_cores(sample_s: float = 0.5) -> tuple[int, int]:
+    """(cores not used by other processes, cores this process may run on), sampled over ``sample_s``.
+
+    The cores in use are the summed per-core utilisation, rounded (one busy-loop
+    process on a 2-core host: 1 of 2 idle). At least 1 is reported idle. Used to
+    size CPU slots on a busy host: more OpenMP threads than idle cores makes small-op
+    models many times slower (a thread that loses its core stalls every barrier).
+    """
+    total = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    per_core = psutil.cpu_percent(interval=sample_s, percpu=True)
+    busy = int(round(sum(per_core) / 100.0))
+    return max(1, min(total, len(per_core)) - busy), total
+
+
 def resolve_device(requested: str) -> str:
     """The device a spec's ``workload.device`` means on this host.
 

@@ -177,7 +177,7 @@ def _storage_cause(error: BaseException) -> str | None:
 
 def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
                     use_mlflow: bool, out: Console, err: Console) -> Summary:
-    from tuner.gpu import visible_gpu_indices
+    from tuner.gpu import idle_cores, visible_gpu_indices
     from tuner.ship.export import ExportError, build_config, choose, write_config
 
     study, spec = opened.study, opened.spec
@@ -185,7 +185,14 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
     for metric, reason in plan.disabled.items():
         out.print(f"[yellow]constraint on {metric} disabled: {reason}[/]")
     study.set_user_attr("disabled_constraints", dict(plan.disabled))
-    slots = plan_slots(workers, device, visible_gpu_indices() if device == "cuda" else [],
+    cores = None
+    if device == "cpu" and spec.workload.torch_threads is None:
+        idle, total = idle_cores()
+        if idle < total:
+            cores = idle
+            out.print(f"[yellow]host busy: {total - idle} of {total} cores in use by other processes; CPU slots "
+                      f"get {max(1, idle // workers)} thread(s) each (pin with workload.torch_threads)[/]")
+    slots = plan_slots(workers, device, visible_gpu_indices() if device == "cuda" else [], cores=cores,
                        threads=spec.workload.torch_threads, gpus_per_slot=spec.workload.gpus_per_trial)
     listeners: list[Listener] = [ProgressDisplay(err)]
     tracker = None
