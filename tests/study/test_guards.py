@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
+
+import pytest
 
 from tuner.runner.base import Slot
 from tuner.runner.inline import InlineRunner
@@ -84,10 +88,23 @@ def test_timeouts_adapt_to_the_reference_unless_pinned(tmp_path: Path) -> None:
     assert trial_timeout_s(pinned, "reference", {}, trials) == 20
 
 
-def test_an_unwritable_home_stops_the_study_and_counts_nothing(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["read-only directory", "a file in the way"])
+def test_an_unwritable_home_stops_the_study_and_counts_nothing(tmp_path: Path, how: str) -> None:
+    """A real read-only home: the immutable attribute (``chattr +i``) stops even root, which ignores
+    permission bits; and a file where the study's directory should be."""
     opened = open_new(tmp_path, SPEC_TEXT)
-    (tmp_path / "s").write_text("a file where the study's directory should be")
-    summary = run(opened, tmp_path)
+    home = tmp_path / "home"
+    home.mkdir()
+    if how == "read-only directory":
+        if shutil.which("chattr") is None or subprocess.run(["chattr", "+i", str(home)]).returncode != 0:
+            pytest.skip("chattr +i is not available on this filesystem")
+    else:
+        (home / "s").write_text("a file where the study's directory should be")
+    try:
+        summary = run(opened, home)
+    finally:
+        if how == "read-only directory":
+            subprocess.run(["chattr", "-i", str(home)], check=True)
     assert summary.measured == 0 and summary.failure is not None
     assert summary.failure.startswith("environment: cannot write the trial directory")
     trials = opened.study.get_trials()
