@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from tuner import gpu
+from tuner import gpu, host
 
 UUIDS = [
     "GPU-aaaa1111-0000-0000-0000-000000000000",
@@ -181,7 +181,7 @@ def test_idle_cores_sees_another_process_keeping_a_core_busy() -> None:
     busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
     try:
         time.sleep(0.5)
-        idle, total = gpu.idle_cores(1.0)
+        idle, total = host.idle_cores(1.0)
     finally:
         busy.kill()
         busy.wait(10)

@@ -1,4 +1,4 @@
-"""GPU inventory, host fingerprint and process-tree GPU memory, all no-GPU safe.
+"""GPU inventory, the machine's fingerprint and process-tree GPU memory, all no-GPU safe.
 
 Everything here talks to the NVIDIA driver through NVML (``pynvml``, from the
 ``nvidia-ml-py`` package), which is imported lazily; torch is never imported. On
@@ -17,17 +17,14 @@ a worker sees as ``cuda:0``.
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
-import platform
-import socket
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Iterable, Iterator
 
 import psutil
 
-BYTES_PER_GB = 1e9
+from tuner.host import BYTES_PER_GB, host_fingerprint, unavailable
 
 # Per-process GPU memory lists, newest NVML function first (older drivers lack _v3).
 _PROCESS_LIST_FUNCTIONS: tuple[tuple[str, ...], ...] = (
@@ -217,20 +214,6 @@ def gpu_type() -> str:
     return visible[0].name if visible else "cpu"
 
 
-def idle_cores(sample_s: float = 0.5) -> tuple[int, int]:
-    """(cores not used by other processes, cores this process may run on), sampled over ``sample_s``.
-
-    The cores in use are the summed per-core utilisation, rounded (one busy-loop
-    process on a 2-core host: 1 of 2 idle). At least 1 is reported idle. Used to
-    size CPU slots on a busy host: more OpenMP threads than idle cores makes small-op
-    models many times slower (a thread that loses its core stalls every barrier).
-    """
-    total = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    per_core = psutil.cpu_percent(interval=sample_s, percpu=True)
-    busy = int(round(sum(per_core) / 100.0))
-    return max(1, min(total, len(per_core)) - busy), total
-
-
 def resolve_device(requested: str) -> str:
     """The device a spec's ``workload.device`` means on this host.
 
@@ -251,10 +234,6 @@ def gpu_memory_gb() -> float | None:
     return visible[0].memory_total_gb if visible else None
 
 
-def _unavailable(reason: str) -> str:
-    return f"unavailable ({reason})"
-
-
 def _cuda_version_text(version: int) -> str:
     """NVML encodes CUDA 12.4 as 12040."""
     return f"{version // 1000}.{(version % 1000) // 10}"
@@ -270,10 +249,10 @@ def _gpu_fingerprint() -> dict[str, str]:
             try:
                 cuda = _cuda_version_text(int(pynvml.nvmlSystemGetCudaDriverVersion()))
             except pynvml.NVMLError as error:
-                cuda = _unavailable(f"NVML: {error}")
+                cuda = unavailable(f"NVML: {error}")
     except NvmlUnavailable as error:
-        return {key: _unavailable(str(error)) for key in keys} | {"gpu_type": "cpu"}
-    no_gpu = _unavailable("no GPU visible under CUDA_VISIBLE_DEVICES")
+        return {key: unavailable(str(error)) for key in keys} | {"gpu_type": "cpu"}
+    no_gpu = unavailable("no GPU visible under CUDA_VISIBLE_DEVICES")
     names = list(dict.fromkeys(gpu.name for gpu in visible))
     return {
         "gpu_type": visible[0].name if visible else "cpu",
@@ -282,48 +261,6 @@ def _gpu_fingerprint() -> dict[str, str]:
         "gpu_memory_gb": f"{visible[0].memory_total_gb:.1f}" if visible else no_gpu,
         "driver_version": driver,
         "cuda_driver_version": cuda,
-    }
-
-
-def _torch_version() -> str:
-    try:
-        return importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        return _unavailable("torch is not installed")
-
-
-def _cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
-            lines = handle.read().splitlines()
-    except OSError as error:
-        lines = []
-        fallback_reason = f"cannot read /proc/cpuinfo: {error}"
-    else:
-        fallback_reason = "no 'model name' in /proc/cpuinfo"
-    for field in ("model name", "hardware", "processor"):
-        for line in lines:
-            key, _, value = line.partition(":")
-            value = value.strip()
-            if key.strip().lower() == field and value and not value.isdigit():
-                return value
-    return platform.processor() or _unavailable(fallback_reason)
-
-
-def _host_fingerprint() -> dict[str, str]:
-    logical = psutil.cpu_count(logical=True)
-    try:
-        usable = str(len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError) as error:
-        usable = _unavailable(f"sched_getaffinity: {error}")
-    return {
-        "torch_version": _torch_version(),
-        "python_version": platform.python_version(),
-        "hostname": socket.gethostname(),
-        "cpu_model": _cpu_model(),
-        "cpu_cores": str(logical) if logical else _unavailable("psutil cannot count CPUs"),
-        "cpu_cores_usable": usable,
-        "host_memory_gb": f"{psutil.virtual_memory().total / BYTES_PER_GB:.1f}",
     }
 
 
@@ -339,7 +276,7 @@ def fingerprint() -> dict[str, str]:
     ``cpu_cores_usable`` (this process's CPU affinity), ``host_memory_gb``.
     A value that cannot be found reads ``"unavailable (<reason>)"``.
     """
-    return _gpu_fingerprint() | _host_fingerprint()
+    return _gpu_fingerprint() | host_fingerprint()
 
 
 def process_tree_pids(pid: int) -> list[int]:

@@ -177,7 +177,8 @@ def _storage_cause(error: BaseException) -> str | None:
 
 def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
                     use_mlflow: bool, out: Console, err: Console) -> Summary:
-    from tuner.gpu import idle_cores, visible_gpu_indices
+    from tuner.gpu import visible_gpu_indices
+    from tuner.host import idle_cores
     from tuner.ship.export import ExportError, build_config, choose, write_config
 
     study, spec = opened.study, opened.spec
