@@ -1,5 +1,6 @@
-"""Facts about this host apart from its GPUs: the CPU side of the fingerprint, and the cores
-other processes leave idle. Standard library and psutil only; torch is never imported.
+"""Facts about this host apart from its GPUs: the CPU side of the fingerprint, the cores other
+processes leave idle, and the kernel's OOM-kill count of this cgroup. Standard library and psutil
+only; torch is never imported.
 
 Units: memory in GB means 1e9 bytes (decimal gigabytes), as everywhere in tuner.
 """
@@ -10,10 +11,13 @@ import importlib.metadata
 import os
 import platform
 import socket
+from pathlib import Path
 
 import psutil
 
 BYTES_PER_GB = 1e9
+MEMORY_EVENTS_ENV = "TUNER_MEMORY_EVENTS"
+"""Path of the file :func:`oom_kill_count` reads instead of this process's cgroup's (tests point it at their own)."""
 
 
 def unavailable(reason: str) -> str:
@@ -76,3 +80,48 @@ def idle_cores(sample_s: float = 0.5) -> tuple[int, int]:
     per_core = psutil.cpu_percent(interval=sample_s, percpu=True)
     busy = int(round(sum(per_core) / 100.0))
     return max(1, min(total, len(per_core)) - busy), total
+
+
+def oom_kill_count() -> int | None:
+    """How many processes of this process's cgroup the kernel's OOM killer has killed so far.
+
+    Read from the ``oom_kill`` line of cgroup v2 ``memory.events`` (hierarchical:
+    it counts the cgroup and those below it), or of cgroup v1
+    ``memory.oom_control``; :data:`MEMORY_EVENTS_ENV` names another file of the
+    same shape. ``None`` when nothing can be read. Compare two readings taken
+    around a trial: a rise means an OOM kill happened meanwhile (in parallel slots
+    sharing the cgroup, possibly another trial's).
+    """
+    override = os.environ.get(MEMORY_EVENTS_ENV)
+    candidates = [Path(override)] if override else _cgroup_memory_files()
+    for path in candidates:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        for line in text.splitlines():
+            key, _, value = line.partition(" ")
+            if key == "oom_kill" and value.strip().isdigit():
+                return int(value)
+    return None
+
+
+def _cgroup_memory_files() -> list[Path]:
+    """This process's cgroup ``memory.events`` (v2) and ``memory.oom_control`` (v1), where they exist."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return []
+    unified: list[Path] = []
+    legacy: list[Path] = []
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        _, controllers, path = parts
+        relative = path.strip().lstrip("/")
+        if controllers == "":
+            unified.append(Path("/sys/fs/cgroup") / relative / "memory.events")
+        elif "memory" in controllers.split(","):
+            legacy.append(Path("/sys/fs/cgroup/memory") / relative / "memory.oom_control")
+    return unified + legacy

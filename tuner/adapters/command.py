@@ -23,7 +23,7 @@ Built by the worker from the spec's ``workload.command`` block
      This holds whatever the exit status (torchrun turns a rank's 2 into 1);
   2. OOM -- a log line matches an OOM pattern (``CUDA out of memory``,
      ``torch.OutOfMemoryError``, ... plus ``oom_patterns``), or the kernel's OOM
-     killer killed a process of this cgroup during the call (:func:`oom_kill_count`
+     killer killed a process of this cgroup during the call (:func:`tuner.host.oom_kill_count`
      rose: a rank that was OOM-killed, or the program itself);
   3. INVALID -- the exit status is in ``invalid_exit_codes`` (argparse's 2);
   4. CRASH -- anything else; a SIGKILL without the evidence above is a CRASH whose
@@ -49,60 +49,14 @@ from typing import Any, Mapping
 
 from tuner.adapters.media import read_audio, read_text, read_video
 from tuner.adapters.template import TemplateError, command_values, render_command, render_text
+from tuner.host import oom_kill_count
 from tuner.results import Metric
 from tuner.spec.adapters import DEFAULT_INVALID_PATTERNS, DEFAULT_OOM_PATTERNS
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
 LOG_TAIL_CHARS = 1500
-MEMORY_EVENTS_ENV = "TUNER_MEMORY_EVENTS"
-"""Path of the file :func:`oom_kill_count` reads instead of this process's cgroup's (tests point it at their own)."""
 _ARGPARSE_ERROR = re.compile(r"^usage: [^\n]*\n(?:[^\n]*\n){0,200}?(\S+: error: [^\n]*)", re.MULTILINE)
 """argparse's ``parser.error()``: a ``usage:`` line, then (within 200 lines) ``<prog>: error: <message>``."""
-
-
-def oom_kill_count() -> int | None:
-    """How many processes of this process's cgroup the kernel's OOM killer has killed so far.
-
-    Read from the ``oom_kill`` line of cgroup v2 ``memory.events`` (hierarchical:
-    it counts the cgroup and those below it), or of cgroup v1
-    ``memory.oom_control``; :data:`MEMORY_EVENTS_ENV` names another file of the
-    same shape. ``None`` when nothing can be read. Compare two readings taken
-    around a trial: a rise means an OOM kill happened meanwhile (in parallel slots
-    sharing the cgroup, possibly another trial's).
-    """
-    override = os.environ.get(MEMORY_EVENTS_ENV)
-    candidates = [Path(override)] if override else _cgroup_memory_files()
-    for path in candidates:
-        try:
-            text = path.read_text()
-        except OSError:
-            continue
-        for line in text.splitlines():
-            key, _, value = line.partition(" ")
-            if key == "oom_kill" and value.strip().isdigit():
-                return int(value)
-    return None
-
-
-def _cgroup_memory_files() -> list[Path]:
-    """This process's cgroup ``memory.events`` (v2) and ``memory.oom_control`` (v1), where they exist."""
-    try:
-        lines = Path("/proc/self/cgroup").read_text().splitlines()
-    except OSError:
-        return []
-    unified: list[Path] = []
-    legacy: list[Path] = []
-    for line in lines:
-        parts = line.split(":", 2)
-        if len(parts) != 3:
-            continue
-        _, controllers, path = parts
-        relative = path.strip().lstrip("/")
-        if controllers == "":
-            unified.append(Path("/sys/fs/cgroup") / relative / "memory.events")
-        elif "memory" in controllers.split(","):
-            legacy.append(Path("/sys/fs/cgroup/memory") / relative / "memory.oom_control")
-    return unified + legacy
 
 
 class CommandOutOfMemory(MemoryError):

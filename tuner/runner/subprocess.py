@@ -26,7 +26,7 @@ How a death is classified (:func:`classify_worker_exit`):
 * the runner was closed meanwhile, or the fork server died: ``CRASH`` saying so
   ("the fork server died while the trial ran (killed by signal SIGKILL) ...");
 * otherwise without a result: ``OOM`` only on evidence -- the cgroup's
-  ``oom_kill`` count rose during the trial (:func:`tuner.adapters.command.oom_kill_count`)
+  ``oom_kill`` count rose during the trial (:func:`tuner.host.oom_kill_count`)
   or the log shows an out-of-memory message; else ``CRASH``. A SIGKILL nobody
   can explain is a ``CRASH`` whose reason says it was not sent by the tuner.
 """
@@ -44,7 +44,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Literal
 
-from tuner.adapters.command import oom_kill_count
+from tuner.host import oom_kill_count
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest, with_trial_disk_usage
 from tuner.runner.forkclient import ForkServerClient

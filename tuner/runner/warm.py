@@ -42,7 +42,7 @@ import weakref
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from tuner.adapters.command import oom_kill_count
+from tuner.host import oom_kill_count
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest, with_trial_disk_usage
 from tuner.runner.reaper import TAG_ENV, Reaper, kill_group, kill_tagged, new_tag

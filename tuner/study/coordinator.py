@@ -44,7 +44,7 @@ from tuner.spec.space import resolve, suggest
 from tuner.study.listeners import Listener, Summary
 from tuner.study.guards import (StudyStop, measurement_settings, reference_stop, same_failure_stop,
                                 successful_reference, trial_timeout_s)
-from tuner.study.objectives import OUTCOME_CONSTRAINT, ConstraintPlan, Verdict, judge, placeholder_value
+from tuner.study.objectives import ConstraintPlan, Verdict, judge, wall
 from tuner.study.records import result_attributes
 from tuner.study.studies import OpenStudy
 
@@ -137,9 +137,8 @@ class Coordinator:
             storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
         self.study.enqueue_trial(dict(self.spec.reference), user_attrs={"role": "reference"})
         for trial in waiting:
-            attrs = {k: v for k, v in trial.user_attrs.items() if k in ("role", "rerun_of")}
-            params = trial.params or trial.system_attrs.get("fixed_params", {})
-            self.study.enqueue_trial(dict(params), user_attrs=attrs)
+            self._enqueue_again(trial.params or trial.system_attrs.get("fixed_params", {}),
+                                trial.user_attrs.get("role", "search"), trial.user_attrs.get("rerun_of"))
 
     def recover_interrupted(self) -> int:
         """Mark trials a dead coordinator left RUNNING as FAIL and enqueue them again."""
@@ -152,10 +151,14 @@ class Coordinator:
             storage.set_trial_user_attr(trial._trial_id, "reason", "the coordinator stopped while it ran")
             self.study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
             if trial.params:
-                role = trial.user_attrs.get("role", "search")
-                self.study.enqueue_trial(dict(trial.params), user_attrs={"role": role, "rerun_of": trial.number})
+                self._enqueue_again(trial.params, trial.user_attrs.get("role", "search"), trial.number)
             count += 1
         return count
+
+    def _enqueue_again(self, params: Any, role: str, rerun_of: int | None) -> None:
+        """Queue a setting that did not run to the end, keeping its role and the trial it re-runs."""
+        attrs: dict[str, Any] = {"role": role} | ({"rerun_of": rerun_of} if rerun_of is not None else {})
+        self.study.enqueue_trial(dict(params), user_attrs=attrs)
 
     # ------------------------------------------------------------------ loop
     def run(self) -> Summary:
@@ -229,7 +232,6 @@ class Coordinator:
                 if self._interrupt.is_set() and inflight:
                     if interrupted_at is None:
                         interrupted_at = time.monotonic()
-                        stopped = "interrupted"
                     elif time.monotonic() - interrupted_at >= INTERRUPT_GRACE_S:
                         self.runner.close()  # kills every worker; their futures end at once
                 for future in done:
@@ -285,13 +287,10 @@ class Coordinator:
             trial.set_user_attr("reason", problem)
             trial.set_user_attr("measured", False)
             trial.set_user_attr("placeholder_values", True)
-            measured_values = self._measured_values()
-            walls = [placeholder_value(o.direction, [v[i] for v in measured_values])
-                     for i, o in enumerate(self.spec.objectives)]
-            trial.set_constraint(OUTCOME_CONSTRAINT, 1.0)  # a wall the sampler learns, as for OOM
-            for constraint in self.plan.active:
-                trial.set_constraint(constraint.key, 0.0)
-            frozen = self.study.tell(trial, walls)
+            refused = wall(self.spec, self.plan, self._measured_values(), problem)  # the sampler learns it, as OOM
+            for key, value in refused.constraints.items():
+                trial.set_constraint(key, value)
+            frozen = self.study.tell(trial, refused.values)
             self._notify(frozen, self._measured_count(), self.budget_trials, started)
             return None
         trial.set_user_attr("candidate_key", candidate.key)
@@ -312,7 +311,7 @@ class Coordinator:
         trial.set_user_attr("reason", reason)
         trial.set_user_attr("measured", False)
         self.study.tell(trial, state=TrialState.FAIL)
-        self.study.enqueue_trial(dict(candidate.params), user_attrs={"role": role, "rerun_of": trial.number})
+        self._enqueue_again(candidate.params, role, trial.number)
 
     def _request(self, trial: "optuna.Trial", candidate: Candidate, role: str) -> TrialRequest:
         trial_dir = self.study_dir / f"trial_{trial.number:05d}"

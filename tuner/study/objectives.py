@@ -110,14 +110,20 @@ def placeholder_value(direction: str, measured: Sequence[float]) -> float:
     return high + margin if direction == "minimize" else low - margin
 
 
+def wall(spec: "StudySpec", plan: ConstraintPlan, measured_values: Sequence[Sequence[float]],
+         reason: str | None) -> Verdict:
+    """An infeasible point: placeholder values worse than ``measured_values``, the ``outcome``
+    constraint at 1 (OOM, TIMEOUT, and a setting a rule refuses, which is never run)."""
+    walls = [placeholder_value(o.direction, [v[i] for v in measured_values]) for i, o in enumerate(spec.objectives)]
+    at_wall = {OUTCOME_CONSTRAINT: 1.0, **{c.key: 0.0 for c in plan.active}}
+    return Verdict(walls, at_wall, placeholder=True, reason=reason)
+
+
 def judge(spec: "StudySpec", plan: ConstraintPlan, result: TrialResult,
           measured_values: Sequence[Sequence[float]]) -> Verdict:
     """Turn ``result`` into a :class:`Verdict`; ``measured_values`` are earlier OK values."""
     if result.outcome.is_infeasible_point:
-        walls = [placeholder_value(o.direction, [v[i] for v in measured_values])
-                 for i, o in enumerate(spec.objectives)]
-        at_wall = {OUTCOME_CONSTRAINT: 1.0, **{c.key: 0.0 for c in plan.active}}
-        return Verdict(walls, at_wall, placeholder=True, reason=result.reason)
+        return wall(spec, plan, measured_values, result.reason)
     if result.outcome is not Outcome.OK:
         return Verdict(None, {}, reason=result.reason)
     values: list[float] = []
