@@ -19,7 +19,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. A module may import modules of its own layer (no cycles) and of any lower layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("tuner.results", "tuner.host", "tuner.gpu", "tuner.pareto"),  # foundation: data types, host facts, Pareto arithmetic
+    ("tuner.results", "tuner.host", "tuner.gpu", "tuner.pareto",  # foundation: data types, host facts, Pareto arithmetic,
+     "tuner.secrets"),                                            # redaction and child environments
     ("tuner.spec",),
     ("evaluators",),
     ("tuner.workloads",),

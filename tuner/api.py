@@ -27,16 +27,18 @@ def create_study(spec: str | Path, *, study_name: str | None = None, storage: st
     """A new study from the spec file ``spec`` (reference and baseline enqueued first).
 
     ``study_name`` defaults to ``<spec>-<gpu type>-<UTC time>``; ``trials``
-    overrides the spec's budget. Raises ``StudyError`` when the name exists.
+    overrides the spec's budget. Raises ``SpecError`` for a spec a run could not start
+    on this host (the same checks as ``tuner validate``) and ``StudyError`` when the name exists.
     """
-    from tuner.gpu import gpu_type, resolve_device
+    from tuner.gpu import gpu_type
     from tuner.study import studies
+    from tuner.study.preflight import check_runnable
 
     path = Path(spec)
     loaded: StudySpec = load_spec(path)
-    device = resolve_device(loaded.workload.device)
-    kind = gpu_type() if device == "cuda" else "cpu"
     text = path.read_text()
+    device = check_runnable(loaded, text, str(path), sampler)
+    kind = gpu_type() if device == "cuda" else "cpu"
     url = storage_url(storage, tuner_home(home))
     name = study_name or studies.default_study_name(loaded, kind)
     return studies.create_study(loaded, text, url, name, sampler or loaded.sampler.name, trials,

@@ -33,6 +33,15 @@ Built by the worker from the spec's ``workload.command`` block
   decided (never a fragment), followed by the end of its log in whole lines;
 * reads the declared outputs (video / audio / text) and the declared regex metrics.
 
+Outputs stay inside the trial directory. Before each call the declared outputs are
+deleted (a stale file must not pass for a new one), so every rendered output path is
+first resolved (following symlinks, also a dangling one) and must lie inside the
+trial directory (``RunContext.workdir``); otherwise the call is refused as INVALID with
+the path in the reason and nothing is deleted or read (the spec check refuses the
+shapes that could escape; this catches values such as ``../`` in a parameter, a ``cwd:``
+outside, or a symlink the program left in the trial directory). The same check runs
+again before the outputs are read.
+
 Wall time is measured from outside by the worker around :meth:`run`. The exact
 argv, env and cwd are kept in :attr:`CommandWorkload.invocation`, which the worker
 reports and the coordinator stores as the trial's ``invocation``.
@@ -51,6 +60,7 @@ from tuner.adapters.media import read_audio, read_text, read_video
 from tuner.adapters.template import TemplateError, command_values, render_command, render_text
 from tuner.host import oom_kill_count
 from tuner.results import Metric
+from tuner.secrets import child_environment
 from tuner.spec.adapters import DEFAULT_INVALID_PATTERNS, DEFAULT_OOM_PATTERNS
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
@@ -101,11 +111,11 @@ class CommandWorkload(Workload):
         assert self.invocation is not None and self._run_dir is not None and self._log_dir is not None
         outputs = self._output_paths(params, context)
         for path in outputs.values():
-            path.unlink(missing_ok=True)
+            path.unlink(missing_ok=True)  # inside the trial directory: checked by _output_paths
         self._calls += 1
         stdout_path = self._log_dir / f"call_{self._calls}.stdout"
         stderr_path = self._log_dir / f"call_{self._calls}.stderr"
-        env = {**os.environ, **self.invocation["env"]}
+        env = {**child_environment(), **self.invocation["env"]}  # never the tuner's secrets; the spec's env wins
         oom_kills_before = oom_kill_count()
         with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
             try:
@@ -127,6 +137,8 @@ class CommandWorkload(Workload):
                          if oom_kills_before is not None and oom_kills_after is not None else 0)
             self._raise_for_failure(returncode, stdout, stderr, oom_kills)
         self._parse_metrics(stdout + "\n" + stderr)
+        for kind, path in outputs.items():
+            _require_inside(path, context.workdir, f"outputs.{kind} ({path}, after the call)")
         return self._read_outputs(outputs, stdout)
 
     def measured_metrics(self) -> list[Metric]:
@@ -144,13 +156,19 @@ class CommandWorkload(Workload):
 
     # ----------------------------------------------------------------- helpers
     def _output_paths(self, params: Mapping[str, Any], context: RunContext) -> dict[str, Path]:
+        """kind -> rendered output path; InvalidSetting when one resolves outside the trial directory."""
         assert self._run_dir is not None
         values = command_values(params, context.inputs, int(self.options.get("gpus", 1)), context.seed)
         paths: dict[str, Path] = {}
         for kind in ("video", "audio", "text"):
             template = dict(self.options.get("outputs", {})).get(kind)
             if template is not None:
-                paths[kind] = self._run_dir / render_text(template, values, f"outputs.{kind}")
+                try:
+                    rendered = render_text(template, values, f"outputs.{kind}")
+                except TemplateError as error:
+                    raise InvalidSetting(f"command: {error}") from None
+                paths[kind] = self._run_dir / rendered
+                _require_inside(paths[kind], context.workdir, f"outputs.{kind} {template!r} ({paths[kind]})")
         return paths
 
     def _raise_for_failure(self, returncode: int, stdout: str, stderr: str, oom_kills: int = 0) -> None:
@@ -212,6 +230,18 @@ class CommandWorkload(Workload):
             output.text = [stdout.strip()]
         output.counters["command_calls"] = float(self._calls)
         return output
+
+
+def _require_inside(path: Path, trial_dir: Path, what: str) -> None:
+    """Raise InvalidSetting unless ``path``, resolved through every symlink (a dangling one too),
+    lies strictly inside ``trial_dir``; ``what`` names the output in the reason."""
+    root = Path(os.path.realpath(trial_dir))
+    resolved = Path(os.path.realpath(path))
+    if root in resolved.parents:
+        return
+    raise InvalidSetting(f"command: {what} resolves to {resolved}, outside the trial directory {root}: the tuner "
+                         f"refuses to delete or read it (an output must be a relative path inside the trial "
+                         f"directory, like 'out.wav')")
 
 
 def _tail_lines(text: str, limit: int) -> str:

@@ -6,6 +6,8 @@ from __future__ import annotations
 import typer
 from rich.console import Console
 
+from tuner.secrets import redact_text
+
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Auto-tune inference settings of video and audio-visual models.")
 out = Console()
@@ -18,8 +20,12 @@ MlflowOption = typer.Option(None, "--mlflow-uri", help="MLflow tracking URI (env
 
 
 def fail(message: str) -> None:
-    """Print ``error: message`` on stderr and exit with status 2 (a user-facing failure)."""
+    """Print ``error: message`` on stderr and exit with status 2 (a user-facing failure).
+
+    The message goes through :func:`tuner.secrets.redact_text` first: no CLI error prints a
+    password, a token or a secret URL parameter, whatever the caller put in it.
+    """
     from rich.markup import escape
 
-    err.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(redact_text(message))}", highlight=False, soft_wrap=True)
     raise typer.Exit(2)

@@ -1,18 +1,29 @@
 """The ``tuner`` program: the app with every command registered, and its entry point.
 
-Every user-facing failure (bad spec, unknown study, unreachable storage) is
-one clear line on stderr and exit status 2 — never a traceback. A study whose
-trials crash, run out of memory or hang still completes with status 0.
+Every answer to bad input is one line on stderr — never a traceback:
+
+- a bad spec, unknown study or unreachable storage: ``error: ...``, exit status 2;
+- a bad command line (unknown option, missing argument, a value out of range):
+  ``error: tuner run: No such option: --bogus (see 'tuner run --help')``, exit 2;
+- a bug of the tuner itself: ``error: internal error: ...`` with a hint to rerun with
+  ``TUNER_DEBUG=1`` (which shows the traceback), exit 1.
+
+A study whose trials crash, run out of memory or hang still completes with status 0.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+import traceback
+
+import typer
 
 import tuner.cli.study_commands  # noqa: F401 - registers validate, run, resume, status, schema
 import tuner.cli.view_commands  # noqa: F401 - registers front, export, check, ui, sync-mlflow
 from tuner.cli.app import app, err
+
+DEBUG_ENV = "TUNER_DEBUG"  # set to 1 to see the traceback of an internal error
 
 
 def _quiet_library_logs() -> None:
@@ -24,13 +35,38 @@ def _quiet_library_logs() -> None:
     os.environ.setdefault("MLFLOW_LOGGING_LEVEL", "WARNING")
 
 
-def main() -> None:
-    """Console-script entry point."""
+def _one_line(message: str) -> None:
+    from rich.markup import escape
+
+    from tuner.secrets import redact_text
+
+    err.print(f"[bold red]error:[/] {escape(redact_text(' '.join(message.split())))}", highlight=False,
+              soft_wrap=True)
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Console-script entry point: run the app, turning every exception into one line and a status."""
     os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
     _quiet_library_logs()
     try:
-        app()
-    except KeyboardInterrupt:
+        status = app(args=argv, prog_name="tuner", standalone_mode=False)
+    except typer.TyperException as error:  # the command line itself is wrong (click's usage errors)
+        context = getattr(error, "ctx", None)
+        if type(error).__name__ == "NoArgsIsHelpError":  # plain 'tuner': the help, as before
+            err.print(error.format_message(), highlight=False, markup=False)
+            status = 2
+        else:
+            where = context.command_path if context is not None else "tuner"
+            _one_line(f"{where}: {error.format_message()} (see '{where} --help')")
+            status = 2 if getattr(error, "ctx", None) is not None or error.exit_code == 2 else error.exit_code
+    except (KeyboardInterrupt, typer.Abort):
         err.print("interrupted: trials in flight will be re-run by 'tuner resume'")
         sys.stdout.flush()
         os._exit(130)
+    except Exception as error:  # noqa: BLE001 - a bug of the tuner: one line unless asked for more
+        if os.environ.get(DEBUG_ENV):
+            traceback.print_exc()
+        _one_line(f"internal error: {type(error).__name__}: {error} (rerun with {DEBUG_ENV}=1 for the traceback "
+                  "and please report it)")
+        status = 1
+    sys.exit(status if isinstance(status, int) else 0)

@@ -31,7 +31,7 @@ from tuner.study.objectives import plan_constraints
 from tuner.study.lock import lock_for
 from tuner.study.records import TrialRecord
 from tuner.study.storage import StudyError, redact_url
-from tuner.study.studies import OpenStudy
+from tuner.study.studies import OpenStudy, study_directory
 from tuner.tracking.live import MlflowTracker, tracking_uri
 
 
@@ -234,7 +234,7 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
         chosen = choose(study)
         document = build_config(study, chosen.record, opened.storage_url, chosen.policy, chosen.profile,
                                 replaced_noisy=chosen.replaced.number if chosen.replaced else None)
-        path = write_config(document, home / study.study_name / "best.yaml")
+        path = write_config(document, study_directory(home, study.study_name) / "best.yaml")
         replaced = (f" (stable, in place of noisy trial {chosen.replaced.number})" if chosen.replaced else "")
         out.print(f"best on {spec.objective_names[0]}: trial {chosen.record.number}{replaced} -> exported to {path}")
         for warning in document.get("warnings") or []:

@@ -34,17 +34,22 @@ def _finish(run_session: Any, opened: Any, root: Path, device: str, workers: int
     raise typer.Exit(3 if summary.failure is not None else 130 if summary.interrupted else 0)
 
 
-def _check_workload_importable(paths: dict[str, str], source: str) -> None:
-    import importlib.util
+def _load_runnable(spec_path: Path, sampler: str | None = None, host: bool = True) -> tuple[Any, str, str]:
+    """(spec, text, device) of a spec a run can start on this host; else one line and exit 2.
 
-    for key, path in paths.items():
-        module = path.partition(":")[0]
-        try:
-            found = importlib.util.find_spec(module)
-        except (ImportError, ValueError):
-            found = None
-        if found is None:
-            fail(f"{source}: {key}: cannot find module '{module}' (is it installed / on PYTHONPATH?)")
+    ``validate`` and ``run`` both come through here, so what validate passes, run starts.
+    """
+    from tuner.study.preflight import check_runnable
+
+    if sampler is not None and sampler not in ("tpe", "nsga2", "gp", "random", "grid"):
+        fail(f"--sampler: unknown sampler '{sampler}' (use tpe, nsga2, gp, random or grid)")
+    try:
+        spec = load_spec(spec_path)
+        text = spec_path.read_text()
+        device = check_runnable(spec, text, str(spec_path), sampler, host)  # type: ignore[arg-type]
+    except SpecError as error:
+        fail(str(error))
+    return spec, text, device
 
 
 def _resolve_device(requested: str) -> str:
@@ -53,19 +58,20 @@ def _resolve_device(requested: str) -> str:
     try:
         return resolve_device(requested)
     except ValueError as error:
-        fail(str(error))
+        fail(f"{error}; use 'device: auto' (a GPU when one is visible, else the CPU) or 'device: cpu'")
         raise
 
 
 @app.command()
-def validate(spec_path: Path = typer.Argument(..., help="Spec YAML file.")) -> None:
-    """Check a spec; runs nothing."""
-    try:
-        spec = load_spec(spec_path)
-    except SpecError as error:
-        fail(str(error))
-    _check_workload_importable(spec.workload.import_paths, str(spec_path))
-    out.print(f"{spec_path}: ok — {len(spec.parameters)} parameters, {len(spec.objectives)} objectives, "
+def validate(
+    spec_path: Path = typer.Argument(..., help="Spec YAML file."),
+    spec_only: bool = typer.Option(False, "--spec-only", help="Check the file alone, not this host (device, "
+                                   "workload import): e.g. a GPU spec on a laptop."),
+) -> None:
+    """Check a spec as 'tuner run' would on this host (sampler, workload import, device); runs nothing."""
+    spec, _, device = _load_runnable(spec_path, host=not spec_only)
+    where = "spec only" if spec_only else f"device {device}"
+    out.print(f"{spec_path}: ok ({where}) — {len(spec.parameters)} parameters, {len(spec.objectives)} objectives, "
               f"{len(spec.constraints)} constraints, {len(spec.rules)} rules")
 
 
@@ -87,19 +93,11 @@ def run(
     from tuner.gpu import gpu_type
     from tuner.study.studies import create_study, default_study_name, study_attributes
 
-    try:
-        spec = load_spec(spec_path)
-    except SpecError as error:
-        fail(str(error))
-    if sampler is not None and sampler not in ("tpe", "nsga2", "gp", "random", "grid"):
-        fail(f"--sampler: unknown sampler '{sampler}' (use tpe, nsga2, gp, random or grid)")
-    _check_workload_importable(spec.workload.import_paths, str(spec_path))
-    device = _resolve_device(spec.workload.device)
+    spec, text, device = _load_runnable(spec_path, sampler)
     root = tuner_home(home)
     url = storage_url(storage, root)
     kind = gpu_type() if device == "cuda" else "cpu"
     name = study_name or default_study_name(spec, kind)
-    text = spec_path.read_text()
     chosen: SamplerName = sampler or spec.sampler.name  # type: ignore[assignment]
     attributes = study_attributes(spec, text, device, kind)
     try:
@@ -202,8 +200,11 @@ def status(
 @app.command()
 def schema(output: Path = typer.Option(Path("search_spaces/schema.json"), "--output", "-o")) -> None:
     """Write the spec's JSON Schema (for editors)."""
-    output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps(spec_json_schema(), indent=2) + "\n")
+    try:
+        output.parent.mkdir(parents=True, exist_ok=True)
+        output.write_text(json.dumps(spec_json_schema(), indent=2) + "\n")
+    except OSError as error:
+        fail(f"cannot write the schema to {output}: {error.strerror or error}")
     out.print(f"wrote {output}")
 
 

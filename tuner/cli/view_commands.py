@@ -205,11 +205,19 @@ def ui(
     except (StudyError, SpecError) as error:
         fail(str(error))
     if uri.startswith(("http://", "https://")):
-        out.print(run_url(uri, location) if location else uri, highlight=False, soft_wrap=True)
+        out.print(run_url(uri, location) if location else redact_url(uri), highlight=False, soft_wrap=True)
         return
-    chosen_port = port or _free_port(host)
+    try:
+        chosen_port = port or _free_port(host)
+    except OSError as error:
+        fail(f"--host {host}: cannot listen there ({error.strerror or error}); use an address of this host, "
+             "e.g. 127.0.0.1 or 0.0.0.0")
     base = f"http://{host}:{chosen_port}"
-    process = start_server(uri, host, chosen_port, root / "mlflow-ui.log")
+    try:
+        process = start_server(uri, host, chosen_port, root / "mlflow-ui.log")
+    except (UiError, OSError) as error:
+        fail(f"{error} (give --mlflow-uri sqlite:///<path>.db for a local store, or the http(s):// address "
+             "of a running MLflow server)")
     signal.signal(signal.SIGTERM, _interrupt)  # a terminated 'tuner ui' stops its server too
     try:
         wait_healthy(base, startup_timeout, process)

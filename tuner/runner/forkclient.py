@@ -10,13 +10,14 @@ CRASH saying the fork server died. The next launch starts a new server.
 from __future__ import annotations
 
 import json
-import os
 import signal
 import subprocess
 import sys
 import threading
 from dataclasses import dataclass, field
 from typing import IO, Any
+
+from tuner.secrets import child_environment
 
 
 @dataclass
@@ -34,7 +35,8 @@ class ForkServerClient:
 
     def __init__(self, preload: list[str], python: str = sys.executable,
                  env: dict[str, str] | None = None) -> None:
-        """``env``: variables added to the server's environment (its children inherit them)."""
+        """``env``: variables added to the server's environment (its children inherit them); the
+        rest is the coordinator's without the tuner's secrets (:func:`tuner.secrets.child_environment`)."""
         self.preload = preload
         self.python = python
         self.env = dict(env or {})
@@ -47,7 +49,7 @@ class ForkServerClient:
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(
                 [self.python, "-m", "tuner.runner.forkserver", *self.preload],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env={**os.environ, **self.env})
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env={**child_environment(), **self.env})
             assert self._process.stdout is not None
             threading.Thread(target=self._read, args=(self._process, self._process.stdout), daemon=True,
                              name="tuner-forkserver-reader").start()

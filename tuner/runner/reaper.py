@@ -42,6 +42,8 @@ import threading
 import time
 from typing import Collection
 
+from tuner.secrets import child_environment
+
 TAG_ENV = "TUNER_PROCESS_TAG"
 """The environment variable that tags a runner's processes (see the module docstring)."""
 
@@ -138,7 +140,7 @@ class Reaper:
         with self._lock:
             if self._process is not None and self._process.poll() is None:
                 return
-            env = {k: v for k, v in os.environ.items() if k != TAG_ENV}
+            env = {k: v for k, v in child_environment().items() if k != TAG_ENV}
             self._process = subprocess.Popen(
                 [self.python, "-m", "tuner.runner.reaper", self.tag], stdin=subprocess.PIPE,
                 stdout=subprocess.DEVNULL, env=env, start_new_session=True)

@@ -49,6 +49,7 @@ from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest, with_trial_disk_usage
 from tuner.runner.forkclient import ForkServerClient
 from tuner.runner.reaper import TAG_ENV, Reaper, kill_group, kill_tagged, new_tag
+from tuner.secrets import child_environment
 
 LOG_TAIL_CHARS = 4000
 _OOM_LOG_MARKERS = ("out of memory", "OutOfMemoryError", "MemoryError", "CUBLAS_STATUS_ALLOC_FAILED")
@@ -68,8 +69,9 @@ def read_log_tail(path: Path, limit: int = LOG_TAIL_CHARS) -> str:
 
 
 def slot_environment(slot: Slot, base: dict[str, str] | None = None) -> dict[str, str]:
-    """The environment for a worker on ``slot``: GPU pinning and thread counts."""
-    env = dict(os.environ if base is None else base)
+    """The environment for a worker on ``slot``: ``base`` (default ``os.environ``) without the
+    tuner's secrets (:func:`tuner.secrets.child_environment`), with GPU pinning and thread counts."""
+    env = child_environment(base)
     if slot.cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = slot.cuda_visible_devices
     else:

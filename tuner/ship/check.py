@@ -29,6 +29,7 @@ on either side (any run not measuring it), or that has no exported delta to comp
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -158,8 +159,7 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
     baseline_settings = _settings(spec, dict(config.check.baseline), "baseline")
     quality_metrics = sorted(spec.used_metrics & QUALITY_METRIC_NAMES)
     speed_metric = config.baseline.comparison.speed_metric
-    workdir = _fresh_dir(home / "checks" / f"{config.provenance.study}-trial{config.provenance.trial}-"
-                                           f"{time.strftime('%Y%m%d-%H%M%S')}")
+    workdir = _fresh_dir(_check_dir(home, config.provenance.study, config.provenance.trial))
     device = config.check.device
     slot = plan_slots(1, device, _gpus(device), threads=spec.workload.torch_threads,
                       gpus_per_slot=spec.workload.gpus_per_trial)[0]
@@ -241,6 +241,18 @@ def _speed_failure(floor: SpeedFloor, expected: float | None, margin: float) -> 
         return f"{_interval(test)} is below --min-speedup {test.floor:g}x: {how}"
     return (f"{_interval(test)} is below the exported {expected:.3g}x beyond the margin (floor {test.floor:.3g}x = "
             f"exported x (1 - {margin:.3g})): {how}")
+
+
+def _check_dir(home: Path, study: str, trial: int) -> Path:
+    """``home/checks/<study>-trial<n>-<time>``: the study name comes from the config file, so
+    characters other than letters, digits, ``_``, ``-``, ``.`` become ``_``, leading dots go,
+    it is cut to 100 characters, and the path must lie inside ``home/checks`` (CheckError)."""
+    safe = re.sub(r"[^A-Za-z0-9_.\-]+", "_", study).lstrip(".")[:100] or "study"
+    checks = home / "checks"
+    path = checks / f"{safe}-trial{int(trial)}-{time.strftime('%Y%m%d-%H%M%S')}"
+    if checks.resolve() not in path.resolve().parents:
+        raise CheckError(f"the check directory {path} would lie outside {checks}")
+    return path
 
 
 def _fresh_dir(path: Path) -> Path:

@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import yaml
 
+from tuner.secrets import redact_url
 from tuner.ship.config_schema import SCHEMA, validate_config
 from tuner.ship.invocation import render_invocation
 from tuner.ship.policy import (PolicyError, eligible, front_of, parse_policy, prefer_stable, ranking_keys, select,
                                select_profile, speed_objective)
 from tuner.spec.loading import parse_spec
 from tuner.study.records import NOISY_CV, TrialRecord, record_feasible
-from tuner.study.storage import redact_url
 
 if TYPE_CHECKING:
     import optuna

@@ -15,6 +15,11 @@ parameter, a derived value, an input, or one of the adapter's own names
 (:data:`COMMAND_NAMES`, :data:`HTTP_NAMES`); :func:`template_names` finds them and
 ``StudySpec`` refuses unknown ones when the spec is loaded. Rendering lives in
 :mod:`tuner.adapters.template`. This module only declares and checks shapes.
+
+Output paths (``outputs.video|audio|text``) are deleted before each call, so they must
+stay inside the trial directory: see :func:`output_syntax_problem` (checked with the
+block) and :func:`output_path_problems` (also refuses inputs as placeholders; run by
+the spec's name cross-check).
 """
 
 from __future__ import annotations
@@ -121,6 +126,43 @@ class CommandMetric(_Strict):
         return value
 
 
+OUTPUT_KINDS = ("video", "audio", "text")
+"""The declared output files of a command block (``outputs.<kind>``)."""
+
+OUTPUT_HINT = ("an output must be a relative path inside the trial directory that starts with a name, "
+               "like 'out.wav' or 'results/{seed}/out_{steps}.wav'")
+"""What to write instead, appended to every refusal of an output path."""
+
+
+def _output_refusal(template: str, why: str) -> str:
+    return (f"{template!r} may point outside the trial directory: {why} ({OUTPUT_HINT}); "
+            f"the tuner deletes outputs before each call")
+
+
+def output_syntax_problem(template: str) -> str | None:
+    """Why ``template`` (an ``outputs.<kind>`` value) could name a file outside the trial directory
+    whatever values fill it, or None when its shape is safe.
+
+    Refused: an empty path, an absolute path, a ``..`` segment, a path that is only ``.``
+    segments (the directory itself), and a path that starts with a placeholder (its value
+    could make the path absolute: ``{audio}``, ``{dir}/out.wav``). Values that still escape
+    (a parameter value holding ``../``) are refused when the call runs
+    (:mod:`tuner.adapters.command`).
+    """
+    if not template.strip():
+        return _output_refusal(template, "it is empty")
+    if template.startswith("/"):
+        return _output_refusal(template, "it is an absolute path")
+    segments = template.split("/")
+    if ".." in segments:
+        return _output_refusal(template, "it has a '..' segment")
+    if all(segment in ("", ".") for segment in segments):
+        return _output_refusal(template, "it names the directory itself, not a file")
+    if template.startswith("{") and not template.startswith("{{"):
+        return _output_refusal(template, "it starts with a placeholder, whose value could make it any path")
+    return None
+
+
 class CommandOutputs(_Strict):
     """Files the program writes, relative to its working directory (templates allowed).
 
@@ -133,6 +175,25 @@ class CommandOutputs(_Strict):
     audio: str | None = None
     text: str | None = None
     text_from_stdout: bool = False
+
+    @field_validator("video", "audio", "text")
+    @classmethod
+    def _inside_trial_directory(cls, value: str | None) -> str | None:
+        """Contract: the tuner deletes a declared output before each call, so every path must stay
+        inside the trial directory. Shapes that could leave it are refused here
+        (:func:`output_syntax_problem`); placeholders naming inputs by :func:`output_path_problems`
+        (which needs the spec's inputs); rendered paths that resolve outside (``..`` in a value,
+        a symlink) when the call runs (:mod:`tuner.adapters.command`). (Kept out of the class
+        docstring, which is the JSON schema's description.)"""
+        if value is not None:
+            problem = output_syntax_problem(value)
+            if problem is not None:
+                raise ValueError(problem)
+        return value
+
+    def declared(self) -> list[tuple[str, str]]:
+        """(kind, template) of every declared output file."""
+        return [(kind, getattr(self, kind)) for kind in OUTPUT_KINDS if getattr(self, kind) is not None]
 
 
 class CommandSpec(_Strict):
@@ -173,6 +234,9 @@ class CommandSpec(_Strict):
         names = [m.name for m in self.metrics]
         if len(set(names)) != len(names):
             raise ValueError(f"metrics repeat a name: {names}")
+        problem = _cwd_problem(self)
+        if problem is not None:
+            raise ValueError(problem)
         return self
 
     def templates(self) -> list[tuple[str, str]]:
@@ -183,15 +247,52 @@ class CommandSpec(_Strict):
         found += [(f"env.{k}", v) for k, v in self.env.items()]
         if self.cwd is not None:
             found.append(("cwd", self.cwd))
-        for key in ("video", "audio", "text"):
-            value = getattr(self.outputs, key)
-            if value is not None:
-                found.append((f"outputs.{key}", value))
+        found += [(f"outputs.{kind}", value) for kind, value in self.outputs.declared()]
         return found
 
     def flag_names(self) -> list[tuple[str, str]]:
         """(key path, parameter name) of every conditional flag."""
         return [(f"argv.{i}.when", item.when) for i, item in enumerate(self.argv) if isinstance(item, FlagItem)]
+
+
+def _cwd_problem(command: CommandSpec) -> str | None:
+    """Outputs are relative to the working directory, so they need the default one (the trial's)."""
+    declared = command.outputs.declared()
+    if command.cwd is None or not declared:
+        return None
+    return (f"cwd: {command.cwd!r} is not the trial directory, and outputs ({', '.join(k for k, _ in declared)}) "
+            f"are read relative to it, where the tuner would delete them before each call; drop cwd: "
+            f"(the program then runs in the trial's run directory, where outputs land) and pass the program "
+            f"its own paths through inputs, like '{{checkout}}/generate.py'")
+
+
+def output_path_problems(command: CommandSpec, input_names: set[str]) -> list[tuple[str, str]]:
+    """(key path under ``workload.command``, problem) for every output that could leave the trial directory.
+
+    Besides the shape rules of :func:`output_syntax_problem` and the ``cwd:`` rule (both also
+    enforced when the block is validated), an output template may not use an input as a
+    placeholder: inputs are the user's own values (files, prompts), so ``{audio}`` or
+    ``out_{audio}.wav`` could name the user's file. Parameters, derived values and
+    :data:`COMMAND_NAMES` are allowed (a value that still escapes is refused at run time).
+    Malformed templates are left to the name check. Empty when all is well.
+    """
+    problems: list[tuple[str, str]] = []
+    cwd = _cwd_problem(command)
+    if cwd is not None:
+        problems.append(("cwd", cwd))
+    for kind, template in command.outputs.declared():
+        problem = output_syntax_problem(template)
+        if problem is None:
+            try:
+                used = [name for name in template_names(template) if name in input_names]
+            except ValueError:
+                used = []
+            if used:
+                problem = _output_refusal(template, f"placeholder {{{used[0]}}} is an input (the user's own "
+                                                    f"value, often a file), not a setting")
+        if problem is not None:
+            problems.append((f"outputs.{kind}", problem))
+    return problems
 
 
 class PythonSpec(_Strict):

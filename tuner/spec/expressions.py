@@ -7,9 +7,28 @@ Nothing is ever passed to ``eval``. Allowed: numbers, strings, booleans,
 ``None``, names from the given scope, arithmetic (``+ - * / // % **``),
 comparisons (chained too), ``and`` / ``or`` / ``not``, ``x if c else y``,
 ``in`` / ``not in`` against tuples or lists, and calls of the functions in
-:data:`FUNCTIONS`. Attribute access, subscripts, lambdas, comprehensions and
-every other construct are rejected when the expression is compiled, so a bad
-spec fails before anything runs.
+:data:`FUNCTIONS`. Attribute access, subscripts, lambdas, comprehensions,
+``%`` string formatting and every other construct are rejected, so a bad spec
+fails before anything runs.
+
+Limits (:class:`ExpressionLimits`, defaults in :data:`LIMITS`) keep a hostile
+expression from hanging or exhausting a process; exceeding one raises
+:class:`ExpressionLimitError`, a subclass of :class:`ExpressionError`:
+
+- source text <= 1,000 characters and expression nesting <= 50 levels (checked
+  before anything is evaluated, without recursion);
+- integers below 2**256 (256 bits). ``**``, ``*`` and ``round`` estimate the
+  size of their result from both operands *before* computing it, so
+  ``10**10**10`` or ``(2**60)**60**60`` is refused at once; every other result
+  is checked after it is computed (cheap for bounded operands);
+- strings, lists and tuples built by an expression hold <= 10,000 items
+  (characters, elements, nested elements counted too); repetition and
+  concatenation are checked before they are built;
+- <= 10,000 evaluation steps (nodes visited) per :meth:`Expression.evaluate`.
+
+Real specs stay far below these. Values taken from the scope are not charged
+until an operation uses them. Sub-expressions without names are evaluated once
+when compiled, so a constant that is too expensive fails when the spec loads.
 """
 
 from __future__ import annotations
@@ -17,7 +36,8 @@ from __future__ import annotations
 import ast
 import math
 import operator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any, Callable, Mapping
 
 FUNCTIONS: dict[str, Callable[..., Any]] = {
@@ -61,11 +81,29 @@ _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
     ast.In: lambda a, b: a in b,
     ast.NotIn: lambda a, b: a not in b,
 }
-_MAX_POWER_EXPONENT = 64
+_SEQUENCES = (str, list, tuple)
 
 
 class ExpressionError(ValueError):
-    """An expression that cannot be compiled or evaluated; the message says why."""
+    """An expression that cannot be compiled or evaluated; the message says why (one line)."""
+
+
+class ExpressionLimitError(ExpressionError):
+    """An expression over one of the :class:`ExpressionLimits`: too long, too deep or too expensive."""
+
+
+@dataclass(frozen=True)
+class ExpressionLimits:
+    """What one expression may cost. :data:`LIMITS` holds the defaults every spec uses."""
+
+    max_source_chars: int = 1_000
+    max_depth: int = 50
+    max_int_bits: int = 256
+    max_items: int = 10_000
+    max_steps: int = 10_000
+
+
+LIMITS = ExpressionLimits()
 
 
 @dataclass(frozen=True)
@@ -75,37 +113,78 @@ class Expression:
     source: str
     tree: ast.expr
     names: frozenset[str]
+    limits: ExpressionLimits = field(default=LIMITS, compare=False)
 
     def evaluate(self, scope: Mapping[str, Any]) -> Any:
-        """Evaluate against ``scope`` (name -> value). Raises :class:`ExpressionError`."""
+        """Evaluate against ``scope`` (name -> value).
+
+        Raises :class:`ExpressionError` for unknown names and failed arithmetic,
+        :class:`ExpressionLimitError` past a limit (before the expensive step runs).
+        """
         missing = sorted(self.names - scope.keys())
         if missing:
-            raise ExpressionError(f"unknown name(s) {', '.join(missing)} in '{self.source}'")
+            raise ExpressionError(f"unknown name(s) {', '.join(missing)} in {_show(self.source)}")
         try:
-            return _evaluate(self.tree, scope)
+            return _Evaluation(self.source, scope, self.limits).value(self.tree)
         except ExpressionError:
             raise
+        except (RecursionError, MemoryError) as error:
+            raise ExpressionLimitError(f"{_show(self.source)} is too expensive: {type(error).__name__}") from None
         except Exception as error:  # arithmetic errors: division by zero, type errors
-            raise ExpressionError(f"'{self.source}' failed: {type(error).__name__}: {error}") from None
+            raise ExpressionError(f"{_show(self.source)} failed: {type(error).__name__}: {_short(error)}") from None
 
 
-def compile_expression(source: str) -> Expression:
-    """Parse and check ``source``; raises :class:`ExpressionError` naming the problem."""
+def compile_expression(source: str, limits: ExpressionLimits = LIMITS) -> Expression:
+    """Parse and check ``source``; raises :class:`ExpressionError` naming the problem.
+
+    Compiled expressions are cached by source (they are immutable).
+    """
     if not isinstance(source, str) or not source.strip():
         raise ExpressionError("an expression must be a non-empty string")
+    return _compile(source.strip(), limits)
+
+
+@lru_cache(maxsize=1024)
+def _compile(source: str, limits: ExpressionLimits) -> Expression:
+    if len(source) > limits.max_source_chars:
+        raise ExpressionLimitError(f"{_show(source)} is too long: {len(source)} characters "
+                                   f"(limit {limits.max_source_chars})")
     try:
-        tree = ast.parse(source.strip(), mode="eval").body
+        tree = ast.parse(source, mode="eval").body
     except SyntaxError as error:
-        raise ExpressionError(f"'{source}' is not a valid expression: {error.msg}") from None
+        raise ExpressionError(f"{_show(source)} is not a valid expression: {error.msg}") from None
+    except (RecursionError, MemoryError):
+        raise ExpressionLimitError(f"{_show(source)} is too deeply nested to parse") from None
+    except ValueError as error:
+        raise ExpressionError(f"{_show(source)} is not a valid expression: {_short(error)}") from None
+    depth = _depth(tree)
+    if depth > limits.max_depth:
+        raise ExpressionLimitError(f"{_show(source)} is too deeply nested: {depth} levels "
+                                   f"(limit {limits.max_depth})")
     names: set[str] = set()
-    _check(tree, source, names)
-    return Expression(source=source.strip(), tree=tree, names=frozenset(names))
+    _check(tree, source, names, limits)
+    expression = Expression(source=source, tree=tree, names=frozenset(names), limits=limits)
+    _check_constants(expression)
+    return expression
 
 
-def _check(node: ast.AST, source: str, names: set[str]) -> None:
+def _depth(tree: ast.expr) -> int:
+    """Nesting depth of expression nodes, without recursion (the tree may be thousands deep)."""
+    deepest, stack = 0, [(tree, 1)]
+    while stack:
+        node, depth = stack.pop()
+        deepest = max(deepest, depth)
+        stack.extend((child, depth + 1) for child in ast.iter_child_nodes(node) if isinstance(child, ast.expr))
+    return deepest
+
+
+def _check(node: ast.AST, source: str, names: set[str], limits: ExpressionLimits) -> None:
     if isinstance(node, ast.Constant):
         if not isinstance(node.value, (int, float, str, bool, type(None))):
-            raise ExpressionError(f"'{source}': constant {node.value!r} is not allowed")
+            raise ExpressionError(f"{_show(source)}: constant {node.value!r} is not allowed")
+        if isinstance(node.value, int) and node.value.bit_length() > limits.max_int_bits:
+            raise ExpressionLimitError(f"{_show(source)} is too expensive: an integer of "
+                                       f"{node.value.bit_length()} bits (limit {limits.max_int_bits} bits)")
         return
     if isinstance(node, ast.Name):
         if node.id not in FUNCTIONS:
@@ -126,57 +205,176 @@ def _check(node: ast.AST, source: str, names: set[str]) -> None:
     elif isinstance(node, ast.Call):
         if not isinstance(node.func, ast.Name) or node.func.id not in FUNCTIONS:
             allowed = ", ".join(sorted(FUNCTIONS))
-            raise ExpressionError(f"'{source}': only these functions may be called: {allowed}")
+            raise ExpressionError(f"{_show(source)}: only these functions may be called: {allowed}")
         if node.keywords:
-            raise ExpressionError(f"'{source}': keyword arguments are not allowed")
+            raise ExpressionError(f"{_show(source)}: keyword arguments are not allowed")
         children = list(node.args)
     else:
-        raise ExpressionError(f"'{source}': {type(node).__name__} is not allowed in an expression")
+        raise ExpressionError(f"{_show(source)}: {type(node).__name__} is not allowed in an expression")
     for child in children:
-        _check(child, source, names)
+        _check(child, source, names, limits)
 
 
-def _evaluate(node: ast.AST, scope: Mapping[str, Any]) -> Any:
-    if isinstance(node, ast.Constant):
-        return node.value
-    if isinstance(node, ast.Name):
-        return FUNCTIONS[node.id] if node.id in FUNCTIONS and node.id not in scope else scope[node.id]
-    if isinstance(node, ast.BinOp):
-        left, right = _evaluate(node.left, scope), _evaluate(node.right, scope)
-        if isinstance(node.op, ast.Pow) and isinstance(right, (int, float)) and abs(right) > _MAX_POWER_EXPONENT:
-            raise ExpressionError(f"exponent {right} is too large")
-        return _BINARY[type(node.op)](left, right)
-    if isinstance(node, ast.UnaryOp):
-        return _UNARY[type(node.op)](_evaluate(node.operand, scope))
-    if isinstance(node, ast.BoolOp):
-        if isinstance(node.op, ast.And):
-            result: Any = True
-            for value in node.values:
-                result = _evaluate(value, scope)
-                if not result:
+def _check_constants(expression: Expression) -> None:
+    """Evaluate each largest sub-expression without names, so a constant over a limit fails now.
+
+    Only limit errors are raised: ``x if c else 1/0`` may be fine when ``c`` is never false.
+    """
+
+    def constant(node: ast.AST) -> bool:
+        if isinstance(node, ast.Name):
+            return False
+        if isinstance(node, ast.Call):
+            return all([constant(a) for a in node.args])
+        return all([constant(c) for c in ast.iter_child_nodes(node)])  # a list: visit every child
+
+    def visit(node: ast.AST) -> None:
+        if constant(node):
+            if not isinstance(node, ast.Constant):
+                try:
+                    _Evaluation(expression.source, {}, expression.limits).value(node)
+                except ExpressionLimitError:
+                    raise
+                except Exception:  # noqa: BLE001 - ordinary failures are the run's business
+                    pass
+            return
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.expr) and not (isinstance(node, ast.Call) and child is node.func):
+                visit(child)
+
+    visit(expression.tree)
+
+
+class _Evaluation:
+    """One walk of a tree against a scope, counting steps and checking sizes before computing."""
+
+    def __init__(self, source: str, scope: Mapping[str, Any], limits: ExpressionLimits) -> None:
+        self.source, self.scope, self.limits, self.steps = source, scope, limits, 0
+
+    def refuse(self, what: str) -> ExpressionLimitError:
+        return ExpressionLimitError(f"{_show(self.source)} is too expensive: {what}")
+
+    def value(self, node: ast.AST) -> Any:
+        self.steps += 1
+        if self.steps > self.limits.max_steps:
+            raise self.refuse(f"more than {self.limits.max_steps} evaluation steps (limit {self.limits.max_steps})")
+        if isinstance(node, ast.Constant):
+            return node.value
+        if isinstance(node, ast.Name):
+            scope = self.scope
+            return FUNCTIONS[node.id] if node.id in FUNCTIONS and node.id not in scope else scope[node.id]
+        if isinstance(node, ast.BinOp):
+            left, right = self.value(node.left), self.value(node.right)
+            self.before_binary(type(node.op), left, right)
+            return self.bounded(_BINARY[type(node.op)](left, right))
+        if isinstance(node, ast.UnaryOp):
+            return self.bounded(_UNARY[type(node.op)](self.value(node.operand)))
+        if isinstance(node, ast.BoolOp):
+            stop = not isinstance(node.op, ast.And)  # `and` stops at a falsy value, `or` at a truthy one
+            result: Any = not stop
+            for item in node.values:
+                result = self.value(item)
+                if bool(result) == stop:
                     return result
             return result
-        result = False
-        for value in node.values:
-            result = _evaluate(value, scope)
-            if result:
-                return result
+        if isinstance(node, ast.Compare):
+            left = self.value(node.left)
+            for op, comparator in zip(node.ops, node.comparators):
+                right = self.value(comparator)
+                if not _COMPARE[type(op)](left, right):
+                    return False
+                left = right
+            return True
+        if isinstance(node, ast.IfExp):
+            return self.value(node.body if self.value(node.test) else node.orelse)
+        if isinstance(node, ast.Tuple):
+            return self.bounded(tuple(self.value(e) for e in node.elts))
+        if isinstance(node, ast.List):
+            return self.bounded([self.value(e) for e in node.elts])
+        if isinstance(node, ast.Call):
+            assert isinstance(node.func, ast.Name)
+            args = [self.value(a) for a in node.args]
+            if node.func.id == "round" and len(args) == 2:
+                self.before_round(*args)
+            return self.bounded(FUNCTIONS[node.func.id](*args))
+        raise ExpressionError(f"{type(node).__name__} is not allowed")  # unreachable after _check
+
+    def before_binary(self, op: type[ast.operator], left: Any, right: Any) -> None:
+        """Refuse ``left op right`` when its result would be over a limit, before computing it."""
+        limit = self.limits
+        if op is ast.Pow and _is_int(left) and _is_int(right) and right > 0 and abs(left) > 1:
+            bits = right * math.log2(abs(left))
+            if bits > limit.max_int_bits:
+                raise self.refuse(f"an integer of about {_about(bits)} bits (limit {limit.max_int_bits} bits)")
+        elif op is ast.Mult and _is_int(left) and _is_int(right):
+            bits = left.bit_length() + right.bit_length()
+            if left and right and bits - 1 > limit.max_int_bits:
+                raise self.refuse(f"an integer of about {_about(bits)} bits (limit {limit.max_int_bits} bits)")
+        elif op is ast.Mult and (isinstance(left, _SEQUENCES) or isinstance(right, _SEQUENCES)):
+            sequence, count = (left, right) if isinstance(left, _SEQUENCES) else (right, left)
+            if _is_int(count) and count > 0:
+                self.check_items(sequence, _items(sequence, limit.max_items) * count)
+        elif op is ast.Add and isinstance(left, _SEQUENCES) and isinstance(right, _SEQUENCES):
+            self.check_items(left, _items(left, limit.max_items) + _items(right, limit.max_items))
+        elif op is ast.Mod and isinstance(left, str):
+            raise ExpressionError(f"{_show(self.source)}: % string formatting is not allowed")
+
+    def before_round(self, number: Any, digits: Any) -> None:
+        """``round(int, -n)`` computes 10**n: refuse when that is over the integer limit."""
+        if _is_int(number) and _is_int(digits) and digits < 0:
+            bits = -digits * math.log2(10)
+            if bits > self.limits.max_int_bits:
+                raise self.refuse(f"an integer of about {_about(bits)} bits "
+                                  f"(limit {self.limits.max_int_bits} bits)")
+
+    def check_items(self, sample: Any, items: float) -> None:
+        if items > self.limits.max_items:
+            kind = "string" if isinstance(sample, str) else "list or tuple"
+            unit = "characters" if isinstance(sample, str) else "items"
+            raise self.refuse(f"a {kind} of about {_about(items)} {unit} (limit {self.limits.max_items})")
+
+    def bounded(self, result: Any) -> Any:
+        """A computed result, refused when it is over the integer or sequence limit."""
+        if _is_int(result) and result.bit_length() > self.limits.max_int_bits:
+            raise self.refuse(f"an integer of about {_about(result.bit_length())} bits "
+                              f"(limit {self.limits.max_int_bits} bits)")
+        if isinstance(result, _SEQUENCES):
+            self.check_items(result, _items(result, self.limits.max_items))
         return result
-    if isinstance(node, ast.Compare):
-        left = _evaluate(node.left, scope)
-        for op, comparator in zip(node.ops, node.comparators):
-            right = _evaluate(comparator, scope)
-            if not _COMPARE[type(op)](left, right):
-                return False
-            left = right
-        return True
-    if isinstance(node, ast.IfExp):
-        return _evaluate(node.body if _evaluate(node.test, scope) else node.orelse, scope)
-    if isinstance(node, ast.Tuple):
-        return tuple(_evaluate(e, scope) for e in node.elts)
-    if isinstance(node, ast.List):
-        return [_evaluate(e, scope) for e in node.elts]
-    if isinstance(node, ast.Call):
-        assert isinstance(node.func, ast.Name)
-        return FUNCTIONS[node.func.id](*(_evaluate(a, scope) for a in node.args))
-    raise ExpressionError(f"{type(node).__name__} is not allowed")  # unreachable after _check
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int)  # bool included: True * 'ab' repeats too
+
+
+def _items(value: Any, cap: int) -> int:
+    """Characters / elements in ``value``, nested ones counted too; stops counting past ``cap``."""
+    total, stack = 0, [value]
+    while stack and total <= cap:
+        item = stack.pop()
+        if isinstance(item, str):
+            total += len(item)
+        elif isinstance(item, (list, tuple)):
+            total += len(item)
+            if total <= cap:
+                stack.extend(item)
+    return total
+
+
+def _about(number: float) -> str:
+    """``4096`` or ``1.2e21``: a size for a message."""
+    if number < 1e6:
+        return f"{int(number)}"
+    mantissa, exponent = f"{number:.1e}".split("e")
+    return f"{mantissa}e{int(exponent)}"
+
+
+def _show(source: str, width: int = 80) -> str:
+    """The source quoted for a one-line message: newlines escaped, long text shortened."""
+    text = source.replace("\r", "\\r").replace("\n", "\\n")
+    return f"'{text if len(text) <= width else text[:width - 3] + '...'}'"
+
+
+def _short(error: BaseException, width: int = 200) -> str:
+    text = " ".join(str(error).split())
+    return text if len(text) <= width else text[:width - 3] + "..."

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from tuner.spec.expressions import ExpressionError, compile_expression
 from tuner.spec.metrics import known_metric
+from tuner.spec.names import check_expression_cost, check_expression_names
 from tuner.spec.space import check_setting
 from tuner.spec.workload import WorkloadSpec, check_adapter_names
 
@@ -102,12 +103,27 @@ class CategoricalParameter(_Strict):
     @field_validator("choices")
     @classmethod
     def _unique(cls, choices: list[Choice]) -> list[Choice]:
-        if len({repr(c) for c in choices}) != len(choices):
-            raise ValueError("choices must be unique")
+        """Choices must differ as values: Optuna stores the index of the first equal choice, so
+        ``[1, true]`` (1 == True) or ``[1, 1.0]`` would run one value and record the other."""
+        for index, choice in enumerate(choices):
+            for earlier in choices[:index]:
+                if earlier == choice:
+                    shown = ", ".join(_yaml_text(c) for c in (earlier, choice))
+                    same = "repeats a value" if type(earlier) is type(choice) else "holds equal values"
+                    raise ValueError(f"choices {same} ({shown}; {_yaml_text(earlier)} == {_yaml_text(choice)} "
+                                     "for Optuna, which would record one and run the other): make them distinct, "
+                                     "e.g. quote them as strings")
         return choices
 
     def contains(self, value: Any) -> bool:
         return any(type(value) is type(c) and value == c for c in self.choices)
+
+
+def _yaml_text(value: Choice) -> str:
+    """A choice as the YAML spelling a user wrote (``true``, ``null``, ``1.0``, ``'x'``)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return "null" if value is None else repr(value)
 
 
 class BoolParameter(_Strict):
@@ -236,8 +252,11 @@ class StudySpec(_Strict):
     def _derived_compile(cls, derived: dict[str, str]) -> dict[str, str]:
         for name, expr in derived.items():
             if not name.isidentifier():
-                raise ValueError(f"derived name '{name}' is not an identifier")
-            compile_expression(expr)
+                raise ValueError(f"derived.{name}: derived name '{name}' is not an identifier")
+            try:
+                compile_expression(expr)
+            except ExpressionError as error:
+                raise ValueError(f"derived.{name}: {error}") from None
         return derived
 
     @model_validator(mode="after")
@@ -248,9 +267,14 @@ class StudySpec(_Strict):
         metrics = [o.metric for o in self.objectives]
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"objectives repeat a metric: {metrics}")
-        for metric in metrics + [c.metric for c in self.constraints] + self.report:
+        named = ([(f"objectives.{i}.metric", m) for i, m in enumerate(metrics)]
+                 + [(f"constraints.{i}.metric", c.metric) for i, c in enumerate(self.constraints)]
+                 + [(f"report.{i}", m) for i, m in enumerate(self.report)])
+        for key, metric in named:
             if not known_metric(metric) and metric not in self.workload.declared_metrics():
-                raise ValueError(f"unknown metric '{metric}' (see the metric list in docs/specs.md)")
+                raise ValueError(f"{key}: unknown metric '{metric}' (see the metric list in docs/specs.md)")
+        check_expression_names(self)
+        check_expression_cost(self)
         for role in ("reference", "baseline"):
             setting = getattr(self, role)
             if setting is not None:

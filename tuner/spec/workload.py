@@ -20,6 +20,7 @@ from tuner.spec.adapters import (
     CommandSpec,
     HttpSpec,
     PythonSpec,
+    output_path_problems,
     template_names,
 )
 
@@ -139,6 +140,8 @@ def check_adapter_names(spec: "StudySpec") -> None:
             parameter = spec.parameters.get(name)
             if name not in spec.derived and (parameter is None or parameter.type != "bool"):
                 raise ValueError(f"workload.command.{path}: '{name}' must be a bool parameter or a derived value")
+        for path, problem in output_path_problems(work.command, set(spec.inputs)):
+            raise ValueError(f"workload.command.{path}: {problem}")
     if work.python is not None:
         for name in work.python.reload_on:
             if name not in spec.parameters and name not in spec.derived:

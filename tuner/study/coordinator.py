@@ -46,7 +46,7 @@ from tuner.study.guards import (StudyStop, measurement_settings, reference_stop,
                                 successful_reference, trial_timeout_s)
 from tuner.study.objectives import ConstraintPlan, Verdict, judge, wall
 from tuner.study.records import result_attributes
-from tuner.study.studies import OpenStudy
+from tuner.study.studies import OpenStudy, study_directory
 
 if TYPE_CHECKING:
     import optuna
@@ -83,7 +83,7 @@ class Coordinator:
         self.study = self.opened.study
         self.spec = self.opened.spec
         self.directions = [o.direction for o in self.spec.objectives]
-        self.study_dir = self.home / self.study.study_name
+        self.study_dir = study_directory(self.home, self.study.study_name)
         self.quality_metrics = sorted(self.spec.used_metrics & QUALITY_METRIC_NAMES)
         self._interrupt = threading.Event()
 

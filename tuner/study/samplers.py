@@ -27,10 +27,20 @@ def make_sampler(name: SamplerName, spec: StudySpec, seed: int) -> "optuna.sampl
     if name == "gp":
         return optuna.samplers.GPSampler(seed=seed, **options)
     if name == "random":
-        return optuna.samplers.RandomSampler(seed=seed)
+        return optuna.samplers.RandomSampler(seed=seed, **options)
     if name == "grid":
-        return AskTellGridSampler(grid(spec), seed=seed)
+        return AskTellGridSampler(grid(spec), seed=seed, **options)
     raise StudyError(f"unknown sampler {name!r}")
+
+
+def sampler_class(name: str) -> type | None:
+    """The Optuna class behind a sampler name (for the options it accepts); None for an unknown name."""
+    import optuna
+
+    classes: dict[str, type] = {"tpe": optuna.samplers.TPESampler, "nsga2": optuna.samplers.NSGAIISampler,
+                                "gp": optuna.samplers.GPSampler, "random": optuna.samplers.RandomSampler,
+                                "grid": optuna.samplers.GridSampler}
+    return classes.get(name)
 
 
 def _grid_sampler_class() -> type:
@@ -51,6 +61,6 @@ def _grid_sampler_class() -> type:
     return _AskTellGridSampler
 
 
-def AskTellGridSampler(search_space: dict[str, list[Any]], seed: int) -> "optuna.samplers.BaseSampler":
-    """A grid sampler usable with ask/tell (see :func:`_grid_sampler_class`)."""
-    return _grid_sampler_class()(search_space, seed=seed)  # type: ignore[no-any-return]
+def AskTellGridSampler(search_space: dict[str, list[Any]], seed: int, **options: Any) -> "optuna.samplers.BaseSampler":
+    """A grid sampler usable with ask/tell (see :func:`_grid_sampler_class`); ``options`` go to GridSampler."""
+    return _grid_sampler_class()(search_space, seed=seed, **options)  # type: ignore[no-any-return]

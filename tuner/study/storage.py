@@ -2,17 +2,20 @@
 
 Storage URLs: ``sqlite:///path.db`` (embedded default, one writer, WAL mode)
 or ``postgresql+psycopg://...`` for many workers and hosts. URLs are shown
-only through :func:`redact_url`. :class:`StudyError` is the one error of this
+only through :func:`redact_url` and error text only through :func:`redact_text`
+(both from :mod:`tuner.secrets`, the one implementation; ``redact_url`` is
+re-exported here for older call sites). :class:`StudyError` is the one error of this
 package: a study or storage that cannot be created, found or opened.
 """
 
 from __future__ import annotations
 
 import os
-import re
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tuner.secrets import redact_text, redact_url, remember_url
 
 if TYPE_CHECKING:
     import optuna
@@ -21,6 +24,8 @@ DEFAULT_HOME = Path("studies")
 STORAGE_ENV = "TUNER_STORAGE"
 HOME_ENV = "TUNER_HOME"
 SQLITE_BUSY_TIMEOUT_ENV = "TUNER_SQLITE_BUSY_TIMEOUT_S"  # seconds a writer waits for a locked SQLite file (60)
+__all__ = ["StudyError", "tuner_home", "default_storage_url", "storage_url", "redact_url", "open_storage",
+           "list_studies", "DEFAULT_HOME", "STORAGE_ENV", "HOME_ENV", "SQLITE_BUSY_TIMEOUT_ENV"]
 
 
 class StudyError(RuntimeError):
@@ -38,19 +43,35 @@ def default_storage_url(home: Path) -> str:
 
 
 def storage_url(explicit: str | None, home: Path) -> str:
-    """``--storage``, else ``$TUNER_STORAGE``, else the embedded SQLite default."""
-    return explicit or os.environ.get(STORAGE_ENV) or default_storage_url(home)
+    """``--storage``, else ``$TUNER_STORAGE``, else the embedded SQLite default.
+
+    Its secrets are remembered (:func:`tuner.secrets.remember_url`): no later error text shows them.
+    """
+    url = explicit or os.environ.get(STORAGE_ENV) or default_storage_url(home)
+    remember_url(url)
+    return url
 
 
-def redact_url(url: str) -> str:
-    """The URL without its password (for tags and messages)."""
-    return re.sub(r"(://[^:/@]+):[^@]*@", r"\1:***@", url)
+def missing_sqlite_file(url: str) -> Path | None:
+    """The file of a ``sqlite:///`` URL when it does not exist yet; None otherwise (or not SQLite)."""
+    if not url.startswith("sqlite:///"):
+        return None
+    path = Path(url.removeprefix("sqlite:///").partition("?")[0])
+    return None if not path.name or path.exists() else path
 
 
-def open_storage(url: str) -> "optuna.storages.BaseStorage":
-    """An Optuna RDB storage; SQLite files get their directory created and a busy timeout."""
+def open_storage(url: str, create: bool = True) -> "optuna.storages.BaseStorage":
+    """An Optuna RDB storage; SQLite files get their directory created and a busy timeout.
+
+    ``create=False`` (the reading commands) raises :class:`StudyError` for a SQLite file
+    that does not exist instead of creating an empty one.
+    """
     import optuna
 
+    remember_url(url)
+    missing = None if create else missing_sqlite_file(url)
+    if missing is not None:
+        raise StudyError(f"no storage at {missing}: no study has run with this --home / --storage yet")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     engine_kwargs: dict[str, Any] = {}
     if url.startswith("sqlite:///"):
@@ -64,7 +85,8 @@ def open_storage(url: str) -> "optuna.storages.BaseStorage":
             if attempt < 3 and any(text in str(error) for text in ("locked", "already exists", "UNIQUE constraint")):
                 time.sleep(0.5 * (attempt + 1))  # another process is creating the same tables
                 continue
-            raise StudyError(f"cannot open storage {redact_url(url)}: {type(error).__name__}: {error}") from None
+            raise StudyError(redact_text(f"cannot open storage {redact_url(url)}: {type(error).__name__}: {error}")
+                             ) from None
     if url.startswith("sqlite:"):
         _use_write_ahead_log(storage)
     return storage
@@ -90,7 +112,9 @@ def _use_write_ahead_log(storage: "optuna.storages.RDBStorage") -> None:
 
 
 def list_studies(url: str) -> list[tuple[str, int]]:
-    """(name, number of trials) of every study in the storage."""
-    storage = open_storage(url)
+    """(name, number of trials) of every study in the storage; none when its SQLite file is missing."""
+    if missing_sqlite_file(url) is not None:
+        return []
+    storage = open_storage(url, create=False)
     return [(s.study_name, len(storage.get_all_trials(s._study_id, deepcopy=False)))
             for s in storage.get_all_studies()]

@@ -13,21 +13,52 @@ from __future__ import annotations
 import re
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SamplerName, StudySpec, spec_hash
 from tuner.study.samplers import make_sampler
-from tuner.study.storage import StudyError, open_storage, redact_url
+from tuner.study.storage import StudyError, missing_sqlite_file, open_storage, redact_url
 
 if TYPE_CHECKING:
     import optuna
 
 
+STUDY_NAME_MAX = 128
+_STUDY_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,%d}" % (STUDY_NAME_MAX - 1))
+
+
+def check_study_name(name: str) -> str:
+    """``name`` when it is a valid study name, else StudyError (one line).
+
+    A study name is also a directory under the tuner home (trial files, exports), so it
+    is one path segment: letters, digits, ``_``, ``-``, ``.``, at most
+    :data:`STUDY_NAME_MAX` characters, not starting with ``.`` (no ``..``, no hidden name).
+    """
+    if not _STUDY_NAME.fullmatch(name):
+        shown = repr(name) if len(name) <= 80 else f"{name[:80]!r}... ({len(name)} characters)"
+        raise StudyError(f"study name {shown} is not allowed: use letters, digits, '_', '-', '.' "
+                         f"(at most {STUDY_NAME_MAX} characters, not starting with '.')")
+    return name
+
+
+def study_directory(home: Path, name: str) -> Path:
+    """``home / name``, the study's own directory; StudyError when ``name`` is not a valid study name
+    (:func:`check_study_name`) or the directory would not lie inside ``home`` once resolved."""
+    directory = home / check_study_name(name)
+    root = home.resolve()
+    if root not in directory.resolve().parents:
+        raise StudyError(f"study '{name}': its directory {directory} resolves outside the tuner home {root}")
+    return directory
+
+
 def default_study_name(spec: StudySpec, gpu_type: str) -> str:
-    """``<spec name>-<gpu type>-<UTC time>``, e.g. ``avatar_demo-cpu-20261130-120301``."""
-    device = re.sub(r"[^A-Za-z0-9]+", "_", gpu_type).strip("_").lower() or "cpu"
-    return f"{spec.name}-{device}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}"
+    """``<spec name>-<gpu type>-<UTC time>``, e.g. ``avatar_demo-cpu-20261130-120301``; always a valid
+    study name (:func:`check_study_name`): unsafe characters become ``_``, long parts are cut."""
+    device = re.sub(r"[^A-Za-z0-9]+", "_", gpu_type).strip("_").lower()[:40] or "cpu"
+    base = re.sub(r"[^A-Za-z0-9_.\-]+", "_", spec.name).lstrip(".")[:STUDY_NAME_MAX - 64] or "study"
+    return check_study_name(f"{base}-{device}-{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}")
 
 
 def study_attributes(spec: StudySpec, spec_text: str, device: str, gpu_type: str) -> dict[str, Any]:
@@ -51,9 +82,11 @@ class OpenStudy:
 
 def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: SamplerName,
                  trials: int | None, attributes: dict[str, Any]) -> OpenStudy:
-    """Create a new study; fails when ``name`` exists (use resume for that)."""
+    """Create a new study; StudyError when ``name`` is not a valid study name (:func:`check_study_name`,
+    checked before the storage is opened) or exists (use resume for that)."""
     import optuna
 
+    check_study_name(name)
     storage = open_storage(url)
     if any(s.study_name == name for s in storage.get_all_studies()):
         raise StudyError(f"study '{name}' already exists in {redact_url(url)}: "
@@ -77,10 +110,15 @@ def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: 
 
 
 def load_study(url: str, name: str, sampler: SamplerName | None = None) -> OpenStudy:
-    """Load a study created by tuner, rebuilding its spec and sampler from the storage."""
+    """Load a study created by tuner, rebuilding its spec and sampler from the storage; StudyError
+    when ``name`` is not a valid study name (checked before the storage is opened) or not there."""
     import optuna
 
-    storage = open_storage(url)
+    check_study_name(name)
+    if missing_sqlite_file(url) is not None:
+        raise StudyError(f"no study '{name}' in {redact_url(url)} (that storage does not exist yet: run a study "
+                         "first, or check --home / --storage)")
+    storage = open_storage(url, create=False)
     names = [s.study_name for s in storage.get_all_studies()]
     if name not in names:
         known = ", ".join(names[-5:]) or "none"

@@ -55,8 +55,15 @@ REFRESH_ENV = "TUNER_MLFLOW_REFRESH_S"  # seconds between front refreshes while 
 
 
 def tracking_uri(explicit: str | None) -> str:
-    """``--mlflow-uri``, else ``$MLFLOW_TRACKING_URI``, else the local store under ``mlflow/``."""
-    return explicit or os.environ.get(TRACKING_ENV) or default_tracking_uri()
+    """``--mlflow-uri``, else ``$MLFLOW_TRACKING_URI``, else the local store under ``mlflow/``.
+
+    Its secrets are remembered (:func:`tuner.secrets.remember_url`): no later error text shows them.
+    """
+    from tuner.secrets import remember_url
+
+    uri = explicit or os.environ.get(TRACKING_ENV) or default_tracking_uri()
+    remember_url(uri)
+    return uri
 
 
 def prepare_http_client(uri: str) -> None:

@@ -39,7 +39,7 @@ def sync_study(opened: "OpenStudy", uri: str) -> SyncReport:
     """Rebuild the MLflow views of ``opened`` in the tracking store at ``uri``."""
     from mlflow.tracking import MlflowClient
 
-    from tuner.study.storage import redact_url
+    from tuner.secrets import redact_url
 
     prepare_http_client(uri)
     client = MlflowClient(uri)

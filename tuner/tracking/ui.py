@@ -22,6 +22,7 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.secrets import redact_url
 from tuner.tracking.writer import artifact_root_for
 
 
@@ -39,8 +40,9 @@ class StudyLocation:
 
 
 def run_url(base_url: str, location: StudyLocation) -> str:
-    """The study run's page (or its experiment's when it has no run)."""
-    base = base_url.rstrip("/")
+    """The study run's page (or its experiment's when it has no run); credentials in ``base_url``
+    are masked (:func:`tuner.secrets.redact_url`): the browser asks for them."""
+    base = redact_url(base_url).rstrip("/")
     if location.run_id is None:
         return f"{base}/#/experiments/{location.experiment_id}"
     return f"{base}/#/experiments/{location.experiment_id}/runs/{location.run_id}"
@@ -73,13 +75,13 @@ def wait_healthy(base_url: str, timeout_s: float, process: subprocess.Popen[byte
         except (urllib.error.URLError, OSError):
             pass
         time.sleep(0.5)
-    raise UiError(f"{base_url} did not answer its health check within {timeout_s:g} s")
+    raise UiError(f"{redact_url(base_url)} did not answer its health check within {timeout_s:g} s")
 
 
 def start_server(uri: str, host: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
     """Start ``mlflow server`` on a local store (own process group; output to ``log_path``)."""
     if not uri.startswith("sqlite:///"):
-        raise UiError(f"tuner ui starts a server only for a local sqlite store, not {uri}")
+        raise UiError(f"tuner ui starts a server only for a local sqlite store, not {redact_url(uri)}")
     command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
                "--host", host, "--port", str(port)]
     root = artifact_root_for(uri)

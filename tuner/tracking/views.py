@@ -53,7 +53,7 @@ class StudyRunInfo:
 
 def study_run_info(opened: "OpenStudy") -> StudyRunInfo:
     """The parent run's identity, tags and params for ``opened`` (from the storage only)."""
-    from tuner.study.storage import redact_url
+    from tuner.secrets import redact_url
 
     study, spec = opened.study, opened.spec
     attrs = study.user_attrs
