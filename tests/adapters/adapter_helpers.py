@@ -5,10 +5,14 @@ from __future__ import annotations
 import sys
 import wave
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import yaml
+
+if TYPE_CHECKING:
+    from tuner.results import TrialResult
+    from tuner.runner.base import TrialRequest
 
 ROOT = Path(__file__).resolve().parents[2]
 STANDINS = ROOT / "standins"
@@ -48,3 +52,15 @@ def live_avatar_standin_spec(tmp_path: Path, trials: int = 5) -> dict[str, Any]:
     spec["budget"] = {"trials": trials}
     spec["sampler"] = {"name": "random"}
     return spec
+
+
+def run_on_fresh_worker(request: "TrialRequest") -> "TrialResult":
+    """Run one trial request on a real SubprocessRunner (slot 0, CPU) and close it."""
+    from tuner.runner.base import Slot
+    from tuner.runner.subprocess import SubprocessRunner
+
+    runner = SubprocessRunner()
+    try:
+        return runner.run(request, Slot(0, None, 1))
+    finally:
+        runner.close()

@@ -11,10 +11,11 @@ from typing import Any
 
 import pytest
 import yaml
-from adapter_helpers import ROOT, STANDINS, live_avatar_standin_spec, write_wav
+from adapter_helpers import ROOT, STANDINS, live_avatar_standin_spec
+from adapter_helpers import run_on_fresh_worker as run
 
-from tuner.results import Outcome, TrialResult
-from tuner.runner.base import Slot, TrialRequest
+from tuner.results import Outcome
+from tuner.runner.base import TrialRequest
 from tuner.runner.subprocess import SubprocessRunner
 from tuner.spec.adapters import CommandSpec
 from tuner.spec.loading import parse_spec
@@ -32,14 +33,6 @@ def command_request(tmp_path: Path, argv: list[Any], settings: dict[str, Any], *
         settings=settings, inputs={}, seed=0, device="cpu",
         measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=60,
         workdir=str(tmp_path / "trial"), workload_options=options)
-
-
-def run(request: TrialRequest) -> TrialResult:
-    runner = SubprocessRunner()
-    try:
-        return runner.run(request, Slot(0, None, 1))
-    finally:
-        runner.close()
 
 
 def test_shell_metacharacters_reach_the_program_as_literal_argv_items(tmp_path: Path) -> None:

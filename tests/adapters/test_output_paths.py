@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 from adapter_helpers import ROOT
+from adapter_helpers import run_on_fresh_worker as run
 
 from tuner.results import Outcome, TrialResult
-from tuner.runner.base import Slot, TrialRequest
-from tuner.runner.subprocess import SubprocessRunner
+from tuner.runner.base import TrialRequest
 from tuner.spec.adapters import CommandSpec, output_path_problems
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SpecError
@@ -95,14 +95,6 @@ def request(tmp_path: Path, options: dict[str, Any], settings: dict[str, Any] | 
         settings=settings or {}, inputs=inputs or {}, seed=0, device="cpu",
         measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=60,
         workdir=str(tmp_path / "trial"), workload_options={"adapter": "command", **options})
-
-
-def run(request: TrialRequest) -> TrialResult:
-    runner = SubprocessRunner()
-    try:
-        return runner.run(request, Slot(0, None, 1))
-    finally:
-        runner.close()
 
 
 @pytest.fixture()

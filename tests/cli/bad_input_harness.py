@@ -2,7 +2,8 @@
 
 :func:`run_measured` runs ``python -m tuner ARGS`` in its own directory and
 returns its output, exit status, CPU seconds and peak memory (``wait4``
-rusage: the child's own figures, robust to a busy host). :func:`new_files`
+rusage of the program, taken by ``measured_child.py``: its own figures, robust
+to a busy host). :func:`new_files`
 lists what appeared outside the allowed places. The bad specs of the corpus
 live in ``tests/bad_input/*.yaml``; each starts with ``# expect: <fragment>``;
 :func:`hostile_specs` writes the three too large to ship (alias bomb, deep
@@ -11,17 +12,19 @@ nesting, a 5 MB spec).
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 CORPUS = Path(__file__).resolve().parents[1] / "bad_input"
+MEASURED_CHILD = Path(__file__).resolve().parent / "measured_child.py"
 SECRET = "s3cr3tPW-corpus"  # planted in the environment and in URLs; must never come out
 CPU_LIMIT_S = 5.0  # each answer within 5 s of CPU (user + system, the child's own)
 MEMORY_LIMIT_MB = 500.0  # and 500 MB peak resident memory
@@ -56,7 +59,9 @@ def environment(home: Path) -> dict[str, str]:
 
 def run_measured(args: list[str], cwd: Path, home: Path, *, stop_when_started: bool = False) -> Answer:
     """Run ``tuner ARGS``; with ``stop_when_started``, SIGINT it once it prints its study line."""
-    process = subprocess.Popen([sys.executable, "-m", "tuner", *args], cwd=cwd, env=environment(home),
+    figures = Path(tempfile.mkstemp(prefix="tuner-measured-", suffix=".json")[1])
+    process = subprocess.Popen([sys.executable, str(MEASURED_CHILD), str(figures), sys.executable, "-m", "tuner",
+                                *args], cwd=cwd, env=environment(home),
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
     lines: list[str] = []
     errors: list[str] = []
@@ -77,21 +82,17 @@ def run_measured(args: list[str], cwd: Path, home: Path, *, stop_when_started: b
     readers = [threading.Thread(target=read_out), threading.Thread(target=read_err)]
     for reader in readers:
         reader.start()
-    deadline = time.monotonic() + WALL_TIMEOUT_S
-    status, usage = 0, None
-    while usage is None:
-        pid, raw, usage_now = os.wait4(process.pid, os.WNOHANG)
-        if pid:
-            status, usage = os.waitstatus_to_exitcode(raw), usage_now
-            break
-        if time.monotonic() > deadline:
-            process.kill()
-        time.sleep(0.05)
-    process.returncode = status
+    try:
+        status = process.wait(WALL_TIMEOUT_S)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        status = process.wait()
     for reader in readers:
         reader.join(30)
-    return Answer(status, "".join(lines), "".join(errors), usage.ru_utime + usage.ru_stime,
-                  usage.ru_maxrss / 1024, started.is_set())
+    measured = json.loads(figures.read_text() or "{}") if figures.exists() else {}
+    figures.unlink(missing_ok=True)
+    return Answer(status, "".join(lines), "".join(errors), float(measured.get("cpu_s", float("inf"))),
+                  float(measured.get("peak_mb", float("inf"))), started.is_set())
 
 
 def expected_fragment(spec: Path) -> str:

@@ -135,3 +135,15 @@ def test_a_bad_command_line_gets_one_line(case: tuple[str, list[str], str], tmp_
     assert new_files(tmp_path, before, [home]) == [], "wrote outside --home"
     assert not (home / "studies.db").exists() or case[0].startswith("ui_"), "a reading command created a storage"
     assert secret_in_files(tmp_path) == []
+
+
+def test_every_command_is_walked_with_bad_arguments() -> None:
+    """A command added later must join the table above (each is run with bad arguments there)."""
+    import typer
+
+    from tuner.cli.main import app
+
+    commands = set(typer.main.get_command(app).commands)  # type: ignore[attr-defined]
+    walked = {argv[0] for _, argv, _ in COMMAND_LINES}
+    assert commands - walked == set(), f"commands never given bad arguments: {sorted(commands - walked)}"
+    assert len(commands) >= 10, commands

@@ -14,6 +14,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+
 from bad_input_harness import CORPUS, Answer, hostile_specs, run_measured
 
 ROOT = Path(__file__).resolve().parents[2]

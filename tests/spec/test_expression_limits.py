@@ -6,13 +6,11 @@ Before these limits ``(2**60)**60`` style chains and ``str(2**64) * 10**8`` ran 
 
 from __future__ import annotations
 
-import time
-import tracemalloc
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from limit_helpers import cheap
 
 from tuner.spec.expressions import (
     LIMITS,
@@ -27,21 +25,6 @@ from tuner.spec.space import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = (ROOT / "tests" / "specs" / "fake_ok.yaml").read_text()
-
-
-@contextmanager
-def cheap(cpu_s: float = 5.0, traced_mb: float = 200.0) -> Iterator[None]:
-    """Generous bounds (a shared machine): the point is that nothing grows with the hostile input."""
-    tracemalloc.start()
-    start = time.process_time()
-    try:
-        yield
-    finally:
-        cpu = time.process_time() - start
-        peak = tracemalloc.get_traced_memory()[1]
-        tracemalloc.stop()
-    assert cpu < cpu_s, f"took {cpu:.1f} s CPU"
-    assert peak < traced_mb * 2**20, f"allocated {peak / 2**20:.0f} MB"
 
 
 def limit_message(source: str, scope: dict[str, Any] | None = None, limits: ExpressionLimits = LIMITS) -> str:

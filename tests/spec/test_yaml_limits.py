@@ -7,13 +7,10 @@ that nothing grows with the hostile input (before these limits an alias bomb too
 from __future__ import annotations
 
 import re
-import time
-import tracemalloc
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
+from limit_helpers import cheap
 
 from tuner.spec import yaml_guard
 from tuner.spec.loading import key_line, load_spec, parse_spec, spec_key_lines
@@ -21,25 +18,6 @@ from tuner.spec.models import SpecError
 
 ROOT = Path(__file__).resolve().parents[2]
 GOOD = (ROOT / "tests" / "specs" / "fake_ok.yaml").read_text()
-
-
-@contextmanager
-def cheap(cpu_s: float = 5.0, traced_mb: float | None = 200.0) -> Iterator[None]:
-    """The block must use under ``cpu_s`` CPU seconds and ``traced_mb`` of Python allocations.
-
-    ``traced_mb=None`` skips tracemalloc (it makes unwinding a RecursionError very slow).
-    """
-    if traced_mb is not None:
-        tracemalloc.start()
-    start = time.process_time()
-    try:
-        yield
-    finally:
-        cpu = time.process_time() - start
-        peak = tracemalloc.get_traced_memory()[1] if traced_mb is not None else 0
-        tracemalloc.stop()
-    assert cpu < cpu_s, f"took {cpu:.1f} s CPU"
-    assert traced_mb is None or peak < traced_mb * 2**20, f"allocated {peak / 2**20:.0f} MB"
 
 
 def refused(text: str, source: str = "bad.yaml", traced_mb: float | None = 200.0) -> str:
