@@ -30,6 +30,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tuner.front",),
     ("tuner.tracking",),
     ("tuner.ship",),
+    ("tuner.fleet",),
     ("tuner.cli",),
     ("tuner.api", "tuner.__main__", "tuner.testing", "tuner"),  # the facade and test support
 )
