@@ -126,7 +126,8 @@ def test_child_environment_drops_the_tuners_secrets() -> None:
     assert env == {"MLFLOW_TRACKING_USERNAME": "u", "PATH": "/usr/bin", "CUDA_VISIBLE_DEVICES": "0"}
     assert base["TUNER_STORAGE"] == "sqlite:////tmp/x.db", "the base is not modified"
     assert child_environment({"MLFLOW_TRACKING_URI": "http://mlflow:5000"}) == {"MLFLOW_TRACKING_URI": "http://mlflow:5000"}
-    assert set(WITHHELD_VARIABLES) == {"TUNER_STORAGE", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "PGPASSWORD"}
+    assert set(WITHHELD_VARIABLES) == {"TUNER_STORAGE", "MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "PGPASSWORD",
+                                       "TUNER_TOKEN"}
 
 
 def test_child_environment_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -41,7 +41,8 @@ MIN_SECRET_LENGTH = 4
 
 STORAGE_VARIABLE = "TUNER_STORAGE"
 TRACKING_URI_VARIABLE = "MLFLOW_TRACKING_URI"
-SECRET_VARIABLES: tuple[str, ...] = ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "PGPASSWORD")
+SECRET_VARIABLES: tuple[str, ...] = ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "PGPASSWORD",
+                                     "TUNER_TOKEN")
 """Variables whose whole value is a secret (masked in text, never handed to a child)."""
 URL_VARIABLES: tuple[str, ...] = (STORAGE_VARIABLE, TRACKING_URI_VARIABLE)
 """Variables holding a URL whose password and secret parameters are masked in text."""

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
-import optuna
 import pytest
 from optuna.trial import TrialState
 
@@ -12,6 +13,7 @@ from tuner.runner.base import Slot
 from tuner.runner.inline import InlineRunner
 from tuner.spec.loading import parse_spec
 from tuner.study.coordinator import Coordinator
+from tuner.study.heartbeats import HOST
 from tuner.study.objectives import plan_constraints
 from tuner.study.studies import create_study, load_study
 
@@ -97,9 +99,12 @@ def test_oom_is_an_infeasible_point_and_crash_a_failure(tmp_path: Path) -> None:
 def test_interrupted_trials_are_rerun_on_resume(tmp_path: Path) -> None:
     opened = open_new(tmp_path, trials=5)
     coordinator(opened, tmp_path, budget=3).run()
-    # a coordinator that died mid-trial leaves a RUNNING trial behind
+    # a coordinator that died mid-trial leaves a RUNNING trial behind (its process on this host is gone)
     stale = opened.study.ask()
     stale.suggest_float("sleep_s", 0.001, 0.02, step=0.001)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale.set_user_attr("worker", f"{HOST}:{gone.pid}")
     url = opened.storage_url
     resumed = load_study(url, "s")
     summary = coordinator(resumed, tmp_path).run()

@@ -27,13 +27,12 @@ from tuner.runner.base import plan_slots
 from tuner.runner.choice import make_runner
 from tuner.study.coordinator import Coordinator
 from tuner.study.listeners import Listener, Summary
-from tuner.study.objectives import plan_constraints
 from tuner.study.lock import lock_for
+from tuner.study.objectives import plan_constraints
 from tuner.study.records import TrialRecord
 from tuner.study.storage import StudyError, redact_url
 from tuner.study.studies import OpenStudy, study_directory
 from tuner.tracking.live import MlflowTracker, tracking_uri
-
 
 MLFLOW_CLOSE_TIMEOUT_S = 20.0  # at exit, wait at most this long for MLflow; the views can be rebuilt
 
@@ -116,22 +115,26 @@ def _ctrl_c_stops(coordinator: Coordinator, err: Console) -> Iterator[None]:
 
 
 def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
-                use_mlflow: bool, out: Console, err: Console, overrides: dict[str, Any] | None = None) -> Summary:
+                use_mlflow: bool, out: Console, err: Console, overrides: dict[str, Any] | None = None,
+                gpus: list[int] | None = None) -> Summary:
     """Run ``opened`` to its budget, print what happened, export the best setting to
     ``home/<study>/best.yaml``; returns the coordinator's summary.
 
     ``overrides`` (study attribute -> value, e.g. a new budget or timeout from
     ``tuner resume``) are applied once the lock is held and recorded as a study
-    event. Holds the study's lock throughout (one live coordinator per study). Raises
-    ``StudyError`` (one line) when the study is locked or its storage fails.
+    event. ``gpus`` (``tuner worker --gpus``): the GPUs this invocation may use, one slot per
+    GPU (per set of ``gpus_per_trial``), instead of ``workers`` slots over every visible GPU; on
+    a CPU study they only name its shares (one slot each). Holds the locks of its devices on this
+    host throughout (:mod:`tuner.study.lock`). Raises ``StudyError`` (one line) when a device is
+    locked or the storage fails.
     """
 
     study, spec = opened.study, opened.spec
-    lock = lock_for(study)
+    lock = lock_for(study, _resources(device, gpus))
     lock.acquire()  # StudyLocked (a StudyError) when another live coordinator runs this study
     try:
         _record_event(study, "resume" if not opened.created else "run", overrides or {})
-        return _locked_session(opened, home, device, workers, mlflow_uri, use_mlflow, out, err)
+        return _locked_session(opened, home, device, workers, mlflow_uri, use_mlflow, out, err, gpus)
     except Exception as error:
         cause = _storage_cause(error)
         if cause is not None:
@@ -175,8 +178,19 @@ def _storage_cause(error: BaseException) -> str | None:
     return None
 
 
+def _resources(device: str, gpus: list[int] | None) -> list[str]:
+    """The devices of this host a session locks: its GPUs, or the CPU."""
+    from tuner.gpu import visible_gpu_indices
+
+    if gpus is not None:
+        return [f"gpu{i}" for i in gpus]
+    if device == "cuda":
+        return [f"gpu{i}" for i in visible_gpu_indices()] or ["cpu"]
+    return ["cpu"]
+
+
 def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
-                    use_mlflow: bool, out: Console, err: Console) -> Summary:
+                    use_mlflow: bool, out: Console, err: Console, gpus: list[int] | None = None) -> Summary:
     from tuner.gpu import visible_gpu_indices
     from tuner.host import idle_cores
     from tuner.ship.export import ExportError, build_config, choose, write_config
@@ -193,8 +207,11 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
             cores = idle
             out.print(f"[yellow]host busy: {total - idle} of {total} cores in use by other processes; CPU slots "
                       f"get {max(1, idle // workers)} thread(s) each (pin with workload.torch_threads)[/]")
-    slots = plan_slots(workers, device, visible_gpu_indices() if device == "cuda" else [], cores=cores,
-                       threads=spec.workload.torch_threads, gpus_per_slot=spec.workload.gpus_per_trial)
+    indices = gpus if gpus is not None else visible_gpu_indices() if device == "cuda" else []
+    if gpus is not None:
+        workers = max(1, len(gpus) // spec.workload.gpus_per_trial) if device == "cuda" else len(gpus)
+    slots = plan_slots(workers, device, indices, cores=cores, threads=spec.workload.torch_threads,
+                       gpus_per_slot=spec.workload.gpus_per_trial)
     listeners: list[Listener] = [ProgressDisplay(err)]
     tracker = None
     if use_mlflow:
@@ -227,7 +244,7 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
         err.print(f"interrupted: trials in flight were recorded INTERRUPTED and queued again; continue with "
                   f"'tuner resume {study.study_name}'", highlight=False, soft_wrap=True)
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
-    out.print(f"study [bold]{summary.study_name}[/]: {summary.measured} measured this run, "
+    out.print(f"study [bold]{summary.study_name}[/]: {summary.measured} measured ({summary.ran} this run), "
               f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}")
     _print_front(opened, summary.front, out)
     try:

@@ -183,14 +183,16 @@ def status(
     trials = opened.study.get_trials(deepcopy=False)
     names = opened.spec.objective_names
     front = {t.number for t in front_trials(trials, [o.direction for o in opened.spec.objectives])}
-    table = Table("#", "role", "outcome", *names, "front", "params", "note", title=study)
+    table = Table("#", "role", "outcome", *names, "front", "where", "params", "note", title=study)
     for record in (TrialRecord.from_trial(t) for t in trials):
         values = [f"{v:.4g}" if record.values and not record.placeholder else "-" for v in (record.values or [None] * len(names))]
         note = f"copy of #{record.duplicate_of}" if record.duplicate_of is not None else (record.reason or "")[:50]
         if record.noisy and record.duplicate_of is None:
             note = f"NOISY (latency cv {record.latency_cv or 0:.2f})" + (f"; {note}" if note else "")
+        attrs = trials[record.number].user_attrs if record.number < len(trials) else {}
+        where = "/".join(str(attrs[k]) for k in ("host", "slot") if attrs.get(k))
         table.add_row(str(record.number), record.role, record.outcome, *values,
-                      "*" if record.number in front else "", json.dumps(dict(record.params))[:60], note)
+                      "*" if record.number in front else "", where, json.dumps(dict(record.params))[:60], note)
     out.print(table)
     measured = sum(1 for t in trials if t.user_attrs.get("measured"))
     out.print(f"{measured} measured of budget {opened.study.user_attrs.get('budget_trials')}, "

@@ -147,10 +147,19 @@ def check_size(text: str) -> None:
                           "keep large data in files the workload reads")
 
 
+def _new_loader(text: str) -> "_GuardedLoader":
+    """A loader over ``text``; the reader checks the characters at once (a control character is a
+    :class:`YamlProblem` with its line, like any other YAML error)."""
+    try:
+        return _GuardedLoader(text)
+    except yaml.YAMLError as error:
+        raise _located(error) from None
+
+
 def load_yaml(text: str) -> tuple[Any, dict[KeyPath, int]]:
     """``(data, key lines)`` of one YAML document, read within the limits; raises :class:`YamlProblem`."""
     check_size(text)
-    loader = _GuardedLoader(text)
+    loader = _new_loader(text)
     try:
         node = loader.get_single_node()
         lines = key_lines(node, loader.node_paths)
@@ -168,7 +177,7 @@ def load_yaml(text: str) -> tuple[Any, dict[KeyPath, int]]:
 def yaml_key_lines(text: str) -> dict[KeyPath, int]:
     """Key path -> 1-based line of ``text``, composed within the limits; raises :class:`YamlProblem`."""
     check_size(text)
-    loader = _GuardedLoader(text)
+    loader = _new_loader(text)
     try:
         return key_lines(loader.get_single_node())
     except yaml.YAMLError as error:

@@ -1,29 +1,29 @@
 """The coordinator: the ask → run → tell loop that owns the storage.
 
-One coordinator per study. It asks Optuna for candidates, resolves derived
-values and rules (a rule-breaking candidate is recorded INVALID and never
-run), copies the result of a setting measured before (same canonical key),
-runs the rest on the runner's slots in parallel threads, and tells each result
-back. Only this thread talks to the storage. The reference setting runs first
-and alone (every quality metric needs its output), then the baseline, then the
-search. Trials left RUNNING by a coordinator that died are marked FAIL
-(``INTERRUPTED``) and their settings enqueued again, so a resume loses no
-completed trial and repeats only the interrupted ones.
+Any number of coordinators may run one study (``tuner worker`` on every host of a
+fleet, one storage). Each asks Optuna for candidates, resolves derived values
+and rules (a rule-breaking candidate is recorded INVALID, never run, and told to
+the sampler as an infeasible point, like OOM), claims the setting fleet-wide
+(:mod:`.claims`: a setting measured anywhere is copied, one in flight elsewhere
+is copied once measured), runs the rest on its runner's slots in parallel
+threads and tells each result back. Only this thread talks to the storage. The
+reference runs first and alone (every quality metric needs its output), then
+the baseline, then the search; while either runs on another host, this one waits.
+Each trial records ``host``, ``worker`` and ``slot`` and beats a heartbeat while it
+runs; RUNNING trials whose coordinator died are marked FAIL (``INTERRUPTED``) and
+their settings enqueued again (:mod:`.heartbeats`) — a live one's never.
 
 Budget: ``budget_trials`` counts trials that ran a workload (reference and
-baseline included); rule-rejected and copied trials are recorded but do not
-count. ``wall_time_s`` limits this invocation. After 100 proposals in a row
-that need no run, the space is taken as exhausted and the study stops.
-
-A rule-breaking proposal is told to the sampler as an infeasible point (like
-OOM: placeholder values, the ``outcome`` constraint at 1), so samplers stop
-proposing it. Early stops that save the budget (a failed reference, the same
-failure on every first run) and adaptive timeouts are in :mod:`.guards`; a
-stop of that kind, or an environment failure (the trial directory cannot be
-written), ends the run with :attr:`Summary.failure` set. :meth:`Coordinator.interrupt`
-(Ctrl-C) stops proposing, gives the trials in flight :data:`INTERRUPT_GRACE_S`
-seconds, then kills them through ``runner.close()``; they are recorded
-``INTERRUPTED`` and enqueued again for ``tuner resume``.
+baseline included) on every host; trials running elsewhere hold budget, so
+coordinators together overshoot by at most the slots in flight. Rule-rejected
+and copied trials do not count. ``wall_time_s`` limits this invocation; the study
+attribute ``cancelled`` stops proposing everywhere (trials in flight finish);
+100 proposals in a row that need no run end the study as exhausted. Early stops
+(a failed reference, the same failure on every first run) and adaptive timeouts
+are in :mod:`.guards`; such a stop, or an unwritable trial directory, sets
+:attr:`Summary.failure`. :meth:`Coordinator.interrupt` (Ctrl-C) stops proposing,
+gives trials in flight :data:`INTERRUPT_GRACE_S` seconds, then kills them through
+``runner.close()``; they are recorded ``INTERRUPTED`` and enqueued again.
 """
 
 from __future__ import annotations
@@ -41,11 +41,21 @@ from tuner.runner.base import Runner, Slot, TrialRequest
 from tuner.spec.candidate import Candidate
 from tuner.spec.metrics import QUALITY_METRIC_NAMES
 from tuner.spec.space import resolve, suggest
+from tuner.study.claims import claim_setting, claims_for
+from tuner.study.guards import StudyStop, measurement_settings, reference_stop, same_failure_stop, trial_timeout_s
+from tuner.study.heartbeats import HOST, Heartbeats, reclaim_stale, worker_id
 from tuner.study.listeners import Listener, Summary
-from tuner.study.guards import (StudyStop, measurement_settings, reference_stop, same_failure_stop,
-                                successful_reference, trial_timeout_s)
 from tuner.study.objectives import ConstraintPlan, Verdict, judge, wall
 from tuner.study.records import result_attributes
+from tuner.study.shared import (
+    EXCLUSIVE_ROLES,
+    SharedView,
+    enqueue_again,
+    give_back,
+    held_ids,
+    queue_reference,
+    settle_copies,
+)
 from tuner.study.studies import OpenStudy, study_directory
 
 if TYPE_CHECKING:
@@ -53,8 +63,9 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 EXHAUSTED_AFTER = 100
-EXCLUSIVE_ROLES = ("reference", "baseline")
 INTERRUPT_GRACE_S = 3.0
+POLL_S = 1.0  # how often a coordinator waiting on other hosts looks at the storage again
+RECLAIM_EVERY_S = 5.0  # how often it looks for trials whose coordinator died
 
 
 @dataclass
@@ -86,6 +97,7 @@ class Coordinator:
         self.study_dir = study_directory(self.home, self.study.study_name)
         self.quality_metrics = sorted(self.spec.used_metrics & QUALITY_METRIC_NAMES)
         self._interrupt = threading.Event()
+        self._claims = claims_for(self.study)
 
     def interrupt(self) -> None:
         """Ask the loop to stop (signal-safe): no new trials; those in flight end within seconds."""
@@ -116,74 +128,50 @@ class Coordinator:
                 if t.values is not None and t.user_attrs.get("outcome") == Outcome.OK.value
                 and not t.user_attrs.get("placeholder_values")]
 
-    def _queue_reference(self) -> None:
-        """On a resume after a failed reference: queue the reference again, ahead of every waiting trial.
-
-        Optuna runs waiting trials oldest first, so trials already waiting (the
-        baseline) are recorded as re-queued and enqueued again behind it.
-        """
-        from optuna.trial import TrialState
-
-        trials = self._trials()
-        if self.spec.reference is None or successful_reference(trials) is not None:
-            return
-        waiting = [t for t in trials if t.state == TrialState.WAITING]
-        if waiting and waiting[0].user_attrs.get("role") == "reference":
-            return
-        storage = self.study._storage
-        for trial in waiting:
-            storage.set_trial_user_attr(trial._trial_id, "outcome", "INTERRUPTED")
-            storage.set_trial_user_attr(trial._trial_id, "reason", "re-queued behind the reference's new run")
-            storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
-        self.study.enqueue_trial(dict(self.spec.reference), user_attrs={"role": "reference"})
-        for trial in waiting:
-            self._enqueue_again(trial.params or trial.system_attrs.get("fixed_params", {}),
-                                trial.user_attrs.get("role", "search"), trial.user_attrs.get("rerun_of"))
-
     def recover_interrupted(self) -> int:
-        """Mark trials a dead coordinator left RUNNING as FAIL and enqueue them again."""
-        from optuna.trial import TrialState
-
-        count = 0
-        for trial in self.study.get_trials(states=(TrialState.RUNNING,)):
-            storage = self.study._storage
-            storage.set_trial_user_attr(trial._trial_id, "outcome", "INTERRUPTED")
-            storage.set_trial_user_attr(trial._trial_id, "reason", "the coordinator stopped while it ran")
-            self.study.tell(trial.number, state=TrialState.FAIL, skip_if_finished=True)
-            if trial.params:
-                self._enqueue_again(trial.params, trial.user_attrs.get("role", "search"), trial.number)
-            count += 1
-        return count
-
-    def _enqueue_again(self, params: Any, role: str, rerun_of: int | None) -> None:
-        """Queue a setting that did not run to the end, keeping its role and the trial it re-runs."""
-        attrs: dict[str, Any] = {"role": role} | ({"rerun_of": rerun_of} if rerun_of is not None else {})
-        self.study.enqueue_trial(dict(params), user_attrs=attrs)
+        """Fail the RUNNING trials no live coordinator runs and enqueue them again (:mod:`.heartbeats`)."""
+        return reclaim_stale(self.study, lambda params, role, rerun_of: enqueue_again(self.study, params, role,
+                                                                                       rerun_of))
 
     # ------------------------------------------------------------------ loop
     def run(self) -> Summary:
         started = time.monotonic()
         self.recover_interrupted()
-        self._queue_reference()
+        queue_reference(self.study, self.spec)
         total = self.budget_trials
         for listener in self.listeners:
             listener.on_start(self.study.study_name, self._measured_count(), total)
-        by_key = {t.user_attrs["candidate_key"]: t for t in self._trials()
-                  if t.user_attrs.get("measured") and t.values is not None and "candidate_key" in t.user_attrs}
+        self._heartbeats = Heartbeats(self.study)
         inflight: dict[Future[TrialResult], _InFlight] = {}
         waiting_duplicates: dict[str, list[tuple["optuna.Trial", Candidate]]] = {}
         free_slots = list(self.slots)
         held: tuple["optuna.Trial", Candidate, str] | None = None
-        exclusive = False
-        idle_proposals = 0
+        exclusive = cancelled = False
+        idle_proposals = ran = 0
         stopped = "budget spent"
         failure: StudyStop | None = None
         interrupted_at: float | None = None
-        measured = self._measured_count()
+        last_reclaim = time.monotonic()
         with ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="tuner-slot") as pool:
             while True:
-                while free_slots and not exclusive and failure is None and not self._interrupt.is_set():
-                    if total is not None and measured + len(inflight) >= total:
+                mine = held_ids(inflight, waiting_duplicates, held)
+                view = SharedView.of(self._trials(), mine, self.spec)
+                settle_copies(waiting_duplicates, view, {job.candidate.key for job in inflight.values()},
+                              lambda twin, cand, original: self._tell_copy(twin, cand, original, started),
+                              lambda twin, cand, reason: give_back(self.study, twin, cand.params, "search", reason))
+                if failure is None and view.failed_reference is not None and not inflight:
+                    failure = reference_stop(self.study.study_name, view.failed_reference)
+                cancelled = cancelled or bool(self.study.user_attrs.get("cancelled"))
+                if cancelled:
+                    stopped = "cancelled: trials in flight finished, no new ones"
+                blocked = False
+                while free_slots and not exclusive and failure is None and not self._interrupt.is_set() \
+                        and not cancelled:
+                    if total is not None and view.measured + len(inflight) + view.running_elsewhere >= total:
+                        blocked = view.running_elsewhere > 0 and view.measured < total  # others may fail
+                        break
+                    if view.exclusive_elsewhere or view.reference_pending_elsewhere:
+                        blocked = True  # the reference or baseline runs alone on another host
                         break
                     if self.wall_time_s is not None and time.monotonic() - started >= self.wall_time_s:
                         stopped = "wall time spent"
@@ -195,14 +183,15 @@ class Coordinator:
                         stopped = f"search space exhausted ({EXHAUSTED_AFTER} proposals in a row needed no run)"
                         break
                     if held is None:
-                        proposal = self._propose(by_key, inflight, waiting_duplicates, started)
+                        proposal = self._propose(view, waiting_duplicates, started)
                         if proposal is None:
                             idle_proposals += 1
                             continue
                         held = proposal
                     trial, candidate, role = held
-                    if role in EXCLUSIVE_ROLES and inflight:
-                        break  # run it alone once the slots drain
+                    if role in EXCLUSIVE_ROLES and (inflight or view.running_elsewhere):
+                        blocked = not inflight
+                        break  # run it alone once the slots drain, here and elsewhere
                     held = None
                     idle_proposals = 0
                     slot = free_slots.pop(0)
@@ -210,20 +199,34 @@ class Coordinator:
                     request = self._request(trial, candidate, role)
                     problem = _writable(Path(request.workdir))
                     if problem is not None:
-                        self._give_back(trial, candidate, role, problem)
+                        give_back(self.study, trial, candidate.params, role, problem)
                         failure = StudyStop(problem)
                         free_slots.append(slot)
                         exclusive = False
                         break
+                    trial.set_user_attr("slot", slot.label)
                     future = pool.submit(self.runner.run, request, slot)
                     inflight[future] = _InFlight(trial, candidate, slot, role)
                     for listener in self.listeners:
                         listener.on_trial_start(trial.number, role, slot.label, request.timeout_s)
-                if held is not None and (failure is not None or self._interrupt.is_set()):
-                    self._give_back(*held, "not started: the study stopped")
+                stopping = failure is not None or self._interrupt.is_set() or cancelled
+                if held is not None and stopping:
+                    give_back(self.study, held[0], held[1].params, held[2], "not started: the study stopped")
                     held = None
+                if stopping:
+                    for key in list(waiting_duplicates):
+                        for twin, twin_candidate in waiting_duplicates.pop(key):
+                            give_back(self.study, twin, twin_candidate.params, "search", "not copied: the study "
+                                      "stopped before the setting it repeats was measured")
+                self._heartbeats.beat(held_ids(inflight, waiting_duplicates, held))
+                if time.monotonic() - last_reclaim >= RECLAIM_EVERY_S:
+                    last_reclaim = time.monotonic()
+                    self.recover_interrupted()
                 if not inflight:
-                    if held is not None:
+                    if held is not None and not blocked:
+                        continue
+                    if (blocked or waiting_duplicates) and not stopping:
+                        time.sleep(POLL_S)  # other hosts hold the budget, the reference or a setting
                         continue
                     break
                 done, _ = wait(list(inflight), timeout=0.5, return_when=FIRST_COMPLETED)
@@ -242,18 +245,19 @@ class Coordinator:
                         exclusive = False
                     result = _result_of(future)
                     if interrupted_at is not None and result.outcome is not Outcome.OK:
-                        self._give_back(job.trial, job.candidate, job.role, "the run was interrupted (Ctrl-C)")
+                        give_back(self.study, job.trial, job.candidate.params, job.role,
+                                  "the run was interrupted (Ctrl-C)")
                         continue
                     frozen = self._tell(job.trial, job.candidate, job.role, job.slot, result)
-                    measured += 1
+                    if frozen is None:
+                        continue  # another coordinator took it over as stale; its re-run counts instead
+                    ran += 1
                     if job.role == "reference":
                         failure = failure or reference_stop(self.study.study_name, frozen)
                     failure = failure or same_failure_stop(self._trials())
-                    if frozen.values is not None:
-                        by_key[job.candidate.key] = frozen
                     for twin, twin_candidate in waiting_duplicates.pop(job.candidate.key, []):
                         self._tell_copy(twin, twin_candidate, frozen, started)
-                    self._notify(frozen, measured, total, started)
+                    self._notify(frozen, self._measured_count(), total, started)
         trials = self._trials()
         front = front_trials(trials, self.directions)
         for listener in self.listeners:
@@ -266,18 +270,19 @@ class Coordinator:
             stopped = "stopped early: " + failure.message
         elif self._interrupt.is_set():
             stopped = "interrupted"
-        return Summary(self.study.study_name, measured, len(trials), outcomes, [t.number for t in front], stopped,
+        return Summary(self.study.study_name, self._measured_count(), len(trials), outcomes,
+                       [t.number for t in front], stopped,
                        failure=failure.message if failure is not None else None,
-                       interrupted=self._interrupt.is_set())
+                       interrupted=self._interrupt.is_set(), ran=ran)
 
     # -------------------------------------------------------------- per trial
-    def _propose(self, by_key: dict[str, "FrozenTrial"], inflight: dict[Future[TrialResult], _InFlight],
-                 waiting: dict[str, list[tuple["optuna.Trial", Candidate]]],
+    def _propose(self, view: SharedView, waiting: dict[str, list[tuple["optuna.Trial", Candidate]]],
                  started: float) -> tuple["optuna.Trial", Candidate, str] | None:
-        """Ask for a candidate; returns it when it must run, None when it was recorded here."""
-        from optuna.trial import TrialState
-
+        """Ask for a candidate: it when it must run here; None when recorded (or set aside to be copied)."""
         trial = self.study.ask()
+        trial.set_user_attr("host", HOST)
+        trial.set_user_attr("worker", worker_id())
+        self._heartbeats.start(trial._trial_id)
         role = trial.user_attrs.get("role", "search")
         trial.set_user_attr("role", role)
         params = suggest(trial, self.spec)
@@ -295,23 +300,17 @@ class Coordinator:
             return None
         trial.set_user_attr("candidate_key", candidate.key)
         trial.set_user_attr("derived", dict(candidate.derived))
-        if candidate.key in by_key and role == "search":
-            self._tell_copy(trial, candidate, by_key[candidate.key], started)
+        if candidate.key in view.measured_by_key and role == "search":
+            self._tell_copy(trial, candidate, view.measured_by_key[candidate.key], started)
             return None
-        if role == "search" and any(job.candidate.key == candidate.key for job in inflight.values()):
-            waiting.setdefault(candidate.key, []).append((trial, candidate))
-            return None
-        return trial, candidate, role
-
-    def _give_back(self, trial: "optuna.Trial", candidate: Candidate, role: str, reason: str) -> None:
-        """Record a trial that did not run to the end as INTERRUPTED (not measured) and queue it again."""
-        from optuna.trial import TrialState
-
-        trial.set_user_attr("outcome", "INTERRUPTED")
-        trial.set_user_attr("reason", reason)
-        trial.set_user_attr("measured", False)
-        self.study.tell(trial, state=TrialState.FAIL)
-        self._enqueue_again(candidate.params, role, trial.number)
+        holder = claim_setting(self.study, self._claims, trial.number, candidate.key, role)
+        if holder is None:
+            return trial, candidate, role
+        if holder.user_attrs.get("measured") and holder.values is not None:
+            self._tell_copy(trial, candidate, holder, started)
+        else:
+            waiting.setdefault(candidate.key, []).append((trial, candidate))  # copied once it is measured
+        return None
 
     def _request(self, trial: "optuna.Trial", candidate: Candidate, role: str) -> TrialRequest:
         trial_dir = self.study_dir / f"trial_{trial.number:05d}"
@@ -329,7 +328,16 @@ class Coordinator:
             reference_settings=self._reference_settings())
 
     def _tell(self, trial: "optuna.Trial", candidate: Candidate, role: str, slot: Slot,
-              result: TrialResult) -> "FrozenTrial":
+              result: TrialResult) -> "FrozenTrial | None":
+        """Record ``result``; None when another coordinator failed the trial as stale meanwhile."""
+        from optuna.exceptions import UpdateFinishedTrialError
+
+        try:
+            return self._record(trial, role, slot, result)
+        except UpdateFinishedTrialError:
+            return None
+
+    def _record(self, trial: "optuna.Trial", role: str, slot: Slot, result: TrialResult) -> "FrozenTrial":
         from optuna.trial import TrialState
 
         verdict: Verdict = judge(self.spec, self.plan, result, self._measured_values())

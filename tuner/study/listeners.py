@@ -31,10 +31,11 @@ class Summary:
     """What a coordinator invocation did."""
 
     study_name: str
-    measured: int
+    measured: int  # trials of the study measured so far (every host)
     recorded: int
     outcomes: dict[str, int]
     front: list[int]
     stopped_because: str
     failure: str | None = None  # set when the run stopped because continuing would waste the budget
     interrupted: bool = False
+    ran: int = 0  # trials this invocation measured

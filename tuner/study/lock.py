@@ -1,12 +1,17 @@
-"""One live coordinator per study: a lock row in the study's own storage.
+"""One live coordinator per study and device of a host: lock rows in the study's own storage.
 
-Two coordinators on one study (two ``tuner resume`` a few seconds apart) would
-mark each other's live trials INTERRUPTED, overshoot the budget and disturb
-each other's latencies, so the second is refused with one line. The lock is a
-row in a table of tuner's own (``tuner_study_locks``) in the Optuna storage's
-database — SQLite or PostgreSQL alike — taken by an atomic insert, so two
-coordinators started at the same instant cannot both win. The holder refreshes
-``heartbeat`` every :data:`HEARTBEAT_S` seconds from a daemon thread.
+Many coordinators may share a study (``tuner worker`` on every host of a fleet:
+trials are claimed through the storage and a dead host's trials are found by
+their stale heartbeats, :mod:`tuner.study.heartbeats`). What must not happen is
+two coordinators booking the same device — two ``tuner resume`` of one study on
+one host would disturb each other's latencies — so a coordinator locks each of
+its resources: ``<study>@<host>#gpu<i>`` per GPU, or ``<study>@<host>#cpu`` for
+the CPU. A second coordinator wanting any of them is refused with one line
+naming the holder. The rows live in a table of tuner's own
+(``tuner_study_locks``) in the Optuna storage's database — SQLite or PostgreSQL
+alike — taken by atomic inserts, so two coordinators started at the same instant
+cannot both win. The holder refreshes ``heartbeat`` every :data:`HEARTBEAT_S`
+seconds from a daemon thread.
 
 A lock whose holder is gone is taken over: same host and the holder's pid is
 not alive, or no heartbeat for :data:`STALE_AFTER_S` seconds (another host).
@@ -15,12 +20,13 @@ not alive, or no heartbeat for :data:`STALE_AFTER_S` seconds (another host).
 from __future__ import annotations
 
 import os
-import socket
 import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.study.claims import ensure_tables
+from tuner.study.heartbeats import HOST
 from tuner.study.storage import StudyError
 
 HEARTBEAT_S = 10.0
@@ -53,11 +59,13 @@ def _pid_alive(pid: int) -> bool:
 
 @dataclass
 class StudyLock:
-    """The lock on ``study_name`` in the database behind ``engine`` (a SQLAlchemy engine)."""
+    """The locks on ``study_name``'s ``resources`` on this host, in the database behind ``engine``
+    (a SQLAlchemy engine). ``resources``: e.g. ``["gpu0", "gpu1"]`` or ``["cpu"]``."""
 
     engine: Any
     study_name: str
-    host: str = field(default_factory=socket.gethostname)
+    resources: list[str] = field(default_factory=lambda: ["cpu"])
+    host: str = field(default_factory=lambda: HOST)
     pid: int = field(default_factory=os.getpid)
 
     def __post_init__(self) -> None:
@@ -67,38 +75,50 @@ class StudyLock:
         self._locks = _table(self._metadata)
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.keys = [f"{self.study_name}@{self.host}#{resource}" for resource in self.resources]
 
     def acquire(self) -> None:
-        """Take the lock (or a stale one); raises :class:`StudyLocked` naming the live holder."""
+        """Take every resource's lock (or a stale one); raises :class:`StudyLocked` naming a live holder
+        (and holds none of them then)."""
+        ensure_tables(self._metadata, self.engine)
+        taken: list[str] = []
+        try:
+            for key in self.keys:
+                self._take(key)
+                taken.append(key)
+        except StudyLocked:
+            self._delete(taken)
+            raise
+        self._thread = threading.Thread(target=self._beat, name="tuner-lock-heartbeat", daemon=True)
+        self._thread.start()
+
+    def _take(self, key: str) -> None:
         from sqlalchemy import delete, insert, select
         from sqlalchemy.exc import IntegrityError
 
-        self._metadata.create_all(self.engine, checkfirst=True)
         for _ in range(3):
             try:
                 with self.engine.begin() as connection:
                     connection.execute(insert(self._locks).values(
-                        study_name=self.study_name, host=self.host, pid=self.pid, heartbeat=time.time()))
-                break
+                        study_name=key, host=self.host, pid=self.pid, heartbeat=time.time()))
+                return
             except IntegrityError:
                 with self.engine.begin() as connection:
-                    row = connection.execute(select(self._locks).where(
-                        self._locks.c.study_name == self.study_name)).first()
+                    row = connection.execute(select(self._locks).where(self._locks.c.study_name == key)).first()
                 if row is None:
                     continue
                 if not self._stale(row.host, row.pid, row.heartbeat):
+                    resource = key.rpartition("#")[2]
                     raise StudyLocked(
-                        f"study '{self.study_name}' is being run by another coordinator (pid {row.pid} on "
-                        f"{row.host}, alive {time.time() - row.heartbeat:.0f} s ago); one study has one "
-                        f"coordinator: wait for it, or stop it first") from None
+                        f"study '{self.study_name}' is being run by another coordinator on {resource} of this "
+                        f"host (pid {row.pid} on {row.host}, alive {time.time() - row.heartbeat:.0f} s ago); a "
+                        f"host runs a study once per device: wait for it, stop it first, or give 'tuner worker' "
+                        f"other --gpus") from None
                 with self.engine.begin() as connection:  # take over the dead holder's row
                     connection.execute(delete(self._locks).where(
-                        (self._locks.c.study_name == self.study_name) & (self._locks.c.pid == row.pid)
+                        (self._locks.c.study_name == key) & (self._locks.c.pid == row.pid)
                         & (self._locks.c.host == row.host)))
-        else:
-            raise StudyLocked(f"study '{self.study_name}': could not take its lock (contended)")
-        self._thread = threading.Thread(target=self._beat, name="tuner-lock-heartbeat", daemon=True)
-        self._thread.start()
+        raise StudyLocked(f"study '{self.study_name}': could not take its lock (contended)")
 
     def _stale(self, host: str, pid: int, heartbeat: float) -> bool:
         if host == self.host:
@@ -112,26 +132,31 @@ class StudyLock:
             try:
                 with self.engine.begin() as connection:
                     connection.execute(update(self._locks).where(
-                        (self._locks.c.study_name == self.study_name) & (self._locks.c.pid == self.pid)
+                        self._locks.c.study_name.in_(self.keys) & (self._locks.c.pid == self.pid)
                     ).values(heartbeat=time.time()))
             except Exception:  # noqa: BLE001 - a missed beat is retried; the study goes on
                 continue
 
-    def release(self) -> None:
-        """Give the lock back (idempotent; a SIGKILLed holder's lock is taken over as stale)."""
+    def _delete(self, keys: list[str]) -> None:
         from sqlalchemy import delete
 
+        if not keys:
+            return
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(delete(self._locks).where(
+                    self._locks.c.study_name.in_(keys) & (self._locks.c.pid == self.pid)
+                    & (self._locks.c.host == self.host)))
+        except Exception:  # noqa: BLE001 - left behind, it is stale once this process is gone
+            pass
+
+    def release(self) -> None:
+        """Give the locks back (idempotent; a SIGKILLed holder's locks are taken over as stale)."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
             self._thread = None
-        try:
-            with self.engine.begin() as connection:
-                connection.execute(delete(self._locks).where(
-                    (self._locks.c.study_name == self.study_name) & (self._locks.c.pid == self.pid)
-                    & (self._locks.c.host == self.host)))
-        except Exception:  # noqa: BLE001 - left behind, it is stale once this process is gone
-            pass
+        self._delete(self.keys)
 
     def __enter__(self) -> "StudyLock":
         self.acquire()
@@ -141,11 +166,12 @@ class StudyLock:
         self.release()
 
 
-def lock_for(study: Any) -> StudyLock:
-    """The :class:`StudyLock` of an ``optuna.Study`` kept in an RDB storage (cached or not)."""
+def lock_for(study: Any, resources: list[str] | None = None) -> StudyLock:
+    """The :class:`StudyLock` of an ``optuna.Study`` kept in an RDB storage (cached or not) on
+    ``resources`` of this host (default: the CPU)."""
     storage = study._storage
     backend = getattr(storage, "_backend", storage)
     engine = getattr(backend, "engine", None)
     if engine is None:
         raise StudyError(f"study '{study.study_name}': its storage ({type(backend).__name__}) cannot hold a lock")
-    return StudyLock(engine, study.study_name)
+    return StudyLock(engine, study.study_name, list(resources or ["cpu"]))

@@ -1,7 +1,14 @@
 """Where studies live: the tuner home, storage URLs, and opening an Optuna RDB storage.
 
 Storage URLs: ``sqlite:///path.db`` (embedded default, one writer, WAL mode)
-or ``postgresql+psycopg://...`` for many workers and hosts. URLs are shown
+or ``postgresql+psycopg://user:password@host:port/database`` for many workers and
+hosts. ``postgresql://`` and ``postgres://`` URLs are opened with the same psycopg
+(v3) driver: :func:`driver_url` rewrites their scheme to ``postgresql+psycopg://``
+(SQLAlchemy would otherwise pick psycopg2, which the tuner does not install).
+Every storage is opened with Optuna heartbeats (:func:`heartbeat_settings`: a
+RUNNING trial whose heartbeat is older than the grace period is stale) and a
+connection pool that tests each connection before use, so a restarted database
+server costs no error. URLs are shown
 only through :func:`redact_url` and error text only through :func:`redact_text`
 (both from :mod:`tuner.secrets`, the one implementation; ``redact_url`` is
 re-exported here for older call sites). :class:`StudyError` is the one error of this
@@ -24,8 +31,14 @@ DEFAULT_HOME = Path("studies")
 STORAGE_ENV = "TUNER_STORAGE"
 HOME_ENV = "TUNER_HOME"
 SQLITE_BUSY_TIMEOUT_ENV = "TUNER_SQLITE_BUSY_TIMEOUT_S"  # seconds a writer waits for a locked SQLite file (60)
+HEARTBEAT_INTERVAL_S = 10  # a RUNNING trial's heartbeat is recorded this often (seconds)
+GRACE_PERIOD_S = 60  # a RUNNING trial without a heartbeat for this long is stale (seconds)
+HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"  # overrides HEARTBEAT_INTERVAL_S (whole seconds > 0)
+GRACE_PERIOD_ENV = "TUNER_GRACE_PERIOD_S"  # overrides GRACE_PERIOD_S (whole seconds > 0)
+POSTGRES_SCHEMES = ("postgresql://", "postgres://")  # opened as postgresql+psycopg://
 __all__ = ["StudyError", "tuner_home", "default_storage_url", "storage_url", "redact_url", "open_storage",
-           "list_studies", "DEFAULT_HOME", "STORAGE_ENV", "HOME_ENV", "SQLITE_BUSY_TIMEOUT_ENV"]
+           "list_studies", "driver_url", "heartbeat_settings", "DEFAULT_HOME", "STORAGE_ENV", "HOME_ENV",
+           "SQLITE_BUSY_TIMEOUT_ENV", "HEARTBEAT_INTERVAL_S", "GRACE_PERIOD_S", "HEARTBEAT_ENV", "GRACE_PERIOD_ENV"]
 
 
 class StudyError(RuntimeError):
@@ -60,12 +73,47 @@ def missing_sqlite_file(url: str) -> Path | None:
     return None if not path.name or path.exists() else path
 
 
-def open_storage(url: str, create: bool = True) -> "optuna.storages.BaseStorage":
-    """An Optuna RDB storage; SQLite files get their directory created and a busy timeout.
+def driver_url(url: str) -> str:
+    """``url`` with a ``postgresql://`` or ``postgres://`` scheme rewritten to ``postgresql+psycopg://``
+    (the psycopg v3 driver, a dependency of the tuner); any other URL unchanged."""
+    for scheme in POSTGRES_SCHEMES:
+        if url.startswith(scheme):
+            return "postgresql+psycopg://" + url.removeprefix(scheme)
+    return url
 
-    ``create=False`` (the reading commands) raises :class:`StudyError` for a SQLite file
-    that does not exist instead of creating an empty one.
+
+def heartbeat_settings() -> tuple[int, int]:
+    """(heartbeat interval, grace period) in seconds: ``$TUNER_HEARTBEAT_S`` / ``$TUNER_GRACE_PERIOD_S``,
+    else :data:`HEARTBEAT_INTERVAL_S` / :data:`GRACE_PERIOD_S`; :class:`StudyError` for a value that is
+    not a whole number of seconds > 0, or a grace period shorter than the interval."""
+    values = []
+    for name, default in ((HEARTBEAT_ENV, HEARTBEAT_INTERVAL_S), (GRACE_PERIOD_ENV, GRACE_PERIOD_S)):
+        text = (os.environ.get(name) or "").strip()
+        try:
+            value = int(text) if text else default
+        except ValueError:
+            value = 0
+        if value <= 0:
+            raise StudyError(f"{name}={text!r} is not a whole number of seconds > 0")
+        values.append(value)
+    interval, grace = values
+    if grace < interval:
+        raise StudyError(f"{GRACE_PERIOD_ENV}={grace} is shorter than {HEARTBEAT_ENV}={interval}: "
+                         "every running trial would look stale")
+    return interval, grace
+
+
+def open_storage(url: str, create: bool = True) -> "optuna.storages.BaseStorage":
+    """An Optuna RDB storage with heartbeats (:func:`heartbeat_settings`) and a pre-pinged pool.
+
+    SQLite files get their directory created and a busy timeout; ``postgresql://`` and
+    ``postgres://`` URLs use the psycopg driver (:func:`driver_url`). ``create=False``
+    (the reading commands) raises :class:`StudyError` for a SQLite file that does not
+    exist instead of creating an empty one. Any failure to connect (wrong password,
+    unreachable server, missing database) is a one-line :class:`StudyError` without secrets.
     """
+    import warnings
+
     import optuna
 
     remember_url(url)
@@ -73,23 +121,41 @@ def open_storage(url: str, create: bool = True) -> "optuna.storages.BaseStorage"
     if missing is not None:
         raise StudyError(f"no storage at {missing}: no study has run with this --home / --storage yet")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    engine_kwargs: dict[str, Any] = {}
+    interval, grace = heartbeat_settings()
+    # Optuna warns at every ask() of a heartbeat storage outside optimize(); the tuner's ask/tell
+    # coordinator records heartbeats itself, so the warning says nothing here.
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
+    engine_kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        engine_kwargs = {"connect_args": {"timeout": float(os.environ.get(SQLITE_BUSY_TIMEOUT_ENV) or 60)}}
+        engine_kwargs["connect_args"] = {"timeout": float(os.environ.get(SQLITE_BUSY_TIMEOUT_ENV) or 60)}
     for attempt in range(4):
         try:
-            storage = optuna.storages.RDBStorage(url, engine_kwargs=engine_kwargs)
+            with warnings.catch_warnings():  # heartbeat_interval is "experimental" since Optuna 2.9
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                # Optuna fills "{SCHEMA_VERSION}" with str.format: doubled braces keep a "{" in a password
+                storage = optuna.storages.RDBStorage(driver_url(url).replace("{", "{{").replace("}", "}}"),
+                                                     engine_kwargs=engine_kwargs,
+                                                     heartbeat_interval=interval, grace_period=grace)
             break
         except Exception as error:  # noqa: BLE001 - any driver error: say which storage
             if attempt < 3 and any(text in str(error) for text in ("locked", "already exists", "UNIQUE constraint")):
                 time.sleep(0.5 * (attempt + 1))  # another process is creating the same tables
                 continue
-            raise StudyError(redact_text(f"cannot open storage {redact_url(url)}: {type(error).__name__}: {error}")
-                             ) from None
+            raise StudyError(redact_text(f"cannot open storage {redact_url(url)}: {_driver_reason(error)}")) from None
     if url.startswith("sqlite:"):
         _use_write_ahead_log(storage)
     return storage
+
+
+def _driver_reason(error: Exception) -> str:
+    """The driver's own words on one line: SQLAlchemy's ``[SQL: ...]`` and "Background on this
+    error" trailers dropped, the first lines of a multi-line message joined."""
+    orig = getattr(error, "orig", None)  # SQLAlchemy's DBAPIError wraps the driver's exception
+    cause = orig if isinstance(orig, Exception) else error
+    lines = [line.strip() for line in str(cause).splitlines()]
+    lines = [line for line in lines if line and not line.startswith(("[SQL:", "(Background on this error"))]
+    return f"{type(cause).__name__}: {' '.join(lines[:3]) or 'no reason given'}"
 
 
 def _use_write_ahead_log(storage: "optuna.storages.RDBStorage") -> None:

@@ -1,0 +1,106 @@
+"""Three ``tuner worker`` processes share one study; one host dies mid-trial; nothing is lost or run twice.
+
+Real processes in their own sessions (process groups), standing in for three hosts
+(``TUNER_HOST``, distinct ``--gpus``), on a real PostgreSQL (and on a shared SQLite
+file), with heartbeats every second and a 4 s grace period. The SIGKILLed worker's
+trial is failed by the others once its heartbeat is stale, its setting re-run by
+another host, and the budget is met exactly with no setting measured twice.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+import optuna
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+BUDGET = 8
+SPEC = """name: fleet_fake
+workload:
+  class: tuner.workloads.fake:FakeWorkload
+  timeout_s: 120
+parameters:
+  sleep_s: {type: float, low: 0.6, high: 1.5, step: 0.05}
+  noise: {type: int, low: 0, high: 40, step: 5}
+objectives:
+  - {metric: latency_p50_s, direction: minimize}
+reference: {sleep_s: 0.6, noise: 0}
+measurement: {warmup: 0, min_repeats: 1, max_repeats: 1}
+budget: {trials: %d}
+""" % BUDGET
+
+
+def _wait_for(condition: Callable[[], Any], timeout_s: float = 240.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError("timed out waiting")
+
+
+def _trials(url: str) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name="fleet", storage=url).get_trials(deepcopy=False)
+
+
+def _fleet(url: str, tmp_path: Path) -> None:
+    import tuner
+
+    spec = tmp_path / "fleet.yaml"
+    spec.write_text(SPEC)
+    tuner.create_study(spec, study_name="fleet", storage=url, home=tmp_path / "creator")
+    env = {**os.environ, "TUNER_HEARTBEAT_S": "1", "TUNER_GRACE_PERIOD_S": "4",
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    workers = [subprocess.Popen([sys.executable, "-m", "tuner", "worker", "fleet", "--storage", url, "--gpus", str(i),
+                                 "--no-mlflow", "--home", str(tmp_path / f"host{i}")],
+                                env={**env, "TUNER_HOST": f"host{i}"}, start_new_session=True, cwd=tmp_path,
+                                stdout=open(tmp_path / f"host{i}.log", "wb"), stderr=subprocess.STDOUT)
+               for i in range(3)]
+    try:
+        victim = _wait_for(lambda: next((t for t in _trials(url) if t.state.name == "RUNNING"
+                                         and t.user_attrs.get("role") == "search"
+                                         and str(t.user_attrs.get("worker", "")).startswith("host1:")
+                                         and t.user_attrs.get("slot")), None))
+        os.killpg(workers[1].pid, signal.SIGKILL)  # the host dies mid-trial: worker, fork server, trial
+        for index in (0, 2):
+            assert workers[index].wait(300) == 0, (tmp_path / f"host{index}.log").read_text()[-2000:]
+    finally:
+        for process in workers:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(30)
+    trials = _trials(url)
+    measured = [t for t in trials if t.user_attrs.get("measured")]
+    assert len(measured) == BUDGET, "the budget is met exactly"
+    keys = [t.user_attrs["candidate_key"] for t in measured]
+    assert len(set(keys)) == len(keys), "no setting was measured twice"
+    killed = trials[victim.number]
+    assert killed.state.name == "FAIL" and killed.user_attrs["outcome"] == "INTERRUPTED"
+    assert "heartbeats" in killed.user_attrs["reason"], killed.user_attrs["reason"]
+    rerun = [t for t in trials if t.user_attrs.get("rerun_of") == victim.number]
+    assert rerun and rerun[0].state.name == "COMPLETE", "the dead host's setting is completed by another"
+    assert not str(rerun[0].user_attrs["worker"]).startswith("host1:")
+    assert all(t.user_attrs.get("host") and t.user_attrs.get("slot") for t in measured)
+    assert len({t.user_attrs["host"] for t in measured}) >= 2, "the work was shared"
+    shown = subprocess.run([sys.executable, "-m", "tuner", "status", "fleet", "--storage", url], cwd=tmp_path,
+                           capture_output=True, text=True, env={**env, "COLUMNS": "250"}, timeout=120)
+    assert shown.returncode == 0 and "host0" in shown.stdout and "host2" in shown.stdout, shown.stdout[-3000:]
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+def test_three_workers_share_a_postgres_study_and_survive_a_dead_host(postgres_url: str, tmp_path: Path) -> None:
+    _fleet(postgres_url, tmp_path)
+
+
+@pytest.mark.slow
+def test_three_workers_share_a_sqlite_study_and_survive_a_dead_host(tmp_path: Path) -> None:
+    _fleet(f"sqlite:///{tmp_path / 'shared.db'}", tmp_path)

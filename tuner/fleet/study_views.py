@@ -1,0 +1,142 @@
+"""What ``tuner serve`` shows of a study, read from the storage only (no HTTP here).
+
+Contracts:
+
+* :func:`study_summary` -- counts by outcome, measured trials against the budget
+  (``budget_trials``; ``measured`` counts trials that ran a workload, as the
+  coordinator does), the workers seen (from the trial attributes ``worker`` =
+  ``host:pid``, ``host``, written when a trial starts; trials without them are
+  left out: their worker is unknown), ``cancelled``, and the Pareto front
+  (:func:`tuner.pareto.front_trials`).
+* :func:`trial_page` -- one :class:`TrialEntry` per trial by number, a page of them.
+* :func:`study_list` -- every study of the storage, from study attributes and trial counts.
+
+Numbers that are not finite (NaN, inf) become ``None``: JSON has no such numbers.
+Free text taken from trials (reasons) passes through :func:`tuner.secrets.redact_text`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
+
+from tuner.fleet.api_models import (FrontPoint, StudyList, StudyListEntry, StudySummary, TrialEntry, TrialPage,
+                                    WorkerSeen)
+from tuner.pareto import front_trials
+from tuner.secrets import redact_text
+from tuner.study.records import TrialRecord
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
+
+
+def finite(value: Any) -> Any:
+    """``value`` with every non-finite float (at any depth of lists / dicts) replaced by None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {str(k): finite(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [finite(v) for v in value]
+    return value
+
+
+def _text(value: Any) -> str | None:
+    return None if value is None else redact_text(str(value))
+
+
+def _int_or_none(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _names(value: Any) -> list[str]:
+    """A stored list of names (``[]`` when the attribute is missing or not a list)."""
+    return [str(name) for name in value] if isinstance(value, list) else []
+
+
+def measured_count(trials: Iterable["FrozenTrial"]) -> int:
+    """Trials that ran a workload (the ``measured`` attribute the coordinator sets)."""
+    return sum(1 for t in trials if t.user_attrs.get("measured"))
+
+
+def _seen_at(trial: "FrozenTrial") -> str | None:
+    moment = trial.datetime_complete or trial.datetime_start
+    return moment.isoformat() if moment is not None else None
+
+
+def workers_seen(trials: Sequence["FrozenTrial"]) -> list[WorkerSeen]:
+    """Distinct workers (``worker`` attribute; else the ``host`` alone) with trial counts and last seen time."""
+    seen: dict[tuple[str | None, str | None], dict[str, Any]] = {}
+    for trial in trials:
+        worker = _text(trial.user_attrs.get("worker"))
+        host = _text(trial.user_attrs.get("host"))
+        if worker is None and host is None:
+            continue
+        if host is None and worker is not None:
+            host = worker.rpartition(":")[0] or None
+        entry = seen.setdefault((worker, host), {"trials": 0, "running": 0, "last_seen": None})
+        entry["trials"] += 1
+        entry["running"] += trial.state.name == "RUNNING"
+        moment = _seen_at(trial)
+        if moment is not None and (entry["last_seen"] is None or moment > entry["last_seen"]):
+            entry["last_seen"] = moment
+    return [WorkerSeen(worker=worker, host=host, **entry)
+            for (worker, host), entry in sorted(seen.items(), key=lambda item: (str(item[0][1]), str(item[0][0])))]
+
+
+def front_points(trials: Sequence["FrozenTrial"], directions: Sequence[str]) -> list[FrontPoint]:
+    """The Pareto front: trial numbers, objective values, params."""
+    return [FrontPoint(number=t.number, role=str(t.user_attrs.get("role", "search")),
+                       values=finite(list(t.values or ())), params=finite(dict(t.params)))
+            for t in front_trials(trials, directions)]
+
+
+def study_summary(study: "optuna.Study") -> StudySummary:
+    """The summary of one study (see the module docstring)."""
+    attrs = study.user_attrs
+    trials = study.get_trials(deepcopy=False)
+    directions = [d.name.lower() for d in study.directions]
+    records = [TrialRecord.from_trial(t) for t in trials]
+    measured = measured_count(trials)
+    budget = _int_or_none(attrs.get("budget_trials"))
+    return StudySummary(
+        name=study.study_name, spec_name=_text(attrs.get("spec_name")), workload=_text(attrs.get("workload_class")),
+        gpu_type=_text(attrs.get("gpu_type")), device=_text(attrs.get("device")), sampler=_text(attrs.get("sampler")),
+        objectives=_names(attrs.get("objectives")), directions=directions,
+        trials=len(trials), counts=dict(sorted(Counter(str(r.outcome) for r in records).items())),
+        measured=measured, budget_trials=budget, budget_left=None if budget is None else max(budget - measured, 0),
+        cancelled=bool(attrs.get("cancelled", False)), workers=workers_seen(trials),
+        front=front_points(trials, directions))
+
+
+def trial_entry(trial: "FrozenTrial") -> TrialEntry:
+    """One trial as :class:`TrialEntry`."""
+    record = TrialRecord.from_trial(trial)
+    attrs = trial.user_attrs
+    return TrialEntry(
+        number=record.number, state=record.state, role=str(record.role), outcome=str(record.outcome),
+        values=None if record.values is None else finite(list(record.values)), placeholder=record.placeholder,
+        params=finite(dict(record.params)), host=_text(attrs.get("host")), slot=_text(attrs.get("slot")),
+        worker=_text(attrs.get("worker")), reason=_text(record.reason), started=record.datetime_start,
+        completed=record.datetime_complete)
+
+
+def trial_page(study: "optuna.Study", offset: int, limit: int) -> TrialPage:
+    """Trials ``offset`` .. ``offset + limit - 1`` (by number) of ``study``."""
+    trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
+    return TrialPage(total=len(trials), offset=offset, limit=limit,
+                     trials=[trial_entry(t) for t in trials[offset:offset + limit]])
+
+
+def study_list(storage: "optuna.storages.BaseStorage") -> StudyList:
+    """Every study in ``storage`` (name, trial count, GPU type, budget, cancelled), by name."""
+    entries = []
+    for frozen in storage.get_all_studies():
+        attrs = frozen.user_attrs
+        entries.append(StudyListEntry(
+            name=frozen.study_name, trials=len(storage.get_all_trials(frozen._study_id, deepcopy=False)),
+            gpu_type=_text(attrs.get("gpu_type")), budget_trials=_int_or_none(attrs.get("budget_trials")),
+            cancelled=bool(attrs.get("cancelled", False)), tuner_study=bool(attrs.get("spec_yaml"))))
+    return StudyList(studies=sorted(entries, key=lambda e: e.name))

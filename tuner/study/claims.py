@@ -1,0 +1,119 @@
+"""Claims on settings: a setting (canonical candidate key) is run by one trial of a study, fleet-wide.
+
+Coordinators on many hosts ask Optuna at the same time and may be proposed the
+same setting. Before a trial runs, its coordinator claims the setting's key in
+a table of tuner's own (``tuner_candidate_claims``) in the storage's database —
+an atomic insert, so of two coordinators claiming at once exactly one wins. The
+loser reads the holder: measured with values -> the proposal is a copy of it;
+still running -> the proposal waits to be copied; finished without a result
+(interrupted, crashed, taken over as stale) -> the claim is taken over by an
+atomic update naming the old holder, so again exactly one coordinator re-runs it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+def ensure_tables(metadata: Any, engine: Any) -> None:
+    """Create tuner's own tables in ``metadata`` if missing; another process creating them at the same
+    instant is fine (its "already exists" is ignored once the table is seen)."""
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import OperationalError, ProgrammingError
+
+    for attempt in range(5):
+        try:
+            metadata.create_all(engine, checkfirst=True)
+            return
+        except (OperationalError, ProgrammingError):
+            existing = set(inspect(engine).get_table_names())
+            if all(name in existing for name in metadata.tables):
+                return
+            if attempt == 4:
+                raise
+
+
+def _table(metadata: Any) -> Any:
+    from sqlalchemy import Column, Integer, String, Table
+
+    return Table("tuner_candidate_claims", metadata,
+                 Column("study_name", String(255), primary_key=True),
+                 Column("candidate_key", String(64), primary_key=True),
+                 Column("trial_number", Integer, nullable=False))
+
+
+@dataclass
+class Claims:
+    """The claims of ``study_name`` in the database behind ``engine`` (a SQLAlchemy engine)."""
+
+    engine: Any
+    study_name: str
+    _ready: bool = field(default=False, init=False)
+
+    def __post_init__(self) -> None:
+        from sqlalchemy import MetaData
+
+        self._metadata = MetaData()
+        self._claims = _table(self._metadata)
+
+    def _create(self) -> None:
+        if not self._ready:
+            ensure_tables(self._metadata, self.engine)
+            self._ready = True
+
+    def claim(self, key: str, trial_number: int) -> int | None:
+        """Claim ``key`` for ``trial_number``: None when it is now this trial's, else the holder's number."""
+        from sqlalchemy import insert, select
+        from sqlalchemy.exc import IntegrityError
+
+        self._create()
+        try:
+            with self.engine.begin() as connection:
+                connection.execute(insert(self._claims).values(
+                    study_name=self.study_name, candidate_key=key, trial_number=trial_number))
+            return None
+        except IntegrityError:
+            with self.engine.begin() as connection:
+                row = connection.execute(select(self._claims.c.trial_number).where(
+                    (self._claims.c.study_name == self.study_name) & (self._claims.c.candidate_key == key))).first()
+            return None if row is None else int(row.trial_number)
+
+    def take_over(self, key: str, holder: int, trial_number: int) -> bool:
+        """Move the claim on ``key`` from ``holder`` to ``trial_number``; False when another won it."""
+        from sqlalchemy import update
+
+        with self.engine.begin() as connection:
+            result = connection.execute(update(self._claims).where(
+                (self._claims.c.study_name == self.study_name) & (self._claims.c.candidate_key == key)
+                & (self._claims.c.trial_number == holder)).values(trial_number=trial_number))
+        return bool(result.rowcount == 1)
+
+
+def claims_for(study: Any) -> Claims | None:
+    """The :class:`Claims` of an ``optuna.Study`` in an RDB storage; None for other storages."""
+    backend = getattr(study._storage, "_backend", study._storage)
+    engine = getattr(backend, "engine", None)
+    return None if engine is None else Claims(engine, study.study_name)
+
+
+def claim_setting(study: Any, claims: Claims | None, trial_number: int, key: str, role: str) -> Any:
+    """Claim setting ``key`` for trial ``trial_number``: None when it is that trial's to run, else the
+    ``FrozenTrial`` holding it — measured with values (copy it) or not finished (wait, then copy).
+
+    A holder that finished without a result is taken over; a ``reference`` / ``baseline`` trial
+    (queued on purpose) always takes the claim over. Without claims (not an RDB storage): None.
+    """
+    if claims is None:
+        return None
+    number = claims.claim(key, trial_number)
+    storage = study._storage
+    while number is not None:
+        holder = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study._study_id, number))
+        result = holder.user_attrs.get("measured") and holder.values is not None
+        if role == "search" and (not holder.state.is_finished() or result):
+            return holder
+        if claims.take_over(key, number, trial_number):
+            return None
+        number = claims.claim(key, trial_number)  # another coordinator moved it: look again
+    return None

@@ -1,0 +1,159 @@
+"""Trial heartbeats: how coordinators sharing a study tell a live trial from a dead host's.
+
+Every coordinator (``tuner run``, ``resume``, ``worker``) writes on each trial it
+starts the attributes ``host`` (this host's name), ``worker`` (``host:pid``, this
+coordinator) and ``slot``, and records an Optuna heartbeat for it when it starts
+and every ``heartbeat_interval`` seconds while it runs (``storage.record_heartbeat``;
+the storage is opened with ``heartbeat_interval`` and ``grace_period``, see
+:mod:`tuner.study.storage`). Optuna's own heartbeat thread only runs inside
+``study.optimize``; the tuner's loop is ask/tell, so it beats from its main loop.
+
+:func:`reclaim_stale` is the tuner's equivalent of Optuna's ``fail_stale_trials``
+with a ``RetryFailedTrialCallback``: a RUNNING trial is another coordinator's to
+redo only when
+
+- its heartbeat is older than the grace period (Optuna's own test of staleness:
+  its host died, or lost the database), or
+- its ``worker`` is on this host and that process is gone (a killed local
+  coordinator: no need to wait out the grace period), or
+- it has neither heartbeat nor ``worker`` and started more than :data:`UNCLAIMED_AFTER_S`
+  seconds ago (left by a tuner before heartbeats, or by a coordinator that died between
+  claiming it and writing its ``worker``).
+
+Such a trial is recorded ``INTERRUPTED`` with the reason, failed through the
+storage's atomic state change (so when several coordinators find it at once,
+exactly one wins), and its setting enqueued again with ``rerun_of``. A live
+coordinator's trials are never touched.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+if TYPE_CHECKING:
+    import optuna
+
+HOST_ENV = "TUNER_HOST"  # this host's name in the fleet (default: the hostname); tests stand in hosts with it
+HOST = os.environ.get(HOST_ENV) or socket.gethostname()
+UNCLAIMED_AFTER_S = 60.0
+
+
+def worker_id() -> str:
+    """This coordinator's id, ``host:pid`` (the trial attribute ``worker``)."""
+    return f"{HOST}:{os.getpid()}"
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _local_worker_gone(worker: str | None) -> bool:
+    """True when ``worker`` (``host:pid``) ran on this host and that process is gone."""
+    if not worker:
+        return False
+    host, _, pid = worker.rpartition(":")
+    if host != HOST or not pid.isdigit():
+        return False
+    return int(pid) != os.getpid() and not _pid_alive(int(pid))
+
+
+class Heartbeats:
+    """Records the heartbeats of the trials this coordinator runs (call :meth:`beat` from its loop)."""
+
+    def __init__(self, study: "optuna.Study") -> None:
+        self._storage = study._storage
+        interval = self._storage.get_heartbeat_interval() if hasattr(self._storage, "get_heartbeat_interval") \
+            else None
+        self.interval_s: float | None = float(interval) if interval else None
+        self._last = 0.0
+
+    def start(self, trial_id: int) -> None:
+        """The first beat of a trial, when it starts (so a host dying at once is still noticed)."""
+        if self.interval_s is not None:
+            self._storage.record_heartbeat(trial_id)
+
+    def beat(self, trial_ids: Iterable[int]) -> None:
+        """Beat for ``trial_ids`` when an interval has passed since the last beat (cheap otherwise)."""
+        if self.interval_s is None or time.monotonic() - self._last < self.interval_s:
+            return
+        self._last = time.monotonic()
+        for trial_id in trial_ids:
+            self._storage.record_heartbeat(trial_id)
+
+
+def stale_trial_ids(study: "optuna.Study") -> dict[int, str]:
+    """RUNNING trials no live coordinator runs: trial id -> why (see the module docstring)."""
+    from optuna.trial import TrialState
+
+    storage = study._storage
+    stale: dict[int, str] = {}
+    beating: set[int] = set()
+    if getattr(storage, "get_heartbeat_interval", lambda: None)():
+        for trial_id in storage._get_stale_trial_ids(study._study_id):
+            stale[trial_id] = "its worker stopped sending heartbeats (host down or cut off from the storage)"
+        beating = _trials_with_heartbeat(storage)
+    for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
+        worker = trial.user_attrs.get("worker")
+        if trial._trial_id in stale:
+            continue
+        if _local_worker_gone(worker):
+            stale[trial._trial_id] = f"its coordinator ({worker}) stopped while it ran"
+        elif worker is None and trial._trial_id not in beating and _started_before(trial, UNCLAIMED_AFTER_S):
+            stale[trial._trial_id] = "the coordinator stopped while it ran"
+    return stale
+
+
+def _started_before(trial: Any, seconds: float) -> bool:
+    """Whether the trial started more than ``seconds`` ago (Optuna stores local, naive times)."""
+    import datetime
+
+    start = trial.datetime_start
+    return start is None or (datetime.datetime.now() - start).total_seconds() > seconds
+
+
+def _trials_with_heartbeat(storage: Any) -> set[int]:
+    """Ids of trials that have a heartbeat row (an RDB storage with heartbeats enabled)."""
+    backend = getattr(storage, "_backend", storage)
+    try:
+        from optuna.storages._rdb import models
+
+        with backend.scoped_session() as session:
+            return {row.trial_id for row in session.query(models.TrialHeartbeatModel.trial_id).all()}
+    except Exception:  # noqa: BLE001 - an unusual storage: no trial is known to beat
+        return set()
+
+
+def reclaim_stale(study: "optuna.Study", enqueue_again: Callable[[Any, str, int], None]) -> int:
+    """Fail every stale RUNNING trial as ``INTERRUPTED`` and enqueue its setting again; the count.
+
+    ``enqueue_again(params, role, rerun_of)`` queues a setting. Only the coordinator whose
+    state change succeeds re-queues, so a trial found by several is redone once.
+    """
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    storage = study._storage
+    count = 0
+    for trial_id, reason in stale_trial_ids(study).items():
+        try:
+            trial = storage.get_trial(trial_id)
+            storage.set_trial_user_attr(trial_id, "outcome", "INTERRUPTED")
+            storage.set_trial_user_attr(trial_id, "reason", reason)
+            storage.set_trial_user_attr(trial_id, "measured", False)
+            if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
+                continue
+        except UpdateFinishedTrialError:
+            continue  # another coordinator reclaimed it first
+        if trial.params:
+            enqueue_again(trial.params, trial.user_attrs.get("role", "search"), trial.number)
+        count += 1
+    return count
