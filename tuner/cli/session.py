@@ -45,6 +45,22 @@ def host_facts(device: str) -> dict[str, float | None]:
             "host_memory_gb": psutil.virtual_memory().total / 1e9}
 
 
+def _health_request(uri: str) -> Any:
+    """The ``/health`` request of a tracking server; credentials in the URI become a basic-auth header
+    (urllib does not take them from the URL)."""
+    import base64
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(uri)
+    bare = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    request = urllib.request.Request(bare.rstrip("/") + "/health")
+    if parts.username is not None:
+        pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        request.add_header("Authorization", "Basic " + base64.b64encode(pair.encode()).decode())
+    return request
+
+
 def mlflow_reachable(uri: str, timeout_s: float = 5.0) -> str | None:
     """None when an HTTP tracking server answers its health check; else why not.
 
@@ -56,8 +72,9 @@ def mlflow_reachable(uri: str, timeout_s: float = 5.0) -> str | None:
     import urllib.error
     import urllib.request
 
+    request = _health_request(uri)
     try:
-        with urllib.request.urlopen(uri.rstrip("/") + "/health", timeout=timeout_s) as response:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
             return None if response.status < 500 else f"health check answered {response.status}"
     except (urllib.error.URLError, OSError) as error:
         return f"{type(error).__name__}: {getattr(error, 'reason', error)}"
@@ -178,6 +195,18 @@ def _storage_cause(error: BaseException) -> str | None:
     return None
 
 
+def _reference_store(opened: OpenStudy, uri: str | None) -> Any:
+    """Where the reference output is shared between hosts: the study's MLflow experiment when the
+    study is tracked (artifacts through the tracking server), else this host's disk."""
+    from tuner.study.reference import LocalReferenceStore
+
+    if uri is None:
+        return LocalReferenceStore()
+    from tuner.tracking.reference_artifact import MlflowReferenceStore
+
+    return MlflowReferenceStore.for_study(uri, opened)
+
+
 def _resources(device: str, gpus: list[int] | None) -> list[str]:
     """The devices of this host a session locks: its GPUs, or the CPU."""
     from tuner.gpu import visible_gpu_indices
@@ -225,7 +254,8 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
     coordinator = Coordinator(
         opened=opened, runner=runner, slots=slots, home=home, device=device, plan=plan,
         budget_trials=study.user_attrs.get("budget_trials"),
-        wall_time_s=study.user_attrs.get("budget_wall_time_s"), listeners=listeners)
+        wall_time_s=study.user_attrs.get("budget_wall_time_s"), listeners=listeners,
+        reference_store=_reference_store(opened, tracking_uri(mlflow_uri) if tracker is not None else None))
     try:
         with _ctrl_c_stops(coordinator, err):
             summary = coordinator.run()

@@ -47,15 +47,9 @@ from tuner.study.heartbeats import HOST, Heartbeats, reclaim_stale, worker_id
 from tuner.study.listeners import Listener, Summary
 from tuner.study.objectives import ConstraintPlan, Verdict, judge, wall
 from tuner.study.records import result_attributes
-from tuner.study.shared import (
-    EXCLUSIVE_ROLES,
-    SharedView,
-    enqueue_again,
-    give_back,
-    held_ids,
-    queue_reference,
-    settle_copies,
-)
+from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore
+from tuner.study.shared import (EXCLUSIVE_ROLES, SharedView, enqueue_again, give_back, held_ids, queue_reference,
+                                settle_copies, tell_copy)
 from tuner.study.studies import OpenStudy, study_directory
 
 if TYPE_CHECKING:
@@ -89,6 +83,7 @@ class Coordinator:
     budget_trials: int | None
     wall_time_s: float | None
     listeners: list[Listener] = field(default_factory=list)
+    reference_store: ReferenceStore = field(default_factory=LocalReferenceStore)  # how hosts share the output
 
     def __post_init__(self) -> None:
         self.study = self.opened.study
@@ -98,6 +93,7 @@ class Coordinator:
         self.quality_metrics = sorted(self.spec.used_metrics & QUALITY_METRIC_NAMES)
         self._interrupt = threading.Event()
         self._claims = claims_for(self.study)
+        self._handoff = ReferenceHandOff(self.reference_store, self.study_dir / "reference_output.npz")
 
     def interrupt(self) -> None:
         """Ask the loop to stop (signal-safe): no new trials; those in flight end within seconds."""
@@ -111,11 +107,8 @@ class Coordinator:
         return sum(1 for t in self._trials() if t.user_attrs.get("measured"))
 
     def _reference_output(self) -> str | None:
-        for trial in self._trials():
-            path = trial.user_attrs.get("reference_output")
-            if path and Path(path).exists():
-                return str(path)
-        return None
+        """A verified local copy of the reference's output (fetched once from another host if need be)."""
+        return self._handoff.output(self._trials(), self.study.user_attrs)
 
     def _reference_settings(self) -> dict[str, Any] | None:
         if self.spec.reference is None:
@@ -350,6 +343,12 @@ class Coordinator:
         trial.set_user_attr("placeholder_values", verdict.placeholder)
         if role == "reference" and result.output_path:
             trial.set_user_attr("reference_output", result.output_path)
+            if result.outcome is Outcome.OK:
+                for key, value in self._handoff.publish(self.study.study_name, trial.number,
+                                                        Path(result.output_path)).items():
+                    trial.set_user_attr(key, value)
+        elif self._handoff.note:
+            trial.set_user_attr("fingerprint_note", self._handoff.note)  # this host differs from the reference's
         if verdict.unavailable_constraints:
             trial.set_user_attr("unavailable_constraints", verdict.unavailable_constraints)
         if verdict.values is None:
@@ -362,20 +361,7 @@ class Coordinator:
 
     def _tell_copy(self, trial: "optuna.Trial", candidate: Candidate, original: "FrozenTrial",
                    started: float) -> None:
-        from optuna.trial import TrialState
-
-        trial.set_user_attr("duplicate_of", original.number)
-        trial.set_user_attr("measured", False)
-        for key in ("outcome", "reason", "metrics", "placeholder_values"):
-            if key in original.user_attrs:
-                trial.set_user_attr(key, original.user_attrs[key])
-        if original.values is None:
-            frozen = self.study.tell(trial, state=TrialState.FAIL)
-        else:
-            for key, value in original.constraints.items():
-                trial.set_constraint(key, value)
-            frozen = self.study.tell(trial, list(original.values))
-        self._notify(frozen, self._measured_count(), self.budget_trials, started)
+        self._notify(tell_copy(self.study, trial, original), self._measured_count(), self.budget_trials, started)
 
     def _notify(self, frozen: "FrozenTrial", done: int, total: int | None, started: float) -> None:
         if not self.listeners:

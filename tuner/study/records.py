@@ -72,6 +72,9 @@ class TrialRecord:
     datetime_start: str | None
     datetime_complete: str | None
     samples: Mapping[str, str] = field(default_factory=dict)
+    host: str | None = None  # where the trial ran (every coordinator writes these when it starts a trial)
+    worker: str | None = None
+    fingerprint_note: str | None = None  # how this host differs from the reference's, when it does
 
     @staticmethod
     def from_trial(trial: "FrozenTrial") -> "TrialRecord":
@@ -95,6 +98,9 @@ class TrialRecord:
             datetime_start=trial.datetime_start.isoformat() if trial.datetime_start else None,
             datetime_complete=trial.datetime_complete.isoformat() if trial.datetime_complete else None,
             samples=dict(attrs.get("samples", {})),
+            host=attrs.get("host"),
+            worker=attrs.get("worker"),
+            fingerprint_note=attrs.get("fingerprint_note"),
         )
 
     def metric_value(self, name: str) -> float | None:

@@ -133,3 +133,20 @@ def held_ids(inflight: dict[Any, Any], waiting: dict[str, list[Twin]], held: tup
     ids = {job.trial._trial_id for job in inflight.values()}
     ids |= {trial._trial_id for twins in waiting.values() for trial, _ in twins}
     return ids | ({held[0]._trial_id} if held is not None else set())
+
+
+def tell_copy(study: "optuna.Study", trial: "optuna.Trial", original: "FrozenTrial") -> "FrozenTrial":
+    """Tell ``trial`` as a copy of ``original`` (same setting, measured before): its outcome, reason,
+    metrics, values and constraints, ``duplicate_of`` set and ``measured`` false (it costs no budget)."""
+    from optuna.trial import TrialState
+
+    trial.set_user_attr("duplicate_of", original.number)
+    trial.set_user_attr("measured", False)
+    for key in ("outcome", "reason", "metrics", "placeholder_values"):
+        if key in original.user_attrs:
+            trial.set_user_attr(key, original.user_attrs[key])
+    if original.values is None:
+        return study.tell(trial, state=TrialState.FAIL)
+    for key, value in original.constraints.items():
+        trial.set_constraint(key, value)
+    return study.tell(trial, list(original.values))

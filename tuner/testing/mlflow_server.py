@@ -1,4 +1,5 @@
-"""A real ``mlflow server`` on a free localhost port, for tests (SQLite backend, local artifacts).
+"""A real ``mlflow server`` on a free localhost port, for tests (SQLite or a given backend store,
+proxied artifacts in a local folder).
 
 Not simulated: it is MLflow's own server process, started with the same
 helpers ``tuner ui`` uses, in its own process group, and always stopped.
@@ -37,10 +38,15 @@ def free_port() -> int:
         return int(probe.getsockname()[1])
 
 
-def start_mlflow_server(folder: Path, port: int | None = None, timeout_s: float = 240.0) -> MlflowServer:
-    """Start a server whose store is ``folder/mlflow.db`` and artifacts ``folder/artifacts``."""
+def start_mlflow_server(folder: Path, port: int | None = None, timeout_s: float = 240.0,
+                        backend_uri: str | None = None) -> MlflowServer:
+    """Start a server whose store is ``backend_uri`` (default ``sqlite:///folder/mlflow.db``; e.g. a
+    ``postgresql+psycopg://`` URL) and whose artifacts are proxied into ``folder/artifacts``
+    (``--artifacts-destination``: clients upload and download through the server)."""
+    from tuner.secrets import redact_text
+
     folder.mkdir(parents=True, exist_ok=True)
-    backend = f"sqlite:///{folder / 'mlflow.db'}"
+    backend = backend_uri or f"sqlite:///{folder / 'mlflow.db'}"
     artifacts = folder / "artifacts"
     port = port or free_port()
     log = folder / f"server-{port}.log"
@@ -54,14 +60,15 @@ def start_mlflow_server(folder: Path, port: int | None = None, timeout_s: float 
         wait_healthy(server.url, timeout_s, process)
     except Exception:
         server.stop()
-        raise RuntimeError(f"mlflow server did not start: {log.read_text()[-2000:]}") from None
+        raise RuntimeError(f"mlflow server did not start: {redact_text(log.read_text()[-2000:])}") from None
     return server
 
 
 @contextmanager
-def running_mlflow_server(folder: Path, port: int | None = None) -> Iterator[MlflowServer]:
+def running_mlflow_server(folder: Path, port: int | None = None,
+                          backend_uri: str | None = None) -> Iterator[MlflowServer]:
     """:func:`start_mlflow_server`, stopped on exit."""
-    server = start_mlflow_server(folder, port)
+    server = start_mlflow_server(folder, port, backend_uri=backend_uri)
     try:
         yield server
     finally:

@@ -9,7 +9,8 @@ build, both live (:class:`~tuner.tracking.live.MlflowTracker`) and on rebuild
   GPU / host fingerprint as ``host.*``) and params (the search space).
 * :func:`child_payload` — a trial's child run: params (``derived.*`` for derived
   values), every available metric (unit in the name), constraint violations
-  (``constraint.*``), outcome / role / reason tags, and the sample files.
+  (``constraint.*``), outcome / role / reason tags, where it ran (``tuner.host``,
+  ``tuner.worker``: :func:`trial_host_tags`), and the sample files.
 * :func:`rank_payload` — ``pareto_rank`` / ``on_front`` (tags and metrics) of a trial.
 * :func:`build_front_views` — the parent run's artifacts (front table as CSV and
   as an MLflow table, ``front.json``, pairwise Pareto PNGs, interactive HTML, hypervolume history,
@@ -101,7 +102,7 @@ class ChildPayload:
 
 def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str) -> ChildPayload:
     """The child run of ``record`` (placeholders never become metrics; unavailable metrics are tags)."""
-    tags = {k: v for k, v in info.tags.items() if k in HOST_TAG_KEYS}
+    tags = trial_host_tags(record, info)
     tags.update({"mlflow.parentRunId": parent_run_id, "tuner.study": info.study_name,
                  "tuner.trial_number": str(record.number), "tuner.role": record.role,
                  "tuner.outcome": record.outcome, "tuner.state": record.state})
@@ -130,6 +131,27 @@ def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str) -
                 metrics[key] = float(seconds)
     status = "FINISHED" if record.outcome == "OK" else "FAILED"
     return ChildPayload(f"trial {record.number}", tags, params, metrics, status, dict(record.samples))
+
+
+def trial_host_tags(record: TrialRecord, info: StudyRunInfo) -> dict[str, str]:
+    """The child run's host tags: the study's (``tuner.device``, ``tuner.gpu_type``, ``host.*``)
+    and where the trial ran: ``tuner.host``, ``tuner.worker`` (``host:pid``), ``tuner.fingerprint_note``.
+
+    The latter come from the trial's ``host`` / ``worker`` / ``fingerprint_note`` attributes
+    (trials from before the fleet have none, and keep the study's tags only). A trial that
+    ran on another host than the one whose fingerprint the study holds gets
+    ``host.hostname`` = its host, and the study's other ``host.*`` facts are left out of its
+    run: they describe another machine.
+    """
+    tags = {k: v for k, v in info.tags.items() if k in HOST_TAG_KEYS}
+    facts = {key: getattr(record, attr, None) for key, attr in
+             (("tuner.host", "host"), ("tuner.worker", "worker"), ("tuner.fingerprint_note", "fingerprint_note"))}
+    tags.update({key: str(value)[:4000] for key, value in facts.items() if value})
+    host = tags.get("tuner.host")
+    if host is not None and host != info.tags.get("host.hostname"):
+        tags = {k: v for k, v in tags.items() if not k.startswith("host.")}
+        tags["host.hostname"] = host
+    return tags
 
 
 def ranks_of(records: Sequence[TrialRecord], directions: Sequence[str]) -> dict[int, int]:

@@ -120,9 +120,9 @@ def log_child(client: "MlflowClient", experiment_id: str, payload: ChildPayload,
             client.log_artifact(run_id, path, SAMPLE_ARTIFACT_DIR)
         else:
             missing.append(name)
-    done = {LOGGED_TAG: "1", **({"tuner.samples_missing": ", ".join(missing)} if missing else {})}
-    log_batch(client, run_id, tags=done)  # last: a run without it is incomplete
     client.set_terminated(run_id, status=payload.status)
+    done = {LOGGED_TAG: "1", **({"tuner.samples_missing": ", ".join(missing)} if missing else {})}
+    log_batch(client, run_id, tags=done)  # last, after the status: a run without it is incomplete
     return run_id
 
 

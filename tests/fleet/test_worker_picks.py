@@ -1,0 +1,85 @@
+"""``tuner worker`` without a study: it takes the open studies for this host's GPU type, oldest first,
+skips cancelled ones and those for other GPUs, and with ``--once`` exits when none is left."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import optuna
+
+ROOT = Path(__file__).resolve().parents[2]
+SPEC = """name: picks
+workload: {class: "tuner.workloads.fake:NoOpWorkload", timeout_s: 60}
+parameters:
+  x: {type: int, low: 0, high: 1000000}
+objectives:
+  - {metric: latency_p50_s, direction: minimize}
+measurement: {warmup: 0, min_repeats: 1, max_repeats: 1}
+budget: {trials: 3}
+sampler: {name: random}
+"""
+
+
+def test_a_worker_runs_the_open_studies_for_its_gpu_type_then_exits_once(tmp_path: Path) -> None:
+    import tuner
+    from tuner.fleet.worker import open_studies
+
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    spec = tmp_path / "picks.yaml"
+    spec.write_text(SPEC)
+    for name in ("first", "second", "for_h200", "cancelled"):
+        tuner.create_study(spec, study_name=name, storage=url, home=tmp_path / "creator")
+    storage = optuna.storages.RDBStorage(url)
+    optuna.load_study(study_name="for_h200", storage=storage).set_user_attr("gpu_type", "NVIDIA H200")
+    optuna.load_study(study_name="cancelled", storage=storage).set_user_attr("cancelled", True)
+    assert [s.name for s in open_studies(url, "cpu")] == ["first", "second"]
+
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run([sys.executable, "-m", "tuner", "worker", "--storage", url, "--once", "--no-mlflow",
+                           "--home", str(tmp_path / "host")], cwd=tmp_path, env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "no open study for this host: done (--once)" in done.stdout
+
+    def measured(name: str) -> int:
+        trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
+        return sum(1 for t in trials if t.user_attrs.get("measured"))
+
+    assert (measured("first"), measured("second")) == (3, 3)
+    assert (measured("for_h200"), measured("cancelled")) == (0, 0), "other GPUs' and cancelled studies untouched"
+    first = optuna.load_study(study_name="first", storage=storage).get_trials(deepcopy=False)
+    second = optuna.load_study(study_name="second", storage=storage).get_trials(deepcopy=False)
+    assert max(t.datetime_complete for t in first if t.datetime_complete) <= \
+        min(t.datetime_start for t in second if t.datetime_start), "the oldest study first"
+    assert open_studies(url, "cpu") == []
+
+
+def test_a_cancelled_study_stops_its_workers_after_the_trials_in_flight(tmp_path: Path) -> None:
+    import time
+
+    import tuner
+
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    spec = tmp_path / "picks.yaml"
+    spec.write_text(SPEC.replace("trials: 3", "trials: 200"))
+    tuner.create_study(spec, study_name="long", storage=url, home=tmp_path / "creator")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    worker = subprocess.Popen([sys.executable, "-m", "tuner", "worker", "long", "--storage", url, "--no-mlflow",
+                               "--home", str(tmp_path / "host")], cwd=tmp_path, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    storage = optuna.storages.RDBStorage(url)
+    study = optuna.load_study(study_name="long", storage=storage)
+    deadline = time.monotonic() + 300
+    while sum(1 for t in study.get_trials(deepcopy=False) if t.user_attrs.get("measured")) < 2:
+        assert time.monotonic() < deadline and worker.poll() is None
+        time.sleep(0.3)
+    study.set_user_attr("cancelled", True)
+    output, _ = worker.communicate(timeout=300)
+    assert worker.returncode == 0, output[-2000:]
+    assert "stopped: cancelled" in " ".join(output.split()), output[-2000:]
+    trials = study.get_trials(deepcopy=False)
+    assert sum(1 for t in trials if t.user_attrs.get("measured")) < 200
+    assert not any(t.state.name == "RUNNING" for t in trials), "the trial in flight finished; nothing left running"
