@@ -1,5 +1,5 @@
 """``tuner serve`` over real HTTP: auth, bind, refusals, summaries, export, cancel, and the whole path
-submit (``tuner submit``) -> a worker runs the study (``tuner resume``) -> export, on a real storage.
+submit (``tuner submit``) -> a worker runs the study (``tuner worker --once``) -> export, on a real storage.
 
 The storage URL carries a password (:data:`service_harness.SECRET`); no answer, log line or export
 may show it, nor the token.
@@ -291,7 +291,7 @@ def test_cancel_marks_the_study_for_its_workers(service: Service) -> None:
 
 @pytest.mark.slow
 def test_submit_then_a_worker_runs_it_then_export_and_cancel_over_real_http(tmp_path: Path) -> None:
-    """`tuner serve` + `tuner submit` + `tuner resume` (the worker, until `tuner worker` lands) as real processes."""
+    """`tuner serve` + `tuner submit` + `tuner worker` (which finds the submitted study itself) as real processes."""
     home = tmp_path / "home"
     url = f"sqlite:///{tmp_path / 'studies.db'}?password={SECRET}"
     token_file = tmp_path / "token"
@@ -311,8 +311,9 @@ def test_submit_then_a_worker_runs_it_then_export_and_cancel_over_real_http(tmp_
         unauthorised = tuner("submit", str(FAKE_SPEC), "--server", base, "--gpu-type", "cpu", cwd=tmp_path)
         assert unauthorised.returncode == 2 and "401 Unauthorized" in unauthorised.stderr
 
-        worker = tuner("resume", "e2e", "--storage", url, "--no-mlflow", "--home", str(home), cwd=tmp_path)
+        worker = tuner("worker", "--once", "--storage", url, "--no-mlflow", "--home", str(home), cwd=tmp_path)
         assert worker.returncode == 0, worker.stderr[-3000:]
+        assert "no open study for this host: done (--once)" in worker.stdout
 
         service = Service(base, TOKEN, url)
         summary = service.request("GET", "/api/studies/e2e")
