@@ -28,18 +28,10 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from tuner.testing.noop_spec import noop_spec
+
 ROOT = Path(__file__).resolve().parents[1]
-SPEC = """
-name: fleet_noop
-workload: {class: "tuner.workloads.fake:NoOpWorkload", timeout_s: 120}
-parameters:
-  x: {type: int, low: 0, high: 1000000000}
-objectives:
-  - {metric: latency_p50_s, direction: minimize}
-measurement: {warmup: 0, min_repeats: 1, max_repeats: 1}
-budget: {trials: 32}
-sampler: {name: random}
-"""
+SPEC = noop_spec("fleet_noop", trials=32, timeout_s=120)
 
 
 def _study(url: str, name: str, trials: int, directory: Path) -> None:

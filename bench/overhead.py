@@ -31,19 +31,10 @@ from tuner.spec.loading import parse_spec
 from tuner.study.coordinator import Coordinator
 from tuner.study.objectives import plan_constraints
 from tuner.study.studies import create_study
+from tuner.testing.noop_spec import noop_spec
 from tuner.tracking.live import MlflowTracker, StudyRunInfo
 
-SPEC = """
-name: noop_overhead
-workload: {class: "tuner.workloads.fake:NoOpWorkload", timeout_s: 60}
-parameters:
-  x: {type: int, low: 0, high: 1000000}
-objectives:
-  - {metric: latency_p50_s, direction: minimize}
-measurement: {warmup: 0, min_repeats: 1, max_repeats: 1}
-budget: {trials: 30}
-sampler: {name: random}
-"""
+SPEC = noop_spec("noop_overhead", trials=30)
 
 
 def bare_optuna(trials: int, directory: Path) -> float:

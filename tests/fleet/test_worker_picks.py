@@ -10,17 +10,10 @@ from pathlib import Path
 
 import optuna
 
+from tuner.testing.noop_spec import noop_spec
+
 ROOT = Path(__file__).resolve().parents[2]
-SPEC = """name: picks
-workload: {class: "tuner.workloads.fake:NoOpWorkload", timeout_s: 60}
-parameters:
-  x: {type: int, low: 0, high: 1000000}
-objectives:
-  - {metric: latency_p50_s, direction: minimize}
-measurement: {warmup: 0, min_repeats: 1, max_repeats: 1}
-budget: {trials: 3}
-sampler: {name: random}
-"""
+SPEC = noop_spec("picks", trials=3)
 
 
 def test_a_worker_runs_the_open_studies_for_its_gpu_type_then_exits_once(tmp_path: Path) -> None:
@@ -64,7 +57,7 @@ def test_a_cancelled_study_stops_its_workers_after_the_trials_in_flight(tmp_path
 
     url = f"sqlite:///{tmp_path / 'fleet.db'}"
     spec = tmp_path / "picks.yaml"
-    spec.write_text(SPEC.replace("trials: 3", "trials: 200"))
+    spec.write_text(noop_spec("picks", trials=200))
     tuner.create_study(spec, study_name="long", storage=url, home=tmp_path / "creator")
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     worker = subprocess.Popen([sys.executable, "-m", "tuner", "worker", "long", "--storage", url, "--no-mlflow",

@@ -46,7 +46,8 @@ def worker_id() -> str:
     return f"{HOST}:{os.getpid()}"
 
 
-def _pid_alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process with ``pid`` exists on this host (one we may not signal counts as alive)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
@@ -63,7 +64,7 @@ def _local_worker_gone(worker: str | None) -> bool:
     host, _, pid = worker.rpartition(":")
     if host != HOST or not pid.isdigit():
         return False
-    return int(pid) != os.getpid() and not _pid_alive(int(pid))
+    return int(pid) != os.getpid() and not pid_alive(int(pid))
 
 
 class Heartbeats:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuner.study.claims import ensure_tables
-from tuner.study.heartbeats import HOST
+from tuner.study.heartbeats import HOST, pid_alive
 from tuner.study.storage import StudyError
 
 HEARTBEAT_S = 10.0
@@ -45,16 +45,6 @@ def _table(metadata: Any) -> Any:
                  Column("host", String(255), nullable=False),
                  Column("pid", Integer, nullable=False),
                  Column("heartbeat", Float, nullable=False))
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @dataclass
@@ -122,7 +112,7 @@ class StudyLock:
 
     def _stale(self, host: str, pid: int, heartbeat: float) -> bool:
         if host == self.host:
-            return not _pid_alive(pid) or pid == self.pid
+            return not pid_alive(pid) or pid == self.pid
         return time.time() - heartbeat > STALE_AFTER_S
 
     def _beat(self) -> None:
