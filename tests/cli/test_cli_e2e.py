@@ -69,9 +69,11 @@ def test_run_logs_mlflow_exports_and_reports_status(tmp_path: Path) -> None:
     experiment = client.get_experiment_by_name("fake_demo @ cpu")
     assert experiment is not None
     runs = client.search_runs([experiment.experiment_id])
-    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
+    parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags and "tuner.reference_of" not in r.data.tags]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
     assert len(parents) == 1 and len(children) == 6
+    shared = [r for r in runs if r.data.tags.get("tuner.reference_of") == "demo"]
+    assert len(shared) == 1 and shared[0].data.tags["tuner.reference_sha256"], "the reference output, for other hosts"
     child = next(r for r in children if r.data.tags["tuner.role"] == "baseline")
     assert child.data.tags["tuner.outcome"] == "OK"
     assert child.data.tags["tuner.gpu_type"] == "cpu" and child.data.tags["host.hostname"]
