@@ -20,13 +20,13 @@ def ensure_tables(metadata: Any, engine: Any) -> None:
     """Create tuner's own tables in ``metadata`` if missing; another process creating them at the same
     instant is fine (its "already exists" is ignored once the table is seen)."""
     from sqlalchemy import inspect
-    from sqlalchemy.exc import OperationalError, ProgrammingError
+    from sqlalchemy.exc import DBAPIError
 
     for attempt in range(5):
         try:
             metadata.create_all(engine, checkfirst=True)
             return
-        except (OperationalError, ProgrammingError):
+        except DBAPIError:  # SQLite: OperationalError; PostgreSQL: IntegrityError on its catalogue
             existing = set(inspect(engine).get_table_names())
             if all(name in existing for name in metadata.tables):
                 return
@@ -34,7 +34,8 @@ def ensure_tables(metadata: Any, engine: Any) -> None:
                 raise
 
 
-def _table(metadata: Any) -> Any:
+def claims_table(metadata: Any) -> Any:
+    """The ``tuner_candidate_claims`` table in ``metadata``."""
     from sqlalchemy import Column, Integer, String, Table
 
     return Table("tuner_candidate_claims", metadata,
@@ -55,7 +56,7 @@ class Claims:
         from sqlalchemy import MetaData
 
         self._metadata = MetaData()
-        self._claims = _table(self._metadata)
+        self._claims = claims_table(self._metadata)
 
     def _create(self) -> None:
         if not self._ready:

@@ -165,3 +165,20 @@ def lock_for(study: Any, resources: list[str] | None = None) -> StudyLock:
     if engine is None:
         raise StudyError(f"study '{study.study_name}': its storage ({type(backend).__name__}) cannot hold a lock")
     return StudyLock(engine, study.study_name, list(resources or ["cpu"]))
+
+
+def ensure_tuner_tables(study: Any) -> None:
+    """Create the tuner's own tables (locks, claims) in the study's database, if missing: once when a
+    study is created, so workers starting together do not race to create them."""
+    from sqlalchemy import MetaData
+
+    from tuner.study.claims import claims_table
+
+    backend = getattr(study._storage, "_backend", study._storage)
+    engine = getattr(backend, "engine", None)
+    if engine is None:
+        return
+    metadata = MetaData()
+    _table(metadata)
+    claims_table(metadata)
+    ensure_tables(metadata, engine)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SamplerName, StudySpec, spec_hash
 from tuner.study.samplers import make_sampler
+from tuner.study.lock import ensure_tuner_tables
 from tuner.study.storage import StudyError, missing_sqlite_file, open_storage, redact_url
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: 
         study.enqueue_trial(dict(spec.reference), user_attrs={"role": "reference"})
     if spec.baseline is not None and spec.baseline != spec.reference:
         study.enqueue_trial(dict(spec.baseline), user_attrs={"role": "baseline"})
+    ensure_tuner_tables(study)
     return OpenStudy(study, spec, spec_text, url, created=True)
 
 
