@@ -51,7 +51,10 @@ def _trials(url: str) -> list[optuna.trial.FrozenTrial]:
     return optuna.load_study(study_name="fleet", storage=url).get_trials(deepcopy=False)
 
 
-def _fleet(url: str, tmp_path: Path) -> None:
+def _run_fleet(url: str, tmp_path: Path) -> tuple[int, dict[int, int], subprocess.CompletedProcess[str]]:
+    """Create the study, start three workers, SIGKILL host1's group mid-trial, wait for the others.
+
+    Returns (the killed trial's number, the surviving workers' exit codes by index, ``tuner status``)."""
     import tuner
 
     spec = tmp_path / "fleet.yaml"
@@ -70,37 +73,34 @@ def _fleet(url: str, tmp_path: Path) -> None:
                                          and str(t.user_attrs.get("worker", "")).startswith("host1:")
                                          and t.user_attrs.get("slot")), None))
         os.killpg(workers[1].pid, signal.SIGKILL)  # the host dies mid-trial: worker, fork server, trial
-        for index in (0, 2):
-            assert workers[index].wait(300) == 0, (tmp_path / f"host{index}.log").read_text()[-2000:]
+        codes = {index: workers[index].wait(300) for index in (0, 2)}
     finally:
         for process in workers:
             if process.poll() is None:
                 os.killpg(process.pid, signal.SIGKILL)
                 process.wait(30)
+    shown = subprocess.run([sys.executable, "-m", "tuner", "status", "fleet", "--storage", url], cwd=tmp_path,
+                           capture_output=True, text=True, env={**env, "COLUMNS": "250"}, timeout=120)
+    return victim.number, codes, shown
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("storage", [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
+def test_three_workers_share_a_study_and_survive_a_dead_host(storage: str, tmp_path: Path,
+                                                              request: pytest.FixtureRequest) -> None:
+    url = request.getfixturevalue("postgres_url") if storage == "postgres" else f"sqlite:///{tmp_path / 's.db'}"
+    killed, codes, shown = _run_fleet(url, tmp_path)
+    assert codes == {0: 0, 2: 0}, [(tmp_path / f"host{i}.log").read_text()[-2000:] for i in (0, 2)]
     trials = _trials(url)
     measured = [t for t in trials if t.user_attrs.get("measured")]
     assert len(measured) == BUDGET, "the budget is met exactly"
     keys = [t.user_attrs["candidate_key"] for t in measured]
     assert len(set(keys)) == len(keys), "no setting was measured twice"
-    killed = trials[victim.number]
-    assert killed.state.name == "FAIL" and killed.user_attrs["outcome"] == "INTERRUPTED"
-    assert "heartbeats" in killed.user_attrs["reason"], killed.user_attrs["reason"]
-    rerun = [t for t in trials if t.user_attrs.get("rerun_of") == victim.number]
+    assert trials[killed].state.name == "FAIL" and trials[killed].user_attrs["outcome"] == "INTERRUPTED"
+    assert "heartbeats" in trials[killed].user_attrs["reason"], trials[killed].user_attrs["reason"]
+    rerun = [t for t in trials if t.user_attrs.get("rerun_of") == killed]
     assert rerun and rerun[0].state.name == "COMPLETE", "the dead host's setting is completed by another"
     assert not str(rerun[0].user_attrs["worker"]).startswith("host1:")
     assert all(t.user_attrs.get("host") and t.user_attrs.get("slot") for t in measured)
     assert len({t.user_attrs["host"] for t in measured}) >= 2, "the work was shared"
-    shown = subprocess.run([sys.executable, "-m", "tuner", "status", "fleet", "--storage", url], cwd=tmp_path,
-                           capture_output=True, text=True, env={**env, "COLUMNS": "250"}, timeout=120)
     assert shown.returncode == 0 and "host0" in shown.stdout and "host2" in shown.stdout, shown.stdout[-3000:]
-
-
-@pytest.mark.postgres
-@pytest.mark.slow
-def test_three_workers_share_a_postgres_study_and_survive_a_dead_host(postgres_url: str, tmp_path: Path) -> None:
-    _fleet(postgres_url, tmp_path)
-
-
-@pytest.mark.slow
-def test_three_workers_share_a_sqlite_study_and_survive_a_dead_host(tmp_path: Path) -> None:
-    _fleet(f"sqlite:///{tmp_path / 'shared.db'}", tmp_path)
