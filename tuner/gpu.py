@@ -224,7 +224,8 @@ def resolve_device(requested: str) -> str:
     if requested == "auto":
         return "cuda" if list_gpus() else "cpu"
     if requested == "cuda" and not list_gpus():
-        raise ValueError("workload.device is cuda but no NVIDIA GPU is visible (NVML found none)")
+        raise ValueError("cuda, but no NVIDIA GPU is visible here (NVML found none); use "
+                         "'device: auto' (a GPU when one is visible, else the CPU) or 'device: cpu'")
     return requested
 
 

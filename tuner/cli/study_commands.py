@@ -58,7 +58,7 @@ def _resolve_device(requested: str) -> str:
     try:
         return resolve_device(requested)
     except ValueError as error:
-        fail(f"{error}; use 'device: auto' (a GPU when one is visible, else the CPU) or 'device: cpu'")
+        fail(f"workload.device: {error}")
         raise
 
 

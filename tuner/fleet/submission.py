@@ -28,8 +28,6 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-import yaml
-
 from tuner.fleet.api_models import SubmitRequest
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SamplerName, SpecError, StudySpec
@@ -72,23 +70,13 @@ def _target_gpu_type(spec: StudySpec, given: str | None) -> tuple[str, str]:
     return ("cpu", "cpu") if chosen.lower() == "cpu" else (chosen, "cuda")
 
 
-def _yaml_line(text: str, error: "yaml.YAMLError") -> str:
-    """``submitted spec:LINE: (top level): not valid YAML: problem`` for an error the spec loader let out."""
-    position = getattr(error, "position", None)
-    line = text[:position].count("\n") + 1 if isinstance(position, int) else 1
-    problem = " ".join(str(error).splitlines()[0].split()) if str(error) else type(error).__name__
-    return f"{SOURCE}:{line}: (top level): not valid YAML: {problem}"
-
-
 def check_submission(request: SubmitRequest, allow_command_workloads: bool) -> tuple[StudySpec, str, str, str]:
     """(spec, study name, gpu_type, device) of an acceptable submission; Refused otherwise (checks 1-5,
     the name's existence aside)."""
     try:
         spec = parse_spec(request.spec_yaml, source=SOURCE)
-    except SpecError as error:
+    except SpecError as error:  # every YAML problem too, control characters included
         raise Refused(400, str(error)) from None
-    except yaml.YAMLError as error:  # PyYAML's reader refuses a control character before the loader's guard
-        raise Refused(400, _yaml_line(request.spec_yaml, error)) from None
     adapter = spec.workload.adapter
     if adapter in CODE_ADAPTERS and not allow_command_workloads:
         raise Refused(403, f"{SOURCE}: workload.{adapter}: a {adapter} workload runs code the spec names on every "

@@ -97,18 +97,22 @@ def stale_trial_ids(study: "optuna.Study") -> dict[int, str]:
 
     storage = study._storage
     stale: dict[int, str] = {}
-    beating: set[int] = set()
-    if getattr(storage, "get_heartbeat_interval", lambda: None)():
+    heartbeats = bool(getattr(storage, "get_heartbeat_interval", lambda: None)())
+    if heartbeats:
         for trial_id in storage._get_stale_trial_ids(study._study_id):
             stale[trial_id] = "its worker stopped sending heartbeats (host down or cut off from the storage)"
-        beating = _trials_with_heartbeat(storage)
+    unclaimed: list[Any] = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
         worker = trial.user_attrs.get("worker")
         if trial._trial_id in stale:
             continue
         if _local_worker_gone(worker):
             stale[trial._trial_id] = f"its coordinator ({worker}) stopped while it ran"
-        elif worker is None and trial._trial_id not in beating and _started_before(trial, UNCLAIMED_AFTER_S):
+        elif worker is None and _started_before(trial, UNCLAIMED_AFTER_S):
+            unclaimed.append(trial)
+    beating = _trials_with_heartbeat(storage) if heartbeats and unclaimed else set()  # read only when needed
+    for trial in unclaimed:
+        if trial._trial_id not in beating:
             stale[trial._trial_id] = "the coordinator stopped while it ran"
     return stale
 

@@ -59,8 +59,7 @@ def _device(spec: StudySpec, refuse: Any) -> str:
     try:
         return resolve_device(spec.workload.device)
     except ValueError as error:
-        raise refuse(("workload", "device"), f"{error}; use 'device: auto' (a GPU when one is visible, else the "
-                     "CPU) or 'device: cpu'") from None
+        raise refuse(("workload", "device"), str(error)) from None
 
 
 def _sampler(spec: StudySpec, name: SamplerName, refuse: Any) -> None:
