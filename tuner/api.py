@@ -23,16 +23,22 @@ from tuner.study.studies import OpenStudy
 
 def create_study(spec: str | Path, *, study_name: str | None = None, storage: str | None = None,
                  home: str | Path | None = None, sampler: SamplerName | None = None,
-                 trials: int | None = None) -> OpenStudy:
+                 trials: int | None = None, warm_start: str | None = None,
+                 warm_start_storage: str | None = None) -> OpenStudy:
     """A new study from the spec file ``spec`` (reference and baseline enqueued first).
 
     ``study_name`` defaults to ``<spec>-<gpu type>-<UTC time>``; ``trials``
-    overrides the spec's budget. Raises ``SpecError`` for a spec a run could not start
-    on this host (the same checks as ``tuner validate``) and ``StudyError`` when the name exists.
+    overrides the spec's budget. ``warm_start`` names a finished study of the same spec
+    on other hardware (in ``warm_start_storage``, default ``storage``): its front is queued
+    after the reference and baseline, its memory evidence informs the memory model
+    (:mod:`tuner.study.warm_start`). Raises ``SpecError`` for a spec a run could not start
+    on this host (the same checks as ``tuner validate``) and ``StudyError`` when the name exists
+    or the warm-start study is missing, measured nothing or has other parameters.
     """
     from tuner.gpu import gpu_type
     from tuner.study import studies
     from tuner.study.preflight import check_runnable
+    from tuner.study.warm_start import enqueue_front, open_source
 
     path = Path(spec)
     loaded: StudySpec = load_spec(path)
@@ -41,8 +47,15 @@ def create_study(spec: str | Path, *, study_name: str | None = None, storage: st
     kind = gpu_type() if device == "cuda" else "cpu"
     url = storage_url(storage, tuner_home(home))
     name = study_name or studies.default_study_name(loaded, kind)
-    return studies.create_study(loaded, text, url, name, sampler or loaded.sampler.name, trials,
-                                studies.study_attributes(loaded, text, device, kind))
+    source = None
+    if warm_start is not None:
+        source = open_source(storage_url(warm_start_storage, tuner_home(home)) if warm_start_storage else url,
+                             warm_start, loaded)
+    opened = studies.create_study(loaded, text, url, name, sampler or loaded.sampler.name, trials,
+                                  studies.study_attributes(loaded, text, device, kind))
+    if source is not None:
+        enqueue_front(opened, source)
+    return opened
 
 
 def load_study(study_name: str, *, storage: str | None = None, home: str | Path | None = None,
@@ -54,12 +67,16 @@ def load_study(study_name: str, *, storage: str | None = None, home: str | Path 
 
 
 def run_study(opened: OpenStudy, *, home: str | Path | None = None, workers: int = 1,
-              mlflow_uri: str | None = None, use_mlflow: bool = True, verbose: bool = False) -> Summary:
+              mlflow_uri: str | None = None, use_mlflow: bool = True, verbose: bool = False,
+              memory_model: bool = True, warm_start_storage: str | None = None) -> Summary:
     """Run ``opened`` to its budget (as ``tuner run`` / ``tuner resume`` do) and return the summary.
 
     Trial files go under the tuner home; the best setting on the first
     objective is exported to ``<home>/<study>/best.yaml``. ``verbose`` prints
-    the CLI's display and summary on the terminal.
+    the CLI's display and summary on the terminal. ``memory_model=False`` runs every
+    setting, even one predicted to run out of memory (``--no-memory-model``);
+    ``warm_start_storage`` is where a warm start's source is, when its recorded URL
+    lost its credentials.
     """
     from rich.console import Console
 
@@ -68,7 +85,8 @@ def run_study(opened: OpenStudy, *, home: str | Path | None = None, workers: int
 
     device = opened.study.user_attrs.get("device") or resolve_device(opened.spec.workload.device)
     out, err = Console(quiet=not verbose), Console(stderr=True, quiet=not verbose)
-    return run_session(opened, tuner_home(home), device, workers, mlflow_uri, use_mlflow, out, err)
+    return run_session(opened, tuner_home(home), device, workers, mlflow_uri, use_mlflow, out, err,
+                       memory_model=memory_model, warm_start_storage=warm_start_storage)
 
 
 def export_config(opened: OpenStudy, output: str | Path, *, policy: str | None = None,

@@ -13,6 +13,10 @@ Outcomes
 ``CRASH``    the worker died (signal, non-zero exit, unexpected exception).
 ``INVALID``  the setting was rejected (a spec rule, or the workload refused it)
              and nothing was measured.
+``SKIPPED_PREDICTED_OOM``  never run: the study's memory model
+             (:mod:`tuner.study.feasibility`) predicted it would run out of memory.
+             Recorded by the coordinator like a rule-refused INVALID (free, an
+             infeasible point for the sampler); a worker never reports it.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ class Outcome(str, enum.Enum):
     TIMEOUT = "TIMEOUT"
     CRASH = "CRASH"
     INVALID = "INVALID"
+    SKIPPED_PREDICTED_OOM = "SKIPPED_PREDICTED_OOM"
 
     @property
     def is_infeasible_point(self) -> bool:

@@ -133,7 +133,8 @@ def _ctrl_c_stops(coordinator: Coordinator, err: Console) -> Iterator[None]:
 
 def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
                 use_mlflow: bool, out: Console, err: Console, overrides: dict[str, Any] | None = None,
-                gpus: list[int] | None = None) -> Summary:
+                gpus: list[int] | None = None, memory_model: bool = True,
+                warm_start_storage: str | None = None) -> Summary:
     """Run ``opened`` to its budget, print what happened, export the best setting to
     ``home/<study>/best.yaml``; returns the coordinator's summary.
 
@@ -143,7 +144,9 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
     GPU (per set of ``gpus_per_trial``), instead of ``workers`` slots over every visible GPU; on
     a CPU study they only name its shares (one slot each). Holds the locks of its devices on this
     host throughout (:mod:`tuner.study.lock`). Raises ``StudyError`` (one line) when a device is
-    locked or the storage fails.
+    locked or the storage fails. ``memory_model``: skip settings predicted to run out of memory
+    (:mod:`tuner.study.feasibility`), with a warm-started study's source evidence as its prior, read from
+    ``warm_start_storage`` when given (else the source's recorded storage).
     """
 
     study, spec = opened.study, opened.spec
@@ -151,7 +154,8 @@ def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow
     lock.acquire()  # StudyLocked (a StudyError) when another live coordinator runs this study
     try:
         _record_event(study, "resume" if not opened.created else "run", overrides or {})
-        return _locked_session(opened, home, device, workers, mlflow_uri, use_mlflow, out, err, gpus)
+        return _locked_session(opened, home, device, workers, mlflow_uri, use_mlflow, out, err, gpus,
+                               memory_model, warm_start_storage)
     except Exception as error:
         cause = _storage_cause(error)
         if cause is not None:
@@ -218,14 +222,31 @@ def _resources(device: str, gpus: list[int] | None) -> list[str]:
     return ["cpu"]
 
 
+def _memory_prior(opened: OpenStudy, plan: Any, gpu_memory_gb: float | None, warm_start_storage: str | None,
+                  out: Console) -> list[Any]:
+    """The memory model's prior (a warm start's source evidence), and one line on what the model knows."""
+    from tuner.study.feasibility import memory_limits
+    from tuner.study.warm_start import load_prior
+
+    prior, notes = load_prior(opened, gpu_memory_gb, warm_start_storage)
+    for note in notes:
+        out.print(f"[yellow]{escape(note)}[/]", soft_wrap=True)
+    limits = ", ".join(f"{metric} <= {limit:.4g} GB" for metric, limit in memory_limits(plan).items())
+    out.print(f"memory model: {limits or 'no memory limit on this host (OOM outcomes only)'}"
+              f"{f'; {len(prior)} observations from its warm start' if prior else ''} (--no-memory-model: off)")
+    return prior
+
+
 def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
-                    use_mlflow: bool, out: Console, err: Console, gpus: list[int] | None = None) -> Summary:
+                    use_mlflow: bool, out: Console, err: Console, gpus: list[int] | None = None,
+                    memory_model: bool = True, warm_start_storage: str | None = None) -> Summary:
     from tuner.gpu import visible_gpu_indices
     from tuner.host import idle_cores
     from tuner.ship.export import ExportError, build_config, choose, write_config
 
     study, spec = opened.study, opened.spec
-    plan = plan_constraints(spec, host_facts(device))
+    facts = host_facts(device)
+    plan = plan_constraints(spec, facts)
     for metric, reason in plan.disabled.items():
         out.print(f"[yellow]constraint on {metric} disabled: {reason}[/]")
     study.set_user_attr("disabled_constraints", dict(plan.disabled))
@@ -250,12 +271,14 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
             listeners.append(tracker)
     from evaluators.registry import warm_ups
 
+    prior = _memory_prior(opened, plan, facts["gpu_memory_gb"], warm_start_storage, out) if memory_model else []
     runner = make_runner(spec, warm_ups(spec.used_metrics))
     coordinator = Coordinator(
         opened=opened, runner=runner, slots=slots, home=home, device=device, plan=plan,
         budget_trials=study.user_attrs.get("budget_trials"),
         wall_time_s=study.user_attrs.get("budget_wall_time_s"), listeners=listeners,
-        reference_store=_reference_store(opened, tracking_uri(mlflow_uri) if tracker is not None else None))
+        reference_store=_reference_store(opened, tracking_uri(mlflow_uri) if tracker is not None else None),
+        memory_model=memory_model, memory_prior=prior)
     try:
         with _ctrl_c_stops(coordinator, err):
             summary = coordinator.run()
@@ -302,7 +325,7 @@ def _print_front(opened: OpenStudy, front: list[int], out: Console) -> None:
     for number in front:
         trial = trials[number]
         record = TrialRecord.from_trial(trial)
-        table.add_row(str(number), trial.user_attrs.get("role", "search"),
+        table.add_row(str(number), record.role_shown,
                       *(f"{v:.4g}" for v in trial.values or ()),
                       f"NOISY (cv {record.latency_cv:.2f})" if record.noisy and record.latency_cv is not None
                       else "NOISY" if record.noisy else "-",

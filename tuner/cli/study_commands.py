@@ -6,13 +6,10 @@ Registered on :data:`tuner.cli.app.app` when imported (by :mod:`tuner.cli.main`)
 from __future__ import annotations
 
 import json
-import os
-import sys
 from pathlib import Path
 from typing import Any, Optional
 
 import typer
-from rich.console import Console
 from rich.table import Table
 
 from tuner.cli.app import HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, out
@@ -22,13 +19,21 @@ from tuner.study.guards import MEASUREMENT_OVERRIDE_ATTR, TIMEOUT_OVERRIDE_ATTR,
 from tuner.study.storage import StudyError, list_studies, storage_url, tuner_home
 from tuner.study.studies import load_study
 
+MemoryModelOption = typer.Option(True, "--memory-model/--no-memory-model",
+                                 help="Skip settings predicted to run out of memory (from the OOMs and memory peaks "
+                                      "measured so far, and a warm start's), recorded SKIPPED_PREDICTED_OOM.")
+WarmStartStorageOption = typer.Option(None, "--warm-start-storage", metavar="URL",
+                                      help="Storage of the --warm-start study (default: this run's storage).")
+
 
 def _finish(run_session: Any, opened: Any, root: Path, device: str, workers: int, mlflow_uri: str | None,
-            use_mlflow: bool, overrides: dict[str, Any]) -> None:
+            use_mlflow: bool, overrides: dict[str, Any], memory_model: bool = True,
+            warm_start_storage: str | None = None) -> None:
     """Run the session and exit: 0 when the study ran (whatever its trials' outcomes), 3 when it
     stopped early because continuing would waste its budget, 130 when interrupted."""
     try:
-        summary = run_session(opened, root, device, workers, mlflow_uri, use_mlflow, out, err, overrides)
+        summary = run_session(opened, root, device, workers, mlflow_uri, use_mlflow, out, err, overrides,
+                              memory_model=memory_model, warm_start_storage=warm_start_storage)
     except StudyError as error:
         fail(str(error))
     raise typer.Exit(3 if summary.failure is not None else 130 if summary.interrupted else 0)
@@ -87,15 +92,26 @@ def run(
     mlflow_uri: Optional[str] = MlflowOption,
     no_mlflow: bool = typer.Option(False, "--no-mlflow", help="Do not log to MLflow."),
     home: Optional[Path] = HomeOption,
+    memory_model: bool = MemoryModelOption,
+    warm_start: Optional[str] = typer.Option(None, "--warm-start", metavar="STUDY",
+                                             help="A finished study of the same spec on other hardware: its "
+                                                  "front runs first, its memory evidence informs the memory model."),
+    warm_start_storage: Optional[str] = WarmStartStorageOption,
 ) -> None:
     """Create a study from SPEC and run it until its budget is spent."""
     from tuner.cli.session import run_session
     from tuner.gpu import gpu_type
     from tuner.study.studies import create_study, default_study_name, study_attributes
+    from tuner.study.warm_start import enqueue_front, open_source
 
     spec, text, device = _load_runnable(spec_path, sampler)
     root = tuner_home(home)
     url = storage_url(storage, root)
+    source_url = storage_url(warm_start_storage, root) if warm_start_storage else url
+    try:
+        source = open_source(source_url, warm_start, spec) if warm_start is not None else None
+    except StudyError as error:
+        fail(str(error))
     kind = gpu_type() if device == "cuda" else "cpu"
     name = study_name or default_study_name(spec, kind)
     chosen: SamplerName = sampler or spec.sampler.name  # type: ignore[assignment]
@@ -107,7 +123,13 @@ def run(
     if wall_time is not None:
         opened.study.set_user_attr("budget_wall_time_s", wall_time or None)
     out.print(f"study [bold]{name}[/] in {_shown(url)} — sampler {chosen}, device {device}, workers {workers}")
-    _finish(run_session, opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, {})
+    if source is not None:
+        record = enqueue_front(opened, source)
+        out.print(f"warm start from [bold]{source.study_name}[/]: {record['front_enqueued']} front setting(s) "
+                  f"queued after the reference and baseline ({record['dropped']} outside this spec's space, "
+                  f"{record['already_queued']} already queued); {record['observations']} memory observations")
+    _finish(run_session, opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, {},
+            memory_model, source_url if warm_start_storage else None)
 
 
 @app.command()
@@ -127,6 +149,8 @@ def resume(
     min_repeats: Optional[int] = typer.Option(None, "--min-repeats", min=1, help="Fewest timed repeats."),
     max_repeats: Optional[int] = typer.Option(None, "--max-repeats", min=1, help="Most timed repeats."),
     cv_target: Optional[float] = typer.Option(None, "--cv-target", min=0.0001, help="Stop repeating below this CV."),
+    memory_model: bool = MemoryModelOption,
+    warm_start_storage: Optional[str] = WarmStartStorageOption,
 ) -> None:
     """Continue a study (after a crash or kill, with a larger --trials, or a larger --timeout)."""
     from tuner.cli.session import run_session
@@ -156,7 +180,8 @@ def resume(
         overrides[MEASUREMENT_OVERRIDE_ATTR] = merged
     device = opened.study.user_attrs.get("device") or _resolve_device(opened.spec.workload.device)
     out.print(f"resuming [bold]{study}[/] in {_shown(url)}")
-    _finish(run_session, opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, overrides)
+    _finish(run_session, opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, overrides,
+            memory_model, storage_url(warm_start_storage, root) if warm_start_storage else None)
 
 
 @app.command()
@@ -191,12 +216,21 @@ def status(
             note = f"NOISY (latency cv {record.latency_cv or 0:.2f})" + (f"; {note}" if note else "")
         attrs = trials[record.number].user_attrs if record.number < len(trials) else {}
         where = "/".join(str(attrs[k]) for k in ("host", "slot") if attrs.get(k))
-        table.add_row(str(record.number), record.role, record.outcome, *values,
+        if record.outcome == "SKIPPED_PREDICTED_OOM":
+            note = ("predicted OOM: " + (f"peak {record.predicted_peak_gb:.1f} GB, " if record.predicted_peak_gb
+                                         is not None else "OOM at ") + str(record.prediction_witness))
+        table.add_row(str(record.number), record.role_shown, record.outcome, *values,
                       "*" if record.number in front else "", where, json.dumps(dict(record.params))[:60], note)
     out.print(table)
     measured = sum(1 for t in trials if t.user_attrs.get("measured"))
+    skipped = sum(1 for t in trials if t.user_attrs.get("outcome") == "SKIPPED_PREDICTED_OOM")
     out.print(f"{measured} measured of budget {opened.study.user_attrs.get('budget_trials')}, "
-              f"{len(trials)} recorded, {len(front)} on the front")
+              f"{len(trials)} recorded, {len(front)} on the front"
+              + (f", {skipped} skipped as predicted OOM (never run)" if skipped else ""))
+    warm = opened.study.user_attrs.get("warm_start")
+    if isinstance(warm, dict):
+        out.print(f"warm start from {warm.get('study')} ({warm.get('storage')}): {warm.get('front_enqueued')} front "
+                  f"setting(s) queued, {warm.get('dropped')} dropped, {warm.get('observations')} memory observations")
 
 
 @app.command()

@@ -75,7 +75,8 @@ class StudySummary(_Model):
     objectives: list[str]
     directions: list[str]
     trials: int = Field(description="Trials recorded (every state).")
-    counts: dict[str, int] = Field(description="Trials by outcome (OK, OOM, TIMEOUT, CRASH, INVALID, RUNNING, "
+    counts: dict[str, int] = Field(description="Trials by outcome (OK, OOM, TIMEOUT, CRASH, INVALID, "
+                                               "SKIPPED_PREDICTED_OOM, RUNNING, "
                                                "WAITING, ...).")
     measured: int = Field(description="Trials that ran a workload (what the budget counts).")
     budget_trials: int | None

@@ -37,7 +37,20 @@ class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
 
-class IntParameter(_Strict):
+MemoryTrend = Literal["increases", "decreases", "none"]
+
+
+class _Parameter(_Strict):
+    """What every parameter may say: ``memory``, how a setting's peak memory moves as the value grows
+    (for a bool, from false to true; for strings, along the listed choices) — ``increases``,
+    ``decreases`` or ``none`` (no effect). Only the memory model reads it
+    (:mod:`tuner.study.feasibility`); unset, numbers and ``W*H`` resolutions increase, the rest
+    must be equal."""
+
+    memory: MemoryTrend | None = None
+
+
+class IntParameter(_Parameter):
     """An integer in [low, high]; ``step`` spaces the grid; ``log`` samples log-uniformly."""
 
     type: Literal["int"]
@@ -63,7 +76,7 @@ class IntParameter(_Strict):
                 and self.low <= value <= self.high and (value - self.low) % self.step == 0)
 
 
-class FloatParameter(_Strict):
+class FloatParameter(_Parameter):
     """A float in [low, high]; optional ``step`` or ``log`` (not both)."""
 
     type: Literal["float"]
@@ -94,7 +107,7 @@ class FloatParameter(_Strict):
 Choice = Union[bool, int, float, str, None]
 
 
-class CategoricalParameter(_Strict):
+class CategoricalParameter(_Parameter):
     """One of ``choices`` (strings, numbers, booleans)."""
 
     type: Literal["categorical"]
@@ -126,7 +139,7 @@ def _yaml_text(value: Choice) -> str:
     return "null" if value is None else repr(value)
 
 
-class BoolParameter(_Strict):
+class BoolParameter(_Parameter):
     """True or False."""
 
     type: Literal["bool"]

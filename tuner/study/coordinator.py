@@ -9,14 +9,16 @@ is copied once measured), runs the rest on its runner's slots in parallel
 threads and tells each result back. Only this thread talks to the storage. The
 reference runs first and alone (every quality metric needs its output), then
 the baseline, then the search; while either runs on another host, this one waits.
+A search setting the memory model (:mod:`.feasibility`) predicts to run out of memory is
+recorded SKIPPED_PREDICTED_OOM, never run, free, and told to the sampler like INVALID.
 Each trial records ``host``, ``worker`` and ``slot`` and beats a heartbeat while it
 runs; RUNNING trials whose coordinator died are marked FAIL (``INTERRUPTED``) and
 their settings enqueued again (:mod:`.heartbeats`) — a live one's never.
 
 Budget: ``budget_trials`` counts trials that ran a workload (reference and
 baseline included) on every host; trials running elsewhere hold budget, so
-coordinators together overshoot by at most the slots in flight. Rule-rejected
-and copied trials do not count. ``wall_time_s`` limits this invocation; the study
+coordinators together overshoot by at most the slots in flight. Rule-rejected,
+copied and skipped trials do not count. ``wall_time_s`` limits this invocation; the study
 attribute ``cancelled`` stops proposing everywhere (trials in flight finish);
 100 proposals in a row that need no run end the study as exhausted. Early stops
 (a failed reference, the same failure on every first run) and adaptive timeouts
@@ -33,7 +35,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from tuner.pareto import front_trials
 from tuner.results import Outcome, TrialResult
@@ -42,6 +44,7 @@ from tuner.spec.candidate import Candidate
 from tuner.spec.metrics import QUALITY_METRIC_NAMES
 from tuner.spec.space import resolve, suggest
 from tuner.study.claims import claim_setting, claims_for
+from tuner.study.feasibility import FeasibilityModel, Observation
 from tuner.study.guards import StudyStop, measurement_settings, reference_stop, same_failure_stop, trial_timeout_s
 from tuner.study.heartbeats import HOST, Heartbeats, reclaim_stale, worker_id
 from tuner.study.listeners import Listener, Summary
@@ -49,7 +52,7 @@ from tuner.study.objectives import ConstraintPlan, Verdict, judge, wall
 from tuner.study.records import result_attributes
 from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore
 from tuner.study.shared import (EXCLUSIVE_ROLES, SharedView, enqueue_again, give_back, held_ids, queue_reference,
-                                settle_copies, tell_copy)
+                                settle_copies, tell_copy, tell_unrun)
 from tuner.study.studies import OpenStudy, study_directory
 
 if TYPE_CHECKING:
@@ -84,6 +87,8 @@ class Coordinator:
     wall_time_s: float | None
     listeners: list[Listener] = field(default_factory=list)
     reference_store: ReferenceStore = field(default_factory=LocalReferenceStore)  # how hosts share the output
+    memory_model: bool = True  # skip settings predicted to run out of memory (:mod:`.feasibility`)
+    memory_prior: Sequence[Observation] = ()  # its evidence from a warm-start study on other hardware
 
     def __post_init__(self) -> None:
         self.study = self.opened.study
@@ -94,6 +99,7 @@ class Coordinator:
         self._interrupt = threading.Event()
         self._claims = claims_for(self.study)
         self._handoff = ReferenceHandOff(self.reference_store, self.study_dir / "reference_output.npz")
+        self._feasibility = FeasibilityModel(self.spec, self.plan, self.memory_prior, enabled=self.memory_model)
 
     def interrupt(self) -> None:
         """Ask the loop to stop (signal-safe): no new trials; those in flight end within seconds."""
@@ -148,7 +154,9 @@ class Coordinator:
         with ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="tuner-slot") as pool:
             while True:
                 mine = held_ids(inflight, waiting_duplicates, held)
-                view = SharedView.of(self._trials(), mine, self.spec)
+                trials = self._trials()
+                view = SharedView.of(trials, mine, self.spec)
+                self._feasibility.update(trials)  # the memory evidence of trials finished since
                 settle_copies(waiting_duplicates, view, {job.candidate.key for job in inflight.values()},
                               lambda twin, cand, original: self._tell_copy(twin, cand, original, started),
                               lambda twin, cand, reason: give_back(self.study, twin, cand.params, "search", reason))
@@ -281,20 +289,16 @@ class Coordinator:
         params = suggest(trial, self.spec)
         candidate, problem = resolve(self.spec, params)
         if candidate is None:
-            trial.set_user_attr("outcome", Outcome.INVALID.value)
-            trial.set_user_attr("reason", problem)
-            trial.set_user_attr("measured", False)
-            trial.set_user_attr("placeholder_values", True)
-            refused = wall(self.spec, self.plan, self._measured_values(), problem)  # the sampler learns it, as OOM
-            for key, value in refused.constraints.items():
-                trial.set_constraint(key, value)
-            frozen = self.study.tell(trial, refused.values)
-            self._notify(frozen, self._measured_count(), self.budget_trials, started)
+            self._tell_unrun(trial, Outcome.INVALID, problem, {}, started)
             return None
         trial.set_user_attr("candidate_key", candidate.key)
         trial.set_user_attr("derived", dict(candidate.derived))
         if candidate.key in view.measured_by_key and role == "search":
             self._tell_copy(trial, candidate, view.measured_by_key[candidate.key], started)
+            return None
+        prediction = self._feasibility.predict(candidate.params)
+        if prediction.skip and role not in EXCLUSIVE_ROLES:
+            self._tell_unrun(trial, Outcome.SKIPPED_PREDICTED_OOM, prediction.reason, prediction.attributes(), started)
             return None
         holder = claim_setting(self.study, self._claims, trial.number, candidate.key, role)
         if holder is None:
@@ -358,6 +362,13 @@ class Coordinator:
         for key, value in verdict.constraints.items():
             trial.set_constraint(key, value)
         return self.study.tell(trial, verdict.values)
+
+    def _tell_unrun(self, trial: "optuna.Trial", outcome: Outcome, reason: str | None, attributes: dict[str, Any],
+                    started: float) -> None:
+        """Record a trial that is never run (INVALID, SKIPPED_PREDICTED_OOM) as a wall for the sampler."""
+        refused = wall(self.spec, self.plan, self._measured_values(), reason)
+        frozen = tell_unrun(self.study, trial, outcome, reason, refused, attributes)
+        self._notify(frozen, self._measured_count(), self.budget_trials, started)
 
     def _tell_copy(self, trial: "optuna.Trial", candidate: Candidate, original: "FrozenTrial",
                    started: float) -> None:

@@ -75,6 +75,9 @@ class TrialRecord:
     host: str | None = None  # where the trial ran (every coordinator writes these when it starts a trial)
     worker: str | None = None
     fingerprint_note: str | None = None  # how this host differs from the reference's, when it does
+    warm_start_from: str | None = None  # the study whose front queued this setting (a warm start)
+    predicted_peak_gb: float | None = None  # SKIPPED_PREDICTED_OOM: the memory model's prediction (None: an OOM)
+    prediction_witness: str | None = None  # ... and the trial it comes from ("trial 7", "warm_start:<study> trial 7")
 
     @staticmethod
     def from_trial(trial: "FrozenTrial") -> "TrialRecord":
@@ -101,7 +104,15 @@ class TrialRecord:
             host=attrs.get("host"),
             worker=attrs.get("worker"),
             fingerprint_note=attrs.get("fingerprint_note"),
+            warm_start_from=attrs.get("warm_start_from"),
+            predicted_peak_gb=attrs.get("predicted_peak_gb"),
+            prediction_witness=attrs.get("prediction_witness"),
         )
+
+    @property
+    def role_shown(self) -> str:
+        """The role as views print it: ``search (warm start)`` for a setting a warm start queued."""
+        return f"{self.role} (warm start)" if self.warm_start_from else self.role
 
     def metric_value(self, name: str) -> float | None:
         metric = self.metrics.get(name)

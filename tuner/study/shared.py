@@ -8,13 +8,15 @@ failed for good, and the candidate keys measured or in flight anywhere (a
 setting is never run twice: a later proposal of it is a copy).
 
 :func:`enqueue_again`, :func:`queue_reference` and :func:`give_back` keep the
-study's queue of waiting settings (roles and ``rerun_of`` kept).
+study's queue of waiting settings (roles and ``rerun_of`` kept). :func:`tell_copy` and
+:func:`tell_unrun` record trials that ran nothing: a copy of a measured setting, a
+setting a rule refuses (INVALID) or one the memory model skips (SKIPPED_PREDICTED_OOM).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tuner.study.guards import successful_reference
 
@@ -22,7 +24,9 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
+    from tuner.results import Outcome
     from tuner.spec.models import StudySpec
+    from tuner.study.objectives import Verdict
 
 EXCLUSIVE_ROLES = ("reference", "baseline")  # run alone: their latencies anchor every comparison
 
@@ -150,3 +154,19 @@ def tell_copy(study: "optuna.Study", trial: "optuna.Trial", original: "FrozenTri
     for key, value in original.constraints.items():
         trial.set_constraint(key, value)
     return study.tell(trial, list(original.values))
+
+
+def tell_unrun(study: "optuna.Study", trial: "optuna.Trial", outcome: "Outcome", reason: str | None,
+               refused: "Verdict", attributes: Mapping[str, Any] | None = None) -> "FrozenTrial":
+    """Tell ``trial``, which is never run, as the infeasible point ``refused`` (placeholder values worse than
+    anything measured, ``outcome`` constraint 1: the sampler learns the wall, as from an OOM); ``measured``
+    false (it costs no budget), ``outcome`` and ``reason`` set, ``attributes`` added."""
+    trial.set_user_attr("outcome", outcome.value)
+    trial.set_user_attr("reason", reason)
+    trial.set_user_attr("measured", False)
+    trial.set_user_attr("placeholder_values", True)
+    for key, value in (attributes or {}).items():
+        trial.set_user_attr(key, value)
+    for key, value in refused.constraints.items():
+        trial.set_constraint(key, value)
+    return study.tell(trial, refused.values)

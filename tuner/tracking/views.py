@@ -112,6 +112,12 @@ def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str) -
         tags["tuner.slot"] = record.slot
     if record.duplicate_of is not None:
         tags["tuner.duplicate_of"] = str(record.duplicate_of)
+    if record.warm_start_from:
+        tags["tuner.warm_start_from"] = record.warm_start_from[:4000]
+    if record.prediction_witness:
+        tags["tuner.prediction_witness"] = record.prediction_witness[:4000]
+    if record.predicted_peak_gb is not None:
+        tags["tuner.predicted_peak_gb"] = f"{record.predicted_peak_gb:.4g}"
     params = {**{k: str(v) for k, v in record.params.items()},
               **{f"derived.{k}": str(v) for k, v in record.derived.items()}}
     metrics: dict[str, float] = {}

@@ -1,0 +1,280 @@
+"""Measure every setting of a built-in model's search space on this host: an exhaustive table.
+
+Usage::
+
+    python bench/tables/build_tables.py avatar_dit --threads 1            # quality + latency + memory
+    python bench/tables/build_tables.py avatar_dit --threads 2            # latency + memory (quality joined)
+    python bench/tables/build_tables.py avqa --threads 1
+    python bench/tables/build_tables.py avqa --threads 1 --no-onednn     # another "hardware type"
+
+Hardware types reachable on a CPU host: ``cpuNt`` — N torch intra-op threads;
+``cpu1t-nodnn`` — one thread with torch's oneDNN backend off: fp32 runs the same
+kernels (measured equal within noise), bf16 loses its fast kernels and runs 2-4x
+slower than fp32 (a host without fast bf16, like a GPU without bf16 tensor cores).
+
+Each setting is measured in this one process by the worker's own code
+(:func:`tuner.runner.worker.execute`, the warm runner's path: the model stays
+loaded, peak RSS is reset before each setting), so a row holds what a tuner
+trial of that setting on this host would have recorded:
+
+* ``latency_p50_s`` — one timed call (seconds); when that call took under the
+  table's ``remeasure_below_s`` (0.5 s; 0.15 s for avqa, whose calls all take
+  0.03-0.4 s), it served as warm-up and two more timed calls give the median
+  (``latency_repeats`` says 1 or 2);
+* ``peak_rss_gb`` — the worker's peak resident memory during the timed calls
+  (GB = 1e9 bytes; the loaded model and evaluators included). Per setting only
+  since the monitor trims the C heap before it resets the high-water mark
+  (:mod:`evaluators.memory`); tables measured before that (their sidecar says
+  ``"peak_rss_per_setting": false``) hold the process's history there instead;
+* the spec's quality metrics against the reference setting's output — measured
+  on the ``--threads 1`` table; a table with ``--threads N > 1`` reads them from
+  the 1-thread table of the same space (the outputs do not depend on the thread
+  count or oneDNN: the generation is seeded and deterministic), which must exist first;
+* ``outcome`` (OK / INVALID / OOM / CRASH) and ``reason`` as the worker gave them.
+
+Settings are visited in a seeded random order (host noise spreads evenly over
+the space instead of hitting one corner) and written as they are measured; a
+run that stops part way resumes where it left off. A JSON sidecar records the
+host: CPU model, thread count, torch version, date, and the load during the run.
+
+The spaces are those of ``search_spaces/avatar_demo.yaml`` (768 settings) and
+``search_spaces/avqa_demo.yaml`` with ``audio_sample_rate`` fixed at 16000 and
+``use_cache`` at true (1,920 of its 7,680 settings: the full space would take
+hours here; the two fixed knobs are the ones the model card shows matter
+least), and ``avatar_dit_proxy``: the avatar space with 1 s of audio instead of
+3 s (the cheap proxy of multi-fidelity screening; its quality is measured
+against the reference setting's output at 1 s), see :data:`TABLES`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import json
+import os
+import platform
+import random
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+TABLE_DIR = Path(__file__).resolve().parent
+
+
+@dataclass(frozen=True)
+class TableDefinition:
+    """A space to measure: the spec it comes from and the parameters held fixed."""
+
+    spec_path: Path
+    fixed: dict[str, Any] = field(default_factory=dict)
+    quality: tuple[str, ...] = ()
+    remeasure_below_s: float = 0.5
+    inputs: dict[str, Any] = field(default_factory=dict)
+
+
+TABLES: dict[str, TableDefinition] = {
+    "avatar_dit": TableDefinition(ROOT / "search_spaces" / "avatar_demo.yaml",
+                                  quality=("stlpips_alex", "psnr_db", "ssim")),
+    "avqa": TableDefinition(ROOT / "search_spaces" / "avqa_demo.yaml",
+                            fixed={"audio_sample_rate": 16000, "use_cache": True},
+                            quality=("text_gt_exact_match", "text_exact_match"), remeasure_below_s=0.15),
+    "avatar_dit_proxy": TableDefinition(ROOT / "search_spaces" / "avatar_demo.yaml",
+                                        quality=("stlpips_alex", "psnr_db", "ssim"), inputs={"audio_seconds": 1.0}),
+}
+
+
+def hardware_name(threads: int, onednn: bool = True) -> str:
+    """The hardware type's name: ``cpu1t``, ``cpu2t``; ``cpu1t-nodnn`` without oneDNN (see module docs)."""
+    return f"cpu{threads}t" + ("" if onednn else "-nodnn")
+
+
+def table_path(table: str, threads: int, onednn: bool = True) -> Path:
+    """Where the table of ``table`` measured on that hardware type lives."""
+    return TABLE_DIR / f"{table}.{hardware_name(threads, onednn)}.csv"
+
+
+def settings_of(definition: TableDefinition) -> tuple[list[str], list[dict[str, Any]]]:
+    """The parameter names and every setting of the table's space (fixed parameters held)."""
+    from tuner.spec.loading import load_spec
+    from tuner.spec.space import grid
+
+    spec = load_spec(definition.spec_path)
+    values = grid(spec)
+    for name, value in definition.fixed.items():
+        values[name] = [value]
+    names = list(values)
+    return names, [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))]
+
+
+def _request(spec: Any, settings: dict[str, Any], number: int, work: Path, quality: list[str],
+             repeats: int, reference: Path, is_reference: bool) -> Any:
+    from tuner.runner.base import TrialRequest
+
+    return TrialRequest(
+        study_name=f"table_{spec.name}", trial_number=number, workload_class=spec.workload.target,
+        settings=settings, inputs=dict(spec.inputs), seed=spec.seed, device="cpu",
+        measurement={"warmup": 0, "min_repeats": repeats, "max_repeats": repeats, "cv_target": 0.05,
+                     "noisy_cv": 0.10},
+        timeout_s=3600, workdir=str(work / f"t{number:05d}"), quality_metrics=quality,
+        reference_output=None if is_reference else str(reference),
+        save_output=str(reference) if is_reference else None, compare_with_self=is_reference,
+        reference_settings=dict(spec.reference), workload_options=spec.workload.options)
+
+
+def _value(result: Any, name: str) -> str:
+    metric = result.metrics.get(name)
+    return "" if metric is None or metric.value is None else f"{metric.value:.6g}"
+
+
+def measure_table(table: str, threads: int, limit: int | None, onednn: bool = True) -> Path:
+    """Measure (or resume) ``table`` with ``threads`` torch threads (and oneDNN or not); return the CSV path."""
+    os.environ["TUNER_TORCH_THREADS"] = str(threads)
+    import tempfile
+
+    import torch
+
+    torch.backends.mkldnn.enabled = onednn
+
+    from tuner.runner.worker import execute
+    from tuner.spec.loading import load_spec
+    from tuner.spec.space import resolve
+
+    definition = TABLES[table]
+    spec = load_spec(definition.spec_path)
+    if definition.inputs:
+        spec = spec.model_copy(update={"inputs": {**spec.inputs, **definition.inputs}})
+    names, settings = settings_of(definition)
+    random.Random(0).shuffle(settings)
+    quality_from = _quality_rows(table, names) if (threads, onednn) != (1, True) else None
+    quality = list(definition.quality) if quality_from is None else []
+    columns = [*names, "outcome", "reason", "latency_p50_s", "latency_repeats", "peak_rss_gb", *definition.quality]
+    path = table_path(table, threads, onednn)
+    done = _done_keys(path, names)
+    keep: dict[str, Any] = {}
+    started, load_before = time.time(), os.getloadavg()
+    with tempfile.TemporaryDirectory() as scratch:
+        work = Path(scratch)
+        reference = work / "reference.npz"
+        warm = execute(_request(spec, resolve(spec, spec.reference)[0].settings, 0, work,  # type: ignore[union-attr]
+                                quality, 1, reference, True), keep)
+        if warm.outcome.value != "OK":
+            raise SystemExit(f"the reference setting failed: {warm.reason}")
+        new_file = not path.exists()
+        with path.open("a", newline="") as handle:
+            writer = csv.writer(handle)
+            if new_file:
+                writer.writerow(columns)
+            measured = 0
+            for number, setting in enumerate(settings, start=1):
+                key = _key(setting, names)
+                if key in done:
+                    continue
+                if limit is not None and measured >= limit:
+                    break
+                writer.writerow(_measure_row(spec, setting, names, number, work, quality, reference, keep,
+                                             quality_from, definition))
+                handle.flush()
+                measured += 1
+                if measured % 50 == 0:
+                    print(f"{table} cpu{threads}t: {len(done) + measured}/{len(settings)}", flush=True)
+    _write_sidecar(table, threads, onednn, started, load_before, len(settings))
+    return path
+
+
+def _measure_row(spec: Any, setting: dict[str, Any], names: list[str], number: int, work: Path,
+                 quality: list[str], reference: Path, keep: dict[str, Any],
+                 quality_from: dict[str, dict[str, str]] | None, definition: TableDefinition) -> list[str]:
+    from tuner.runner.worker import execute
+    from tuner.spec.space import resolve
+
+    quality_names, remeasure_below_s = definition.quality, definition.remeasure_below_s
+    candidate, problem = resolve(spec, setting)
+    cells = [str(setting[n]) for n in names]
+    if candidate is None:
+        return [*cells, "INVALID", problem or "", "", "", "", *([""] * len(quality_names))]
+    result = execute(_request(spec, candidate.settings, number, work, quality, 1, reference, False), keep)
+    latency, repeats = _value(result, "latency_p50_s"), 1
+    peak = _value(result, "peak_rss_gb")
+    if result.outcome.value == "OK" and latency and float(latency) < remeasure_below_s:
+        again = execute(_request(spec, candidate.settings, number, work, [], 2, reference, False), keep)
+        if again.outcome.value == "OK":
+            latency, repeats = _value(again, "latency_p50_s"), 2
+            peak = f"{max(float(peak or 0), float(_value(again, 'peak_rss_gb') or 0)):.6g}"
+    if quality_from is not None:
+        row = quality_from.get(_key(setting, names), {})
+        scores = [row.get(name, "") for name in quality_names]
+    else:
+        scores = [_value(result, name) for name in quality_names]
+    return [*cells, result.outcome.value, (result.reason or "").replace("\n", " ")[:300],
+            latency if result.outcome.value == "OK" else "", str(repeats), peak, *scores]
+
+
+def _key(setting: dict[str, Any], names: list[str]) -> str:
+    return "|".join(str(setting[n]) for n in names)
+
+
+def _done_keys(path: Path, names: list[str]) -> set[str]:
+    if not path.exists():
+        return set()
+    with path.open(newline="") as handle:
+        return {"|".join(row[n] for n in names) for row in csv.DictReader(handle)}
+
+
+def _quality_rows(table: str, names: list[str]) -> dict[str, dict[str, str]]:
+    source = table_path(table, 1)
+    if not source.exists():
+        raise SystemExit(f"{source} is missing: measure the 1-thread table first (it holds the quality)")
+    with source.open(newline="") as handle:
+        return {"|".join(row[n] for n in names): row for row in csv.DictReader(handle)}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _write_sidecar(table: str, threads: int, onednn: bool, started: float, load_before: tuple[float, ...],
+                   settings: int) -> None:
+    import torch
+
+    sidecar = table_path(table, threads, onednn).with_suffix(".json")
+    previous = json.loads(sidecar.read_text()) if sidecar.exists() else {}
+    runs = previous.get("runs", [])
+    runs.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+                 "seconds": round(time.time() - started, 1),
+                 "load_average_before": [round(x, 2) for x in load_before],
+                 "load_average_after": [round(x, 2) for x in os.getloadavg()]})
+    sidecar.write_text(json.dumps({
+        "table": table, "spec": str(TABLES[table].spec_path.relative_to(ROOT)), "fixed": TABLES[table].fixed,
+        "settings": settings, "hardware": hardware_name(threads, onednn), "torch_threads": threads,
+        "onednn": onednn, "cpu": _cpu_model(),
+        "cores": os.cpu_count(), "torch": torch.__version__, "python": sys.version.split()[0],
+        "inputs_override": TABLES[table].inputs, "quality_measured_here": (threads, onednn) == (1, True),
+        "remeasure_below_s": TABLES[table].remeasure_below_s, "peak_rss_per_setting": True, "runs": runs,
+    }, indent=2) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("table", choices=sorted(TABLES))
+    parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (the 'hardware type')")
+    parser.add_argument("--no-onednn", action="store_true",
+                        help="measure with torch's oneDNN backend off (bf16 without its fast kernels: an fp32-only host)")
+    parser.add_argument("--limit", type=int, default=None, help="measure at most this many new settings")
+    args = parser.parse_args(argv)
+    path = measure_table(args.table, args.threads, args.limit, onednn=not args.no_onednn)
+    print(f"wrote {path.relative_to(ROOT)}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
