@@ -27,6 +27,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tuner.adapters",),
     ("tuner.runner",),
     ("tuner.study",),
+    ("tuner.replay",),  # studies replayed against measured tables (the search-efficiency bench)
     ("tuner.front",),
     ("tuner.tracking",),
     ("tuner.ship",),

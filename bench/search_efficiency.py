@@ -1,0 +1,244 @@
+"""Search efficiency: how many trials each sampler needs to find a measured space's front.
+
+Usage::
+
+    python bench/search_efficiency.py --quick                       # < 5 min on an idle 2-core host
+    python bench/search_efficiency.py                               # every table, 20 seeds, 100 trials
+    python bench/search_efficiency.py --tables avatar_dit:cpu1t,avqa:cpu2t --methods sweep,tpe,default
+    python bench/search_efficiency.py --variants 'tpe:n_startup_trials=10,multivariate=false'
+
+Each study is REPLAYED (simulated runs): the real coordinator, samplers and SQLite storage run it,
+and a :class:`tuner.replay.runner.ReplayRunner` answers every trial from an exhaustive table of
+measured settings (``bench/tables/*.csv``, hardware types and their declared memory caps in
+``bench/tables/hardware_types.yaml``). Settings above the cap are OOM; the spec's quality
+constraints hold as in a real study. Per table x hardware type and method it prints the trials
+(that ran a workload: reference and baseline included, rule-rejected and copied ones free) to
+reach 90 / 95 / 99 % of the exhaustive front's normalised hypervolume (median [IQR] over seeds,
+and how many seeds got there), and the fraction reached after 10 / 20 / 40 trials; it writes
+``bench/results/search_efficiency_<table>_<hw>.png`` (median curves) and ``.json`` (raw curves).
+The last line compares the default sampler with a person's sweep at 95 %.
+
+Methods: ``sweep`` (a person's hand sweep from the reference, whole space, deterministic: one
+run), ``random``, ``hillclimb`` (Model Analyzer's quick search, multi-objective), ``tpe``,
+``nsga2``, ``gp`` and ``default`` (what a spec without a sampler block gets); ``--variants
+name:key=value,...`` adds samplers with options. The spec's seed is the study's seed and the
+sampler's. A method is a :class:`tuner.replay.methods.Method`: a sampler, coordinator keyword
+arguments and an optional setup run on the opened study first (:func:`extra_methods` is where
+coordinator features such as ``memory_model`` or a warm start join as methods).
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+import yaml
+
+from tuner.replay.methods import Method, Replay, Target, replay_once
+from tuner.replay.report import MethodResult, comparison, table_lines, write_outputs
+from tuner.replay.table import (HardwareType, MeasuredTable, TableError, load_hardware_types, load_table,
+                                over_cap_fraction)
+from tuner.results import Outcome
+from tuner.spec.models import DEFAULT_SAMPLER
+
+ROOT = Path(__file__).resolve().parents[1]
+STANDARD = ("sweep", "random", "hillclimb", "tpe", "nsga2", "gp", "default")
+FULL = {"seeds": 20, "budget": 100, "gp_seeds": 5, "tables": None}
+QUICK = {"seeds": 5, "budget": 50, "gp_seeds": 2, "tables": "avatar_dit:cpu1t"}
+GP_NOTE = "gp: fewer seeds (about 0.5-1 s per ask at 60 trials on a 2-core CPU, growing with the trials)"
+
+
+def standard_methods(gp_seeds: int) -> dict[str, Method]:
+    """The methods every run compares (see the module docstring)."""
+    return {"sweep": Method("sweep", "sweep", deterministic=True, whole_space=True),
+            "random": Method("random", "random"),
+            "hillclimb": Method("hillclimb", "hillclimb"),
+            "tpe": Method("tpe", "tpe"),
+            "nsga2": Method("nsga2", "nsga2"),
+            "gp": Method("gp", "gp", seeds=gp_seeds),
+            "default": Method("default", DEFAULT_SAMPLER)}
+
+
+def extra_methods(declared: Mapping[str, HardwareType], budget: int) -> dict[str, Method]:
+    """Methods that need coordinator features: ``default-no-memory-model`` (the memory model off) and,
+    per table measured on two hardware types, ``default+warm:<other>`` — a warm start from a replayed
+    default study of the same seed on the other hardware type (its front enqueued, its memory
+    evidence the prior: what ``tuner run --warm-start`` does). The source study's own trials are
+    not counted: they ran on the other hardware, before."""
+    methods = {"default-no-memory-model": Method("default-no-memory-model", DEFAULT_SAMPLER,
+                                                 coordinator_options={"memory_model": False})}
+    for label, hardware in declared.items():
+        methods[f"default+warm:{label}"] = Method(f"default+warm:{label}", DEFAULT_SAMPLER,
+                                                  setup=_warm_start_from(hardware, budget))
+    return methods
+
+
+def _warm_start_from(source: HardwareType, budget: int) -> Any:
+    def setup(opened: Any, context: Any) -> dict[str, Any]:
+        from tuner.study.warm_start import enqueue_front, load_prior, open_source
+
+        target = Target.of(load_table(source))
+        replay_once(target, Method("default", DEFAULT_SAMPLER), context.seed, budget, context.workdir / "source",
+                    storage_url=opened.storage_url, study_name="warm-source")
+        enqueue_front(opened, open_source(opened.storage_url, "warm-source", opened.spec))
+        prior, _ = load_prior(opened, None)
+        return {"memory_prior": prior}
+    return setup
+
+
+def parse_variant(text: str) -> Method:
+    """``tpe:n_startup_trials=10,multivariate=false`` -> a Method named so, options parsed as YAML scalars."""
+    sampler, _, rest = text.partition(":")
+    options: dict[str, Any] = {}
+    for item in filter(None, (part.strip() for part in rest.split(","))):
+        key, equals, value = item.partition("=")
+        if not equals:
+            raise SystemExit(f"--variants {text!r}: {item!r} is not key=value")
+        options[key.strip()] = yaml.safe_load(value)
+    return Method(text, sampler.strip(), options=options)
+
+
+def _same(a: Method, b: Method) -> bool:
+    """Two methods that would replay identically (so one is run and reported under both names)."""
+    return (a.sampler, dict(a.options), dict(a.coordinator_options), a.setup, a.whole_space, a.deterministic) == \
+        (b.sampler, dict(b.options), dict(b.coordinator_options), b.setup, b.whole_space, b.deterministic)
+
+
+def replay_table(table: MeasuredTable, methods: Sequence[Method], seeds: int, budget: int,
+                 say: Any) -> list[MethodResult]:
+    """Every method's replays on ``table`` (identical methods run once)."""
+    target = Target.of(table)
+    done: list[tuple[Method, MethodResult]] = []
+    with tempfile.TemporaryDirectory(prefix="tuner-replay-") as scratch:
+        for method in methods:
+            twin = next((result for other, result in done if _same(other, method)), None)
+            if twin is not None:
+                say(f"  {method.name}: same sampler and options as {twin.name}, reported from its replays")
+                done.append((method, MethodResult(method.name, twin.replays, twin.budget)))
+                continue
+            count = 1 if method.deterministic else (method.seeds if method.seeds is not None else seeds)
+            started = time.perf_counter()
+            replays: list[Replay] = [replay_once(target, method, seed, budget,
+                                                 Path(scratch) / f"{len(done)}-{seed}") for seed in range(count)]
+            done.append((method, MethodResult(method.name, replays,
+                                              len(replays[0].fractions) if method.whole_space else budget)))
+            say(f"  {method.name}: {count} seed(s) in {time.perf_counter() - started:.1f} s")
+            for replay in replays:  # every run the ReplayRunner served is a measured trial of the study
+                if replay.runs != len(replay.fractions):
+                    say(f"  WARNING {method.name} seed {replay.seed}: the runner served {replay.runs} runs but the "
+                        f"study counts {len(replay.fractions)} measured trials")
+    return [result for _, result in done]
+
+
+def describe(table: MeasuredTable, target: Target) -> str:
+    """One line: coverage, the cap and its OOM share, the front."""
+    measured = len(table.rows)
+    coverage = "complete" if table.complete else f"PARTIAL: {measured} of {table.space_size} settings measured"
+    cap = ("no memory cap declared" if table.memory_cap_gb is None else f"declared cap {table.memory_cap_gb:g} GB "
+           f"({100 * over_cap_fraction(table):.0f} % of OK settings over it)")
+    return (f"{table.hardware.label}: {table.space_size} settings, {coverage}; {cap}; exhaustive "
+            f"front {target.front_size} settings, normalised hypervolume {target.front_hypervolume:.4f}")
+
+
+def unusable(table: MeasuredTable) -> str | None:
+    """Why no study can be replayed on ``table`` (its reference would fail), or None."""
+    reference = table.spec.reference
+    if reference is None:
+        return None
+    result = table.result(reference)
+    if result.outcome is not Outcome.OK:
+        return (f"the reference setting replays as {result.outcome.value} ({result.reason}): every study would stop "
+                f"at its first trial; raise memory_cap_gb in hardware_types.yaml or wait for the table")
+    return None
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="fewer seeds, trials and tables (< 5 min idle)")
+    parser.add_argument("--tables", help="table:hardware,... (default: every declared table that exists)")
+    parser.add_argument("--methods", help=f"comma-separated, default: {','.join(STANDARD)} and the variants")
+    parser.add_argument("--variants", action="append", default=[], help="sampler:key=value,... (repeatable)")
+    parser.add_argument("--seeds", type=int, help="seeds per method (default 20; quick 5)")
+    parser.add_argument("--gp-seeds", type=int, help="seeds for gp (default 5; quick 2)")
+    parser.add_argument("--budget", type=int, help="trials per study (default 100; quick 50); sweep: whole space")
+    parser.add_argument("--table-dir", type=Path, default=ROOT / "bench" / "tables",
+                        help="directory holding hardware_types.yaml and the tables")
+    parser.add_argument("--results-dir", type=Path, default=ROOT / "bench" / "results")
+    args = parser.parse_args(argv)
+    started = time.perf_counter()
+    mode = QUICK if args.quick else FULL
+    seeds = args.seeds or int(mode["seeds"])  # type: ignore[call-overload]
+    gp_seeds = args.gp_seeds or int(mode["gp_seeds"])  # type: ignore[call-overload]
+    budget = args.budget or int(mode["budget"])  # type: ignore[call-overload]
+    try:
+        declared = load_hardware_types(args.table_dir / "hardware_types.yaml")
+    except TableError as error:
+        parser.error(str(error))
+    catalogue = {**standard_methods(gp_seeds), **extra_methods(declared, budget)}
+    variants = [parse_variant(v) for text in args.variants for v in text.split(";") if v.strip()]
+    names = args.methods.split(",") if args.methods else [*STANDARD, *(v.name for v in variants)]
+    catalogue.update({v.name: v for v in variants})
+    unknown = [n for n in names if n not in catalogue]
+    if unknown:
+        parser.error(f"unknown method(s) {unknown}; known: {sorted(catalogue)}")
+    methods = [catalogue[n] for n in names]
+    wanted = (args.tables or mode["tables"] or "")
+    labels = [t for t in str(wanted).split(",") if t] or [k for k, hw in declared.items() if hw.table_path.exists()]
+    print(f"search efficiency (REPLAYED studies: simulated runs from measured tables); {seeds} seeds, "
+          f"{budget} trials per study; sweep: the whole space, once", flush=True)
+    if "gp" in names:
+        print(f"{GP_NOTE}: {gp_seeds}", flush=True)
+    verdicts: list[tuple[str, float]] = []
+    for label in labels:
+        hardware = declared.get(label)
+        if hardware is None or not hardware.table_path.exists():
+            print(f"{label}: skipped: {'not declared' if hardware is None else 'no table yet'}", flush=True)
+            continue
+        table = load_table(hardware)
+        target = Target.of(table)
+        print(describe(table, target), flush=True)
+        problem = unusable(table)
+        if problem is not None:
+            print(f"{label}: skipped: {problem}", flush=True)
+            continue
+        results = replay_table(table, methods, seeds, budget, lambda line: print(line, flush=True))
+        for line in table_lines(results):
+            print(line, flush=True)
+        stem = f"search_efficiency_{hardware.table}_{hardware.name}"
+        about: dict[str, object] = {"table": hardware.label, "table_path": str(hardware.table_path),
+                 "memory_cap_gb": hardware.memory_cap_gb, "settings": table.space_size,
+                 "measured_settings": len(table.rows), "complete": table.complete,
+                 "front_size": target.front_size, "front_hypervolume": target.front_hypervolume}
+        coverage = "complete" if table.complete else f"partial: {len(table.rows)} of {table.space_size} settings"
+        cap = "no memory cap" if hardware.memory_cap_gb is None else f"declared cap {hardware.memory_cap_gb:g} GB"
+        title = (f"{hardware.label} ({coverage}), {cap}, front "
+                 f"{target.front_size} settings\nREPLAYED studies (simulated runs): median of {seeds} seeds, "
+                 f"{budget} trials; sweep: the whole space")
+        png, raw = write_outputs(args.results_dir, stem, title, results, about)
+        print(f"wrote {_shown(png)} and {_shown(raw)}", flush=True)
+        by_name = {r.name: r for r in results}
+        if "default" in by_name and "sweep" in by_name:
+            verdicts.append(comparison(label, by_name["default"], by_name["sweep"]))
+    print(f"elapsed {time.perf_counter() - started:.1f} s{' (quick mode)' if args.quick else ''}", flush=True)
+    for line, _ in verdicts:
+        print(line, flush=True)
+    if len(verdicts) > 1:
+        worst_line, _ = max(verdicts, key=lambda v: v[1] if not math.isnan(v[1]) else -1.0)
+        print(f"worst case: {worst_line}", flush=True)
+    return 0
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(ROOT))
+    except ValueError:
+        return str(path)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

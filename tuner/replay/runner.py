@@ -1,0 +1,48 @@
+"""ReplayRunner: SIMULATED runs — each trial's result is looked up in a measured table, nothing runs.
+
+It serves the search-efficiency benchmark (``bench/search_efficiency.py``): the real coordinator,
+samplers and storage replay a study against an exhaustive table in seconds. What a result holds
+is :func:`tuner.replay.table.replayed_result`: the recorded outcome and metrics; OOM when the
+recorded peak host memory is above the hardware type's declared cap; CRASH ("not in table") for
+a setting the table lacks (a table still being measured).
+
+Runner contract (:mod:`tuner.runner.base`), the parts that apply: ``run`` never raises (a lookup
+error becomes CRASH with the reason), may be called from several threads at once (the table is
+read-only; the run counter takes a lock), and touches no storage. No process is started, so
+there is nothing to kill: ``close`` is a no-op. ``trial_disk_gb`` is measured on the trial
+directory the coordinator created (:func:`~tuner.runner.base.with_trial_disk_usage`), as for a
+real run — a replay writes nothing there, so it is the empty directory's size.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+from tuner.replay.table import MeasuredTable
+from tuner.results import Outcome, TrialResult
+from tuner.runner.base import Runner, Slot, TrialRequest, with_trial_disk_usage
+
+
+class ReplayRunner(Runner):
+    """Replays ``table``'s recorded results (simulated runs); :attr:`runs` counts the requests served."""
+
+    def __init__(self, table: MeasuredTable) -> None:
+        self.table = table
+        self.runs = 0
+        self._lock = threading.Lock()
+
+    def run(self, request: TrialRequest, slot: Slot) -> TrialResult:
+        started = time.perf_counter()
+        with self._lock:
+            self.runs += 1
+        try:
+            result = self.table.result(request.settings)
+        except Exception as error:  # noqa: BLE001 - the contract: never raise
+            result = TrialResult(Outcome.CRASH, reason=f"replay failed: {type(error).__name__}: {error}")
+        info = {**result.info, "replayed_from": str(self.table.hardware.table_path),
+                "simulated": "values replayed from a measured table; nothing ran"}
+        result = replace(result, info=info, wall_time_s=time.perf_counter() - started)
+        return with_trial_disk_usage(result, Path(request.workdir))
