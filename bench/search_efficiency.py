@@ -2,9 +2,10 @@
 
 Usage::
 
-    python bench/search_efficiency.py --quick                       # < 5 min on an idle 2-core host
-    python bench/search_efficiency.py                               # every table, 20 seeds, 100 trials
-    python bench/search_efficiency.py --tables avatar_dit:cpu1t,avqa:cpu2t --methods sweep,tpe,default
+    python bench/search_efficiency.py --quick        # avatar_dit:cpu1t, 5 seeds, 100 trials, no gp: < 5 min
+    python bench/search_efficiency.py                # every table, 20 seeds, 100 trials (gp 5 seeds)
+    python bench/search_efficiency.py --tables avatar_dit:cpu1t,avqa:cpu1t-nodnn --methods sweep,tpe,default
+    python bench/search_efficiency.py --tables avqa:cpu1t-nodnn --methods default,default+warm:avqa:cpu1t
     python bench/search_efficiency.py --variants 'tpe:n_startup_trials=10,multivariate=false'
 
 Each study is REPLAYED (simulated runs): the real coordinator, samplers and SQLite storage run it,
@@ -48,8 +49,9 @@ from tuner.spec.models import DEFAULT_SAMPLER
 
 ROOT = Path(__file__).resolve().parents[1]
 STANDARD = ("sweep", "random", "hillclimb", "tpe", "nsga2", "gp", "default")
-FULL = {"seeds": 20, "budget": 100, "gp_seeds": 5, "tables": None}
-QUICK = {"seeds": 5, "budget": 50, "gp_seeds": 2, "tables": "avatar_dit:cpu1t"}
+FULL = {"seeds": 20, "budget": 100, "gp_seeds": 5, "tables": None, "methods": ",".join(STANDARD)}
+QUICK = {"seeds": 5, "budget": 100, "gp_seeds": 1, "tables": "avatar_dit:cpu1t",
+         "methods": ",".join(m for m in STANDARD if m != "gp")}  # gp: ~1-2 s per ask at 100 trials
 GP_NOTE = "gp: fewer seeds (about 0.5-1 s per ask at 60 trials on a 2-core CPU, growing with the trials)"
 
 
@@ -161,7 +163,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer seeds, trials and tables (< 5 min idle)")
     parser.add_argument("--tables", help="table:hardware,... (default: every declared table that exists)")
-    parser.add_argument("--methods", help=f"comma-separated, default: {','.join(STANDARD)} and the variants")
+    parser.add_argument("--methods", help=f"comma-separated, default: {','.join(STANDARD)} (quick: no gp) and the variants; "
+                        "also default-no-memory-model, default+warm:<table>:<hardware>")
     parser.add_argument("--variants", action="append", default=[], help="sampler:key=value,... (repeatable)")
     parser.add_argument("--seeds", type=int, help="seeds per method (default 20; quick 5)")
     parser.add_argument("--gp-seeds", type=int, help="seeds for gp (default 5; quick 2)")
@@ -181,7 +184,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(error))
     catalogue = {**standard_methods(gp_seeds), **extra_methods(declared, budget)}
     variants = [parse_variant(v) for text in args.variants for v in text.split(";") if v.strip()]
-    names = args.methods.split(",") if args.methods else [*STANDARD, *(v.name for v in variants)]
+    names = args.methods.split(",") if args.methods else [*str(mode["methods"]).split(","),
+                                                          *(v.name for v in variants)]
     catalogue.update({v.name: v for v in variants})
     unknown = [n for n in names if n not in catalogue]
     if unknown:
