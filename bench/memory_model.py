@@ -39,26 +39,21 @@ import os
 import sys
 import tempfile
 import time
-import wave
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import yaml
 
+from tuner.testing.audio import write_tone_wav
+
 ROOT = Path(__file__).resolve().parents[1]
 STANDINS = ROOT / "standins"
 
 
 def write_wav(path: Path, seconds: float, rate: int = 16000) -> Path:
-    t = np.arange(int(seconds * rate)) / rate
-    samples = (0.3 * np.sin(2 * np.pi * 220 * t) * 32767).astype(np.int16)
-    with wave.open(str(path), "wb") as handle:
-        handle.setnchannels(1)
-        handle.setsampwidth(2)
-        handle.setframerate(rate)
-        handle.writeframes(samples.tobytes())
-    return path
+    """A speech-like test tone (16-bit PCM mono): :func:`tuner.testing.audio.write_tone_wav`."""
+    return write_tone_wav(path, seconds, rate)
 
 
 MB_PER_GB = 64  # host MB the stand-in holds per simulated GB in the peaks / warm scenarios

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import sys
-import wave
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
 import yaml
+
+from tuner.testing.audio import write_tone_wav
 
 if TYPE_CHECKING:
     from tuner.results import TrialResult
@@ -19,15 +19,8 @@ STANDINS = ROOT / "standins"
 
 
 def write_wav(path: Path, seconds: float, rate: int = 16000) -> Path:
-    """A speech-like test tone (16-bit PCM mono)."""
-    t = np.arange(int(seconds * rate)) / rate
-    samples = (0.3 * np.sin(2 * np.pi * 220 * t) * (0.5 + 0.5 * np.sin(2 * np.pi * 3 * t)) * 32767).astype(np.int16)
-    with wave.open(str(path), "wb") as handle:
-        handle.setnchannels(1)
-        handle.setsampwidth(2)
-        handle.setframerate(rate)
-        handle.writeframes(samples.tobytes())
-    return path
+    """A speech-like test tone (16-bit PCM mono): :func:`tuner.testing.audio.write_tone_wav`."""
+    return write_tone_wav(path, seconds, rate)
 
 
 def live_avatar_standin_spec(tmp_path: Path, trials: int = 5) -> dict[str, Any]:
