@@ -22,11 +22,8 @@ anything outside torch's allocator).
 
 Peak host RSS of the window is the max of (a) the process's own high-water mark
 ``VmHWM`` from ``/proc/self/status``, reset on entry by writing ``5`` to
-``/proc/self/clear_refs`` (Linux >= 4.0) right after ``malloc_trim(0)`` hands the
-heap's free pages back (without it, memory an earlier call of a warm process freed
-but glibc kept stays resident, and the window's peak reads as the process's
-history: measured 1.08 GB for every avatar setting in one warm process, 0.88-1.02 GB
-per setting with the trim), (b) ``RUSAGE_CHILDREN``'s ``ru_maxrss``
+``/proc/self/clear_refs`` (Linux >= 4.0) after ``malloc_trim(0)`` (else what a warm
+process freed but glibc kept reads as every later window's peak), (b) ``RUSAGE_CHILDREN``'s ``ru_maxrss``
 if it rose during the window (it never resets), and (c) the sampled tree peak.
 ``RUSAGE_SELF``'s ``ru_maxrss`` is only a fallback where ``/proc`` is missing: it
 cannot be reset, and after a fork/vfork + exec it keeps the *parent's* peak (a
@@ -37,6 +34,7 @@ once per process, so a tree sum can exceed physical use.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import resource
 import sys
@@ -259,19 +257,12 @@ def _ru_maxrss_bytes(who: int) -> int:
     return maxrss if sys.platform == "darwin" else maxrss * 1024
 
 
-def _release_free_heap() -> None:
-    """Return the C heap's free pages to the system (glibc ``malloc_trim(0)``); nothing elsewhere."""
-    try:
-        import ctypes
-
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
-    except (OSError, AttributeError):
-        pass
-
-
 def _reset_own_peak_rss() -> bool:
-    """Reset VmHWM to the current RSS (``/proc/self/clear_refs``), after trimming the heap; False if not permitted."""
-    _release_free_heap()
+    """Reset VmHWM to the current RSS after ``malloc_trim(0)`` (see module docs); False if not permitted."""
+    try:
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc: the peak may include what earlier calls freed
+        pass
     try:
         with open("/proc/self/clear_refs", "w", encoding="ascii") as handle:
             handle.write("5")

@@ -8,17 +8,14 @@ the sampler as an infeasible point, like OOM), claims the setting fleet-wide
 is copied once measured), runs the rest on its runner's slots in parallel
 threads and tells each result back. Only this thread talks to the storage. The
 reference runs first and alone (every quality metric needs its output), then
-the baseline, then the search; while either runs on another host, this one waits.
-A search setting the memory model (:mod:`.feasibility`) predicts to run out of memory is
-recorded SKIPPED_PREDICTED_OOM, never run, free, and told to the sampler like INVALID.
-Each trial records ``host``, ``worker`` and ``slot`` and beats a heartbeat while it
+the baseline, then the search; while either runs on another host, this one waits. A predicted
+OOM (:mod:`.feasibility`) is recorded SKIPPED_PREDICTED_OOM: never run, free, a wall. Each trial records ``host``, ``worker`` and ``slot`` and beats a heartbeat while it
 runs; RUNNING trials whose coordinator died are marked FAIL (``INTERRUPTED``) and
 their settings enqueued again (:mod:`.heartbeats`) — a live one's never.
 
-Budget: ``budget_trials`` counts trials that ran a workload (reference and
-baseline included) on every host; trials running elsewhere hold budget, so
-coordinators together overshoot by at most the slots in flight. Rule-rejected,
-copied and skipped trials do not count. ``wall_time_s`` limits this invocation; the study
+Budget: ``budget_trials`` counts trials that ran a workload (reference and baseline included) on
+every host; trials running elsewhere hold budget, so coordinators together overshoot by at most
+the slots in flight. Rule-rejected, copied and skipped trials do not count. ``wall_time_s`` limits this invocation; the study
 attribute ``cancelled`` stops proposing everywhere (trials in flight finish);
 100 proposals in a row that need no run end the study as exhausted. Early stops
 (a failed reference, the same failure on every first run) and adaptive timeouts
