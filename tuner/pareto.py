@@ -52,6 +52,18 @@ def pareto_ranks(points: Sequence[Point], directions: Sequence[str]) -> dict[int
     return ranks
 
 
+def named_constraints(trial: "FrozenTrial") -> dict[str, float]:
+    """The trial's constraints by key, from Optuna 5's per-key form (``constraints:<key>``).
+
+    ``FrozenTrial.constraints`` also lists the legacy ``constraints`` list (kept for
+    optuna-dashboard) under ``"0"``, ``"1"``, ...; this leaves those copies out. A trial with
+    only the legacy list (written by an older tool) gets ``FrozenTrial.constraints``.
+    """
+    prefix = "constraints:"
+    named = {key[len(prefix):]: float(value) for key, value in trial.system_attrs.items() if key.startswith(prefix)}
+    return named or dict(trial.constraints)
+
+
 def is_measured_feasible(trial: "FrozenTrial") -> bool:
     """COMPLETE, real values (no placeholder), not a copy, every constraint <= 0."""
     from optuna.trial import TrialState

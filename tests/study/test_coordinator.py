@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from optuna.trial import TrialState
 
+from tuner.pareto import named_constraints
 from tuner.runner.base import Slot
 from tuner.runner.inline import InlineRunner
 from tuner.spec.loading import parse_spec
@@ -47,7 +48,8 @@ def test_reference_then_baseline_then_search(tmp_path: Path) -> None:
     assert trials[0].values[1] == 100.0
     assert trials[1].values[1] < 60
     # the disabled peak_vram constraint is absent, the quality constraint present
-    assert set(trials[1].constraints) == {"outcome", "psnr_db>=15"}
+    assert set(named_constraints(trials[1])) == {"outcome", "psnr_db>=15"}
+    assert trials[1].system_attrs["constraints"] == [0.0, trials[1].constraints["psnr_db>=15"]]  # optuna-dashboard's list
 
 
 def test_rule_breaking_candidates_are_recorded_never_run(tmp_path: Path) -> None:

@@ -21,8 +21,10 @@ import typer
 
 import tuner.cli.study_commands  # noqa: F401 - registers validate, run, resume, status, schema
 import tuner.cli.view_commands  # noqa: F401 - registers front, export, check, ui, sync-mlflow
+import tuner.cli.show_command  # noqa: F401 - registers show
 import tuner.cli.worker_command  # noqa: F401 - registers worker
 import tuner.cli.fleet_commands  # noqa: F401 - registers serve, submit
+import tuner.cli.dashboard_command  # noqa: F401 - registers dashboard
 from tuner.cli.app import app, err
 
 DEBUG_ENV = "TUNER_DEBUG"  # set to 1 to see the traceback of an internal error

@@ -25,10 +25,11 @@ from rich.table import Table
 from tuner.cli.progress import ProgressDisplay
 from tuner.runner.base import plan_slots
 from tuner.runner.choice import make_runner
+from tuner.secrets import redact_text
 from tuner.study.coordinator import Coordinator
 from tuner.study.listeners import Listener, Summary
 from tuner.study.lock import lock_for
-from tuner.study.objectives import plan_constraints
+from tuner.study.objectives import ensure_metric_names, plan_constraints
 from tuner.study.records import TrialRecord
 from tuner.study.storage import StudyError, redact_url
 from tuner.study.studies import OpenStudy, study_directory
@@ -250,6 +251,7 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
     for metric, reason in plan.disabled.items():
         out.print(f"[yellow]constraint on {metric} disabled: {reason}[/]")
     study.set_user_attr("disabled_constraints", dict(plan.disabled))
+    ensure_metric_names(study, spec)  # a study made before metric names were stored gets them (dashboards)
     cores = None
     if device == "cpu" and spec.workload.torch_threads is None:
         idle, total = idle_cores()
@@ -311,11 +313,25 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
             out.print(f"[yellow]warning: {escape(str(warning))}[/]", soft_wrap=True)
     except ExportError as error:
         out.print(f"[yellow]nothing exported: {error}[/]")
+    _refresh_dashboard_view(opened, home, out)
     if tracker is not None and tracker.run_id is not None:
         out.print(f"MLflow: {redact_url(tracker.uri)} — experiment '{tracker.info.experiment_name}', "
                   f"run {tracker.run_id} (browse with: tuner ui {study.study_name})")
     out.print(f"storage: {redact_url(opened.storage_url)} — inspect with 'tuner status {summary.study_name}'")
     return summary
+
+
+def _refresh_dashboard_view(opened: OpenStudy, home: Path, out: Console) -> None:
+    """Bring the study's optuna-dashboard view (:mod:`tuner.tracking.dashboard`, ``<home>/dashboard.db``)
+    up to date; a failure is one warning line, never the study's (the view is rebuilt by ``tuner dashboard``)."""
+    from tuner.tracking.dashboard import default_view_url, refresh_view
+
+    try:
+        refresh_view(opened.storage_url, opened.study.study_name, default_view_url(home))
+    except Exception as error:  # noqa: BLE001 - a view never fails the study
+        out.print(f"[yellow]dashboard view not refreshed ({escape(type(error).__name__)}: "
+                  f"{escape(redact_text(str(error))[:200])}): rebuild it with 'tuner dashboard "
+                  f"{opened.study.study_name} --refresh-only'[/]", soft_wrap=True)
 
 
 def _print_front(opened: OpenStudy, front: list[int], out: Console) -> None:

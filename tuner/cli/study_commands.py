@@ -189,48 +189,38 @@ def status(
     study: Optional[str] = typer.Argument(None, help="Study name (omit to list studies)."),
     storage: Optional[str] = StorageOption,
     home: Optional[Path] = HomeOption,
+    sort: Optional[str] = typer.Option(None, "--sort", metavar="COLUMN",
+                                       help="Order by number, outcome, role, front, an objective or metric (best "
+                                            "first), or a parameter; '-' before it reverses (e.g. --sort=-psnr_db)."),
+    outcome: Optional[list[str]] = typer.Option(None, "--outcome", metavar="OUTCOME",
+                                                help="Only trials with this outcome (OK, OOM, TIMEOUT, CRASH, INVALID, "
+                                                     "SKIPPED_PREDICTED_OOM, RUNNING, ...); repeat it or give a comma list."),
+    as_json: bool = typer.Option(False, "--json", help="Print every trial (or study) as JSON, nothing cut."),
 ) -> None:
-    """List studies, or show one study's trials and front."""
-    from tuner.pareto import front_trials
-    from tuner.study.records import TrialRecord
+    """List studies, or show one study's trials: one line a trial (objectives with units, front marker, params)."""
+    from tuner.cli.status_view import render_status
 
     url = storage_url(storage, tuner_home(home))
     try:
         if study is None:
+            studies = list_studies(url)
+            if as_json:
+                typer.echo(json.dumps([{"study": name, "trials": count} for name, count in studies], indent=2))
+                return
             table = Table("study", "trials")
-            for name, count in list_studies(url):
+            for name, count in studies:
                 table.add_row(name, str(count))
             out.print(table)
             return
         opened = load_study(url, study)
-    except (StudyError, SpecError) as error:
+        lines = render_status(opened, sort, outcome, as_json)
+    except (StudyError, SpecError, ValueError) as error:
         fail(str(error))
-    trials = opened.study.get_trials(deepcopy=False)
-    names = opened.spec.objective_names
-    front = {t.number for t in front_trials(trials, [o.direction for o in opened.spec.objectives])}
-    table = Table("#", "role", "outcome", *names, "front", "where", "params", "note", title=study)
-    for record in (TrialRecord.from_trial(t) for t in trials):
-        values = [f"{v:.4g}" if record.values and not record.placeholder else "-" for v in (record.values or [None] * len(names))]
-        note = f"copy of #{record.duplicate_of}" if record.duplicate_of is not None else (record.reason or "")[:50]
-        if record.noisy and record.duplicate_of is None:
-            note = f"NOISY (latency cv {record.latency_cv or 0:.2f})" + (f"; {note}" if note else "")
-        attrs = trials[record.number].user_attrs if record.number < len(trials) else {}
-        where = "/".join(str(attrs[k]) for k in ("host", "slot") if attrs.get(k))
-        if record.outcome == "SKIPPED_PREDICTED_OOM":
-            note = ("predicted OOM: " + (f"peak {record.predicted_peak_gb:.1f} GB, " if record.predicted_peak_gb
-                                         is not None else "OOM at ") + str(record.prediction_witness))
-        table.add_row(str(record.number), record.role_shown, record.outcome, *values,
-                      "*" if record.number in front else "", where, json.dumps(dict(record.params))[:60], note)
-    out.print(table)
-    measured = sum(1 for t in trials if t.user_attrs.get("measured"))
-    skipped = sum(1 for t in trials if t.user_attrs.get("outcome") == "SKIPPED_PREDICTED_OOM")
-    out.print(f"{measured} measured of budget {opened.study.user_attrs.get('budget_trials')}, "
-              f"{len(trials)} recorded, {len(front)} on the front"
-              + (f", {skipped} skipped as predicted OOM (never run)" if skipped else ""))
-    warm = opened.study.user_attrs.get("warm_start")
-    if isinstance(warm, dict):
-        out.print(f"warm start from {warm.get('study')} ({warm.get('storage')}): {warm.get('front_enqueued')} front "
-                  f"setting(s) queued, {warm.get('dropped')} dropped, {warm.get('observations')} memory observations")
+    if as_json:
+        typer.echo(lines[0])
+        return
+    for line in lines:
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 @app.command()

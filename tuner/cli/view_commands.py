@@ -10,7 +10,7 @@ from __future__ import annotations
 import signal
 import socket
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 from rich.console import Console
@@ -21,6 +21,11 @@ from tuner.spec.models import SpecError
 from tuner.study.storage import StudyError, redact_url, storage_url, tuner_home
 from tuner.study.studies import load_study
 
+if TYPE_CHECKING:
+    from tuner.study.records import TrialRecord
+
+VRAM_METRICS = ("peak_vram_gb", "peak_vram_nvml_gb")  # device memory: torch's peak, else NVML's (first with values)
+
 
 @app.command()
 def front(
@@ -28,7 +33,7 @@ def front(
     storage: Optional[str] = StorageOption,
     home: Optional[Path] = HomeOption,
 ) -> None:
-    """Print the study's Pareto front as a table (objectives, key metrics, noisy flag, params)."""
+    """Print the study's Pareto front as a table (objectives, key metrics measured here, noisy flag, params)."""
     from tuner.front.report import front_table
     from tuner.study.records import NOISY_CV, TrialRecord, record_feasible
     from tuner.tracking.views import ranks_of
@@ -44,7 +49,7 @@ def front(
     on_front = {n for n, rank in ranks.items() if rank == 0}
     rows = front_table(records, on_front, names)
     by_number = {r.number: r for r in records}
-    extra = [m for m in ("latency_p95_s", "latency_cv", "peak_vram_gb", "throughput_items_per_s") if m not in names]
+    extra = _extra_columns([by_number[row["trial"]] for row in rows], names)
     table = Table(title=f"Pareto front of {study}", title_justify="left")
     for column in ("trial", "role", *names, *extra, "noisy"):
         table.add_column(column, no_wrap=True)  # numbers are never cut; the params column wraps
@@ -59,6 +64,21 @@ def front(
     noisy = sum(1 for row in rows if row["noisy"])
     out.print(f"{len(rows)} on the front of {feasible} feasible measured trials ({len(records)} recorded)"
               + (f"; {noisy} of them NOISY (latency CV > {NOISY_CV:g}): their latencies are not facts" if noisy else ""))
+
+
+def _extra_columns(front: list["TrialRecord"], names: list[str]) -> list[str]:
+    """The metric columns ``tuner front`` adds after the objectives: p95 latency, latency CV, memory,
+    throughput — each only when some front trial has a value for it (never a column of dashes).
+
+    Memory is what this host measured: the device peak (``peak_vram_gb``, else ``peak_vram_nvml_gb``)
+    on a GPU, and the host's ``peak_rss_gb`` (on a CPU the only figure; on a GPU it shows offloading).
+    """
+    def measured(metric: str) -> bool:
+        return any(record.metric_value(metric) is not None for record in front)
+
+    vram = next((m for m in VRAM_METRICS if measured(m)), None)
+    wanted = ("latency_p95_s", "latency_cv", *((vram,) if vram else ()), "peak_rss_gb", "throughput_items_per_s")
+    return [m for m in wanted if m not in names and measured(m)]
 
 
 def _number(value: object) -> str:

@@ -12,6 +12,14 @@
 Constraint bounds may be expressions of ``gpu_memory_gb`` / ``host_memory_gb``.
 A bound that cannot be evaluated on this host (no GPU) disables its constraint
 for the study, with the reason recorded — it is never guessed.
+
+How it is stored: each constraint in Optuna 5's per-key form (``trial.set_constraint``,
+system attribute ``constraints:<key>``), and the study's metric names
+(:func:`ensure_metric_names`) are the objectives' metric names. The legacy list
+optuna-dashboard 0.21 reads (system attribute ``constraints``, values in
+:func:`constraint_order`) is written only in the dashboard's view
+(:mod:`tuner.tracking.dashboard`), never in the study: Optuna's ``FrozenTrial.constraints``
+merges both forms, so the samplers would see every constraint twice.
 """
 
 from __future__ import annotations
@@ -24,10 +32,14 @@ from tuner.results import Outcome, TrialResult
 from tuner.spec.expressions import ExpressionError, compile_expression
 
 if TYPE_CHECKING:
+    import optuna
+
     from tuner.spec.models import StudySpec
 
 OUTCOME_CONSTRAINT = "outcome"
 NO_MEASUREMENT_PLACEHOLDER = 1e6
+LEGACY_CONSTRAINTS_ATTR = "constraints"  # trial system attribute (dashboard view only): the list optuna-dashboard 0.21 reads
+CONSTRAINT_ORDER_ATTR = "constraint_order"  # view study user attribute: the keys of that list, in order
 
 
 @dataclass(frozen=True)
@@ -144,3 +156,22 @@ def judge(spec: "StudySpec", plan: ConstraintPlan, result: TrialResult,
         else:
             constraints[constraint.key] = constraint.violation(value)
     return Verdict(values, constraints, unavailable_constraints=unavailable)
+
+
+def constraint_order(constraints: Mapping[str, float]) -> list[str]:
+    """The keys of ``constraints`` in the order of the legacy list: sorted (``outcome`` among them)."""
+    return sorted(constraints)
+
+
+def ensure_metric_names(study: "optuna.Study", spec: "StudySpec") -> None:
+    """Name the study's objectives after the spec's objective metrics (``study.set_metric_names``);
+    nothing is written when they already are (idempotent: safe on every open)."""
+    import warnings
+
+    import optuna
+
+    names = list(spec.objective_names)
+    if study.metric_names != names:
+        with warnings.catch_warnings():  # "experimental" since Optuna 3.2
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            study.set_metric_names(names)

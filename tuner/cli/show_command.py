@@ -1,0 +1,272 @@
+"""``tuner show STUDY TRIAL``: everything about one trial, whole.
+
+What it prints (``--json``: the same as one JSON document): role, outcome and state;
+where and when it ran (host, slot, worker, times); copy-of, warm-start and predicted-OOM
+links; the WHOLE reason; params and derived values; objectives and every stored metric
+with units (an unavailable metric with its reason); constraints (feasible when <= 0);
+samples' paths; the setting's native invocation (rendered from the spec stored with the
+study by :func:`tuner.ship.invocation.render_invocation`) and, when the worker recorded
+it, what was actually executed; the trial's files and the tail of its log.
+
+Where a trial's files are: ``<home>/<study>/trial_<number:05d>/`` (``result.json``,
+``worker.log``, ``sample/``), written by the coordinator that ran it. On another host, or
+under another ``--home``, they are absent: the log tail then comes from the storage
+(its last :data:`tuner.study.records.LOG_TAIL_STORED_CHARS` characters). Logs and
+invocations pass through :func:`tuner.secrets.redact_text` before they are shown.
+
+Registered on :data:`tuner.cli.app.app` when imported (by :mod:`tuner.cli.main`).
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Optional
+
+import typer
+
+from tuner.cli.app import HomeOption, StorageOption, app, fail, out
+from tuner.cli.status_view import objective_units, trial_document
+from tuner.secrets import redact_text
+from tuner.spec.models import SpecError
+from tuner.study.records import TrialRecord
+from tuner.study.storage import StudyError, storage_url, tuner_home
+from tuner.study.studies import OpenStudy, load_study, study_directory
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+LOG_LINES = 30  # default lines of the log tail
+LOG_READ_BYTES = 256 * 1024  # at most this much of the log's end is read
+
+
+@app.command()
+def show(
+    study: str = typer.Argument(..., help="Study name."),
+    trial: int = typer.Argument(..., help="Trial number (as 'tuner status' lists them)."),
+    storage: Optional[str] = StorageOption,
+    home: Optional[Path] = HomeOption,
+    lines: int = typer.Option(LOG_LINES, "--lines", "-n", min=0, help="Lines of the log tail to show."),
+    as_json: bool = typer.Option(False, "--json", help="Print the trial as one JSON document."),
+) -> None:
+    """Everything about one trial: params, outcome, the whole reason, metrics with units, invocation, log tail."""
+    root = tuner_home(home)
+    try:
+        opened = load_study(storage_url(storage, root), study)
+        trial_dir = study_directory(root, study) / f"trial_{trial:05d}"
+    except (StudyError, SpecError) as error:
+        fail(str(error))
+    trials = opened.study.get_trials(deepcopy=False)
+    found = next((t for t in trials if t.number == trial), None)
+    if found is None:
+        known = f"its trials are 0 to {trials[-1].number}" if trials else "it has no trials yet"
+        fail(f"study '{study}' has no trial {trial} ({known})")
+    document = trial_view(opened, found, trial_dir, lines)
+    if as_json:
+        typer.echo(json.dumps(document, indent=2, default=str))
+        return
+    for line in render_trial(document):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: int) -> dict[str, Any]:
+    """One stored trial as a JSON-able document: :func:`tuner.cli.status_view.trial_document` plus ``study``,
+    ``invocation`` (native, from the stored spec; None with ``invocation_error`` when it cannot be
+    rendered), ``executed`` (what the worker ran, from ``result.json``), ``files`` and ``log_tail``
+    (``{"source": path or "storage", "lines": [...]}``, the last ``lines`` lines)."""
+    from tuner.pareto import front_trials
+    from tuner.ship.invocation import render_invocation
+
+    record = TrialRecord.from_trial(trial)
+    trials = opened.study.get_trials(deepcopy=False)
+    on_front = record.number in {t.number for t in front_trials(trials, [o.direction for o in opened.spec.objectives])}
+    units = objective_units(opened, [record])
+    document = {"study": opened.study.study_name, **trial_document(record, opened.spec.objective_names, units, on_front)}
+    try:
+        document["invocation"] = _redacted(render_invocation(opened.spec, {**record.params, **record.derived}))
+    except ValueError as error:
+        document["invocation"], document["invocation_error"] = None, str(error)
+    result_path, log_path = trial_dir / "result.json", trial_dir / "worker.log"
+    payload = _result_payload(result_path)
+    document["executed"] = _redacted(_executed(payload))
+    document["files"] = {"trial_dir": str(trial_dir), "result": str(result_path) if result_path.is_file() else None,
+                         "log": str(log_path) if log_path.is_file() else None}
+    document["log_tail"] = _log_tail(payload, log_path, trial.user_attrs, lines)
+    return document
+
+
+def render_trial(document: Mapping[str, Any]) -> list[str]:
+    """The lines ``tuner show`` prints for a :func:`trial_view` document (plain text, nothing cut)."""
+    head = [f"trial {document['number']} of study {document['study']}: {document['role']}, {document['outcome']}"
+            f" (state {document['state']}{', on the Pareto front' if document['on_front'] else ''})"]
+    head += _where(document)
+    head += _links(document)
+    head.append(f"reason: {document['reason']}" if document["reason"] else "reason: -")
+    body = _pairs("params", document["params"]) + _pairs("derived", document["derived"])
+    body += _objectives(document) + _constraints(document["constraints"]) + _metrics(document["metrics"])
+    body += _pairs("samples", document["samples"]) + _invocations(document) + _files(document)
+    tail = document["log_tail"]
+    if tail["lines"]:
+        body.append(f"log tail (last {len(tail['lines'])} lines, from {tail['source']}):")
+        body += [f"  | {line}" for line in tail["lines"]]
+    else:
+        body.append(f"log tail: none ({tail['source']})")
+    return head + body
+
+
+def _where(document: Mapping[str, Any]) -> list[str]:
+    parts = [f"{label} {document[key]}" for label, key in (("host", "host"), ("slot", "slot"), ("worker", "worker"))
+             if document.get(key)]
+    times = [f"{label} {document[key]}" for label, key in (("started", "datetime_start"),
+                                                           ("completed", "datetime_complete")) if document.get(key)]
+    spans = [f"{label} {document[key]:.4g} s" for label, key in (("wall time", "wall_time_s"),
+                                                                 ("evaluation", "eval_time_s"))
+             if isinstance(document.get(key), (int, float))]
+    lines = [f"ran on {', '.join(parts)}"] if parts else ["ran on: - (never run here: a copy, a skip or queued)"]
+    return lines + ([", ".join(times + spans)] if times or spans else [])
+
+
+def _links(document: Mapping[str, Any]) -> list[str]:
+    lines = []
+    if document["duplicate_of"] is not None:
+        lines.append(f"copy of trial {document['duplicate_of']}: the same setting, measured there (its log and "
+                     f"files: tuner show {document['study']} {document['duplicate_of']})")
+    if document["warm_start_from"]:
+        lines.append(f"queued by a warm start from study {document['warm_start_from']}")
+    if document["predicted_peak_gb"] is not None or document["prediction_witness"]:
+        peak = document["predicted_peak_gb"]
+        lines.append(f"predicted OOM: {f'peak {peak:.2f} GB, ' if peak is not None else ''}"
+                     f"from {document['prediction_witness']}")
+    if document["fingerprint_note"]:
+        lines.append(f"host differs from the reference's: {document['fingerprint_note']}")
+    if document["noisy"]:
+        lines.append(f"NOISY: latency cv {document['latency_cv'] or 0:.3g}; its latency is not a fact")
+    return lines
+
+
+def _pairs(title: str, values: Mapping[str, Any]) -> list[str]:
+    if not values:
+        return [f"{title}: -"]
+    width = max(len(k) for k in values)
+    return [f"{title}:"] + [f"  {key.ljust(width)} = {value}" for key, value in values.items()]
+
+
+def _objectives(document: Mapping[str, Any]) -> list[str]:
+    note = " (placeholders: worst-case values told to the sampler for a failed point, not measurements)" \
+        if document["placeholder_values"] else ""
+    lines = [f"objectives:{note}"]
+    for name, objective in document["objectives"].items():
+        value = objective["value"]
+        lines.append(f"  {name} = {_with_unit(value, objective['unit'])}" if value is not None else f"  {name} = -")
+    return lines
+
+
+def _constraints(constraints: Mapping[str, float]) -> list[str]:
+    if not constraints:
+        return ["constraints: -"]
+    return ["constraints (feasible when <= 0):"] + [
+        f"  {name} = {value:.4g} ({'ok' if value <= 0 else 'violated'})" for name, value in constraints.items()]
+
+
+def _metrics(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    if not metrics:
+        return ["metrics: none recorded"]
+    width = max(len(name) for name in metrics)
+    lines = ["metrics:"]
+    for name, metric in metrics.items():
+        if metric.get("value") is None:
+            lines.append(f"  {name.ljust(width)}  unavailable: {metric.get('reason') or 'no value recorded'}")
+        else:
+            lines.append(f"  {name.ljust(width)}  {_with_unit(metric['value'], metric.get('unit'))}"
+                         f"  ({metric.get('direction', '')})")
+    return lines
+
+
+def _invocations(document: Mapping[str, Any]) -> list[str]:
+    if document["invocation"] is None:
+        lines = [f"invocation: unavailable: {document.get('invocation_error')}"]
+    else:
+        lines = ["invocation (native, outside the tuner):", *(f"  {line}" for line in _invocation_lines(document["invocation"]))]
+    if document["executed"]:
+        lines += ["executed by the worker:", *(f"  {line}" for line in _invocation_lines(document["executed"]))]
+    return lines
+
+
+def _invocation_lines(invocation: Mapping[str, Any]) -> list[str]:
+    """A rendered invocation as a person pastes it: argv quoted for a shell, a URL and body, a target and kwargs."""
+    kind = invocation.get("kind")
+    if kind == "command":
+        lines = [shlex.join(str(a) for a in invocation.get("argv") or [])]
+        lines += [f"env {k}={v}" for k, v in (invocation.get("env") or {}).items()]
+        return lines + ([f"cwd {invocation['cwd']}"] if invocation.get("cwd") else [])
+    if kind == "http":
+        return [f"POST {invocation.get('url')} ({invocation.get('api')}, concurrency {invocation.get('concurrency')})",
+                f"body {json.dumps(invocation.get('body'), default=str)}"]
+    rest = {k: v for k, v in invocation.items() if k not in ("kind", "target")}
+    return [f"{kind or 'python'}: {invocation.get('target')}"] + [f"{k} {json.dumps(v, default=str)}" for k, v in rest.items()]
+
+
+def _files(document: Mapping[str, Any]) -> list[str]:
+    files = document["files"]
+    if files["result"] is None and files["log"] is None:
+        return [f"files: none at {files['trial_dir']} (a copy or skip ran nothing; or it ran on another host or "
+                "under another --home)"]
+    return [f"files: {files['trial_dir']}"] + [f"  {name}: {path}" for name, path in
+                                               (("result", files["result"]), ("log", files["log"])) if path]
+
+
+def _with_unit(value: Any, unit: Any) -> str:
+    shown = f"{value:.6g}" if isinstance(value, float) else str(value)
+    return f"{shown} {unit}" if unit and unit != "1" else shown
+
+
+def _result_payload(result_path: Path) -> dict[str, Any]:
+    """The worker's ``result.json`` as a mapping; empty when absent or unreadable."""
+    try:
+        payload = json.loads(result_path.read_text())
+    except (OSError, ValueError):
+        return {}
+    return payload if isinstance(payload, dict) else {}
+
+
+def _executed(payload: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the worker recorded as executed (``invocation`` of ``result.json``); None when it recorded none."""
+    invocation = payload.get("invocation")
+    return invocation if isinstance(invocation, dict) else None
+
+
+def _log_tail(payload: Mapping[str, Any], log_path: Path, attrs: Mapping[str, Any], lines: int) -> dict[str, Any]:
+    """The last ``lines`` lines of the trial's log, redacted, from the first source that has any:
+
+    ``result.json``'s ``log_tail`` (the worker's traceback, then the end of ``worker.log``), the
+    ``worker.log`` file itself (its last :data:`LOG_READ_BYTES` bytes), the tail stored with the
+    trial in the storage (what is left when the files are on another host).
+    """
+    if lines == 0:
+        return {"source": "not asked for (--lines 0)", "lines": []}
+    sources: list[tuple[str, str]] = [(str(payload.get("log_tail") or ""), f"{log_path.parent / 'result.json'} "
+                                       "(the worker's traceback, then the end of its log)")]
+    try:
+        with open(log_path, "rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(0, size - LOG_READ_BYTES))
+            sources.append((handle.read().decode(errors="replace"), str(log_path)))
+    except OSError:
+        pass
+    sources.append((str(attrs.get("log_tail") or ""), "the storage (its last characters stored with the trial)"))
+    for text, source in sources:
+        if text.strip():
+            return {"source": source, "lines": redact_text(text).splitlines()[-lines:]}
+    return {"source": "no log: empty, or not on this host and none stored", "lines": []}
+
+
+def _redacted(value: Any) -> Any:
+    """``value`` with every string inside passed through :func:`tuner.secrets.redact_text`."""
+    if isinstance(value, str):
+        return redact_text(value)
+    if isinstance(value, dict):
+        return {key: _redacted(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_redacted(item) for item in value]
+    return value

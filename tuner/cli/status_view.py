@@ -1,0 +1,252 @@
+"""What ``tuner status STUDY`` shows: one line a trial, sorted and filtered, or every trial as JSON.
+
+The table is plain aligned text, one line a trial, never wrapped nor cut (a long line
+runs past the terminal's edge rather than onto a second line, so ``grep`` and ``sort``
+see one trial a line): number, outcome, role, each objective with its unit, the front
+marker, where it ran, its parameters as ``k=v`` and a short note. The note is the only
+shortened field (a reason's first :data:`NOTE_CHARS` characters); ``tuner show STUDY N``
+prints the whole trial and ``--json`` prints every field of every trial, nothing cut.
+
+Contracts shared with ``tuner show`` (:mod:`tuner.cli.show_command`):
+:func:`trial_document` is the JSON form of one trial and :func:`objective_units`
+the unit of each objective.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+
+from tuner.results import Outcome
+from tuner.spec.metrics import MEASURED_METRICS, QUALITY_FAMILIES
+from tuner.study.records import TrialRecord
+
+if TYPE_CHECKING:
+    from tuner.study.studies import OpenStudy
+
+NOTE_CHARS = 80  # a reason in the table's note column is cut here ("tuner show" prints it whole)
+TRIAL_STATES = ("RUNNING", "WAITING", "FAIL", "PRUNED", "COMPLETE")  # an outcome shown for a trial with none
+OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome) + TRIAL_STATES
+PLAIN_COLUMNS = ("number", "outcome", "role", "front")  # sort columns besides objectives, metrics, params
+
+
+@dataclass(frozen=True)
+class StatusTrial:
+    """One stored trial as status sees it: its record, whether it is on the front, where it ran."""
+
+    record: TrialRecord
+    on_front: bool
+    where: str
+
+
+def parse_outcomes(values: Sequence[str] | None) -> set[str]:
+    """The outcome names of ``--outcome`` (repeated and/or comma lists, any case); empty: all.
+
+    Raises ``ValueError`` naming an unknown outcome and the known ones (:data:`OUTCOMES`).
+    """
+    chosen = {part.strip().upper() for value in values or () for part in value.split(",") if part.strip()}
+    unknown = sorted(chosen - set(OUTCOMES))
+    if unknown:
+        raise ValueError(f"--outcome: unknown outcome {', '.join(unknown)} (use {', '.join(OUTCOMES)})")
+    return chosen
+
+
+def objective_units(opened: "OpenStudy", records: Iterable[TrialRecord] = ()) -> dict[str, str]:
+    """Each objective's unit: from the metric catalogue, else as a trial stored it, else ``""``."""
+    catalogue = {name: unit for name, (unit, _) in MEASURED_METRICS.items()}
+    for family in QUALITY_FAMILIES:
+        catalogue.update({name: unit for name, (unit, _) in family.metrics.items()})
+    stored = {name: str(m.get("unit") or "") for r in records for name, m in r.metrics.items()}
+    return {name: catalogue.get(name) or stored.get(name, "") for name in opened.spec.objective_names}
+
+
+def shown_values(record: TrialRecord, names: Sequence[str]) -> dict[str, float | None]:
+    """The objective values a view shows: None for a placeholder (an OOM's worst-case stand-in) or none stored."""
+    if record.values is None or record.placeholder:
+        return {name: None for name in names}
+    return dict(zip(names, (float(v) for v in record.values)))
+
+
+def trial_document(record: TrialRecord, names: Sequence[str], units: Mapping[str, str],
+                   on_front: bool) -> dict[str, Any]:
+    """The JSON form of one trial, nothing cut: params, derived, objectives (value, unit), every
+    stored metric, constraints, the whole reason, where and when it ran, samples, copy and warm-start links."""
+    values = shown_values(record, names)
+    return {
+        "number": record.number, "state": record.state, "outcome": record.outcome, "role": record.role,
+        "on_front": on_front, "reason": record.reason,
+        "params": dict(record.params), "derived": dict(record.derived),
+        "objectives": {name: {"value": values[name], "unit": units.get(name, "")} for name in names},
+        "values": list(record.values) if record.values is not None else None,
+        "placeholder_values": record.placeholder,
+        "constraints": dict(record.constraints), "metrics": {k: dict(v) for k, v in record.metrics.items()},
+        "noisy": record.noisy, "latency_cv": record.latency_cv,
+        "duplicate_of": record.duplicate_of, "warm_start_from": record.warm_start_from,
+        "predicted_peak_gb": record.predicted_peak_gb, "prediction_witness": record.prediction_witness,
+        "host": record.host, "slot": record.slot, "worker": record.worker,
+        "fingerprint_note": record.fingerprint_note,
+        "datetime_start": record.datetime_start, "datetime_complete": record.datetime_complete,
+        "wall_time_s": record.wall_time_s, "eval_time_s": record.eval_time_s,
+        "samples": dict(record.samples),
+    }
+
+
+def trial_note(record: TrialRecord) -> str:
+    """The note column: copy, predicted OOM, noisy, else the reason's start (cut at :data:`NOTE_CHARS`)."""
+    if record.duplicate_of is not None:
+        return f"copy of #{record.duplicate_of}"
+    if record.outcome == Outcome.SKIPPED_PREDICTED_OOM.value:
+        peak = f"peak {record.predicted_peak_gb:.1f} GB, " if record.predicted_peak_gb is not None else "OOM at "
+        return f"predicted OOM: {peak}{record.prediction_witness}"
+    reason = " ".join((record.reason or "").split())
+    if len(reason) > NOTE_CHARS:
+        reason = reason[:NOTE_CHARS - 1] + "…"
+    if record.noisy:
+        return f"NOISY (latency cv {record.latency_cv or 0:.2f})" + (f"; {reason}" if reason else "")
+    return reason
+
+
+def compact_params(params: Mapping[str, Any]) -> str:
+    """``k=v`` pairs separated by spaces, every parameter, values as stored (strings unquoted)."""
+    return " ".join(f"{key}={value}" for key, value in params.items())
+
+
+def sort_trials(trials: Sequence[StatusTrial], column: str, opened: "OpenStudy") -> list[StatusTrial]:
+    """``trials`` ordered by ``column``: ``number``, ``outcome``, ``role``, ``front``, an objective,
+    any stored metric or a parameter (``param.<name>`` when a metric has the same name).
+
+    Objectives and metrics sort best first by their direction (a minimised one ascending),
+    everything else ascending; a leading ``-`` reverses. Trials without a value come last.
+    Raises ``ValueError`` for a column no trial has.
+    """
+    reverse = column.startswith("-")
+    name = column.lstrip("-")
+    names = opened.spec.objective_names
+    directions: dict[str, str] = {o.metric: o.direction for o in opened.spec.objectives}
+    for trial in trials:
+        for metric, stored in trial.record.metrics.items():
+            directions.setdefault(metric, str(stored.get("direction") or "minimize"))
+    params = {key for t in trials for key in t.record.params}
+    key: Callable[[StatusTrial], Any]
+    if name in ("number", "#", "trial"):
+        key = lambda t: t.record.number  # noqa: E731 - one-line keys, chosen by column
+    elif name in ("outcome", "role"):
+        key = lambda t: getattr(t.record, name)  # noqa: E731
+    elif name == "front":
+        key = lambda t: 0 if t.on_front else 1  # noqa: E731
+    elif name in names:
+        index = names.index(name)
+        key = lambda t: shown_values(t.record, names)[names[index]]  # noqa: E731
+        reverse ^= directions[name] == "maximize"
+    elif name in directions and not name.startswith("param."):
+        key = lambda t: t.record.metric_value(name)  # noqa: E731
+        reverse ^= directions[name] == "maximize"
+    elif name.removeprefix("param.") in params:
+        param = name.removeprefix("param.")
+        key = lambda t: _orderable(t.record.params.get(param))  # noqa: E731
+    else:
+        known = [*PLAIN_COLUMNS, *names, *sorted(set(directions) - set(names)), *sorted(params)]
+        raise ValueError(f"--sort: no column '{name}' (use {', '.join(known)}; '-' before one reverses)")
+    keyed: list[tuple[Any, StatusTrial]] = [(key(t), t) for t in trials]
+    present = sorted(((k, t) for k, t in keyed if k is not None), key=lambda pair: pair[0], reverse=reverse)
+    return [t for _, t in present] + [t for k, t in keyed if k is None]
+
+
+def _orderable(value: Any) -> tuple[int, Any] | None:
+    """Numbers before strings, each in its own order (a categorical may mix them)."""
+    if value is None:
+        return None
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return (0, float(value))
+    return (1, str(value))
+
+
+def status_lines(trials: Sequence[StatusTrial], names: Sequence[str], units: Mapping[str, str]) -> list[str]:
+    """The table: a header and one line a trial, columns padded to their widest cell (the last not)."""
+    headers = ["#", "outcome", "role", *(f"{n} [{units[n]}]" if units.get(n) not in (None, "", "1") else n
+                                         for n in names), "front", "where", "params", "note"]
+    rows = []
+    for trial in trials:
+        record = trial.record
+        values = shown_values(record, names)
+        rows.append([str(record.number), record.outcome, record.role_shown,
+                     *(f"{values[n]:.4g}" if values[n] is not None else "-" for n in names),
+                     "*" if trial.on_front else "", trial.where or "-", compact_params(record.params) or "-",
+                     trial_note(record)])
+    numeric = {0, *range(3, 3 + len(names))}
+    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    lines = []
+    for row in [headers, *rows]:
+        cells = [cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i]) for i, cell in enumerate(row)]
+        lines.append("  ".join(cells[:-1]) + ("  " + cells[-1] if row[-1] else ""))
+    return [line.rstrip() for line in lines]
+
+
+def status_trials(opened: "OpenStudy") -> list[StatusTrial]:
+    """Every stored trial of ``opened`` in number order, with its front flag and host/slot."""
+    from tuner.pareto import front_trials
+
+    trials = opened.study.get_trials(deepcopy=False)
+    front = {t.number for t in front_trials(trials, [o.direction for o in opened.spec.objectives])}
+    shown = []
+    for trial in trials:
+        record = TrialRecord.from_trial(trial)
+        where = "/".join(str(part) for part in (record.host, record.slot) if part)
+        shown.append(StatusTrial(record, record.number in front, where))
+    return shown
+
+
+def status_document(opened: "OpenStudy", trials: Sequence[StatusTrial], all_trials: Sequence[StatusTrial]) -> dict[str, Any]:
+    """``--json``: the study's summary and ``trials`` (filtered and sorted as asked), every field whole."""
+    records = [t.record for t in all_trials]
+    names = opened.spec.objective_names
+    units = objective_units(opened, records)
+    attrs = opened.study.user_attrs
+    return {
+        "study": opened.study.study_name, "spec": attrs.get("spec_name"), "device": attrs.get("device"),
+        "objectives": [{"metric": o.metric, "direction": o.direction, "unit": units[o.metric]}
+                       for o in opened.spec.objectives],
+        "budget_trials": attrs.get("budget_trials"),
+        "measured": sum(1 for t in opened.study.get_trials(deepcopy=False) if t.user_attrs.get("measured")),
+        "recorded": len(all_trials), "front": [t.record.number for t in all_trials if t.on_front],
+        "warm_start": attrs.get("warm_start"),
+        "trials": [trial_document(t.record, names, units, t.on_front) for t in trials],
+    }
+
+
+def render_status(opened: "OpenStudy", sort: str | None, outcomes: Sequence[str] | None,
+                  as_json: bool) -> list[str]:
+    """The lines ``tuner status STUDY`` prints (JSON: one document). Raises ``ValueError`` for a bad
+    ``--sort`` column or ``--outcome`` name (the command turns it into one line, exit 2)."""
+    wanted = parse_outcomes(outcomes)
+    every = status_trials(opened)
+    chosen = [t for t in every if not wanted or t.record.outcome in wanted]
+    if sort:
+        chosen = sort_trials(chosen, sort, opened)
+    if as_json:
+        return [json.dumps(status_document(opened, chosen, every), indent=2, default=str)]
+    names = opened.spec.objective_names
+    attrs = opened.study.user_attrs
+    lines = [f"study {opened.study.study_name} (spec {attrs.get('spec_name')}, device {attrs.get('device')}, "
+             f"sampler {attrs.get('sampler')})"]
+    lines += status_lines(chosen, names, objective_units(opened, (t.record for t in every)))
+    lines += _summary(opened, every, len(chosen), wanted)
+    return lines
+
+
+def _summary(opened: "OpenStudy", every: Sequence[StatusTrial], shown: int, wanted: set[str]) -> list[str]:
+    attrs = opened.study.user_attrs
+    measured = sum(1 for t in opened.study.get_trials(deepcopy=False) if t.user_attrs.get("measured"))
+    skipped = sum(1 for t in every if t.record.outcome == Outcome.SKIPPED_PREDICTED_OOM.value)
+    front = sum(1 for t in every if t.on_front)
+    lines = [f"{measured} measured of budget {attrs.get('budget_trials')}, {len(every)} recorded, {front} on the front"
+             + (f", {skipped} skipped as predicted OOM (never run)" if skipped else "")]
+    if wanted:
+        lines.append(f"showing {shown} of {len(every)} trials (outcome {', '.join(sorted(wanted))})")
+    warm = attrs.get("warm_start")
+    if isinstance(warm, dict):
+        lines.append(f"warm start from {warm.get('study')} ({warm.get('storage')}): {warm.get('front_enqueued')} front "
+                     f"setting(s) queued, {warm.get('dropped')} dropped, {warm.get('observations')} memory observations")
+    lines.append(f"one whole trial: tuner show {opened.study.study_name} NUMBER")
+    return lines
