@@ -281,14 +281,17 @@ def lipsync_metrics(output: Any, reference: Any, context: EvalContext) -> list[M
     request of a batched video, ``context.inputs["fps"]`` (default: video frames /
     audio seconds) and ``context.inputs["mouth_box"]`` (default: Haar detection).
     Returns every metric of :data:`LIPSYNC_METRICS`; each is unavailable, with the
-    reason, when it cannot be computed.
+    reason, when it cannot be computed. Without audio the reason is the output's own
+    ``audio_unavailable_reason`` when it has one (a command's video with no audio
+    track: :class:`tuner.adapters.command.CommandOutput`).
     """
     del reference
     video, audio, rate = getattr(output, "video", None), getattr(output, "audio", None), getattr(output, "audio_rate", None)
     if video is None:
         return _all_unavailable("the workload produced no video")
     if audio is None or not rate:
-        return _all_unavailable("the workload produced no audio (or no audio_rate)")
+        return _all_unavailable(getattr(output, "audio_unavailable_reason", None)
+                                or "the workload produced no audio (or no audio_rate)")
     frames = first_request(np.asarray(video))
     samples = np.asarray(audio, dtype=np.float64).reshape(-1)
     if len(frames) == 0 or len(samples) == 0:

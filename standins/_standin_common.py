@@ -9,7 +9,10 @@ offload and fp8 lower it). When the estimate exceeds ``STANDIN_GPU_MEMORY_GB``
 status 1. Otherwise it holds ``STANDIN_HOST_MB_PER_GB`` MB of host memory per
 simulated GB (default 4) while it "generates", so a process-tree memory sampler
 has something real to see, sleeps a small simulated compute time and writes
-frames rendered from the seed and setting.
+frames rendered from the seed and setting. A speech-to-video stand-in opens the
+drawn mouth with the input audio's loudness (:func:`mouth_openings`) and writes
+an mp4 with that audio as its AAC track (:func:`write_video`, PyAV), as the real
+programs mux the input audio into their output.
 """
 
 from __future__ import annotations
@@ -71,9 +74,33 @@ def audio_seconds(path: str | None, default: float = 2.0) -> float:
         return handle.getnframes() / float(handle.getframerate())
 
 
-def render_frames(width: int, height: int, frames: int, seed: int, steps: int, scale: int = 8) -> np.ndarray:
+def read_wav(path: str) -> tuple[np.ndarray, int]:
+    """Mono float32 samples in [-1, 1] of a 16-bit PCM WAV file (channels averaged) and its rate in Hz."""
+    with wave.open(path, "rb") as handle:
+        if handle.getsampwidth() != 2:
+            raise ValueError(f"{path}: the stand-in reads 16-bit PCM WAV only")
+        channels, rate = handle.getnchannels(), handle.getframerate()
+        raw = handle.readframes(handle.getnframes())
+    samples = np.frombuffer(raw, dtype="<i2").astype(np.float32).reshape(-1, channels).mean(axis=1) / 32768.0
+    return samples.astype(np.float32), rate
+
+
+def mouth_openings(audio: np.ndarray, rate: int, frames: int, fps: int = FPS) -> np.ndarray:
+    """Per-frame mouth opening in [0, 1], float64 (frames,): the RMS of the audio in frame ``t``'s
+    display interval ``[t / fps, (t + 1) / fps)`` over the 95th percentile of those RMS values
+    (silence past the end of the audio: closed). The mouth opens with the sound, no lag."""
+    bounds = np.round(np.arange(frames + 1) * (rate / fps)).astype(np.int64)
+    rms = np.array([math.sqrt(float(np.mean(np.square(audio[a:b], dtype=np.float64)))) if b > a and a < len(audio)
+                    else 0.0 for a, b in zip(bounds[:-1], np.minimum(bounds[1:], len(audio)))])
+    loud = float(np.percentile(rms, 95)) if frames else 0.0
+    return np.clip(rms / loud, 0.0, 1.0) if loud > 0 else np.zeros(frames)
+
+
+def render_frames(width: int, height: int, frames: int, seed: int, steps: int, scale: int = 8,
+                  openings: np.ndarray | None = None) -> np.ndarray:
     """Deterministic uint8 RGB frames (T, H/scale, W/scale, 3): a face-like blob whose mouth moves,
-    with noise that shrinks as ``steps`` grows (fewer steps, rougher frames)."""
+    with noise that shrinks as ``steps`` grows (fewer steps, rougher frames). ``openings`` (T,) in
+    [0, 1] opens the mouth per frame (:func:`mouth_openings`); without it the mouth cycles every 10 frames."""
     w, h = max(16, (width // scale) // 2 * 2), max(16, (height // scale) // 2 * 2)
     rng = np.random.default_rng(seed)
     yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
@@ -83,7 +110,7 @@ def render_frames(width: int, height: int, frames: int, seed: int, steps: int, s
     for t in range(frames):
         frame = base.copy()
         frame[face] = (210, 170, 140)
-        opening = 0.5 + 0.5 * math.sin(2 * math.pi * t / 10.0)
+        opening = float(openings[t]) if openings is not None else 0.5 + 0.5 * math.sin(2 * math.pi * t / 10.0)
         mouth = (np.abs(xx - w / 2) < w / 10) & (np.abs(yy - h * 0.62) < 1 + opening * h / 20)
         frame[mouth] = (60, 20, 20)
         frame += rng.normal(0, 24.0 / max(1, steps), frame.shape)
@@ -91,19 +118,34 @@ def render_frames(width: int, height: int, frames: int, seed: int, steps: int, s
     return video
 
 
-def write_video(path: str, video: np.ndarray, fps: int = FPS) -> None:
-    """``.npz`` (array ``video``) or an mp4 written by OpenCV."""
+def write_video(path: str, video: np.ndarray, fps: int = FPS, audio: tuple[np.ndarray, int] | None = None) -> None:
+    """``.npz`` (array ``video``; ``audio`` is not stored) or a container by suffix (``.mp4``) written
+    with PyAV: H.264 video (yuv420p, CRF 12, ``fps`` frames per second) and, when ``audio`` =
+    (mono float32 samples in [-1, 1], rate in Hz) is given, an AAC track starting at time 0,
+    like the real programs' mux of the input audio into their output."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     if target.suffix == ".npz":
         np.savez_compressed(target, video=video)
         return
-    import cv2
+    import av
 
-    writer = cv2.VideoWriter(str(target), cv2.VideoWriter.fourcc(*"mp4v"), fps, (video.shape[2], video.shape[1]))
-    for frame in video:
-        writer.write(cv2.cvtColor(frame, cv2.COLOR_RGB2BGR))
-    writer.release()
+    with av.open(str(target), "w") as container:
+        stream = container.add_stream("libx264", rate=fps, options={"crf": "12", "preset": "veryfast"})
+        stream.width, stream.height, stream.pix_fmt = video.shape[2], video.shape[1], "yuv420p"
+        sound = None
+        if audio is not None:
+            sound = container.add_stream("aac", rate=audio[1])
+            sound.layout = "mono"
+        for frame in video:
+            container.mux(stream.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")))
+        container.mux(stream.encode(None))
+        if sound is not None and audio is not None:
+            samples = np.clip(np.asarray(audio[0], dtype=np.float32), -1, 1).reshape(1, -1)
+            chunk = av.AudioFrame.from_ndarray(samples, format="fltp", layout="mono")
+            chunk.sample_rate, chunk.pts = audio[1], 0
+            container.mux(sound.encode(chunk))
+            container.mux(sound.encode(None))
 
 
 def simulate_compute(seconds: float) -> None:

@@ -7,7 +7,11 @@ real 14B model would need and fails with PyTorch's ``torch.OutOfMemoryError: CUD
 out of memory`` message and exit status 1 past ``STANDIN_GPU_MEMORY_GB`` (see
 ``_standin_common``), else writes ``--save_file`` (mp4, or npz by suffix) at 25 fps
 with ``min(num_clip * infer_frames, audio seconds * 25)`` frames rendered at 1/8 of
-``--size``. Run under :mod:`standins.torchrun_standin` it behaves per rank like the
+``--size``: a drawn face whose mouth opens with the loudness of ``--audio`` (a 16-bit
+WAV), frame by frame and without lag; the mp4 carries that audio as its AAC track, as
+the real script muxes the input audio into its output (H.264 + AAC, written with PyAV).
+``STANDIN_MUX_AUDIO=0`` writes the mp4 without the audio track, as the real script does
+when its ffmpeg mux fails (the mouth still follows ``--audio``). Run under :mod:`standins.torchrun_standin` it behaves per rank like the
 real one: only rank 0 writes the video. Used only by the tuner's tests and demos.
 """
 
@@ -19,8 +23,9 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _standin_common import (FPS, audio_seconds, check_memory, hold_host_memory, render_frames,  # noqa: E402
-                             simulate_compute, simulated_vram_gb, str2bool, write_video)
+from _standin_common import (FPS, audio_seconds, check_memory, hold_host_memory, mouth_openings,  # noqa: E402
+                             read_wav, render_frames, simulate_compute, simulated_vram_gb, str2bool,
+                             write_video)
 
 SIZES = ["720*400", "704*384", "688*368", "640*352", "576*320", "512*288", "480*272", "384*256",
          "1280*720", "720*1280", "832*480", "480*832", "1024*704", "704*1024"]
@@ -83,9 +88,12 @@ def main(argv: list[str] | None = None) -> int:
     simulate_compute(cost * (1.15 if offload else 1.0) * (0.8 if args.fp8 else 1.0))
     if rank == 0:
         seed = args.base_seed if args.base_seed >= 0 else 0
-        video = render_frames(width, height, frames, seed, steps)
+        sound = read_wav(args.audio) if args.audio else None
+        openings = mouth_openings(sound[0], sound[1], frames) if sound is not None else None
+        video = render_frames(width, height, frames, seed, steps, openings=openings)
         save = args.save_file or "output.mp4"
-        write_video(save, video)
+        muxed = sound if os.environ.get("STANDIN_MUX_AUDIO", "1") != "0" else None
+        write_video(save, video, audio=muxed)
         print(f"Saving generated video to {save}", flush=True)
     del held
     return 0

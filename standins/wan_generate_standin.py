@@ -8,7 +8,9 @@ torchrun) with argparse's exit status 2, and also ``--frame_num`` that is not
 4n+1 (the documented constraint). Estimates device memory (``_standin_common``)
 and dies with ``torch.OutOfMemoryError: CUDA out of memory`` (exit 1) past
 ``STANDIN_GPU_MEMORY_GB``; otherwise rank 0 writes ``--save_file`` (mp4 or npz)
-at 16 fps (24 for ti2v-5B) rendered at 1/8 of ``--size``. For the tuner's tests.
+at 16 fps (24 for ti2v-5B) rendered at 1/8 of ``--size``; for s2v-14B the drawn mouth
+opens with the loudness of ``--audio`` and the mp4 carries that audio as its AAC track
+(the real script muxes it in). For the tuner's tests.
 """
 
 from __future__ import annotations
@@ -19,8 +21,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _standin_common import (audio_seconds, check_memory, hold_host_memory, render_frames,  # noqa: E402
-                             simulate_compute, simulated_vram_gb, str2bool, write_video)
+from _standin_common import (audio_seconds, check_memory, hold_host_memory, mouth_openings, read_wav,  # noqa: E402
+                             render_frames, simulate_compute, simulated_vram_gb, str2bool, write_video)
 
 SUPPORTED_SIZES = {
     "t2v-A14B": ["720*1280", "1280*720", "480*832", "832*480"],
@@ -99,9 +101,12 @@ def main(argv: list[str] | None = None) -> int:
     simulate_compute(0.0004 * steps * (width * height / (832 * 480)) * (clip / 81) ** 2 * (1.2 if offload else 1)
                      / max(1, world) ** 0.8)
     if rank == 0:
-        video = render_frames(width, height, frames, max(0, args.base_seed), max(1, steps // 10))
+        fps = 24 if args.task == "ti2v-5B" else 16
+        sound = read_wav(args.audio) if args.task == "s2v-14B" and args.audio else None
+        openings = mouth_openings(sound[0], sound[1], frames, fps) if sound is not None else None
+        video = render_frames(width, height, frames, max(0, args.base_seed), max(1, steps // 10), openings=openings)
         save = args.save_file or "output.mp4"
-        write_video(save, video, fps=24 if args.task == "ti2v-5B" else 16)
+        write_video(save, video, fps=fps, audio=sound)  # s2v: the input audio muxed in, as generate.py does
         print(f"Saving generated video to {save}", flush=True)
     del held
     return 0

@@ -133,8 +133,12 @@ def test_spec_refuses_unknown_placeholders_and_non_bool_flags() -> None:
 
 
 def test_study_over_the_live_avatar_standin_exports_the_exact_argv(tmp_path: Path) -> None:
+    """Also: the lip-sync proxy is computed from the stand-in's mp4 (H.264 + its AAC audio track)."""
+    spec = live_avatar_standin_spec(tmp_path, trials=5)
+    assert spec["workload"]["command"]["outputs"].pop("audio_from_input") == "audio"
+    spec["report"].append("lipsync_margin")  # from the mp4's own audio track: no fallback declared
     spec_path = tmp_path / "live_avatar.yaml"
-    spec_path.write_text(yaml.safe_dump(live_avatar_standin_spec(tmp_path, trials=5), sort_keys=False))
+    spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
     storage = f"sqlite:///{tmp_path / 'studies.db'}"
     common = ["--storage", storage, "--home", str(tmp_path / "home")]
     done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec_path), "--study-name", "la",
@@ -149,6 +153,8 @@ def test_study_over_the_live_avatar_standin_exports_the_exact_argv(tmp_path: Pat
     ok = [t for t in measured if t.user_attrs["outcome"] == "OK"]
     assert ok, [t.user_attrs.get("reason") for t in measured]
     for trial in ok:
+        lipsync = trial.user_attrs["metrics"]["lipsync_margin"]
+        assert lipsync["value"] is not None and lipsync["value"] > 0.3, (trial.params, lipsync)
         out = tmp_path / f"export_{trial.number}.yaml"
         exported = subprocess.run([sys.executable, "-m", "tuner", "export", "la", "--trial", str(trial.number),
                                    "-o", str(out), *common], capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -312,3 +312,59 @@ def test_exactly_min_frames_is_enough() -> None:
     video, audio = talking_face(syllable_audio((N_FRAMES + 2 * PAD_FRAMES) / FPS, seed=6), 0)
     metrics = run_metrics(video[:MIN_FRAMES], audio, fps=FPS, mouth_box=MOUTH_BOX)
     assert metrics["lipsync_peak_corr"].available
+
+
+# --- through a real container: mp4 (MPEG-4 Part 2 video + AAC audio) and the media reader -----
+
+
+def write_talking_mp4(path: Path, video: np.ndarray, audio: np.ndarray) -> Path:
+    """An mp4 with ``video`` (uint8 RGB, 25 fps, MPEG-4 Part 2) and ``audio`` (mono float32 at
+    16 kHz, AAC) both starting at time 0, written with PyAV."""
+    import av
+
+    with av.open(str(path), "w") as container:
+        picture = container.add_stream("mpeg4", rate=FPS, options={"qscale": "2"})
+        picture.width, picture.height, picture.pix_fmt = video.shape[2], video.shape[1], "yuv420p"
+        sound = container.add_stream("aac", rate=RATE_HZ)
+        sound.layout = "mono"
+        for frame in video:
+            container.mux(picture.encode(av.VideoFrame.from_ndarray(np.ascontiguousarray(frame), format="rgb24")))
+        container.mux(picture.encode(None))
+        chunk = av.AudioFrame.from_ndarray(audio.reshape(1, -1).astype(np.float32), format="fltp", layout="mono")
+        chunk.sample_rate, chunk.pts = RATE_HZ, 0
+        container.mux(sound.encode(chunk))
+        container.mux(sound.encode(None))
+    return path
+
+
+def test_an_mp4_with_the_video_3_frames_behind_its_aac_audio_reads_back_as_lag_3(tmp_path: Path) -> None:
+    from tuner.adapters.media import read_container_audio, read_video
+
+    shift = 3
+    video, audio = talking_face(syllable_audio((N_FRAMES + 2 * PAD_FRAMES) / FPS, seed=11), shift)
+    path = write_talking_mp4(tmp_path / "talking.mp4", video, audio)
+    decoded_video = read_video(path)
+    track = read_container_audio(path)
+    assert track is not None
+    decoded_audio, rate = track
+    assert decoded_video.shape == video.shape and rate == RATE_HZ
+    assert len(decoded_audio) == len(audio), "AAC priming dropped and its end padding cut to the stream duration"
+    metrics = {m.name: m for m in lipsync_metrics(WorkloadOutput(video=decoded_video, audio=decoded_audio,
+                                                                 audio_rate=rate), None,
+                                                  EvalContext(inputs={"fps": FPS, "mouth_box": MOUTH_BOX}))}
+    assert all(m.available for m in metrics.values()), {n: m.reason for n, m in metrics.items()}
+    lag, margin = metrics["lipsync_lag_frames"].value, metrics["lipsync_margin"].value
+    assert lag is not None and abs(lag - shift) <= 1, lag
+    assert margin is not None and margin > 0.6, margin
+    print(f"mp4 round trip: known offset {shift} frames, measured lag {lag:g}, margin {margin:.3f}")
+
+
+def test_an_mp4_output_without_audio_carries_the_reason_to_every_lipsync_metric() -> None:
+    from tuner.adapters.command import CommandOutput
+
+    video, _ = talking_face(syllable_audio((N_FRAMES + 2 * PAD_FRAMES) / FPS, seed=12), 0)
+    reason = "the video output out.mp4 has no audio track, and the spec declares neither outputs.audio nor ..."
+    output = CommandOutput(video=video, audio_unavailable_reason=reason)
+    metrics = lipsync_metrics(output, None, EvalContext(inputs={"fps": FPS, "mouth_box": MOUTH_BOX}))
+    assert {m.name for m in metrics} == set(LIPSYNC_METRICS)
+    assert all(m.value is None and m.reason == reason for m in metrics)

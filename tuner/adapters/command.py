@@ -32,6 +32,12 @@ Built by the worker from the spec's ``workload.command`` block
   The reason starts with the program, its status and the whole log line that
   decided (never a fragment), followed by the end of its log in whole lines;
 * reads the declared outputs (video / audio / text) and the declared regex metrics.
+  The output's audio (for the lip-sync proxy) is, first found: the declared ``audio``
+  file; the audio track of a ``video`` container (``.mp4`` ..., decoded with PyAV:
+  OpenCV, which reads the frames, drops audio); the file named by the input
+  ``outputs.audio_from_input`` (the program copies it, time-aligned, into its video).
+  When none is found the output is a :class:`CommandOutput` whose
+  ``audio_unavailable_reason`` says why, and the lip-sync metrics carry that reason.
 
 Outputs stay inside the trial directory. Before each call the declared outputs are
 deleted (a stale file must not pass for a new one), so every rendered output path is
@@ -53,10 +59,11 @@ import os
 import re
 import signal
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-from tuner.adapters.media import read_audio, read_text, read_video
+from tuner.adapters.media import MediaError, is_container, read_audio, read_container_audio, read_text, read_video
 from tuner.adapters.template import TemplateError, command_values, render_command, render_text
 from tuner.host import oom_kill_count
 from tuner.results import Metric
@@ -75,6 +82,14 @@ class CommandOutOfMemory(MemoryError):
 
 class CommandFailed(RuntimeError):
     """The program exited with an error that is neither OOM nor a refused setting: outcome CRASH."""
+
+
+@dataclass
+class CommandOutput(WorkloadOutput):
+    """A command's output. ``audio_unavailable_reason``: why ``audio`` is None although a video was
+    read (no audio track, no ``audio_from_input``, an unreadable file); the lip-sync proxy reports it."""
+
+    audio_unavailable_reason: str | None = None
 
 
 class CommandWorkload(Workload):
@@ -139,7 +154,7 @@ class CommandWorkload(Workload):
         self._parse_metrics(stdout + "\n" + stderr)
         for kind, path in outputs.items():
             _require_inside(path, context.workdir, f"outputs.{kind} ({path}, after the call)")
-        return self._read_outputs(outputs, stdout)
+        return self._read_outputs(outputs, stdout, context.inputs)
 
     def measured_metrics(self) -> list[Metric]:
         """The declared regex metrics of the last call (unavailable, with a reason, when not printed)."""
@@ -215,8 +230,8 @@ class CommandWorkload(Workload):
             except ValueError:
                 self._found.pop(declared["name"], None)
 
-    def _read_outputs(self, paths: dict[str, Path], stdout: str) -> WorkloadOutput:
-        output = WorkloadOutput()
+    def _read_outputs(self, paths: dict[str, Path], stdout: str, inputs: Mapping[str, Any]) -> CommandOutput:
+        output = CommandOutput()
         for kind, path in paths.items():
             if not path.exists():
                 raise CommandFailed(f"the program exited 0 but did not write its {kind} output {path}")
@@ -224,12 +239,42 @@ class CommandWorkload(Workload):
             output.video = read_video(paths["video"])
         if "audio" in paths:
             output.audio, output.audio_rate = read_audio(paths["audio"])
+        elif "video" in paths:
+            output.audio, output.audio_rate, output.audio_unavailable_reason = self._audio_of_video(
+                paths["video"], inputs)
         if "text" in paths:
             output.text = read_text(paths["text"])
         elif dict(self.options.get("outputs", {})).get("text_from_stdout"):
             output.text = [stdout.strip()]
         output.counters["command_calls"] = float(self._calls)
         return output
+
+    def _audio_of_video(self, video: Path, inputs: Mapping[str, Any]) -> tuple[Any, int | None, str | None]:
+        """(mono float32 samples, rate in Hz, None), or (None, None, why): the video container's
+        audio track, else the file of the ``outputs.audio_from_input`` input (see module docs)."""
+        if not is_container(video):
+            missing = f"the video output {video.name} is a numpy array file, which has no audio track"
+        else:
+            try:
+                track = read_container_audio(video)
+            except MediaError as error:
+                track, missing = None, f"the audio track of the video output {video.name} cannot be read ({error})"
+            else:
+                if track is not None:
+                    return track[0], track[1], None
+                missing = f"the video output {video.name} has no audio track"
+        name = dict(self.options.get("outputs", {})).get("audio_from_input")
+        if name is None:
+            return None, None, (f"{missing}, and the spec declares neither outputs.audio (an audio file the "
+                                f"program writes) nor outputs.audio_from_input (the input whose audio file "
+                                f"the program copies into its video)")
+        source = inputs.get(name)
+        try:
+            audio, rate = read_audio(Path(str(source)))
+        except (MediaError, OSError, KeyError) as error:
+            return None, None, (f"{missing}, and the audio file of input {name!r} (outputs.audio_from_input) "
+                                f"cannot be read: {error}")
+        return audio, rate, None
 
 
 def _require_inside(path: Path, trial_dir: Path, what: str) -> None:

@@ -17,9 +17,9 @@ parameter, a derived value, an input, or one of the adapter's own names
 :mod:`tuner.adapters.template`. This module only declares and checks shapes.
 
 Output paths (``outputs.video|audio|text``) are deleted before each call, so they must
-stay inside the trial directory: see :func:`output_syntax_problem` (checked with the
-block) and :func:`output_path_problems` (also refuses inputs as placeholders; run by
-the spec's name cross-check).
+stay inside the trial directory: see :func:`tuner.spec.outputs.output_syntax_problem`
+(checked with the block, :mod:`tuner.spec.outputs`) and :func:`output_path_problems`
+(also refuses inputs as placeholders; run by the spec's name cross-check).
 """
 
 from __future__ import annotations
@@ -29,6 +29,13 @@ import string
 from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from tuner.spec.outputs import (  # noqa: F401 - OUTPUT_KINDS, output_syntax_problem: re-exported
+    OUTPUT_KINDS,
+    CommandOutputs,
+    output_refusal,
+    output_syntax_problem,
+)
 
 COMMAND_NAMES = ("num_gpus", "seed")
 """Placeholders every command template may use: ``num_gpus`` = ``command.gpus``, ``seed`` = the study seed."""
@@ -126,76 +133,6 @@ class CommandMetric(_Strict):
         return value
 
 
-OUTPUT_KINDS = ("video", "audio", "text")
-"""The declared output files of a command block (``outputs.<kind>``)."""
-
-OUTPUT_HINT = ("an output must be a relative path inside the trial directory that starts with a name, "
-               "like 'out.wav' or 'results/{seed}/out_{steps}.wav'")
-"""What to write instead, appended to every refusal of an output path."""
-
-
-def _output_refusal(template: str, why: str) -> str:
-    return (f"{template!r} may point outside the trial directory: {why} ({OUTPUT_HINT}); "
-            f"the tuner deletes outputs before each call")
-
-
-def output_syntax_problem(template: str) -> str | None:
-    """Why ``template`` (an ``outputs.<kind>`` value) could name a file outside the trial directory
-    whatever values fill it, or None when its shape is safe.
-
-    Refused: an empty path, an absolute path, a ``..`` segment, a path that is only ``.``
-    segments (the directory itself), and a path that starts with a placeholder (its value
-    could make the path absolute: ``{audio}``, ``{dir}/out.wav``). Values that still escape
-    (a parameter value holding ``../``) are refused when the call runs
-    (:mod:`tuner.adapters.command`).
-    """
-    if not template.strip():
-        return _output_refusal(template, "it is empty")
-    if template.startswith("/"):
-        return _output_refusal(template, "it is an absolute path")
-    segments = template.split("/")
-    if ".." in segments:
-        return _output_refusal(template, "it has a '..' segment")
-    if all(segment in ("", ".") for segment in segments):
-        return _output_refusal(template, "it names the directory itself, not a file")
-    if template.startswith("{") and not template.startswith("{{"):
-        return _output_refusal(template, "it starts with a placeholder, whose value could make it any path")
-    return None
-
-
-class CommandOutputs(_Strict):
-    """Files the program writes, relative to its working directory (templates allowed).
-
-    ``video``: ``.npz`` (array ``video``) or a container OpenCV reads (``.mp4``, ``.avi``);
-    ``audio``: ``.wav`` (PCM) or ``.npz`` (``audio``, ``audio_rate``); ``text``: a UTF-8
-    file, one answer per line. ``text_from_stdout`` takes the answer from stdout instead.
-    """
-
-    video: str | None = None
-    audio: str | None = None
-    text: str | None = None
-    text_from_stdout: bool = False
-
-    @field_validator("video", "audio", "text")
-    @classmethod
-    def _inside_trial_directory(cls, value: str | None) -> str | None:
-        """Contract: the tuner deletes a declared output before each call, so every path must stay
-        inside the trial directory. Shapes that could leave it are refused here
-        (:func:`output_syntax_problem`); placeholders naming inputs by :func:`output_path_problems`
-        (which needs the spec's inputs); rendered paths that resolve outside (``..`` in a value,
-        a symlink) when the call runs (:mod:`tuner.adapters.command`). (Kept out of the class
-        docstring, which is the JSON schema's description.)"""
-        if value is not None:
-            problem = output_syntax_problem(value)
-            if problem is not None:
-                raise ValueError(problem)
-        return value
-
-    def declared(self) -> list[tuple[str, str]]:
-        """(kind, template) of every declared output file."""
-        return [(kind, getattr(self, kind)) for kind in OUTPUT_KINDS if getattr(self, kind) is not None]
-
-
 class CommandSpec(_Strict):
     """A program run once per measured call, without a shell (see docs/adapters.md).
 
@@ -288,7 +225,7 @@ def output_path_problems(command: CommandSpec, input_names: set[str]) -> list[tu
             except ValueError:
                 used = []
             if used:
-                problem = _output_refusal(template, f"placeholder {{{used[0]}}} is an input (the user's own "
+                problem = output_refusal(template, f"placeholder {{{used[0]}}} is an input (the user's own "
                                                     f"value, often a file), not a setting")
         if problem is not None:
             problems.append((f"outputs.{kind}", problem))

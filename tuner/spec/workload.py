@@ -23,6 +23,7 @@ from tuner.spec.adapters import (
     output_path_problems,
     template_names,
 )
+from tuner.spec.outputs import audio_from_input_problem
 
 if TYPE_CHECKING:
     from tuner.spec.models import StudySpec
@@ -142,6 +143,9 @@ def check_adapter_names(spec: "StudySpec") -> None:
                 raise ValueError(f"workload.command.{path}: '{name}' must be a bool parameter or a derived value")
         for path, problem in output_path_problems(work.command, set(spec.inputs)):
             raise ValueError(f"workload.command.{path}: {problem}")
+        audio_problem = audio_from_input_problem(work.command.outputs, dict(spec.inputs))
+        if audio_problem is not None:
+            raise ValueError(f"workload.command.outputs.audio_from_input: {audio_problem}")
     if work.python is not None:
         for name in work.python.reload_on:
             if name not in spec.parameters and name not in spec.derived:
