@@ -16,6 +16,9 @@ An optional ``unload()`` is called before a reload and at teardown, an optional
 ``synchronize()`` replaces the default torch CUDA sync. Timing is in-process
 with device synchronisation, and allocator peaks are read by the worker.
 
+An optional ``declared_weights(inputs) -> {name: path}`` names the weight files
+the model reads; the worker records their sha256 with each trial (export provenance).
+
 Counters ``adapter_loads`` (loads by this process so far) and ``adapter_calls``
 are added to every output, so a study shows how often its model was loaded.
 """
@@ -23,6 +26,7 @@ are added to every output, so a study shows how often its model was loaded.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any, Mapping
 
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
@@ -54,6 +58,22 @@ def as_output(value: Any, factory: str) -> WorkloadOutput:
         fields["counters"] = dict(fields["counters"])
         return WorkloadOutput(**fields)
     raise TypeError(f"{factory}: run() returned {type(value).__name__}, not a WorkloadOutput or a mapping")
+
+
+def python_invocation(factory: str, factory_kwargs: Mapping[str, Any], reload_on: list[str],
+                      settings: Mapping[str, Any], inputs: Mapping[str, Any], seed: int,
+                      device: str) -> dict[str, Any]:
+    """How production runs this setting of a factory, as plain data (``tuner.config/v1`` ``invocation``)::
+
+        model = factory(**factory_kwargs); model.load(load_params); model.run(kwargs, inputs)
+
+    ``load_params`` are the ``reload_on`` values of ``settings`` (parameters plus derived
+    values), ``kwargs`` all of them. ``seed`` and ``device`` are the study's and the trial's;
+    the adapter does not pass them to the model (its ``factory_kwargs`` carry them, if it takes them).
+    """
+    return {"kind": "python", "interface": "factory", "target": factory, "factory_kwargs": dict(factory_kwargs),
+            "reload_on": list(reload_on), "load_params": {name: settings[name] for name in reload_on if name in settings},
+            "kwargs": dict(settings), "inputs": dict(inputs), "seed": seed, "device": device}
 
 
 class PythonAdapterWorkload(Workload):
@@ -89,8 +109,8 @@ class PythonAdapterWorkload(Workload):
             self.model.load(dict(static))
             self.loaded_static = static
             PythonAdapterWorkload.loads_in_process += 1
-        self.invocation = {"kind": "python", "target": self.factory_path, "factory_kwargs": dict(self.kwargs),
-                           "reload_on": list(self.reload_on), "kwargs": dict(params)}
+        self.invocation = python_invocation(self.factory_path, self.kwargs, self.reload_on, params, context.inputs,
+                                            context.seed, context.device)
 
     def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
         if self.model is None or self.loaded_static != {name: params.get(name) for name in self.reload_on}:
@@ -107,6 +127,13 @@ class PythonAdapterWorkload(Workload):
             custom()
         else:
             super().synchronize()
+
+    def declared_weights(self, context: RunContext) -> Mapping[str, Path]:
+        """The model's ``declared_weights(inputs)``, when it has one; else none."""
+        declare = getattr(self.model, "declared_weights", None)
+        if not callable(declare):
+            return {}
+        return {str(name): Path(path) for name, path in dict(declare(dict(context.inputs))).items()}
 
     def teardown(self) -> None:
         if self.model is not None and callable(getattr(self.model, "unload", None)):

@@ -9,7 +9,9 @@ It sets up the workload, measures latency (warmup, synchronised repeats,
 adaptive) under a peak-memory monitor, then runs the quality evaluators on the
 last output against the reference output, timing them apart. Exceptions are
 classified into outcomes here; deaths the worker cannot report (signals,
-hangs) are classified by the parent.
+hangs) are classified by the parent. Every result it writes carries, in
+``info``, the trial's ``env`` (less secrets) and ``runtime`` (packages, torch /
+CUDA / cuDNN, driver, git commit, weights' sha256): :func:`trial_provenance`.
 
 A metric whose value is not finite (NaN, ±inf: a counter, a regex metric, an
 evaluator's figure) is reported unavailable, with the reason
@@ -31,11 +33,14 @@ import math
 import traceback
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.runner.base import TrialRequest
 from tuner.runner.reaper import TAG_ENV, kill_tagged
+
+if TYPE_CHECKING:
+    from tuner.workloads.base import RunContext
 
 _OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "cublas_status_alloc_failed")
 
@@ -196,6 +201,7 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
             output.save(Path(request.save_output))
             output_path = request.save_output
         invocation = _invocation_of(workload)
+        provenance = trial_provenance(request, workload, context)
         if keep is not None:
             keep[key], workload = workload, None  # kept for the next trial: no teardown
         return TrialResult(
@@ -203,14 +209,16 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
             invocation=invocation,
             eval_time_s=eval_time_s, output_path=output_path, samples=samples.files,
             info={"repeats": len(stats.samples_s), "converged": stats.converged,
-                  **({"sample_problems": samples.problems} if samples.problems else {})})
+                  **({"sample_problems": samples.problems} if samples.problems else {}), **provenance})
     except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
         if isinstance(error, KeyboardInterrupt):
             raise
         outcome = classify_exception(error) if stage != "import" else Outcome.CRASH
         reason = f"{stage}: {type(error).__name__}: {error}"
-        return TrialResult(outcome=outcome, reason=reason[:2000], log_tail=traceback.format_exc()[-4000:],
-                           wall_time_s=time.perf_counter() - started, invocation=_invocation_of(workload))
+        log_tail = traceback.format_exc()[-4000:]
+        return TrialResult(outcome=outcome, reason=reason[:2000], log_tail=log_tail,
+                           wall_time_s=time.perf_counter() - started, invocation=_invocation_of(workload),
+                           info=trial_provenance(request, workload, context))
     finally:
         if processes is not None:
             processes.end()
@@ -219,6 +227,34 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
                 workload.teardown()
             except Exception:  # noqa: BLE001 - teardown problems must not hide the result
                 traceback.print_exc()
+
+
+WEIGHTS_HASH_CACHE = "weights_sha256.json"
+"""The weights' sha256 cache, in the directory holding the trial directories (the study's)."""
+
+
+def trial_provenance(request: TrialRequest, workload: Any, context: "RunContext") -> dict[str, Any]:
+    """``{"env": ..., "runtime": ...}``: what this trial ran with (:mod:`tuner.runner.provenance`),
+    taken after the measurement. Never raises: what cannot be found is marked unavailable."""
+    from tuner.runner.provenance import redacted_environment, trial_runtime, workload_module
+
+    options = request.workload_options
+    module = workload_module(request.workload_class, str(options.get("factory", "")) or None)
+    modules = (module,) if module else ()
+    declared: dict[str, Any] = {}
+    problem: str | None = None
+    try:
+        declare = getattr(workload, "declared_weights", None)
+        declared = dict(declare(context)) if callable(declare) else {}
+    except Exception as error:  # noqa: BLE001 - a weights path that cannot be read is a fact, not a crash
+        problem = f"declared_weights: {type(error).__name__}: {error}"
+    try:
+        runtime = trial_runtime(modules, declared, Path(request.workdir).parent / WEIGHTS_HASH_CACHE)
+    except Exception as error:  # noqa: BLE001
+        runtime = {"unavailable": {"runtime": f"{type(error).__name__}: {error}"}}
+    if problem is not None:
+        runtime.setdefault("unavailable", {})["weights"] = problem
+    return {"env": redacted_environment(), "runtime": runtime}
 
 
 def _invocation_of(workload: Any) -> dict[str, Any] | None:

@@ -14,15 +14,26 @@ trial, a noisy baseline under the speed-up); ``selection.replaced_noisy_trial`` 
 the noisy trial the policy picked and the exporter replaced by this stable one
 within its spread. Both were added to v1 with defaults (``[]``, ``null``), so files
 exported before them still load; new files always write them.
+
+Runnable exports and full provenance (issue 15), added to v1 the same way: a
+``kind: python`` ``invocation`` (:class:`PythonInvocation`) carries the call
+production makes -- ``interface``, ``target``, ``factory_kwargs``, ``load_params``,
+``kwargs`` (run's params), ``inputs``, ``seed``, ``device``
+(:func:`tuner.ship.invocation.runnable_invocation`); ``provenance`` adds ``git``
+(:class:`GitState`), ``packages``, ``runtime`` (:class:`Runtime`: Python, torch,
+CUDA / cuDNN, driver, threads), ``weights`` (sha256 per declared file) and
+``source`` (where they were captured: the trial, or the study's creation when the
+trial recorded none); ``env`` is the environment the trial ran with, secrets
+masked (``null``: not recorded).
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal, Union
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
 
 SCHEMA = "tuner.config/v1"
 
@@ -89,6 +100,75 @@ class Selection(_Model):
     replaced_noisy_trial: int | None = None
 
 
+class PythonInvocation(_Model):
+    """A ``class:`` or ``python`` workload's setting as production calls it (see module docs).
+
+    ``interface: workload``: ``w = target(); w.setup(kwargs, ctx); w.run(kwargs, ctx)`` with
+    ``ctx = RunContext(device, seed, inputs, workdir)``. ``interface: factory``:
+    ``m = target(**factory_kwargs); m.load(load_params); m.run(kwargs, inputs)``.
+    ``interface`` is null in files exported before it existed (only ``target`` and ``kwargs``).
+    """
+
+    kind: Literal["python"]
+    target: str
+    kwargs: dict[str, Any]
+    interface: Literal["workload", "factory"] | None = None
+    factory_kwargs: dict[str, Any] = Field(default_factory=dict)
+    reload_on: list[str] = Field(default_factory=list)
+    load_params: dict[str, Any] | None = None
+    inputs: dict[str, Any] | None = None
+    seed: int | None = None
+    device: str | None = None
+
+
+def _invocation_kind(value: Any) -> str:
+    kind = value.get("kind") if isinstance(value, dict) else getattr(value, "kind", None)
+    return "python" if kind == "python" else "native"
+
+
+Invocation = Annotated[Union[Annotated[PythonInvocation, Tag("python")], Annotated[dict[str, Any], Tag("native")]],
+                       Discriminator(_invocation_kind)]
+"""``kind: python`` is a :class:`PythonInvocation`; ``command`` / ``http`` stay their native mapping
+(:func:`tuner.ship.invocation.render_invocation`)."""
+
+
+class GitState(_Model):
+    """The git checkout of the workload's source: ``commit`` (``HEAD``) and ``dirty`` (tracked files
+    changed), or all null and ``reason`` (not a checkout, no git)."""
+
+    repository: str | None
+    commit: str | None
+    dirty: bool | None
+    reason: str | None
+
+
+class Runtime(_Model):
+    """The interpreter and accelerator stack a trial ran on; a null value's reason is in ``unavailable``.
+
+    ``torch_cuda``: ``torch.version.cuda`` (the CUDA runtime torch was built with);
+    ``cudnn``: ``torch.backends.cudnn.version()`` (e.g. 92400 = 9.24.0); ``driver``: the NVIDIA
+    driver (NVML); ``torch_threads``: intra-op threads the trial used.
+    """
+
+    python: str | None
+    platform: str | None
+    torch: str | None
+    torch_cuda: str | None
+    cudnn: int | None
+    cuda_available: bool | None
+    driver: str | None
+    torch_threads: int | None
+    unavailable: dict[str, str]
+
+
+class WeightsFile(_Model):
+    """A declared weights file: resolved path, size in bytes, sha256 (hex) of its bytes."""
+
+    path: str
+    bytes: int
+    sha256: str
+
+
 class Provenance(_Model):
     study: str
     trial: int
@@ -100,6 +180,11 @@ class Provenance(_Model):
     measured_at: str | None
     exported_at: str
     tuner_version: str
+    source: Literal["trial", "study"] | None = None
+    git: GitState | None = None
+    packages: dict[str, str | None] = Field(default_factory=dict)
+    runtime: Runtime | None = None
+    weights: dict[str, WeightsFile] = Field(default_factory=dict)
 
 
 class CheckBlock(_Model):
@@ -119,7 +204,7 @@ class ConfigV1(_Model):
     selection: Selection
     params: dict[str, Any]
     derived: dict[str, Any]
-    invocation: dict[str, Any] | None
+    invocation: Invocation | None
     objectives: dict[str, ObjectiveEntry]
     metrics: dict[str, MetricEntry]
     spread: Spread
@@ -129,6 +214,7 @@ class ConfigV1(_Model):
     provenance: Provenance
     check: CheckBlock
     warnings: list[str] = Field(default_factory=list)
+    env: dict[str, str] | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True,
                               alias_generator=lambda name: "schema" if name == "schema_" else name)

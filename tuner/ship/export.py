@@ -1,12 +1,18 @@
 """Export a chosen trial as a production config YAML (schema ``tuner.config/v1``).
 
 The document (:mod:`tuner.ship.config_schema`) holds the chosen setting
-(parameters, derived values, and its native invocation: the full argv of a
-command workload, the kwargs of a Python one), its metrics with units and
-latency spread (p50 / p95 / CV), the comparison with the baseline (speed-up
-ratio, quality deltas), the GPU / host fingerprint, provenance (study, trial,
-storage, spec hash, sampler, times), how it was selected, and what ``tuner
-check`` needs to re-measure it.
+(parameters, derived values, and its invocation: the full argv of a command
+workload; for a ``class:`` or ``python`` one every argument of the calls that
+run it, :func:`tuner.ship.invocation.runnable_invocation`, so
+``docs/examples/run_exported.py`` runs it from the YAML alone), its metrics with
+units and latency spread (p50 / p95 / CV), the comparison with the baseline
+(speed-up ratio, quality deltas), the GPU / host fingerprint, provenance (study,
+trial, storage, spec hash, sampler, times; git commit, package versions, torch /
+CUDA / cuDNN / driver and weights' sha256: :mod:`tuner.ship.provenance_block`),
+the environment the trial ran with (secrets masked), how it was selected, and
+what ``tuner check`` needs to re-measure it. A copy of a measured setting
+(``duplicate_of``) takes its runtime, environment and device from the trial that
+measured it.
 
 The choice (:func:`choose`): an explicit trial, a policy expression, a profile
 (:mod:`tuner.ship.policy`), or by default the best feasible measured trial
@@ -33,9 +39,10 @@ import yaml
 
 from tuner.secrets import redact_url
 from tuner.ship.config_schema import SCHEMA, validate_config
-from tuner.ship.invocation import render_invocation
+from tuner.ship.invocation import runnable_invocation
 from tuner.ship.policy import (PolicyError, eligible, front_of, parse_policy, prefer_stable, ranking_keys, select,
                                select_profile, speed_objective)
+from tuner.ship.provenance_block import provenance_fields, recorded_device, recorded_env
 from tuner.spec.loading import parse_spec
 from tuner.study.records import NOISY_CV, TrialRecord, record_feasible
 
@@ -63,6 +70,14 @@ class Choice:
 
 def _records(study: "optuna.Study") -> list[TrialRecord]:
     return [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)]
+
+
+def _measuring_attributes(trials: "list[optuna.trial.FrozenTrial]", record: TrialRecord) -> Mapping[str, Any]:
+    """User attributes of the trial that measured ``record``'s setting (itself, or the original of a copy);
+    ``record``'s own ``env`` / ``runtime`` when that trial is not among ``trials``."""
+    number = record.duplicate_of if record.duplicate_of is not None else record.number
+    found = next((t for t in trials if t.number == number), None)
+    return found.user_attrs if found is not None else {"env": record.env, "runtime": record.runtime}
 
 
 def _directions(study: "optuna.Study") -> list[str]:
@@ -195,11 +210,15 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
     """The validated ``tuner.config/v1`` document for ``trial``.
 
     ``replaced_noisy``: the noisy trial the policy picked and ``trial`` replaced
-    (:attr:`Choice.replaced`), recorded as ``selection.replaced_noisy_trial``.
+    (:attr:`Choice.replaced`), recorded as ``selection.replaced_noisy_trial``. Studies and trials
+    recorded before provenance was (no ``provenance`` / ``env`` / ``runtime`` attributes) export
+    with those fields null or empty.
     """
     record = trial if isinstance(trial, TrialRecord) else TrialRecord.from_trial(trial)
     attrs = study.user_attrs
-    records = _records(study)
+    trials = study.get_trials(deepcopy=False)
+    records = [TrialRecord.from_trial(t) for t in trials]
+    measured = _measuring_attributes(trials, record)
     names: list[str] = list(attrs.get("objectives", []))
     directions = _directions(study)
     feasible = [r for r in records if record_feasible(r)]
@@ -215,7 +234,7 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
                       "on_front": record.number in front, "replaced_noisy_trial": replaced_noisy},
         "params": dict(record.params),
         "derived": dict(record.derived),
-        "invocation": _invocation(attrs, {**record.params, **record.derived}),
+        "invocation": _invocation(attrs, {**record.params, **record.derived}, recorded_device(attrs, measured)),
         "objectives": {name: {"value": value, "direction": d}
                        for name, value, d in zip(names, record.values or (), directions)},
         "metrics": _metrics_block(record),
@@ -232,11 +251,12 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
             "spec_hash": attrs.get("spec_hash"), "sampler": attrs.get("sampler"),
             "measured_at": record.datetime_complete,
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "tuner_version": _version()},
+            "tuner_version": _version(), **provenance_fields(attrs, measured)},
         "check": {"spec_yaml": attrs.get("spec_yaml", ""), "device": str(attrs.get("device", "cpu")),
                   "reference": _settings_of(by_role.get("reference")),
                   "baseline": _settings_of(base)},
         "warnings": noise_warnings(record, base, comparison["speedup"] if comparison else None),
+        "env": recorded_env(measured),
     }
     return validate_config(document, f"export of trial {record.number}").to_document()
 
@@ -252,13 +272,13 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _invocation(attrs: Mapping[str, Any], settings: dict[str, Any]) -> dict[str, Any] | None:
-    """The setting as its workload runs it natively, from the spec stored with the study."""
+def _invocation(attrs: Mapping[str, Any], settings: dict[str, Any], device: str) -> dict[str, Any] | None:
+    """The setting as production runs it (on ``device``), from the spec stored with the study."""
     spec_text = attrs.get("spec_yaml")
     if not spec_text:
         return None
     try:
-        return render_invocation(parse_spec(spec_text, source="<stored spec>"), settings)
+        return runnable_invocation(parse_spec(spec_text, source="<stored spec>"), settings, device)
     except ValueError as error:
         raise ExportError(f"cannot render the invocation of this setting: {error}") from None
 

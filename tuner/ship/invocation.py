@@ -10,6 +10,16 @@ derived values) into the form a user pastes into production, used by
   "cwd": ...}`` — ``argv`` exactly as the runner passes it to ``execve``;
 * the ``http`` adapter: ``{"kind": "http", "url": ..., "body": {...}}``.
 
+:func:`runnable_invocation` (what ``tuner export`` writes) adds, for the two
+python kinds, everything a production script needs to run the setting from the
+YAML alone (``docs/examples/run_exported.py``): ``interface`` (``workload``: a
+:class:`~tuner.workloads.base.Workload` class built with no arguments, then
+``setup(kwargs, context)`` and ``run(kwargs, context)`` with
+``context = RunContext(device, seed, inputs, workdir)``; ``factory``:
+``model = target(**factory_kwargs); model.load(load_params); model.run(kwargs, inputs)``),
+``factory_kwargs``, ``reload_on``, ``load_params``, ``inputs``, ``seed`` and ``device``.
+``kwargs`` stays the setting (parameters plus derived values) run() receives.
+
 This module runs in the coordinator process: it never imports the workload
 (nor torch). Values are plain YAML-safe types.
 """
@@ -19,6 +29,7 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tuner.adapters.http_request import body_template, http_concurrency, http_request_values
+from tuner.adapters.python import python_invocation
 from tuner.adapters.template import TemplateError, render_command, render_text, render_value
 from tuner.spec.models import StudySpec
 
@@ -50,3 +61,18 @@ def render_invocation(spec: StudySpec, settings: Mapping[str, Any]) -> dict[str,
         return {"kind": "python", "target": work.python.factory, "factory_kwargs": dict(work.python.kwargs),
                 "reload_on": list(work.python.reload_on), "kwargs": dict(settings)}
     return {"kind": "python", "target": work.target, "kwargs": dict(settings)}
+
+
+def runnable_invocation(spec: StudySpec, settings: Mapping[str, Any], device: str) -> dict[str, Any]:
+    """:func:`render_invocation`, and for ``class:`` and ``python`` workloads every argument of the
+    calls that run it (see module docs): ``device`` is where the trial ran (``cpu`` / ``cuda``).
+    Raises ``ValueError`` like :func:`render_invocation`."""
+    work = spec.workload
+    if work.python is not None:
+        return python_invocation(work.python.factory, work.python.kwargs, list(work.python.reload_on), settings,
+                                 spec.inputs, spec.seed, device)
+    if work.adapter is None:
+        return {"kind": "python", "interface": "workload", "target": work.target, "factory_kwargs": {},
+                "reload_on": [], "load_params": None, "kwargs": dict(settings), "inputs": dict(spec.inputs),
+                "seed": spec.seed, "device": device}
+    return render_invocation(spec, settings)

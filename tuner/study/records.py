@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tuner.pareto import named_constraints
 from tuner.results import TrialResult
 
 if TYPE_CHECKING:
@@ -30,8 +31,15 @@ stored ``latency_noisy`` flag then counts too) but never looser.
 """
 
 
+TRIAL_PROVENANCE_KEYS = ("env", "runtime")
+"""Keys of a worker's ``info`` stored as their own attributes (:func:`tuner.runner.worker.trial_provenance`):
+``env`` (the trial's environment, secrets masked) and ``runtime`` (packages, torch / CUDA / cuDNN,
+driver, git commit, weights' sha256, and ``unavailable``: why a fact is missing)."""
+
+
 def result_attributes(result: TrialResult) -> dict[str, Any]:
-    """The user attributes recording ``result`` (JSON-serialisable)."""
+    """The user attributes recording ``result`` (JSON-serialisable); the worker's ``env`` and ``runtime``
+    are their own attributes (:data:`TRIAL_PROVENANCE_KEYS`), not part of ``worker_info``."""
     metrics = {
         name: {"value": m.value, "unit": m.unit, "direction": m.direction,
                **({"reason": m.reason} if m.reason else {})}
@@ -45,8 +53,9 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
         "wall_time_s": round(result.wall_time_s, 6),
         "eval_time_s": round(result.eval_time_s, 6),
         "output_path": result.output_path,
-        "worker_info": result.info,
+        "worker_info": {k: v for k, v in result.info.items() if k not in TRIAL_PROVENANCE_KEYS},
         "samples": dict(result.samples),
+        **{key: result.info[key] for key in TRIAL_PROVENANCE_KEYS if key in result.info},
     }
 
 
@@ -78,6 +87,8 @@ class TrialRecord:
     warm_start_from: str | None = None  # the study whose front queued this setting (a warm start)
     predicted_peak_gb: float | None = None  # SKIPPED_PREDICTED_OOM: the memory model's prediction (None: an OOM)
     prediction_witness: str | None = None  # ... and the trial it comes from ("trial 7", "warm_start:<study> trial 7")
+    env: Mapping[str, str] | None = None  # the environment the trial's worker ran with, secrets masked
+    runtime: Mapping[str, Any] | None = None  # packages, torch / CUDA / cuDNN, driver, git, weights' sha256
 
     @staticmethod
     def from_trial(trial: "FrozenTrial") -> "TrialRecord":
@@ -91,7 +102,7 @@ class TrialRecord:
             params=dict(trial.params),
             derived=dict(attrs.get("derived", {})),
             values=tuple(trial.values) if trial.values is not None else None,
-            constraints=dict(trial.constraints),
+            constraints=named_constraints(trial),
             metrics=dict(attrs.get("metrics", {})),
             placeholder=bool(attrs.get("placeholder_values", False)),
             duplicate_of=attrs.get("duplicate_of"),
@@ -107,6 +118,8 @@ class TrialRecord:
             warm_start_from=attrs.get("warm_start_from"),
             predicted_peak_gb=attrs.get("predicted_peak_gb"),
             prediction_witness=attrs.get("prediction_witness"),
+            env=attrs.get("env"),
+            runtime=attrs.get("runtime"),
         )
 
     @property

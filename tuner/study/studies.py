@@ -2,10 +2,12 @@
 
 The storage is the one source of truth. A study's user attributes hold the
 spec's YAML text (so ``tuner resume`` needs nothing else), its hash, the
-budget, the host fingerprint and the MLflow run id. Each trial's user
+budget, the host fingerprint, the provenance of the creating host (git commit,
+package versions) and the MLflow run id. Each trial's user
 attributes hold its role (``reference`` / ``baseline`` / ``search``), its
 candidate key, outcome, reason, log tail, metrics (with units and reasons for
-unavailable ones), derived values and timings.
+unavailable ones), derived values, timings, and what the trial ran with:
+``env`` and ``runtime`` (:mod:`tuner.study.records`).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from tuner.spec.loading import parse_spec
 from tuner.spec.models import SamplerName, StudySpec, spec_hash
 from tuner.study.samplers import make_sampler
 from tuner.study.lock import ensure_tuner_tables
+from tuner.study.objectives import ensure_metric_names
 from tuner.study.storage import StudyError, missing_sqlite_file, open_storage, redact_url
 
 if TYPE_CHECKING:
@@ -63,11 +66,17 @@ def default_study_name(spec: StudySpec, gpu_type: str) -> str:
 
 
 def study_attributes(spec: StudySpec, spec_text: str, device: str, gpu_type: str) -> dict[str, Any]:
-    """The provenance a new study stores: spec name and hash, workload, device, GPU type, host fingerprint."""
+    """The provenance a new study stores: spec name and hash, workload, device, GPU type, host fingerprint,
+    and ``provenance`` (:func:`tuner.runner.provenance.study_provenance`: the git commit of the workload's
+    source, or of the working directory for a command / http workload, and package versions; each trial
+    records its own in ``runtime``, which exports prefer)."""
     from tuner.gpu import fingerprint
+    from tuner.runner.provenance import study_provenance
 
+    factory = spec.workload.python.factory if spec.workload.python is not None else None
     return {"spec_name": spec.name, "spec_hash": spec_hash(spec_text), "workload_class": spec.workload.target,
-            "device": device, "gpu_type": gpu_type, "fingerprint": fingerprint()}
+            "device": device, "gpu_type": gpu_type, "fingerprint": fingerprint(),
+            "provenance": study_provenance(spec.workload.target, factory)}
 
 
 @dataclass
@@ -95,6 +104,7 @@ def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: 
     study = optuna.create_study(
         storage=storage, study_name=name, sampler=make_sampler(sampler, spec, spec.seed),
         directions=[o.direction for o in spec.objectives])
+    ensure_metric_names(study, spec)  # the objectives' names (optuna-dashboard's labels)
     budget_trials = trials if trials is not None else spec.budget.trials
     study.set_user_attr("spec_yaml", spec_text)
     study.set_user_attr("sampler", sampler)

@@ -24,6 +24,9 @@ Contract
   ``OutOfMemoryError`` (outcome OOM). Anything else is a CRASH.
 * ``synchronize`` waits for queued device work (CUDA); the default does this
   for torch when CUDA is initialised, and nothing otherwise.
+* ``declared_weights`` (optional) names the files whose bytes decide the output
+  (checkpoints); the worker records their sha256 with the trial (provenance of
+  an export). The default declares none.
 """
 
 from __future__ import annotations
@@ -119,3 +122,8 @@ class Workload(ABC):
 
     def teardown(self) -> None:
         """Release resources. Default: nothing."""
+
+    def declared_weights(self, context: RunContext) -> Mapping[str, Path]:
+        """``{name: path}`` of the weight files ``run`` reads for ``context`` (called after ``setup``,
+        not timed; the worker hashes them with sha256). Default: none declared."""
+        return {}

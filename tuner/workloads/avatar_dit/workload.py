@@ -233,6 +233,10 @@ class AvatarDiTWorkload(Workload):
                 "dit_gflops": forwards * flops / 1e9,
             })
 
+    def declared_weights(self, context: RunContext) -> Mapping[str, Path]:
+        """The checkpoint ``run`` reads: ``inputs["weights"]`` or the committed ``weights/avatar_dit.pt``."""
+        return {"avatar_dit": AvatarInputs.from_context(context).weights}
+
     def teardown(self) -> None:
         cuda_used = self._built_for is not None and self._built_for[1].startswith("cuda")
         self._model = None

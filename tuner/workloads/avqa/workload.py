@@ -66,7 +66,7 @@ from typing import Any, Mapping
 
 import torch
 
-from tuner.workloads.avqa.checkpoint import LoadedModel, load_checkpoint
+from tuner.workloads.avqa.checkpoint import DEFAULT_WEIGHTS, LoadedModel, load_checkpoint
 from tuner.workloads.avqa.data import (
     CLIP_SECONDS_RANGE, DEFAULT_CLIP_SECONDS, NATIVE_AUDIO_RATE, NATIVE_FPS, Clip, Question, clip_facts,
     heldout_questions, render_clip)
@@ -243,6 +243,12 @@ class AVQAWorkload(Workload):
                                "audio_seconds_used": float(media.audio_seconds)}
         counters = {"questions": float(len(questions)), **per_request, **totals}
         return WorkloadOutput(text=answers, items=len(questions), counters=counters)
+
+    def declared_weights(self, context: RunContext) -> Mapping[str, Path]:
+        """The checkpoint ``run`` reads: ``inputs["weights"]`` (relative to the working directory) or the
+        committed ``weights/avqa.pt``."""
+        weights = AVQAInputs.from_context(context).weights
+        return {"avqa": (weights or DEFAULT_WEIGHTS).resolve()}
 
     def teardown(self) -> None:
         cuda_used = self._loaded_key is not None and self._loaded_key[1].startswith("cuda")
