@@ -25,7 +25,8 @@ ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "MLFLOW_HTT
        "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
 ENV.pop("TUNER_MLFLOW_REFRESH_S", None)
 EXPERIMENT = "fake_demo @ cpu"
-FRONT_ARTIFACTS = {"front.png", "front.csv", "front.json", "front.html", "hypervolume.png", "hypervolume.csv",
+FRONT_ARTIFACTS = {"front.png", "front.csv", "front.json", "trials.json", "trials.csv", "front.html",
+                   "hypervolume.png", "hypervolume.csv",
                    "latency_throughput.png", "latency_throughput.csv", "latency_throughput.txt", "search_space.json",
                    "pareto/latency_p50_s_vs_psnr_db.png"}
 pytestmark = pytest.mark.slow
@@ -65,7 +66,8 @@ def study_runs(client: Any, study: str) -> tuple[Any, list[Any]]:
 
 
 def views(client: Any, study: str, folder: Path) -> dict[str, Any]:
-    """Everything a user sees of a study, without what differs between stores (run ids, times)."""
+    """Everything a user sees of a study, without what differs between stores (run ids, the parent's start);
+    the trial runs' start and end are the trials' own, so they are compared too."""
     parent, children = study_runs(client, study)
     volatile = ("mlflow.user", "mlflow.source.name", "mlflow.source.type", "mlflow.source.git.commit",
                 "mlflow.parentRunId")
@@ -79,10 +81,11 @@ def views(client: Any, study: str, folder: Path) -> dict[str, Any]:
              for name in sorted(paths) if name.endswith((".csv", ".json", ".txt"))}
     return {
         "parent": {"tags": tags(parent), "params": parent.data.params, "metrics": parent.data.metrics,
-                   "status": parent.info.status, "artifacts": paths, "texts": texts},
+                   "status": parent.info.status, "artifacts": paths, "texts": texts, "end": parent.info.end_time},
         "children": {int(r.data.tags["tuner.trial_number"]): {
             "name": r.info.run_name, "tags": tags(r), "params": r.data.params, "metrics": r.data.metrics,
-            "status": r.info.status, "artifacts": artifact_paths(client, r.info.run_id)} for r in children},
+            "status": r.info.status, "artifacts": artifact_paths(client, r.info.run_id),
+            "start": r.info.start_time, "end": r.info.end_time} for r in children},
     }
 
 
@@ -136,10 +139,15 @@ def test_live_study_runs_tags_metrics_and_artifacts(server: MlflowServer, live_s
         assert child.data.tags["tuner.outcome"] == trial.user_attrs["outcome"]
         assert child.data.tags["tuner.on_front"] == str(number in front).lower()
         assert child.data.metrics["on_front"] == float(number in front)
+        assert child.info.run_name.startswith(f"t{number} · ") and child.info.run_name.endswith(" · front") == \
+            (number in front), child.info.run_name
+        assert abs(child.info.start_time - trial.datetime_start.timestamp() * 1000) <= 1000
+        assert abs(child.info.end_time - trial.datetime_complete.timestamp() * 1000) <= 1000, "the trial's duration"
         if trial.user_attrs.get("duplicate_of") is None and trial.user_attrs["outcome"] == "OK":
             assert child.data.metrics["latency_p50_s"] == trial.user_attrs["metrics"]["latency_p50_s"]["value"]
             assert child.data.metrics["psnr_db"] == trial.user_attrs["metrics"]["psnr_db"]["value"]
             assert child.data.params["noise"] == str(trial.params["noise"])
+            assert f" · PSNR {trial.values[1]:.3g} dB" in child.info.run_name, child.info.run_name
             assert "constraint.outcome" in child.data.metrics
             assert "unavailable.peak_vram_gb" in child.data.tags, "unavailable metrics say why, not a number"
             assert {"sample/contact_sheet.png", "sample/sample.gif"} <= artifact_paths(client, child.info.run_id)
@@ -150,7 +158,15 @@ def test_live_study_runs_tags_metrics_and_artifacts(server: MlflowServer, live_s
     assert FRONT_ARTIFACTS <= artifacts, FRONT_ARTIFACTS - artifacts
     table = json.loads(read_artifact(client, parent.info.run_id, "front.json", tmp_path))
     assert sorted(row[table["columns"].index("trial")] for row in table["data"]) == sorted(front)
-    assert json.loads(tags["mlflow.loggedArtifacts"]) == [{"path": "front.json", "type": "table"}]
+    assert json.loads(tags["mlflow.loggedArtifacts"]) == [{"path": "front.json", "type": "table"},
+                                                          {"path": "trials.json", "type": "table"}]
+    trials = json.loads(read_artifact(client, parent.info.run_id, "trials.json", tmp_path / "trials"))
+    assert trials["columns"][:7] == ["trial", "run", "outcome", "on front", "Pareto rank", "latency p50 [s]",
+                                     "PSNR [dB]"]
+    assert sorted(row[0] for row in trials["data"]) == [t.number for t in study.trials]
+    assert "Compare all trials" in tags["mlflow.note.content"], "the description links the comparison view"
+    view = json.loads(client.get_experiment(parent.info.experiment_id).tags["mlflow.sharedViewState.tuner-live"])
+    assert view["selectedColumns"][:2] == ["metrics.`latency_p50_s`", "metrics.`psnr_db`"]
     page = read_artifact(client, parent.info.run_id, "front.html", tmp_path / "html")
     assert "plotly" in page and "cdn.plot.ly" not in page.split("<body>")[0]
     hover = page.replace("\\u003c", "<").replace("\\u003e", ">").replace("\\u002f", "/")

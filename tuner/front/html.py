@@ -11,13 +11,17 @@ from __future__ import annotations
 import html
 from typing import Sequence
 
+from tuner.front.labels import metric_label
+from tuner.front.report import objective_labels
 from tuner.study.records import TrialRecord, record_feasible
 
 
 def hover_text(record: TrialRecord, names: Sequence[str]) -> str:
-    """``trial 7 (search)`` then one line per objective value and per parameter."""
+    """``trial 7 (search)`` then one line per objective value (``latency p50 [s] = 0.0123``) and per
+    parameter."""
     lines = [f"<b>trial {record.number}</b> ({html.escape(record.role)})"]
-    lines += [f"{html.escape(n)} = {v:.6g}" for n, v in zip(names, record.values or ())]
+    lines += [f"{html.escape(metric_label(n, record.metrics.get(n, {}).get('unit')))} = {v:.6g}"
+              for n, v in zip(names, record.values or ())]
     lines += [f"{html.escape(str(k))} = {html.escape(str(v))}" for k, v in record.params.items()]
     lines += [f"{html.escape(str(k))} = {html.escape(str(v))} (derived)" for k, v in record.derived.items()]
     return "<br>".join(lines)
@@ -32,7 +36,7 @@ def front_html(records: Sequence[TrialRecord], front: set[int], names: Sequence[
     groups = [("Pareto front", [r for r in measured if r.number in front], "#d62728", 11),
               ("measured (feasible)", [r for r in measured if r.number not in front], "#9a9a9a", 8)]
     figure = go.Figure()
-    labels = [f"{n} ({'min' if d == 'minimize' else 'max'})" for n, d in zip(names, directions)]
+    labels = objective_labels(records, names, directions)
     for label, group, colour, size in groups:
         if not group:
             continue

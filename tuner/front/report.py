@@ -11,6 +11,7 @@ import csv
 import io
 from typing import Any, Sequence
 
+from tuner.front.labels import metric_label, unit_of
 from tuner.study.records import TrialRecord, record_feasible
 
 
@@ -67,7 +68,14 @@ def figure_png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-_ARROWS = {"minimize": "↓ better", "maximize": "↑ better"}
+def objective_labels(records: Sequence[TrialRecord], names: Sequence[str],
+                     directions: Sequence[str] | None = None) -> list[str]:
+    """Axis labels of the objectives (:func:`tuner.front.labels.metric_label`): ``latency p50 [s]``,
+    with ``(lower is better)`` / ``(higher is better)`` when ``directions`` are given; units as stored
+    with the trials, else the metric catalogue's."""
+    stored = [r.metrics for r in records]
+    return [metric_label(name, unit_of(name, stored), directions[i] if directions else None)
+            for i, name in enumerate(names)]
 
 
 def pareto_pair_png(records: Sequence[TrialRecord], front: set[int], names: Sequence[str],
@@ -94,8 +102,9 @@ def pareto_pair_png(records: Sequence[TrialRecord], front: set[int], names: Sequ
         axes.plot(*zip(*[p for p, _ in on_front]), "-o", c="tab:red", label="Pareto front")
         for (px, py), number in on_front:
             axes.annotate(str(number), (px, py), textcoords="offset points", xytext=(4, 4), fontsize=8)
-    axes.set_xlabel("trial" if single else f"{names[x]} ({_ARROWS[directions[x]].split()[0]} better)")
-    axes.set_ylabel(f"{names[y]} ({_ARROWS[directions[y]]})")
+    labels = objective_labels(records, names, directions)
+    axes.set_xlabel("trial" if single else labels[x])
+    axes.set_ylabel(labels[y])
     axes.set_title(f"{len(measured)} feasible measured, {len(front)} on front, {walls} OOM/TIMEOUT")
     axes.grid(alpha=0.3)
     if others or on_front:
@@ -112,14 +121,16 @@ def pairwise_pngs(records: Sequence[TrialRecord], front: set[int], names: Sequen
             for i in range(len(names)) for j in range(i + 1, len(names))}
 
 
-def hypervolume_png(history: Sequence[tuple[int, float]], names: Sequence[str]) -> bytes:
-    """Hypervolume after each feasible measured trial (in completion order)."""
+def hypervolume_png(history: Sequence[tuple[int, float]], names: Sequence[str],
+                    records: Sequence[TrialRecord] = ()) -> bytes:
+    """Hypervolume after each feasible measured trial (in completion order); its unit is the
+    product of the objectives' (``latency p50 [s] × PSNR [dB]``, units from ``records``)."""
     figure, axes = new_figure(6.4, 3.6)
     if history:
         axes.step(range(1, len(history) + 1), [v for _, v in history], where="post", c="tab:blue")
         axes.scatter(range(1, len(history) + 1), [v for _, v in history], s=12, c="tab:blue")
     axes.set_xlabel("feasible measured trials")
-    axes.set_ylabel("hypervolume (" + " × ".join(names) + ")")
+    axes.set_ylabel("hypervolume (" + " × ".join(objective_labels(records, names)) + ")")
     axes.set_title("hypervolume history (reference: worst + 10 % of range)")
     axes.grid(alpha=0.3)
     return figure_png(figure)

@@ -16,6 +16,7 @@ import io
 from dataclasses import dataclass
 from typing import Sequence
 
+from tuner.front.labels import metric_label
 from tuner.front.report import figure_png, new_figure
 from tuner.study.records import TrialRecord, record_feasible
 
@@ -115,8 +116,8 @@ def throughput_png(curve: ThroughputCurve) -> bytes:
         axes.scatter([curve.knee.throughput], [curve.knee.latency_s], s=180, facecolors="none",
                      edgecolors="tab:red", linewidths=2, label=f"knee: batch {curve.knee.batch_size}")
         axes.legend(loc="best")
-    axes.set_xlabel(f"throughput ({curve.throughput_metric})")
-    axes.set_ylabel(f"latency ({curve.latency_metric})")
+    axes.set_xlabel(metric_label(curve.throughput_metric))
+    axes.set_ylabel(metric_label(curve.latency_metric))
     axes.set_title("latency–throughput over batch size" + ("" if curve.knee else f" — knee: {curve.knee_reason}"))
     axes.grid(alpha=0.3)
     return figure_png(figure)

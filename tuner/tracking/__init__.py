@@ -1,6 +1,8 @@
 """Everything MLflow: the study's views, logged live and rebuilt from the storage.
 
 * :mod:`.views` -- what each run holds, computed from stored trial records only;
+* :mod:`.comparison` -- trial run names and times, the trials table, the study run's
+  description and the runs-table comparison view (pure, like :mod:`.views`);
 * :mod:`.writer` -- writing runs, params, metrics, tags and artifacts with ``MlflowClient``;
 * :mod:`.live` -- live logging on a background thread during a study;
 * :mod:`.sync` -- ``tuner sync-mlflow``: rebuild every view from the storage;

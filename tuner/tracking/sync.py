@@ -3,9 +3,10 @@
 After an MLflow outage, for an old study, or into another tracking store. The
 result is what a study logged live shows: the same experiment, parent run
 (found by its ``tuner.study`` tag, or created), one complete child run per
-finished trial (missing ones logged, half-logged ones replaced), current
-ranks on every child, and the front artifacts. Running it twice changes
-nothing but the ranks' and metrics' timestamps.
+finished trial (missing ones logged; half-logged ones, and ones whose start is not the
+trial's — logged before runs carried the trials' times — replaced), current ranks and
+names on every child, the front artifacts and the comparison view. Running it twice
+changes nothing but the ranks' and metrics' timestamps.
 """
 
 from __future__ import annotations
@@ -14,9 +15,28 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tuner.study.records import TrialRecord
+from tuner.tracking.comparison import study_span_ms, trial_times_ms
 from tuner.tracking.live import prepare_http_client
-from tuner.tracking.views import build_front_views, child_payload, rank_payload, ranks_of, study_run_info
-from tuner.tracking.writer import child_runs, ensure_experiment, ensure_parent_run, log_child, log_front, update_rank
+from tuner.tracking.views import (
+    build_front_views,
+    child_payload,
+    rank_payload,
+    rank_update,
+    ranks_of,
+    study_comparison_view,
+    study_run_info,
+)
+from tuner.tracking.writer import (
+    child_runs,
+    ensure_comparison_view,
+    ensure_experiment,
+    ensure_parent_run,
+    log_child,
+    log_front,
+    update_rank,
+)
+
+TIME_TOLERANCE_MS = 1000  # a kept run starts within this of its trial (MLflow keeps ms; Optuna µs)
 
 if TYPE_CHECKING:
     from tuner.study.studies import OpenStudy
@@ -48,30 +68,38 @@ def sync_study(opened: "OpenStudy", uri: str) -> SyncReport:
     attrs = study.user_attrs
     known = attrs.get("mlflow_run_id") if attrs.get("mlflow_uri") == redact_url(uri) else None
     experiment_id = ensure_experiment(client, uri, info.experiment_name)
-    parent = ensure_parent_run(client, experiment_id, info, known)
     records = [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)]
+    started, ended = study_span_ms(records)
+    parent = ensure_parent_run(client, experiment_id, info, known, start_time_ms=started)
+    ensure_comparison_view(client, experiment_id, study_comparison_view(records, info))
     finished = [r for r in records if r.state != "RUNNING"]
     ranks = ranks_of(records, info.directions)
     step = len(records)
     existing = child_runs(client, experiment_id, parent)
     logged = replaced = kept = 0
     for record in sorted(finished, key=lambda r: r.number):
-        tags, metrics = rank_payload(record.number, ranks)
         run = existing.get(record.number)
-        if run is not None and run[1]:
-            update_rank(client, run[0], tags, metrics, step)
+        if run is not None and run.complete and _same_start(run.start_time_ms, trial_times_ms(record)[0]):
+            update_rank(client, run.run_id, *rank_update(record, info, ranks), step)
             kept += 1
             continue
         if run is not None:
-            client.delete_run(run[0])
+            client.delete_run(run.run_id)
             replaced += 1
         else:
             logged += 1
-        log_child(client, experiment_id, child_payload(record, info, parent), tags, metrics, step)
-    views = build_front_views(records, info)
+        tags, metrics = rank_payload(record.number, ranks)
+        log_child(client, experiment_id, child_payload(record, info, parent, ranks), tags, metrics, step)
+    views = build_front_views(records, info, experiment_id)
     log_front(client, parent, views, step)
-    client.set_terminated(parent, status="FINISHED")
+    client.set_terminated(parent, status="FINISHED", end_time=ended)
     if not attrs.get("mlflow_run_id") or known is not None:
         study.set_user_attr("mlflow_run_id", parent)
         study.set_user_attr("mlflow_uri", redact_url(uri))
     return SyncReport(experiment_id, info.experiment_name, parent, logged, replaced, kept, len(views.front))
+
+
+def _same_start(run_start_ms: int | None, trial_start_ms: int | None) -> bool:
+    """True when a run starts when its trial did (or the trial has no time to compare)."""
+    return trial_start_ms is None or (run_start_ms is not None
+                                      and abs(run_start_ms - trial_start_ms) <= TIME_TOLERANCE_MS)

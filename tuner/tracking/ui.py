@@ -7,7 +7,9 @@ prints the URL of the study's parent run. For an HTTP tracking server nothing
 is started: the URL points into that server.
 
 URLs follow the MLflow UI's routes:
-``<base>/#/experiments/<experiment id>/runs/<run id>``.
+``<base>/#/experiments/<experiment id>/runs/<run id>``; the comparison view of a study's trials
+is ``<base>/#/experiments/<experiment id>/runs?viewStateShareKey=tuner-<study>``
+(:func:`compare_url`).
 """
 
 from __future__ import annotations
@@ -46,6 +48,15 @@ def run_url(base_url: str, location: StudyLocation) -> str:
     if location.run_id is None:
         return f"{base}/#/experiments/{location.experiment_id}"
     return f"{base}/#/experiments/{location.experiment_id}/runs/{location.run_id}"
+
+
+def compare_url(base_url: str, location: StudyLocation, study_name: str) -> str:
+    """The experiment's runs table opened on the study's comparison view (trial runs only, objectives,
+    front flag, outcome and key parameters as the first columns: :mod:`tuner.tracking.comparison`)."""
+    from tuner.tracking.comparison import view_key
+
+    base = redact_url(base_url).rstrip("/")
+    return f"{base}/#/experiments/{location.experiment_id}/runs?viewStateShareKey={view_key(study_name)}"
 
 
 def locate_study(uri: str, experiment_name: str, study_name: str) -> StudyLocation | None:

@@ -11,10 +11,14 @@ build, both live (:class:`~tuner.tracking.live.MlflowTracker`) and on rebuild
   values), every available metric (unit in the name), constraint violations
   (``constraint.*``), outcome / role / reason tags, where it ran (``tuner.host``,
   ``tuner.worker``: :func:`trial_host_tags`), and the sample files.
-* :func:`rank_payload` — ``pareto_rank`` / ``on_front`` (tags and metrics) of a trial.
+  Its name (``t12 · 1.32 s · PSNR 31.2 dB · front``) and real start / end times come from
+  :mod:`tuner.tracking.comparison`.
+* :func:`rank_payload` — ``pareto_rank`` / ``on_front`` (tags and metrics) of a trial;
+  :func:`rank_update` adds the run name, which says ``front``.
 * :func:`build_front_views` — the parent run's artifacts (front table as CSV and
-  as an MLflow table, ``front.json``, pairwise Pareto PNGs, interactive HTML, hypervolume history,
-  latency–throughput curve) and summary metrics.
+  as an MLflow table, ``front.json``; every trial as ``trials.json`` / ``trials.csv``; pairwise
+  Pareto PNGs, interactive HTML, hypervolume history, latency–throughput curve), its
+  description and summary metrics.
 """
 
 from __future__ import annotations
@@ -25,10 +29,22 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from tuner.front.labels import metric_unit
 from tuner.front.report import front_csv, front_table, hypervolume_png, pairwise_pngs
 from tuner.front.throughput import throughput_png
 from tuner.pareto import Point, hypervolume_history, pareto_ranks
 from tuner.study.records import TrialRecord, record_feasible
+from tuner.tracking.comparison import (
+    NOTE_TAG,
+    RUN_NAME_TAG,
+    ComparisonView,
+    child_run_name,
+    comparison_view,
+    objective_units,
+    study_description,
+    trial_times_ms,
+    trials_table,
+)
 
 if TYPE_CHECKING:
     from tuner.study.studies import OpenStudy
@@ -37,6 +53,8 @@ HOST_TAG_KEYS = ("tuner.device", "tuner.gpu_type", "host.hostname", "host.gpu_na
                  "host.torch_version", "host.cpu_model")
 INFEASIBLE_RANK = "infeasible"
 TABLE_FILE = "front.json"  # an MLflow table: pandas "split" JSON, listed in the run's mlflow.loggedArtifacts
+TRIALS_TABLE_FILE = "trials.json"  # every trial (key params, objectives, outcome, front flag): an MLflow table
+TABLE_FILES = (TABLE_FILE, TRIALS_TABLE_FILE)
 
 
 @dataclass(frozen=True)
@@ -90,7 +108,8 @@ def safe_key(key: str) -> str:
 
 @dataclass(frozen=True)
 class ChildPayload:
-    """One child run: name, tags, params, metrics, terminal status and sample files."""
+    """One child run: name, tags, params, metrics, terminal status, sample files, and the trial's
+    real start and end (ms since the epoch; None: the run's own creation / termination time)."""
 
     run_name: str
     tags: dict[str, str]
@@ -98,10 +117,16 @@ class ChildPayload:
     metrics: dict[str, float]
     status: str
     samples: dict[str, str]
+    start_time_ms: int | None = None
+    end_time_ms: int | None = None
 
 
-def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str) -> ChildPayload:
-    """The child run of ``record`` (placeholders never become metrics; unavailable metrics are tags)."""
+def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str,
+                  ranks: Mapping[int, int] | None = None) -> ChildPayload:
+    """The child run of ``record`` (placeholders never become metrics; unavailable metrics are tags).
+
+    ``ranks`` (trial number -> Pareto rank, :func:`ranks_of`) decide whether its name says ``front``.
+    """
     tags = trial_host_tags(record, info)
     tags.update({"mlflow.parentRunId": parent_run_id, "tuner.study": info.study_name,
                  "tuner.trial_number": str(record.number), "tuner.role": record.role,
@@ -136,7 +161,9 @@ def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str) -
             if seconds is not None:
                 metrics[key] = float(seconds)
     status = "FINISHED" if record.outcome == "OK" else "FAILED"
-    return ChildPayload(f"trial {record.number}", tags, params, metrics, status, dict(record.samples))
+    start, end = trial_times_ms(record)
+    return ChildPayload(child_run_name(record, info, ranks or {}), tags, params, metrics, status,
+                        dict(record.samples), start, end)
 
 
 def trial_host_tags(record: TrialRecord, info: StudyRunInfo) -> dict[str, str]:
@@ -175,6 +202,25 @@ def rank_payload(number: int, ranks: Mapping[int, int]) -> tuple[dict[str, str],
             {"pareto_rank": float(rank), "on_front": float(rank == 0)})
 
 
+def rank_update(record: TrialRecord, info: StudyRunInfo,
+                ranks: Mapping[int, int]) -> tuple[dict[str, str], dict[str, float]]:
+    """:func:`rank_payload` plus the run name (``mlflow.runName``): a run joining or leaving the
+    front is renamed (``... · front``)."""
+    tags, metrics = rank_payload(record.number, ranks)
+    return {**tags, RUN_NAME_TAG: child_run_name(record, info, ranks)}, metrics
+
+
+def objective_metric_keys(records: Sequence[TrialRecord], info: StudyRunInfo) -> dict[str, str]:
+    """Objective -> its MLflow metric key (:func:`metric_key` with its unit)."""
+    units = objective_units(records, info.objective_names)
+    return {name: metric_key(name, units[name] or metric_unit(name)) for name in info.objective_names}
+
+
+def study_comparison_view(records: Sequence[TrialRecord], info: StudyRunInfo) -> ComparisonView:
+    """The runs-table view comparing the study's trials (:func:`tuner.tracking.comparison.comparison_view`)."""
+    return comparison_view(info, objective_metric_keys(records, info))
+
+
 @dataclass
 class FrontViews:
     """The parent run's front artifacts (path -> bytes), MLflow table, metrics and tags."""
@@ -192,8 +238,10 @@ def completion_order(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     return sorted((r for r in records if record_feasible(r)), key=lambda r: (r.datetime_complete or "", r.number))
 
 
-def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo) -> FrontViews:
-    """Everything the parent run shows about the front of ``records``."""
+def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo,
+                      experiment_id: str | None = None) -> FrontViews:
+    """Everything the parent run shows about the front of ``records``; with ``experiment_id`` its
+    description links to the comparison view of the experiment's runs table."""
     from tuner.front.html import front_html
     from tuner.front.throughput import throughput_curve
 
@@ -209,7 +257,7 @@ def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo) -> Fro
     artifacts["front.html"] = front_html(records, set(front), names, directions, title).encode()
     history = hypervolume_history([Point(r.number, tuple(r.values or ())) for r in completion_order(records)],
                                   directions)
-    artifacts["hypervolume.png"] = hypervolume_png(history, names)
+    artifacts["hypervolume.png"] = hypervolume_png(history, names, records)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["feasible_trials", "trial", "hypervolume"])
@@ -234,6 +282,14 @@ def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo) -> Fro
     table = {key: [row.get(key) for row in rows] for key in keys}
     artifacts[TABLE_FILE] = json.dumps({"columns": keys, "data": [[row.get(k) for k in keys] for row in rows]},
                                        default=str).encode()
+    trials = trials_table(records, info, ranks)
+    trial_rows = [list(row) for row in zip(*trials.values())]
+    artifacts[TRIALS_TABLE_FILE] = json.dumps({"columns": list(trials), "data": trial_rows}, default=str).encode()
+    buffer = io.StringIO()
+    csv.writer(buffer, lineterminator="\n").writerows([list(trials), *trial_rows])
+    artifacts["trials.csv"] = buffer.getvalue().encode()  # the header even when no trial has finished
+    route = study_comparison_view(records, info).route(experiment_id) if experiment_id is not None else None
+    tags[NOTE_TAG] = study_description(records, info, ranks, route)
     return FrontViews(ranks, front, artifacts, table, metrics, tags)
 
 

@@ -3,8 +3,9 @@
 Idempotent building blocks used by the live tracker and by ``tuner
 sync-mlflow``: find or create the experiment and the study's parent run, list
 the child runs already there, log one child run, update ranks, log the front
-artifacts. A child run is complete once it carries the tag ``tuner.logged``;
-an incomplete one (an outage mid-log) is deleted and logged again by a rebuild.
+artifacts, the comparison view. A child run is complete once it carries the tag
+``tuner.logged``; an incomplete one (an outage mid-log) is deleted and logged again by a
+rebuild. Times given to MLflow are ms since the epoch.
 """
 
 from __future__ import annotations
@@ -13,9 +14,10 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Mapping, NamedTuple
 
-from tuner.tracking.views import TABLE_FILE, ChildPayload, FrontViews, StudyRunInfo
+from tuner.tracking.comparison import ComparisonView
+from tuner.tracking.views import TABLE_FILES, ChildPayload, FrontViews, StudyRunInfo
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -68,8 +70,9 @@ def find_parent_run(client: "MlflowClient", experiment_id: str, study_name: str)
 
 
 def ensure_parent_run(client: "MlflowClient", experiment_id: str, info: StudyRunInfo,
-                      known_run_id: str | None = None) -> str:
-    """The parent run's id: ``known_run_id`` when it exists here, else found by tag, else created.
+                      known_run_id: str | None = None, start_time_ms: int | None = None) -> str:
+    """The parent run's id: ``known_run_id`` when it exists here, else found by tag, else created
+    (starting at ``start_time_ms``, e.g. the first trial's start on a rebuild; None: now).
 
     Tags are (re)set every time; params are logged once (MLflow params are immutable).
     """
@@ -83,7 +86,8 @@ def ensure_parent_run(client: "MlflowClient", experiment_id: str, info: StudyRun
             run_id = None
     run_id = run_id or find_parent_run(client, experiment_id, info.study_name)
     if run_id is None:
-        run = client.create_run(experiment_id, run_name=info.study_name, tags=dict(info.tags))
+        run = client.create_run(experiment_id, start_time=start_time_ms, run_name=info.study_name,
+                                tags=dict(info.tags))
         run_id = str(run.info.run_id)
     else:
         log_batch(client, run_id, tags=info.tags)
@@ -92,16 +96,24 @@ def ensure_parent_run(client: "MlflowClient", experiment_id: str, info: StudyRun
     return run_id
 
 
-def child_runs(client: "MlflowClient", experiment_id: str, parent_run_id: str) -> dict[int, tuple[str, bool]]:
-    """Trial number -> (run id, completely logged) for the parent's child runs."""
-    found: dict[int, tuple[str, bool]] = {}
+class ChildRun(NamedTuple):
+    """A trial's run as found in the store."""
+
+    run_id: str
+    complete: bool  # tagged ``tuner.logged``
+    start_time_ms: int | None
+
+
+def child_runs(client: "MlflowClient", experiment_id: str, parent_run_id: str) -> dict[int, ChildRun]:
+    """Trial number -> its run (a complete one when there are several) for the parent's child runs."""
+    found: dict[int, ChildRun] = {}
     for run in client.search_runs([experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'",
                                   max_results=50000):
         number = run.data.tags.get("tuner.trial_number")
         if number is not None:
             complete = run.data.tags.get(LOGGED_TAG) == "1"
             if int(number) not in found or complete:
-                found[int(number)] = (str(run.info.run_id), complete)
+                found[int(number)] = ChildRun(str(run.info.run_id), complete, run.info.start_time)
     return found
 
 
@@ -109,9 +121,12 @@ def log_child(client: "MlflowClient", experiment_id: str, payload: ChildPayload,
               rank_tags: Mapping[str, str], rank_metrics: Mapping[str, float], step: int) -> str:
     """Create one trial's child run with its params, metrics, rank, samples; returns its id.
 
-    Metrics are logged at ``step`` (trials recorded when logged); ranks later move to newer steps.
+    The run starts and ends when the trial did (``payload.start_time_ms`` / ``end_time_ms``), so
+    its duration in the UI is the trial's. Metrics are logged at ``step`` (trials recorded when
+    logged); ranks later move to newer steps.
     """
-    run = client.create_run(experiment_id, run_name=payload.run_name, tags={**payload.tags, **rank_tags})
+    run = client.create_run(experiment_id, start_time=payload.start_time_ms, run_name=payload.run_name,
+                            tags={**payload.tags, **rank_tags})
     run_id = str(run.info.run_id)
     log_batch(client, run_id, params=payload.params, metrics={**payload.metrics, **rank_metrics}, step=step)
     missing = []
@@ -120,7 +135,7 @@ def log_child(client: "MlflowClient", experiment_id: str, payload: ChildPayload,
             client.log_artifact(run_id, path, SAMPLE_ARTIFACT_DIR)
         else:
             missing.append(name)
-    client.set_terminated(run_id, status=payload.status)
+    client.set_terminated(run_id, status=payload.status, end_time=payload.end_time_ms)
     done = {LOGGED_TAG: "1", **({"tuner.samples_missing": ", ".join(missing)} if missing else {})}
     log_batch(client, run_id, tags=done)  # last, after the status: a run without it is incomplete
     return run_id
@@ -128,13 +143,15 @@ def log_child(client: "MlflowClient", experiment_id: str, payload: ChildPayload,
 
 def update_rank(client: "MlflowClient", run_id: str, rank_tags: Mapping[str, str],
                 rank_metrics: Mapping[str, float], step: int) -> None:
-    """Set a child run's rank tags and log its rank metrics at ``step`` (trials recorded)."""
+    """Set a child run's rank tags (a ``mlflow.runName`` among them renames the run) and log its rank
+    metrics at ``step`` (trials recorded)."""
     log_batch(client, run_id, tags=rank_tags, metrics=rank_metrics, step=step)
 
 
 def log_front(client: "MlflowClient", run_id: str, views: FrontViews, step: int) -> None:
-    """Write the front artifacts (one upload, replacing the previous ones; ``front.json`` is
-    registered as an MLflow table) and the summary metrics to the parent run."""
+    """Write the front artifacts (one upload, replacing the previous ones; ``front.json`` and
+    ``trials.json`` are registered as MLflow tables), the description and the summary metrics to
+    the parent run."""
     with tempfile.TemporaryDirectory(prefix="tuner-front-") as folder:
         for relative, content in views.artifacts.items():
             target = Path(folder) / relative
@@ -142,11 +159,19 @@ def log_front(client: "MlflowClient", run_id: str, views: FrontViews, step: int)
             target.write_bytes(content)
         client.log_artifacts(run_id, folder)
     logged = json.loads(client.get_run(run_id).data.tags.get(LOGGED_ARTIFACTS_TAG, "[]"))
-    entry = {"path": TABLE_FILE, "type": "table"}
+    missing = [entry for entry in ({"path": path, "type": "table"} for path in TABLE_FILES) if entry not in logged]
     tags = dict(views.tags)
-    if entry not in logged:
-        tags[LOGGED_ARTIFACTS_TAG] = json.dumps([*logged, entry])
+    if missing:
+        tags[LOGGED_ARTIFACTS_TAG] = json.dumps([*logged, *missing])
     log_batch(client, run_id, metrics=views.metrics, tags=tags, step=step)
+
+
+def ensure_comparison_view(client: "MlflowClient", experiment_id: str, view: ComparisonView) -> None:
+    """Store the study's runs-table view as the experiment tag the MLflow UI reads for
+    ``?viewStateShareKey=<key>`` (written only when it differs)."""
+    experiment = client.get_experiment(experiment_id)
+    if experiment.tags.get(view.tag) != view.tag_value:
+        client.set_experiment_tag(experiment_id, view.tag, view.tag_value)
 
 
 def log_batch(client: "MlflowClient", run_id: str, params: Mapping[str, str] | None = None,
