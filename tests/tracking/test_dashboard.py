@@ -180,7 +180,7 @@ def stop(process: subprocess.Popen[str]) -> None:
     if process.poll() is None:
         process.send_signal(signal.SIGTERM)
         try:
-            process.wait(20)
+            process.wait(45)  # a refresh in progress finishes first; the server gets 10 s to stop
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait(10)

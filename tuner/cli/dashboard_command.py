@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
+import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -95,21 +95,24 @@ def _serve(url: str, names: list[str], view_url: str, host: str, port: int, root
         process = start_dashboard(view_url, host, chosen_port, log_path)
     except OSError as error:
         fail(f"cannot start optuna-dashboard: {error}")
-    signal.signal(signal.SIGTERM, _interrupt)  # a terminated 'tuner dashboard' stops its server too
+    # a terminated 'tuner dashboard' stops its server too: SIGTERM sets a flag the loop checks between
+    # refreshes (an exception raised inside a refresh could be caught on its way out and leave it running)
+    terminated = threading.Event()
+    signal.signal(signal.SIGTERM, lambda signum, frame: terminated.set())
     try:
         wait_ready(base, startup_timeout, process)
         out.print(f"optuna-dashboard: {study_page(base, study_id) if study_id is not None else base}",
                   highlight=False, soft_wrap=True)
         sys.stdout.flush()
-        while process.poll() is None:
-            time.sleep(interval)
+        while process.poll() is None and not terminated.wait(interval):
             for name in names:
                 try:
                     _refresh(url, name, view_url)
                 except Exception as error:  # noqa: BLE001 - the server keeps serving the last view
                     err.print(f"[yellow]view of {name} not refreshed: {escape(redact_text(str(error))[:300])}[/]",
                               highlight=False, soft_wrap=True)
-        err.print(f"optuna-dashboard exited with status {process.returncode} (log: {log_path})")
+        if not terminated.is_set():
+            err.print(f"optuna-dashboard exited with status {process.returncode} (log: {log_path})")
     except DashboardError as error:
         fail(f"{error} (log: {log_path})")
     except KeyboardInterrupt:
@@ -117,6 +120,3 @@ def _serve(url: str, names: list[str], view_url: str, host: str, port: int, root
     finally:
         stop_server(process)
 
-
-def _interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
