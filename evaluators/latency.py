@@ -10,6 +10,14 @@ Protocol (:func:`measure_latency`)::
     until  n >= min_repeats and CV <= cv_target       (converged)
        or  n == max_repeats
        or  n >= min_repeats and sum(samples) >= max_seconds   (when set)
+       or  n >= 1 and the next call would end past ``deadline``   (when given)
+
+With a ``deadline`` (an absolute time on ``clock``) no call starts that is
+predicted to end after it: a further repeat is predicted to take as long as
+the longest timed repeat so far, a further warmup call as long as the last
+one. One timed repeat is always made. A measurement the
+deadline stopped before its other rules is ``cut_short``: fewer repeats than
+asked, reported as such rather than lost to a timeout.
 
 ``synchronize`` waits for queued device work (e.g. ``torch.cuda.synchronize``)
 so that asynchronous kernels are charged to the repeat that launched them.
@@ -100,7 +108,9 @@ class LatencyStats:
     both are None with a single sample (``cv`` also when the mean is 0).
     ``noisy`` is True when ``cv > noisy_cv`` (False when ``cv`` is None: the
     metric :meth:`to_metrics` then reports ``latency_noisy`` as unavailable).
-    ``converged`` is True when the final ``cv <= cv_target``.
+    ``converged`` is True when the final ``cv <= cv_target``. ``cut_short`` is
+    True when a deadline stopped the warmup or the repeats before the settings
+    did (``warmup`` then counts the warmup calls actually made).
     """
 
     samples_s: tuple[float, ...]
@@ -112,10 +122,11 @@ class LatencyStats:
     cv: float | None
     noisy: bool
     converged: bool
+    cut_short: bool = False
 
     @staticmethod
     def from_samples(samples_s: list[float] | tuple[float, ...], warmup: int,
-                     settings: LatencySettings) -> "LatencyStats":
+                     settings: LatencySettings, cut_short: bool = False) -> "LatencyStats":
         """Summarise ``samples_s`` (at least one) under ``settings``' thresholds."""
         if not samples_s:
             raise ValueError("LatencyStats needs at least one sample")
@@ -130,6 +141,7 @@ class LatencyStats:
             cv=cv,
             noisy=cv is not None and cv > settings.noisy_cv,
             converged=cv is not None and cv <= settings.cv_target,
+            cut_short=cut_short,
         )
 
     def to_metrics(self, items: int) -> list[Metric]:
@@ -174,21 +186,38 @@ def _should_stop(samples_s: list[float], settings: LatencySettings) -> bool:
     return settings.max_seconds is not None and sum(samples_s) >= settings.max_seconds
 
 
+def _past_deadline(clock: Callable[[], float], deadline: float | None, expected_s: float | None) -> bool:
+    """True when a call expected to take ``expected_s`` seconds, started now, would end after ``deadline``."""
+    return deadline is not None and expected_s is not None and clock() + expected_s > deadline
+
+
 def measure_latency(
     call: Callable[[], T],
     synchronize: Callable[[], None],
     settings: LatencySettings,
     clock: Callable[[], float] = time.perf_counter,
+    deadline: float | None = None,
 ) -> tuple[LatencyStats, T]:
     """Time ``call`` under the protocol in the module docstring.
 
-    ``clock`` returns seconds (monotonic); inject a fake one in tests. Returns
-    the statistics and the value of the last (timed) call. Exceptions from
-    ``call`` or ``synchronize`` propagate unchanged (an OOM stays an OOM).
-    Raises RuntimeError if ``clock`` runs backwards.
+    ``clock`` returns seconds (monotonic); inject a fake one in tests.
+    ``deadline`` (seconds on ``clock``, optional): no call starts that would
+    end after it, except the first timed repeat. Returns the statistics and the
+    value of the last (timed) call. Exceptions from ``call`` or ``synchronize``
+    propagate unchanged (an OOM stays an OOM). Raises RuntimeError if ``clock``
+    runs backwards.
     """
+    warmup_done = 0
+    last_warmup_s: float | None = None
     for _ in range(settings.warmup):
+        if _past_deadline(clock, deadline, last_warmup_s):
+            break
+        started = clock() if deadline is not None else 0.0
         call()
+        warmup_done += 1
+        if deadline is not None:
+            last_warmup_s = clock() - started
+    cut_short = warmup_done < settings.warmup
     samples_s: list[float] = []
     while True:
         synchronize()
@@ -201,4 +230,7 @@ def measure_latency(
         samples_s.append(end - start)
         if _should_stop(samples_s, settings):
             break
-    return LatencyStats.from_samples(samples_s, settings.warmup, settings), result
+        if _past_deadline(clock, deadline, max(samples_s)):
+            cut_short = True
+            break
+    return LatencyStats.from_samples(samples_s, warmup_done, settings, cut_short), result

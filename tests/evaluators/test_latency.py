@@ -192,3 +192,43 @@ def test_default_settings_are_valid() -> None:
     settings = LatencySettings()
     assert (settings.warmup, settings.min_repeats, settings.max_repeats) == (1, 3, 10)
     assert settings.max_seconds is None
+
+
+def measure_until(durations_s: list[float], deadline_after_s: float,
+                  **settings: float | int | None) -> tuple[LatencyStats, FakeWorkload]:
+    fake = FakeWorkload(durations_s)
+    stats, _ = measure_latency(fake.call, fake.synchronize, LatencySettings(**settings),  # type: ignore[arg-type]
+                               clock=fake.clock, deadline=fake.now_s + deadline_after_s)
+    return stats, fake
+
+
+def test_deadline_stops_repeats_a_further_call_would_overrun() -> None:
+    # warmup 10 s, then 10 s repeats: at 20 s a third call would end at 30 s, past the 25 s deadline
+    stats, fake = measure_until([10.0] * 8, 25.0, warmup=1, min_repeats=3, max_repeats=6)
+    assert stats.samples_s == (10.0,)
+    assert fake.calls == 2
+    assert stats.cut_short is True
+    assert stats.converged is False
+    assert stats.warmup == 1
+
+
+def test_deadline_uses_the_longest_repeat_as_the_prediction() -> None:
+    # repeats 2, 6, 2: at 10 s the next is predicted to take 6 s -> 16 s > 15 s deadline
+    stats, _ = measure_until([2.0, 6.0, 2.0, 2.0, 2.0], 15.0, warmup=0, min_repeats=5, max_repeats=5)
+    assert stats.samples_s == (2.0, 6.0, 2.0)
+    assert stats.cut_short is True
+
+
+def test_deadline_skips_warmup_calls_but_always_times_one_repeat() -> None:
+    stats, fake = measure_until([30.0, 30.0, 30.0], 20.0, warmup=2, min_repeats=3, max_repeats=3)
+    assert stats.warmup == 1  # the second warmup call would have ended at 60 s
+    assert stats.samples_s == (30.0,)  # made although it ends past the deadline: nothing else to report
+    assert fake.calls == 2
+    assert stats.cut_short is True
+
+
+def test_a_deadline_that_leaves_room_changes_nothing() -> None:
+    stats, fake = measure_until([1.0] * 10, 1000.0, warmup=1, min_repeats=3, max_repeats=3)
+    assert stats.samples_s == (1.0, 1.0, 1.0)
+    assert stats.cut_short is False
+    assert stats.warmup == 1 and fake.calls == 4

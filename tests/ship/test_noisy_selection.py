@@ -132,3 +132,16 @@ def test_warnings_name_the_uncertainty_and_old_documents_still_load() -> None:
 def test_front_rows_carry_the_noisy_flag() -> None:
     rows = front_table([record(0, 1.0, 30.0, 0.21), record(1, 2.0, 40.0, 0.02)], {0, 1}, NAMES)
     assert [row["noisy"] for row in rows] == [True, False]
+
+
+def test_a_measurement_the_time_limit_cut_short_is_warned_about() -> None:
+    from dataclasses import replace
+
+    note = "1 repeat(s) (of 3+) and 1/1 warmup fit in 70% of the 20 s limit"
+    shipped = replace(record(1, 1.0, 30.0, None), cut_short=note)
+    base = record(0, 2.0, 25.0, 0.02, role="baseline")
+    (warning,) = noise_warnings(shipped, base, 2.0)
+    assert warning.startswith("the shipped trial (trial 1) was measured with fewer repeats than the spec asks: " + note)
+    assert "workload.timeout_s" in warning
+    both = noise_warnings(shipped, replace(base, cut_short=note), 2.0)
+    assert len(both) == 2 and both[1].startswith("the baseline (trial 0) was measured with fewer repeats")

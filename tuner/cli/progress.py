@@ -97,8 +97,10 @@ class ProgressDisplay:
             note = f"copy of #{trial.user_attrs['duplicate_of']}"
         elif trial.user_attrs.get("reason") and outcome != "OK":
             note = str(trial.user_attrs["reason"])[:60]
-        elif outcome == "OK" and TrialRecord.from_trial(trial).noisy:
-            note = f"noisy: latency cv {TrialRecord.from_trial(trial).latency_cv or 0:.2f}"
+        elif outcome == "OK" and (record := TrialRecord.from_trial(trial)).noisy:
+            note = f"noisy: latency cv {record.latency_cv or 0:.2f}"
+        elif outcome == "OK" and record.cut_short:
+            note = f"cut short: {record.cut_short}"
         values = ", ".join(f"{v:.4g}" for v in trial.values) if trial.values and not \
             trial.user_attrs.get("placeholder_values") else ""
         role = trial.user_attrs.get("role", "search")

@@ -142,6 +142,8 @@ def _links(document: Mapping[str, Any]) -> list[str]:
         lines.append(f"host differs from the reference's: {document['fingerprint_note']}")
     if document["noisy"]:
         lines.append(f"NOISY: latency cv {document['latency_cv'] or 0:.3g}; its latency is not a fact")
+    if document.get("cut_short"):
+        lines.append(f"measurement cut short by the time limit: {document['cut_short']}")
     return lines
 
 

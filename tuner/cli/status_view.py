@@ -81,7 +81,7 @@ def trial_document(record: TrialRecord, names: Sequence[str], units: Mapping[str
         "values": list(record.values) if record.values is not None else None,
         "placeholder_values": record.placeholder,
         "constraints": dict(record.constraints), "metrics": {k: dict(v) for k, v in record.metrics.items()},
-        "noisy": record.noisy, "latency_cv": record.latency_cv,
+        "noisy": record.noisy, "latency_cv": record.latency_cv, "cut_short": record.cut_short,
         "duplicate_of": record.duplicate_of, "warm_start_from": record.warm_start_from,
         "predicted_peak_gb": record.predicted_peak_gb, "prediction_witness": record.prediction_witness,
         "host": record.host, "slot": record.slot, "worker": record.worker,
@@ -92,18 +92,25 @@ def trial_document(record: TrialRecord, names: Sequence[str], units: Mapping[str
     }
 
 
+def one_line_cut(text: str) -> str:
+    """``text`` on one line, cut at :data:`NOTE_CHARS` characters with an ellipsis."""
+    text = " ".join(text.split())
+    return text if len(text) <= NOTE_CHARS else text[:NOTE_CHARS - 1] + "…"
+
+
 def trial_note(record: TrialRecord) -> str:
-    """The note column: copy, predicted OOM, noisy, else the reason's start (cut at :data:`NOTE_CHARS`)."""
+    """The note column: copy, predicted OOM, noisy, a measurement the time limit cut short, else the
+    reason's start (cut at :data:`NOTE_CHARS`)."""
     if record.duplicate_of is not None:
         return f"copy of #{record.duplicate_of}"
     if record.outcome == Outcome.SKIPPED_PREDICTED_OOM.value:
         peak = f"peak {record.predicted_peak_gb:.1f} GB, " if record.predicted_peak_gb is not None else "OOM at "
         return f"predicted OOM: {peak}{record.prediction_witness}"
-    reason = " ".join((record.reason or "").split())
-    if len(reason) > NOTE_CHARS:
-        reason = reason[:NOTE_CHARS - 1] + "…"
+    reason = one_line_cut(record.reason or "")
     if record.noisy:
         return f"NOISY (latency cv {record.latency_cv or 0:.2f})" + (f"; {reason}" if reason else "")
+    if record.cut_short:
+        return f"cut short: {one_line_cut(record.cut_short)}"
     return reason
 
 

@@ -6,7 +6,8 @@ Entry point (used by :class:`~tuner.runner.subprocess.SubprocessRunner`)::
 
 The worker imports the workload (and so torch) — the coordinator never does.
 It sets up the workload, measures latency (warmup, synchronised repeats,
-adaptive) under a peak-memory monitor, then runs the quality evaluators on the
+adaptive, within :data:`MEASUREMENT_SHARE_OF_TIMEOUT` of the trial's time limit)
+under a peak-memory monitor, then runs the quality evaluators on the
 last output against the reference output, timing them apart. Exceptions are
 classified into outcomes here; deaths the worker cannot report (signals,
 hangs) are classified by the parent. Every result it writes carries, in
@@ -41,6 +42,12 @@ from tuner.runner.reaper import TAG_ENV, kill_tagged
 
 if TYPE_CHECKING:
     from tuner.workloads.base import RunContext
+
+MEASUREMENT_SHARE_OF_TIMEOUT = 0.7
+"""The share of a trial's ``timeout_s`` its latency measurement may use, counted from the worker's
+start: no warmup call or further repeat starts that would end later (:func:`evaluators.latency.measure_latency`).
+The rest is kept for evaluation and saving, so a setting slower than the timeout foresaw is recorded
+with fewer repeats (``cut_short``) instead of being killed with nothing measured."""
 
 _OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "cublas_status_alloc_failed")
 
@@ -176,7 +183,8 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
         stage = "run"
         with PeakMemoryMonitor() as monitor:
             stats, output = measure_latency(
-                lambda: workload.run(request.settings, context), workload.synchronize, settings)
+                lambda: workload.run(request.settings, context), workload.synchronize, settings,
+                deadline=started + MEASUREMENT_SHARE_OF_TIMEOUT * request.timeout_s)
         if not isinstance(output, WorkloadOutput):
             raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
         metrics: dict[str, Metric] = {m.name: m for m in stats.to_metrics(items=output.items)}
@@ -208,7 +216,8 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
             outcome=Outcome.OK, metrics=finite_metrics(metrics), wall_time_s=time.perf_counter() - started,
             invocation=invocation,
             eval_time_s=eval_time_s, output_path=output_path, samples=samples.files,
-            info={"repeats": len(stats.samples_s), "converged": stats.converged,
+            info={"repeats": len(stats.samples_s), "converged": stats.converged, "warmup": stats.warmup,
+                  **({"cut_short": _cut_short_note(stats, settings, request.timeout_s)} if stats.cut_short else {}),
                   **({"sample_problems": samples.problems} if samples.problems else {}), **provenance})
     except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
         if isinstance(error, KeyboardInterrupt):
@@ -227,6 +236,12 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
                 workload.teardown()
             except Exception:  # noqa: BLE001 - teardown problems must not hide the result
                 traceback.print_exc()
+
+
+def _cut_short_note(stats: Any, settings: Any, timeout_s: float) -> str:
+    """One line saying how a deadline shortened the measurement (``stats``: a cut-short ``LatencyStats``)."""
+    return (f"{len(stats.samples_s)} repeat(s) (of {settings.min_repeats}+) and {stats.warmup}/{settings.warmup} "
+            f"warmup fit in {MEASUREMENT_SHARE_OF_TIMEOUT:.0%} of the {timeout_s:g} s limit")
 
 
 WEIGHTS_HASH_CACHE = "weights_sha256.json"

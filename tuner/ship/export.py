@@ -170,6 +170,7 @@ def noise_warnings(record: TrialRecord, base: TrialRecord | None, speedup: float
 
     One warning when the shipped trial is noisy, one when the baseline is; each names the
     CV, the threshold and the resulting uncertainty (one standard error of the medians).
+    One more for each of them the time limit cut short (fewer repeats than the spec asks).
     """
     warnings: list[str] = []
     ratio_se = (math.hypot(_relative_se(record), _relative_se(base)) if base is not None else None)
@@ -184,6 +185,11 @@ def noise_warnings(record: TrialRecord, base: TrialRecord | None, speedup: float
         warnings.append(f"{what} (trial {trial.number}) is noisy: latency CV {cv} > {NOISY_CV:g}, so {median} is "
                         f"uncertain by about ±{_relative_se(trial):.0%}{against}; re-measure it (tuner check) "
                         f"on a quiet machine before relying on it")
+    for what, trial in (("the shipped trial", record), ("the baseline", base)):
+        if trial is not None and trial.cut_short:
+            warnings.append(f"{what} (trial {trial.number}) was measured with fewer repeats than the spec asks: "
+                            f"{trial.cut_short}; re-measure it (tuner check) or give the study a larger "
+                            f"workload.timeout_s")
     return warnings
 
 

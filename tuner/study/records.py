@@ -89,6 +89,7 @@ class TrialRecord:
     prediction_witness: str | None = None  # ... and the trial it comes from ("trial 7", "warm_start:<study> trial 7")
     env: Mapping[str, str] | None = None  # the environment the trial's worker ran with, secrets masked
     runtime: Mapping[str, Any] | None = None  # packages, torch / CUDA / cuDNN, driver, git, weights' sha256
+    cut_short: str | None = None  # how the time limit shortened the latency measurement (one line), when it did
 
     @staticmethod
     def from_trial(trial: "FrozenTrial") -> "TrialRecord":
@@ -120,6 +121,7 @@ class TrialRecord:
             prediction_witness=attrs.get("prediction_witness"),
             env=attrs.get("env"),
             runtime=attrs.get("runtime"),
+            cut_short=(attrs.get("worker_info") or {}).get("cut_short"),
         )
 
     @property

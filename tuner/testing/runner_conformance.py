@@ -37,11 +37,16 @@ class RunnerCase:
     workload: str = FAKE
     timeout_s: float = 60.0
     metrics: tuple[str, ...] = field(default_factory=tuple)
+    cut_short: bool = False  # the worker must report a latency measurement the time limit shortened
 
 
 RUNNER_CASES: tuple[RunnerCase, ...] = (
     RunnerCase("ok", {"behaviour": "ok", "sleep_s": 0.001}, Outcome.OK,
                metrics=("latency_p50_s", "latency_p95_s", "latency_cv", "peak_rss_gb", "throughput_items_per_s")),
+    # 4 s calls, 16 s limit: the warmup and one repeat end ~8 s in; a second repeat would end past
+    # 70 % of the limit (11.2 s), so the trial is measured with one repeat instead of being killed.
+    RunnerCase("slower_than_the_limit_allows", {"behaviour": "ok", "sleep_s": 4.0}, Outcome.OK, timeout_s=16.0,
+               metrics=("latency_p50_s",), cut_short=True),
     RunnerCase("host_oom", {"behaviour": "oom"}, Outcome.OOM, "MemoryError"),
     RunnerCase("device_oom", {"behaviour": "device_oom"}, Outcome.OOM, "out of memory"),
     RunnerCase("invalid", {"behaviour": "invalid"}, Outcome.INVALID, "refused"),
@@ -77,6 +82,10 @@ def check_runner_case(runner: Runner, case: RunnerCase, workdir: Path) -> TrialR
         assert case.reason_contains in text, (case.name, text[-800:])
     for name in case.metrics:
         assert result.metrics[name].available, (name, result.metrics[name])
+    assert ("cut_short" in result.info) is case.cut_short, (case.name, result.info)
+    if case.cut_short:
+        p50 = result.metrics["latency_p50_s"].value
+        assert result.info["repeats"] == 1 and p50 is not None and p50 >= 4.0, (result.info, p50)
     if case.outcome is not Outcome.OK:
         assert result.reason, "a failed trial must say why"
     assert result.wall_time_s > 0
