@@ -155,3 +155,24 @@ def test_trial_runtime_marks_every_missing_fact_with_a_reason(tmp_path: Path) ->
     assert (runtime["driver"] is None) == ("driver" in unavailable), "a driver, or the reason there is none"
     assert (runtime["torch"]["cuda"] is None) == ("torch.cuda" in unavailable)
     assert (runtime["git"]["commit"] is None) == ("git" in unavailable)
+
+
+def test_an_imported_modules_facts_are_read_once_and_inherited_by_forked_workers(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import multiprocessing
+
+    provenance.warm_cache(["tuner.workloads.fake", "not.imported.anywhere"])
+    before = provenance.imported_source_git("tuner.workloads.fake")
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("git was run again for an imported module")
+
+    monkeypatch.setattr(provenance.subprocess, "run", refuse)
+    runtime = trial_runtime(("tuner.workloads.fake",), {})
+    assert runtime["git"] == before and runtime["packages"] == package_versions(("tuner.workloads.fake",))
+    assert runtime["packages"]["tuner"] == importlib.metadata.version("tuner")
+    # a worker forked from this process (as from the fork server) inherits the facts: git is not run there
+    context = multiprocessing.get_context("fork")
+    with context.Pool(1) as pool:
+        child = pool.apply(trial_runtime, (("tuner.workloads.fake",), {}))
+    assert child["git"] == before and child["packages"] == runtime["packages"]

@@ -94,6 +94,9 @@ def serve(preload: list[str]) -> None:
                 getattr(loaded, function)()  # a warm-up: build a model every child inherits
         except Exception as error:  # noqa: BLE001 - the child will report it as the trial's crash
             print(f"forkserver: cannot preload {entry}: {type(error).__name__}: {error}", file=sys.stderr)
+    from tuner.runner.provenance import warm_cache
+
+    warm_cache([entry.partition(":")[0] for entry in preload])  # children inherit git and package facts
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     os.set_blocking(wake_read, False)

@@ -18,7 +18,9 @@ trial's latency or peak memory), and stored per trial by
   ``unavailable[key]`` says why (no GPU, no git checkout, torch not imported...).
 
 Costs (2-core CPU host, no GPU; measured for issue 15): package versions from
-distribution metadata 25 ms; ``git rev-parse`` + ``git status`` 10 ms;
+distribution metadata 25 ms; ``git rev-parse`` + ``git status`` 10 ms -- both read once
+per process for imported code, and by the fork server before it forks workers
+(:func:`warm_cache`); a program's checkout (command / http workloads) every trial;
 ``torch.backends.cudnn.version()`` 100 ms the first time in a process (it loads
 libcudnn), so torch facts are cached per process; sha256 of weights about
 1 GB/s, cached per file (path, size, mtime) in the process and in the JSON file the
@@ -109,13 +111,40 @@ def _version(distribution: str) -> str | None:
 def package_versions(modules: tuple[str, ...] = ()) -> dict[str, str | None]:
     """Installed versions of :data:`INFERENCE_PACKAGES` and of the distributions providing ``modules``
     (a workload's ``module:Name`` module; left out when no installed distribution provides it).
-    Read from distribution metadata: nothing is imported."""
+    Read from distribution metadata once per process (the code a process runs is what it imported,
+    so a later install does not change it): nothing is imported."""
+    return dict(_package_versions(tuple(modules)))
+
+
+@lru_cache(maxsize=16)
+def _package_versions(modules: tuple[str, ...]) -> Mapping[str, str | None]:
     versions = {name: _version(name) for name in INFERENCE_PACKAGES}
     for module in modules:
         distribution = _distribution_of(module)
         if distribution is not None and distribution not in versions:
             versions[distribution] = _version(distribution)
     return versions
+
+
+@lru_cache(maxsize=16)
+def _imported_source_git(directory: str) -> Mapping[str, Any]:
+    return git_state(Path(directory))
+
+
+def imported_source_git(module: str) -> dict[str, Any]:
+    """:func:`git_state` of the checkout holding ``module``'s source, once per process: the code of an
+    imported module does not change after its import, so a worker forked from a process that imported
+    it reports the state at that import (see :func:`warm_cache`)."""
+    return dict(_imported_source_git(str(source_directory(module))))
+
+
+def warm_cache(modules: list[str]) -> None:
+    """Read the package versions and git state of the imported ``modules`` now, so processes forked
+    from this one (the fork server's trial workers) inherit them instead of paying ~35 ms a trial."""
+    for module in modules:
+        if module in sys.modules:
+            package_versions((module,))
+            imported_source_git(module)
 
 
 @lru_cache(maxsize=1)
@@ -261,7 +290,8 @@ def trial_runtime(modules: tuple[str, ...], declared_weights: Mapping[str, Path]
     driver, reason = driver_version()
     if reason is not None:
         unavailable["driver"] = reason
-    git = git_state(source_directory(modules[0]) if modules else Path.cwd())
+    # an imported module's checkout once per process; a program's (the working directory) every trial
+    git = imported_source_git(modules[0]) if modules else git_state(Path.cwd())
     if git["reason"] is not None:
         unavailable["git"] = git["reason"]
     weights, problems = weights_record(declared_weights, cache_file)
