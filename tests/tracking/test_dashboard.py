@@ -251,3 +251,28 @@ def test_refresh_only_writes_the_view_and_bad_input_is_one_line(real_study: Open
         bad = tuner(*args)
         assert bad.returncode == 2 and expected in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
+
+
+def test_a_dashboard_terminated_while_its_server_starts_stops_it_at_once(real_study: OpenStudy) -> None:
+    home = Path(real_study.storage_url.removeprefix("sqlite:///")).parent
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "dashboard", "s", "--home", str(home), "--port", str(free_port("127.0.0.1")),
+         "--view-storage", f"sqlite:///{home / 'startup_view.db'}", "--startup-timeout", "300"],
+        cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert process.stdout is not None
+    try:
+        printed = [process.stdout.readline() for _ in range(2)]  # the view line, then "view storage: ..."
+        assert printed[1].startswith("view storage:"), printed
+        deadline = time.monotonic() + 30
+        while not (tree := psutil.Process(process.pid).children(recursive=True)):
+            assert time.monotonic() < deadline, "no optuna-dashboard process was started"
+            time.sleep(0.01)
+        process.send_signal(signal.SIGTERM)  # the server has not answered yet: optuna-dashboard takes seconds
+        rest, errors = process.communicate(timeout=60)
+    finally:
+        stop(process)
+    assert process.returncode == 0, errors
+    assert "optuna-dashboard: http" not in rest, "stopped during start-up, never announced as serving"
+    for child in tree:
+        assert not child.is_running() or child.status() == psutil.STATUS_ZOMBIE, "its server was stopped"

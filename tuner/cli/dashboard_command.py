@@ -61,6 +61,12 @@ def dashboard(
         reports = [_refresh(url, name, view_url, rebuild=True) for name in chosen]
     except StudyError as error:
         fail(str(error))
+    # from here a terminated 'tuner dashboard' stops cleanly, with its server: SIGTERM sets a flag checked
+    # while the server starts and between refreshes (an exception raised inside a refresh could be caught
+    # on its way out and leave it running)
+    terminated = threading.Event()
+    if not refresh_only:
+        signal.signal(signal.SIGTERM, lambda signum, frame: terminated.set())
     for report in reports:
         out.print(f"view of {report.study_name}: {report.trials} trials ({report.complete} on the dashboard as "
                   f"COMPLETE, {report.pruned} PRUNED, {report.failed} FAIL, {report.unfinished} unfinished); "
@@ -69,7 +75,7 @@ def dashboard(
     if refresh_only:
         return
     _serve(url, chosen, view_url, host, port, root, interval, startup_timeout,
-           reports[0].study_id if len(reports) == 1 else None)
+           reports[0].study_id if len(reports) == 1 else None, terminated)
 
 
 def _refresh(url: str, name: str, view_url: str, rebuild: bool = False) -> "ViewReport":
@@ -79,8 +85,9 @@ def _refresh(url: str, name: str, view_url: str, rebuild: bool = False) -> "View
 
 
 def _serve(url: str, names: list[str], view_url: str, host: str, port: int, root: Path, interval: float,
-           startup_timeout: float, study_id: int | None) -> None:
-    """Run optuna-dashboard on ``view_url`` until Ctrl-C / SIGTERM, refreshing the views every ``interval`` s."""
+           startup_timeout: float, study_id: int | None, terminated: threading.Event) -> None:
+    """Run optuna-dashboard on ``view_url`` until Ctrl-C or ``terminated`` is set (SIGTERM), refreshing
+    the views every ``interval`` s."""
     from tuner.tracking.dashboard_server import DashboardError, free_port, start_dashboard, study_page, wait_ready
     from tuner.tracking.ui import stop_server
 
@@ -91,16 +98,15 @@ def _serve(url: str, names: list[str], view_url: str, host: str, port: int, root
              "e.g. 127.0.0.1 or 0.0.0.0")
     base = f"http://{host}:{chosen_port}"
     log_path = root / "dashboard.log"
+    if terminated.is_set():
+        return
     try:
         process = start_dashboard(view_url, host, chosen_port, log_path)
     except OSError as error:
         fail(f"cannot start optuna-dashboard: {error}")
-    # a terminated 'tuner dashboard' stops its server too: SIGTERM sets a flag the loop checks between
-    # refreshes (an exception raised inside a refresh could be caught on its way out and leave it running)
-    terminated = threading.Event()
-    signal.signal(signal.SIGTERM, lambda signum, frame: terminated.set())
     try:
-        wait_ready(base, startup_timeout, process)
+        if not wait_ready(base, startup_timeout, process, stop=terminated):
+            return  # terminated while the server started: the finally clause stops it
         out.print(f"optuna-dashboard: {study_page(base, study_id) if study_id is not None else base}",
                   highlight=False, soft_wrap=True)
         sys.stdout.flush()

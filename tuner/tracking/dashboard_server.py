@@ -4,7 +4,7 @@
 the target of its ``optuna-dashboard`` console script) with this interpreter, as a child
 in its own process group (its output to a log file), on ``host:port`` (127.0.0.1 by
 default: not reachable from other machines), with its single-process ``wsgiref`` server.
-:func:`wait_ready` polls ``GET /api/meta`` until it answers 200. Stop it with
+:func:`wait_ready` polls ``GET /api/meta`` until it answers 200 (or the caller is stopped). Stop it with
 :func:`tuner.tracking.ui.stop_server` (SIGTERM to the group, SIGKILL after a grace).
 A study's page is ``<base>/dashboard/studies/<view study id>`` (:func:`study_page`).
 """
@@ -15,6 +15,7 @@ import os
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -44,20 +45,25 @@ def start_dashboard(view_url: str, host: str, port: int, log_path: Path) -> "sub
                                 start_new_session=True, env=dict(os.environ))
 
 
-def wait_ready(base_url: str, timeout_s: float, process: "subprocess.Popen[bytes] | None" = None) -> None:
-    """Wait until ``<base_url>/api/meta`` answers 200; :class:`DashboardError` when the process exits
-    first or ``timeout_s`` seconds pass."""
+def wait_ready(base_url: str, timeout_s: float, process: "subprocess.Popen[bytes] | None" = None,
+               stop: threading.Event | None = None) -> bool:
+    """Wait until ``<base_url>/api/meta`` answers 200 (True), or until ``stop`` is set (False: the caller
+    was asked to stop while the server started); :class:`DashboardError` when the process exits first or
+    ``timeout_s`` seconds pass."""
     deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
+    stop = stop or threading.Event()
+    while time.monotonic() < deadline and not stop.is_set():
         if process is not None and process.poll() is not None:
             raise DashboardError(f"optuna-dashboard exited with status {process.returncode} before it answered")
         try:
             with urllib.request.urlopen(base_url.rstrip("/") + "/api/meta", timeout=5) as response:
                 if response.status == 200:
-                    return
+                    return True
         except (urllib.error.URLError, OSError):
             pass
-        time.sleep(0.3)
+        stop.wait(0.3)
+    if stop.is_set():
+        return False
     raise DashboardError(f"{redact_url(base_url)} did not answer within {timeout_s:g} s")
 
 
