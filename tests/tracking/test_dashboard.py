@@ -154,6 +154,30 @@ def test_a_refresh_follows_a_running_trial_in_place(real_study: OpenStudy, tmp_p
     assert shown.params == {"sleep_s": trial.params["sleep_s"]}
 
 
+def test_refreshes_at_the_same_time_add_each_trial_once(real_study: OpenStudy, tmp_path: Path) -> None:
+    """Two processes refreshing one view at once ('tuner run' ending while 'tuner dashboard' serves)."""
+    import multiprocessing
+
+    import optuna
+
+    view_url = f"sqlite:///{tmp_path / 'shared_view.db'}"
+    first = refresh_view(real_study.storage_url, "s", view_url)
+    source = optuna.load_study(study_name="s", storage=real_study.storage_url)
+    expected = len(source.get_trials())
+    # the view lacks the newest trials, as when the study went on after the last refresh
+    optuna.delete_study(study_name="s", storage=view_url)
+    view = optuna.create_study(study_name="s", storage=view_url, directions=["minimize", "maximize"])
+    view.set_metric_names(OBJECTIVES)
+    context = multiprocessing.get_context("spawn")
+    with context.Pool(4) as pool:
+        reports = pool.starmap(refresh_view, [(real_study.storage_url, "s", view_url)] * 8)
+    shown = optuna.load_study(study_name="s", storage=view_url).get_trials()
+    assert len(shown) == expected and [t.number for t in shown] == list(range(expected))
+    assert sum(r.added for r in reports) == expected or any(r.rebuilt for r in reports), \
+        [(r.added, r.rebuilt) for r in reports]
+    assert first.trials == expected
+
+
 def get_json(url: str) -> Any:
     with urllib.request.urlopen(url, timeout=30) as response:
         return json.loads(response.read())

@@ -44,6 +44,8 @@ have moved on are updated through the storage (params, attributes, state). Such 
 sets them), not the real ones: at most one refresh interval off, until the next rebuild.
 A view that no longer matches (another study under that name, more trials than the real
 study, a finished trial that differs, other directions or metric names) is rebuilt.
+Refreshes of one view storage on one host take turns (a file lock, :func:`_refresh_lock`),
+so two processes refreshing at once never add a trial twice.
 Edits made in the dashboard (notes, tells) are lost at the next rebuild: the view is
 derived, never a source.
 """
@@ -52,9 +54,10 @@ from __future__ import annotations
 
 import datetime
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from tuner.pareto import front_trials, is_measured_feasible, named_constraints
 from tuner.secrets import redact_url
@@ -152,14 +155,20 @@ def refresh_view(source_url: str, study_name: str, view_url: str, rebuild: bool 
     if study_name not in {s.study_name for s in source_storage.get_all_studies()}:
         raise StudyError(f"no study '{study_name}' in {redact_url(source_url)}")
     source = optuna.load_study(study_name=study_name, storage=source_storage)
+    with _refresh_lock(view_url):  # another process refreshing the same view would add the same trials
+        return _refresh_locked(source, study_name, view_url, redact_url(source_url), rebuild)
+
+
+def _refresh_locked(source: "optuna.Study", study_name: str, view_url: str, shown_source: str,
+                    rebuild: bool) -> ViewReport:
     trials = source.get_trials(deepcopy=False)
     names = metric_names_of(source)
     wanted = [view_trial(t, names or [f"objective_{i}" for i in range(len(source.directions))]) for t in trials]
     storage = open_storage(view_url)
-    view = _matching_view(storage, source, names, wanted, redact_url(source_url)) if not rebuild else None
+    view = _matching_view(storage, source, names, wanted, shown_source) if not rebuild else None
     added = updated = 0
     if view is None:
-        view = _new_view(storage, source, names, redact_url(source_url))
+        view = _new_view(storage, source, names, shown_source)
         view.add_trials(wanted)
         added, rebuilt = len(wanted), True
     else:
@@ -177,6 +186,31 @@ def refresh_view(source_url: str, study_name: str, view_url: str, rebuild: bool 
     return ViewReport(study_name, view._study_id, len(wanted), states.count("COMPLETE"), states.count("PRUNED"),
                       states.count("FAIL"), sum(not t.state.is_finished() for t in wanted), front, rebuilt,
                       added, updated)
+
+
+@contextmanager
+def _refresh_lock(view_url: str) -> Iterator[None]:
+    """Hold an exclusive lock on refreshing the view storage ``view_url`` (blocks until free).
+
+    A file lock (``flock``): next to a SQLite view (``<file>.refresh.lock``), else in the
+    temporary directory keyed by the URL, so it serialises the refreshes of one host
+    (``tuner run`` ending while ``tuner dashboard`` serves), not of several hosts.
+    """
+    import fcntl
+    import hashlib
+    import tempfile
+
+    if view_url.startswith("sqlite:///"):
+        path = Path(view_url.removeprefix("sqlite:///") + ".refresh.lock")
+    else:
+        path = Path(tempfile.gettempdir()) / f"tuner-view-{hashlib.sha256(view_url.encode()).hexdigest()[:16]}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def view_study_ids(view_url: str) -> dict[str, int]:
