@@ -51,23 +51,23 @@ pytestmark = [pytest.mark.slow,
                                         "chromium-driver (installed by .ci/run)")]
 
 
-def read_line_with(process: subprocess.Popen[bytes], marker: str, timeout_s: float) -> str:
-    """The first stdout line of ``process`` containing ``marker`` (raw reads: no hidden buffer)."""
+def read_lines_with(process: subprocess.Popen[bytes], markers: list[str], timeout_s: float) -> list[str]:
+    """The first stdout line of ``process`` containing each marker (raw reads: no hidden buffer)."""
     assert process.stdout is not None
     descriptor = process.stdout.fileno()
     deadline = time.monotonic() + timeout_s
     text = ""
     while time.monotonic() < deadline:
-        for line in text.splitlines():
-            if marker in line:
-                return line
+        found = [next((line for line in text.splitlines() if marker in line), None) for marker in markers]
+        if all(line is not None for line in found):
+            return [line for line in found if line is not None]
         ready, _, _ = select.select([descriptor], [], [], 1.0)
         if ready:
             chunk = os.read(descriptor, 65536)
             if not chunk:
                 break
             text += chunk.decode(errors="replace")
-    raise AssertionError(f"'tuner ui' printed no line with {marker!r}: {text[-2000:]}")
+    raise AssertionError(f"'tuner ui' printed no line with each of {markers!r}: {text[-2000:]}")
 
 
 def wait_for(condition: Callable[[], Any], what: str, driver: Any, shot: str) -> Any:
@@ -168,7 +168,9 @@ def test_mlflow_ui_shows_the_study_children_and_front_plot(tmp_path: Path, brows
     ui = subprocess.Popen([sys.executable, "-m", "tuner", "ui", "ui"], cwd=tmp_path, env=ENV,
                           stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
     try:
-        run_url = read_line_with(ui, "study run:", 240).split("study run:", 1)[1].strip()
+        run_line, compare_line = read_lines_with(ui, ["study run:", "comparison of its trials:"], 240)
+        run_url = run_line.split("study run:", 1)[1].strip()
+        compare_url = compare_line.split("comparison of its trials:", 1)[1].strip()
         assert run_url.startswith("http://127.0.0.1:"), "localhost by default"
         experiment_url = run_url.split("/runs/")[0]
         browser.get(experiment_url + "/runs")
@@ -226,7 +228,8 @@ def test_mlflow_ui_shows_the_study_children_and_front_plot(tmp_path: Path, brows
         assert shot.stat().st_size > 10_000
 
         # the comparison view: trial runs only, best first, duration, objectives, front, outcome, params
-        browser.get(experiment_url + "/runs?viewStateShareKey=tuner-ui")
+        assert compare_url == experiment_url + "/runs?viewStateShareKey=tuner-ui", "'tuner ui' prints the view"
+        browser.get(compare_url)
         columns = ["duration", "metrics.`latency_p50_s`", "metrics.`psnr_db`", "tags.`tuner.on_front`",
                    "tags.`tuner.outcome`", "params.`sleep_s`", "params.`noise`", "params.`batch_size`"]
 

@@ -174,6 +174,16 @@ def test_live_study_runs_tags_metrics_and_artifacts(server: MlflowServer, live_s
     assert parent.data.metrics["hypervolume"] > 0 and parent.data.metrics["front_size"] == len(front)
 
 
+def test_tuner_ui_on_a_server_prints_the_study_run_and_its_comparison_view(server: MlflowServer,
+                                                                        live_study: Path) -> None:
+    parent, _ = study_runs(client_for(server.url), "live")
+    shown = tuner("ui", "live", "--mlflow-uri", server.url, cwd=live_study)
+    assert shown.returncode == 0, shown.stderr
+    experiment = f"{server.url.rstrip('/')}/#/experiments/{parent.info.experiment_id}"
+    assert shown.stdout.split() == [f"{experiment}/runs/{parent.info.run_id}",
+                                    f"{experiment}/runs?viewStateShareKey=tuner-live"]
+
+
 def test_sync_rebuilds_the_same_views_as_live_logging(server: MlflowServer, live_study: Path, tmp_path: Path) -> None:
     rebuilt = f"sqlite:///{tmp_path / 'rebuilt' / 'mlflow.db'}"
     (tmp_path / "rebuilt").mkdir()

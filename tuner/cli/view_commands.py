@@ -206,10 +206,12 @@ def ui(
     home: Optional[Path] = HomeOption,
     startup_timeout: float = typer.Option(120.0, "--startup-timeout", help="Seconds to wait for the server."),
 ) -> None:
-    """Start the MLflow UI on the configured store and print the study run's URL (Ctrl-C stops it)."""
+    """Start the MLflow UI on the configured store and print the study run's URL and its trials' comparison view
+    (Ctrl-C stops it)."""
     from tuner.study.storage import list_studies
     from tuner.tracking.live import tracking_uri
-    from tuner.tracking.ui import UiError, locate_study, run_url, start_server, stop_server, wait_healthy
+    from tuner.tracking.ui import (UiError, compare_url, locate_study, run_url, start_server, stop_server,
+                                  wait_healthy)
     from tuner.tracking.views import study_run_info
 
     uri = tracking_uri(mlflow_uri)
@@ -226,6 +228,8 @@ def ui(
         fail(str(error))
     if uri.startswith(("http://", "https://")):
         out.print(run_url(uri, location) if location else redact_url(uri), highlight=False, soft_wrap=True)
+        if location is not None and name is not None:
+            out.print(compare_url(uri, location, name), highlight=False, soft_wrap=True)
         return
     try:
         chosen_port = port or _free_port(host)
@@ -247,6 +251,9 @@ def ui(
                       if name else "no study in the storage yet", highlight=False)
         out.print(f"study run: {run_url(base, location)}" if location and location.run_id else
                   f"experiment: {run_url(base, location)}" if location else "", highlight=False, soft_wrap=True)
+        if location is not None and name is not None:
+            out.print(f"comparison of its trials: {compare_url(base, location, name)}", highlight=False,
+                      soft_wrap=True)
         import sys
 
         sys.stdout.flush()
