@@ -186,3 +186,19 @@ def test_the_cli_prints_one_line_without_the_password(args: list[str], url: str,
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: cannot open storage postgresql"), done.stderr
     assert "127.0.0.1:9/db" in lines[0]
+
+
+@pytest.mark.parametrize("name", ["DB_PASSWORD", "MY_API_TOKEN", "CLIENT_SECRET", "apiKey", "x-api-key", "DB_PASS",
+                                  "SSH_KEY", "userPwd", "SERVICE_AUTH", "pass", "token", "AWS_SECRET_ACCESS_KEY"])
+def test_secret_names_are_recognised_by_their_last_word_too(name: str) -> None:
+    from tuner.secrets import is_secret_name
+
+    assert is_secret_name(name)
+
+
+@pytest.mark.parametrize("name", ["KEYFRAMES", "BYPASS", "MONKEY", "HOTKEY", "SSH_KEY_PATH", "OMP_NUM_THREADS",
+                                  "PATH", "PASSES", "infer_frames"])
+def test_names_that_only_contain_a_secret_word_are_not_secrets(name: str) -> None:
+    from tuner.secrets import is_secret_name
+
+    assert not is_secret_name(name)

@@ -65,9 +65,14 @@ _remembered_lock = threading.Lock()
 
 
 def is_secret_name(name: str) -> bool:
-    """Whether a parameter named ``name`` holds a secret (case, ``_``/``-``/``.`` and %-encoding ignored)."""
-    normal = re.sub(r"[\W_]+", "", unquote(name)).lower()
-    return normal in _SECRET_NAMES or normal.endswith(_SECRET_ENDINGS)
+    """Whether a parameter or variable named ``name`` holds a secret (case, ``_``/``-``/``.`` and %-encoding
+    ignored): the whole name or its end reads as one (``token``, ``DB_PASSWORD``, ``apiKey``), or its last
+    word is a short secret word (``DB_PASS``, ``SSH_KEY``, ``userPwd``; not ``KEYFRAMES`` or ``BYPASS``)."""
+    decoded = unquote(name)
+    normal = re.sub(r"[\W_]+", "", decoded).lower()
+    words = re.split(r"[\W_]+", re.sub(r"([a-z0-9])([A-Z])", r"\1_\2", decoded).lower())
+    last = next((word for word in reversed(words) if word), "")
+    return normal in _SECRET_NAMES or normal.endswith(_SECRET_ENDINGS) or last in _SECRET_NAMES
 
 
 def _userinfo(rest: str) -> tuple[int, int] | None:
