@@ -86,10 +86,26 @@ def git_state(directory: Path) -> dict[str, Any]:
 
 
 def _distribution_of(module: str) -> str | None:
-    """The installed distribution that provides top-level package ``module``, if any."""
+    """The installed distribution that provides top-level package ``module``, if any.
+
+    A distribution named like the package first (23 ms for five); a package whose source is not
+    in a ``site-packages`` / ``dist-packages`` directory is a checkout, not an installed
+    distribution (its git state says what it is); only the rest needs the scan of every installed
+    distribution's file list (``packages_distributions``: 0.3-1.4 s here)."""
+    import importlib.util
+
     top = module.split(".")[0]
+    if _version(top) is not None:
+        return top
+    try:
+        found = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        found = None
+    origin = str(found.origin or "") if found is not None else ""
+    if not any(part in ("site-packages", "dist-packages") for part in Path(origin).parts):
+        return None
     names = _packages_distributions().get(top) or []
-    return names[0] if names else (top if _version(top) is not None else None)
+    return names[0] if names else None
 
 
 @lru_cache(maxsize=1)
