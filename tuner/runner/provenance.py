@@ -129,12 +129,12 @@ def package_versions(modules: tuple[str, ...] = ()) -> dict[str, str | None]:
     (a workload's ``module:Name`` module; left out when no installed distribution provides it).
     Read from distribution metadata once per process (the code a process runs is what it imported,
     so a later install does not change it): nothing is imported."""
-    return dict(_package_versions(tuple(modules)))
+    return dict(_package_versions(tuple(INFERENCE_PACKAGES), tuple(modules)))
 
 
 @lru_cache(maxsize=16)
-def _package_versions(modules: tuple[str, ...]) -> Mapping[str, str | None]:
-    versions = {name: _version(name) for name in INFERENCE_PACKAGES}
+def _package_versions(named: tuple[str, ...], modules: tuple[str, ...]) -> Mapping[str, str | None]:
+    versions = {name: _version(name) for name in named}
     for module in modules:
         distribution = _distribution_of(module)
         if distribution is not None and distribution not in versions:
