@@ -47,12 +47,12 @@ def test_run_status_and_show_say_when_the_time_limit_cut_a_measurement_short(tmp
     done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "s", "--trials", "2",
                            "--no-mlflow"], cwd=tmp_path, capture_output=True, text=True, timeout=300, env=env)
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "trial 1 baseline OK" in done.stderr and "cut short: 1 repeat(s) (of 3+)" in done.stderr, done.stderr
+    assert "trial 1 baseline OK" in done.stderr and "cut short: 1 of 3-5 repeats" in done.stderr, done.stderr
     status = subprocess.run([sys.executable, "-m", "tuner", "status", "s"], cwd=tmp_path, capture_output=True,
                             text=True, timeout=120, env=env)
-    assert status.returncode == 0 and "cut short: 1 repeat(s)" in status.stdout, status.stdout
+    assert status.returncode == 0 and "cut short: 1 of 3-5 repeats" in status.stdout, status.stdout
     show = subprocess.run([sys.executable, "-m", "tuner", "show", "s", "1"], cwd=tmp_path, capture_output=True,
                           text=True, timeout=120, env=env)
     assert show.returncode == 0, show.stderr
-    assert "measurement cut short by the time limit: 1 repeat(s) (of 3+) and 1/1 warmup fit in 70% of the 20 s limit" \
+    assert "measurement cut short by the time limit: 1 of 3-5 repeats and 1/1 warmup fit in 70% of the 20 s limit" \
         in show.stdout, show.stdout

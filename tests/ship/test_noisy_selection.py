@@ -137,7 +137,7 @@ def test_front_rows_carry_the_noisy_flag() -> None:
 def test_a_measurement_the_time_limit_cut_short_is_warned_about() -> None:
     from dataclasses import replace
 
-    note = "1 repeat(s) (of 3+) and 1/1 warmup fit in 70% of the 20 s limit"
+    note = "1 of 3-6 repeats and 1/1 warmup fit in 70% of the 20 s limit"
     shipped = replace(record(1, 1.0, 30.0, None), cut_short=note)
     base = record(0, 2.0, 25.0, 0.02, role="baseline")
     (warning,) = noise_warnings(shipped, base, 2.0)

@@ -240,8 +240,10 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
 
 def _cut_short_note(stats: Any, settings: Any, timeout_s: float) -> str:
     """One line saying how a deadline shortened the measurement (``stats``: a cut-short ``LatencyStats``)."""
-    return (f"{len(stats.samples_s)} repeat(s) (of {settings.min_repeats}+) and {stats.warmup}/{settings.warmup} "
-            f"warmup fit in {MEASUREMENT_SHARE_OF_TIMEOUT:.0%} of the {timeout_s:g} s limit")
+    asked = (f"{settings.min_repeats}" if settings.min_repeats == settings.max_repeats
+             else f"{settings.min_repeats}-{settings.max_repeats}")
+    return (f"{len(stats.samples_s)} of {asked} repeats and {stats.warmup}/{settings.warmup} warmup fit in "
+            f"{MEASUREMENT_SHARE_OF_TIMEOUT:.0%} of the {timeout_s:.0f} s limit")
 
 
 WEIGHTS_HASH_CACHE = "weights_sha256.json"

@@ -159,21 +159,34 @@ def _driver_reason(error: Exception) -> str:
 
 
 def _use_write_ahead_log(storage: "optuna.storages.RDBStorage") -> None:
-    """SQLite in WAL mode with ``synchronous=NORMAL``: commits stop waiting for fsync.
+    """SQLite in WAL mode with ``synchronous=NORMAL``, every transaction ``BEGIN IMMEDIATE``.
 
-    A committed trial survives the coordinator being killed (SIGKILL); only a
-    power loss can take the last commits. Readers (``tuner status``) do not
-    block the writer.
+    WAL: a committed trial survives the coordinator being killed (SIGKILL); only a
+    power loss can take the last commits; commits stop waiting for fsync.
+
+    ``BEGIN IMMEDIATE``: Python's sqlite3 driver starts a transaction only at the
+    first write, so Optuna's check-then-set (a WAITING trial read, then set
+    RUNNING; ``for_update`` means nothing to SQLite) ran its read outside any
+    transaction: two coordinators sharing one file could both pop the same
+    queued trial and both tell it ("Cannot tell a COMPLETE trial", seen on a
+    loaded host). Taking the write lock when the transaction begins makes every
+    read-then-write atomic; transactions wait for each other (up to the busy
+    timeout) instead, a few milliseconds each.
     """
     from sqlalchemy import event
 
     def configure(connection: Any, _record: Any) -> None:
+        connection.isolation_level = None  # the driver's own transaction handling off: "begin" below decides
         cursor = connection.cursor()
         cursor.execute("PRAGMA journal_mode=WAL")
         cursor.execute("PRAGMA synchronous=NORMAL")
         cursor.close()
 
+    def begin_immediate(connection: Any) -> None:
+        connection.exec_driver_sql("BEGIN IMMEDIATE")
+
     event.listen(storage.engine, "connect", configure)
+    event.listen(storage.engine, "begin", begin_immediate)
     storage.engine.dispose()
 
 
