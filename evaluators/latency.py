@@ -2,7 +2,7 @@
 
 Protocol (:func:`measure_latency`)::
 
-    warmup x call()                                   # not timed
+    warmup x (call(); synchronize())                  # not timed
     repeat:
         synchronize(); t0 = clock()
         result = call()
@@ -20,7 +20,11 @@ deadline stopped before its other rules is ``cut_short``: fewer repeats than
 asked, reported as such rather than lost to a timeout.
 
 ``synchronize`` waits for queued device work (e.g. ``torch.cuda.synchronize``)
-so that asynchronous kernels are charged to the repeat that launched them.
+so that asynchronous kernels are charged to the repeat that launched them. Each
+warmup call is synchronised too: its kernels finish before the next call starts
+(a workload that reads the previous call's CUDA events finds them complete), and
+the warmup's measured duration, which predicts the next one under a deadline, is
+the device's, not the launch's.
 
 Statistics: times are seconds. p50/p95 use linear interpolation between order
 statistics (``numpy.percentile``'s default). CV is the *sample* standard
@@ -212,11 +216,11 @@ def measure_latency(
     for _ in range(settings.warmup):
         if _past_deadline(clock, deadline, last_warmup_s):
             break
-        started = clock() if deadline is not None else 0.0
+        started = clock()
         call()
+        synchronize()  # a warmup's kernels end inside the warmup: read as done, timed as they run
         warmup_done += 1
-        if deadline is not None:
-            last_warmup_s = clock() - started
+        last_warmup_s = clock() - started
     cut_short = warmup_done < settings.warmup
     samples_s: list[float] = []
     while True:

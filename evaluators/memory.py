@@ -20,6 +20,24 @@ which need not coincide in time). ``peak_vram_nvml_gb`` is the peak of the
 sampled NVML per-process memory of the tree (allocator plus CUDA context and
 anything outside torch's allocator).
 
+``peak_vram_device_gb`` is the figure that decides an out-of-memory error, the one
+GPU-memory constraints of in-process workloads should bound: the most device memory
+the process was seen to hold, the larger of the NVML peak (context, the allocator's
+whole pool with its fragmentation and cache, library workspaces) and the reserved
+peak (the pool alone). A CUDA allocation fails when the device cannot give the pool
+another segment, so what counts is everything the process holds on the device, not
+the live tensors (``peak_vram_gb``), which omit the context (~0.3-0.6 GB) and the
+fragmentation that grows exactly where settings approach the wall. Where NVML cannot
+see the process (a container's PID namespace), it is the reserved peak: still a lower
+bound, short of the context only.
+
+Per-trial figures in a warm worker: on entry the monitor returns the allocator's
+cached, unused blocks to the driver (:func:`evaluators.cuda_api.release_cached_memory`), so
+the reserved and NVML peaks start from what the kept model really holds, not from
+the previous, larger trial's cache; if that fails, those figures are reported
+unavailable with the reason. ``sample_hz=0`` turns the process-tree sampler off
+(the allocator peaks and the RSS high-water mark remain; NVML's is unavailable).
+
 Peak host RSS of the window is the max of (a) the process's own high-water mark
 ``VmHWM`` from ``/proc/self/status``, reset on entry by writing ``5`` to
 ``/proc/self/clear_refs`` (Linux >= 4.0) after ``malloc_trim(0)`` (else what a warm
@@ -43,11 +61,13 @@ from typing import Any
 
 
 from evaluators.process_tree import ProcessTreeSampler
+from evaluators.cuda_api import active_cuda, release_cached_memory
 from tuner.results import Metric
 
 BYTES_PER_GB = 1e9
 MIN_MONITOR_SAMPLE_HZ = 50.0
 _TORCH_UNAVAILABLE = "no CUDA device / torch CUDA not in use"
+SAMPLER_OFF = "memory sampler off (measurement.memory_sample_hz: 0)"
 
 
 def _own_peak_rss_bytes() -> int:
@@ -82,35 +102,22 @@ def _reset_own_peak_rss() -> bool:
         return False
 
 
-def _torch_cuda() -> Any:
-    """``torch.cuda`` when the workload already imported torch and initialised CUDA, else None."""
-    torch = sys.modules.get("torch")
-    if torch is None:
-        return None
-    try:
-        cuda = torch.cuda
-        if cuda.is_available() and cuda.is_initialized():
-            return cuda
-    except Exception:  # a half-imported or broken torch must not break measuring
-        return None
-    return None
-
-
 class PeakMemoryMonitor:
     """Peak memory of this process (and its children) while the ``with`` block runs.
 
-    Entry resets torch's CUDA allocator peaks on every visible device (only if
-    torch is already imported and CUDA initialised), resets the process's RSS
-    high-water mark, and starts a :class:`ProcessTreeSampler` on
-    ``os.getpid()`` at ``sample_hz`` (>= 50). Exit stops it and reads the
+    Entry (when CUDA is in use: :func:`evaluators.cuda_api.active_cuda`, torch's or a
+    simulated device) returns the allocator's cached blocks to the driver and
+    resets its peaks on every visible device; then it resets the process's RSS
+    high-water mark and starts a :class:`ProcessTreeSampler` on ``os.getpid()``
+    at ``sample_hz`` (>= 50; 0: no sampler). Exit stops it and reads the
     allocator peaks. :meth:`metrics` is valid after exit; see the module
     docstring for how each figure is obtained.
     """
 
     def __init__(self, sample_hz: float = 100.0) -> None:
-        if not sample_hz >= MIN_MONITOR_SAMPLE_HZ:
+        if not (sample_hz == 0 or sample_hz >= MIN_MONITOR_SAMPLE_HZ):
             raise ValueError(
-                f"sample_hz must be >= {MIN_MONITOR_SAMPLE_HZ:g} to catch short peaks, "
+                f"sample_hz must be >= {MIN_MONITOR_SAMPLE_HZ:g} to catch short peaks (or 0: no sampler), "
                 f"got {sample_hz!r}"
             )
         self.sample_hz = float(sample_hz)
@@ -122,7 +129,14 @@ class PeakMemoryMonitor:
         self._torch_reserved_bytes: int | None = None
         self._torch_reason: str = _TORCH_UNAVAILABLE
         self._torch_reset_failed = False
+        self._cache_problem: str | None = None
+        self._entered = False
         self._exited = False
+
+    @property
+    def nvml_devices(self) -> list[int]:
+        """NVML indices on which NVML saw this process tree hold device memory during the window."""
+        return self._sampler.nvml_devices if self._sampler is not None else []
 
     @property
     def rss_window_reset(self) -> bool:
@@ -130,10 +144,12 @@ class PeakMemoryMonitor:
         return self._rss_reset
 
     def __enter__(self) -> "PeakMemoryMonitor":
-        if self._sampler is not None:
+        if self._entered:
             raise RuntimeError("PeakMemoryMonitor is single-use")
-        cuda = _torch_cuda()
+        self._entered = True
+        cuda = active_cuda()
         if cuda is not None:
+            self._cache_problem = release_cached_memory()
             try:
                 for device in range(cuda.device_count()):
                     cuda.reset_peak_memory_stats(device)
@@ -142,21 +158,24 @@ class PeakMemoryMonitor:
                 self._torch_reason = f"could not reset torch CUDA peak stats: {error}"
         self._rss_reset = _reset_own_peak_rss()
         self._children_maxrss_at_entry = _ru_maxrss_bytes(resource.RUSAGE_CHILDREN)
-        self._sampler = ProcessTreeSampler(os.getpid(), self.sample_hz)
-        self._sampler.start()
+        if self.sample_hz > 0:
+            probe = getattr(cuda, "process_memory_bytes", None)  # a simulated device's stand-in for NVML
+            self._sampler = ProcessTreeSampler(os.getpid(), self.sample_hz, gpu_probe=probe)
+            self._sampler.start()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
-        if self._sampler is None:
+        if not self._entered:
             raise RuntimeError("PeakMemoryMonitor.__exit__ without __enter__")
-        self._sampler.stop()
+        if self._sampler is not None:
+            self._sampler.stop()
         self._read_torch_peaks()
         self._peak_rss_bytes = self._combined_peak_rss(self._sampler)
         self._exited = True
 
     def _read_torch_peaks(self) -> None:
-        cuda = _torch_cuda()
+        cuda = active_cuda()
         if cuda is None or self._torch_reset_failed:
             return
         try:
@@ -167,40 +186,48 @@ class PeakMemoryMonitor:
             self._torch_allocated_bytes = self._torch_reserved_bytes = None
             self._torch_reason = f"torch CUDA allocator stats failed: {error}"
 
-    def _combined_peak_rss(self, sampler: ProcessTreeSampler) -> int:
+    def _combined_peak_rss(self, sampler: ProcessTreeSampler | None) -> int:
         candidates = [_own_peak_rss_bytes()]
         children_maxrss = _ru_maxrss_bytes(resource.RUSAGE_CHILDREN)
         if children_maxrss > self._children_maxrss_at_entry:
             candidates.append(children_maxrss)
-        if sampler.peak_rss_bytes is not None:
+        if sampler is not None and sampler.peak_rss_bytes is not None:
             candidates.append(sampler.peak_rss_bytes)
         return max(candidates)
 
     def metrics(self) -> list[Metric]:
-        """``peak_vram_gb``, ``peak_vram_reserved_gb``, ``peak_vram_nvml_gb``,
-        ``peak_rss_gb`` (GB, minimize), ``memory_samples`` (count) and
-        ``memory_sample_hz`` (Hz). Raises RuntimeError before the block has exited."""
-        if not self._exited or self._sampler is None:
+        """``peak_vram_gb``, ``peak_vram_reserved_gb``, ``peak_vram_nvml_gb``, ``peak_vram_device_gb``,
+        ``peak_rss_gb`` (GB, minimize), ``memory_samples`` (count) and ``memory_sample_hz`` (Hz).
+        Raises RuntimeError before the block has exited."""
+        if not self._exited:
             raise RuntimeError("PeakMemoryMonitor.metrics() is available after the with block")
         sampler = self._sampler
+        reserved = self._torch_reserved_bytes
+        if sampler is None:
+            nvml, nvml_reason = None, SAMPLER_OFF
+        else:
+            nvml, nvml_reason = sampler.peak_nvml_bytes, sampler.nvml_reason or (
+                "NVML reported no per-process memory for this process tree (no GPU work, "
+                "usedGpuMemory not available, or a container PID namespace hides host PIDs)")
+        pool_reason = self._torch_reason
+        if self._cache_problem is not None:  # the peaks may hold an earlier trial's cache: not this trial's
+            reserved = nvml = None
+            nvml_reason = pool_reason = f"{self._cache_problem}; the peak would include earlier trials' cache"
+        seen = [value for value in (nvml, reserved) if value is not None]
+        device_reason = (nvml_reason if pool_reason == _TORCH_UNAVAILABLE
+                         else f"{pool_reason}; NVML: {nvml_reason}")
         metrics = [
             _gb_metric("peak_vram_gb", self._torch_allocated_bytes, self._torch_reason),
-            _gb_metric("peak_vram_reserved_gb", self._torch_reserved_bytes, self._torch_reason),
+            _gb_metric("peak_vram_reserved_gb", reserved, pool_reason),
+            _gb_metric("peak_vram_nvml_gb", nvml, nvml_reason),
+            _gb_metric("peak_vram_device_gb", max(seen) if seen else None, device_reason),
+            _gb_metric("peak_rss_gb", self._peak_rss_bytes, "no RSS readable"),
+            Metric("memory_samples", float(sampler.samples if sampler else 0), "count", "maximize"),
         ]
-        if sampler.nvml_reason is not None:
-            nvml_reason = sampler.nvml_reason
-        else:
-            nvml_reason = (
-                "NVML reported no per-process memory for this process tree (no GPU work, "
-                "usedGpuMemory not available, or a container PID namespace hides host PIDs)"
-            )
-        metrics.append(_gb_metric("peak_vram_nvml_gb", sampler.peak_nvml_bytes, nvml_reason))
-        metrics.append(_gb_metric("peak_rss_gb", self._peak_rss_bytes, "no RSS readable"))
-        metrics.append(Metric("memory_samples", float(sampler.samples), "count", "maximize"))
-        achieved_hz = sampler.achieved_hz
+        achieved_hz = sampler.achieved_hz if sampler is not None else None
         if achieved_hz is None:
             metrics.append(Metric.unavailable(
-                "memory_sample_hz", "Hz", "maximize", "fewer than two samples"
+                "memory_sample_hz", "Hz", "maximize", SAMPLER_OFF if sampler is None else "fewer than two samples"
             ))
         else:
             metrics.append(Metric("memory_sample_hz", achieved_hz, "Hz", "maximize"))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import time
 from types import TracebackType
-from typing import Any
+from typing import Any, Callable
 
 import psutil
 
@@ -28,10 +28,13 @@ class ProcessTreeSampler:
     One sample is taken synchronously by :meth:`start` and one by :meth:`stop`,
     so even a short window has samples. Use as a context manager or call
     :meth:`start` / :meth:`stop` once each.
+
+    ``gpu_probe`` (test support): a callable returning the tree's device memory in
+    bytes, sampled instead of NVML (a simulated device's :meth:`process_memory_bytes`).
     """
 
     def __init__(self, root_pid: int, sample_hz: float = 100.0, *, use_nvml: bool = True,
-                 tree_refresh_s: float = 0.1) -> None:
+                 tree_refresh_s: float = 0.1, gpu_probe: Callable[[], int | None] | None = None) -> None:
         if not sample_hz > 0:
             raise ValueError(f"sample_hz must be > 0, got {sample_hz!r}")
         if not tree_refresh_s > 0:
@@ -40,6 +43,7 @@ class ProcessTreeSampler:
         self.sample_hz = float(sample_hz)
         self.tree_refresh_s = float(tree_refresh_s)
         self._use_nvml = use_nvml
+        self._gpu_probe = gpu_probe
         self._lock = threading.Lock()
         self._stop_event = threading.Event()
         self._thread: threading.Thread | None = None
@@ -50,6 +54,7 @@ class ProcessTreeSampler:
         self._tree_refreshed_at = -float("inf")
         self._peak_rss_bytes: int | None = None
         self._peak_nvml_bytes: int | None = None
+        self._nvml_devices: set[int] = set()
         self._samples = 0
         self._started_at: float | None = None
         self._stopped_at: float | None = None
@@ -59,7 +64,9 @@ class ProcessTreeSampler:
         """Open NVML (if wanted and available), take a first sample, start the thread."""
         if self._thread is not None:
             raise RuntimeError("ProcessTreeSampler.start() called twice")
-        if self._use_nvml:
+        if self._gpu_probe is not None:
+            self._nvml_reason = None
+        elif self._use_nvml:
             self._open_nvml()
         self._started_at = time.monotonic()
         self._sample_once()
@@ -104,6 +111,12 @@ class ProcessTreeSampler:
         """Largest summed NVML GPU memory of the tree; None if NVML knew none (see nvml_reason)."""
         with self._lock:
             return self._peak_nvml_bytes
+
+    @property
+    def nvml_devices(self) -> list[int]:
+        """NVML indices on which NVML saw the tree hold memory in any sample (sorted; [] when none)."""
+        with self._lock:
+            return sorted(self._nvml_devices)
 
     @property
     def nvml_reason(self) -> str | None:
@@ -179,12 +192,17 @@ class ProcessTreeSampler:
         return total
 
     def _tree_nvml_bytes(self) -> int | None:
+        if self._gpu_probe is not None:
+            return self._gpu_probe()
         if self._pynvml is None:
             return None
         try:
-            return gpu.tree_memory_from_handles(self._pynvml, self._handles, list(self._processes))
+            per_device = gpu.tree_memory_by_device(self._pynvml, self._handles, list(self._processes))
         except self._pynvml.NVMLError:
             return None
+        with self._lock:
+            self._nvml_devices.update(index for index, used in per_device.items() if used > 0)
+        return sum(per_device.values()) if per_device else None
 
     def _sample_once(self) -> None:
         self._refresh_tree()

@@ -325,15 +325,22 @@ def device_process_memory(pynvml: Any, handle: Any) -> dict[int, int | None]:
     return used_by_pid
 
 
-def tree_memory_from_handles(pynvml: Any, handles: Iterable[Any], pids: Iterable[int]) -> int | None:
-    """Sum of known ``usedGpuMemory`` bytes of ``pids`` over ``handles``; None if none known."""
+def tree_memory_by_device(pynvml: Any, handles: Iterable[Any], pids: Iterable[int]) -> dict[int, int]:
+    """Position of each handle in ``handles`` (the NVML index, for :func:`all_device_handles`) -> summed
+    known ``usedGpuMemory`` bytes of ``pids`` on it; devices where none of them is known are left out."""
     wanted = set(pids)
-    total: int | None = None
-    for handle in handles:
+    per_device: dict[int, int] = {}
+    for position, handle in enumerate(handles):
         for pid, used in device_process_memory(pynvml, handle).items():
             if pid in wanted and used is not None:
-                total = (total or 0) + used
-    return total
+                per_device[position] = per_device.get(position, 0) + used
+    return per_device
+
+
+def tree_memory_from_handles(pynvml: Any, handles: Iterable[Any], pids: Iterable[int]) -> int | None:
+    """Sum of known ``usedGpuMemory`` bytes of ``pids`` over ``handles``; None if none known."""
+    per_device = tree_memory_by_device(pynvml, handles, pids)
+    return sum(per_device.values()) if per_device else None
 
 
 def all_device_handles(pynvml: Any) -> list[Any]:

@@ -1,5 +1,5 @@
-"""The ready specs (live_avatar, wan_t2v, wan_s2v, av_llm, video_gen) validate, render real
-command lines, and the Wan specs run end to end against the Wan stand-in."""
+"""The ready specs (live_avatar, wan_t2v, wan_s2v and their one-GPU variants, av_llm, video_gen) validate,
+render real command lines, and the Wan specs run end to end against the Wan stand-in."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from tuner.spec.models import IntParameter
 from tuner.spec.space import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
-READY = ["live_avatar", "wan_t2v", "wan_s2v", "av_llm", "video_gen"]
+READY = ["live_avatar", "wan_t2v", "wan_s2v", "wan_t2v_1gpu", "wan_s2v_1gpu", "av_llm", "video_gen"]
 
 
 @pytest.mark.parametrize("name", READY)
@@ -122,5 +122,30 @@ def test_wan_spec_runs_against_the_standin(name: str, tmp_path: Path) -> None:
             result = runner.run(request, Slot(0, None, 1))
             assert result.outcome is Outcome.OK, (result.reason, result.log_tail[-1500:])
             assert result.invocation == render_invocation(spec, candidate.settings)
+    finally:
+        runner.close()
+
+
+@pytest.mark.parametrize("name", ["wan_t2v_1gpu", "wan_s2v_1gpu"])
+def test_one_gpu_wan_specs_fit_one_gpu_and_run_against_the_standin(name: str, tmp_path: Path) -> None:
+    """A one-GPU host can run these: one GPU per trial, one torchrun process, no sequence parallel flags."""
+    spec = parse_spec(yaml.safe_dump(_standin_spec(name, tmp_path)), f"{name}-standin")
+    assert load_spec(ROOT / "search_spaces" / f"{name}.yaml").workload.options["gpus"] == 1
+    assert spec.baseline is not None and spec.reference is not None
+    runner = SubprocessRunner()
+    try:
+        candidate, problem = resolve(spec, {**spec.baseline, "frame_num": 5 if name == "wan_s2v_1gpu" else 17,
+                                            "size": "832*480"})
+        assert candidate is not None, problem
+        argv = render_invocation(spec, candidate.settings)["argv"]
+        assert "--nproc_per_node=1" in argv and "--ulysses_size" not in argv and "--dit_fsdp" not in argv
+        assert "--t5_cpu" in argv and argv[argv.index("--offload_model") + 1] == "True"
+        request = TrialRequest(
+            study_name=name, trial_number=1, workload_class=spec.workload.target,
+            settings=candidate.settings, inputs=dict(spec.inputs), seed=spec.seed, device="cpu",
+            measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=120,
+            workdir=str(tmp_path / "trial"), workload_options=spec.workload.options)
+        result = runner.run(request, Slot(0, None, 1))
+        assert result.outcome is Outcome.OK, (result.reason, result.log_tail[-1500:])
     finally:
         runner.close()

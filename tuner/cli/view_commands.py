@@ -24,7 +24,7 @@ from tuner.study.studies import load_study
 if TYPE_CHECKING:
     from tuner.study.records import TrialRecord
 
-VRAM_METRICS = ("peak_vram_gb", "peak_vram_nvml_gb")  # device memory: torch's peak, else NVML's (first with values)
+VRAM_METRICS = ("peak_vram_device_gb", "peak_vram_gb", "peak_vram_nvml_gb")  # device memory: what decides an OOM first (first with values)
 
 
 @app.command()
@@ -70,7 +70,7 @@ def _extra_columns(front: list["TrialRecord"], names: list[str]) -> list[str]:
     """The metric columns ``tuner front`` adds after the objectives: p95 latency, latency CV, memory,
     throughput — each only when some front trial has a value for it (never a column of dashes).
 
-    Memory is what this host measured: the device peak (``peak_vram_gb``, else ``peak_vram_nvml_gb``)
+    Memory is what this host measured: the device peak (``peak_vram_device_gb``, else ``peak_vram_gb`` or ``peak_vram_nvml_gb``)
     on a GPU, and the host's ``peak_rss_gb`` (on a CPU the only figure; on a GPU it shows offloading).
     """
     def measured(metric: str) -> bool:

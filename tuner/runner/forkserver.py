@@ -3,7 +3,11 @@
 Started by :class:`~tuner.runner.subprocess.SubprocessRunner` as
 ``python -m tuner.runner.forkserver MODULE[:FUNCTION]...``. It imports the worker's
 modules and the workload's module (so torch is imported here, once, but CUDA
-is never initialised: that happens only in a forked child), calls the warm-up
+is never initialised: that happens only in a forked child; the server sets
+``PYTORCH_NVML_BASED_CUDA_CHECK=1`` so that ``torch.cuda.is_available()`` in a
+preloaded module does not initialise it, and if a preloaded module or warm-up
+initialises CUDA all the same, every trial it would fork is recorded as a CRASH
+naming that entry instead of failing inside CUDA), calls the warm-up
 functions named as ``module:function`` (e.g. building an evaluator's network on
 the CPU, so children inherit it instead of rebuilding it), then serves
 requests line by line on stdin::
@@ -35,8 +39,26 @@ import traceback
 from typing import Any
 
 
-def _child(message: dict[str, Any]) -> None:
-    """Runs in the forked child; never returns."""
+CUDA_CHECK_VARIABLE = "PYTORCH_NVML_BASED_CUDA_CHECK"
+"""Set to 1 in the server: ``torch.cuda.is_available()`` in a preloaded module then asks NVML
+instead of initialising the CUDA driver (after which no forked child could use CUDA)."""
+
+
+def _refuse(message: dict[str, Any], reason: str) -> int:
+    """Record the trial as a CRASH saying ``reason`` instead of running it; the exit code."""
+    from pathlib import Path
+
+    from tuner.results import Outcome, TrialResult
+    from tuner.runner.worker import write_result
+
+    print(f"forkserver: {reason}", file=sys.stderr)
+    write_result(TrialResult(Outcome.CRASH, reason=reason), Path(message["result"]))
+    return 0
+
+
+def _child(message: dict[str, Any], cuda_problem: str | None = None) -> None:
+    """Runs in the forked child; never returns. ``cuda_problem``: the server initialised CUDA
+    (the child records the trial as a CRASH with that reason instead of failing inside CUDA)."""
     code = 1
     try:
         os.setsid()
@@ -57,7 +79,8 @@ def _child(message: dict[str, Any]) -> None:
         signal.set_wakeup_fd(-1)
         os.environ.clear()
         os.environ.update(message["env"])
-        code = main([message["request"], message["result"]])
+        code = (_refuse(message, cuda_problem) if cuda_problem is not None
+                else main([message["request"], message["result"]]))
     except BaseException:  # noqa: BLE001 - report anything, then exit
         traceback.print_exc()
     finally:
@@ -83,6 +106,10 @@ def serve(preload: list[str]) -> None:
     # on one thread; each child sets its slot's thread count before its first parallel op.
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[variable] = "1"
+    os.environ[CUDA_CHECK_VARIABLE] = "1"
+    from evaluators.cuda_api import cuda_initialised_here
+
+    cuda_problem: str | None = None
     for entry in preload:
         module, _, function = entry.partition(":")
         try:
@@ -94,6 +121,10 @@ def serve(preload: list[str]) -> None:
                 getattr(loaded, function)()  # a warm-up: build a model every child inherits
         except Exception as error:  # noqa: BLE001 - the child will report it as the trial's crash
             print(f"forkserver: cannot preload {entry}: {type(error).__name__}: {error}", file=sys.stderr)
+        if cuda_problem is None and cuda_initialised_here():
+            cuda_problem = (f"the fork server initialised CUDA while preloading {entry!r}: a forked worker cannot "
+                            f"use CUDA then; keep CUDA out of that module's import and warm-up (initialise it in "
+                            f"the workload's setup), or use the exec launcher")
     from tuner.runner.provenance import warm_cache
 
     warm_cache([entry.partition(":")[0] for entry in preload])  # children inherit git and package facts
@@ -132,7 +163,7 @@ def serve(preload: list[str]) -> None:
                     pid = os.fork()
                     if pid == 0:
                         selector.close()
-                        _child(message)
+                        _child(message, cuda_problem)
                     ids[pid] = message["id"]
                     reply({"id": message["id"], "pid": pid})
         while ids:

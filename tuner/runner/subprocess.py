@@ -70,8 +70,11 @@ def read_log_tail(path: Path, limit: int = LOG_TAIL_CHARS) -> str:
 
 def slot_environment(slot: Slot, base: dict[str, str] | None = None) -> dict[str, str]:
     """The environment for a worker on ``slot``: ``base`` (default ``os.environ``) without the
-    tuner's secrets (:func:`tuner.secrets.child_environment`), with GPU pinning and thread counts."""
+    tuner's secrets (:func:`tuner.secrets.child_environment`), with GPU pinning and thread counts.
+    ``CUDA_DEVICE_ORDER=PCI_BUS_ID``: the slot's ``CUDA_VISIBLE_DEVICES`` holds NVML indices (PCI
+    order); CUDA's own default order (fastest first) may number the devices differently."""
     env = child_environment(base)
+    env["CUDA_DEVICE_ORDER"] = "PCI_BUS_ID"  # the slot's indices are NVML's, which count in PCI order
     if slot.cuda_visible_devices is not None:
         env["CUDA_VISIBLE_DEVICES"] = slot.cuda_visible_devices
     else:

@@ -154,6 +154,7 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
     from evaluators.latency import LatencySettings, measure_latency
     from evaluators.memory import PeakMemoryMonitor
     from evaluators.registry import evaluate_quality
+    from tuner.runner.device_used import device_used
     from tuner.workloads.base import RunContext, WorkloadOutput
 
     started = time.perf_counter()
@@ -166,7 +167,9 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
         workdir=workdir,
         gpu_slot=os.environ.get("CUDA_VISIBLE_DEVICES"),
     )
-    settings = LatencySettings(**request.measurement)
+    measurement = dict(request.measurement)
+    memory_sample_hz = float(measurement.pop("memory_sample_hz", 100.0))
+    settings = LatencySettings(**measurement)
     stage = "import"
     workload: Any = None
     try:
@@ -181,7 +184,7 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
         if processes is not None:
             processes.begin()
         stage = "run"
-        with PeakMemoryMonitor() as monitor:
+        with PeakMemoryMonitor(memory_sample_hz) as monitor:
             stats, output = measure_latency(
                 lambda: workload.run(request.settings, context), workload.synchronize, settings,
                 deadline=started + MEASUREMENT_SHARE_OF_TIMEOUT * request.timeout_s)
@@ -217,6 +220,7 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
             invocation=invocation,
             eval_time_s=eval_time_s, output_path=output_path, samples=samples.files,
             info={"repeats": len(stats.samples_s), "converged": stats.converged, "warmup": stats.warmup,
+                  "device_used": device_used(monitor.nvml_devices),
                   **({"cut_short": _cut_short_note(stats, settings, request.timeout_s)} if stats.cut_short else {}),
                   **({"sample_problems": samples.problems} if samples.problems else {}), **provenance})
     except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome

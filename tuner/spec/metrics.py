@@ -25,6 +25,7 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "peak_vram_gb": ("GB", "minimize"),
     "peak_vram_reserved_gb": ("GB", "minimize"),
     "peak_vram_nvml_gb": ("GB", "minimize"),
+    "peak_vram_device_gb": ("GB", "minimize"),  # what decides an OOM: max(NVML, reserved) (evaluators.memory)
     "peak_rss_gb": ("GB", "minimize"),
     "trial_disk_gb": ("GB", "minimize"),  # what the trial left in its directory (du-style, 1e9 bytes)
 }

@@ -205,11 +205,18 @@ class MeasurementSpec(_Strict):
     cv_target: float = Field(default=0.05, gt=0)
     noisy_cv: float = Field(default=0.10, gt=0)
     max_seconds: float | None = Field(default=None, gt=0)
+    memory_sample_hz: float = Field(default=100.0, ge=0)
+    """Rate of the process-tree memory sampler (RSS and NVML of the trial's processes), Hz;
+    >= 50 to catch short peaks, or 0 to turn it off (allocator peaks and the RSS
+    high-water mark remain; ``peak_vram_nvml_gb`` is then unavailable)."""
 
     @model_validator(mode="after")
     def _check(self) -> "MeasurementSpec":
         if self.min_repeats > self.max_repeats:
             raise ValueError(f"min_repeats must be <= max_repeats ({self.min_repeats} > {self.max_repeats})")
+        if 0 < self.memory_sample_hz < 50:
+            raise ValueError(f"memory_sample_hz must be >= 50 to catch short peaks, or 0 for no sampler "
+                             f"(got {self.memory_sample_hz:g})")
         return self
 
 

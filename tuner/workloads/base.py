@@ -31,13 +31,14 @@ Contract
 
 from __future__ import annotations
 
-import sys
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
+
+from evaluators.cuda_api import active_cuda
 
 
 class InvalidSetting(ValueError):
@@ -115,10 +116,11 @@ class Workload(ABC):
         """Serve one request (or one batch) with ``params``. Timed."""
 
     def synchronize(self) -> None:
-        """Wait for queued device work. Default: torch CUDA sync when in use."""
-        torch = sys.modules.get("torch")
-        if torch is not None and torch.cuda.is_available() and torch.cuda.is_initialized():
-            torch.cuda.synchronize()
+        """Wait for queued device work. Default: the CUDA in use in this process synchronised
+        (:func:`evaluators.cuda_api.active_cuda`: torch's once initialised, or a simulated device in tests)."""
+        cuda = active_cuda()
+        if cuda is not None:
+            cuda.synchronize()
 
     def teardown(self) -> None:
         """Release resources. Default: nothing."""
