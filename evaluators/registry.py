@@ -11,7 +11,9 @@ reported as ``eval_<family>_s`` — never charged to the candidate's latency.
 
 Families that compare with the reference report every metric unavailable when
 the study has no reference output; the lip-sync proxy needs only the
-candidate's own video and audio.
+candidate's own video and audio. A metric whose optional modules are not installed
+(:func:`tuner.spec.extras.quality_modules`), or whose family fails on importing one, is
+unavailable with a reason naming the extra that installs it.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable
 
 from evaluators.base import EvalContext, QualityFunction
+from tuner.spec.extras import missing_module, missing_modules, quality_modules, unavailable_reason
 from tuner.results import Direction, Metric
 from tuner.spec.metrics import MEASURED_METRICS, QUALITY_FAMILIES, known_metric  # noqa: F401 - re-exported
 
@@ -74,7 +77,8 @@ def evaluate_quality(names: Iterable[str], output: Any, reference: Any | None,
 
     Returns the requested metrics plus ``eval_<family>_s`` (seconds) for each
     family that ran. A family that raises reports its metrics unavailable
-    with the error as the reason.
+    with the error as the reason; a metric whose optional modules are missing
+    is unavailable naming the extra, and its family runs only for the others.
     """
     wanted = set(names)
     metrics: list[Metric] = []
@@ -86,15 +90,32 @@ def evaluate_quality(names: Iterable[str], output: Any, reference: Any | None,
             metrics.extend(Metric.unavailable(n, *family.metrics[n], "no reference output in this study")
                            for n in requested)
             continue
+        without_modules = _not_installed(family, requested)
+        metrics.extend(Metric.unavailable(n, *family.metrics[n], without_modules[n]) for n in without_modules)
+        requested = [n for n in requested if n not in without_modules]
+        if not requested:
+            continue
         started = time.perf_counter()
         try:
             produced = {m.name: m for m in family.load()(output, reference, context)}
         except Exception as error:  # noqa: BLE001 - an evaluator failure is an unavailable metric
             produced = {}
-            failure = f"{family.name} evaluator failed: {type(error).__name__}: {error}"
+            module = missing_module(error)
+            failure = (unavailable_reason(f"{family.name} evaluator", module) if module is not None
+                       else f"{family.name} evaluator failed: {type(error).__name__}: {error}")
         else:
             failure = f"the {family.name} evaluator did not report it"
         for name in requested:
             metrics.append(produced.get(name) or Metric.unavailable(name, *family.metrics[name], failure))
         metrics.append(Metric(f"eval_{family.name}_s", time.perf_counter() - started, "s", "minimize"))
     return metrics
+
+
+def _not_installed(family: Family, requested: list[str]) -> dict[str, str]:
+    """Requested metric -> why it is unavailable, for those whose optional modules are not installed."""
+    reasons: dict[str, str] = {}
+    for name in requested:
+        absent = missing_modules(quality_modules(name, family.name))
+        if absent:
+            reasons[name] = unavailable_reason(f"{family.name} evaluator", absent[0])
+    return reasons

@@ -5,6 +5,8 @@ Every answer to bad input is one line on stderr — never a traceback:
 - a bad spec, unknown study or unreachable storage: ``error: ...``, exit status 2;
 - a bad command line (unknown option, missing argument, a value out of range):
   ``error: tuner run: No such option: --bogus (see 'tuner run --help')``, exit 2;
+- a module of an extra that is not installed: ``error: tuner serve needs the 'serve' extra
+  (no module named 'fastapi'): pip install 'tuner[serve]'``, exit 2 (:mod:`tuner.spec.extras`);
 - a bug of the tuner itself: ``error: internal error: ...`` with a hint to rerun with
   ``TUNER_DEBUG=1`` (which shows the traceback), exit 1.
 
@@ -26,6 +28,7 @@ import tuner.cli.worker_command  # noqa: F401 - registers worker
 import tuner.cli.fleet_commands  # noqa: F401 - registers serve, submit
 import tuner.cli.dashboard_command  # noqa: F401 - registers dashboard
 from tuner.cli.app import app, err
+from tuner.spec.extras import missing_extra_message
 
 DEBUG_ENV = "TUNER_DEBUG"  # set to 1 to see the traceback of an internal error
 
@@ -46,6 +49,12 @@ def _one_line(message: str) -> None:
 
     err.print(f"[bold red]error:[/] {escape(redact_text(' '.join(message.split())))}", highlight=False,
               soft_wrap=True)
+
+
+def _command(argv: list[str] | None) -> str:
+    """``tuner <command>`` as typed (the first word that is not an option), or ``tuner``."""
+    words = sys.argv[1:] if argv is None else argv
+    return " ".join(["tuner", *[w for w in words if not w.startswith("-")][:1]])
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -70,7 +79,12 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as error:  # noqa: BLE001 - a bug of the tuner: one line unless asked for more
         if os.environ.get(DEBUG_ENV):
             traceback.print_exc()
-        _one_line(f"internal error: {type(error).__name__}: {error} (rerun with {DEBUG_ENV}=1 for the traceback "
-                  "and please report it)")
-        status = 1
+        missing = missing_extra_message(error, _command(argv))
+        if missing is not None:  # not a bug: an extra this command needs is not installed
+            _one_line(missing)
+            status = 2
+        else:
+            _one_line(f"internal error: {type(error).__name__}: {error} (rerun with {DEBUG_ENV}=1 for the "
+                      "traceback and please report it)")
+            status = 1
     sys.exit(status if isinstance(status, int) else 0)

@@ -8,7 +8,11 @@ first trial that the spec models cannot know on their own:
 - the workload's ``module:Class`` (and a ``python`` factory) exists: the module
   is found and defines the name — read from its source without importing it
   when possible, so ``validate`` stays quick and runs no user code;
-- ``workload.device`` is usable here (``cuda`` without a GPU names ``auto`` / ``cpu``).
+- ``workload.device`` is usable here (``cuda`` without a GPU names ``auto`` / ``cpu``);
+- the optional modules the spec's metrics and outputs need are installed: a metric of the
+  perceptual, flicker, warping, seam or lip-sync family, or a video container (``.mp4``) a
+  command writes, without its extra is refused naming the metric (or output) and the extra
+  (:mod:`tuner.spec.extras`; looked up with ``find_spec``, never imported).
 
 Every problem is one :class:`~tuner.spec.models.SpecError`:
 ``file:line: key: problem``. ``tuner validate`` and ``tuner run`` call this same
@@ -23,7 +27,10 @@ import inspect
 from pathlib import Path
 from typing import Any
 
+from tuner.spec.extras import (EXTRA_OF_MODULE, VIDEO_CONTAINER_MODULES, MissingExtra, install_command,
+                          missing_modules, quality_modules)
 from tuner.spec.loading import key_line
+from tuner.spec.metrics import QUALITY_FAMILIES
 from tuner.spec.models import SamplerName, SpecError, StudySpec
 
 
@@ -49,8 +56,46 @@ def check_runnable(spec: StudySpec, spec_text: str, source: str, sampler: Sample
             if key == "workload.class" and spec.workload.adapter is not None:
                 path = ("workload", spec.workload.adapter)
             raise refuse(path, problem)
+    _extras(spec, refuse)
     _sampler(spec, sampler or spec.sampler.name, refuse)
     return device
+
+
+def _extras(spec: StudySpec, refuse: Any) -> None:
+    """Refuse a metric or output whose optional modules (an extra's) are not installed here."""
+    family_of = {name: family.name for family in QUALITY_FAMILIES for name in family.metrics}
+    named: list[tuple[tuple[str, ...], str]] = (
+        [(("objectives", str(i), "metric"), o.metric) for i, o in enumerate(spec.objectives)]
+        + [(("constraints", str(i), "metric"), c.metric) for i, c in enumerate(spec.constraints)]
+        + [(("report", str(i)), m) for i, m in enumerate(spec.report)])
+    missing: list[tuple[tuple[str, ...], str, str]] = []  # (key path, metric, first absent module)
+    for path, metric in named:
+        absent = missing_modules(quality_modules(metric, family_of.get(metric, "")))
+        if absent:
+            missing.append((path, metric, absent[0]))
+    if missing:
+        path, metric, module = missing[0]
+        problem = str(MissingExtra(module, EXTRA_OF_MODULE[module], f"metric '{metric}'"))
+        extras = list(dict.fromkeys(EXTRA_OF_MODULE[m] for _, _, m in missing))
+        if len(extras) > 1:  # every extra the spec misses, so that one install covers them all
+            others = ", ".join(f"'{e}'" for e in extras[1:])
+            problem += f"; its other metrics need {others} too: {install_command(','.join(extras))}"
+        raise refuse(path, problem)
+    _output_extras(spec, refuse)
+
+
+def _output_extras(spec: StudySpec, refuse: Any) -> None:
+    """Refuse a command's video container output without OpenCV (frames) or PyAV (its audio track,
+    read when no ``outputs.audio`` file is declared)."""
+    from tuner.adapters.media import is_container
+
+    outputs = spec.workload.command.outputs if spec.workload.command is not None else None
+    if outputs is None or outputs.video is None or not is_container(Path(outputs.video)):
+        return
+    absent = missing_modules(VIDEO_CONTAINER_MODULES if outputs.audio is None else VIDEO_CONTAINER_MODULES[:1])
+    if absent:
+        raise refuse(("workload", "command", "outputs", "video"), str(MissingExtra(
+            absent[0], EXTRA_OF_MODULE[absent[0]], f"the video container output '{outputs.video}'")))
 
 
 def _device(spec: StudySpec, refuse: Any) -> str:

@@ -4,7 +4,8 @@ Storage URLs: ``sqlite:///path.db`` (embedded default, one writer, WAL mode)
 or ``postgresql+psycopg://user:password@host:port/database`` for many workers and
 hosts. ``postgresql://`` and ``postgres://`` URLs are opened with the same psycopg
 (v3) driver: :func:`driver_url` rewrites their scheme to ``postgresql+psycopg://``
-(SQLAlchemy would otherwise pick psycopg2, which the tuner does not install).
+(SQLAlchemy would otherwise pick psycopg2, which the tuner does not install); psycopg comes
+with the ``postgres`` extra, and a PostgreSQL URL without it is one line naming that extra.
 Every storage is opened with Optuna heartbeats (:func:`heartbeat_settings`: a
 RUNNING trial whose heartbeat is older than the grace period is stale) and a
 connection pool that tests each connection before use, so a restarted database
@@ -22,6 +23,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuner.spec.extras import MissingExtra, is_installed
 from tuner.secrets import redact_text, redact_url, remember_url
 
 if TYPE_CHECKING:
@@ -120,6 +122,9 @@ def open_storage(url: str, create: bool = True) -> "optuna.storages.BaseStorage"
     missing = None if create else missing_sqlite_file(url)
     if missing is not None:
         raise StudyError(f"no storage at {missing}: no study has run with this --home / --storage yet")
+    if driver_url(url).startswith("postgresql+psycopg://") and not is_installed("psycopg"):
+        raise StudyError(f"cannot open storage {redact_url(url)}: "
+                         f"{MissingExtra('psycopg', 'postgres', 'a PostgreSQL storage')}")
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     interval, grace = heartbeat_settings()
     # Optuna warns at every ask() of a heartbeat storage outside optimize(); the tuner's ask/tell
