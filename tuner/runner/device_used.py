@@ -38,9 +38,10 @@ def device_used(nvml_indices: list[int]) -> dict[str, Any]:
         properties = cuda.get_device_properties(index)
         uuid = str(getattr(properties, "uuid", "") or "")
         torch_device: dict[str, Any] = {"index": index, "name": str(properties.name), "uuid": uuid}
-        bus = [getattr(properties, key, None) for key in ("pci_domain_id", "pci_bus_id", "pci_device_id")]
-        if None not in bus:
-            torch_device["pci_bus_id"] = "{:08x}:{:02x}:{:02x}.0".format(*bus)
+        domain, bus, device = (getattr(properties, key, None) for key in ("pci_domain_id", "pci_bus_id",
+                                                                           "pci_device_id"))
+        if isinstance(domain, int) and isinstance(bus, int) and isinstance(device, int):
+            torch_device["pci_bus_id"] = f"{domain:08x}:{bus:02x}:{device:02x}.0"
         torch_device["nvml_index"] = _nvml_index_of(uuid)
         record["torch_device"] = torch_device
     except Exception as error:  # noqa: BLE001 - a fact we could not read, not a failed trial
