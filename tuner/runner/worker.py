@@ -231,7 +231,7 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
         log_tail = traceback.format_exc()[-4000:]
         return TrialResult(outcome=outcome, reason=reason[:2000], log_tail=log_tail,
                            wall_time_s=time.perf_counter() - started, invocation=_invocation_of(workload),
-                           info=trial_provenance(request, workload, context))
+                           info={"device_used": device_used([]), **trial_provenance(request, workload, context)})
     finally:
         if processes is not None:
             processes.end()

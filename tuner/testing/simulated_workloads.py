@@ -10,10 +10,10 @@ trials of a warm worker the way a real process keeps its CUDA context and cache.
 Parameters (all optional): ``kernel_ms`` (one kernel per run, default 20),
 ``activations_mb`` (allocated during a run and freed at its end, default 0: what a
 forward pass holds), ``weights_mb`` (allocated in ``setup`` and kept until
-``teardown``, default 0), ``read_previous_events`` (default True: like
-``bench/gpu_check_workloads.CudaSleepWorkload``, each run reads the CUDA-event
-duration of the previous run's kernel without waiting for it, which fails unless
-the worker synchronised after that run). Counter ``kernel_ms_previous`` is that
+``teardown``, default 0), ``read_previous_events`` (default True: each run reads
+the CUDA-event duration of the previous run's kernel without waiting for it, as the
+GPU check's kernel workload once did; this fails unless the worker synchronised after
+that run, warm-up calls included). Counter ``kernel_ms_previous`` is that
 duration. MB are 2**20 bytes here (allocator units), ms milliseconds.
 """
 

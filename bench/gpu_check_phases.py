@@ -1,0 +1,435 @@
+"""The phases of ``bench/gpu_check.py``: what each one runs, the figures it keeps, its time cap.
+
+:data:`PLAN` lists them in order of value (a GPU window may end before the last);
+``gpu_check.py`` runs each one in a child process of its own (``python
+bench/gpu_check_phases.py PHASE ...``, this module's :func:`main`) that it kills,
+workers and all, at the phase's cap. A phase returns ``{"ok": bool, ...figures}``;
+the child writes it (or the error and traceback) to ``--result`` as JSON.
+
+Every study runs through the public API (``tuner.create_study`` / ``tuner.run_study``,
+no MLflow, no memory model: every setting runs) under the phase's home, which is
+kept. ``device`` is ``cuda``, or ``cpu`` for ``--cpu-plumbing``, where host
+stand-ins replace the CUDA workloads (a sleep, host memory) so the script's own code
+runs without a GPU; such figures say nothing about a GPU. Units: ms milliseconds,
+s seconds, GB 1e9 bytes, GiB 2**30 bytes, Hz samples per second.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+LATENCY_TARGET = 0.02
+"""Largest relative error of a reported p50 latency against the kernel's CUDA-event duration."""
+GIB_IN_GB = 2**30 / 1e9
+LOG_TAIL_CHARS = 1500
+SPIKE = {"cuda": 2.0, "cpu": 0.25}
+"""GiB held by the ``vram_spike`` phase's spike (host memory on the CPU)."""
+CARRY = {"cuda": (8.0, 1.0), "cpu": (0.5, 0.05)}
+"""GiB of the carry-over probe's large then small trial."""
+
+
+@dataclass(frozen=True)
+class PhasePlan:
+    """One phase: ``name`` (also its JSON key), ``letter`` (its place), ``cap_s`` (seconds, the child
+    is killed after it), ``summary`` (what it checks)."""
+
+    name: str
+    letter: str
+    cap_s: float
+    summary: str
+
+
+PLAN: tuple[PhasePlan, ...] = (
+    PhasePlan("device_facts", "a", 30, "GPU, driver, torch and CUDA from NVML; no CUDA context before the trials"),
+    PhasePlan("latency_truth", "b", 60, "reported p50 of a 20 and a 100 ms CUDA sleep kernel within 2 %"),
+    PhasePlan("vram_spike", "c", 45, "a 2 GiB, 50 ms spike caught by the allocator peak and the NVML sampler"),
+    PhasePlan("carry_over", "d", 45, "one warm worker, 8 GiB then 1 GiB: the small trial's peaks are its own"),
+    PhasePlan("sampler_cost", "e", 75, "p50 latency with the memory sampler at 100 Hz and off"),
+    PhasePlan("avatar", "f", 90, "the avatar demo on CUDA: precision x streams x steps, bf16 against fp32"),
+    # A later issue adds "wan21_diffusers" here (a Wan2.1 1.3B diffusers pipeline, one GPU): worth more than
+    # the stand-ins below and costly, so it goes after the avatar study; give it its cap from the plan's slack.
+    PhasePlan("slot_pinning", "g", 45, "the Live Avatar stand-in, gpus: 1: the device each trial really used"),
+    PhasePlan("gpu_tests", "h", 90, "pytest -m gpu on the test files that hold GPU tests"),
+)
+
+
+@dataclass(frozen=True)
+class PhaseContext:
+    """Where and how a phase runs: ``device`` ``cuda`` or ``cpu``; ``home`` its kept tuner home;
+    ``cap_s`` its cap in seconds (studies are given a wall-time budget inside it)."""
+
+    device: str
+    home: Path
+    cap_s: float
+
+    @property
+    def cuda(self) -> bool:
+        return self.device == "cuda"
+
+
+def _trial_row(trial: Any) -> dict[str, Any]:
+    attrs = trial.user_attrs
+    info = dict(attrs.get("worker_info") or {})
+    row = {"number": trial.number, "role": attrs.get("role"), "outcome": attrs.get("outcome"),
+           "reason": attrs.get("reason"), "params": dict(trial.params), "slot": attrs.get("slot"),
+           "cuda_visible_devices": (attrs.get("env") or {}).get("CUDA_VISIBLE_DEVICES"),
+           "device_used": attrs.get("device_used") or info.get("device_used") or "not recorded",
+           "warm_worker_pid": info.get("warm_worker_pid"), "duplicate_of": attrs.get("duplicate_of"),
+           "metrics": {key: entry.get("value") for key, entry in dict(attrs.get("metrics", {})).items()}}
+    if attrs.get("outcome") != "OK":
+        row["log_tail"] = str(attrs.get("log_tail") or "")[-LOG_TAIL_CHARS:]
+    return row
+
+
+def study_rows(spec: dict[str, Any], ctx: PhaseContext, name: str, share: float = 0.7) -> list[dict[str, Any]]:
+    """Run ``spec`` as study ``name`` in ``ctx.home`` and return one row per trial (:func:`_trial_row`).
+    The study stops itself after ``share`` of the phase's cap (``budget.wall_time_s``)."""
+    import tuner
+
+    ctx.home.mkdir(parents=True, exist_ok=True)
+    spec = {**spec, "name": name, "budget": {**spec["budget"], "wall_time_s": max(5.0, share * ctx.cap_s)}}
+    path = ctx.home / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    opened = tuner.create_study(path, study_name=name, home=ctx.home)
+    tuner.run_study(opened, home=ctx.home, use_mlflow=False, memory_model=False)
+    return [_trial_row(trial) for trial in opened.study.get_trials()]
+
+
+def failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trials that did not end OK: number, outcome, reason and the tail of their worker log."""
+    return [{k: r.get(k) for k in ("number", "outcome", "reason", "log_tail")} for r in rows if r["outcome"] != "OK"]
+
+
+def _sleep_workload(ctx: PhaseContext, timeout_s: float = 60) -> dict[str, Any]:
+    name = "CudaSleepWorkload" if ctx.cuda else "HostSleepWorkload"
+    return {"class": f"gpu_check_workloads:{name}", "device": ctx.device, "timeout_s": timeout_s,
+            "timeout_mode": "fixed"}
+
+
+def phase_device_facts(ctx: PhaseContext) -> dict[str, Any]:
+    """NVML's view of the GPUs and of the processes on them (``coordinator_on_gpu``: the check's own
+    coordinator holds a CUDA context, which it must not), and torch's build, without a CUDA context of
+    its own (``PYTORCH_NVML_BASED_CUDA_CHECK=1``: ``is_available`` asks NVML)."""
+    from tuner.gpu import NvmlUnavailable, all_device_handles, device_process_memory, fingerprint, list_gpus, \
+        nvml_session
+
+    facts: dict[str, Any] = {"fingerprint": fingerprint(), "gpus": [asdict(gpu) for gpu in list_gpus()],
+                             "python": sys.version.split()[0]}
+    try:
+        with nvml_session() as pynvml:
+            on_gpus = [{str(pid): used for pid, used in device_process_memory(pynvml, h).items()}
+                       for h in all_device_handles(pynvml)]
+        facts["processes_on_gpus"] = on_gpus
+        facts["coordinator_on_gpu"] = any(str(os.getppid()) in device for device in on_gpus)
+    except NvmlUnavailable as error:
+        facts["processes_on_gpus"] = f"unavailable ({error})"
+    git = subprocess.run(["git", "rev-parse", "HEAD"], cwd=ROOT, capture_output=True, text=True, check=False)
+    facts["git_commit"] = git.stdout.strip() if git.returncode == 0 else f"unavailable ({git.stderr.strip()[:200]})"
+    os.environ["PYTORCH_NVML_BASED_CUDA_CHECK"] = "1"
+    try:
+        import torch
+    except ImportError as error:
+        return {**facts, "ok": False, "error": f"torch cannot be imported: {error}"}
+    facts.update(torch=torch.__version__, torch_cuda=torch.version.cuda, torch_sees_cuda=torch.cuda.is_available(),
+                 torch_device_count=torch.cuda.device_count(), cuda_initialised=torch.cuda.is_initialized())
+    facts["ok"] = not facts["cuda_initialised"] and not facts.get("coordinator_on_gpu") and (
+        not ctx.cuda or (bool(facts["gpus"]) and facts["torch_sees_cuda"]))
+    return facts
+
+
+def phase_latency_truth(ctx: PhaseContext) -> dict[str, Any]:
+    """Reported p50 against the kernel's own duration (counter ``kernel_ms_previous``) at 20 and 100 ms."""
+    spec = {"workload": _sleep_workload(ctx), "parameters": {"kernel_ms": {"type": "categorical", "choices": [20, 100]}},
+            "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
+            "measurement": {"warmup": 2, "min_repeats": 7, "max_repeats": 15, "cv_target": 0.01},
+            "budget": {"trials": 2}, "sampler": {"name": "grid"}, "seed": 0}
+    rows = study_rows(spec, ctx, "gpu_latency_truth")
+    trials = []
+    for row in rows:
+        reported, true = row["metrics"].get("latency_p50_s"), row["metrics"].get("count_kernel_ms_previous")
+        error = abs(reported * 1000 - true) / true if reported is not None and true else None
+        trials.append({"kernel_ms": row["params"].get("kernel_ms"), "outcome": row["outcome"],
+                       "reported_ms": None if reported is None else reported * 1000, "true_ms": true,
+                       "error": error, "cv": row["metrics"].get("latency_cv"), "reason": row["reason"]})
+    errors = [t["error"] for t in trials]
+    return {"trials": trials, "failures": failures(rows), "target": LATENCY_TARGET,
+            "max_error": max(errors) if errors and None not in errors else None,
+            "ok": len(trials) == 2 and all(e is not None and e <= LATENCY_TARGET for e in errors)}
+
+
+def _spike_workload(ctx: PhaseContext) -> dict[str, Any]:
+    name = "VramSpikeWorkload" if ctx.cuda else "HostMemorySpikeWorkload"
+    return {"class": f"gpu_check_workloads:{name}", "device": ctx.device, "timeout_s": 60, "timeout_mode": "fixed"}
+
+
+def phase_vram_spike(ctx: PhaseContext) -> dict[str, Any]:
+    """A spike of ``SPIKE`` GiB for 50 ms against a 0 GiB baseline: allocator and NVML peaks (RSS on the CPU)."""
+    spike_gib = SPIKE[ctx.device]
+    spec = {"workload": _spike_workload(ctx),
+            "parameters": {"spike_gib": {"type": "categorical", "choices": [0, spike_gib]},
+                           "spike_ms": {"type": "categorical", "choices": [50]}},
+            "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
+            "measurement": {"warmup": 0, "min_repeats": 3, "max_repeats": 3},
+            "budget": {"trials": 2}, "sampler": {"name": "grid"}, "seed": 0}
+    rows = study_rows(spec, ctx, "gpu_vram_spike")
+    by_size = {float(row["params"]["spike_gib"]): row["metrics"] for row in rows}
+    spike, base = by_size.get(spike_gib, {}), by_size.get(0.0, {})
+    want_gb = 0.9 * spike_gib * GIB_IN_GB
+
+    def rise(name: str) -> float | None:
+        return spike[name] - base[name] if spike.get(name) is not None and base.get(name) is not None else None
+
+    figures = {"spike_gib": spike_gib, "spike_ms": 50, "allocator_peak_gb": spike.get("peak_vram_gb"),
+               "nvml_peak_gb": spike.get("peak_vram_nvml_gb"), "nvml_rise_gb": rise("peak_vram_nvml_gb"),
+               "rss_rise_gb": rise("peak_rss_gb"), "sample_hz": spike.get("memory_sample_hz"),
+               "failures": failures(rows)}
+    caught = ([figures["allocator_peak_gb"], figures["nvml_rise_gb"]] if ctx.cuda else [figures["rss_rise_gb"]])
+    return {**figures, "ok": len(rows) == 2 and all(v is not None and v >= want_gb for v in caught)}
+
+
+def phase_carry_over(ctx: PhaseContext) -> dict[str, Any]:
+    """One warm worker: a large trial (the reference), then a small one (the baseline); the small one's
+    reserved and NVML peaks (RSS on the CPU) must be under half the large one's. The spike's block stays
+    in the caching allocator (``release: false``), as a model's would."""
+    large, small = CARRY[ctx.device]
+    fixed = {"spike_ms": 50, "release": False}
+    spec = {"workload": {**_spike_workload(ctx), "worker": "warm"},
+            "parameters": {"spike_gib": {"type": "categorical", "choices": [large, small]},
+                           "spike_ms": {"type": "categorical", "choices": [50]},
+                           "release": {"type": "categorical", "choices": [False]}},
+            "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
+            "measurement": {"warmup": 0, "min_repeats": 3, "max_repeats": 3},
+            "reference": {"spike_gib": large, **fixed}, "baseline": {"spike_gib": small, **fixed},
+            "budget": {"trials": 2}, "sampler": {"name": "grid"}, "seed": 0}
+    rows = study_rows(spec, ctx, "gpu_carry_over")
+    names = ("peak_vram_gb", "peak_vram_reserved_gb", "peak_vram_nvml_gb", "peak_rss_gb")
+    trials = [{"number": r["number"], "role": r["role"], "spike_gib": r["params"].get("spike_gib"),
+               "outcome": r["outcome"], "warm_worker_pid": r["warm_worker_pid"],
+               **{n: r["metrics"].get(n) for n in names}} for r in rows]
+    first = next((t for t in trials if t["role"] == "reference"), {})
+    second = next((t for t in trials if t["role"] == "baseline"), {})
+    compared = ("peak_vram_reserved_gb", "peak_vram_nvml_gb") if ctx.cuda else ("peak_rss_gb",)
+    ratios = {n: second[n] / first[n] if second.get(n) is not None and first.get(n) else None for n in compared}
+    one_worker = first.get("warm_worker_pid") is not None and first.get("warm_worker_pid") == second.get(
+        "warm_worker_pid")
+    return {"large_gib": large, "small_gib": small, "trials": trials, "one_worker": one_worker,
+            "small_over_large": ratios, "failures": failures(rows),
+            "ok": one_worker and all(v is not None and v < 0.5 for v in ratios.values())}
+
+
+def phase_sampler_cost(ctx: PhaseContext) -> dict[str, Any]:
+    """The same sleep workload with ``measurement.memory_sample_hz`` 0 (off), then 100: p50 per setting and
+    the on/off ratio, for one long kernel (GPU-bound) and many short ones (bound by the launch path)."""
+    from tuner.spec.models import MeasurementSpec
+
+    if "memory_sample_hz" not in MeasurementSpec.model_fields:
+        return {"ok": False, "error": "this tuner's spec has no measurement.memory_sample_hz (the switch of the "
+                                      "process-tree sampler); nothing measured"}
+    launches = 4000 if ctx.cuda else 50  # 5 µs kernels: the launch path, not the GPU, sets the pace
+    spec = {"workload": _sleep_workload(ctx),
+            "parameters": {"kernel_ms": {"type": "categorical", "choices": [20]},
+                           "launches": {"type": "categorical", "choices": [1, launches]}},
+            "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
+            "budget": {"trials": 2}, "sampler": {"name": "grid"}, "seed": 0}
+    p50: dict[str, dict[int, float | None]] = {}
+    rows_all: list[dict[str, Any]] = []
+    achieved: dict[str, Any] = {}
+    for hz in (0, 100):
+        measurement = {"warmup": 2, "min_repeats": 10, "max_repeats": 20, "cv_target": 0.01, "memory_sample_hz": hz}
+        rows = study_rows({**spec, "measurement": measurement}, ctx, f"gpu_sampler_{hz}hz", share=0.35)
+        rows_all += rows
+        p50[str(hz)] = {int(r["params"]["launches"]): r["metrics"].get("latency_p50_s") for r in rows}
+        achieved[str(hz)] = [r["metrics"].get("memory_sample_hz") for r in rows]
+    ratio: dict[str, float | None] = {}
+    for n in (1, launches):
+        on, off = p50["100"].get(n), p50["0"].get(n)
+        ratio[str(n)] = on / off if on and off else None
+    measured = [v for v in ratio.values() if v is not None]
+    return {"p50_s": p50, "on_over_off": ratio, "achieved_sample_hz": achieved, "order": "0 Hz first, then 100 Hz",
+            "max_cost": max(measured) - 1 if measured else None,
+            "cost_within_2_percent": bool(measured) and max(measured) <= 1.02, "failures": failures(rows_all),
+            "ok": len(measured) == 2}
+
+
+def phase_avatar(ctx: PhaseContext) -> dict[str, Any]:
+    """The avatar demo reduced to precision x streams x steps (6 trials on CUDA, 3 small ones on the CPU):
+    outcomes, latency per setting, bf16 (baseline) against fp32 (reference) at the same setting."""
+    spec = yaml.safe_load((ROOT / "search_spaces" / "avatar_demo.yaml").read_text())
+    frames, steps, resolution, batch = (24, [4, 8], 96, 4) if ctx.cuda else (6, [1], 32, 1)
+    spec["workload"].update(device=ctx.device, timeout_s=60, timeout_mode="fixed")
+    spec["parameters"] = {
+        "infer_frames": {"type": "categorical", "choices": [frames]},
+        "sample_steps": {"type": "categorical", "choices": steps},
+        "resolution": {"type": "categorical", "choices": [resolution]},
+        "batch_size": {"type": "categorical", "choices": [batch]},
+        "precision": {"type": "categorical", "choices": ["fp32", "bf16", "fp16"] if ctx.cuda else ["fp32", "bf16"]},
+        "streams": {"type": "categorical", "choices": [1, 2]},
+        "online_decode": {"type": "categorical", "choices": [True]}}
+    fixed = {"infer_frames": frames, "sample_steps": steps[-1], "resolution": resolution, "batch_size": batch,
+             "streams": 1, "online_decode": True}
+    spec["reference"], spec["baseline"] = {**fixed, "precision": "fp32"}, {**fixed, "precision": "bf16"}
+    want = 6 if ctx.cuda else 3
+    spec["budget"], spec["sampler"] = {"trials": want}, {"name": "grid"}
+    # PSNR and no report metrics: no perceptual model (stlpips, 64 MB of wheels) travels to the GPU machine
+    spec["objectives"] = [{"metric": "latency_p50_s", "direction": "minimize"},
+                          {"metric": "psnr_db", "direction": "maximize"}]
+    spec["constraints"], spec["report"] = [], []
+    if not ctx.cuda:
+        spec["measurement"] = {"warmup": 0, "min_repeats": 1, "max_repeats": 1}
+    rows = [r for r in study_rows(spec, ctx, "gpu_avatar") if r["duplicate_of"] is None]
+    trials = [{"number": r["number"], "role": r["role"], "outcome": r["outcome"], "reason": r["reason"],
+               **{k: r["params"].get(k) for k in ("precision", "streams", "sample_steps")},
+               **{k: r["metrics"].get(k) for k in ("latency_p50_s", "latency_cv", "peak_vram_gb", "psnr_db")}}
+              for r in rows]
+    by_role = {t["role"]: t for t in trials if t["role"] in ("reference", "baseline")}
+    fp32, bf16 = (by_role.get("reference") or {}).get("latency_p50_s"), (by_role.get("baseline") or {}).get(
+        "latency_p50_s")
+    ratio = fp32 / bf16 if fp32 and bf16 else None
+    spread = max((t.get("latency_cv") or 0.0) for t in by_role.values()) if by_role else 0.0
+    distinct = ratio is not None and abs(ratio - 1.0) > max(0.03, 2 * spread)
+    ok_trials = sum(1 for t in trials if t["outcome"] == "OK")
+    return {"device": ctx.device, "trials": trials, "ok_trials": ok_trials, "fp32_over_bf16_latency": ratio,
+            "bf16_distinct_from_fp32": distinct, "failures": failures(rows),
+            "ok": ok_trials >= want and (distinct or not ctx.cuda)}
+
+
+def _pinned_index(row: dict[str, Any]) -> str | None:
+    """The one device a trial's slot exposed (``CUDA_VISIBLE_DEVICES`` of its record or environment)."""
+    used = row["device_used"] if isinstance(row["device_used"], dict) else {}
+    value = used.get("cuda_visible_devices", row["cuda_visible_devices"])
+    return str(value) if value not in (None, "") and "," not in str(value) else None
+
+
+def phase_slot_pinning(ctx: PhaseContext) -> dict[str, Any]:
+    """The Live Avatar stand-in with ``gpus: 1`` (writes .npz, no PyAV): each trial's slot, the device it
+    really used (trial attribute ``device_used``, read defensively) and the CUDA_VISIBLE_DEVICES it saw."""
+    from tuner.testing.audio import write_tone_wav
+
+    spec = yaml.safe_load((ROOT / "search_spaces" / "live_avatar.yaml").read_text())
+    command = spec["workload"]["command"]
+    argv = command["argv"]
+    argv[argv.index("{checkout}/minimal_inference/s2v_streaming_interact.py")] = str(
+        ROOT / "standins" / "live_avatar_s2v_standin.py")
+    argv[0:1] = [sys.executable, str(ROOT / "standins" / "torchrun_standin.py")]
+    argv[argv.index("out.mp4")] = "out.npz"
+    command["outputs"]["video"] = "out.npz"
+    spec["workload"].update(device=ctx.device, timeout_s=60, timeout_mode="fixed")
+    command["gpus"] = 1
+    ctx.home.mkdir(parents=True, exist_ok=True)
+    audio = write_tone_wav(ctx.home / "speech.wav", 2.0, 16000)
+    spec["inputs"].update(checkout=str(ctx.home), ckpt_dir=str(ctx.home / "ckpt"), audio=str(audio),
+                          audio_seconds=2.0)
+    spec["objectives"] = [{"metric": "latency_p50_s", "direction": "minimize"},
+                          {"metric": "psnr_db", "direction": "maximize"}]
+    spec["constraints"], spec["report"] = [], []
+    spec["budget"], spec["sampler"] = {"trials": 3}, {"name": "random"}
+    rows = [r for r in study_rows(spec, ctx, "gpu_slot_pinning") if r["duplicate_of"] is None]
+    ran = [r for r in rows if r["outcome"] in ("OK", "OOM")]  # the stand-in simulates OOM for large settings
+    trials = []
+    for r in rows:
+        used = r["device_used"] if isinstance(r["device_used"], dict) else {}
+        nvml = used.get("nvml_indices", "not recorded")
+        pinned = _pinned_index(r)
+        trials.append({"number": r["number"], "outcome": r["outcome"], "reason": r["reason"], "slot": r["slot"],
+                       "cuda_visible_devices": r["cuda_visible_devices"], "pinned_to": pinned,
+                       "cuda_device_order": used.get("cuda_device_order", "not recorded"),
+                       "torch_device": used.get("torch_device", "not recorded"), "nvml_indices": nvml,
+                       "on_its_device": not isinstance(nvml, list) or all(str(i) == pinned for i in nvml)})
+    pinned_ok = [t for t in trials if t["outcome"] in ("OK", "OOM") and t["pinned_to"] is not None
+                 and t["on_its_device"]]
+    return {"device": ctx.device, "trials": trials, "ran_trials": len(ran), "pinned_trials": len(pinned_ok),
+            "device_used_recorded": sum(1 for r in rows if isinstance(r["device_used"], dict)),
+            "failures": failures(rows),
+            "ok": len(rows) >= 3 and len(ran) == len(rows) and (len(pinned_ok) == len(ran) or not ctx.cuda)}
+
+
+def phase_gpu_tests(ctx: PhaseContext) -> dict[str, Any]:
+    """``pytest -m gpu`` on the test files that mark a GPU test (the rest of the suite imports packages the
+    GPU machine lacks); the summary line's counts. On the CPU every one of them skips."""
+    files = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_*.py")
+                   if "pytest.mark.gpu" in path.read_text(errors="replace"))
+    command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "--rootdir", str(ROOT),
+               "--continue-on-collection-errors", *files]
+    try:
+        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=max(5.0, ctx.cap_s - 10),
+                              check=False, preexec_fn=die_with_parent)
+    except subprocess.TimeoutExpired as error:
+        output = (error.stdout or b"").decode(errors="replace") if isinstance(error.stdout, bytes) else (
+            error.stdout or "")
+        return {"files": files, "ok": False, "error": f"pytest ran past {ctx.cap_s - 10:.0f} s",
+                "tail": output.strip().splitlines()[-15:]}
+    tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
+    counts = {kind: int(number) for number, kind in re.findall(
+        r"(\d+) (passed|failed|skipped|errors?|deselected)", tail[-1] if tail else "")}
+    bad = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
+    return {"files": files, "exit_code": done.returncode, "counts": counts, "tail": tail,
+            "ok": bad == 0 and (done.returncode == 0 and counts.get("passed", 0) > 0 if ctx.cuda
+                                else done.returncode in (0, 5))}
+
+
+PHASES: dict[str, Callable[[PhaseContext], dict[str, Any]]] = {
+    "device_facts": phase_device_facts, "latency_truth": phase_latency_truth, "vram_spike": phase_vram_spike,
+    "carry_over": phase_carry_over, "sampler_cost": phase_sampler_cost, "avatar": phase_avatar,
+    "slot_pinning": phase_slot_pinning, "gpu_tests": phase_gpu_tests}
+
+
+def die_with_parent() -> None:
+    """In a child before ``exec``: SIGKILL it when its parent dies (Linux ``PR_SET_PDEATHSIG``), so a phase
+    never outlives a coordinator that was itself SIGKILLed; the phase's runners' reapers then kill the rest."""
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    """``path`` holds either its old content or all of ``data``, never a part (temporary file + rename)."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(temporary, path)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Child entry: run one phase, write ``{"ok", "figures" | "error", "traceback", "seconds"}`` to --result."""
+    parser = argparse.ArgumentParser(description="One phase of bench/gpu_check.py (run by it, in a child).")
+    parser.add_argument("phase", choices=sorted(PHASES))
+    parser.add_argument("--device", choices=("cuda", "cpu"), required=True)
+    parser.add_argument("--home", type=Path, required=True)
+    parser.add_argument("--result", type=Path, required=True)
+    parser.add_argument("--cap-s", type=float, required=True)
+    args = parser.parse_args(argv)
+    sys.path[:0] = [str(ROOT / "bench"), str(ROOT)]
+    started = time.perf_counter()
+    try:
+        figures = PHASES[args.phase](PhaseContext(args.device, args.home, args.cap_s))
+        result: dict[str, Any] = {"ok": bool(figures.pop("ok", False)), "figures": figures}
+        if "error" in figures:
+            result["error"] = figures.pop("error")
+    except Exception as error:  # noqa: BLE001 - a failing phase is a figure too
+        result = {"ok": False, "error": f"{type(error).__name__}: {error}", "traceback": traceback.format_exc()[-3000:]}
+    result["child_seconds"] = round(time.perf_counter() - started, 1)
+    write_json_atomically(args.result, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
