@@ -71,9 +71,9 @@ def test_python_and_torch_are_ranges_and_ci_versions_are_pinned_in_test() -> Non
     assert "torch>=2.5" in core and not any(r.startswith("torch==") for r in core)
     extras = PROJECT["optional-dependencies"]
     assert {"torch==2.14.1", "torchvision==0.29.1", "tuner[all]"} <= set(extras["test"])
-    assert extras["all"] == ["tuner[serve,postgres,perceptual,media]"]
+    assert extras["all"] == ["tuner[serve,postgres,perceptual,media,models]"]
     heavy = {"fastapi", "uvicorn", "psycopg", "lpips", "stlpips-pytorch", "ipython", "torchsummary",
-             "opencv-python-headless", "av", "torchvision"}
+             "opencv-python-headless", "av", "torchvision", "diffusers", "transformers", "accelerate"}
     assert not heavy & set(_names(core)), "a model's environment must not have to take these"
 
 
@@ -82,6 +82,7 @@ def test_python_and_torch_are_ranges_and_ci_versions_are_pinned_in_test() -> Non
     ("postgres", {"psycopg"}),
     ("perceptual", {"lpips", "stlpips-pytorch", "ipython", "torchsummary", "torchvision"}),
     ("media", {"opencv-python-headless", "av"}),
+    ("models", {"diffusers", "transformers", "accelerate"}),
 ])
 def test_each_extra_installs_the_modules_named_for_it(extra: str, packages: set[str]) -> None:
     assert set(_names(PROJECT["optional-dependencies"][extra])) == packages

@@ -38,6 +38,9 @@ EXTRA_OF_MODULE: dict[str, str] = {
     "IPython": "perceptual",  # imported by stlpips-pytorch without being declared
     "torchsummary": "perceptual",  # likewise
     "torchvision": "perceptual",  # imported only by lpips / stlpips-pytorch
+    "diffusers": "models",
+    "transformers": "models",
+    "accelerate": "models",
     "cv2": "media",
     "av": "media",
 }
