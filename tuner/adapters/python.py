@@ -18,6 +18,9 @@ with device synchronisation, and allocator peaks are read by the worker.
 
 An optional ``declared_weights(inputs) -> {name: path}`` names the weight files
 the model reads; the worker records their sha256 with each trial (export provenance).
+An optional ``weights_identity(inputs) -> str`` says which weights ran:
+``random:<preset>:<seed>`` for a network built from its config with seeded random
+weights, ``path:<dir>`` for a weights directory; recorded as ``runtime.weights_identity``.
 
 Counters ``adapter_loads`` (loads by this process so far) and ``adapter_calls``
 are added to every output, so a study shows how often its model was loaded.
@@ -134,6 +137,12 @@ class PythonAdapterWorkload(Workload):
         if not callable(declare):
             return {}
         return {str(name): Path(path) for name, path in dict(declare(dict(context.inputs))).items()}
+
+    def weights_identity(self, context: RunContext) -> str | None:
+        """The model's ``weights_identity(inputs)`` (``random:<preset>:<seed>`` or ``path:<dir>``), when it
+        has one; else None."""
+        identify = getattr(self.model, "weights_identity", None)
+        return str(identify(dict(context.inputs))) if callable(identify) else None
 
     def teardown(self) -> None:
         if self.model is not None and callable(getattr(self.model, "unload", None)):

@@ -93,6 +93,8 @@ def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: 
     document["files"] = {"trial_dir": str(trial_dir), "result": str(result_path) if result_path.is_file() else None,
                          "log": str(log_path) if log_path.is_file() else None}
     document["log_tail"] = _log_tail(payload, log_path, trial.user_attrs, lines)
+    runtime = trial.user_attrs.get("runtime")
+    document["weights_identity"] = runtime.get("weights_identity") if isinstance(runtime, Mapping) else None
     return document
 
 
@@ -103,6 +105,11 @@ def render_trial(document: Mapping[str, Any]) -> list[str]:
     head += _where(document)
     head += _links(document)
     head.append(f"reason: {document['reason']}" if document["reason"] else "reason: -")
+    identity = document.get("weights_identity")
+    if identity:
+        random = str(identity).startswith("random:")
+        head.append(f"weights: {identity}" + (" (random: quality metrics are agreement with the reference setting "
+                                               "of an untrained network, not output quality)" if random else ""))
     body = _pairs("params", document["params"]) + _pairs("derived", document["derived"])
     body += _objectives(document) + _constraints(document["constraints"]) + _metrics(document["metrics"])
     body += _pairs("samples", document["samples"]) + _invocations(document) + _files(document)

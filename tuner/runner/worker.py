@@ -269,10 +269,18 @@ def trial_provenance(request: TrialRequest, workload: Any, context: "RunContext"
         declared = dict(declare(context)) if callable(declare) else {}
     except Exception as error:  # noqa: BLE001 - a weights path that cannot be read is a fact, not a crash
         problem = f"declared_weights: {type(error).__name__}: {error}"
+    identity: str | None = None
+    try:
+        identify = getattr(workload, "weights_identity", None)
+        identity = identify(context) if callable(identify) else None
+    except Exception as error:  # noqa: BLE001 - a fact we could not read
+        problem = f"{problem + '; ' if problem else ''}weights_identity: {type(error).__name__}: {error}"
     try:
         runtime = trial_runtime(modules, declared, Path(request.workdir).parent / WEIGHTS_HASH_CACHE)
     except Exception as error:  # noqa: BLE001
         runtime = {"unavailable": {"runtime": f"{type(error).__name__}: {error}"}}
+    if identity is not None:
+        runtime["weights_identity"] = identity
     if problem is not None:
         runtime.setdefault("unavailable", {})["weights"] = problem
     return {"env": redacted_environment(), "runtime": runtime}

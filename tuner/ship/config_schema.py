@@ -185,6 +185,10 @@ class Provenance(_Model):
     packages: dict[str, str | None] = Field(default_factory=dict)
     runtime: Runtime | None = None
     weights: dict[str, WeightsFile] = Field(default_factory=dict)
+    weights_identity: str | None = None
+    """Which weights the measuring trial ran: ``random:<preset>:<seed>`` (built from a published config with
+    seeded random weights: its quality figures are agreement with the reference setting of an untrained
+    network, not output quality) or ``path:<dir>``; None when the workload does not say."""
 
 
 class CheckBlock(_Model):

@@ -261,10 +261,23 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
         "check": {"spec_yaml": attrs.get("spec_yaml", ""), "device": str(attrs.get("device", "cpu")),
                   "reference": _settings_of(by_role.get("reference")),
                   "baseline": _settings_of(base)},
-        "warnings": noise_warnings(record, base, comparison["speedup"] if comparison else None),
+        "warnings": noise_warnings(record, base, comparison["speedup"] if comparison else None)
+        + random_weights_warnings(measured),
         "env": recorded_env(measured),
     }
     return validate_config(document, f"export of trial {record.number}").to_document()
+
+
+def random_weights_warnings(trial_attrs: Mapping[str, Any]) -> list[str]:
+    """One warning when the measuring trial ran a network with random weights (``runtime.weights_identity``
+    ``random:...``): its speed and memory are the architecture's, its quality figures are not."""
+    runtime = trial_attrs.get("runtime")
+    identity = runtime.get("weights_identity") if isinstance(runtime, Mapping) else None
+    if not (isinstance(identity, str) and identity.startswith("random:")):
+        return []
+    return [f"measured with random weights ({identity}): latency and memory are the architecture's, but the "
+            f"quality figures are agreement with the reference setting of an untrained network, not output "
+            f"quality; re-measure with the real weights before shipping"]
 
 
 def _settings_of(record: TrialRecord | None) -> dict[str, Any] | None:

@@ -71,13 +71,15 @@ def runtime_block(runtime: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def provenance_fields(study_attrs: Mapping[str, Any], trial_attrs: Mapping[str, Any]) -> dict[str, Any]:
-    """``{"source", "git", "packages", "runtime", "weights"}`` for the export's ``provenance`` (see module
+    """``{"source", "git", "packages", "runtime", "weights", "weights_identity"}`` for the export's ``provenance`` (see module
     docs). ``trial_attrs``: the user attributes of the trial that measured the setting."""
     runtime = _mapping(trial_attrs.get("runtime"))
     if runtime is not None:
         return {"source": "trial", "git": _git_block(runtime.get("git")),
                 "packages": _packages(runtime.get("packages")), "runtime": runtime_block(runtime),
-                "weights": _weights(runtime.get("weights"))}
+                "weights": _weights(runtime.get("weights")),
+                "weights_identity": (str(runtime["weights_identity"]) if runtime.get("weights_identity") is not None
+                                     else None)}
     study = _mapping(study_attrs.get("provenance"))
     if study is not None:
         return {"source": "study", "git": _git_block(study.get("git")), "packages": _packages(study.get("packages")),
