@@ -53,11 +53,13 @@ def no_network() -> Iterator[None]:
 
 @pytest.fixture(scope="module")
 def tiny(no_network: None) -> Iterator[OmniThinkerModel]:
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
     model = make_omni_thinker(weights="random", architecture="tiny", seed=0, device="cpu")
     model.load(STATIC)
     yield model
     model.unload()
+    torch.set_num_threads(threads)
 
 
 def test_video_patches_are_the_processors(tiny: OmniThinkerModel) -> None:

@@ -140,6 +140,20 @@ def test_workload_module_is_the_users_code() -> None:
     assert workload_module("tuner.adapters.command:CommandWorkload", None) is None
 
 
+def test_torch_runtime_reports_the_thread_count_at_the_time_of_the_call() -> None:
+    """A warm worker changes torch's threads between trials; the record must follow."""
+    import torch
+
+    previous = torch.get_num_threads()
+    try:
+        torch.set_num_threads(2)
+        assert provenance.torch_runtime()["threads"] == 2
+        torch.set_num_threads(1)
+        assert provenance.torch_runtime()["threads"] == 1
+    finally:
+        torch.set_num_threads(previous)
+
+
 def test_trial_runtime_marks_every_missing_fact_with_a_reason(tmp_path: Path) -> None:
     import torch
 

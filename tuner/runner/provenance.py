@@ -164,14 +164,8 @@ def warm_cache(modules: list[str]) -> None:
 
 
 @lru_cache(maxsize=1)
-def torch_runtime() -> dict[str, Any]:
-    """Facts of the torch this process imported (cached per process; see module docs).
-
-    ``{"version", "cuda", "cudnn", "cuda_available", "threads", "interop_threads"}``:
-    ``cuda`` is ``torch.version.cuda`` (the CUDA runtime torch was built with; None for a
-    CPU build), ``cudnn`` ``torch.backends.cudnn.version()`` (None when torch has none).
-    Call only when torch is already imported.
-    """
+def _torch_build() -> dict[str, Any]:
+    """Facts of the imported torch that cannot change within a process (cached)."""
     import torch
 
     try:
@@ -179,7 +173,22 @@ def torch_runtime() -> dict[str, Any]:
     except Exception:  # noqa: BLE001 - a broken cuDNN install is a fact, not a failure
         cudnn = None
     return {"version": torch.__version__, "cuda": torch.version.cuda, "cudnn": cudnn,
-            "cuda_available": bool(torch.cuda.is_available()), "threads": torch.get_num_threads(),
+            "cuda_available": bool(torch.cuda.is_available())}
+
+
+def torch_runtime() -> dict[str, Any]:
+    """Facts of the torch this process imported (see module docs).
+
+    ``{"version", "cuda", "cudnn", "cuda_available", "threads", "interop_threads"}``:
+    ``cuda`` is ``torch.version.cuda`` (the CUDA runtime torch was built with; None for a
+    CPU build), ``cudnn`` ``torch.backends.cudnn.version()`` (None when torch has none).
+    The build facts are cached per process; the thread counts are read at each call, since
+    a warm worker or the workload may change them between trials.
+    Call only when torch is already imported.
+    """
+    import torch
+
+    return {**_torch_build(), "threads": torch.get_num_threads(),
             "interop_threads": torch.get_num_interop_threads()}
 
 
