@@ -44,12 +44,12 @@ class SimulatedVideoPipeline:
         self.calls: list[str] = []
 
     @classmethod
-    def from_pretrained(cls, path: str, torch_dtype: Any, local_files_only: bool) -> "SimulatedVideoPipeline":
-        cls.loaded.append({"path": path, "dtype": torch_dtype, "local_files_only": local_files_only})
-        return cls(torch_dtype)
+    def from_pretrained(cls, path: str, dtype: Any, local_files_only: bool) -> "SimulatedVideoPipeline":
+        cls.loaded.append({"path": path, "dtype": dtype, "local_files_only": local_files_only})
+        return cls(dtype)
 
-    def enable_model_cpu_offload(self) -> None:
-        self.calls.append("offload")
+    def enable_model_cpu_offload(self, device: str | None = None) -> None:
+        self.calls.append(f"offload:{device}")
 
     def to(self, device: str) -> "SimulatedVideoPipeline":
         self.calls.append(f"to:{device}")
@@ -72,18 +72,29 @@ def test_precision_names_map_to_torch_dtypes_and_unknown_ones_are_refused() -> N
 
 
 def test_diffusers_factory_loads_locally_applies_static_params_and_returns_uint8_video() -> None:
+    """A weights directory: read with local files only, the VAE in its own dtype (fp32 by default),
+    offload from the static parameters, VAE tiling from the run's. (The real Wan pipeline built from
+    its config: tests/adapters/test_diffusers_wan.py.)"""
     model = make_video_pipeline(model_path="/weights/video", pipeline_class=f"{__name__}:SimulatedVideoPipeline",
-                                device="cpu", seed=3)
-    model.load({"precision": "fp32", "cpu_offload": True, "vae_tiling": True, "compile": False})
-    assert SimulatedVideoPipeline.loaded[-1] == {"path": "/weights/video", "dtype": torch.float32,
-                                                 "local_files_only": True}
+                                device="cuda", seed=3)
+    model.load({"precision": "bf16", "cpu_offload": True, "compile": False})
+    assert SimulatedVideoPipeline.loaded[-1] == {"path": "/weights/video", "local_files_only": True,
+                                                 "dtype": {"default": torch.bfloat16, "vae": torch.float32}}
     pipe = model.pipe
-    assert pipe.calls == ["offload"] and pipe.vae.tiled
-    params = {"num_frames": 5, "height": 32, "width": 48, "num_inference_steps": 2, "batch_size": 2}
+    assert pipe.calls == ["offload:cuda"] and not pipe.vae.tiled
+    assert model.weights_identity({}) == "path:/weights/video"
+    params = {"num_frames": 5, "height": 32, "width": 48, "num_inference_steps": 2, "batch_size": 2,
+              "vae_tiling": True}
     first, second = model.run(params, {"prompt": "a cat"}), model.run(params, {"prompt": "a cat"})
+    assert pipe.vae.tiled
     assert first.video is not None and first.video.shape == (2, 5, 32, 48, 3) and first.video.dtype == np.uint8
     assert first.items == 2 and np.array_equal(first.video, second.video)  # seeded generator
     with pytest.raises(InvalidSetting, match="4k\\+1"):
         model.run({**params, "num_frames": 6}, {})
-    model.load({"precision": "bf16"})
-    assert model.pipe.calls == ["to:cpu"] and not model.pipe.vae.tiled
+    model.load({"precision": "fp32", "vae_dtype": "bf16"})
+    assert SimulatedVideoPipeline.loaded[-1]["dtype"] == {"default": torch.float32, "vae": torch.bfloat16}
+    assert model.pipe.calls == ["to:cuda"] and not model.pipe.vae.tiled
+    cpu_model = make_video_pipeline(model_path="/weights/video",
+                                    pipeline_class=f"{__name__}:SimulatedVideoPipeline", device="cpu")
+    with pytest.raises(InvalidSetting, match="needs an accelerator"):
+        cpu_model.load({"precision": "fp32", "offload": "model"})

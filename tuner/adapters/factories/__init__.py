@@ -1,7 +1,9 @@
 """Ready python-adapter factories for common model families (``workload.python.factory``).
 
 * :mod:`.transformers_av` -- a transformers ``generate()``-based audio-visual LLM;
-* :mod:`.diffusers_video` -- a diffusers text/image-to-video pipeline.
+* :mod:`.diffusers_video` -- a diffusers text/image-to-video pipeline: a local weights directory, or Wan
+  built from a published architecture (:mod:`.wan_presets`) with seeded random weights; the settings
+  diffusers offers around it (caches, attention kernels, offload, compile): :mod:`.wan_knobs`.
 
 They import transformers / diffusers only when built (neither is a dependency of
 the tuner: install the one your model needs in the same environment). Weights are

@@ -1,85 +1,293 @@
-"""A python-adapter factory for a diffusers video pipeline (text- or image-to-video).
+"""A python-adapter factory for a diffusers video pipeline: Wan from weights or from its config.
 
 ``workload.python``::
 
     factory: tuner.adapters.factories.diffusers_video:make_video_pipeline
-    kwargs: {model_path: /weights/Wan2.1-T2V-1.3B-Diffusers, pipeline_class: "diffusers:WanPipeline"}
-    reload_on: [precision, cpu_offload, vae_tiling, compile]
+    kwargs: {weights: random, architecture: wan2.1-t2v-1.3b, device: cuda, seed: 0}
+    #   or: {model_path: /weights/Wan2.1-T2V-1.3B-Diffusers, pipeline_class: "diffusers:WanPipeline"}
+    reload_on: [precision, offload, attention_backend, compile]
 
-``load(static)``: the pipeline from ``model_path`` (local files only) in ``precision``;
-``cpu_offload`` -> ``enable_model_cpu_offload()`` (else ``.to(device)``); ``vae_tiling`` ->
-``vae.enable_tiling()``; ``compile`` -> ``torch.compile`` of the transformer (or UNet).
-``run(params, inputs)``: ``pipe(prompt=inputs.prompt, negative_prompt=inputs.negative_prompt,
-num_frames, height, width, num_inference_steps, guidance_scale,
-num_videos_per_prompt=batch_size, generator=seeded, output_type="np")``; the frames
-become uint8 video (B, T, H, W, 3).
+**Weights.** ``model_path``: a local diffusers directory (``local_files_only``; the VAE in
+``vae_dtype``, the rest in ``precision``). ``weights: random``: a ``WanPipeline`` built from an
+``architecture`` preset (:mod:`.wan_presets`: ``tiny``, ``wan2.1-t2v-1.3b``, ``wan2.1-t2v-14b``,
+``wan2.2-t2v-a14b``) with weights drawn from ``seed``, without any download. Text: with random
+weights, or a directory without a text encoder, each prompt's embedding is a seeded tensor of
+the shape Wan's UMT5 gives, (B, 512, text_dim); with a text encoder, a Wan prompt is encoded once
+on the CPU (first call, outside the pipeline) and reused: latency and memory are the pipeline's
+denoising and decoding, not the text encoder's. :meth:`DiffusersVideoModel.weights_identity` says
+which weights ran (``random:<preset>:<seed>`` or ``path:<dir>``); quality metrics of random
+weights measure agreement with the reference setting of an untrained network, not image quality.
 
-diffusers is not a dependency: the tests drive this factory with a simulated
-pipeline class at the diffusers boundary (same calls, random frames); the
-adapter machinery it runs in is tested with ``standins.avqa_factory``.
+**load(static)** -- the ``reload_on`` values: ``precision`` (fp32 / bf16 / fp16, the denoiser),
+``vae_dtype`` (default the ``vae_dtype`` kwarg, fp32 as Wan keeps it), ``offload`` (none / model /
+group_block / group_leaf / sequential; the old ``cpu_offload: true`` = model), ``attention_backend``,
+``compile`` (a mode or a bool; ``compile_scope`` kwarg: regional or full). See :mod:`.wan_knobs`.
+
+**run(params, inputs)** -- ``num_frames`` (4k+1), ``height`` / ``width`` (multiples of 16: the
+pipeline would silently round anything else), ``num_inference_steps``, ``guidance_scale`` (CFG, two
+denoiser calls per step, only above 1), ``guidance_scale_2`` (low-noise expert; two-expert presets
+only), ``batch_size`` (videos per call), ``scheduler`` (unipc / dpm++ / euler) and ``flow_shift``,
+``cache`` with ``cache_threshold`` / ``cache_interval``, ``vae_tiling``, ``vae_slicing``. These
+apply without a reload (a cache's hooks are swapped when it changes). Inputs: ``prompt``,
+``negative_prompt``. Output: uint8 video (B, T, H, W, 3); counters ``frames``, ``steps``, ``cfg``.
+A setting the pipeline would refuse or silently change raises ``InvalidSetting``. MagCache
+without a ``mag_ratios`` kwarg calibrates its ratios by one uncached generation the first time a
+setting asks for it: the trial's first call, a warm-up call when ``measurement.warmup >= 1``.
 """
 
 from __future__ import annotations
 
+import gc
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from tuner.adapters.factories import import_named, torch_dtype
+from tuner.adapters.factories.wan_knobs import (CacheChoice, cache_config, calibrate_mag_ratios,
+                                                check_attention_backend, compile_mode, compile_transformer, place)
+from tuner.adapters.factories.wan_presets import (SCHEDULERS, build_transformer, build_vae, make_scheduler,
+                                                  preset_named, random_text_embedding)
 from tuner.workloads.base import InvalidSetting, WorkloadOutput
+
+_WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
 
 
 class DiffusersVideoModel:
     """``load`` / ``run`` for a diffusers video pipeline (see module docs)."""
 
-    def __init__(self, model_path: str, pipeline_class: str = "diffusers:DiffusionPipeline",
-                 device: str = "cuda", seed: int = 0) -> None:
-        self.model_path = model_path
-        self.pipeline_class = pipeline_class
-        self.device = device
-        self.seed = seed
+    def __init__(self, model_path: str | None = None, pipeline_class: str = "diffusers:DiffusionPipeline",
+                 device: str = "cuda", seed: int = 0, weights: str | None = None, architecture: str = "tiny",
+                 vae_dtype: str = "fp32", compile_scope: str = "regional",
+                 mag_ratios: list[float] | None = None) -> None:
+        self.weights = weights or ("random" if model_path is None else "path")
+        if self.weights not in ("random", "path"):
+            raise ValueError(f"weights must be 'random' or 'path', not {self.weights!r}")
+        if self.weights == "path" and not model_path:
+            raise ValueError("weights: path needs model_path (a local diffusers directory)")
+        self.preset = preset_named(architecture) if self.weights == "random" else None
+        self.model_path, self.pipeline_class = model_path, pipeline_class
+        self.device, self.seed = device, int(seed)
+        self.vae_dtype, self.compile_scope, self.mag_ratios = vae_dtype, compile_scope, mag_ratios
         self.pipe: Any = None
+        self._text_encoder: Any = None  # (tokenizer, encoder) kept off the pipeline, on the CPU
+        self._embeddings: dict[tuple[str, int], Any] = {}
+        self._applied: dict[str, Any] = {}
+        self._calibrated: dict[tuple[Any, ...], list[float]] = {}
 
+    # -- weights -----------------------------------------------------------------------------------------
+    def weights_identity(self, inputs: Mapping[str, Any]) -> str:
+        """``random:<preset>:<seed>`` for seeded random weights, ``path:<model_path>`` for a directory."""
+        if self.preset is not None:
+            return f"random:{self.preset.name}:{self.seed}"
+        return f"path:{self.model_path}"
+
+    def declared_weights(self, inputs: Mapping[str, Any]) -> dict[str, Path]:
+        """The weight files of ``model_path`` by relative name (the worker records their sha256); none when random."""
+        if self.preset is not None or self.model_path is None:
+            return {}
+        root = Path(self.model_path)
+        return {str(path.relative_to(root)): path for path in sorted(root.rglob("*"))
+                if path.is_file() and path.name.endswith(_WEIGHT_SUFFIXES)}
+
+    # -- load --------------------------------------------------------------------------------------------
     def load(self, static_params: Mapping[str, Any]) -> None:
-        import torch
-
+        """Build or read the pipeline for these static settings and place it (see module docs)."""
         dtype = torch_dtype(static_params)
+        vae_dtype = torch_dtype({"precision": static_params.get("vae_dtype", self.vae_dtype)})
+        offload = str(static_params.get("offload", "model" if static_params.get("cpu_offload") else "none"))
+        backend = static_params.get("attention_backend")
+        mode = compile_mode(static_params.get("compile", "none"))
+        if backend is not None:
+            check_attention_backend(str(backend), self.device, dtype)
+        if offload != "none" and not self.device.startswith("cuda"):
+            raise InvalidSetting(f"offload {offload!r} needs an accelerator; the trial runs on {self.device}")
+        pipe = self._build_random(dtype, vae_dtype) if self.preset is not None else self._read(dtype, vae_dtype)
+        if hasattr(pipe, "set_progress_bar_config"):
+            pipe.set_progress_bar_config(disable=True)
+        denoisers = _denoisers(pipe)
+        if backend is not None:
+            for denoiser in denoisers:
+                denoiser.set_attention_backend(str(backend))
+        place(pipe, offload, self.device)
+        for denoiser in denoisers:
+            compile_transformer(denoiser, mode, self.compile_scope)
+        self.pipe, self._applied = pipe, {"loaded_scheduler": getattr(pipe, "scheduler", None)}
+
+    def _build_random(self, dtype: Any, vae_dtype: Any) -> Any:
+        from diffusers import WanPipeline
+
+        preset = self.preset
+        assert preset is not None
+        experts = [build_transformer(preset, self.device, dtype, self.seed + index) for index in range(preset.experts)]
+        vae = build_vae(preset, self.device, vae_dtype, self.seed + 100)
+        return WanPipeline(tokenizer=None, text_encoder=None, vae=vae, scheduler=make_scheduler("unipc", preset.flow_shift),
+                           transformer=experts[0], transformer_2=experts[1] if len(experts) > 1 else None,
+                           boundary_ratio=preset.boundary_ratio)
+
+    def _read(self, dtype: Any, vae_dtype: Any) -> Any:
         pipeline_type = import_named(self.pipeline_class)
-        pipe = pipeline_type.from_pretrained(self.model_path, torch_dtype=dtype,
-                                             local_files_only=True)
-        if static_params.get("cpu_offload"):
-            pipe.enable_model_cpu_offload()
-        else:
-            pipe.to(self.device)
-        if static_params.get("vae_tiling") and hasattr(pipe.vae, "enable_tiling"):
-            pipe.vae.enable_tiling()
-        if static_params.get("compile"):
-            denoiser = "transformer" if getattr(pipe, "transformer", None) is not None else "unet"
-            setattr(pipe, denoiser, torch.compile(getattr(pipe, denoiser)))
-        self.pipe = pipe
+        root = Path(str(self.model_path))
+        extra: dict[str, Any] = {}
+        if not (root / "text_encoder").is_dir() and (root / "model_index.json").is_file():
+            extra = {"text_encoder": None, "tokenizer": None}  # seeded embeddings instead
+        dtypes = {_dtype_keyword(): {"default": dtype, "vae": vae_dtype}}  # per component: the VAE its own
+        pipe = pipeline_type.from_pretrained(str(root), local_files_only=True, **dtypes, **extra)
+        if _is_wan(pipe) and getattr(pipe, "text_encoder", None) is not None:
+            self._text_encoder = (pipe.tokenizer, pipe.text_encoder)
+            pipe.register_modules(text_encoder=None, tokenizer=None)
+        return pipe
 
     def unload(self) -> None:
-        self.pipe = None
+        """Drop the pipeline (and the device memory it held)."""
+        self.pipe, self._text_encoder, self._embeddings, self._applied = None, None, {}, {}
+        gc.collect()
+        self._empty_device_cache()
 
+    # -- run ---------------------------------------------------------------------------------------------
     def run(self, params: Mapping[str, Any], inputs: Mapping[str, Any]) -> WorkloadOutput:
+        """Generate ``batch_size`` videos for ``inputs['prompt']`` with these settings (module docs)."""
         import torch
 
+        if self.pipe is None:
+            raise RuntimeError("run() before load()")
         frames, height, width = int(params["num_frames"]), int(params["height"]), int(params["width"])
-        if (frames - 1) % 4 or height % 16 or width % 16:
-            raise InvalidSetting(f"num_frames must be 4k+1 and height/width multiples of 16 "
-                                 f"(got {frames}, {height}x{width})")
-        generator = torch.Generator(device="cpu").manual_seed(self.seed)
-        result = self.pipe(prompt=str(inputs.get("prompt", "")), negative_prompt=inputs.get("negative_prompt"),
-                           num_frames=frames, height=height, width=width,
-                           num_inference_steps=int(params["num_inference_steps"]),
-                           guidance_scale=float(params.get("guidance_scale", 5.0)),
-                           num_videos_per_prompt=int(params.get("batch_size", 1)), generator=generator,
-                           output_type="np")
+        self._check_shape(frames, height, width)
+        batch = int(params.get("batch_size", params.get("num_videos_per_prompt", 1)))
+        if batch < 1:
+            raise InvalidSetting(f"batch_size must be >= 1 (got {batch})")
+        guidance = float(params.get("guidance_scale", 5.0))
+        call: dict[str, Any] = {"num_frames": frames, "height": height, "width": width,
+                                "num_inference_steps": int(params["num_inference_steps"]), "guidance_scale": guidance,
+                                "output_type": "np"}
+        if call["num_inference_steps"] < 1:
+            raise InvalidSetting(f"num_inference_steps must be >= 1 (got {call['num_inference_steps']})")
+        if "guidance_scale_2" in params:
+            if getattr(self.pipe, "transformer_2", None) is None:
+                raise InvalidSetting("guidance_scale_2 is for the low-noise expert of a two-expert (Wan2.2 A14B) model")
+            call["guidance_scale_2"] = float(params["guidance_scale_2"])
+        call.update(self._text(inputs, batch))
+        self._configure(params)
+        self._apply_cache(CacheChoice.from_params(params), call, guidance > 1.0)
+        result = self.pipe(**call, generator=torch.Generator(device="cpu").manual_seed(self.seed))
         video = np.asarray(result.frames)
         if video.ndim == 4:
             video = video[None]
         video = (np.clip(video, 0.0, 1.0) * 255).round().astype(np.uint8)
-        return WorkloadOutput(video=video, items=video.shape[0], counters={"frames": float(video.shape[1])})
+        return WorkloadOutput(video=video, items=video.shape[0],
+                              counters={"frames": float(video.shape[1]), "steps": float(call["num_inference_steps"]),
+                                        "cfg": float(guidance > 1.0)})
+
+    def _check_shape(self, frames: int, height: int, width: int) -> None:
+        temporal = int(getattr(self.pipe, "vae_scale_factor_temporal", 4))
+        spatial = int(getattr(self.pipe, "vae_scale_factor_spatial", 8))
+        denoiser = getattr(self.pipe, "transformer", None)
+        patch = tuple(getattr(getattr(denoiser, "config", None), "patch_size", None) or (1, 2, 2))
+        multiple = spatial * int(patch[1])
+        if frames < 1 or (frames - 1) % temporal or height < multiple or width < multiple \
+                or height % multiple or width % multiple:
+            raise InvalidSetting(f"num_frames must be {temporal}k+1 and height/width positive multiples of {multiple} "
+                                 f"(got {frames}, {height}x{width}); the pipeline would round them")
+
+    def _text(self, inputs: Mapping[str, Any], batch: int) -> dict[str, Any]:
+        """The text part of the call: prompt strings for a non-Wan pipeline, else (B, L, D) embeddings."""
+        prompt, negative = str(inputs.get("prompt", "")), str(inputs.get("negative_prompt") or "")
+        if not _is_wan(self.pipe):
+            return {"prompt": prompt, "negative_prompt": inputs.get("negative_prompt"), "num_videos_per_prompt": batch}
+        return {"prompt_embeds": self._embedding(prompt).expand(batch, -1, -1),
+                "negative_prompt_embeds": self._embedding(negative).expand(batch, -1, -1)}
+
+    def _embedding(self, text: str) -> Any:
+        import torch
+        from diffusers import WanPipeline
+
+        denoiser = self.pipe.transformer if self.pipe.transformer is not None else self.pipe.transformer_2
+        key = (text, int(denoiser.config.text_dim))
+        if key not in self._embeddings:
+            if self._text_encoder is not None:
+                tokenizer, encoder = self._text_encoder
+                holder = _TextHolder(tokenizer, encoder)
+                with torch.no_grad():  # Wan's own prompt encoding (UMT5, 512 tokens, zero padded)
+                    value = WanPipeline._get_t5_prompt_embeds(holder, prompt=text, max_sequence_length=512,  # type: ignore[arg-type]
+                                                              device=torch.device("cpu"), dtype=torch.float32)
+            else:
+                length = self.preset.text_length if self.preset is not None else 512
+                value = random_text_embedding(text, length, key[1], self.seed)
+            self._embeddings[key] = value.to(self.device)
+        return self._embeddings[key]
+
+    def _configure(self, params: Mapping[str, Any]) -> None:
+        """Scheduler / flow shift and VAE tiling / slicing, changed only when they differ from the applied ones."""
+        pipe = self.pipe
+        wanted = (params.get("scheduler"), params.get("flow_shift"))
+        if wanted != self._applied.get("scheduler", (None, None)):
+            if wanted == (None, None):  # back to the loaded scheduler
+                pipe.scheduler = self._applied["loaded_scheduler"]
+            elif not _is_wan(pipe):
+                raise InvalidSetting("scheduler / flow_shift are offered for Wan pipelines (flow matching) only")
+            else:
+                name = str(wanted[0] or "unipc")
+                if name not in SCHEDULERS:
+                    raise InvalidSetting(f"scheduler must be one of {', '.join(SCHEDULERS)}, not {name!r}")
+                loaded = self._applied["loaded_scheduler"]
+                shift = float(wanted[1] if wanted[1] is not None else
+                              loaded.config.get("flow_shift", loaded.config.get("shift", 3.0)))
+                if shift <= 0:
+                    raise InvalidSetting(f"flow_shift must be > 0 (got {shift})")
+                pipe.scheduler = make_scheduler(name, shift)
+            self._applied["scheduler"] = wanted
+        vae = getattr(pipe, "vae", None)
+        tiling, slicing = bool(params.get("vae_tiling", False)), bool(params.get("vae_slicing", False))
+        if vae is not None and (tiling, slicing) != self._applied.get("vae"):
+            if tiling:
+                tile = self.preset.vae_tile if self.preset is not None else None
+                vae.enable_tiling(**({} if tile is None else {
+                    "tile_sample_min_height": tile[0], "tile_sample_min_width": tile[0],
+                    "tile_sample_stride_height": tile[1], "tile_sample_stride_width": tile[1]}))
+            elif hasattr(vae, "disable_tiling"):
+                vae.disable_tiling()
+            if slicing and hasattr(vae, "enable_slicing"):
+                vae.enable_slicing()
+            elif hasattr(vae, "disable_slicing"):
+                vae.disable_slicing()
+            self._applied["vae"] = (tiling, slicing)
+
+    def _apply_cache(self, choice: CacheChoice, call: Mapping[str, Any], cfg: bool) -> None:
+        """Swap the denoisers' cache hooks when the method or its knob (or MagCache's steps) changed."""
+        denoisers = _denoisers(self.pipe)
+        key = (choice, call["num_inference_steps"] if choice.method == "magcache" else None)
+        if key == self._applied.get("cache", ((CacheChoice(), None))):
+            return
+        if choice.method != "none" and not all(hasattr(d, "enable_cache") for d in denoisers):
+            raise InvalidSetting(f"cache {choice.method!r}: this pipeline's denoiser has no enable_cache")
+        for denoiser in denoisers:
+            if getattr(denoiser, "is_cache_enabled", False):
+                denoiser.disable_cache()
+        self._applied["cache"] = (CacheChoice(), None)
+        ratios = None
+        if choice.method == "magcache":
+            if len(denoisers) > 1:
+                raise InvalidSetting("magcache counts steps per denoiser: not with two experts (Wan2.2 A14B)")
+            ratios = self.mag_ratios or self._calibration(call, cfg)
+        for denoiser in denoisers if choice.method != "none" else []:
+            config = cache_config(choice, lambda: self.pipe.current_timestep, int(call["num_inference_steps"]), ratios)
+            try:
+                denoiser.enable_cache(config)
+            except ValueError as error:
+                raise InvalidSetting(f"cache {choice.method!r}: {error}") from None
+        self._applied["cache"] = key
+
+    def _calibration(self, call: Mapping[str, Any], cfg: bool) -> list[float]:
+        """MagCache ratios of this network for the call's settings, measured once per setting."""
+        import torch
+
+        key = tuple(sorted((k, v) for k, v in call.items() if not k.endswith("embeds"))) + (
+            self._applied.get("scheduler"),)
+        if key not in self._calibrated:
+            self._calibrated[key] = calibrate_mag_ratios(
+                self.pipe.transformer, lambda: self.pipe(**call, generator=torch.Generator("cpu").manual_seed(self.seed)),
+                cfg)
+        return self._calibrated[key]
 
     def synchronize(self) -> None:
         import torch
@@ -87,7 +295,48 @@ class DiffusersVideoModel:
         if torch.cuda.is_available() and torch.cuda.is_initialized():
             torch.cuda.synchronize()
 
+    @staticmethod
+    def _empty_device_cache() -> None:
+        import torch
+
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            torch.cuda.empty_cache()
+
+
+class _TextHolder:
+    """What ``WanPipeline._get_t5_prompt_embeds`` reads from its pipeline: tokenizer, encoder, device."""
+
+    def __init__(self, tokenizer: Any, text_encoder: Any) -> None:
+        import torch
+
+        self.tokenizer, self.text_encoder, self._execution_device = tokenizer, text_encoder, torch.device("cpu")
+
+
+def _dtype_keyword() -> str:
+    """``dtype`` where diffusers has it (0.42 deprecates ``torch_dtype``), else ``torch_dtype``."""
+    try:
+        from diffusers.utils.deprecation_utils import _resolve_dtype  # noqa: F401
+    except ImportError:
+        return "torch_dtype"
+    return "dtype"
+
+
+def _is_wan(pipe: Any) -> bool:
+    from diffusers import WanPipeline
+
+    return isinstance(pipe, WanPipeline)
+
+
+def _denoisers(pipe: Any) -> list[Any]:
+    """The pipeline's transformer(s) (Wan2.2: both experts), else its UNet; those present."""
+    found = [getattr(pipe, name, None) for name in ("transformer", "transformer_2")]
+    found = [module for module in found if module is not None] or [getattr(pipe, "unet", None)]
+    return [module for module in found if module is not None]
+
 
 def make_video_pipeline(**kwargs: Any) -> DiffusersVideoModel:
-    """The factory named in ``video_gen.yaml``."""
+    """The factory named in ``video_gen.yaml``, ``wan_t2v_diffusers.yaml`` and ``wan_tiny_cpu.yaml``."""
     return DiffusersVideoModel(**kwargs)
+
+
+__all__ = ["DiffusersVideoModel", "make_video_pipeline"]
