@@ -31,11 +31,13 @@ from typing import Any, Callable
 
 import yaml
 
+from gpu_check_study import PhaseContext, failures, study_rows
+from gpu_check_wan import phase_wan21_diffusers
+
 ROOT = Path(__file__).resolve().parents[1]
 LATENCY_TARGET = 0.02
 """Largest relative error of a reported p50 latency against the kernel's CUDA-event duration."""
 GIB_IN_GB = 2**30 / 1e9
-LOG_TAIL_CHARS = 1500
 SPIKE = {"cuda": 2.0, "cpu": 0.25}
 """GiB held by the ``vram_spike`` phase's spike (host memory on the CPU)."""
 CARRY = {"cuda": (8.0, 1.0), "cpu": (0.5, 0.05)}
@@ -60,58 +62,11 @@ PLAN: tuple[PhasePlan, ...] = (
     PhasePlan("carry_over", "d", 45, "one warm worker, 8 GiB then 1 GiB: the small trial's peaks are its own"),
     PhasePlan("sampler_cost", "e", 75, "p50 latency with the memory sampler at 100 Hz and off"),
     PhasePlan("avatar", "f", 90, "the avatar demo on CUDA: precision x streams x steps, bf16 against fp32"),
-    # A later issue adds "wan21_diffusers" here (a Wan2.1 1.3B diffusers pipeline, one GPU): worth more than
-    # the stand-ins below and costly, so it goes after the avatar study; give it its cap from the plan's slack.
-    PhasePlan("slot_pinning", "g", 45, "the Live Avatar stand-in, gpus: 1: the device each trial really used"),
-    PhasePlan("gpu_tests", "h", 90, "pytest -m gpu on the test files that hold GPU tests"),
+    PhasePlan("wan21_diffusers", "g", 120, "Wan2.1-T2V-1.3B (diffusers, random weights, bf16, 480p): steps, CFG, "
+              "frames, batch, First-Block Cache, VAE tiling, one knob at a time"),
+    PhasePlan("slot_pinning", "h", 45, "the Live Avatar stand-in, gpus: 1: the device each trial really used"),
+    PhasePlan("gpu_tests", "i", 90, "pytest -m gpu on the test files that hold GPU tests"),
 )
-
-
-@dataclass(frozen=True)
-class PhaseContext:
-    """Where and how a phase runs: ``device`` ``cuda`` or ``cpu``; ``home`` its kept tuner home;
-    ``cap_s`` its cap in seconds (studies are given a wall-time budget inside it)."""
-
-    device: str
-    home: Path
-    cap_s: float
-
-    @property
-    def cuda(self) -> bool:
-        return self.device == "cuda"
-
-
-def _trial_row(trial: Any) -> dict[str, Any]:
-    attrs = trial.user_attrs
-    info = dict(attrs.get("worker_info") or {})
-    row = {"number": trial.number, "role": attrs.get("role"), "outcome": attrs.get("outcome"),
-           "reason": attrs.get("reason"), "params": dict(trial.params), "slot": attrs.get("slot"),
-           "cuda_visible_devices": (attrs.get("env") or {}).get("CUDA_VISIBLE_DEVICES"),
-           "device_used": attrs.get("device_used") or info.get("device_used") or "not recorded",
-           "warm_worker_pid": info.get("warm_worker_pid"), "duplicate_of": attrs.get("duplicate_of"),
-           "metrics": {key: entry.get("value") for key, entry in dict(attrs.get("metrics", {})).items()}}
-    if attrs.get("outcome") != "OK":
-        row["log_tail"] = str(attrs.get("log_tail") or "")[-LOG_TAIL_CHARS:]
-    return row
-
-
-def study_rows(spec: dict[str, Any], ctx: PhaseContext, name: str, share: float = 0.7) -> list[dict[str, Any]]:
-    """Run ``spec`` as study ``name`` in ``ctx.home`` and return one row per trial (:func:`_trial_row`).
-    The study stops itself after ``share`` of the phase's cap (``budget.wall_time_s``)."""
-    import tuner
-
-    ctx.home.mkdir(parents=True, exist_ok=True)
-    spec = {**spec, "name": name, "budget": {**spec["budget"], "wall_time_s": max(5.0, share * ctx.cap_s)}}
-    path = ctx.home / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    opened = tuner.create_study(path, study_name=name, home=ctx.home)
-    tuner.run_study(opened, home=ctx.home, use_mlflow=False, memory_model=False)
-    return [_trial_row(trial) for trial in opened.study.get_trials()]
-
-
-def failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The trials that did not end OK: number, outcome, reason and the tail of their worker log."""
-    return [{k: r.get(k) for k in ("number", "outcome", "reason", "log_tail")} for r in rows if r["outcome"] != "OK"]
 
 
 def _sleep_workload(ctx: PhaseContext, timeout_s: float = 60) -> dict[str, Any]:
@@ -384,7 +339,7 @@ def phase_gpu_tests(ctx: PhaseContext) -> dict[str, Any]:
 PHASES: dict[str, Callable[[PhaseContext], dict[str, Any]]] = {
     "device_facts": phase_device_facts, "latency_truth": phase_latency_truth, "vram_spike": phase_vram_spike,
     "carry_over": phase_carry_over, "sampler_cost": phase_sampler_cost, "avatar": phase_avatar,
-    "slot_pinning": phase_slot_pinning, "gpu_tests": phase_gpu_tests}
+    "wan21_diffusers": phase_wan21_diffusers, "slot_pinning": phase_slot_pinning, "gpu_tests": phase_gpu_tests}
 
 
 def die_with_parent() -> None:

@@ -226,9 +226,11 @@ def check_wheels(wheel_dir: Path, image_file: Path, pyproject: Path | None, max_
 
 GUARD_TEMPLATE = '''"""Written by bench/gpu_wheels_check.py --import-guard: this interpreter sees only the distributions the
 GPU image has or the wheels carry (and the tuner): others can be neither imported nor found by
-importlib.metadata (so their entry points, pytest plugins among them, are not loaded either)."""
+importlib.metadata (so their entry points, pytest plugins among them, are not loaded either); a probe with
+importlib.util.find_spec answers None for them, as it does where they are not installed."""
 import importlib.abc
 import importlib.metadata
+import importlib.util
 import sys
 
 from packaging.utils import canonicalize_name
@@ -260,7 +262,20 @@ class _ImageGuard(importlib.abc.MetaPathFinder):
                                   "GPU image nor carried as a wheel)", name=name)
 
 
-sys.meta_path.insert(0, _ImageGuard())
+_guard = _ImageGuard()
+_find_spec = importlib.util.find_spec
+
+
+def _find_spec_allowed(name, package=None):
+    """As on the image, a probe (importlib.util.find_spec) of a package it lacks answers None."""
+    owners = _guard.owners.get(name.partition(".")[0]) if not name.startswith(".") else None
+    if owners and not any(canonicalize_name(owner) in ALLOWED for owner in owners):
+        return None
+    return _find_spec(name, package)
+
+
+sys.meta_path.insert(0, _guard)
+importlib.util.find_spec = _find_spec_allowed
 importlib.metadata.Distribution.discover = classmethod(_discover_allowed)
 '''
 

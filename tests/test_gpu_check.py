@@ -9,7 +9,7 @@
   it; a phase past its cap is killed, workers and all, and the next one runs; a phase whose
   cap no longer fits the budget is skipped;
 * bench/gpu_wheels.sh + bench/gpu_wheels_check.py: the wheel set is complete for the image
-  (this downloads about 8 MB from the package index).
+  (this downloads about 15 MB from the package index).
 
 No test depends on how fast this machine is: they poll files and processes with generous
 deadlines, and caps are scaled up (or, for the overrun, down to a fraction of a second).
@@ -34,7 +34,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 CHECK = BENCH / "gpu_check.py"
 PHASE_NAMES = ["device_facts", "latency_truth", "vram_spike", "carry_over", "sampler_cost", "avatar",
-               "slot_pinning", "gpu_tests"]
+               "wan21_diffusers", "slot_pinning", "gpu_tests"]
 
 
 def _gpu_listed() -> bool:
@@ -149,6 +149,9 @@ def test_cpu_plumbing_runs_every_phase_with_only_the_image_and_carried_packages(
     avatar = phases["avatar"]["figures"]
     assert avatar["ok_trials"] == 3 and avatar["fp32_over_bf16_latency"] > 0
     assert {t["precision"] for t in avatar["trials"] if t["role"] in ("reference", "baseline")} == {"fp32", "bf16"}
+    wan = phases["wan21_diffusers"]["figures"]  # diffusers' real WanPipeline under the image guard
+    assert wan["ok_trials"] == 3 and all(t["weights"] == "random:tiny:0" for t in wan["trials"])
+    assert wan["latency_ratios"]["more_steps_over_base"] > 0 and wan["latency_ratios"]["cfg_on_over_off"] > 0
     slots = phases["slot_pinning"]["figures"]["trials"]
     assert len(slots) >= 3 and all(t["slot"] == "cpu:0" and t["cuda_visible_devices"] == "" for t in slots)
     assert all(t["nvml_indices"] == "not recorded" or isinstance(t["nvml_indices"], list) for t in slots)

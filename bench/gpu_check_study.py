@@ -1,0 +1,67 @@
+"""The study plumbing the phases of ``bench/gpu_check.py`` share: a phase's context, a study run through the
+public API (``tuner.create_study`` / ``tuner.run_study``, no MLflow, no memory model: every setting runs) under the
+phase's kept home, and one plain row per trial."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+LOG_TAIL_CHARS = 1500
+"""Characters of a failed trial's worker log kept in its row."""
+
+
+@dataclass(frozen=True)
+class PhaseContext:
+    """Where and how a phase runs: ``device`` ``cuda`` or ``cpu``; ``home`` its kept tuner home;
+    ``cap_s`` its cap in seconds (studies are given a wall-time budget inside it)."""
+
+    device: str
+    home: Path
+    cap_s: float
+
+    @property
+    def cuda(self) -> bool:
+        return self.device == "cuda"
+
+
+def _trial_row(trial: Any) -> dict[str, Any]:
+    attrs = trial.user_attrs
+    info = dict(attrs.get("worker_info") or {})
+    row = {"number": trial.number, "role": attrs.get("role"), "outcome": attrs.get("outcome"),
+           "reason": attrs.get("reason"), "params": dict(trial.params), "slot": attrs.get("slot"),
+           "cuda_visible_devices": (attrs.get("env") or {}).get("CUDA_VISIBLE_DEVICES"),
+           "device_used": attrs.get("device_used") or info.get("device_used") or "not recorded",
+           "warm_worker_pid": info.get("warm_worker_pid"), "duplicate_of": attrs.get("duplicate_of"),
+           "weights_identity": (attrs.get("runtime") or {}).get("weights_identity"),
+           "metrics": {key: entry.get("value") for key, entry in dict(attrs.get("metrics", {})).items()}}
+    if attrs.get("outcome") != "OK":
+        row["log_tail"] = str(attrs.get("log_tail") or "")[-LOG_TAIL_CHARS:]
+    return row
+
+
+def study_rows(spec: dict[str, Any], ctx: PhaseContext, name: str, share: float = 0.7,
+               enqueue: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+    """Run ``spec`` as study ``name`` in ``ctx.home`` and return one row per finished trial (:func:`_trial_row`;
+    an enqueued setting the study stopped before does not appear).
+    The study stops itself after ``share`` of the phase's cap (``budget.wall_time_s``). ``enqueue``: full
+    settings to run, in order, after the spec's reference and baseline."""
+    import tuner
+
+    ctx.home.mkdir(parents=True, exist_ok=True)
+    spec = {**spec, "name": name, "budget": {**spec["budget"], "wall_time_s": max(5.0, share * ctx.cap_s)}}
+    path = ctx.home / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(spec, sort_keys=False))
+    opened = tuner.create_study(path, study_name=name, home=ctx.home)
+    for setting in enqueue or ():
+        opened.study.enqueue_trial(setting)
+    tuner.run_study(opened, home=ctx.home, use_mlflow=False, memory_model=False)
+    return [_trial_row(trial) for trial in opened.study.get_trials() if trial.state.is_finished()]
+
+
+def failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The trials that did not end OK: number, outcome, reason and the tail of their worker log."""
+    return [{k: r.get(k) for k in ("number", "outcome", "reason", "log_tail")} for r in rows if r["outcome"] != "OK"]
