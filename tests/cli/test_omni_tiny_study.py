@@ -28,6 +28,7 @@ import numpy as np
 import optuna
 import pytest
 import yaml
+from offline_model_study import OFFLINE_ENV, run_tuner, spearman
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "search_spaces" / "av_omni_tiny_cpu.yaml"
@@ -36,21 +37,8 @@ TOKENS = [2, 8, 24, 64, 128]  # adjacent latencies about 2x apart: beyond a busy
 LONGEST = TOKENS[-1]
 FIXED = {"video_fps": 2.0, "max_frames": 8, "max_pixels": 12544, "audio_seconds": 2.0, "num_beams": 1,
          "use_cache": True, "batch_size": 1, "attn_implementation": "sdpa"}
-ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", "MLFLOW_TRACKING_URI": "",
-       "TUNER_STORAGE": "", "OMP_NUM_THREADS": "1"}
 
 
-def tuner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **ENV})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done
-
-
-def spearman(x: list[float], y: list[float]) -> float:
-    """Spearman's rank correlation of two samples without ties."""
-    rank_x, rank_y = np.argsort(np.argsort(x)), np.argsort(np.argsort(y))
-    return float(np.corrcoef(rank_x, rank_y)[0, 1])
 
 
 def metric(trial: optuna.trial.FrozenTrial, name: str) -> float:
@@ -71,7 +59,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Path]
     spec["measurement"] = {"warmup": 1, "min_repeats": 3, "max_repeats": 3}
     path = home / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    tuner("run", str(path), "--study-name", "s", "--wall-time", "0", "--no-mlflow", cwd=home)
+    run_tuner("run", str(path), "--study-name", "s", "--wall-time", "0", "--no-mlflow", cwd=home)
     return optuna.load_study(study_name="s", storage=f"sqlite:///{home / 'studies' / 'studies.db'}"), home
 
 
@@ -128,12 +116,12 @@ def test_text_metrics_are_agreement_with_the_reference_answer(study: tuple[optun
 def export_and_run(home: Path, number: int) -> tuple[dict[str, Any], list[str]]:
     """``tuner export --trial number``, then the example script on the YAML: (document, its answers)."""
     config = home / f"trial_{number}.yaml"
-    tuner("export", "s", "--trial", str(number), "-o", str(config), cwd=home)
+    run_tuner("export", "s", "--trial", str(number), "-o", str(config), cwd=home)
     document = yaml.safe_load(config.read_text())
     output = home / f"trial_{number}.npz"
     done = subprocess.run([sys.executable, str(SCRIPT), str(config), str(output)], cwd=home, capture_output=True,
                           text=True, timeout=300,
-                          env={**os.environ, **ENV, "OMP_NUM_THREADS": document["env"]["OMP_NUM_THREADS"]})
+                          env={**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": document["env"]["OMP_NUM_THREADS"]})
     assert done.returncode == 0, done.stderr[-3000:]
     with np.load(output, allow_pickle=True) as saved:
         return document, [str(text) for text in saved["text"]]

@@ -22,6 +22,7 @@ import numpy as np
 import optuna
 import pytest
 import yaml
+from offline_model_study import OFFLINE_ENV, run_tuner, spearman
 from PIL import Image
 
 pytest.importorskip("diffusers")
@@ -34,7 +35,6 @@ SCRIPT = ROOT / "docs" / "examples" / "run_exported.py"
 STEPS = [1, 2, 4, 7, 11, 16]
 FIXED = {"num_frames": 9, "height": 64, "width": 64, "guidance_scale": 5.0, "scheduler": "unipc", "cache": "none",
          "cache_threshold": 0.1, "vae_tiling": False, "batch_size": 1, "attention_backend": "native"}
-ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""}
 
 
 def grid_spec() -> dict[str, Any]:
@@ -52,18 +52,6 @@ def grid_spec() -> dict[str, Any]:
     return spec
 
 
-def tuner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, **ENV})
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    return done
-
-
-def spearman(xs: list[float], ys: list[float]) -> float:
-    """Spearman's rank correlation (no ties expected)."""
-    rx, ry = np.argsort(np.argsort(xs)), np.argsort(np.argsort(ys))
-    n = len(xs)
-    return float(1 - 6 * np.sum((rx - ry) ** 2) / (n * (n * n - 1)))
 
 
 def value(trial: optuna.trial.FrozenTrial, metric: str) -> Any:
@@ -76,7 +64,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Path]
     home = tmp_path_factory.mktemp("wan_tiny_study")
     path = home / "wan_tiny_grid.yaml"
     path.write_text(yaml.safe_dump(grid_spec(), sort_keys=False))
-    tuner("run", str(path), "--study-name", "s", "--wall-time", "0", "--no-mlflow", cwd=home)
+    run_tuner("run", str(path), "--study-name", "s", "--wall-time", "0", "--no-mlflow", cwd=home)
     return optuna.load_study(study_name="s", storage=f"sqlite:///{home / 'studies' / 'studies.db'}"), home
 
 
@@ -131,7 +119,7 @@ def test_the_export_runs_from_the_yaml_alone_and_gives_the_trials_video(study: t
     reference = next(t for t in trials.trials if t.user_attrs.get("role") == "reference")
     for choice in ((), ("--trial", str(reference.number))):
         config = home / f"export{'_'.join(choice)}.yaml"
-        tuner("export", "s", *choice, "-o", str(config), cwd=home)
+        run_tuner("export", "s", *choice, "-o", str(config), cwd=home)
         document = yaml.safe_load(config.read_text())
         invocation = document["invocation"]
         assert invocation["interface"] == "factory" and invocation["factory_kwargs"]["weights"] == "random"
@@ -139,7 +127,7 @@ def test_the_export_runs_from_the_yaml_alone_and_gives_the_trials_video(study: t
         output = home / f"{config.stem}.npz"
         done = subprocess.run([sys.executable, str(SCRIPT), str(config), str(output)], cwd=home, capture_output=True,
                               text=True, timeout=300,
-                              env={**os.environ, **ENV, "OMP_NUM_THREADS": document["env"]["OMP_NUM_THREADS"]})
+                              env={**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": document["env"]["OMP_NUM_THREADS"]})
         assert done.returncode == 0, done.stderr[-3000:]
         with np.load(output, allow_pickle=True) as saved:
             video = saved["video"]

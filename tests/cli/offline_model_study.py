@@ -1,0 +1,29 @@
+"""Shared by the real-model study tests (Wan through diffusers, the Qwen2.5-Omni thinker): the tuner CLI run
+offline in a child process, and the rank correlation their latency checks use."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+
+OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
+               "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "OMP_NUM_THREADS": "1"}
+"""The hub offline (nothing downloads), no MLflow server or shared storage from the caller's environment."""
+
+
+def run_tuner(*args: str, cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
+    """``python -m tuner ARGS`` in ``cwd`` with :data:`OFFLINE_ENV`; asserts exit 0 (output tails on failure)."""
+    done = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=timeout_s, env={**os.environ, **OFFLINE_ENV})
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    return done
+
+
+def spearman(xs: list[float], ys: list[float]) -> float:
+    """Spearman's rank correlation of two samples without ties."""
+    rank_x, rank_y = np.argsort(np.argsort(xs)), np.argsort(np.argsort(ys))
+    return float(np.corrcoef(rank_x, rank_y)[0, 1])
