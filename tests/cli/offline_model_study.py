@@ -27,3 +27,15 @@ def spearman(xs: list[float], ys: list[float]) -> float:
     """Spearman's rank correlation of two samples without ties."""
     rank_x, rank_y = np.argsort(np.argsort(xs)), np.argsort(np.argsort(ys))
     return float(np.corrcoef(rank_x, rank_y)[0, 1])
+
+
+RUN_EXPORTED = Path(__file__).resolve().parents[2] / "docs" / "examples" / "run_exported.py"
+
+
+def run_exported(config: Path, output: Path, cwd: Path, threads: str) -> None:
+    """``docs/examples/run_exported.py CONFIG OUTPUT`` in a fresh process, offline, with the export's
+    ``OMP_NUM_THREADS`` (``threads``); asserts exit 0. The output lands in ``output`` (.npz)."""
+    done = subprocess.run([sys.executable, str(RUN_EXPORTED), str(config), str(output)], cwd=cwd,
+                          capture_output=True, text=True, timeout=300,
+                          env={**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": threads})
+    assert done.returncode == 0, done.stderr[-3000:]

@@ -18,9 +18,6 @@ About a minute on an idle 2-core machine, two with a CI run beside it. Nothing d
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,11 +25,10 @@ import numpy as np
 import optuna
 import pytest
 import yaml
-from offline_model_study import OFFLINE_ENV, run_tuner, spearman
+from offline_model_study import run_exported, run_tuner, spearman
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "search_spaces" / "av_omni_tiny_cpu.yaml"
-SCRIPT = ROOT / "docs" / "examples" / "run_exported.py"
 TOKENS = [2, 8, 24, 64, 128]  # adjacent latencies about 2x apart: beyond a busy host's noise
 LONGEST = TOKENS[-1]
 FIXED = {"video_fps": 2.0, "max_frames": 8, "max_pixels": 12544, "audio_seconds": 2.0, "num_beams": 1,
@@ -119,10 +115,7 @@ def export_and_run(home: Path, number: int) -> tuple[dict[str, Any], list[str]]:
     run_tuner("export", "s", "--trial", str(number), "-o", str(config), cwd=home)
     document = yaml.safe_load(config.read_text())
     output = home / f"trial_{number}.npz"
-    done = subprocess.run([sys.executable, str(SCRIPT), str(config), str(output)], cwd=home, capture_output=True,
-                          text=True, timeout=300,
-                          env={**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": document["env"]["OMP_NUM_THREADS"]})
-    assert done.returncode == 0, done.stderr[-3000:]
+    run_exported(config, output, home, document["env"]["OMP_NUM_THREADS"])
     with np.load(output, allow_pickle=True) as saved:
         return document, [str(text) for text in saved["text"]]
 

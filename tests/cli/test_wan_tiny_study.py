@@ -12,9 +12,6 @@ precision switches reload the model in the warm worker. Then ``tuner export`` an
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +19,7 @@ import numpy as np
 import optuna
 import pytest
 import yaml
-from offline_model_study import OFFLINE_ENV, run_tuner, spearman
+from offline_model_study import run_exported, run_tuner, spearman
 from PIL import Image
 
 pytest.importorskip("diffusers")
@@ -31,7 +28,6 @@ from tuner.runner.samples import contact_sheet, first_item_frames  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "search_spaces" / "wan_tiny_cpu.yaml"
-SCRIPT = ROOT / "docs" / "examples" / "run_exported.py"
 STEPS = [1, 2, 4, 7, 11, 16]
 FIXED = {"num_frames": 9, "height": 64, "width": 64, "guidance_scale": 5.0, "scheduler": "unipc", "cache": "none",
          "cache_threshold": 0.1, "vae_tiling": False, "batch_size": 1, "attention_backend": "native"}
@@ -125,10 +121,7 @@ def test_the_export_runs_from_the_yaml_alone_and_gives_the_trials_video(study: t
         assert invocation["interface"] == "factory" and invocation["factory_kwargs"]["weights"] == "random"
         assert invocation["load_params"] == {name: document["params"][name] for name in ("precision", "attention_backend")}
         output = home / f"{config.stem}.npz"
-        done = subprocess.run([sys.executable, str(SCRIPT), str(config), str(output)], cwd=home, capture_output=True,
-                              text=True, timeout=300,
-                              env={**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": document["env"]["OMP_NUM_THREADS"]})
-        assert done.returncode == 0, done.stderr[-3000:]
+        run_exported(config, output, home, document["env"]["OMP_NUM_THREADS"])
         with np.load(output, allow_pickle=True) as saved:
             video = saved["video"]
         trial = next(t for t in trials.trials if t.number == document["provenance"]["trial"])
