@@ -1,18 +1,24 @@
 """Pareto fronts over trials read from the storage.
 
 Only *feasible, measured* trials take part: state COMPLETE, every constraint
-<= 0, and values that are real measurements (not OOM / TIMEOUT placeholders,
-not copies of another trial). Ranks come from non-dominated sorting
-(rank 0 is the front).
+a number <= 0 and none that could not be evaluated (:func:`constraints_hold`),
+and values that are real measurements (not OOM / TIMEOUT placeholders, not
+copies of another trial). :func:`feasible_measurement` is that test; the front,
+the ranks, the export (:func:`tuner.study.records.record_feasible`) and the views
+all apply it. Ranks come from non-dominated sorting (rank 0 is the front).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
+
+UNAVAILABLE_CONSTRAINTS_ATTR = "unavailable_constraints"
+"""Trial user attribute: constraint key -> why it could not be evaluated (see :mod:`tuner.study.objectives`)."""
 
 
 @dataclass(frozen=True)
@@ -64,16 +70,37 @@ def named_constraints(trial: "FrozenTrial") -> dict[str, float]:
     return named or dict(trial.constraints)
 
 
+def constraints_hold(constraints: Mapping[str, float], unavailable: Mapping[str, Any] | None = None) -> bool:
+    """True when every constraint value is a finite number <= 0 and none is listed in ``unavailable``.
+
+    The one test of a trial's constraints. A constraint that could not be evaluated is
+    infeasible: told as a positive violation since issue 24, and listed in ``unavailable``
+    (the ``unavailable_constraints`` attribute), which also catches trials recorded before,
+    when it was told as 0. A NaN or infinite value (never written by tuner) is infeasible too.
+    """
+    return not unavailable and all(math.isfinite(value) and value <= 0 for value in constraints.values())
+
+
+def feasible_measurement(complete: bool, values: Sequence[float] | None, placeholder: bool,
+                         duplicate_of: int | None, constraints: Mapping[str, float],
+                         unavailable: Mapping[str, Any] | None) -> bool:
+    """COMPLETE, real values (no placeholder), not a copy, and :func:`constraints_hold`.
+
+    What "feasible, measured" means everywhere: :func:`is_measured_feasible` (a frozen trial)
+    and :func:`tuner.study.records.record_feasible` (a stored record) are this test.
+    """
+    return (complete and values is not None and not placeholder and duplicate_of is None
+            and constraints_hold(constraints, unavailable))
+
+
 def is_measured_feasible(trial: "FrozenTrial") -> bool:
-    """COMPLETE, real values (no placeholder), not a copy, every constraint <= 0."""
+    """:func:`feasible_measurement` of a frozen trial (its constraints by :func:`named_constraints`)."""
     from optuna.trial import TrialState
 
-    if trial.state != TrialState.COMPLETE or trial.values is None:
-        return False
     attrs = trial.user_attrs
-    if attrs.get("placeholder_values") or attrs.get("duplicate_of") is not None:
-        return False
-    return all(value <= 0 for value in trial.constraints.values())
+    return feasible_measurement(trial.state == TrialState.COMPLETE, trial.values,
+                                bool(attrs.get("placeholder_values")), attrs.get("duplicate_of"),
+                                named_constraints(trial), attrs.get(UNAVAILABLE_CONSTRAINTS_ATTR))
 
 
 def front_trials(trials: Sequence["FrozenTrial"], directions: Sequence[str]) -> list["FrozenTrial"]:

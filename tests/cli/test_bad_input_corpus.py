@@ -56,6 +56,8 @@ COMMAND_LINES: list[tuple[str, list[str], str]] = [
     ("resume_missing_study", ["resume", "nosuch", "--home", "{home}", "--no-mlflow"], "no study"),
     ("resume_escape_name", ["resume", "../../x", "--home", "{home}"], "study name"),
     ("resume_timeout_zero", ["resume", "nosuch", "--timeout", "0", "--home", "{home}"], "--timeout"),
+    ("resume_timeout_infinite", ["resume", "nosuch", "--timeout", "inf", "--home", "{home}"], "finite"),
+    ("run_wall_time_infinite", ["run", "{spec}", "--wall-time", "inf", "--home", "{home}", "--no-mlflow"], "finite"),
     ("export_missing_study", ["export", "nosuch", "--home", "{home}"], "no study"),
     ("front_missing_study", ["front", "nosuch", "--home", "{home}"], "no study"),
     ("show_missing_study", ["show", "nosuch", "0", "--home", "{home}"], "no study"),

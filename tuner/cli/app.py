@@ -3,6 +3,8 @@ options, and :func:`fail` (one clear line on stderr, exit status 2)."""
 
 from __future__ import annotations
 
+import math
+
 import typer
 from rich.console import Console
 
@@ -13,9 +15,18 @@ app = typer.Typer(add_completion=False, no_args_is_help=True,
 out = Console()
 err = Console(stderr=True)
 
+
+def finite(value: float | None) -> float | None:
+    """An option callback refusing ``inf`` and ``nan`` (a time limit that never ends is 0, or no option)."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"must be a finite number (got {value})")
+    return value
+
+
 StorageOption = typer.Option(None, "--storage", help="Optuna storage URL (env TUNER_STORAGE); default: SQLite under the tuner home.")
 HomeOption = typer.Option(None, "--home", help="Directory for the default storage and trial files (env TUNER_HOME; default ./studies).")
-WallTimeOption = typer.Option(None, "--wall-time", min=0, help="Seconds this invocation may run (overrides the spec; 0: no limit).")
+WallTimeOption = typer.Option(None, "--wall-time", min=0, callback=finite,
+                              help="Seconds this invocation may run (overrides the spec; 0: no limit).")
 MlflowOption = typer.Option(None, "--mlflow-uri", help="MLflow tracking URI (env MLFLOW_TRACKING_URI; default sqlite under ./mlflow).")
 
 

@@ -1,5 +1,6 @@
 """The live display while a study runs: trial n/N, last outcome, front size, elapsed / ETA,
-and the trials running now with their own clocks.
+and the trials running now with their own clocks. A study without a trial budget (a wall time
+only) shows "n measured" and no ETA: there is no N to count towards.
 
 On a terminal it is a Rich live panel redrawn four times a second, so the
 clocks move between trials. Otherwise (CI logs, pipes) it prints one plain
@@ -67,7 +68,9 @@ class ProgressDisplay:
                               get_renderable=self._render)
             self._live.start()
         else:
-            self.console.print(f"study {study_name}: {done}/{total if total is not None else '?'} trials measured")
+            counted = f"{done}/{total} trials measured" if total is not None else \
+                f"{done} trials measured so far (no trial budget)"
+            self.console.print(f"study {study_name}: {counted}")
 
     def on_trial_start(self, number: int, role: str, slot: str, timeout_s: float) -> None:
         self._running[number] = (role, slot, time.monotonic(), timeout_s)
@@ -82,6 +85,11 @@ class ProgressDisplay:
         if now - self._last_plain >= STILL_RUNNING_EVERY_S:
             self._last_plain = now
             self.console.print(f"still running: {self._running_text(now)} | elapsed {format_duration(elapsed_s)}")
+
+    def on_trial_dropped(self, number: int, reason: str) -> None:
+        self._running.pop(number, None)
+        self.console.print(f"trial {number}: taken over by another worker, its late result dropped: {reason}",
+                           highlight=False, soft_wrap=True)
 
     def _running_text(self, now: float) -> str:
         return ", ".join(f"trial {n} {role} on {slot} {format_duration(now - started)}"
@@ -112,9 +120,9 @@ class ProgressDisplay:
         if self._live is None:
             self._last_plain = time.monotonic()
             self.console.print(
-                f"[{done}/{total if total is not None else '?'}] trial {trial.number} {role} {outcome}"
+                f"[{_count(done, total)}] trial {trial.number} {role} {outcome}"
                 f"{' ' + values if values else ''}{' (' + note + ')' if note else ''} | front {front_size} | "
-                f"elapsed {format_duration(elapsed_s)} | ETA {format_duration(eta)}")
+                f"elapsed {format_duration(elapsed_s)}{'' if total is None else ' | ETA ' + format_duration(eta)}")
 
     def on_finish(self, trials: list["FrozenTrial"], front: list["FrozenTrial"]) -> None:
         if self._live is not None:
@@ -126,9 +134,10 @@ class ProgressDisplay:
         s = self._status
         total = s.get("total")
         now = time.monotonic()
-        title = (f"{s.get('study')}  trial {s.get('done')}/{total if total is not None else '?'}  "
+        title = (f"{s.get('study')}  {'' if total is None else 'trial '}{_count(s.get('done', 0), total)}  "
                  f"front {s.get('front')}  last {s.get('last', '-')}  "
-                 f"elapsed {format_duration(now - self._clock_start)}  ETA {format_duration(s.get('eta'))}")
+                 f"elapsed {format_duration(now - self._clock_start)}"
+                 f"{'' if total is None else '  ETA ' + format_duration(s.get('eta'))}")
         caption = f"running: {self._running_text(now)}" if self._running else None
         table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", expand=False)
         for column in ("trial", "role", "outcome", "objectives", "note"):
@@ -136,6 +145,11 @@ class ProgressDisplay:
         for row in self._rows:
             table.add_row(*row)
         return table
+
+
+def _count(done: int, total: int | None) -> str:
+    """``3/8`` towards a trial budget; ``9 measured`` for a study without one (a wall time only)."""
+    return f"{done}/{total}" if total is not None else f"{done} measured"
 
 
 def stderr_is_terminal() -> bool:

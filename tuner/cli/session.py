@@ -108,9 +108,18 @@ def _tracker(opened: OpenStudy, uri: str, out: Console) -> MlflowTracker | None:
     return tracker
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+"""Signals that stop a session like Ctrl-C (a terminal's SIGINT; SIGTERM from ``kill``, a scheduler, systemd)."""
+
+
 @contextlib.contextmanager
 def _ctrl_c_stops(coordinator: Coordinator, err: Console) -> Iterator[None]:
-    """First Ctrl-C: the coordinator stops (trials in flight end within seconds); second: exit at once."""
+    """First Ctrl-C or SIGTERM: the coordinator stops (trials in flight end within seconds, recorded
+    INTERRUPTED and queued again; the caller then names ``tuner resume``); second: exit at once (130).
+
+    Both signals say the same words. The runner's processes are outside the coordinator's process
+    group, so a signal to the whole group reaches only the coordinator, which decides.
+    """
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -125,11 +134,12 @@ def _ctrl_c_stops(coordinator: Coordinator, err: Console) -> Iterator[None]:
         err.print("exiting now: 'tuner resume' re-runs the trials that were in flight")
         os._exit(130)
 
-    previous = signal.signal(signal.SIGINT, on_interrupt)
+    previous = {signum: signal.signal(signum, on_interrupt) for signum in STOP_SIGNALS}
     try:
         yield
     finally:
-        signal.signal(signal.SIGINT, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 def run_session(opened: OpenStudy, home: Path, device: str, workers: int, mlflow_uri: str | None,
@@ -182,16 +192,22 @@ def _record_event(study: Any, kind: str, overrides: dict[str, Any]) -> None:
 
 def _storage_cause(error: BaseException) -> str | None:
     """The database's own words when ``error`` is a storage failure (locked past the busy timeout,
-    disk full, connection lost), else None. Optuna wraps them in a ``StorageInternalError`` whose
-    text blames "invalid data"; the driver's message is further down the exception chain."""
+    disk full, connection lost; unreachable past the outage bound: how long it was waited for), else
+    None. Optuna wraps them in a ``StorageInternalError`` whose text blames "invalid data"; the
+    driver's message is further down the exception chain."""
     from optuna.exceptions import StorageInternalError
     from sqlalchemy.exc import DBAPIError
+
+    from tuner.study.outage import StorageUnavailable
 
     chain: list[BaseException] = []
     current: BaseException | None = error
     while current is not None and current not in chain:
         chain.append(current)
         current = current.__cause__ or current.__context__
+    for item in chain:
+        if isinstance(item, StorageUnavailable):
+            return str(item)  # how long it waited, and the driver's words
     for item in chain:
         if isinstance(item, DBAPIError):
             return f"{type(item.orig).__name__}: {str(item.orig).splitlines()[0][:300]}"
@@ -296,7 +312,8 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
     if summary.failure is not None:
         err.print(f"[bold red]study stopped:[/] {escape(summary.failure)}", highlight=False, soft_wrap=True)
     if summary.interrupted:
-        err.print(f"interrupted: trials in flight were recorded INTERRUPTED and queued again; continue with "
+        err.print(f"interrupted: trials in flight that had not finished were recorded INTERRUPTED and queued again; "
+                  f"continue with "
                   f"'tuner resume {study.study_name}'", highlight=False, soft_wrap=True)
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
     out.print(f"study [bold]{summary.study_name}[/]: {summary.measured} measured ({summary.ran} this run), "

@@ -53,7 +53,7 @@ def show(
     """Everything about one trial: params, outcome, the whole reason, metrics with units, invocation, log tail."""
     root = tuner_home(home)
     try:
-        opened = load_study(storage_url(storage, root), study)
+        opened = load_study(storage_url(storage, root), study, read_only=True)
         trial_dir = study_directory(root, study) / f"trial_{trial:05d}"
     except (StudyError, SpecError) as error:
         fail(str(error))

@@ -12,7 +12,7 @@ from typing import Any, Optional
 import typer
 from rich.table import Table
 
-from tuner.cli.app import HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, out
+from tuner.cli.app import HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, finite, out
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, SpecError, spec_json_schema
 from tuner.study.guards import MEASUREMENT_OVERRIDE_ATTR, TIMEOUT_OVERRIDE_ATTR, measurement_settings
@@ -143,7 +143,7 @@ def resume(
     mlflow_uri: Optional[str] = MlflowOption,
     no_mlflow: bool = typer.Option(False, "--no-mlflow"),
     home: Optional[Path] = HomeOption,
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=1,
+    timeout: Optional[float] = typer.Option(None, "--timeout", min=1, callback=finite,
                                             help="Seconds per trial from now on (replaces workload.timeout_s)."),
     warmup: Optional[int] = typer.Option(None, "--warmup", min=0, help="Untimed calls before timing (measurement)."),
     min_repeats: Optional[int] = typer.Option(None, "--min-repeats", min=1, help="Fewest timed repeats."),
@@ -212,7 +212,7 @@ def status(
                 table.add_row(name, str(count))
             out.print(table)
             return
-        opened = load_study(url, study)
+        opened = load_study(url, study, read_only=True)
         lines = render_status(opened, sort, outcome, as_json)
     except (StudyError, SpecError, ValueError) as error:
         fail(str(error))

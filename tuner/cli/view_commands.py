@@ -40,7 +40,7 @@ def front(
 
     url = storage_url(storage, tuner_home(home))
     try:
-        opened = load_study(url, study)
+        opened = load_study(url, study, read_only=True)
     except (StudyError, SpecError) as error:
         fail(str(error))
     records = [TrialRecord.from_trial(t) for t in opened.study.get_trials(deepcopy=False)]
@@ -104,7 +104,7 @@ def export(
     root = tuner_home(home)
     url = storage_url(storage, root)
     try:
-        opened = load_study(url, study)
+        opened = load_study(url, study, read_only=True)
         chosen = choose(opened.study, policy=policy, profile=profile, objective=objective, trial_number=trial)
         document = build_config(opened.study, chosen.record, url, chosen.policy, chosen.profile,
                                 replaced_noisy=chosen.replaced.number if chosen.replaced else None)
@@ -181,7 +181,7 @@ def sync_mlflow(
     uri = tracking_uri(mlflow_uri)
     url = storage_url(storage, tuner_home(home))
     try:
-        opened = load_study(url, study)
+        opened = load_study(url, study, read_only=True)
     except (StudyError, SpecError) as error:
         fail(str(error))
     problem = mlflow_reachable(uri)
@@ -222,7 +222,7 @@ def ui(
         names = [name for name, _ in list_studies(url)]
         name = study or (names[-1] if names else None)
         if name is not None:
-            opened = load_study(url, name)
+            opened = load_study(url, name, read_only=True)
             location = locate_study(uri, study_run_info(opened).experiment_name, name)
     except (StudyError, SpecError) as error:
         fail(str(error))

@@ -36,7 +36,9 @@ def _parse_gpus(text: str | None) -> list[int] | None:
 
 
 def _stop_on_sigterm() -> None:
-    """SIGTERM (a fleet scheduler's stop) ends the worker like Ctrl-C: trials in flight are recorded."""
+    """SIGTERM (a fleet scheduler's stop) ends the worker like Ctrl-C. While a study runs, the session's
+    handler takes over (:func:`tuner.cli.session._ctrl_c_stops`: trials in flight recorded INTERRUPTED and
+    queued again, the same words as Ctrl-C, exit 130); between studies it ends the wait at once."""
 
     def on_term(signum: int, frame: object) -> None:
         raise KeyboardInterrupt

@@ -7,6 +7,7 @@
 * :mod:`.choice` -- fresh or warm runner for a spec;
 * :mod:`.worker` -- inside the worker: set up, measure, evaluate, classify the outcome;
 * :mod:`.samples` -- output samples the worker writes (contact sheet, GIF, answer text);
+* :mod:`.scratch` -- a trial directory over its limit: the excess deleted (or kept) and named;
 * :mod:`.reaper` -- process tags and the reaper: a trial's whole process tree dies with the
   trial and with the coordinator, wherever its processes were re-parented.
 

@@ -15,11 +15,17 @@ Contract (checked by :mod:`tuner.testing.runner_conformance`):
   in-flight trials included (they return ``CRASH``, "the runner was closed"),
   within a few seconds.
 * Every result carries ``trial_disk_gb`` (GB = 1e9 bytes, minimize): the disk
-  space the trial directory (``request.workdir``) takes once the trial is over,
-  counted like ``du`` (allocated blocks, each file once, symlinks not followed).
-  Past :data:`LARGE_TRIAL_DIR_GB` (environment :data:`LARGE_TRIAL_DIR_ENV`
-  overrides it) the result's ``reason`` gets a note naming the size and the
-  directory, and ``info["trial_disk_note"]`` holds the same note.
+  space the trial directory (``request.workdir``) takes once the trial is over
+  (what the trial left, before any cleaning), counted like ``du`` (allocated
+  blocks, each file once, symlinks not followed).
+* Past the runner's :class:`ScratchPolicy` limit (the spec's
+  ``workload.max_trial_dir_gb``; default :data:`LARGE_TRIAL_DIR_GB`, which the
+  environment's :data:`LARGE_TRIAL_DIR_ENV` replaces) the files the tuner does
+  not need are deleted, largest first, until the directory is within it -- or,
+  with ``workload.trial_scratch: keep``, kept and named (:mod:`tuner.runner.scratch`).
+  The result's ``reason`` gets a note naming the size, the directory and the
+  files; ``info["trial_disk_note"]`` holds the same note, ``info["trial_scratch"]``
+  the figures, and the note ends the trial's ``worker.log``.
 """
 
 from __future__ import annotations
@@ -32,12 +38,12 @@ from pathlib import Path
 from typing import Any
 
 from tuner.results import Metric, TrialResult
+from tuner.runner.scratch import BYTES_PER_GB, append_note, needed_paths, tidy
 
 TRIAL_DISK_METRIC = "trial_disk_gb"
 LARGE_TRIAL_DIR_GB = 1.0
-"""A trial directory bigger than this (GB) after the trial is reported in the result's reason."""
+"""The default limit (GB) of a trial directory after the trial (``workload.max_trial_dir_gb``)."""
 LARGE_TRIAL_DIR_ENV = "TUNER_LARGE_TRIAL_DIR_GB"
-BYTES_PER_GB = 1e9
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,28 @@ class TrialRequest:
         return TrialRequest(**json.loads(text))
 
 
+@dataclass(frozen=True)
+class ScratchPolicy:
+    """What a runner does with a trial directory over ``limit_gb`` once the trial is over.
+
+    ``clean`` (``workload.trial_scratch: clean``, the default): delete what the tuner does not
+    need, largest first, until the directory is within the limit; else keep it and name the
+    largest files. ``limit_gb`` None: :data:`LARGE_TRIAL_DIR_GB`, or :data:`LARGE_TRIAL_DIR_ENV`
+    when set (the spec's ``workload.max_trial_dir_gb`` is always given by :func:`~tuner.runner.choice.make_runner`).
+    """
+
+    limit_gb: float | None = None
+    clean: bool = True
+
+    def resolved_limit_gb(self) -> float:
+        if self.limit_gb is not None:
+            return self.limit_gb
+        try:
+            return float(os.environ.get(LARGE_TRIAL_DIR_ENV, "") or LARGE_TRIAL_DIR_GB)
+        except ValueError:
+            return LARGE_TRIAL_DIR_GB
+
+
 class Runner(ABC):
     """Runs trial requests; see the module docstring for the contract."""
 
@@ -133,21 +161,24 @@ def disk_usage_bytes(path: Path) -> int:
     return total
 
 
-def with_trial_disk_usage(result: TrialResult, workdir: Path) -> TrialResult:
-    """``result`` with ``trial_disk_gb`` measured on ``workdir`` (and a note when it is large; see module docs)."""
-    size_gb = disk_usage_bytes(workdir) / BYTES_PER_GB
+def with_trial_disk_usage(result: TrialResult, workdir: Path, policy: ScratchPolicy | None = None) -> TrialResult:
+    """``result`` with ``trial_disk_gb`` measured on ``workdir``; past ``policy``'s limit the directory
+    is cleaned or its files named, and the result says so (see the module docstring). Call it once the
+    trial is over: its result read, its processes dead."""
+    policy = policy or ScratchPolicy()
+    size_bytes = disk_usage_bytes(workdir)
+    size_gb = size_bytes / BYTES_PER_GB
     metrics = {**result.metrics, TRIAL_DISK_METRIC: Metric(TRIAL_DISK_METRIC, size_gb, "GB", "minimize")}
-    try:
-        limit_gb = float(os.environ.get(LARGE_TRIAL_DIR_ENV, "") or LARGE_TRIAL_DIR_GB)
-    except ValueError:
-        limit_gb = LARGE_TRIAL_DIR_GB
+    limit_gb = policy.resolved_limit_gb()
     if size_gb <= limit_gb:
         return replace(result, metrics=metrics)
-    shown = f"{size_gb:.2f}" if size_gb >= 0.1 else f"{size_gb:.2g}"
-    note = (f"note: the trial directory takes {shown} GB after the trial ({workdir}); "
-            f"remove what the program leaves there or write its outputs elsewhere")
+    needed = needed_paths(workdir, [*result.samples.values(), result.output_path])
+    report = tidy(workdir, size_bytes, limit_gb, policy.clean, needed)
+    note = report.note()
+    append_note(workdir / "worker.log", note)
     reason = f"{result.reason}\n{note}" if result.reason else note
-    return replace(result, metrics=metrics, reason=reason, info={**result.info, "trial_disk_note": note})
+    return replace(result, metrics=metrics, reason=reason,
+                   info={**result.info, "trial_disk_note": note, "trial_scratch": report.info()})
 
 
 def plan_slots(workers: int, device: str, gpu_indices: list[int], cores: int | None = None,

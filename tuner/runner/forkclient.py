@@ -5,6 +5,11 @@ thread, and hands each caller its child's pid and exit status. If the server
 dies, waiting callers get ``None`` as a status and ``server_exit`` says how the
 server ended ("killed by signal SIGKILL", "exit status 1"); the runner records a
 CRASH saying the fork server died. The next launch starts a new server.
+
+The server runs in its own session: SIGINT or SIGTERM sent to the coordinator's process group
+(a terminal's Ctrl-C, ``kill -- -PGID``) reaches the coordinator only, which decides what
+happens to the trials in flight (:meth:`tuner.study.coordinator.Coordinator.interrupt`). The
+server still dies with the coordinator (its stdin closes; ``PR_SET_PDEATHSIG``).
 """
 
 from __future__ import annotations
@@ -49,7 +54,8 @@ class ForkServerClient:
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(
                 [self.python, "-m", "tuner.runner.forkserver", *self.preload],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env={**child_environment(), **self.env})
+                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env={**child_environment(), **self.env},
+                start_new_session=True)  # a Ctrl-C or a signal to the coordinator's group never reaches it
             assert self._process.stdout is not None
             threading.Thread(target=self._read, args=(self._process, self._process.stdout), daemon=True,
                              name="tuner-forkserver-reader").start()

@@ -25,6 +25,13 @@ stdin closes, and it also carries ``PR_SET_PDEATHSIG``. Its environment holds th
 runner's process tag (:mod:`tuner.runner.reaper`), so the runner's reaper finds
 the server and every child it forked; each child's own programs carry the
 trial's tag from the ``env`` of its request.
+
+Signals: the client starts the server in its own session, so a terminal's Ctrl-C or a
+signal to the coordinator's process group never reaches it or its children; the
+coordinator decides (it gives trials in flight a grace, then closes the runner, which kills
+them). The server also ignores SIGINT sent to it alone. Each child gets the default
+SIGINT and SIGTERM handling back (so do the programs it starts); a child interrupted by
+SIGINT writes one line to its log, never a traceback.
 """
 
 from __future__ import annotations
@@ -76,11 +83,15 @@ def _child(message: dict[str, Any], cuda_problem: str | None = None) -> None:
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # the server ignores it; the trial must not
         signal.set_wakeup_fd(-1)
         os.environ.clear()
         os.environ.update(message["env"])
         code = (_refuse(message, cuda_problem) if cuda_problem is not None
                 else main([message["request"], message["result"]]))
+    except KeyboardInterrupt:
+        print("worker: interrupted (SIGINT) before a result was written", file=sys.stderr)
+        code = 130
     except BaseException:  # noqa: BLE001 - report anything, then exit
         traceback.print_exc()
     finally:
@@ -99,6 +110,7 @@ def _status(wait_status: int) -> int:
 
 def serve(preload: list[str]) -> None:
     """Preload ``preload`` modules, then fork a child per request until stdin closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides (see the module docstring)
     from tuner.runner.worker import _die_with_parent
 
     _die_with_parent()

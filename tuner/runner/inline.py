@@ -14,15 +14,19 @@ from dataclasses import replace
 from pathlib import Path
 
 from tuner.results import TrialResult
-from tuner.runner.base import Runner, Slot, TrialRequest, with_trial_disk_usage
+from tuner.runner.base import Runner, ScratchPolicy, Slot, TrialRequest, with_trial_disk_usage
 from tuner.runner.worker import execute
 
 
 class InlineRunner(Runner):
     """Executes requests in this process, one at a time per caller thread."""
 
+    def __init__(self, scratch: ScratchPolicy | None = None) -> None:
+        """``scratch``: what to do with a trial directory over its limit (:class:`~tuner.runner.base.ScratchPolicy`)."""
+        self.scratch = scratch or ScratchPolicy()
+
     def run(self, request: TrialRequest, slot: Slot) -> TrialResult:
         started = time.perf_counter()
         result = execute(request)
         return with_trial_disk_usage(replace(result, wall_time_s=time.perf_counter() - started),
-                                     Path(request.workdir))
+                                     Path(request.workdir), self.scratch)

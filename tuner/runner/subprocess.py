@@ -46,7 +46,7 @@ from typing import Literal
 
 from tuner.host import oom_kill_count
 from tuner.results import Outcome, TrialResult
-from tuner.runner.base import Runner, Slot, TrialRequest, with_trial_disk_usage
+from tuner.runner.base import Runner, ScratchPolicy, Slot, TrialRequest, with_trial_disk_usage
 from tuner.runner.forkclient import ForkServerClient
 from tuner.runner.reaper import TAG_ENV, Reaper, kill_group, kill_tagged, new_tag
 from tuner.secrets import child_environment
@@ -106,8 +106,10 @@ class SubprocessRunner(Runner):
     """Runs each request in a new worker process (see the module docstring)."""
 
     def __init__(self, launcher: Launcher = "fork", python: str = sys.executable, grace_s: float = 0.0,
-                 preload: list[str] | None = None) -> None:
-        """``preload``: extra modules the fork server imports once (the workload's module)."""
+                 preload: list[str] | None = None, scratch: ScratchPolicy | None = None) -> None:
+        """``preload``: extra modules the fork server imports once (the workload's module). ``scratch``:
+        what to do with a trial directory over its limit (:class:`~tuner.runner.base.ScratchPolicy`)."""
+        self.scratch = scratch or ScratchPolicy()
         if launcher not in ("fork", "exec"):
             raise ValueError(f"launcher must be 'fork' or 'exec', not {launcher!r}")
         self.launcher = launcher
@@ -153,7 +155,7 @@ class SubprocessRunner(Runner):
                      if oom_kills_before is not None and oom_kills_after is not None else 0)
         result = classify_worker_exit(ended.returncode, ended.timed_out, result_path, read_log_tail(log_path),
                                       request.timeout_s, wall_time_s, oom_kills=oom_kills, cause=ended.cause)
-        return with_trial_disk_usage(result, workdir)
+        return with_trial_disk_usage(result, workdir, self.scratch)
 
     def _run_exec(self, request: TrialRequest, env: dict[str, str], request_path: Path, result_path: Path,
                   log_path: Path) -> WorkerExit:

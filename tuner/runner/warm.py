@@ -44,7 +44,7 @@ from pathlib import Path
 
 from tuner.host import oom_kill_count
 from tuner.results import Outcome, TrialResult
-from tuner.runner.base import Runner, Slot, TrialRequest, with_trial_disk_usage
+from tuner.runner.base import Runner, ScratchPolicy, Slot, TrialRequest, with_trial_disk_usage
 from tuner.runner.reaper import TAG_ENV, Reaper, kill_group, kill_tagged, new_tag
 from tuner.runner.subprocess import CLOSED, LOG_TAIL_CHARS, classify_worker_exit, slot_environment
 
@@ -69,8 +69,11 @@ class _Worker:
 class WarmRunner(Runner):
     """Runs requests in one warm worker per slot (see the module docstring)."""
 
-    def __init__(self, python: str = sys.executable, grace_s: float = 0.0) -> None:
+    def __init__(self, python: str = sys.executable, grace_s: float = 0.0,
+                 scratch: ScratchPolicy | None = None) -> None:
+        """``scratch``: what to do with a trial directory over its limit (:class:`~tuner.runner.base.ScratchPolicy`)."""
         self.python = python
+        self.scratch = scratch or ScratchPolicy()
         self.grace_s = grace_s
         self.tag = new_tag()
         self._reaper = Reaper(self.tag, python)
@@ -129,7 +132,7 @@ class WarmRunner(Runner):
         elif generation != self._generation:
             self._retire(worker)  # closed meanwhile: close() killed it, this thread releases its pipe
         worker.busy = False
-        return with_trial_disk_usage(replace(result, info=info), workdir)
+        return with_trial_disk_usage(replace(result, info=info), workdir, self.scratch)
 
     # ----------------------------------------------------------------- internals
     def _worker_for(self, slot: Slot) -> _Worker:

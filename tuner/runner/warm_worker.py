@@ -13,7 +13,9 @@ left running (:class:`tuner.runner.worker.TrialProcesses`: programs started afte
 the workload's ``setup``, tagged ``<worker tag>/<k>`` for the k-th trial, wherever
 they re-parented or whatever session they started). It exits on end of input
 (tearing its workloads down), and by itself within a second when its parent
-dies, killing everything tagged with its own tag first.
+dies, killing everything tagged with its own tag first. It runs in its own session (a Ctrl-C on
+the coordinator's terminal does not reach it: the coordinator decides); SIGINT sent to it
+alone ends it with one line in its log and status 130, never a traceback.
 """
 
 from __future__ import annotations
@@ -74,7 +76,11 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m tuner.runner.warm_worker CONTROL_FD", file=sys.stderr)
         return 2
     _exit_when_orphaned(os.getppid())
-    serve(int(args[0]))
+    try:
+        serve(int(args[0]))
+    except KeyboardInterrupt:  # SIGINT sent to this worker: one line in its log, never a traceback
+        print("warm worker: interrupted (SIGINT); the trial in flight has no result", file=sys.stderr)
+        return 130
     return 0
 
 

@@ -317,7 +317,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     _die_with_parent()
     request = TrialRequest.from_json(Path(args[0]).read_text())
-    write_result(execute(request), Path(args[1]))
+    try:
+        write_result(execute(request), Path(args[1]))
+    except KeyboardInterrupt:  # SIGINT sent to this worker: one line in its log, never a traceback
+        print("worker: interrupted (SIGINT) before a result was written", file=sys.stderr)
+        return 130
     return 0
 
 

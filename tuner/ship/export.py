@@ -16,7 +16,9 @@ measured it.
 
 The choice (:func:`choose`): an explicit trial, a policy expression, a profile
 (:mod:`tuner.ship.policy`), or by default the best feasible measured trial
-on one objective (the first). A study without a feasible measured trial
+on one objective (the first). Feasible is :func:`tuner.study.records.record_feasible`, the
+front's own test: a trial with a constraint that could not be evaluated (its memory not
+measured) is never exported. A study without a feasible measured trial
 raises :class:`ExportError` saying what its trials did.
 
 Noisy numbers are not facts: a pick that is noisy (latency CV above
@@ -107,7 +109,8 @@ def choose(study: "optuna.Study", policy: str | None = None, profile: str | None
         if match is None:
             raise ExportError(f"study '{study.study_name}' has no trial {trial_number}")
         if not record_feasible(match):
-            raise ExportError(f"trial {trial_number} is not a feasible measured trial (outcome {match.outcome})")
+            why = f": {match.reason}" if match.reason else ""
+            raise ExportError(f"trial {trial_number} is not a feasible measured trial (outcome {match.outcome}{why})")
         return Choice(match, f"trial {trial_number}", None)
     name = objective or (names[0] if names else None)
     if policy is None and profile is None and name not in names:

@@ -269,7 +269,7 @@ class HttpSpec(_Strict):
     prompts: str | None = None
     requests: int = Field(default=4, ge=1)
     concurrency: int | str = 1
-    request_timeout_s: float = Field(default=120.0, gt=0)
+    request_timeout_s: float = Field(default=120.0, gt=0, allow_inf_nan=False)
     response_text: str | None = None
 
     @field_validator("concurrency")

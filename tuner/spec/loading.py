@@ -214,6 +214,8 @@ def _clean_message(message: str, kind: str, value: Any) -> str:
             else f"unknown parameter type {value.get('type')!r}: use int, float, categorical or bool"
     if kind == "union_tag_not_found":
         return "a parameter needs 'type': int, float, categorical or bool"
+    if kind == "finite_number":
+        return f"must be a finite number (got {value!r})"
     return message
 
 

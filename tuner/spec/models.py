@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
@@ -77,12 +78,12 @@ class IntParameter(_Parameter):
 
 
 class FloatParameter(_Parameter):
-    """A float in [low, high]; optional ``step`` or ``log`` (not both)."""
+    """A float in [low, high]; optional ``step`` (dividing ``high - low``) or ``log`` (not both)."""
 
     type: Literal["float"]
     low: float
     high: float
-    step: float | None = None
+    step: float | None = Field(default=None, allow_inf_nan=False)
     log: bool = False
 
     @model_validator(mode="after")
@@ -97,11 +98,37 @@ class FloatParameter(_Parameter):
             raise ValueError("log and step cannot be combined")
         if self.step is not None and self.step <= 0:
             raise ValueError("step must be > 0")
+        # a step that does not divide the range: Optuna would narrow it to the last step below high
+        # (a warning nobody reads), and the study would never try the high the spec promises
+        narrowed = None if self.step is None else _narrowed_high(self.low, self.high, self.step)
+        if narrowed is not None:
+            span = float(_decimal(self.high) - _decimal(self.low))
+            raise ValueError(f"high - low ({span!r}) must be a multiple of step {self.step!r}: Optuna would narrow "
+                             f"the range to [{self.low!r}, {narrowed!r}] (use high: {narrowed!r}, or a step that "
+                             "divides the range)")
         return self
 
     def contains(self, value: Any) -> bool:
         return (isinstance(value, (int, float)) and not isinstance(value, bool)
                 and self.low <= float(value) <= self.high)
+
+
+def _decimal(value: float) -> Decimal:
+    """``value`` as the decimal a spec writes (its shortest repr: 0.1 is exactly 0.1)."""
+    return Decimal(repr(float(value)))
+
+
+def _narrowed_high(low: float, high: float, step: float) -> float | None:
+    """The ``high`` Optuna's ``FloatDistribution`` would narrow ``[low, high]`` to when ``step`` does
+    not divide the range, else None. Same rule as Optuna's: decimal arithmetic on the values as
+    written, so a step that divides on paper (0.8 / 0.1) is never refused for binary rounding."""
+    span, unit = _decimal(high) - _decimal(low), _decimal(step)
+    try:
+        if span % unit == 0:
+            return None
+    except InvalidOperation:  # more steps than decimal precision holds (> 1e27)
+        raise ValueError(f"step {step!r} is too small for the range [{low!r}, {high!r}]") from None
+    return float((span // unit) * unit + _decimal(low))
 
 
 Choice = Union[bool, int, float, str, None]
@@ -186,6 +213,13 @@ class Constraint(_Strict):
     max: float | str | None = None
     min: float | str | None = None
 
+    @field_validator("max", "min")
+    @classmethod
+    def _finite(cls, bound: float | str | None) -> float | str | None:
+        if isinstance(bound, float) and not math.isfinite(bound):
+            raise ValueError(f"a bound must be a finite number or an expression (got {bound!r})")
+        return bound
+
     @model_validator(mode="after")
     def _check(self) -> "Constraint":
         if self.max is None and self.min is None:
@@ -202,10 +236,10 @@ class MeasurementSpec(_Strict):
     warmup: int = Field(default=1, ge=0)
     min_repeats: int = Field(default=3, ge=1)
     max_repeats: int = Field(default=10, ge=1)
-    cv_target: float = Field(default=0.05, gt=0)
-    noisy_cv: float = Field(default=0.10, gt=0)
-    max_seconds: float | None = Field(default=None, gt=0)
-    memory_sample_hz: float = Field(default=100.0, ge=0)
+    cv_target: float = Field(default=0.05, gt=0, allow_inf_nan=False)
+    noisy_cv: float = Field(default=0.10, gt=0, allow_inf_nan=False)
+    max_seconds: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    memory_sample_hz: float = Field(default=100.0, ge=0, allow_inf_nan=False)
     """Rate of the process-tree memory sampler (RSS and NVML of the trial's processes), Hz;
     >= 50 to catch short peaks, or 0 to turn it off (allocator peaks and the RSS
     high-water mark remain; ``peak_vram_nvml_gb`` is then unavailable)."""
@@ -224,7 +258,7 @@ class BudgetSpec(_Strict):
     """When the study stops: after ``trials`` measured trials and/or ``wall_time_s``."""
 
     trials: int | None = Field(default=None, ge=1)
-    wall_time_s: float | None = Field(default=None, gt=0)
+    wall_time_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _check(self) -> "BudgetSpec":

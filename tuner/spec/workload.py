@@ -43,17 +43,23 @@ class WorkloadSpec(_Strict):
     ``timeout_s`` (seconds per trial) adapts by default: the reference gets 3x,
     search trials at least 3x the reference's wall time (:mod:`tuner.study.guards`);
     ``timeout_mode: fixed`` pins it.
+    ``max_trial_dir_gb``: what a trial may leave in its directory (GB); past it, once the trial's
+    result is read, the files the tuner does not need are deleted largest first until it fits
+    (``trial_scratch: clean``) or kept (``keep``), and either is named in the trial's reason
+    (:mod:`tuner.runner.scratch`).
     """
 
     class_path: str | None = Field(default=None, alias="class")
     command: CommandSpec | None = None
     python: PythonSpec | None = None
     http: HttpSpec | None = None
-    timeout_s: float = Field(default=300.0, gt=0)
+    timeout_s: float = Field(default=300.0, gt=0, allow_inf_nan=False)
     timeout_mode: Literal["adaptive", "fixed"] = "adaptive"
     device: Literal["auto", "cpu", "cuda"] = "auto"
     torch_threads: int | None = Field(default=None, ge=1)
     worker: Literal["auto", "fresh", "warm"] = "auto"
+    max_trial_dir_gb: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+    trial_scratch: Literal["clean", "keep"] = "clean"
 
     model_config = ConfigDict(extra="forbid", frozen=True, populate_by_name=True)
 

@@ -8,6 +8,10 @@ loser reads the holder: measured with values -> the proposal is a copy of it;
 still running -> the proposal waits to be copied; finished without a result
 (interrupted, crashed, taken over as stale) -> the claim is taken over by an
 atomic update naming the old holder, so again exactly one coordinator re-runs it.
+
+Every database call rides through a storage outage (:func:`tuner.study.outage.call_through_outage`);
+a claim found held by the claiming trial itself (its insert committed just before the connection
+dropped) is that trial's.
 """
 
 from __future__ import annotations
@@ -15,10 +19,16 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.study.outage import call_through_outage
+
 
 def ensure_tables(metadata: Any, engine: Any) -> None:
     """Create tuner's own tables in ``metadata`` if missing; another process creating them at the same
     instant is fine (its "already exists" is ignored once the table is seen)."""
+    call_through_outage(_create_tables, metadata, engine)
+
+
+def _create_tables(metadata: Any, engine: Any) -> None:
     from sqlalchemy import inspect
     from sqlalchemy.exc import DBAPIError
 
@@ -65,10 +75,13 @@ class Claims:
 
     def claim(self, key: str, trial_number: int) -> int | None:
         """Claim ``key`` for ``trial_number``: None when it is now this trial's, else the holder's number."""
+        self._create()
+        return call_through_outage(self._claim, key, trial_number)
+
+    def _claim(self, key: str, trial_number: int) -> int | None:
         from sqlalchemy import insert, select
         from sqlalchemy.exc import IntegrityError
 
-        self._create()
         try:
             with self.engine.begin() as connection:
                 connection.execute(insert(self._claims).values(
@@ -78,10 +91,13 @@ class Claims:
             with self.engine.begin() as connection:
                 row = connection.execute(select(self._claims.c.trial_number).where(
                     (self._claims.c.study_name == self.study_name) & (self._claims.c.candidate_key == key))).first()
-            return None if row is None else int(row.trial_number)
+            return None if row is None or int(row.trial_number) == trial_number else int(row.trial_number)
 
     def take_over(self, key: str, holder: int, trial_number: int) -> bool:
         """Move the claim on ``key`` from ``holder`` to ``trial_number``; False when another won it."""
+        return call_through_outage(self._take_over, key, holder, trial_number)
+
+    def _take_over(self, key: str, holder: int, trial_number: int) -> bool:
         from sqlalchemy import update
 
         with self.engine.begin() as connection:

@@ -32,7 +32,7 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence, TypeVar
 
 from tuner.pareto import front_trials
 from tuner.results import Outcome, TrialResult
@@ -43,7 +43,7 @@ from tuner.spec.space import resolve, suggest
 from tuner.study.claims import claim_setting, claims_for
 from tuner.study.feasibility import FeasibilityModel, Observation
 from tuner.study.guards import StudyStop, measurement_settings, reference_stop, same_failure_stop, trial_timeout_s
-from tuner.study.heartbeats import HOST, Heartbeats, reclaim_stale, worker_id
+from tuner.study.heartbeats import HOST, TAKEN_OVER, Heartbeats, reclaim_stale, taken_over, worker_id
 from tuner.study.listeners import Listener, Summary
 from tuner.study.objectives import ConstraintPlan, Verdict, judge, wall
 from tuner.study.records import result_attributes
@@ -56,6 +56,7 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
+T = TypeVar("T")
 EXHAUSTED_AFTER = 100
 INTERRUPT_GRACE_S = 3.0
 POLL_S = 1.0  # how often a coordinator waiting on other hosts looks at the storage again
@@ -156,7 +157,7 @@ class Coordinator:
                 self._feasibility.update(trials)  # the memory evidence of trials finished since
                 settle_copies(waiting_duplicates, view, {job.candidate.key for job in inflight.values()},
                               lambda twin, cand, original: self._tell_copy(twin, cand, original, started),
-                              lambda twin, cand, reason: give_back(self.study, twin, cand.params, "search", reason))
+                              lambda twin, cand, reason: self._give_back(twin, cand.params, "search", reason))
                 if failure is None and view.failed_reference is not None and not inflight:
                     failure = reference_stop(self.study.study_name, view.failed_reference)
                 cancelled = cancelled or bool(self.study.user_attrs.get("cancelled"))
@@ -197,25 +198,29 @@ class Coordinator:
                     request = self._request(trial, candidate, role)
                     problem = _writable(Path(request.workdir))
                     if problem is not None:
-                        give_back(self.study, trial, candidate.params, role, problem)
+                        self._give_back(trial, candidate.params, role, problem)
                         failure = StudyStop(problem)
                         free_slots.append(slot)
                         exclusive = False
                         break
-                    trial.set_user_attr("slot", slot.label)
+                    if self._unless_taken_over(trial.number, lambda: trial.set_user_attr("slot", slot.label) or True) \
+                            is None:
+                        free_slots.append(slot)
+                        exclusive = False
+                        continue
                     future = pool.submit(self.runner.run, request, slot)
                     inflight[future] = _InFlight(trial, candidate, slot, role)
                     for listener in self.listeners:
                         listener.on_trial_start(trial.number, role, slot.label, request.timeout_s)
                 stopping = failure is not None or self._interrupt.is_set() or cancelled
                 if held is not None and stopping:
-                    give_back(self.study, held[0], held[1].params, held[2], "not started: the study stopped")
+                    self._give_back(held[0], held[1].params, held[2], "not started: the study stopped")
                     held = None
                 if stopping:
                     for key in list(waiting_duplicates):
                         for twin, twin_candidate in waiting_duplicates.pop(key):
-                            give_back(self.study, twin, twin_candidate.params, "search", "not copied: the study "
-                                      "stopped before the setting it repeats was measured")
+                            self._give_back(twin, twin_candidate.params, "search", "not copied: the study "
+                                            "stopped before the setting it repeats was measured")
                 self._heartbeats.beat(held_ids(inflight, waiting_duplicates, held))
                 if time.monotonic() - last_reclaim >= RECLAIM_EVERY_S:
                     last_reclaim = time.monotonic()
@@ -243,8 +248,7 @@ class Coordinator:
                         exclusive = False
                     result = _result_of(future)
                     if interrupted_at is not None and result.outcome is not Outcome.OK:
-                        give_back(self.study, job.trial, job.candidate.params, job.role,
-                                  "the run was interrupted (Ctrl-C)")
+                        self._give_back(job.trial, job.candidate.params, job.role, "the run was interrupted (Ctrl-C)")
                         continue
                     frozen = self._tell(job.trial, job.candidate, job.role, job.slot, result)
                     if frozen is None:
@@ -278,6 +282,11 @@ class Coordinator:
                  started: float) -> tuple["optuna.Trial", Candidate, str] | None:
         """Ask for a candidate: it when it must run here; None when recorded (or set aside to be copied)."""
         trial = self.study.ask()
+        return self._unless_taken_over(trial.number, lambda: self._place(trial, view, waiting, started))
+
+    def _place(self, trial: "optuna.Trial", view: SharedView, waiting: dict[str, list[tuple["optuna.Trial", Candidate]]],
+               started: float) -> tuple["optuna.Trial", Candidate, str] | None:
+        """Resolve, record and claim the asked ``trial``: it when it must run here (see :meth:`_propose`)."""
         trial.set_user_attr("host", HOST)
         trial.set_user_attr("worker", worker_id())
         self._heartbeats.start(trial._trial_id)
@@ -323,13 +332,25 @@ class Coordinator:
 
     def _tell(self, trial: "optuna.Trial", candidate: Candidate, role: str, slot: Slot,
               result: TrialResult) -> "FrozenTrial | None":
-        """Record ``result``; None when another coordinator failed the trial as stale meanwhile."""
-        from optuna.exceptions import UpdateFinishedTrialError
+        """Record ``result``; None (the result dropped, one line said) when another coordinator failed the
+        trial as stale meanwhile."""
+        return self._unless_taken_over(trial.number, lambda: self._record(trial, role, slot, result))
 
+    def _unless_taken_over(self, number: int, write: Callable[[], T]) -> T | None:
+        """``write()`` to trial ``number``, which this coordinator holds; None when another coordinator took the
+        trial over as stale meanwhile (:data:`~.heartbeats.TAKEN_OVER`): the listeners hear it once, the loop
+        goes on."""
         try:
-            return self._record(trial, role, slot, result)
-        except UpdateFinishedTrialError:
-            return None
+            return write()
+        except Exception as error:  # noqa: BLE001 - only a taken-over trial is handled here
+            if not taken_over(error):
+                raise
+        for listener in self.listeners:
+            listener.on_trial_dropped(number, TAKEN_OVER)
+        return None
+
+    def _give_back(self, trial: "optuna.Trial", params: Any, role: str, reason: str) -> None:
+        self._unless_taken_over(trial.number, lambda: give_back(self.study, trial, params, role, reason))
 
     def _record(self, trial: "optuna.Trial", role: str, slot: Slot, result: TrialResult) -> "FrozenTrial":
         from optuna.trial import TrialState
@@ -352,9 +373,9 @@ class Coordinator:
             trial.set_user_attr("fingerprint_note", self._handoff.note)  # this host differs from the reference's
         if verdict.unavailable_constraints:
             trial.set_user_attr("unavailable_constraints", verdict.unavailable_constraints)
+        if verdict.reason and result.outcome is Outcome.OK:  # an objective (FAIL) or a constraint (infeasible)
+            trial.set_user_attr("reason", "; ".join(filter(None, [verdict.reason, result.reason])))  # not evaluated
         if verdict.values is None:
-            if verdict.reason and result.outcome is Outcome.OK:
-                trial.set_user_attr("reason", verdict.reason)
             return self.study.tell(trial, state=TrialState.FAIL)
         for key, value in verdict.constraints.items():
             trial.set_constraint(key, value)
@@ -369,7 +390,9 @@ class Coordinator:
 
     def _tell_copy(self, trial: "optuna.Trial", candidate: Candidate, original: "FrozenTrial",
                    started: float) -> None:
-        self._notify(tell_copy(self.study, trial, original), self._measured_count(), self.budget_trials, started)
+        frozen = self._unless_taken_over(trial.number, lambda: tell_copy(self.study, trial, original))
+        if frozen is not None:
+            self._notify(frozen, self._measured_count(), self.budget_trials, started)
 
     def _notify(self, frozen: "FrozenTrial", done: int, total: int | None, started: float) -> None:
         if not self.listeners:

@@ -20,6 +20,9 @@ redo only when
   seconds ago (left by a tuner before heartbeats, or by a coordinator that died between
   claiming it and writing its ``worker``).
 
+For one grace period after a storage outage ends (:func:`tuner.study.outage.recovered_within`), the
+first test is not applied: during the outage no coordinator could beat, so every heartbeat is old.
+
 Such a trial is recorded ``INTERRUPTED`` with the reason, failed through the
 storage's atomic state change (so when several coordinators find it at once,
 exactly one wins), and its setting enqueued again with ``rerun_of``. A live
@@ -32,6 +35,8 @@ import os
 import socket
 import time
 from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+from tuner.study.outage import call_through_outage, recovered_within
 
 if TYPE_CHECKING:
     import optuna
@@ -98,7 +103,7 @@ def stale_trial_ids(study: "optuna.Study") -> dict[int, str]:
     storage = study._storage
     stale: dict[int, str] = {}
     heartbeats = bool(getattr(storage, "get_heartbeat_interval", lambda: None)())
-    if heartbeats:
+    if heartbeats and not recovered_within(_grace_period_s(storage)):  # after an outage nobody could beat
         for trial_id in storage._get_stale_trial_ids(study._study_id):
             stale[trial_id] = "its worker stopped sending heartbeats (host down or cut off from the storage)"
     unclaimed: list[Any] = []
@@ -125,16 +130,27 @@ def _started_before(trial: Any, seconds: float) -> bool:
     return start is None or (datetime.datetime.now() - start).total_seconds() > seconds
 
 
-def _trials_with_heartbeat(storage: Any) -> set[int]:
-    """Ids of trials that have a heartbeat row (an RDB storage with heartbeats enabled)."""
+def _grace_period_s(storage: Any) -> float:
+    """The storage's heartbeat grace period in seconds (Optuna's default: twice the interval)."""
     backend = getattr(storage, "_backend", storage)
-    try:
-        from optuna.storages._rdb import models
+    grace = getattr(backend, "grace_period", None)
+    interval = getattr(backend, "heartbeat_interval", None) or 0
+    return float(grace if grace else 2 * interval)
 
+
+def _trials_with_heartbeat(storage: Any) -> set[int]:
+    """Ids of trials that have a heartbeat row (an RDB storage with heartbeats enabled); the query rides
+    through a storage outage (:mod:`.outage`)."""
+    backend = getattr(storage, "_backend", storage)
+    if not hasattr(backend, "scoped_session"):
+        return set()  # an unusual storage: no trial is known to beat
+    from optuna.storages._rdb import models
+
+    def read() -> set[int]:
         with backend.scoped_session() as session:
             return {row.trial_id for row in session.query(models.TrialHeartbeatModel.trial_id).all()}
-    except Exception:  # noqa: BLE001 - an unusual storage: no trial is known to beat
-        return set()
+
+    return call_through_outage(read)
 
 
 def reclaim_stale(study: "optuna.Study", enqueue_again: Callable[[Any, str, int], None]) -> int:
@@ -162,3 +178,18 @@ def reclaim_stale(study: "optuna.Study", enqueue_again: Callable[[Any, str, int]
             enqueue_again(trial.params, trial.user_attrs.get("role", "search"), trial.number)
         count += 1
     return count
+
+
+TAKEN_OVER = ("no heartbeat of this coordinator reached the storage for longer than the grace period (the process "
+              "was frozen or cut off), so another one failed the trial as stale and re-runs its setting")
+"""Why a coordinator drops what it still had to write for a trial (a late result, a copy, a give-back)."""
+
+
+def taken_over(error: BaseException) -> bool:
+    """Whether ``error``, raised by a write to a trial this coordinator holds, says the trial was finished by
+    someone else meanwhile (Optuna's "has already finished" / "Cannot tell a FAIL trial")."""
+    from optuna.exceptions import UpdateFinishedTrialError
+
+    return isinstance(error, UpdateFinishedTrialError) or (
+        isinstance(error, ValueError) and str(error).startswith("Cannot tell a "))
+

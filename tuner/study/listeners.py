@@ -25,6 +25,9 @@ class Listener(Protocol):
     def on_tick(self, elapsed_s: float) -> None:
         """Called about twice a second while trials run (``elapsed_s``: this invocation so far)."""
 
+    def on_trial_dropped(self, number: int, reason: str) -> None:
+        """What this coordinator still had to write for trial ``number`` was dropped: ``reason`` (one line)."""
+
 
 @dataclass
 class Summary:

@@ -11,7 +11,8 @@ naming the holder. The rows live in a table of tuner's own
 (``tuner_study_locks``) in the Optuna storage's database — SQLite or PostgreSQL
 alike — taken by atomic inserts, so two coordinators started at the same instant
 cannot both win. The holder refreshes ``heartbeat`` every :data:`HEARTBEAT_S`
-seconds from a daemon thread.
+seconds from a daemon thread (a beat missed while the storage is away is simply skipped); taking
+a lock rides through a storage outage (:mod:`tuner.study.outage`).
 
 A lock whose holder is gone is taken over: same host and the holder's pid is
 not alive, or no heartbeat for :data:`STALE_AFTER_S` seconds (another host).
@@ -27,6 +28,7 @@ from typing import Any
 
 from tuner.study.claims import ensure_tables
 from tuner.study.heartbeats import HOST, pid_alive
+from tuner.study.outage import call_through_outage
 from tuner.study.storage import StudyError
 
 HEARTBEAT_S = 10.0
@@ -74,7 +76,7 @@ class StudyLock:
         taken: list[str] = []
         try:
             for key in self.keys:
-                self._take(key)
+                call_through_outage(self._take, key)
                 taken.append(key)
         except StudyLocked:
             self._delete(taken)

@@ -2,6 +2,12 @@
 
 * ``OK``: the objective metrics' values; graded constraint violations
   (``(value - max) / |max|`` or ``(min - value) / |min|``; > 0 infeasible).
+  A constraint that cannot be evaluated — its metric missing, unavailable, NaN or
+  infinite, its bound NaN, its violation not a number — is *infeasible*: violation
+  :data:`UNAVAILABLE_CONSTRAINT_VIOLATION`, a reason naming the metric and its value
+  (``constraint peak_vram_device_gb unavailable (nan): NVML could not see the process``),
+  and the trial attribute ``unavailable_constraints`` (key -> that reason). A setting
+  whose memory could not be measured is never on the front, never exported.
 * ``OOM`` / ``TIMEOUT``: an infeasible point — finite placeholder values, worse
   than anything measured so far, and the ``outcome`` constraint set to 1 — so
   samplers learn where the wall is. Placeholders are flagged on the trial and
@@ -28,7 +34,8 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Mapping, Sequence
 
-from tuner.results import Outcome, TrialResult
+from tuner.pareto import constraints_hold
+from tuner.results import Metric, Outcome, TrialResult
 from tuner.spec.expressions import ExpressionError, compile_expression
 
 if TYPE_CHECKING:
@@ -40,6 +47,10 @@ OUTCOME_CONSTRAINT = "outcome"
 NO_MEASUREMENT_PLACEHOLDER = 1e6
 LEGACY_CONSTRAINTS_ATTR = "constraints"  # trial system attribute (dashboard view only): the list optuna-dashboard 0.21 reads
 CONSTRAINT_ORDER_ATTR = "constraint_order"  # view study user attribute: the keys of that list, in order
+UNAVAILABLE_CONSTRAINT_VIOLATION = 1.0
+"""The violation told for a constraint that cannot be evaluated: positive, so every sampler and every view
+takes the trial as infeasible; 1, as the ``outcome`` wall of an OOM (a miss by 100 % of the bound on the
+graded scale), so an unknown is not told as nearly feasible, nor as worse than a measured miss of 2x."""
 
 
 @dataclass(frozen=True)
@@ -52,13 +63,32 @@ class ActiveConstraint:
     min_value: float | None
 
     def violation(self, value: float) -> float:
-        """How far ``value`` is past the bounds, relative to the bound (0 when inside)."""
-        worst = 0.0
+        """How far ``value`` is past the bounds, relative to the bound (0 when inside); NaN when that
+        cannot be computed (past an infinite bound), never hidden as 0."""
+        misses = [0.0]
         if self.max_value is not None and value > self.max_value:
-            worst = max(worst, (value - self.max_value) / max(abs(self.max_value), 1e-12))
+            misses.append((value - self.max_value) / max(abs(self.max_value), 1e-12))
         if self.min_value is not None and value < self.min_value:
-            worst = max(worst, (self.min_value - value) / max(abs(self.min_value), 1e-12))
-        return worst
+            misses.append((self.min_value - value) / max(abs(self.min_value), 1e-12))
+        return math.nan if any(math.isnan(miss) for miss in misses) else max(misses)
+
+    def unevaluable(self, metric: Metric | None) -> str | None:
+        """Why this constraint cannot be evaluated on ``metric`` (one line naming the metric and its
+        value), or None when :meth:`violation` of its value is a finite number."""
+        head = f"constraint {self.metric} unavailable"
+        if metric is None:
+            return f"{head} (not reported)"
+        value = metric.value
+        if value is None or not math.isfinite(value):
+            shown = "no value" if value is None else f"{value:g}"
+            return f"{head} ({shown}): {metric.reason}" if metric.reason else f"{head} ({shown})"
+        for side, bound in (("max", self.max_value), ("min", self.min_value)):
+            if bound is not None and math.isnan(bound):
+                return f"{head} ({value:g}): its {side} bound is nan on this host"
+        grade = self.violation(value)
+        if not math.isfinite(grade):
+            return f"{head} ({value:g}): its violation against {self.key} is {grade:g}"
+        return None
 
 
 @dataclass(frozen=True)
@@ -110,7 +140,10 @@ class Verdict:
 
     @property
     def feasible(self) -> bool:
-        return self.values is not None and not self.placeholder and all(v <= 0 for v in self.constraints.values())
+        """Measured values, every constraint a number <= 0 and none unavailable
+        (:func:`tuner.pareto.constraints_hold`, the test the front and the export apply)."""
+        return (self.values is not None and not self.placeholder
+                and constraints_hold(self.constraints, self.unavailable_constraints))
 
 
 def placeholder_value(direction: str, measured: Sequence[float]) -> float:
@@ -133,7 +166,12 @@ def wall(spec: "StudySpec", plan: ConstraintPlan, measured_values: Sequence[Sequ
 
 def judge(spec: "StudySpec", plan: ConstraintPlan, result: TrialResult,
           measured_values: Sequence[Sequence[float]]) -> Verdict:
-    """Turn ``result`` into a :class:`Verdict`; ``measured_values`` are earlier OK values."""
+    """Turn ``result`` into a :class:`Verdict`; ``measured_values`` are earlier OK values.
+
+    A constraint that cannot be evaluated (:meth:`ActiveConstraint.unevaluable`) is told as
+    :data:`UNAVAILABLE_CONSTRAINT_VIOLATION`; the verdict's ``reason`` then names every such
+    constraint (``; ``-separated) and ``unavailable_constraints`` maps each key to its line.
+    """
     if result.outcome.is_infeasible_point:
         return wall(spec, plan, measured_values, result.reason)
     if result.outcome is not Outcome.OK:
@@ -148,14 +186,15 @@ def judge(spec: "StudySpec", plan: ConstraintPlan, result: TrialResult,
     constraints = {OUTCOME_CONSTRAINT: 0.0}
     unavailable: dict[str, str] = {}
     for constraint in plan.active:
-        value = result.metric_value(constraint.metric)
-        if value is None or not math.isfinite(value):
-            metric = result.metrics.get(constraint.metric)
-            unavailable[constraint.key] = metric.reason if metric and metric.reason else "not reported"
-            constraints[constraint.key] = 0.0
+        metric = result.metrics.get(constraint.metric)
+        why = constraint.unevaluable(metric)
+        if why is None and metric is not None and metric.value is not None:
+            constraints[constraint.key] = constraint.violation(float(metric.value))
         else:
-            constraints[constraint.key] = constraint.violation(value)
-    return Verdict(values, constraints, unavailable_constraints=unavailable)
+            unavailable[constraint.key] = why or f"constraint {constraint.metric} unavailable"
+            constraints[constraint.key] = UNAVAILABLE_CONSTRAINT_VIOLATION
+    reason = "; ".join(unavailable.values()) or None
+    return Verdict(values, constraints, reason=reason, unavailable_constraints=unavailable)
 
 
 def constraint_order(constraints: Mapping[str, float]) -> list[str]:

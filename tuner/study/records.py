@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-from tuner.pareto import named_constraints
+from tuner.pareto import UNAVAILABLE_CONSTRAINTS_ATTR, feasible_measurement, named_constraints
 from tuner.results import TrialResult
 
 if TYPE_CHECKING:
@@ -90,6 +90,7 @@ class TrialRecord:
     env: Mapping[str, str] | None = None  # the environment the trial's worker ran with, secrets masked
     runtime: Mapping[str, Any] | None = None  # packages, torch / CUDA / cuDNN, driver, git, weights' sha256
     cut_short: str | None = None  # how the time limit shortened the latency measurement (one line), when it did
+    unavailable_constraints: Mapping[str, str] = field(default_factory=dict)  # key -> why it could not be evaluated
 
     @staticmethod
     def from_trial(trial: "FrozenTrial") -> "TrialRecord":
@@ -122,6 +123,7 @@ class TrialRecord:
             env=attrs.get("env"),
             runtime=attrs.get("runtime"),
             cut_short=(attrs.get("worker_info") or {}).get("cut_short"),
+            unavailable_constraints=dict(attrs.get(UNAVAILABLE_CONSTRAINTS_ATTR) or {}),
         )
 
     @property
@@ -153,6 +155,7 @@ class TrialRecord:
 
 
 def record_feasible(record: TrialRecord) -> bool:
-    """COMPLETE, real values (no placeholder), not a copy, every constraint <= 0."""
-    return (record.state == "COMPLETE" and record.values is not None and not record.placeholder
-            and record.duplicate_of is None and all(v <= 0 for v in record.constraints.values()))
+    """COMPLETE, real values (no placeholder), not a copy, every constraint a number <= 0 and none
+    unavailable: :func:`tuner.pareto.feasible_measurement`, the test the front applies to frozen trials."""
+    return feasible_measurement(record.state == "COMPLETE", record.values, record.placeholder, record.duplicate_of,
+                                record.constraints, record.unavailable_constraints)

@@ -8,8 +8,10 @@ hosts. ``postgresql://`` and ``postgres://`` URLs are opened with the same psyco
 with the ``postgres`` extra, and a PostgreSQL URL without it is one line naming that extra.
 Every storage is opened with Optuna heartbeats (:func:`heartbeat_settings`: a
 RUNNING trial whose heartbeat is older than the grace period is stale) and a
-connection pool that tests each connection before use, so a restarted database
-server costs no error. URLs are shown
+connection pool that tests each connection before use, as an
+:class:`~tuner.study.tolerant_storage.OutageTolerantRDBStorage`: a restarted or unreachable database is
+waited out for a bounded time (:mod:`tuner.study.outage`). Reading commands open it ``read_only`` (on
+SQLite: never waiting for a writer's lock). URLs are shown
 only through :func:`redact_url` and error text only through :func:`redact_text`
 (both from :mod:`tuner.secrets`, the one implementation; ``redact_url`` is
 re-exported here for older call sites). :class:`StudyError` is the one error of this
@@ -24,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.spec.extras import MissingExtra, is_installed
+from tuner.study.errors import StudyError
 from tuner.secrets import redact_text, redact_url, remember_url
 
 if TYPE_CHECKING:
@@ -34,6 +37,7 @@ STORAGE_ENV = "TUNER_STORAGE"
 HOME_ENV = "TUNER_HOME"
 SQLITE_BUSY_TIMEOUT_ENV = "TUNER_SQLITE_BUSY_TIMEOUT_S"  # seconds a writer waits for a locked SQLite file (60)
 HEARTBEAT_INTERVAL_S = 10  # a RUNNING trial's heartbeat is recorded this often (seconds)
+READ_BUSY_TIMEOUT_S = 5.0  # seconds a read-only SQLite connection waits for a lock (a WAL reader rarely must)
 GRACE_PERIOD_S = 60  # a RUNNING trial without a heartbeat for this long is stale (seconds)
 HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"  # overrides HEARTBEAT_INTERVAL_S (whole seconds > 0)
 GRACE_PERIOD_ENV = "TUNER_GRACE_PERIOD_S"  # overrides GRACE_PERIOD_S (whole seconds > 0)
@@ -41,10 +45,6 @@ POSTGRES_SCHEMES = ("postgresql://", "postgres://")  # opened as postgresql+psyc
 __all__ = ["StudyError", "tuner_home", "default_storage_url", "storage_url", "redact_url", "open_storage",
            "list_studies", "driver_url", "heartbeat_settings", "DEFAULT_HOME", "STORAGE_ENV", "HOME_ENV",
            "SQLITE_BUSY_TIMEOUT_ENV", "HEARTBEAT_INTERVAL_S", "GRACE_PERIOD_S", "HEARTBEAT_ENV", "GRACE_PERIOD_ENV"]
-
-
-class StudyError(RuntimeError):
-    """A study that cannot be created, found or resumed; the message says why."""
 
 
 def tuner_home(explicit: str | Path | None = None) -> Path:
@@ -105,18 +105,25 @@ def heartbeat_settings() -> tuple[int, int]:
     return interval, grace
 
 
-def open_storage(url: str, create: bool = True) -> "optuna.storages.BaseStorage":
+def open_storage(url: str, create: bool = True, read_only: bool = False) -> "optuna.storages.BaseStorage":
     """An Optuna RDB storage with heartbeats (:func:`heartbeat_settings`) and a pre-pinged pool.
 
     SQLite files get their directory created and a busy timeout; ``postgresql://`` and
     ``postgres://`` URLs use the psycopg driver (:func:`driver_url`). ``create=False``
     (the reading commands) raises :class:`StudyError` for a SQLite file that does not
-    exist instead of creating an empty one. Any failure to connect (wrong password,
+    exist instead of creating an empty one. ``read_only=True`` (``tuner status``, ``front``, ``export``,
+    ``show``): a SQLite file is read in plain read transactions, which WAL mode serves while another
+    process holds the write lock, with a busy timeout of :data:`READ_BUSY_TIMEOUT_S` for the rare
+    moment a reader must wait (a checkpoint); writes are not prevented, only not made atomic — the
+    caller promises none. The returned storage waits out a lost connection (:mod:`tuner.study.outage`);
+    opening it does not. Any failure to connect (wrong password,
     unreachable server, missing database) is a one-line :class:`StudyError` without secrets.
     """
     import warnings
 
     import optuna
+
+    from tuner.study.tolerant_storage import OutageTolerantRDBStorage
 
     remember_url(url)
     missing = None if create else missing_sqlite_file(url)
@@ -133,13 +140,14 @@ def open_storage(url: str, create: bool = True) -> "optuna.storages.BaseStorage"
     engine_kwargs: dict[str, Any] = {"pool_pre_ping": True}
     if url.startswith("sqlite:///"):
         Path(url.removeprefix("sqlite:///")).parent.mkdir(parents=True, exist_ok=True)
-        engine_kwargs["connect_args"] = {"timeout": float(os.environ.get(SQLITE_BUSY_TIMEOUT_ENV) or 60)}
+        busy_s = READ_BUSY_TIMEOUT_S if read_only else float(os.environ.get(SQLITE_BUSY_TIMEOUT_ENV) or 60)
+        engine_kwargs["connect_args"] = {"timeout": busy_s}
     for attempt in range(4):
         try:
             with warnings.catch_warnings():  # heartbeat_interval is "experimental" since Optuna 2.9
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 # Optuna fills "{SCHEMA_VERSION}" with str.format: doubled braces keep a "{" in a password
-                storage = optuna.storages.RDBStorage(driver_url(url).replace("{", "{{").replace("}", "}}"),
+                storage = OutageTolerantRDBStorage(driver_url(url).replace("{", "{{").replace("}", "}}"),
                                                      engine_kwargs=engine_kwargs,
                                                      heartbeat_interval=interval, grace_period=grace)
             break
@@ -149,7 +157,7 @@ def open_storage(url: str, create: bool = True) -> "optuna.storages.BaseStorage"
                 continue
             raise StudyError(redact_text(f"cannot open storage {redact_url(url)}: {_driver_reason(error)}")) from None
     if url.startswith("sqlite:"):
-        _use_write_ahead_log(storage)
+        _use_write_ahead_log(storage, atomic_writes=not read_only)
     return storage
 
 
@@ -163,7 +171,7 @@ def _driver_reason(error: Exception) -> str:
     return f"{type(cause).__name__}: {' '.join(lines[:3]) or 'no reason given'}"
 
 
-def _use_write_ahead_log(storage: "optuna.storages.RDBStorage") -> None:
+def _use_write_ahead_log(storage: "optuna.storages.RDBStorage", atomic_writes: bool = True) -> None:
     """SQLite in WAL mode with ``synchronous=NORMAL``, every transaction ``BEGIN IMMEDIATE``.
 
     WAL: a committed trial survives the coordinator being killed (SIGKILL); only a
@@ -191,7 +199,8 @@ def _use_write_ahead_log(storage: "optuna.storages.RDBStorage") -> None:
         connection.exec_driver_sql("BEGIN IMMEDIATE")
 
     event.listen(storage.engine, "connect", configure)
-    event.listen(storage.engine, "begin", begin_immediate)
+    if atomic_writes:  # a reader's transactions stay deferred: they never wait for a writer
+        event.listen(storage.engine, "begin", begin_immediate)
     storage.engine.dispose()
 
 
@@ -199,6 +208,6 @@ def list_studies(url: str) -> list[tuple[str, int]]:
     """(name, number of trials) of every study in the storage; none when its SQLite file is missing."""
     if missing_sqlite_file(url) is not None:
         return []
-    storage = open_storage(url, create=False)
+    storage = open_storage(url, create=False, read_only=True)
     return [(s.study_name, len(storage.get_all_trials(s._study_id, deepcopy=False)))
             for s in storage.get_all_studies()]

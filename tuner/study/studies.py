@@ -93,7 +93,9 @@ class OpenStudy:
 def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: SamplerName,
                  trials: int | None, attributes: dict[str, Any]) -> OpenStudy:
     """Create a new study; StudyError when ``name`` is not a valid study name (:func:`check_study_name`,
-    checked before the storage is opened) or exists (use resume for that)."""
+    checked before the storage is opened) or exists (use resume for that) — also when another run
+    creates it between this check and the create (two ``tuner run --study-name X`` at once): the
+    storage's unique name decides, and the loser touches nothing of the winner's study."""
     import optuna
 
     check_study_name(name)
@@ -101,9 +103,13 @@ def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: 
     if any(s.study_name == name for s in storage.get_all_studies()):
         raise StudyError(f"study '{name}' already exists in {redact_url(url)}: "
                          f"continue it with 'tuner resume {name}' or pick another --study-name")
-    study = optuna.create_study(
-        storage=storage, study_name=name, sampler=make_sampler(sampler, spec, spec.seed),
-        directions=[o.direction for o in spec.objectives])
+    try:
+        study = optuna.create_study(
+            storage=storage, study_name=name, sampler=make_sampler(sampler, spec, spec.seed),
+            directions=[o.direction for o in spec.objectives])
+    except optuna.exceptions.DuplicatedStudyError:
+        raise StudyError(f"study '{name}' already exists in {redact_url(url)} (created by another run just now): "
+                         f"continue it with 'tuner resume {name}' or pick another --study-name") from None
     ensure_metric_names(study, spec)  # the objectives' names (optuna-dashboard's labels)
     budget_trials = trials if trials is not None else spec.budget.trials
     study.set_user_attr("spec_yaml", spec_text)
@@ -121,16 +127,17 @@ def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: 
     return OpenStudy(study, spec, spec_text, url, created=True)
 
 
-def load_study(url: str, name: str, sampler: SamplerName | None = None) -> OpenStudy:
+def load_study(url: str, name: str, sampler: SamplerName | None = None, read_only: bool = False) -> OpenStudy:
     """Load a study created by tuner, rebuilding its spec and sampler from the storage; StudyError
-    when ``name`` is not a valid study name (checked before the storage is opened) or not there."""
+    when ``name`` is not a valid study name (checked before the storage is opened) or not there.
+    ``read_only``: for commands that only read (see :func:`~tuner.study.storage.open_storage`)."""
     import optuna
 
     check_study_name(name)
     if missing_sqlite_file(url) is not None:
         raise StudyError(f"no study '{name}' in {redact_url(url)} (that storage does not exist yet: run a study "
                          "first, or check --home / --storage)")
-    storage = open_storage(url, create=False)
+    storage = open_storage(url, create=False, read_only=read_only)
     names = [s.study_name for s in storage.get_all_studies()]
     if name not in names:
         known = ", ".join(names[-5:]) or "none"

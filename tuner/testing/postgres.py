@@ -121,6 +121,22 @@ class PostgresCluster:
         self.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
             sql.Identifier(name), sql.Literal(password)).as_string())
 
+    def pg_ctl(self, *arguments: str) -> None:
+        """Run ``pg_ctl -D <data> <arguments>`` (as the server's user); RuntimeError with its last line on failure."""
+        _run(self.as_user + [str(self.bindir / "pg_ctl"), "-D", str(self.data), "-l", str(self.log), *arguments])
+
+    def restart(self, mode: str = "fast") -> None:
+        """``pg_ctl restart -m <mode>``: what maintenance or a fail-over does to the clients; waits until up."""
+        self.pg_ctl("restart", "-m", mode, "-w", "-t", str(START_TIMEOUT_S))
+
+    def shut_down(self, mode: str = "fast") -> None:
+        """Stop the server (``pg_ctl stop -m <mode>``) so that :meth:`start_again` can bring it back."""
+        self.pg_ctl("stop", "-m", mode, "-w", "-t", str(START_TIMEOUT_S))
+
+    def start_again(self) -> None:
+        """Start a server :meth:`shut_down` stopped, on the same port; waits until it accepts connections."""
+        self.pg_ctl("start", "-w", "-t", str(START_TIMEOUT_S))
+
     def stop(self) -> None:
         """Stop the server now (``pg_ctl stop -m immediate``, then SIGKILL); idempotent."""
         if self.stopped:

@@ -151,7 +151,7 @@ def refresh_view(source_url: str, study_name: str, view_url: str, rebuild: bool 
     if view_url == source_url:
         raise StudyError("the dashboard view must live in its own storage, not in the study's "
                          f"({redact_url(view_url)}): give another view storage")
-    source_storage = open_storage(source_url, create=False)
+    source_storage = open_storage(source_url, create=False, read_only=True)
     if study_name not in {s.study_name for s in source_storage.get_all_studies()}:
         raise StudyError(f"no study '{study_name}' in {redact_url(source_url)}")
     source = optuna.load_study(study_name=study_name, storage=source_storage)

@@ -138,6 +138,9 @@ class MlflowTracker:
     def on_tick(self, elapsed_s: float) -> None:
         pass
 
+    def on_trial_dropped(self, number: int, reason: str) -> None:
+        pass  # nothing of it was told: the trial's run is logged by whoever recorded it
+
     def wait_started(self, timeout_s: float = 60.0) -> str | None:
         """Block until the parent run exists (or failed); its id, or None."""
         self._started.wait(timeout_s)

@@ -1,0 +1,160 @@
+"""Two ``tuner worker`` processes on one PostgreSQL study ride through what a database does in real life.
+
+A real cluster of its own (this module restarts it), real worker processes in their own process
+groups standing in for two hosts, 1 s heartbeats and a 4 s grace period:
+
+- ``pg_ctl restart -m fast`` mid-study, and the server down for 20 s: both workers wait, say so once,
+  go on when it is back, and the study reaches its budget with nothing left RUNNING, each setting
+  measured once;
+- the server down past the outage bound (``TUNER_STORAGE_OUTAGE_S``): each worker stops with the one
+  line of a storage stop (exit 2, no traceback), and every trial measured before is still there.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterator
+
+import optuna
+import pytest
+
+from tuner.testing.postgres import PostgresCluster, PostgresNotInstalled, postgres_bindir, running_postgres
+
+ROOT = Path(__file__).resolve().parents[2]
+BUDGET = 10
+SPEC = """name: outage_fake
+workload:
+  class: tuner.workloads.fake:FakeWorkload
+  timeout_s: 120
+parameters:
+  sleep_s: {type: float, low: 1.0, high: 2.0, step: 0.05}
+  noise: {type: int, low: 0, high: 40, step: 5}
+objectives:
+  - {metric: latency_p50_s, direction: minimize}
+reference: {sleep_s: 1.0, noise: 0}
+measurement: {warmup: 0, min_repeats: 1, max_repeats: 1}
+budget: {trials: %d}
+""" % BUDGET
+
+pytestmark = [pytest.mark.slow, pytest.mark.postgres]
+
+
+@pytest.fixture(scope="module")
+def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresCluster]:
+    """A cluster only this module uses: its tests restart and stop it."""
+    try:
+        postgres_bindir()
+    except PostgresNotInstalled as error:
+        pytest.skip(str(error))
+    with running_postgres(tmp_path_factory.mktemp("pg_outage")) as cluster:
+        yield cluster
+
+
+def _wait_for(condition: Callable[[], Any], timeout_s: float = 240.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.3)
+    raise AssertionError("timed out waiting")
+
+
+def _trials(url: str) -> list[optuna.trial.FrozenTrial]:
+    return optuna.load_study(study_name="outage", storage=url).get_trials(deepcopy=False)
+
+
+def _measured(url: str) -> int:
+    return sum(1 for t in _trials(url) if t.user_attrs.get("measured"))
+
+
+def _start_workers(url: str, tmp_path: Path, extra_env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
+    import tuner
+
+    spec = tmp_path / "outage.yaml"
+    spec.write_text(SPEC)
+    tuner.create_study(spec, study_name="outage", storage=url, home=tmp_path / "creator")
+    env = {**os.environ, "TUNER_HEARTBEAT_S": "1", "TUNER_GRACE_PERIOD_S": "4", **extra_env,
+           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return [subprocess.Popen([sys.executable, "-m", "tuner", "worker", "outage", "--storage", url, "--gpus", str(i),
+                              "--no-mlflow", "--home", str(tmp_path / f"host{i}")],
+                             env={**env, "TUNER_HOST": f"host{i}"}, start_new_session=True, cwd=tmp_path,
+                             stdout=open(tmp_path / f"host{i}.log", "wb"), stderr=subprocess.STDOUT)
+            for i in range(2)]
+
+
+def _finish(workers: list[subprocess.Popen[bytes]], timeout_s: float = 300) -> dict[int, int]:
+    try:
+        return {index: process.wait(timeout_s) for index, process in enumerate(workers)}
+    finally:
+        for process in workers:
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait(30)
+
+
+def _logs(tmp_path: Path) -> list[str]:
+    return [(tmp_path / f"host{i}.log").read_text(errors="replace") for i in range(2)]
+
+
+@pytest.mark.parametrize("event", ["restart", "down_20s"])
+def test_a_fleet_rides_through_a_database_restart(event: str, own_cluster: PostgresCluster, tmp_path: Path) -> None:
+    url = own_cluster.create_database(f"outage_{event}")
+    workers = _start_workers(url, tmp_path, {})
+    try:
+        _wait_for(lambda: _measured(url) >= 3)
+        _wait_for(lambda: any(t.state.name == "RUNNING" for t in _trials(url)))  # a trial is in flight
+        if event == "restart":
+            own_cluster.restart("fast")
+            assert _measured(url) < BUDGET, "the restart came mid-study"
+        else:
+            own_cluster.shut_down("fast")
+            time.sleep(20)
+            own_cluster.start_again()
+    except BaseException:
+        _finish(workers, 1)
+        raise
+    codes = _finish(workers)
+    logs = _logs(tmp_path)
+    assert codes == {0: 0, 1: 0}, [log[-2500:] for log in logs]
+    trials = _trials(url)
+    assert not [t.number for t in trials if t.state.name == "RUNNING"], "nothing is left RUNNING"
+    assert not [t.number for t in trials if t.user_attrs.get("outcome") == "INTERRUPTED"], \
+        "no live worker's trial was taken for stale because nobody could beat during the outage"
+    measured = [t for t in trials if t.user_attrs.get("measured")]
+    assert len(measured) == BUDGET, [(t.number, t.state.name, t.user_attrs.get("outcome")) for t in trials]
+    keys = [t.user_attrs["candidate_key"] for t in measured]
+    assert len(set(keys)) == len(keys), "no setting was measured twice"
+    assert all(t.user_attrs.get("outcome") == "OK" for t in measured), [t.user_attrs.get("reason") for t in measured]
+    said = "\n".join(logs)
+    if event == "down_20s":  # a restart of a second may fall between two storage calls: a silent reconnect then
+        assert "the storage is unreachable" in said and "the storage is back after" in said, said[-3000:]
+    assert said.count("the storage is unreachable") == said.count("the storage is back after"), said[-3000:]
+    for log in logs:
+        assert log.count("the storage is unreachable") <= 2, "said once per outage, not once per retry"
+        assert "Traceback" not in log and "internal error" not in log, log[-3000:]
+
+
+def test_a_fleet_stops_with_one_line_when_the_database_stays_away(own_cluster: PostgresCluster,
+                                                                     tmp_path: Path) -> None:
+    url = own_cluster.create_database("outage_bound")
+    workers = _start_workers(url, tmp_path, {"TUNER_STORAGE_OUTAGE_S": "6"})
+    try:
+        _wait_for(lambda: _measured(url) >= 3)
+        own_cluster.shut_down("fast")
+        codes = _finish(workers, 120)
+    finally:
+        if (own_cluster.data / "postmaster.pid").exists() is False:
+            own_cluster.start_again()
+    logs = _logs(tmp_path)
+    assert codes == {0: 2, 1: 2}, [log[-2500:] for log in logs]
+    for log in logs:
+        assert "storage error, the study stopped" in log and "stayed unreachable" in log, log[-2500:]
+        assert "Traceback" not in log and "internal error" not in log, log[-3000:]
+    trials = _trials(url)
+    assert sum(1 for t in trials if t.user_attrs.get("measured")) >= 3, "every trial measured before is kept"

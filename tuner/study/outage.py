@@ -1,0 +1,211 @@
+"""Riding through a storage outage: connection-level errors are waited out, for a bounded time.
+
+A database restart (``pg_ctl restart``, a fail-over, a maintenance window) or a short network cut
+must not stop a fleet. Every storage call of a coordinator, worker, service or reading command
+goes through :func:`call_through_outage` (the Optuna storage's methods via
+:class:`tuner.study.storage.OutageTolerantRDBStorage`, the tuner's own tables via the same
+function): an error that :func:`is_transient` calls connection-level is retried with backoff
+(:data:`FIRST_WAIT_S` doubling to :data:`LONGEST_WAIT_S`) until the call succeeds or the outage
+has lasted :func:`outage_bound_s` seconds (``$TUNER_STORAGE_OUTAGE_S``, default
+:data:`DEFAULT_OUTAGE_BOUND_S`; 0 turns waiting off). Past the bound the call raises
+:class:`StorageUnavailable` (a one-line :class:`~tuner.study.storage.StudyError`, the driver's
+words chained); any other error is raised at once, as before.
+
+What the user sees: one line when the storage is first found away and one line when it is back
+(:func:`set_reporter`; default: standard error), never one per retry.
+
+Transient means: PostgreSQL could not be reached (connection refused, no route, closed
+mid-transaction), or says it is shutting down, starting up or in recovery (SQLSTATE class 08,
+57P01-57P03), too many connections (53300); a connection SQLAlchemy invalidated; SQLite "database
+is locked" past its busy timeout. A transaction cut short by a connection error was rolled back by
+the server, so running it again is safe; the one ambiguous case — the connection drops while the
+server commits — is made harmless where it matters: a state change found already made by this
+process counts as done (see :class:`~tuner.study.storage.OutageTolerantRDBStorage`) and a claim
+found held by the claiming trial is its own (:mod:`tuner.study.claims`).
+
+After an outage, every coordinator's heartbeats are as old as the outage: :func:`recovered_within`
+lets the stale-trial check (:mod:`tuner.study.heartbeats`) give the others one grace period to beat
+again before their trials count as abandoned.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from typing import Any, Callable, TypeVar
+
+from tuner.secrets import redact_text
+from tuner.study.errors import StudyError
+
+OUTAGE_BOUND_ENV = "TUNER_STORAGE_OUTAGE_S"  # seconds to wait for a storage that went away
+DEFAULT_OUTAGE_BOUND_S = 120.0
+FIRST_WAIT_S = 0.5  # the first retry's delay; it doubles up to LONGEST_WAIT_S
+LONGEST_WAIT_S = 5.0
+TRANSIENT_SQLSTATES = ("57P01", "57P02", "57P03", "53300")  # admin shutdown, crash shutdown, cannot connect now, too many
+TRANSIENT_WORDS = ("connection refused", "could not connect", "connection failed", "server closed the connection",
+                   "the database system is", "terminating connection", "connection reset", "connection timed out",
+                   "timeout expired", "no route to host", "broken pipe", "consuming input failed",
+                   "connection is closed", "connection already closed", "ssl connection has been closed",
+                   "database is locked", "could not receive data", "could not send data")
+
+T = TypeVar("T")
+
+
+class StorageUnavailable(StudyError):
+    """The storage stayed unreachable past the outage bound; the message says how long and why."""
+
+
+def outage_bound_s() -> float:
+    """Seconds a storage call waits for a storage that went away: ``$TUNER_STORAGE_OUTAGE_S`` (a number
+    >= 0), else :data:`DEFAULT_OUTAGE_BOUND_S`. :class:`StudyError` for anything else."""
+    text = (os.environ.get(OUTAGE_BOUND_ENV) or "").strip()
+    if not text:
+        return DEFAULT_OUTAGE_BOUND_S
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not (0 <= value < float("inf")):
+        raise StudyError(f"{OUTAGE_BOUND_ENV}={text!r} is not a number of seconds >= 0")
+    return value
+
+
+def _chain(error: BaseException) -> list[BaseException]:
+    seen: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in seen:
+        seen.append(current)
+        orig = getattr(current, "orig", None)  # SQLAlchemy's DBAPIError: the driver's exception
+        if isinstance(orig, BaseException) and orig not in seen and orig is not (current.__cause__ or current.__context__):
+            seen.append(orig)
+        current = current.__cause__ or current.__context__
+    return seen
+
+
+def is_transient(error: BaseException) -> bool:
+    """Whether ``error`` (or an exception it was raised from) says the storage is away for now,
+    not that the request was wrong (see the module docstring for the list)."""
+    for item in _chain(error):
+        if isinstance(item, StorageUnavailable):
+            return False  # an inner call already waited out its bound
+        if getattr(item, "connection_invalidated", False):
+            return True
+        sqlstate = getattr(item, "sqlstate", None)
+        if isinstance(sqlstate, str) and (sqlstate.startswith("08") or sqlstate in TRANSIENT_SQLSTATES):
+            return True
+        module = type(item).__module__
+        if module.startswith(("psycopg", "sqlite3")) and type(item).__name__ == "OperationalError":
+            text = str(item).lower()
+            if sqlstate is None and module.startswith("psycopg"):
+                return True  # psycopg's connection-level failures carry no SQLSTATE
+            if any(word in text for word in TRANSIENT_WORDS):
+                return True
+    return False
+
+
+def _driver_words(error: BaseException) -> str:
+    """The innermost driver message of ``error``, on one line (secrets redacted)."""
+    chain = _chain(error)
+    item = next((e for e in reversed(chain) if type(e).__module__.startswith(("psycopg", "sqlite3"))), chain[0])
+    words = " ".join(line.strip() for line in str(item).splitlines() if line.strip())[:300]
+    return redact_text(f"{type(item).__name__}: {words or 'no reason given'}")
+
+
+class _OutageState:
+    """This process's view of storage outages: whether one is in progress, when the last one ended."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.away_since: float | None = None  # monotonic time the storage was first found away
+        self.recovered_at: float | None = None  # monotonic time the last outage ended
+        self.local = threading.local()  # depth of nested calls: only the outermost retries
+
+
+_STATE = _OutageState()
+
+
+def _stderr_reporter(line: str) -> None:
+    print(f"tuner: {line}", file=sys.stderr, flush=True)
+
+
+_reporter: Callable[[str], None] = _stderr_reporter
+
+
+def set_reporter(reporter: Callable[[str], None] | None) -> None:
+    """Where the two lines of an outage go ("waiting", "back"); None restores standard error."""
+    global _reporter
+    _reporter = reporter or _stderr_reporter
+
+
+def recovered_within(seconds: float) -> bool:
+    """Whether the storage came back from an outage less than ``seconds`` ago, or is away now."""
+    with _STATE.lock:
+        if _STATE.away_since is not None:
+            return True
+        return _STATE.recovered_at is not None and time.monotonic() - _STATE.recovered_at < seconds
+
+
+def _went_away(error: BaseException, bound: float) -> None:
+    with _STATE.lock:
+        if _STATE.away_since is not None:
+            return
+        _STATE.away_since = time.monotonic()
+    _reporter(f"the storage is unreachable ({_driver_words(error)}); waiting up to {bound:.0f} s for it to come "
+              f"back ({OUTAGE_BOUND_ENV}); trials in flight keep running")
+
+
+def _came_back() -> None:
+    with _STATE.lock:
+        if _STATE.away_since is None:
+            return
+        away = time.monotonic() - _STATE.away_since
+        _STATE.away_since = None
+        _STATE.recovered_at = time.monotonic()
+    _reporter(f"the storage is back after {away:.0f} s; going on")
+
+
+def call_through_outage(call: Callable[..., T], *args: Any, retrying: Callable[[BaseException], T | None]
+                        | None = None, **kwargs: Any) -> T:
+    """``call(*args, **kwargs)``, retried while its error :func:`is_transient`, up to the outage bound.
+
+    ``retrying(error)``, when given, is asked before each retry with the error a *retried* attempt
+    raised that is not transient (e.g. "trial already finished" after an ambiguous commit): a
+    non-None answer is returned as the call's result, None re-raises. Nested calls (a storage
+    method calling another) retry only at the outermost level.
+    """
+    depth = getattr(_STATE.local, "depth", 0)
+    if depth:
+        return call(*args, **kwargs)
+    bound = outage_bound_s()
+    started: float | None = None
+    wait = FIRST_WAIT_S
+    attempt = 0
+    while True:
+        _STATE.local.depth = depth + 1
+        try:
+            result = call(*args, **kwargs)
+        except Exception as error:  # noqa: BLE001 - classified below; anything else is re-raised as is
+            if attempt and not is_transient(error) and retrying is not None:
+                answer = retrying(error)
+                if answer is not None:
+                    _came_back()
+                    return answer
+            if not is_transient(error):
+                raise
+            started = time.monotonic() if started is None else started
+            waited = time.monotonic() - started
+            if waited >= bound:
+                raise StorageUnavailable(f"the storage stayed unreachable for {waited:.0f} s "
+                                         f"({OUTAGE_BOUND_ENV}={bound:.0f}): {_driver_words(error)}") from error
+            _went_away(error, bound)
+            time.sleep(min(wait, max(0.0, bound - waited)))
+            wait = min(wait * 2, LONGEST_WAIT_S)
+            attempt += 1
+            continue
+        finally:
+            _STATE.local.depth = depth
+        if attempt:
+            _came_back()
+        return result
