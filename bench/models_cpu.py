@@ -7,7 +7,7 @@ Measured in one run, in one process, with ``--threads`` torch threads (default 1
    the prompt of ``search_spaces/wan_tiny_cpu.yaml``, from a base setting (9 frames, 64 x 64 px, 16 steps,
    unipc, CFG 5.0, batch 1, no cache) one knob at a time: ``num_inference_steps`` 2/4/8/16, ``num_frames``
    5/9/17/33, ``guidance_scale`` 1.0 (no CFG) / 5.0, and at 16 steps every ``cache`` the factory accepts
-   (its default threshold / interval). PSNR (dB, ``evaluators.video.psnr_db``, 100 = identical) of each
+   (its default threshold / interval). PSNR (dB, ``tuner.evaluators.video.psnr_db``, 100 = identical) of each
    video against the base setting's uncached video: with random weights this is agreement with the output
    of an UNTRAINED network, not image quality.
 2. **Omni thinker tiny** (``make_omni_thinker(weights="random", architecture="tiny", seed=0)``, fp32, sdpa:
@@ -55,7 +55,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
-from evaluators.video import psnr_db  # noqa: E402
+from tuner.evaluators.video import psnr_db  # noqa: E402
 from tuner.host import host_fingerprint, idle_cores  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -209,8 +209,8 @@ def test_commands_that_need_no_extra_run_without_any(tmp_path: Path) -> None:
 EVALUATE = textwrap.dedent('''
     import json, sys
     import numpy as np
-    from evaluators.base import EvalContext
-    from evaluators.registry import evaluate_quality
+    from tuner.evaluators.base import EvalContext
+    from tuner.evaluators.registry import evaluate_quality
     from tuner.workloads.base import WorkloadOutput
 
     video = np.random.default_rng(0).integers(0, 256, (1, 6, 32, 32, 3), dtype=np.uint8)
@@ -266,7 +266,7 @@ def project_source(tmp_path_factory: pytest.TempPathFactory) -> Path:
     source = tmp_path_factory.mktemp("project")
     for name in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / name, source / name)
-    for package in ("tuner", "evaluators"):
+    for package in ("tuner",):
         shutil.copytree(ROOT / package, source / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
     return source
 

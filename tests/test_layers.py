@@ -1,6 +1,6 @@
 """The package layout holds: imports point one way and no module cycle exists.
 
-Every ``import`` in ``tuner/`` and ``evaluators/`` is parsed with :mod:`ast`,
+Every ``import`` in ``tuner/`` is parsed with :mod:`ast`,
 including imports deferred into functions (they run sooner or later, so a
 cycle behind one is still a cycle); only imports under ``if TYPE_CHECKING:``
 are left out. Each module belongs to a layer; a module may import its own
@@ -22,7 +22,7 @@ LAYERS: tuple[tuple[str, ...], ...] = (
     ("tuner.results", "tuner.host", "tuner.gpu", "tuner.pareto",  # foundation: data types, host facts, Pareto arithmetic,
      "tuner.secrets"),                                            # redaction and child environments
     ("tuner.spec",),
-    ("evaluators",),
+    ("tuner.evaluators",),
     ("tuner.workloads",),
     ("tuner.adapters",),
     ("tuner.runner",),
@@ -58,9 +58,9 @@ def layer_of(module: str) -> int:
 
 
 def project_sources(root: Path = ROOT) -> dict[str, tuple[str, bool]]:
-    """Module name -> (source text, is a package ``__init__``) for tuner/ and evaluators/."""
+    """Module name -> (source text, is a package ``__init__``) for tuner/."""
     sources: dict[str, tuple[str, bool]] = {}
-    for package in ("tuner", "evaluators"):
+    for package in ("tuner",):
         for path in sorted((root / package).rglob("*.py")):
             parts = path.relative_to(root).with_suffix("").parts
             is_init = parts[-1] == "__init__"
@@ -202,6 +202,6 @@ def test_layout_tells_the_story() -> None:
     """At most 8 modules directly in tuner/; every package's __init__ says what lives there."""
     top = sorted(p.name for p in (ROOT / "tuner").glob("*.py"))
     assert len(top) <= 8, top
-    for init in sorted((ROOT / "tuner").rglob("__init__.py")) + [ROOT / "evaluators" / "__init__.py"]:
+    for init in sorted((ROOT / "tuner").rglob("__init__.py")):
         docstring = ast.get_docstring(ast.parse(init.read_text()))
         assert docstring and len(docstring) > 40, f"{init.relative_to(ROOT)} needs a docstring"

@@ -7,7 +7,7 @@ a machine without a driver every function degrades to an honest answer: no GPUs,
 strings in the fingerprint.
 
 Units: memory in GB means 1e9 bytes (decimal gigabytes), the same unit that
-:mod:`evaluators.memory` reports.
+:mod:`tuner.evaluators.memory` reports.
 
 Indices: NVML numbers devices by PCI order and ignores ``CUDA_VISIBLE_DEVICES``;
 CUDA (and torch) number only the visible devices. :func:`visible_gpu_indices`

@@ -24,7 +24,7 @@ trial of that setting on this host would have recorded:
 * ``peak_rss_gb`` — the worker's peak resident memory during the timed calls
   (GB = 1e9 bytes; the loaded model and evaluators included). Per setting only
   since the monitor trims the C heap before it resets the high-water mark
-  (:mod:`evaluators.memory`); tables measured before that (their sidecar says
+  (:mod:`tuner.evaluators.memory`); tables measured before that (their sidecar says
   ``"peak_rss_per_setting": false``) hold the process's history there instead;
 * the spec's quality metrics against the reference setting's output — measured
   on the ``--threads 1`` table; a table with ``--threads N > 1`` reads them from

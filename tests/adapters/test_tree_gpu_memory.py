@@ -15,7 +15,7 @@ from typing import Any
 import psutil
 import pytest
 
-from evaluators.memory import ProcessTreeSampler
+from tuner.evaluators.memory import ProcessTreeSampler
 from tuner import gpu
 
 from adapter_helpers import STANDINS

@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from evaluators.latency import LatencySettings, LatencyStats, measure_latency
+from tuner.evaluators.latency import LatencySettings, LatencyStats, measure_latency
 
 
 class FakeWorkload:

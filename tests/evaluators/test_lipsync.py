@@ -19,8 +19,8 @@ import numpy as np
 import pytest
 from scipy.signal import resample_poly  # type: ignore[import-untyped]
 
-from evaluators.base import EvalContext
-from evaluators.lipsync import (
+from tuner.evaluators.base import EvalContext
+from tuner.evaluators.lipsync import (
     LIPSYNC_METRICS, MAX_LAG_FRAMES, MIN_FRAMES, NO_FACE_REASON, detect_face_box, detect_mouth_box,
     frame_audio_rms, lag_correlation, lipsync_metrics, mouth_aperture, mouth_box_from_fractions, sync_stats)
 from tuner.results import Metric

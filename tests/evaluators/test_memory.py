@@ -12,7 +12,7 @@ import numpy as np
 import psutil
 import pytest
 
-from evaluators.memory import PeakMemoryMonitor, ProcessTreeSampler
+from tuner.evaluators.memory import PeakMemoryMonitor, ProcessTreeSampler
 from tuner import gpu
 from tuner.results import Metric
 
@@ -130,7 +130,7 @@ def test_gpu_metrics_are_unavailable_with_a_reason_without_cuda() -> None:
 def test_monitor_does_not_import_torch() -> None:
     code = (
         "import sys\n"
-        "from evaluators.memory import PeakMemoryMonitor\n"
+        "from tuner.evaluators.memory import PeakMemoryMonitor\n"
         "with PeakMemoryMonitor() as m: pass\n"
         "m.metrics()\n"
         "print('torch' in sys.modules)\n"

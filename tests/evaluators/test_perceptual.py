@@ -14,9 +14,9 @@ import numpy as np
 import pytest
 import torch
 
-from evaluators import perceptual
-from evaluators.base import EvalContext
-from evaluators.perceptual import (
+from tuner.evaluators import perceptual
+from tuner.evaluators.base import EvalContext
+from tuner.evaluators.perceptual import (
     alexnet_checkpoint_path,
     load_lpips_alex,
     load_stlpips_alex,
@@ -25,7 +25,7 @@ from evaluators.perceptual import (
     stlpips_alex,
     stlpips_weights_path,
 )
-from evaluators.video import ssim
+from tuner.evaluators.video import ssim
 from tuner.workloads.base import WorkloadOutput
 
 
@@ -91,7 +91,7 @@ def hub_dir(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def test_importing_the_evaluators_does_not_import_torch() -> None:
-    code = "import sys, evaluators.perceptual, evaluators.video; assert 'torch' not in sys.modules"
+    code = "import sys, tuner.evaluators.perceptual, tuner.evaluators.video; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

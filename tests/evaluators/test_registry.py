@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from evaluators.base import EvalContext
-from evaluators.registry import FAMILIES, QUALITY_METRICS, evaluate_quality, known_metric, warm_ups
+from tuner.evaluators.base import EvalContext
+from tuner.evaluators.registry import FAMILIES, QUALITY_METRICS, evaluate_quality, known_metric, warm_ups
 from tuner.workloads.base import WorkloadOutput
 
 
@@ -50,5 +50,5 @@ def test_evaluator_time_is_reported_per_family() -> None:
 def test_names_and_warm_ups() -> None:
     assert known_metric("stlpips_alex") and known_metric("count_frames") and not known_metric("psnr")
     assert len(QUALITY_METRICS) == sum(len(f.metrics) for f in FAMILIES), "a metric name is in two families"
-    assert warm_ups(["stlpips_alex", "latency_p50_s"]) == ["evaluators.perceptual:warm_up"]
+    assert warm_ups(["stlpips_alex", "latency_p50_s"]) == ["tuner.evaluators.perceptual:warm_up"]
     assert warm_ups(["psnr_db"]) == []

@@ -14,9 +14,9 @@ from typing import Iterator
 
 import pytest
 
-from evaluators.latency import LatencySettings, measure_latency
-from evaluators.memory import PeakMemoryMonitor
-from evaluators import cuda_api
+from tuner.evaluators.latency import LatencySettings, measure_latency
+from tuner.evaluators.memory import PeakMemoryMonitor
+from tuner.evaluators import cuda_api
 from tuner.testing.simulated_cuda import OutOfMemoryError, SimulatedCudaDevice, SimulatedCudaError
 from tuner.testing.simulated_workloads import SimulatedKernelWorkload
 from tuner.workloads.base import RunContext

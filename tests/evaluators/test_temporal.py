@@ -9,8 +9,8 @@ import cv2
 import numpy as np
 import pytest
 
-from evaluators.base import EvalContext
-from evaluators.temporal import (
+from tuner.evaluators.base import EvalContext
+from tuner.evaluators.temporal import (
     TEMPORAL_METRICS,
     flicker_metrics,
     flicker_score,

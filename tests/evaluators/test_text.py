@@ -7,8 +7,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from evaluators.base import EvalContext
-from evaluators.text import (
+from tuner.evaluators.base import EvalContext
+from tuner.evaluators.text import (
     TEXT_METRICS,
     bleu,
     chrf,

@@ -7,8 +7,8 @@ import math
 import numpy as np
 import pytest
 
-from evaluators.base import EvalContext
-from evaluators.video import (
+from tuner.evaluators.base import EvalContext
+from tuner.evaluators.video import (
     PSNR_CAP_DB,
     aligned_pair,
     mouth_box_pixels,

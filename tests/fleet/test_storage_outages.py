@@ -12,34 +12,19 @@ groups standing in for two hosts, 1 s heartbeats and a 4 s grace period:
 
 from __future__ import annotations
 
-import os
-import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Iterator
 
 import optuna
 import pytest
+from fleet_harness import create_and_start_workers, fake_spec, host_logs, kill_leftovers, study_trials, wait_for
 
 from tuner.testing.postgres import PostgresCluster, PostgresNotInstalled, postgres_bindir, running_postgres
 
-ROOT = Path(__file__).resolve().parents[2]
 BUDGET = 10
-SPEC = """name: outage_fake
-workload:
-  class: tuner.workloads.fake:FakeWorkload
-  timeout_s: 120
-parameters:
-  sleep_s: {type: float, low: 1.0, high: 2.0, step: 0.05}
-  noise: {type: int, low: 0, high: 40, step: 5}
-objectives:
-  - {metric: latency_p50_s, direction: minimize}
-reference: {sleep_s: 1.0, noise: 0}
-measurement: {warmup: 0, min_repeats: 1, max_repeats: 1}
-budget: {trials: %d}
-""" % BUDGET
+SPEC = fake_spec("outage_fake", BUDGET, 1.0, 2.0)
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -55,18 +40,8 @@ def own_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[PostgresCl
         yield cluster
 
 
-def _wait_for(condition: Callable[[], Any], timeout_s: float = 240.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError("timed out waiting")
-
-
 def _trials(url: str) -> list[optuna.trial.FrozenTrial]:
-    return optuna.load_study(study_name="outage", storage=url).get_trials(deepcopy=False)
+    return study_trials(url, "outage")
 
 
 def _measured(url: str) -> int:
@@ -74,32 +49,14 @@ def _measured(url: str) -> int:
 
 
 def _start_workers(url: str, tmp_path: Path, extra_env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
-    import tuner
-
-    spec = tmp_path / "outage.yaml"
-    spec.write_text(SPEC)
-    tuner.create_study(spec, study_name="outage", storage=url, home=tmp_path / "creator")
-    env = {**os.environ, "TUNER_HEARTBEAT_S": "1", "TUNER_GRACE_PERIOD_S": "4", **extra_env,
-           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    return [subprocess.Popen([sys.executable, "-m", "tuner", "worker", "outage", "--storage", url, "--gpus", str(i),
-                              "--no-mlflow", "--home", str(tmp_path / f"host{i}")],
-                             env={**env, "TUNER_HOST": f"host{i}"}, start_new_session=True, cwd=tmp_path,
-                             stdout=open(tmp_path / f"host{i}.log", "wb"), stderr=subprocess.STDOUT)
-            for i in range(2)]
+    return create_and_start_workers(url, tmp_path, "outage", SPEC, 2, extra_env)
 
 
 def _finish(workers: list[subprocess.Popen[bytes]], timeout_s: float = 300) -> dict[int, int]:
     try:
         return {index: process.wait(timeout_s) for index, process in enumerate(workers)}
     finally:
-        for process in workers:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(30)
-
-
-def _logs(tmp_path: Path) -> list[str]:
-    return [(tmp_path / f"host{i}.log").read_text(errors="replace") for i in range(2)]
+        kill_leftovers(workers)
 
 
 @pytest.mark.parametrize("event", ["restart", "down_20s"])
@@ -107,8 +64,8 @@ def test_a_fleet_rides_through_a_database_restart(event: str, own_cluster: Postg
     url = own_cluster.create_database(f"outage_{event}")
     workers = _start_workers(url, tmp_path, {})
     try:
-        _wait_for(lambda: _measured(url) >= 3)
-        _wait_for(lambda: any(t.state.name == "RUNNING" for t in _trials(url)))  # a trial is in flight
+        wait_for(lambda: _measured(url) >= 3)
+        wait_for(lambda: any(t.state.name == "RUNNING" for t in _trials(url)))  # a trial is in flight
         if event == "restart":
             own_cluster.restart("fast")
             assert _measured(url) < BUDGET, "the restart came mid-study"
@@ -120,7 +77,7 @@ def test_a_fleet_rides_through_a_database_restart(event: str, own_cluster: Postg
         _finish(workers, 1)
         raise
     codes = _finish(workers)
-    logs = _logs(tmp_path)
+    logs = host_logs(tmp_path, 2)
     assert codes == {0: 0, 1: 0}, [log[-2500:] for log in logs]
     trials = _trials(url)
     assert not [t.number for t in trials if t.state.name == "RUNNING"], "nothing is left RUNNING"
@@ -145,13 +102,13 @@ def test_a_fleet_stops_with_one_line_when_the_database_stays_away(own_cluster: P
     url = own_cluster.create_database("outage_bound")
     workers = _start_workers(url, tmp_path, {"TUNER_STORAGE_OUTAGE_S": "6"})
     try:
-        _wait_for(lambda: _measured(url) >= 3)
+        wait_for(lambda: _measured(url) >= 3)
         own_cluster.shut_down("fast")
         codes = _finish(workers, 120)
     finally:
-        if (own_cluster.data / "postmaster.pid").exists() is False:
+        if not (own_cluster.data / "postmaster.pid").exists():
             own_cluster.start_again()
-    logs = _logs(tmp_path)
+    logs = host_logs(tmp_path, 2)
     assert codes == {0: 2, 1: 2}, [log[-2500:] for log in logs]
     for log in logs:
         assert "storage error, the study stopped" in log and "stayed unreachable" in log, log[-2500:]

@@ -13,74 +13,36 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-from typing import Any, Callable
 
 import optuna
 import pytest
+from fleet_harness import create_and_start_workers, fake_spec, fleet_env, kill_leftovers, study_trials, wait_for
 
-ROOT = Path(__file__).resolve().parents[2]
 BUDGET = 8
-SPEC = """name: fleet_fake
-workload:
-  class: tuner.workloads.fake:FakeWorkload
-  timeout_s: 120
-parameters:
-  sleep_s: {type: float, low: 0.6, high: 1.5, step: 0.05}
-  noise: {type: int, low: 0, high: 40, step: 5}
-objectives:
-  - {metric: latency_p50_s, direction: minimize}
-reference: {sleep_s: 0.6, noise: 0}
-measurement: {warmup: 0, min_repeats: 1, max_repeats: 1}
-budget: {trials: %d}
-""" % BUDGET
-
-
-def _wait_for(condition: Callable[[], Any], timeout_s: float = 240.0) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = condition()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError("timed out waiting")
+SPEC = fake_spec("fleet_fake", BUDGET, 0.6, 1.5)
 
 
 def _trials(url: str) -> list[optuna.trial.FrozenTrial]:
-    return optuna.load_study(study_name="fleet", storage=url).get_trials(deepcopy=False)
+    return study_trials(url, "fleet")
 
 
 def _run_fleet(url: str, tmp_path: Path) -> tuple[int, dict[int, int], subprocess.CompletedProcess[str]]:
     """Create the study, start three workers, SIGKILL host1's group mid-trial, wait for the others.
 
     Returns (the killed trial's number, the surviving workers' exit codes by index, ``tuner status``)."""
-    import tuner
-
-    spec = tmp_path / "fleet.yaml"
-    spec.write_text(SPEC)
-    tuner.create_study(spec, study_name="fleet", storage=url, home=tmp_path / "creator")
-    env = {**os.environ, "TUNER_HEARTBEAT_S": "1", "TUNER_GRACE_PERIOD_S": "4",
-           "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    workers = [subprocess.Popen([sys.executable, "-m", "tuner", "worker", "fleet", "--storage", url, "--gpus", str(i),
-                                 "--no-mlflow", "--home", str(tmp_path / f"host{i}")],
-                                env={**env, "TUNER_HOST": f"host{i}"}, start_new_session=True, cwd=tmp_path,
-                                stdout=open(tmp_path / f"host{i}.log", "wb"), stderr=subprocess.STDOUT)
-               for i in range(3)]
+    workers = create_and_start_workers(url, tmp_path, "fleet", SPEC, 3)
     try:
-        victim = _wait_for(lambda: next((t for t in _trials(url) if t.state.name == "RUNNING"
+        victim = wait_for(lambda: next((t for t in _trials(url) if t.state.name == "RUNNING"
                                          and t.user_attrs.get("role") == "search"
                                          and str(t.user_attrs.get("worker", "")).startswith("host1:")
                                          and t.user_attrs.get("slot")), None))
         os.killpg(workers[1].pid, signal.SIGKILL)  # the host dies mid-trial: worker, fork server, trial
         codes = {index: workers[index].wait(300) for index in (0, 2)}
     finally:
-        for process in workers:
-            if process.poll() is None:
-                os.killpg(process.pid, signal.SIGKILL)
-                process.wait(30)
+        kill_leftovers(workers)
     shown = subprocess.run([sys.executable, "-m", "tuner", "status", "fleet", "--storage", url], cwd=tmp_path,
-                           capture_output=True, text=True, env={**env, "COLUMNS": "250"}, timeout=120)
+                           capture_output=True, text=True, env={**fleet_env(), "COLUMNS": "250"}, timeout=120)
     return victim.number, codes, shown
 
 

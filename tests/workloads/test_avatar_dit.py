@@ -15,8 +15,8 @@ import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 from torch.utils.flop_counter import FlopCounterMode
 
-from evaluators.perceptual import stlpips_alex
-from evaluators.video import ssim
+from tuner.evaluators.perceptual import stlpips_alex
+from tuner.evaluators.video import ssim
 from tuner.workloads.avatar_dit import AvatarDiTWorkload
 from tuner.workloads.avatar_dit.card import CARD_INPUTS, lipsync, truth_for
 from tuner.workloads.avatar_dit.checkpoint import DEFAULT_WEIGHTS, WeightsMissing, load_checkpoint, save_checkpoint

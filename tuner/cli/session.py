@@ -287,7 +287,7 @@ def _locked_session(opened: OpenStudy, home: Path, device: str, workers: int, ml
         tracker = _tracker(opened, uri, out)
         if tracker is not None:
             listeners.append(tracker)
-    from evaluators.registry import warm_ups
+    from tuner.evaluators.registry import warm_ups
 
     prior = _memory_prior(opened, plan, facts["gpu_memory_gb"], warm_start_storage, out) if memory_model else []
     runner = make_runner(spec, warm_ups(spec.used_metrics))

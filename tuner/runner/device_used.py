@@ -21,7 +21,7 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from evaluators.cuda_api import torch_cuda_in_use
+from tuner.evaluators.cuda_api import torch_cuda_in_use
 
 
 def device_used(nvml_indices: list[int]) -> dict[str, Any]:

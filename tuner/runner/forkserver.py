@@ -119,7 +119,7 @@ def serve(preload: list[str]) -> None:
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[variable] = "1"
     os.environ[CUDA_CHECK_VARIABLE] = "1"
-    from evaluators.cuda_api import cuda_initialised_here
+    from tuner.evaluators.cuda_api import cuda_initialised_here
 
     cuda_problem: str | None = None
     for entry in preload:

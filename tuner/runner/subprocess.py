@@ -86,8 +86,8 @@ def slot_environment(slot: Slot, base: dict[str, str] | None = None) -> dict[str
 
 
 Launcher = Literal["fork", "exec"]
-WORKER_MODULES = ["tuner.runner.worker", "evaluators.latency", "evaluators.memory", "evaluators.registry",
-                  "evaluators.video", "tuner.workloads.base", "numpy", "psutil"]
+WORKER_MODULES = ["tuner.runner.worker", "tuner.evaluators.latency", "tuner.evaluators.memory", "tuner.evaluators.registry",
+                  "tuner.evaluators.video", "tuner.workloads.base", "numpy", "psutil"]
 
 
 @dataclass(frozen=True)

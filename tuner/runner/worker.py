@@ -45,7 +45,7 @@ if TYPE_CHECKING:
 
 MEASUREMENT_SHARE_OF_TIMEOUT = 0.7
 """The share of a trial's ``timeout_s`` its latency measurement may use, counted from the worker's
-start: no warmup call or further repeat starts that would end later (:func:`evaluators.latency.measure_latency`).
+start: no warmup call or further repeat starts that would end later (:func:`tuner.evaluators.latency.measure_latency`).
 The rest is kept for evaluation and saving, so a setting slower than the timeout foresaw is recorded
 with fewer repeats (``cut_short``) instead of being killed with nothing measured."""
 
@@ -150,10 +150,10 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
     it every trial builds and tears down its own workload. ``processes`` (a warm
     worker's): tags what the trial starts after ``setup`` (see :class:`TrialProcesses`).
     """
-    from evaluators.base import EvalContext
-    from evaluators.latency import LatencySettings, measure_latency
-    from evaluators.memory import PeakMemoryMonitor
-    from evaluators.registry import evaluate_quality
+    from tuner.evaluators.base import EvalContext
+    from tuner.evaluators.latency import LatencySettings, measure_latency
+    from tuner.evaluators.memory import PeakMemoryMonitor
+    from tuner.evaluators.registry import evaluate_quality
     from tuner.runner.device_used import device_used
     from tuner.workloads.base import RunContext, WorkloadOutput
 

@@ -144,7 +144,7 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
     ``rounds``: rounds always run; ``max_rounds`` (default ``max(rounds, 16)``): the most run
     while the test is undecided. Raises :class:`CheckError` when the check cannot run.
     """
-    from evaluators.registry import warm_ups
+    from tuner.evaluators.registry import warm_ups
     from tuner.runner.base import TrialRequest, plan_slots
     from tuner.runner.choice import make_runner
     from tuner.spec.loading import parse_spec

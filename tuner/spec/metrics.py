@@ -4,7 +4,7 @@
 Two kinds: :data:`MEASURED_METRICS` are measured for every trial by the
 worker itself (latency, memory, throughput; ``count_<name>`` for every counter
 a workload reports); :data:`QUALITY_FAMILIES` are computed by evaluator
-families (``evaluators.registry`` maps each family name to the function that
+families (``tuner.evaluators.registry`` maps each family name to the function that
 computes it). Adapters add their own names (``declared_metrics``). This table
 is data only: it imports nothing heavy, so validating a spec never loads an
 evaluator.
@@ -25,7 +25,7 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "peak_vram_gb": ("GB", "minimize"),
     "peak_vram_reserved_gb": ("GB", "minimize"),
     "peak_vram_nvml_gb": ("GB", "minimize"),
-    "peak_vram_device_gb": ("GB", "minimize"),  # what decides an OOM: max(NVML, reserved) (evaluators.memory)
+    "peak_vram_device_gb": ("GB", "minimize"),  # what decides an OOM: max(NVML, reserved) (tuner.evaluators.memory)
     "peak_rss_gb": ("GB", "minimize"),
     "trial_disk_gb": ("GB", "minimize"),  # what the trial left in its directory (du-style, 1e9 bytes)
 }

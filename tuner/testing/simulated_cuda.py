@@ -27,7 +27,7 @@ a real GPU.
   :meth:`process_memory_bytes` is what NVML would report for the process: the CUDA
   context (from the first use on) plus the reserved pool.
 
-Use it in a process by :func:`evaluators.cuda_api.install_simulated` (the workloads in
+Use it in a process by :func:`tuner.evaluators.cuda_api.install_simulated` (the workloads in
 :mod:`tuner.testing.simulated_workloads` do that in ``setup``); the worker's
 ``synchronize``, memory monitor and cache release then act on it. Bytes and
 seconds throughout, milliseconds for :meth:`SimulatedEvent.elapsed_time` as in CUDA.
@@ -117,7 +117,7 @@ class SimulatedCudaDevice:
         self.kernels_launched = 0
         self.empty_cache_calls = 0
 
-    # -- the torch.cuda subset (evaluators.cuda_api.CudaApi) ------------------------------------
+    # -- the torch.cuda subset (tuner.evaluators.cuda_api.CudaApi) ------------------------------------
     def is_available(self) -> bool:
         return True
 

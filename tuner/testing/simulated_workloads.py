@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from evaluators import cuda_api
+from tuner.evaluators import cuda_api
 from tuner.testing.simulated_cuda import SimulatedCudaDevice, SimulatedEvent
 from tuner.workloads.base import RunContext, Workload, WorkloadOutput
 

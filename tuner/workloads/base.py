@@ -38,7 +38,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-from evaluators.cuda_api import active_cuda
+from tuner.evaluators.cuda_api import active_cuda
 
 
 class InvalidSetting(ValueError):
@@ -117,7 +117,7 @@ class Workload(ABC):
 
     def synchronize(self) -> None:
         """Wait for queued device work. Default: the CUDA in use in this process synchronised
-        (:func:`evaluators.cuda_api.active_cuda`: torch's once initialised, or a simulated device in tests)."""
+        (:func:`tuner.evaluators.cuda_api.active_cuda`: torch's once initialised, or a simulated device in tests)."""
         cuda = active_cuda()
         if cuda is not None:
             cuda.synchronize()

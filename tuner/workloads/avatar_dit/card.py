@@ -7,14 +7,14 @@ Usage::
 Quality is measured on the held-out split (:data:`~.data.HELD_OUT_SEEDS`:
 portrait and audio seeds never used in training) against the ground-truth
 video of each (portrait, audio) pair at the presentation size, with the
-project's evaluators: ST-LPIPS (AlexNet, :func:`evaluators.perceptual.stlpips_alex`),
-PSNR / SSIM (:mod:`evaluators.video`, whole frame and mouth box), and the
-lip-sync proxy (:mod:`evaluators.lipsync`) on the generated video with its own
+project's evaluators: ST-LPIPS (AlexNet, :func:`tuner.evaluators.perceptual.stlpips_alex`),
+PSNR / SSIM (:mod:`tuner.evaluators.video`, whole frame and mouth box), and the
+lip-sync proxy (:mod:`tuner.evaluators.lipsync`) on the generated video with its own
 audio and with the audio of another held-out pair (mismatched). Cost is
 measured on this machine's CPU, each setting in a fresh process: median latency
 of ``repeats`` timed runs after one warm-up, the process's RSS after ``setup``
 and its peak over the warm-up and timed runs
-(:class:`evaluators.memory.PeakMemoryMonitor`); their difference is the
+(:class:`tuner.evaluators.memory.PeakMemoryMonitor`); their difference is the
 generation's working memory.
 """
 
@@ -36,10 +36,10 @@ import numpy as np
 import psutil
 import torch
 
-from evaluators.lipsync import frame_audio_rms, lag_correlation, mouth_aperture, mouth_box_from_fractions, sync_stats
-from evaluators.memory import PeakMemoryMonitor
-from evaluators.perceptual import stlpips_alex
-from evaluators.video import psnr_db, ssim
+from tuner.evaluators.lipsync import frame_audio_rms, lag_correlation, mouth_aperture, mouth_box_from_fractions, sync_stats
+from tuner.evaluators.memory import PeakMemoryMonitor
+from tuner.evaluators.perceptual import stlpips_alex
+from tuner.evaluators.video import psnr_db, ssim
 from tuner.workloads.avatar_dit.checkpoint import DEFAULT_WEIGHTS
 from tuner.workloads.avatar_dit.data import HELD_OUT_SEEDS, ground_truth_video, mouth_box
 from tuner.workloads.avatar_dit.inputs import AUDIO_RATE_HZ, synth_speech_audio

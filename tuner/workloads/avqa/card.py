@@ -9,12 +9,12 @@ Accuracy rows change one knob from a *full* setting (every frame at 8 fps, all
 audio at 16 kHz, greedy, ``max_new_tokens`` 16); they are decoded in batches of
 ``--accuracy-batch`` questions. Cost rows change one knob from the DOMAIN.md
 defaults (:data:`~tuner.workloads.avqa.workload.DEFAULT_PARAMS`) and are timed
-with :func:`evaluators.latency.measure_latency` (1 warmup call, 5-9 timed
+with :func:`tuner.evaluators.latency.measure_latency` (1 warmup call, 5-9 timed
 repeats, median reported). Memory is measured on one extra, untimed call:
 ``peak tensor MB`` is the peak of live tensor bytes created during the call
 (torch profiler memory timeline: every CPU tensor allocation and free, weights
 and cached clips excluded as they exist before); ``RSS rise`` is the host RSS
-high-water mark over the timed calls (:class:`evaluators.memory.PeakMemoryMonitor`)
+high-water mark over the timed calls (:class:`tuner.evaluators.memory.PeakMemoryMonitor`)
 minus the RSS just before them, which page-granular RSS and the allocator's
 reuse of freed memory mostly hide at this model's size.
 """
@@ -35,8 +35,8 @@ from typing import Any, Callable, Mapping
 import psutil
 import torch
 
-from evaluators.latency import LatencySettings, measure_latency
-from evaluators.memory import PeakMemoryMonitor
+from tuner.evaluators.latency import LatencySettings, measure_latency
+from tuner.evaluators.memory import PeakMemoryMonitor
 from tuner.workloads.avqa.checkpoint import load_checkpoint
 from tuner.workloads.avqa.data import ANSWERS, QUESTION_TYPES, heldout_questions
 from tuner.workloads.avqa.workload import AVQAWorkload

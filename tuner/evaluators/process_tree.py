@@ -3,7 +3,7 @@
 The summed resident set size of a process and all its descendants (psutil, always) and
 their summed NVML per-process GPU memory (when NVML is available), polled at
 ``sample_hz``; the peaks are kept. The worker points it at itself (through
-:class:`evaluators.memory.PeakMemoryMonitor`); a coordinator can point it at a child
+:class:`tuner.evaluators.memory.PeakMemoryMonitor`); a coordinator can point it at a child
 command's pid, whose own children then count too. Bytes throughout.
 """
 

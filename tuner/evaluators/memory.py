@@ -4,7 +4,7 @@ Units: GB means 1e9 bytes (decimal gigabytes), as in :mod:`tuner.gpu`.
 
 Two pieces:
 
-* :class:`~evaluators.process_tree.ProcessTreeSampler` (its own module) -- a daemon thread that polls a process and all its
+* :class:`~tuner.evaluators.process_tree.ProcessTreeSampler` (its own module) -- a daemon thread that polls a process and all its
   descendants at ``sample_hz``: the summed resident set size (psutil, always)
   and the summed NVML per-process GPU memory (when NVML is available). It keeps
   the peaks. The worker points it at itself; a coordinator can point it at a
@@ -32,7 +32,7 @@ see the process (a container's PID namespace), it is the reserved peak: still a 
 bound, short of the context only.
 
 Per-trial figures in a warm worker: on entry the monitor returns the allocator's
-cached, unused blocks to the driver (:func:`evaluators.cuda_api.release_cached_memory`), so
+cached, unused blocks to the driver (:func:`tuner.evaluators.cuda_api.release_cached_memory`), so
 the reserved and NVML peaks start from what the kept model really holds, not from
 the previous, larger trial's cache; if that fails, those figures are reported
 unavailable with the reason. ``sample_hz=0`` turns the process-tree sampler off
@@ -60,8 +60,8 @@ from types import TracebackType
 from typing import Any
 
 
-from evaluators.process_tree import ProcessTreeSampler
-from evaluators.cuda_api import active_cuda, release_cached_memory
+from tuner.evaluators.process_tree import ProcessTreeSampler
+from tuner.evaluators.cuda_api import active_cuda, release_cached_memory
 from tuner.results import Metric
 
 BYTES_PER_GB = 1e9
@@ -105,7 +105,7 @@ def _reset_own_peak_rss() -> bool:
 class PeakMemoryMonitor:
     """Peak memory of this process (and its children) while the ``with`` block runs.
 
-    Entry (when CUDA is in use: :func:`evaluators.cuda_api.active_cuda`, torch's or a
+    Entry (when CUDA is in use: :func:`tuner.evaluators.cuda_api.active_cuda`, torch's or a
     simulated device) returns the allocator's cached blocks to the driver and
     resets its peaks on every visible device; then it resets the process's RSS
     high-water mark and starts a :class:`ProcessTreeSampler` on ``os.getpid()``

@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Iterable
 
-from evaluators.base import EvalContext, QualityFunction
+from tuner.evaluators.base import EvalContext, QualityFunction
 from tuner.spec.extras import missing_module, missing_modules, quality_modules, unavailable_reason
 from tuner.results import Direction, Metric
 from tuner.spec.metrics import MEASURED_METRICS, QUALITY_FAMILIES, known_metric  # noqa: F401 - re-exported
@@ -46,13 +46,13 @@ class Family:
 
 # family name -> (the function computing it, its warm-up); names and units come from the spec's catalogue
 _FUNCTIONS: dict[str, tuple[str, str | None]] = {
-    "video": ("evaluators.video:video_fidelity_metrics", None),
-    "perceptual": ("evaluators.perceptual:perceptual_metrics", "evaluators.perceptual:warm_up"),
-    "flicker": ("evaluators.temporal:flicker_metrics", None),
-    "warping": ("evaluators.temporal:warping_metrics", None),
-    "seam": ("evaluators.temporal:seam_metrics", None),
-    "lipsync": ("evaluators.lipsync:lipsync_metrics", None),
-    "text": ("evaluators.text:text_metrics", None),
+    "video": ("tuner.evaluators.video:video_fidelity_metrics", None),
+    "perceptual": ("tuner.evaluators.perceptual:perceptual_metrics", "tuner.evaluators.perceptual:warm_up"),
+    "flicker": ("tuner.evaluators.temporal:flicker_metrics", None),
+    "warping": ("tuner.evaluators.temporal:warping_metrics", None),
+    "seam": ("tuner.evaluators.temporal:seam_metrics", None),
+    "lipsync": ("tuner.evaluators.lipsync:lipsync_metrics", None),
+    "text": ("tuner.evaluators.text:text_metrics", None),
 }
 
 FAMILIES: tuple[Family, ...] = tuple(

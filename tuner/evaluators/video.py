@@ -42,7 +42,7 @@ from typing import Any, Callable, Mapping, Sequence
 import numpy as np
 from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
-from evaluators.base import EvalContext
+from tuner.evaluators.base import EvalContext
 from tuner.results import Direction, Metric
 
 PSNR_CAP_DB = 100.0
@@ -224,7 +224,7 @@ def _mouth_box_from(inputs: Mapping[str, Any]) -> tuple[MouthBox | None, str | N
 def video_fidelity_metrics(output: Any, reference: Any, context: EvalContext) -> list[Metric]:
     """``psnr_db``, ``ssim``, ``psnr_mouth_db``, ``ssim_mouth`` of ``output.video`` vs ``reference.video``.
 
-    A quality function (see :mod:`evaluators.base`). Each metric is unavailable, with
+    A quality function (see :mod:`tuner.evaluators.base`). Each metric is unavailable, with
     the reason, when a video is missing or not uint8, the shapes cannot be aligned, the
     region is too small, or (mouth metrics) ``context.inputs`` has no valid ``mouth_box``.
     """

@@ -57,7 +57,7 @@ import unicodedata
 from collections import Counter
 from typing import Any, Callable, Mapping, Sequence
 
-from evaluators.base import EvalContext
+from tuner.evaluators.base import EvalContext
 from tuner.results import Direction, Metric
 
 ASCII_PUNCTUATION = frozenset(string.punctuation)

@@ -29,8 +29,8 @@ from typing import Any, Mapping
 import cv2
 import numpy as np
 
-from evaluators.base import EvalContext
-from evaluators.video import first_request
+from tuner.evaluators.base import EvalContext
+from tuner.evaluators.video import first_request
 from tuner.results import Direction, Metric
 
 TEMPORAL_METRICS: dict[str, tuple[str, Direction]] = {

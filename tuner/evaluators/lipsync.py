@@ -44,8 +44,8 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from evaluators.base import EvalContext
-from evaluators.video import first_request
+from tuner.evaluators.base import EvalContext
+from tuner.evaluators.video import first_request
 from tuner.results import Direction, Metric
 
 MAX_LAG_FRAMES = 15

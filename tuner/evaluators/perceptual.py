@@ -24,14 +24,14 @@ Both models are built while ``torch.hub.download_url_to_file`` is replaced by a 
 that raises, so even a library change that tried to fetch weights could not reach the
 network.
 
-Frames: :func:`evaluators.video.aligned_pair` (first request, first ``min(T)`` frames,
+Frames: :func:`tuner.evaluators.video.aligned_pair` (first request, first ``min(T)`` frames,
 candidate bilinearly resized to the reference's size), scaled from 0..255 to [-1, 1],
 run in batches of :data:`FRAMES_PER_BATCH` frames under ``torch.inference_mode`` in eval
 mode; the metric is the mean of the per-frame distances. Models are cached per process
 (per metric, device and weights file). Frames whose shorter side is below the network's
 minimum (:data:`MIN_SIDE_PX`) make the metric unavailable.
 
-torch is imported only inside functions: :mod:`evaluators.registry` is imported by the
+torch is imported only inside functions: :mod:`tuner.evaluators.registry` is imported by the
 light coordinator.
 """
 
@@ -46,8 +46,8 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import numpy as np
 
-from evaluators.base import EvalContext
-from evaluators.video import aligned_pair, missing_video_reason
+from tuner.evaluators.base import EvalContext
+from tuner.evaluators.video import aligned_pair, missing_video_reason
 from tuner.results import Direction, Metric
 
 if TYPE_CHECKING:
@@ -273,7 +273,7 @@ def _measured(name: str, compute: Callable[[], float]) -> Metric:
 def perceptual_metrics(output: Any, reference: Any, context: EvalContext) -> list[Metric]:
     """``stlpips_alex`` and ``lpips_alex`` of ``output.video`` against ``reference.video``.
 
-    A quality function (see :mod:`evaluators.base`). A metric is unavailable, with the
+    A quality function (see :mod:`tuner.evaluators.base`). A metric is unavailable, with the
     reason, when a video is missing or not uint8, frames are too small or not RGB, or
     (``lpips_alex``) the AlexNet checkpoint is not on this machine.
     """
