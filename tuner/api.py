@@ -73,20 +73,21 @@ def run_study(opened: OpenStudy, *, home: str | Path | None = None, workers: int
 
     Trial files go under the tuner home; the best setting on the first
     objective is exported to ``<home>/<study>/best.yaml``. ``verbose`` prints
-    the CLI's display and summary on the terminal. ``memory_model=False`` runs every
+    progress and the session's messages as plain lines on stdout / stderr
+    (:mod:`tuner.session.text`). ``memory_model=False`` runs every
     setting, even one predicted to run out of memory (``--no-memory-model``);
     ``warm_start_storage`` is where a warm start's source is, when its recorded URL
     lost its credentials.
     """
-    from rich.console import Console
-
-    from tuner.cli.session import run_session
     from tuner.gpu import resolve_device
+    from tuner.session.run import RunOptions, run_session
+    from tuner.session.text import TextSession
+    from tuner.study.records import StudyRecord
 
-    device = opened.study.user_attrs.get("device") or resolve_device(opened.spec.workload.device)
-    out, err = Console(quiet=not verbose), Console(stderr=True, quiet=not verbose)
-    return run_session(opened, tuner_home(home), device, workers, mlflow_uri, use_mlflow, out, err,
-                       memory_model=memory_model, warm_start_storage=warm_start_storage)
+    device = StudyRecord.of(opened.study).device or resolve_device(opened.spec.workload.device)
+    options = RunOptions(tuner_home(home), device, workers, mlflow_uri, use_mlflow, memory_model=memory_model,
+                         warm_start_storage=warm_start_storage)
+    return run_session(opened, options, TextSession() if verbose else None)
 
 
 def export_config(opened: OpenStudy, output: str | Path, *, policy: str | None = None,

@@ -24,6 +24,7 @@ from typing import Any, Iterable, Iterator
 
 import psutil
 
+from tuner.errors import HostError
 from tuner.host import BYTES_PER_GB, host_fingerprint, unavailable
 
 # Per-process GPU memory lists, newest NVML function first (older drivers lack _v3).
@@ -34,7 +35,7 @@ _PROCESS_LIST_FUNCTIONS: tuple[tuple[str, ...], ...] = (
 )
 
 
-class NvmlUnavailable(RuntimeError):
+class NvmlUnavailable(HostError, RuntimeError):
     """NVML cannot be used here; ``str(error)`` is the human-readable reason."""
 
 

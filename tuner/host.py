@@ -1,6 +1,7 @@
 """Facts about this host apart from its GPUs: the CPU side of the fingerprint, the cores other
-processes leave idle, and the kernel's OOM-kill count of this cgroup. Standard library and psutil
-only; torch is never imported.
+processes leave idle, the kernel's OOM-kill count of this cgroup, and a TCP port free now
+(:func:`free_port`: for ``tuner ui`` / ``dashboard`` and the test servers). Standard library and
+psutil only; torch is never imported.
 
 Units: memory in GB means 1e9 bytes (decimal gigabytes), as everywhere in tuner.
 """
@@ -48,6 +49,13 @@ def _cpu_model() -> str:
             if key.strip().lower() == field and value and not value.isdigit():
                 return value
     return platform.processor() or unavailable(fallback_reason)
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port free on ``host`` now (OSError when ``host`` is not an address of this machine)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return int(probe.getsockname()[1])
 
 
 def host_fingerprint() -> dict[str, str]:

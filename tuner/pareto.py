@@ -6,6 +6,8 @@ and values that are real measurements (not OOM / TIMEOUT placeholders, not
 copies of another trial). :func:`feasible_measurement` is that test; the front,
 the ranks, the export (:func:`tuner.study.records.record_feasible`) and the views
 all apply it. Ranks come from non-dominated sorting (rank 0 is the front).
+A stored trial's attributes are read through :mod:`tuner.study.attributes` (the storage gateway;
+``named_constraints`` is its, kept importable from here).
 """
 
 from __future__ import annotations
@@ -14,11 +16,10 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from tuner.study.attributes import duplicate_of, is_placeholder, named_constraints, unavailable_constraints_of
+
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
-
-UNAVAILABLE_CONSTRAINTS_ATTR = "unavailable_constraints"
-"""Trial user attribute: constraint key -> why it could not be evaluated (see :mod:`tuner.study.objectives`)."""
 
 
 @dataclass(frozen=True)
@@ -58,18 +59,6 @@ def pareto_ranks(points: Sequence[Point], directions: Sequence[str]) -> dict[int
     return ranks
 
 
-def named_constraints(trial: "FrozenTrial") -> dict[str, float]:
-    """The trial's constraints by key, from Optuna 5's per-key form (``constraints:<key>``).
-
-    ``FrozenTrial.constraints`` also lists the legacy ``constraints`` list (kept for
-    optuna-dashboard) under ``"0"``, ``"1"``, ...; this leaves those copies out. A trial with
-    only the legacy list (written by an older tool) gets ``FrozenTrial.constraints``.
-    """
-    prefix = "constraints:"
-    named = {key[len(prefix):]: float(value) for key, value in trial.system_attrs.items() if key.startswith(prefix)}
-    return named or dict(trial.constraints)
-
-
 def constraints_hold(constraints: Mapping[str, float], unavailable: Mapping[str, Any] | None = None) -> bool:
     """True when every constraint value is a finite number <= 0 and none is listed in ``unavailable``.
 
@@ -97,10 +86,8 @@ def is_measured_feasible(trial: "FrozenTrial") -> bool:
     """:func:`feasible_measurement` of a frozen trial (its constraints by :func:`named_constraints`)."""
     from optuna.trial import TrialState
 
-    attrs = trial.user_attrs
-    return feasible_measurement(trial.state == TrialState.COMPLETE, trial.values,
-                                bool(attrs.get("placeholder_values")), attrs.get("duplicate_of"),
-                                named_constraints(trial), attrs.get(UNAVAILABLE_CONSTRAINTS_ATTR))
+    return feasible_measurement(trial.state == TrialState.COMPLETE, trial.values, is_placeholder(trial),
+                                duplicate_of(trial), named_constraints(trial), unavailable_constraints_of(trial))
 
 
 def front_trials(trials: Sequence["FrozenTrial"], directions: Sequence[str]) -> list["FrozenTrial"]:
@@ -108,15 +95,6 @@ def front_trials(trials: Sequence["FrozenTrial"], directions: Sequence[str]) -> 
     candidates = [t for t in trials if is_measured_feasible(t)]
     ranks = pareto_ranks([Point(t.number, tuple(t.values)) for t in candidates], directions)
     return sorted((t for t in candidates if ranks[t.number] == 0), key=lambda t: t.number)
-
-
-def best_on(trials: Sequence["FrozenTrial"], objective_index: int, direction: str) -> "FrozenTrial | None":
-    """The feasible measured trial with the best value of one objective (ties: lowest number)."""
-    candidates = [t for t in trials if is_measured_feasible(t)]
-    if not candidates:
-        return None
-    sign = 1.0 if direction == "minimize" else -1.0
-    return min(candidates, key=lambda t: (sign * t.values[objective_index], t.number))
 
 
 def minimised(values: Sequence[float], directions: Sequence[str]) -> tuple[float, ...]:
@@ -195,9 +173,3 @@ def knee_point(front: Sequence[Point], directions: Sequence[str]) -> Point | Non
 
     best = min(range(len(front)), key=lambda i: (distance(i), front[i].number))
     return front[best]
-
-
-def trial_ranks(trials: Sequence["FrozenTrial"], directions: Sequence[str]) -> dict[int, int]:
-    """Trial number -> Pareto rank for the feasible measured trials (others are absent)."""
-    candidates = [t for t in trials if is_measured_feasible(t)]
-    return pareto_ranks([Point(t.number, tuple(t.values)) for t in candidates], directions)

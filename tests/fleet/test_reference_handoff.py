@@ -15,9 +15,10 @@ from typing import Iterator
 
 import pytest
 
-from tuner.study.reference import (LocalReferenceStore, fingerprint_difference, reference_fingerprint,
-                                   sha256_file)
-from tuner.testing.mlflow_server import MlflowServer, free_port, running_mlflow_server
+from tuner.host import free_port
+from tuner.runner.provenance import sha256_file
+from tuner.study.reference import LocalReferenceStore, fingerprint_difference, reference_fingerprint
+from tuner.testing.mlflow_server import MlflowServer, running_mlflow_server
 from tuner.tracking.reference_artifact import ARTIFACT_DIR, RUN_ID_ATTR, MlflowReferenceStore
 
 NAME = "reference_output.npz"

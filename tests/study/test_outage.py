@@ -50,7 +50,7 @@ def test_connection_level_errors_are_transient_and_request_errors_are_not() -> N
     assert is_transient(_wrapped(refused))
     assert is_transient(_wrapped(psycopg.errors.AdminShutdown("terminating connection due to administrator command")))
     assert is_transient(_wrapped(psycopg.errors.CannotConnectNow("the database system is shutting down")))
-    assert is_transient(_wrapped(sqlite3.OperationalError("database is locked")))
+    assert not is_transient(_wrapped(sqlite3.OperationalError("database is locked")))  # its busy timeout waited
     assert not is_transient(_wrapped(psycopg.errors.UndefinedTable('relation "trials" does not exist')))
     assert not is_transient(_wrapped(sqlite3.OperationalError("no such table: trials")))
     assert not is_transient(IntegrityError("INSERT", {}, psycopg.errors.UniqueViolation("duplicate key")))

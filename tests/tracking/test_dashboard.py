@@ -31,7 +31,7 @@ from tuner.study.objectives import plan_constraints
 from tuner.study.records import TrialRecord
 from tuner.study.studies import OpenStudy, create_study
 from tuner.tracking.dashboard import default_view_url, refresh_view
-from tuner.tracking.dashboard_server import free_port
+from tuner.host import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC_TEXT = ((ROOT / "tests" / "specs" / "fake_ok.yaml").read_text()

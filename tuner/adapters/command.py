@@ -65,6 +65,7 @@ from typing import Any, Mapping
 
 from tuner.adapters.media import MediaError, is_container, read_audio, read_container_audio, read_text, read_video
 from tuner.adapters.template import TemplateError, command_values, render_command, render_text
+from tuner.errors import WorkloadError
 from tuner.host import oom_kill_count
 from tuner.results import Metric
 from tuner.secrets import child_environment
@@ -76,11 +77,11 @@ _ARGPARSE_ERROR = re.compile(r"^usage: [^\n]*\n(?:[^\n]*\n){0,200}?(\S+: error: 
 """argparse's ``parser.error()``: a ``usage:`` line, then (within 200 lines) ``<prog>: error: <message>``."""
 
 
-class CommandOutOfMemory(MemoryError):
+class CommandOutOfMemory(WorkloadError, MemoryError):
     """The program ran out of (device or host) memory: outcome OOM."""
 
 
-class CommandFailed(RuntimeError):
+class CommandFailed(WorkloadError, RuntimeError):
     """The program exited with an error that is neither OOM nor a refused setting: outcome CRASH."""
 
 

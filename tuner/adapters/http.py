@@ -33,16 +33,17 @@ from typing import Any, Mapping
 
 from tuner.adapters.http_request import body_template, http_concurrency, http_request_values
 from tuner.adapters.template import TemplateError, render_text, render_value
+from tuner.errors import WorkloadError
 from tuner.results import Metric
 from tuner.spec.adapters import HTTP_METRICS
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
 
-class ServiceOutOfMemory(MemoryError):
+class ServiceOutOfMemory(WorkloadError, MemoryError):
     """The service reported running out of memory: outcome OOM."""
 
 
-class ServiceFailed(RuntimeError):
+class ServiceFailed(WorkloadError, RuntimeError):
     """A request failed for another reason: outcome CRASH."""
 
 

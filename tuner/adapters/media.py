@@ -20,8 +20,10 @@ from pathlib import Path
 
 import numpy as np
 
+from tuner.errors import WorkloadError
 
-class MediaError(ValueError):
+
+class MediaError(WorkloadError, ValueError):
     """An output file that cannot be read as the declared kind."""
 
 

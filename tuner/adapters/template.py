@@ -15,8 +15,10 @@ from __future__ import annotations
 import string
 from typing import Any, Mapping
 
+from tuner.errors import InputError
 
-class TemplateError(ValueError):
+
+class TemplateError(InputError):
     """A template names a value the setting does not have."""
 
 

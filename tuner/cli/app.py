@@ -4,10 +4,12 @@ options, and :func:`fail` (one clear line on stderr, exit status 2)."""
 from __future__ import annotations
 
 import math
+from typing import NoReturn
 
 import typer
 from rich.console import Console
 
+from tuner.errors import EXIT_USER_ERROR
 from tuner.secrets import redact_text
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -30,7 +32,7 @@ WallTimeOption = typer.Option(None, "--wall-time", min=0, callback=finite,
 MlflowOption = typer.Option(None, "--mlflow-uri", help="MLflow tracking URI (env MLFLOW_TRACKING_URI; default sqlite under ./mlflow).")
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     """Print ``error: message`` on stderr and exit with status 2 (a user-facing failure).
 
     The message goes through :func:`tuner.secrets.redact_text` first: no CLI error prints a
@@ -39,4 +41,16 @@ def fail(message: str) -> None:
     from rich.markup import escape
 
     err.print(f"[bold red]error:[/] {escape(redact_text(message))}", highlight=False, soft_wrap=True)
-    raise typer.Exit(2)
+    raise typer.Exit(EXIT_USER_ERROR)
+
+
+def listen_port(host: str, port: int) -> int:
+    """``port`` (a server's ``--port``), else a port free on ``host`` now (:func:`tuner.host.free_port`);
+    :func:`fail` when ``host`` is not an address of this machine."""
+    from tuner.host import free_port
+
+    try:
+        return port or free_port(host)
+    except OSError as error:
+        fail(f"--host {host}: cannot listen there ({error.strerror or error}); use an address of this host, "
+             "e.g. 127.0.0.1 or 0.0.0.0")

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 from rich.markup import escape
 
-from tuner.cli.app import HomeOption, StorageOption, app, err, fail, out
+from tuner.cli.app import HomeOption, StorageOption, app, err, fail, listen_port, out
 from tuner.secrets import redact_text
 from tuner.study.storage import StudyError, list_studies, redact_url, storage_url, tuner_home
 
@@ -88,14 +88,10 @@ def _serve(url: str, names: list[str], view_url: str, host: str, port: int, root
            startup_timeout: float, study_id: int | None, terminated: threading.Event) -> None:
     """Run optuna-dashboard on ``view_url`` until Ctrl-C or ``terminated`` is set (SIGTERM), refreshing
     the views every ``interval`` s."""
-    from tuner.tracking.dashboard_server import DashboardError, free_port, start_dashboard, study_page, wait_ready
+    from tuner.tracking.dashboard_server import DashboardError, start_dashboard, study_page, wait_ready
     from tuner.tracking.ui import stop_server
 
-    try:
-        chosen_port = port or free_port(host)
-    except OSError as error:
-        fail(f"--host {host}: cannot listen there ({error.strerror or error}); use an address of this host, "
-             "e.g. 127.0.0.1 or 0.0.0.0")
+    chosen_port = listen_port(host, port)
     base = f"http://{host}:{chosen_port}"
     log_path = root / "dashboard.log"
     if terminated.is_set():

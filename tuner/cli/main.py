@@ -7,8 +7,10 @@ Every answer to bad input is one line on stderr — never a traceback:
   ``error: tuner run: No such option: --bogus (see 'tuner run --help')``, exit 2;
 - a module of an extra that is not installed: ``error: tuner serve needs the 'serve' extra
   (no module named 'fastapi'): pip install 'tuner[serve]'``, exit 2 (:mod:`tuner.spec.extras`);
-- a bug of the tuner itself: ``error: internal error: ...`` with a hint to rerun with
-  ``TUNER_DEBUG=1`` (which shows the traceback), exit 1.
+- any other :class:`tuner.errors.TunerError` a command did not catch itself: ``error: <its
+  message>``, its ``exit_status`` (2; the tree is drawn in :mod:`tuner.errors`);
+- a bug of the tuner itself (any other exception): ``error: internal error: ...`` with a hint to
+  rerun with ``TUNER_DEBUG=1`` (which shows the traceback), exit 1.
 
 A study whose trials crash, run out of memory or hang still completes with status 0.
 """
@@ -28,6 +30,7 @@ import tuner.cli.worker_command  # noqa: F401 - registers worker
 import tuner.cli.fleet_commands  # noqa: F401 - registers serve, submit
 import tuner.cli.dashboard_command  # noqa: F401 - registers dashboard
 from tuner.cli.app import app, err
+from tuner.errors import EXIT_INTERNAL_ERROR, EXIT_USER_ERROR, TunerError
 from tuner.spec.extras import missing_extra_message
 
 DEBUG_ENV = "TUNER_DEBUG"  # set to 1 to see the traceback of an internal error
@@ -57,6 +60,19 @@ def _command(argv: list[str] | None) -> str:
     return " ".join(["tuner", *[w for w in words if not w.startswith("-")][:1]])
 
 
+def error_answer(error: Exception, command: str) -> tuple[str, int]:
+    """The one line and the exit status for ``error`` reaching the entry point of ``command``
+    (``tuner run``): a missing extra's install line (2), a :class:`~tuner.errors.TunerError`'s own
+    message and ``exit_status`` (2), else an internal error (1)."""
+    missing = missing_extra_message(error, command)
+    if missing is not None:  # not a bug: an extra this command needs is not installed
+        return missing, EXIT_USER_ERROR
+    if isinstance(error, TunerError):  # a failure the tuner recognises, said in one line
+        return str(error), error.exit_status
+    return (f"internal error: {type(error).__name__}: {error} (rerun with {DEBUG_ENV}=1 for the traceback and "
+            "please report it)"), EXIT_INTERNAL_ERROR
+
+
 def main(argv: list[str] | None = None) -> None:
     """Console-script entry point: run the app, turning every exception into one line and a status."""
     os.environ.setdefault("GIT_PYTHON_REFRESH", "quiet")
@@ -76,15 +92,9 @@ def main(argv: list[str] | None = None) -> None:
         err.print("interrupted: trials in flight will be re-run by 'tuner resume'")
         sys.stdout.flush()
         os._exit(130)
-    except Exception as error:  # noqa: BLE001 - a bug of the tuner: one line unless asked for more
+    except Exception as error:  # noqa: BLE001 - one line (and a status) for every error, unless asked for more
         if os.environ.get(DEBUG_ENV):
             traceback.print_exc()
-        missing = missing_extra_message(error, _command(argv))
-        if missing is not None:  # not a bug: an extra this command needs is not installed
-            _one_line(missing)
-            status = 2
-        else:
-            _one_line(f"internal error: {type(error).__name__}: {error} (rerun with {DEBUG_ENV}=1 for the "
-                      "traceback and please report it)")
-            status = 1
+        message, status = error_answer(error, _command(argv))
+        _one_line(message)
     sys.exit(status if isinstance(status, int) else 0)

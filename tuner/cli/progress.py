@@ -10,7 +10,6 @@ line when a trial starts, one when it ends, and a "still running" line every
 
 from __future__ import annotations
 
-import sys
 import time
 from typing import TYPE_CHECKING, Any
 
@@ -99,19 +98,19 @@ class ProgressDisplay:
     def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,
                  elapsed_s: float) -> None:
         self._running.pop(trial.number, None)
-        outcome = trial.user_attrs.get("outcome", trial.state.name)
+        record = TrialRecord.from_trial(trial)
+        outcome = record.outcome
         note = ""
-        if trial.user_attrs.get("duplicate_of") is not None:
-            note = f"copy of #{trial.user_attrs['duplicate_of']}"
-        elif trial.user_attrs.get("reason") and outcome != "OK":
-            note = str(trial.user_attrs["reason"])[:60]
-        elif outcome == "OK" and (record := TrialRecord.from_trial(trial)).noisy:
+        if record.duplicate_of is not None:
+            note = f"copy of #{record.duplicate_of}"
+        elif record.reason and outcome != "OK":
+            note = str(record.reason)[:60]
+        elif outcome == "OK" and record.noisy:
             note = f"noisy: latency cv {record.latency_cv or 0:.2f}"
         elif outcome == "OK" and record.cut_short:
             note = f"cut short: {record.cut_short}"
-        values = ", ".join(f"{v:.4g}" for v in trial.values) if trial.values and not \
-            trial.user_attrs.get("placeholder_values") else ""
-        role = trial.user_attrs.get("role", "search")
+        values = ", ".join(f"{v:.4g}" for v in trial.values) if trial.values and not record.placeholder else ""
+        role = record.role
         self._rows = (self._rows + [(str(trial.number), role, outcome, values, note)])[-8:]
         remaining = None if total is None else total - done
         eta = eta_seconds(done - self._start_done, elapsed_s, remaining)
@@ -150,7 +149,3 @@ class ProgressDisplay:
 def _count(done: int, total: int | None) -> str:
     """``3/8`` towards a trial budget; ``9 measured`` for a study without one (a wall time only)."""
     return f"{done}/{total}" if total is not None else f"{done} measured"
-
-
-def stderr_is_terminal() -> bool:
-    return sys.stderr.isatty()

@@ -27,8 +27,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Optional
 import typer
 
 from tuner.cli.app import HomeOption, StorageOption, app, fail, out
-from tuner.cli.status_view import objective_units, trial_document
+from tuner.cli.status_view import trial_document
 from tuner.secrets import redact_text
+from tuner.spec.metrics import objective_units
 from tuner.spec.models import SpecError
 from tuner.study.records import TrialRecord
 from tuner.study.storage import StudyError, storage_url, tuner_home
@@ -81,7 +82,7 @@ def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: 
     record = TrialRecord.from_trial(trial)
     trials = opened.study.get_trials(deepcopy=False)
     on_front = record.number in {t.number for t in front_trials(trials, [o.direction for o in opened.spec.objectives])}
-    units = objective_units(opened, [record])
+    units = objective_units(opened.spec.objective_names, [record.metrics])
     document = {"study": opened.study.study_name, **trial_document(record, opened.spec.objective_names, units, on_front)}
     try:
         document["invocation"] = _redacted(render_invocation(opened.spec, {**record.params, **record.derived}))
@@ -92,8 +93,8 @@ def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: 
     document["executed"] = _redacted(_executed(payload))
     document["files"] = {"trial_dir": str(trial_dir), "result": str(result_path) if result_path.is_file() else None,
                          "log": str(log_path) if log_path.is_file() else None}
-    document["log_tail"] = _log_tail(payload, log_path, trial.user_attrs, lines)
-    runtime = trial.user_attrs.get("runtime")
+    document["log_tail"] = _log_tail(payload, log_path, record.log_tail, lines)
+    runtime = record.runtime
     document["weights_identity"] = runtime.get("weights_identity") if isinstance(runtime, Mapping) else None
     return document
 
@@ -245,7 +246,7 @@ def _executed(payload: Mapping[str, Any]) -> dict[str, Any] | None:
     return invocation if isinstance(invocation, dict) else None
 
 
-def _log_tail(payload: Mapping[str, Any], log_path: Path, attrs: Mapping[str, Any], lines: int) -> dict[str, Any]:
+def _log_tail(payload: Mapping[str, Any], log_path: Path, stored: str | None, lines: int) -> dict[str, Any]:
     """The last ``lines`` lines of the trial's log, redacted, from the first source that has any:
 
     ``result.json``'s ``log_tail`` (the worker's traceback, then the end of ``worker.log``), the
@@ -263,7 +264,7 @@ def _log_tail(payload: Mapping[str, Any], log_path: Path, attrs: Mapping[str, An
             sources.append((handle.read().decode(errors="replace"), str(log_path)))
     except OSError:
         pass
-    sources.append((str(attrs.get("log_tail") or ""), "the storage (its last characters stored with the trial)"))
+    sources.append((str(stored or ""), "the storage (its last characters stored with the trial)"))
     for text, source in sources:
         if text.strip():
             return {"source": source, "lines": redact_text(text).splitlines()[-lines:]}

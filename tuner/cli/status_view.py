@@ -8,19 +8,19 @@ shortened field (a reason's first :data:`NOTE_CHARS` characters); ``tuner show S
 prints the whole trial and ``--json`` prints every field of every trial, nothing cut.
 
 Contracts shared with ``tuner show`` (:mod:`tuner.cli.show_command`):
-:func:`trial_document` is the JSON form of one trial and :func:`objective_units`
-the unit of each objective.
+:func:`trial_document` is the JSON form of one trial and
+:func:`tuner.spec.metrics.objective_units` the unit of each objective.
 """
 
 from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tuner.results import Outcome
-from tuner.spec.metrics import MEASURED_METRICS, QUALITY_FAMILIES
-from tuner.study.records import TrialRecord
+from tuner.spec.metrics import objective_units
+from tuner.study.records import StudyRecord, TrialRecord
 
 if TYPE_CHECKING:
     from tuner.study.studies import OpenStudy
@@ -50,15 +50,6 @@ def parse_outcomes(values: Sequence[str] | None) -> set[str]:
     if unknown:
         raise ValueError(f"--outcome: unknown outcome {', '.join(unknown)} (use {', '.join(OUTCOMES)})")
     return chosen
-
-
-def objective_units(opened: "OpenStudy", records: Iterable[TrialRecord] = ()) -> dict[str, str]:
-    """Each objective's unit: from the metric catalogue, else as a trial stored it, else ``""``."""
-    catalogue = {name: unit for name, (unit, _) in MEASURED_METRICS.items()}
-    for family in QUALITY_FAMILIES:
-        catalogue.update({name: unit for name, (unit, _) in family.metrics.items()})
-    stored = {name: str(m.get("unit") or "") for r in records for name, m in r.metrics.items()}
-    return {name: catalogue.get(name) or stored.get(name, "") for name in opened.spec.objective_names}
 
 
 def shown_values(record: TrialRecord, names: Sequence[str]) -> dict[str, float | None]:
@@ -208,16 +199,16 @@ def status_document(opened: "OpenStudy", trials: Sequence[StatusTrial], all_tria
     """``--json``: the study's summary and ``trials`` (filtered and sorted as asked), every field whole."""
     records = [t.record for t in all_trials]
     names = opened.spec.objective_names
-    units = objective_units(opened, records)
-    attrs = opened.study.user_attrs
+    units = objective_units(names, (r.metrics for r in records))
+    stored = StudyRecord.of(opened.study)
     return {
-        "study": opened.study.study_name, "spec": attrs.get("spec_name"), "device": attrs.get("device"),
+        "study": opened.study.study_name, "spec": stored.spec_name, "device": stored.device,
         "objectives": [{"metric": o.metric, "direction": o.direction, "unit": units[o.metric]}
                        for o in opened.spec.objectives],
-        "budget_trials": attrs.get("budget_trials"),
-        "measured": sum(1 for t in opened.study.get_trials(deepcopy=False) if t.user_attrs.get("measured")),
+        "budget_trials": stored.budget_trials,
+        "measured": sum(1 for t in all_trials if t.record.measured),
         "recorded": len(all_trials), "front": [t.record.number for t in all_trials if t.on_front],
-        "warm_start": attrs.get("warm_start"),
+        "warm_start": dict(stored.warm_start) if stored.warm_start is not None else None,
         "trials": [trial_document(t.record, names, units, t.on_front) for t in trials],
     }
 
@@ -234,25 +225,25 @@ def render_status(opened: "OpenStudy", sort: str | None, outcomes: Sequence[str]
     if as_json:
         return [json.dumps(status_document(opened, chosen, every), indent=2, default=str)]
     names = opened.spec.objective_names
-    attrs = opened.study.user_attrs
-    lines = [f"study {opened.study.study_name} (spec {attrs.get('spec_name')}, device {attrs.get('device')}, "
-             f"sampler {attrs.get('sampler')})"]
-    lines += status_lines(chosen, names, objective_units(opened, (t.record for t in every)))
+    stored = StudyRecord.of(opened.study)
+    lines = [f"study {opened.study.study_name} (spec {stored.spec_name}, device {stored.device}, "
+             f"sampler {stored.sampler})"]
+    lines += status_lines(chosen, names, objective_units(names, (t.record.metrics for t in every)))
     lines += _summary(opened, every, len(chosen), wanted)
     return lines
 
 
 def _summary(opened: "OpenStudy", every: Sequence[StatusTrial], shown: int, wanted: set[str]) -> list[str]:
-    attrs = opened.study.user_attrs
-    measured = sum(1 for t in opened.study.get_trials(deepcopy=False) if t.user_attrs.get("measured"))
+    stored = StudyRecord.of(opened.study)
+    measured = sum(1 for t in every if t.record.measured)
     skipped = sum(1 for t in every if t.record.outcome == Outcome.SKIPPED_PREDICTED_OOM.value)
     front = sum(1 for t in every if t.on_front)
-    lines = [f"{measured} measured of budget {attrs.get('budget_trials')}, {len(every)} recorded, {front} on the front"
+    lines = [f"{measured} measured of budget {stored.budget_trials}, {len(every)} recorded, {front} on the front"
              + (f", {skipped} skipped as predicted OOM (never run)" if skipped else "")]
     if wanted:
         lines.append(f"showing {shown} of {len(every)} trials (outcome {', '.join(sorted(wanted))})")
-    warm = attrs.get("warm_start")
-    if isinstance(warm, dict):
+    warm = stored.warm_start
+    if warm is not None:
         lines.append(f"warm start from {warm.get('study')} ({warm.get('storage')}): {warm.get('front_enqueued')} front "
                      f"setting(s) queued, {warm.get('dropped')} dropped, {warm.get('observations')} memory observations")
     lines.append(f"one whole trial: tuner show {opened.study.study_name} NUMBER")

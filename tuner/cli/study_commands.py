@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.table import Table
@@ -15,9 +15,15 @@ from rich.table import Table
 from tuner.cli.app import HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, finite, out
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, SpecError, spec_json_schema
-from tuner.study.guards import MEASUREMENT_OVERRIDE_ATTR, TIMEOUT_OVERRIDE_ATTR, measurement_settings
+from tuner.study import attributes as names
+from tuner.study.guards import measurement_settings
+from tuner.study.records import StudyRecord
 from tuner.study.storage import StudyError, list_studies, storage_url, tuner_home
 from tuner.study.studies import load_study
+
+if TYPE_CHECKING:
+    from tuner.session.run import RunOptions
+    from tuner.study.studies import OpenStudy
 
 MemoryModelOption = typer.Option(True, "--memory-model/--no-memory-model",
                                  help="Skip settings predicted to run out of memory (from the OOMs and memory peaks "
@@ -26,14 +32,13 @@ WarmStartStorageOption = typer.Option(None, "--warm-start-storage", metavar="URL
                                       help="Storage of the --warm-start study (default: this run's storage).")
 
 
-def _finish(run_session: Any, opened: Any, root: Path, device: str, workers: int, mlflow_uri: str | None,
-            use_mlflow: bool, overrides: dict[str, Any], memory_model: bool = True,
-            warm_start_storage: str | None = None) -> None:
+def _finish(opened: "OpenStudy", options: "RunOptions") -> None:
     """Run the session and exit: 0 when the study ran (whatever its trials' outcomes), 3 when it
     stopped early because continuing would waste its budget, 130 when interrupted."""
+    from tuner.cli.session import run_in_terminal
+
     try:
-        summary = run_session(opened, root, device, workers, mlflow_uri, use_mlflow, out, err, overrides,
-                              memory_model=memory_model, warm_start_storage=warm_start_storage)
+        summary = run_in_terminal(opened, options, out, err)
     except StudyError as error:
         fail(str(error))
     raise typer.Exit(3 if summary.failure is not None else 130 if summary.interrupted else 0)
@@ -99,8 +104,9 @@ def run(
     warm_start_storage: Optional[str] = WarmStartStorageOption,
 ) -> None:
     """Create a study from SPEC and run it until its budget is spent."""
-    from tuner.cli.session import run_session
     from tuner.gpu import gpu_type
+    from tuner.session.run import RunOptions
+    from tuner.study.store import set_study_attribute
     from tuner.study.studies import create_study, default_study_name, study_attributes
     from tuner.study.warm_start import enqueue_front, open_source
 
@@ -121,15 +127,16 @@ def run(
     except StudyError as error:
         fail(str(error))
     if wall_time is not None:
-        opened.study.set_user_attr("budget_wall_time_s", wall_time or None)
+        set_study_attribute(opened.study, names.BUDGET_WALL_TIME_S, wall_time or None)
     out.print(f"study [bold]{name}[/] in {_shown(url)} — sampler {chosen}, device {device}, workers {workers}")
     if source is not None:
         record = enqueue_front(opened, source)
         out.print(f"warm start from [bold]{source.study_name}[/]: {record['front_enqueued']} front setting(s) "
                   f"queued after the reference and baseline ({record['dropped']} outside this spec's space, "
                   f"{record['already_queued']} already queued); {record['observations']} memory observations")
-    _finish(run_session, opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, {},
-            memory_model, source_url if warm_start_storage else None)
+    _finish(opened, RunOptions(root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, {},
+                               memory_model=memory_model,
+                               warm_start_storage=source_url if warm_start_storage else None))
 
 
 @app.command()
@@ -153,7 +160,7 @@ def resume(
     warm_start_storage: Optional[str] = WarmStartStorageOption,
 ) -> None:
     """Continue a study (after a crash or kill, with a larger --trials, or a larger --timeout)."""
-    from tuner.cli.session import run_session
+    from tuner.session.run import RunOptions
 
     root = tuner_home(home)
     url = storage_url(storage, root)
@@ -163,25 +170,27 @@ def resume(
         fail(str(error))
     overrides: dict[str, Any] = {}
     if trials is not None:
-        overrides["budget_trials"] = trials
+        overrides[names.BUDGET_TRIALS] = trials
     if wall_time is not None:
-        overrides["budget_wall_time_s"] = wall_time or None
+        overrides[names.BUDGET_WALL_TIME_S] = wall_time or None
     if timeout is not None:
-        overrides[TIMEOUT_OVERRIDE_ATTR] = timeout
+        overrides[names.TIMEOUT_OVERRIDE] = timeout
     measurement = {key: value for key, value in (("warmup", warmup), ("min_repeats", min_repeats),
                                                   ("max_repeats", max_repeats), ("cv_target", cv_target))
                    if value is not None}
+    stored = StudyRecord.of(opened.study)
     if measurement:
-        merged = {**dict(opened.study.user_attrs.get(MEASUREMENT_OVERRIDE_ATTR) or {}), **measurement}
+        merged = {**stored.measurement_overrides, **measurement}
         try:
-            measurement_settings(opened.spec, {MEASUREMENT_OVERRIDE_ATTR: merged})
+            measurement_settings(opened.spec, {names.MEASUREMENT_OVERRIDES: merged})
         except ValueError as error:
             fail(str(error))
-        overrides[MEASUREMENT_OVERRIDE_ATTR] = merged
-    device = opened.study.user_attrs.get("device") or _resolve_device(opened.spec.workload.device)
+        overrides[names.MEASUREMENT_OVERRIDES] = merged
+    device = stored.device or _resolve_device(opened.spec.workload.device)
     out.print(f"resuming [bold]{study}[/] in {_shown(url)}")
-    _finish(run_session, opened, root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, overrides,
-            memory_model, storage_url(warm_start_storage, root) if warm_start_storage else None)
+    source_url = storage_url(warm_start_storage, root) if warm_start_storage else None
+    _finish(opened, RunOptions(root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, overrides,
+                               memory_model=memory_model, warm_start_storage=source_url))
 
 
 @app.command()

@@ -8,7 +8,6 @@ status 2; ``tuner check`` exits 1 on a regression (a CI gate).
 from __future__ import annotations
 
 import signal
-import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -16,7 +15,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from tuner.cli.app import HomeOption, MlflowOption, StorageOption, app, err, fail, out
+from tuner.cli.app import HomeOption, MlflowOption, StorageOption, app, err, fail, listen_port, out
 from tuner.spec.models import SpecError
 from tuner.study.storage import StudyError, redact_url, storage_url, tuner_home
 from tuner.study.studies import load_study
@@ -231,11 +230,7 @@ def ui(
         if location is not None and name is not None:
             out.print(compare_url(uri, location, name), highlight=False, soft_wrap=True)
         return
-    try:
-        chosen_port = port or _free_port(host)
-    except OSError as error:
-        fail(f"--host {host}: cannot listen there ({error.strerror or error}); use an address of this host, "
-             "e.g. 127.0.0.1 or 0.0.0.0")
+    chosen_port = listen_port(host, port)
     base = f"http://{host}:{chosen_port}"
     try:
         process = start_server(uri, host, chosen_port, root / "mlflow-ui.log")
@@ -269,9 +264,3 @@ def ui(
 
 def _interrupt(signum: int, frame: object) -> None:
     raise KeyboardInterrupt
-
-
-def _free_port(host: str) -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])

@@ -46,6 +46,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
 
 import numpy as np
 
+from tuner.errors import HostError
 from tuner.evaluators.base import EvalContext
 from tuner.evaluators.video import aligned_pair, missing_video_reason
 from tuner.results import Direction, Metric
@@ -71,7 +72,7 @@ ALEXNET_CHECKPOINT_FALLBACK = "alexnet-owt-7be5be79.pth"
 _MODELS: dict[tuple[str, str, str, int], "torch.nn.Module"] = {}
 
 
-class WeightsUnavailable(FileNotFoundError):
+class WeightsUnavailable(HostError, FileNotFoundError):
     """A network's weights are not on this machine (and will not be downloaded)."""
 
 

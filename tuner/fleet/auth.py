@@ -25,6 +25,8 @@ import os
 from pathlib import Path
 from typing import Callable, Mapping
 
+from tuner.errors import InputError
+
 TOKEN_ENV = "TUNER_TOKEN"
 MIN_TOKEN_LENGTH = 16
 TOKEN_FILE_MAX_BYTES = 4096
@@ -32,7 +34,7 @@ LOOPBACK_NAMES = frozenset({"localhost", "localhost.localdomain", "ip6-localhost
 MAKE_TOKEN_HINT = "python -c 'import secrets; print(secrets.token_urlsafe(32))'"
 
 
-class AuthError(ValueError):
+class AuthError(InputError):
     """A token that cannot be used, or a bind that would be unsafe; ``str(error)`` is one line."""
 
 

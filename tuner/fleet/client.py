@@ -14,6 +14,7 @@ import urllib.request
 from typing import Any
 from urllib.parse import urlsplit
 
+from tuner.errors import TunerError
 from tuner.fleet.auth import is_loopback
 from tuner.secrets import redact_text, redact_url
 
@@ -21,7 +22,7 @@ TIMEOUT_S = 60.0
 ANSWER_MAX_BYTES = 16 << 20
 
 
-class ServiceError(RuntimeError):
+class ServiceError(TunerError, RuntimeError):
     """The service refused the request or could not be reached; ``str(error)`` is one line."""
 
     def __init__(self, message: str, status: int | None = None) -> None:

@@ -46,7 +46,7 @@ from tuner.study.studies import check_study_name
 
 if TYPE_CHECKING:
     import optuna
-    from fastapi import FastAPI
+    from fastapi import APIRouter, FastAPI
 
 MAX_BODY_BYTES = 2 << 20
 """Largest request body accepted (2 MiB: a spec is at most 1 MiB, JSON-escaped)."""
@@ -142,18 +142,36 @@ def create_app(storage_url: str, token: str | None, allow_command_workloads: boo
     ``--insecure-localhost``). ``allow_command_workloads``: accept specs whose workload runs
     code they name (``command`` and ``python`` blocks).
     """
-    import optuna
-    from fastapi import APIRouter, Body, Depends, FastAPI, HTTPException, Query, Request
-    from fastapi.exceptions import RequestValidationError
-    from fastapi.responses import JSONResponse, Response
-    from optuna.exceptions import StorageInternalError
-    from sqlalchemy.exc import SQLAlchemyError
+    from fastapi import Depends, FastAPI
+    from fastapi.responses import JSONResponse
 
     storage = open_storage(storage_url)
     guard = bearer_guard(token)
     shown_storage = redact_url(storage_url)
     app = FastAPI(title="tuner", version=_version(), docs_url=None, redoc_url=None, openapi_url=None,
                   description=f"Studies of the tuner storage {shown_storage}: submit, list, cancel, export.")
+    app.include_router(_studies_router(storage, storage_url, guard, allow_command_workloads))
+
+    @app.get("/healthz", response_model=Health)
+    def healthz() -> Health:
+        """Liveness: the service answers (no token needed; the storage is not touched)."""
+        return Health(status="ok")
+
+    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(guard)], response_model=None)
+    def openapi() -> JSONResponse:
+        return JSONResponse(app.openapi())
+
+    _add_error_handlers(app, shown_storage)
+    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes)
+    return app
+
+
+def _studies_router(storage: Any, storage_url: str, guard: Callable[..., Any],
+                    allow_command_workloads: bool) -> "APIRouter":
+    """The ``/api`` routes of :func:`create_app` (every one behind ``guard``, the bearer check)."""
+    import optuna
+    from fastapi import APIRouter, Body, Depends, HTTPException, Query
+    from fastapi.responses import Response
 
     def load(name: str) -> "optuna.Study":
         try:
@@ -199,9 +217,10 @@ def create_app(storage_url: str, token: str | None, allow_command_workloads: boo
         """Mark the study cancelled: workers finish the trial in flight, then stop proposing."""
         import time
 
+        from tuner.study.store import cancel_study
+
         study = load(name)
-        study.set_user_attr("cancelled", True)
-        study.set_user_attr("cancelled_at", time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+        cancel_study(study, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
         LOG.info(f"cancelled study {name}")
         return study_summary(study)
 
@@ -217,16 +236,17 @@ def create_app(storage_url: str, token: str | None, allow_command_workloads: boo
         no feasible measured trial or was not created by tuner."""
         return _export(load(name), storage_url, profile, policy)
 
-    app.include_router(api)
+    return api
 
-    @app.get("/healthz", response_model=Health)
-    def healthz() -> Health:
-        """Liveness: the service answers (no token needed; the storage is not touched)."""
-        return Health(status="ok")
 
-    @app.get("/openapi.json", include_in_schema=False, dependencies=[Depends(guard)], response_model=None)
-    def openapi() -> JSONResponse:
-        return JSONResponse(app.openapi())
+def _add_error_handlers(app: "FastAPI", shown_storage: str) -> None:
+    """422 with one line for a request that does not validate; 503 (and one log line) for a storage
+    that cannot be used now."""
+    from fastapi import Request
+    from fastapi.exceptions import RequestValidationError
+    from fastapi.responses import JSONResponse
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import SQLAlchemyError
 
     async def refused_input(request: Request, error: Exception) -> JSONResponse:
         return JSONResponse({"detail": _validation_line(error)}, status_code=422)
@@ -239,8 +259,6 @@ def create_app(storage_url: str, token: str | None, allow_command_workloads: boo
     app.add_exception_handler(RequestValidationError, refused_input)
     for kind in (StudyError, StorageInternalError, SQLAlchemyError):
         app.add_exception_handler(kind, storage_down)
-    app.add_middleware(RequestGuard, max_body_bytes=max_body_bytes)
-    return app
 
 
 def _validation_line(error: Exception) -> str:
@@ -259,11 +277,11 @@ def _export(study: "optuna.Study", storage_url: str, profile: str | None, policy
     from fastapi.responses import Response
 
     from tuner.ship.export import ExportError, build_config, choose
-    from tuner.study.records import TrialRecord, record_feasible
+    from tuner.study.records import StudyRecord, TrialRecord, record_feasible
 
     if profile is not None and policy is not None:
         raise HTTPException(400, "give profile or policy, not both")
-    if not study.user_attrs.get("spec_yaml"):
+    if not StudyRecord.of(study).tuner_study:
         raise HTTPException(409, f"study '{study.study_name}' was not created by tuner (no spec stored with it): "
                                  "nothing to export")
     try:

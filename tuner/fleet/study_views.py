@@ -25,7 +25,9 @@ from tuner.fleet.api_models import (FrontPoint, StudyList, StudyListEntry, Study
                                     WorkerSeen)
 from tuner.pareto import front_trials
 from tuner.secrets import redact_text
-from tuner.study.records import TrialRecord
+from tuner.study.attributes import host_of, is_measured, role_of, worker_of
+from tuner.study.records import StudyRecord, TrialRecord
+from tuner.study.store import trials_of
 
 if TYPE_CHECKING:
     import optuna
@@ -51,14 +53,9 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def _names(value: Any) -> list[str]:
-    """A stored list of names (``[]`` when the attribute is missing or not a list)."""
-    return [str(name) for name in value] if isinstance(value, list) else []
-
-
 def measured_count(trials: Iterable["FrozenTrial"]) -> int:
     """Trials that ran a workload (the ``measured`` attribute the coordinator sets)."""
-    return sum(1 for t in trials if t.user_attrs.get("measured"))
+    return sum(1 for t in trials if is_measured(t))
 
 
 def _seen_at(trial: "FrozenTrial") -> str | None:
@@ -70,8 +67,8 @@ def workers_seen(trials: Sequence["FrozenTrial"]) -> list[WorkerSeen]:
     """Distinct workers (``worker`` attribute; else the ``host`` alone) with trial counts and last seen time."""
     seen: dict[tuple[str | None, str | None], dict[str, Any]] = {}
     for trial in trials:
-        worker = _text(trial.user_attrs.get("worker"))
-        host = _text(trial.user_attrs.get("host"))
+        worker = _text(worker_of(trial))
+        host = _text(host_of(trial))
         if worker is None and host is None:
             continue
         if host is None and worker is not None:
@@ -88,38 +85,37 @@ def workers_seen(trials: Sequence["FrozenTrial"]) -> list[WorkerSeen]:
 
 def front_points(trials: Sequence["FrozenTrial"], directions: Sequence[str]) -> list[FrontPoint]:
     """The Pareto front: trial numbers, objective values, params."""
-    return [FrontPoint(number=t.number, role=str(t.user_attrs.get("role", "search")),
+    return [FrontPoint(number=t.number, role=role_of(t),
                        values=finite(list(t.values or ())), params=finite(dict(t.params)))
             for t in front_trials(trials, directions)]
 
 
 def study_summary(study: "optuna.Study") -> StudySummary:
     """The summary of one study (see the module docstring)."""
-    attrs = study.user_attrs
+    stored = StudyRecord.of(study)
     trials = study.get_trials(deepcopy=False)
     directions = [d.name.lower() for d in study.directions]
     records = [TrialRecord.from_trial(t) for t in trials]
     measured = measured_count(trials)
-    budget = _int_or_none(attrs.get("budget_trials"))
+    budget = _int_or_none(stored.budget_trials)
     return StudySummary(
-        name=study.study_name, spec_name=_text(attrs.get("spec_name")), workload=_text(attrs.get("workload_class")),
-        gpu_type=_text(attrs.get("gpu_type")), device=_text(attrs.get("device")), sampler=_text(attrs.get("sampler")),
-        objectives=_names(attrs.get("objectives")), directions=directions,
+        name=study.study_name, spec_name=_text(stored.spec_name), workload=_text(stored.workload_class),
+        gpu_type=_text(stored.gpu_type), device=_text(stored.device), sampler=_text(stored.sampler),
+        objectives=list(stored.objectives), directions=directions,
         trials=len(trials), counts=dict(sorted(Counter(str(r.outcome) for r in records).items())),
         measured=measured, budget_trials=budget, budget_left=None if budget is None else max(budget - measured, 0),
-        cancelled=bool(attrs.get("cancelled", False)), workers=workers_seen(trials),
+        cancelled=stored.cancelled, workers=workers_seen(trials),
         front=front_points(trials, directions))
 
 
 def trial_entry(trial: "FrozenTrial") -> TrialEntry:
     """One trial as :class:`TrialEntry`."""
     record = TrialRecord.from_trial(trial)
-    attrs = trial.user_attrs
     return TrialEntry(
         number=record.number, state=record.state, role=str(record.role), outcome=str(record.outcome),
         values=None if record.values is None else finite(list(record.values)), placeholder=record.placeholder,
-        params=finite(dict(record.params)), host=_text(attrs.get("host")), slot=_text(attrs.get("slot")),
-        worker=_text(attrs.get("worker")), reason=_text(record.reason), started=record.datetime_start,
+        params=finite(dict(record.params)), host=_text(record.host), slot=_text(record.slot),
+        worker=_text(record.worker), reason=_text(record.reason), started=record.datetime_start,
         completed=record.datetime_complete)
 
 
@@ -134,9 +130,9 @@ def study_list(storage: "optuna.storages.BaseStorage") -> StudyList:
     """Every study in ``storage`` (name, trial count, GPU type, budget, cancelled), by name."""
     entries = []
     for frozen in storage.get_all_studies():
-        attrs = frozen.user_attrs
+        stored = StudyRecord.of(frozen)
         entries.append(StudyListEntry(
-            name=frozen.study_name, trials=len(storage.get_all_trials(frozen._study_id, deepcopy=False)),
-            gpu_type=_text(attrs.get("gpu_type")), budget_trials=_int_or_none(attrs.get("budget_trials")),
-            cancelled=bool(attrs.get("cancelled", False)), tuner_study=bool(attrs.get("spec_yaml"))))
+            name=frozen.study_name, trials=len(trials_of(storage, frozen)),
+            gpu_type=_text(stored.gpu_type), budget_trials=_int_or_none(stored.budget_trials),
+            cancelled=stored.cancelled, tuner_study=stored.tuner_study))
     return StudyList(studies=sorted(entries, key=lambda e: e.name))

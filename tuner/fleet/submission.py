@@ -28,9 +28,11 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tuner.errors import TunerError
 from tuner.fleet.api_models import SubmitRequest
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SamplerName, SpecError, StudySpec
+from tuner.study import attributes as names
 from tuner.study.preflight import check_runnable
 from tuner.study.storage import StudyError, redact_url
 from tuner.study.studies import check_study_name, create_study, default_study_name, study_attributes
@@ -44,7 +46,7 @@ CODE_ADAPTERS = ("command", "python")
 
 
 @dataclass
-class Refused(Exception):
+class Refused(TunerError):
     """A submission that is not accepted: the HTTP status and the one-line reason."""
 
     status: int
@@ -104,8 +106,8 @@ def submit(request: SubmitRequest, storage_url: str, storage: "optuna.storages.B
         raise Refused(409, f"study '{name}' already exists: pick another name")
     sampler: SamplerName = request.sampler or spec.sampler.name
     attributes = {key: value for key, value in study_attributes(spec, request.spec_yaml, device, gpu_type).items()
-                  if key != "fingerprint"}
-    attributes.update({"cancelled": False, "submitted_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
+                  if key != names.FINGERPRINT}
+    attributes.update({names.CANCELLED: False, names.SUBMITTED_AT: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     try:
         opened = create_study(spec, request.spec_yaml, storage_url, name, sampler, request.trials, attributes)
     except StudyError as error:

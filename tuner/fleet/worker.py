@@ -1,4 +1,10 @@
-"""Which study a ``tuner worker`` joins: the open studies of a storage that fit this host.
+"""``tuner worker``'s loop: which studies of a shared storage this host joins, and running them.
+
+:func:`run_worker` is an ordinary session (:mod:`tuner.session`) on the devices it is given; many
+workers on many hosts share one study through the storage (budget, queue, heartbeats). With a study
+named it runs that study until its budget is spent and ends; without, it takes the oldest open study
+for this host's GPU type, then the next, and waits for new ones (``once``: it ends when there is
+nothing to do). It says what it does through a :class:`~tuner.session.events.SessionListener`.
 
 A study is *open* when it was created by the tuner, is not cancelled (study
 attribute ``cancelled``), and its budget is not spent (measured trials below
@@ -10,8 +16,15 @@ first, so a fleet finishes one study before the next.
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Sequence
+
+from tuner.session.events import Notice, SessionListener
+from tuner.session.signals import INTERRUPTED_EXIT
+from tuner.study.errors import StudyError
+from tuner.study.listeners import Summary
 
 
 @dataclass(frozen=True)
@@ -30,24 +43,102 @@ def open_studies(url: str, gpu_type: str | None = None) -> list[OpenStudyInfo]:
 
     Reads the storage only (never creates it): a missing SQLite file has no studies.
     """
+    from tuner.study.attributes import is_measured
+    from tuner.study.records import StudyRecord
     from tuner.study.storage import missing_sqlite_file, open_storage
+    from tuner.study.store import trials_of
 
     if missing_sqlite_file(url) is not None:
         return []
     storage = open_storage(url, create=False)
     found: list[OpenStudyInfo] = []
     for summary in storage.get_all_studies():
-        attrs: dict[str, Any] = summary.user_attrs
-        if not attrs.get("spec_yaml") or attrs.get("cancelled"):
+        stored = StudyRecord.of(summary)
+        if not stored.tuner_study or stored.cancelled:
             continue
-        kind = str(attrs.get("gpu_type") or "cpu")
+        kind = str(stored.gpu_type or "cpu")
         if gpu_type is not None and kind != gpu_type:
             continue
-        budget = attrs.get("budget_trials")
-        trials = storage.get_all_trials(summary._study_id, deepcopy=False)
-        measured = sum(1 for t in trials if t.user_attrs.get("measured"))
+        budget = stored.budget_trials
+        measured = sum(1 for t in trials_of(storage, summary) if is_measured(t))
         if budget is not None and measured >= int(budget):
             continue
-        found.append(OpenStudyInfo(summary.study_name, kind, str(attrs.get("device") or "cpu"), measured,
+        found.append(OpenStudyInfo(summary.study_name, kind, str(stored.device or "cpu"), measured,
                                    int(budget) if budget is not None else None))
     return found
+
+
+@dataclass(frozen=True)
+class WorkerOptions:
+    """What a worker joins and how: the storage, the tuner home (trial files), one ``study`` (None: every
+    open study for this host), the ``gpus`` it uses (None: every visible one), MLflow (``mlflow_uri``
+    None: ``$MLFLOW_TRACKING_URI`` or the local store), ``once`` (end when no open study is left instead
+    of waiting) and ``poll_s`` (seconds between looks for a new study)."""
+
+    storage_url: str
+    home: Path
+    study: str | None = None
+    gpus: Sequence[int] | None = None
+    mlflow_uri: str | None = None
+    use_mlflow: bool = True
+    once: bool = False
+    poll_s: float = 5.0
+
+
+STOPPED_EARLY_EXIT = 3  # the named study stopped because continuing would waste its budget
+
+
+def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
+    """Run studies on this host until done (see the module docstring); the exit status: 130 when
+    interrupted, 3 when the named study stopped early, else 0. A study this worker ran to an end
+    (budget spent, stopped early) is not joined again.
+
+    Raises ``StudyError`` or ``SpecError`` (one line) when the storage, a study or its spec cannot be
+    read, or a GPU study meets a host without GPUs.
+    """
+    from tuner.gpu import gpu_type
+    from tuner.study.heartbeats import HOST
+    from tuner.study.storage import redact_url
+
+    kind = gpu_type()
+    shown = f", GPUs {','.join(str(g) for g in options.gpus)}" if options.gpus else ""
+    listener.on_notice(Notice("worker_started", f"worker {HOST} ({kind}) on {redact_url(options.storage_url)}{shown}"))
+    waiting = False
+    finished: set[str] = set()  # studies this worker ran to an end (exhausted, stopped early): not again
+    while True:
+        names = ([options.study] if options.study is not None else
+                 [s.name for s in open_studies(options.storage_url, kind) if s.name not in finished])
+        if not names:
+            if options.once:
+                listener.on_notice(Notice("worker_done", "no open study for this host: done (--once)"))
+                return 0
+            if not waiting:
+                waiting = True
+                listener.on_notice(Notice("worker_waiting", f"no open study for {kind}: waiting (every "
+                                          f"{options.poll_s:g} s; Ctrl-C stops)"))
+            time.sleep(options.poll_s)
+            continue
+        waiting = False
+        summary = _join(names[0], kind, options, listener)
+        if summary.interrupted or options.study is not None:
+            return (INTERRUPTED_EXIT if summary.interrupted else
+                    STOPPED_EARLY_EXIT if summary.failure is not None else 0)
+        finished.add(names[0])
+        if summary.failure is not None:
+            listener.on_notice(Notice("worker_moves_on", f"study {names[0]} stopped early; this worker moves on"))
+
+
+def _join(name: str, kind: str, options: WorkerOptions, listener: SessionListener) -> Summary:
+    """Run study ``name`` here as one session of one slot per GPU (or one CPU share)."""
+    from tuner.session.run import RunOptions, run_session
+    from tuner.study.records import StudyRecord
+    from tuner.study.studies import load_study
+
+    opened = load_study(options.storage_url, name)
+    stored = StudyRecord.of(opened.study)
+    device = str(stored.device or "cpu")
+    if device == "cuda" and kind == "cpu":
+        raise StudyError(f"study '{name}' runs on GPUs ({stored.gpu_type}) but this host has none visible")
+    run = RunOptions(options.home, device, 1, options.mlflow_uri if options.use_mlflow else None, options.use_mlflow,
+                     {}, options.gpus)
+    return run_session(opened, run, listener)

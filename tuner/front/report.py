@@ -11,7 +11,8 @@ import csv
 import io
 from typing import Any, Sequence
 
-from tuner.front.labels import metric_label, unit_of
+from tuner.front.labels import metric_label
+from tuner.spec.metrics import unit_of
 from tuner.study.records import TrialRecord, record_feasible
 
 

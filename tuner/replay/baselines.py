@@ -38,6 +38,7 @@ import optuna
 from tuner.pareto import front_trials
 from tuner.spec.candidate import canonical_key
 from tuner.spec.space import distributions, grid
+from tuner.study.attributes import enqueued_params
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
@@ -86,7 +87,7 @@ class _TableSampler(optuna.samplers.BaseSampler):
 
     def _setting_of(self, trial: "FrozenTrial") -> dict[str, Any] | None:
         """The trial's full setting: its params, else its enqueued (fixed) params; None when partial."""
-        for source in (trial.params, trial.system_attrs.get("fixed_params") or {}):
+        for source in (trial.params, enqueued_params(trial) or {}):
             if all(name in source for name in self._names):
                 return {name: source[name] for name in self._names}
         return None
@@ -129,7 +130,7 @@ class SweepSampler(_TableSampler):
 
     def sample_relative(self, study: "Study", trial: "FrozenTrial",
                         search_space: dict[str, "BaseDistribution"]) -> dict[str, Any]:
-        if not search_space or "fixed_params" in trial.system_attrs:
+        if not search_space or enqueued_params(trial) is not None:
             return {}
         self._advance(study)
         if self._cursor >= len(self.order):
@@ -174,7 +175,7 @@ class HillClimbSampler(_TableSampler):
 
     def sample_relative(self, study: "Study", trial: "FrozenTrial",
                         search_space: dict[str, "BaseDistribution"]) -> dict[str, Any]:
-        if not search_space or "fixed_params" in trial.system_attrs:
+        if not search_space or enqueued_params(trial) is not None:
             return {}
         trials = study.get_trials(deepcopy=False)
         visited = self._visited(study)

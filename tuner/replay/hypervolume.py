@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 from tuner.pareto import dominates, hypervolume, is_measured_feasible
+from tuner.study.attributes import is_measured
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -97,7 +98,7 @@ def hypervolume_curve(trials: Sequence["FrozenTrial"], normalizer: Normalizer) -
             if not any(dominates(kept, point, directions) or kept == point for kept in front):
                 front = [kept for kept in front if not dominates(point, kept, directions)] + [point]
                 volume = hypervolume(front, [REFERENCE] * len(point))
-        if trial.user_attrs.get("measured"):
+        if is_measured(trial):
             curve.append(volume)
     return curve
 

@@ -36,6 +36,7 @@ from tuner.replay.table import MeasuredTable, exhaustive_front, feasible_values,
 from tuner.results import Outcome
 from tuner.runner.base import Slot
 from tuner.spec.models import SamplerName
+from tuner.study.attributes import outcome_of
 from tuner.study.coordinator import Coordinator
 from tuner.study.objectives import plan_constraints
 from tuner.study.samplers import make_sampler
@@ -183,7 +184,7 @@ def replay_once(target: Target, method: Method, seed: int, budget: int, workdir:
     recorded = opened.study.get_trials(deepcopy=False)
     curve = hypervolume_curve(recorded, target.normalizer)
     fractions = [v / target.front_hypervolume if target.front_hypervolume > 0 else 1.0 for v in curve]
-    outcomes = [t.user_attrs.get("outcome") for t in recorded]
+    outcomes = [outcome_of(t) for t in recorded]
     return Replay(method.name, seed, fractions, len(recorded), runner.runs, summary.stopped_because,
                   time.perf_counter() - started, clock.seconds, outcomes.count(Outcome.OOM.value),
                   outcomes.count(Outcome.SKIPPED_PREDICTED_OOM.value))

@@ -36,11 +36,12 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from tuner.errors import InputError
 from tuner.replay.hypervolume import nondominated
 from tuner.results import Direction, Metric, Outcome, TrialResult
 from tuner.spec.candidate import canonical_key
 from tuner.spec.loading import load_spec, parse_spec
-from tuner.spec.metrics import MEASURED_METRICS, QUALITY_FAMILIES
+from tuner.spec.metrics import catalogue_entry
 from tuner.spec.models import SamplerName, StudySpec
 from tuner.spec.space import grid
 from tuner.study.objectives import judge, plan_constraints
@@ -52,7 +53,7 @@ DROPPED_CONSTRAINT_PREFIXES = ("peak_vram", MEMORY_METRIC)  # replaced by the de
 NOT_IN_TABLE = "not in table"
 
 
-class TableError(ValueError):
+class TableError(InputError):
     """A table, sidecar or hardware-type file that cannot be used; the message says where and why."""
 
 
@@ -178,13 +179,11 @@ def replayed_result(row: MeasuredRow | None, cap_gb: float | None, metric_names:
 
 
 def metric_unit(name: str) -> tuple[str, Direction]:
-    """(unit, direction) of a metric name from the catalogue (:mod:`tuner.spec.metrics`)."""
-    if name in MEASURED_METRICS:
-        return MEASURED_METRICS[name]
-    for family in QUALITY_FAMILIES:
-        if name in family.metrics:
-            return family.metrics[name]
-    raise TableError(f"unknown metric column {name!r} (not in tuner.spec.metrics)")
+    """(unit, direction) of a metric name from the catalogue (:func:`tuner.spec.metrics.catalogue_entry`)."""
+    entry = catalogue_entry(name)
+    if entry is None:
+        raise TableError(f"unknown metric column {name!r} (not in tuner.spec.metrics)")
+    return entry
 
 
 def load_table(hardware: HardwareType) -> MeasuredTable:

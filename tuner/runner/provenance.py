@@ -210,37 +210,44 @@ _hashes: dict[tuple[str, int, int], str] = {}
 
 
 def sha256_file(path: Path, cache_file: Path | None = None) -> str:
-    """Hex sha256 of ``path``'s bytes; cached per (resolved path, size, mtime) in this process and,
-    when given, in the JSON file ``cache_file`` (written atomically; a broken cache is ignored)."""
+    """Hex sha256 of ``path``'s bytes (the tuner's one file hash: weights, the reference output).
+
+    Without ``cache_file`` the file is read every time (what verifying a published or fetched
+    file needs). With it (a workload's declared weights), the digest is remembered per (resolved
+    path, size, mtime) in this process and in the JSON file ``cache_file`` (written atomically;
+    a broken cache is ignored)."""
     resolved = path.resolve()
+    if cache_file is None:
+        return _read_sha256(resolved)
     stat = resolved.stat()
     key = (str(resolved), stat.st_size, stat.st_mtime_ns)
     if key in _hashes:
         return _hashes[key]
-    stored: dict[str, str] = {}
     cache_key = f"{key[0]}|{key[1]}|{key[2]}"
-    if cache_file is not None:
-        try:
-            stored = dict(json.loads(cache_file.read_text()))
-        except (OSError, ValueError, TypeError):
-            stored = {}
+    try:
+        stored: dict[str, str] = dict(json.loads(cache_file.read_text()))
+    except (OSError, ValueError, TypeError):
+        stored = {}
     digest = stored.get(cache_key)
     if not isinstance(digest, str):
-        hasher = hashlib.sha256()
-        with open(resolved, "rb") as handle:
-            while chunk := handle.read(HASH_CHUNK_BYTES):
-                hasher.update(chunk)
-        digest = hasher.hexdigest()
-        if cache_file is not None:
-            try:
-                stored[cache_key] = digest
-                temporary = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
-                temporary.write_text(json.dumps(stored, sort_keys=True))
-                temporary.replace(cache_file)
-            except OSError:
-                pass  # a cache that cannot be written costs a re-hash, nothing else
+        digest = _read_sha256(resolved)
+        try:
+            stored[cache_key] = digest
+            temporary = cache_file.with_name(f"{cache_file.name}.{os.getpid()}.tmp")
+            temporary.write_text(json.dumps(stored, sort_keys=True))
+            temporary.replace(cache_file)
+        except OSError:
+            pass  # a cache that cannot be written costs a re-hash, nothing else
     _hashes[key] = digest
     return digest
+
+
+def _read_sha256(path: Path) -> str:
+    hasher = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(HASH_CHUNK_BYTES):
+            hasher.update(chunk)
+    return hasher.hexdigest()
 
 
 def weights_record(declared: Mapping[str, Path], cache_file: Path | None = None) -> tuple[dict[str, Any], dict[str, str]]:

@@ -41,7 +41,7 @@ from tuner.runner.base import TrialRequest
 from tuner.runner.reaper import TAG_ENV, kill_tagged
 
 if TYPE_CHECKING:
-    from tuner.workloads.base import RunContext
+    from tuner.workloads.base import RunContext, Workload, WorkloadOutput
 
 MEASUREMENT_SHARE_OF_TIMEOUT = 0.7
 """The share of a trial's ``timeout_s`` its latency measurement may use, counted from the worker's
@@ -150,71 +150,50 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
     it every trial builds and tears down its own workload. ``processes`` (a warm
     worker's): tags what the trial starts after ``setup`` (see :class:`TrialProcesses`).
     """
-    from tuner.evaluators.base import EvalContext
     from tuner.evaluators.latency import LatencySettings, measure_latency
     from tuner.evaluators.memory import PeakMemoryMonitor
-    from tuner.evaluators.registry import evaluate_quality
     from tuner.runner.device_used import device_used
-    from tuner.workloads.base import RunContext, WorkloadOutput
+    from tuner.workloads.base import WorkloadOutput
 
     started = time.perf_counter()
-    workdir = Path(request.workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
-    context = RunContext(
-        device=request.device,
-        seed=request.seed,
-        inputs=request.inputs,
-        workdir=workdir,
-        gpu_slot=os.environ.get("CUDA_VISIBLE_DEVICES"),
-    )
+    context = _run_context(request)
     measurement = dict(request.measurement)
     memory_sample_hz = float(measurement.pop("memory_sample_hz", 100.0))
     settings = LatencySettings(**measurement)
     stage = "import"
-    workload: Any = None
+    workload: "Workload | None" = None
     try:
         key = f"{request.workload_class} {json.dumps(request.workload_options, sort_keys=True)}"
-        workload = keep.pop(key, None) if keep is not None else None
-        if workload is None:
-            workload_class = load_workload_class(request.workload_class)
-            workload = workload_class(request.workload_options) if request.workload_options else workload_class()
+        kept = keep.pop(key, None) if keep is not None else None
+        workload = running = kept if kept is not None else _new_workload(request)
         _apply_thread_limit()
         stage = "setup"
-        workload.setup(request.settings, context)
+        running.setup(request.settings, context)
         if processes is not None:
             processes.begin()
         stage = "run"
         with PeakMemoryMonitor(memory_sample_hz) as monitor:
             stats, output = measure_latency(
-                lambda: workload.run(request.settings, context), workload.synchronize, settings,
+                lambda: running.run(request.settings, context), running.synchronize, settings,
                 deadline=started + MEASUREMENT_SHARE_OF_TIMEOUT * request.timeout_s)
         if not isinstance(output, WorkloadOutput):
             raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
-        metrics: dict[str, Metric] = {m.name: m for m in stats.to_metrics(items=output.items)}
-        metrics.update({m.name: m for m in monitor.metrics()})
-        for name, value in output.counters.items():
-            metrics[f"count_{name}"] = Metric(f"count_{name}", float(value), "1", "minimize")
-        metrics.update({m.name: m for m in getattr(workload, "measured_metrics", lambda: [])()})
+        metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, running)
         stage = "evaluate"
         eval_started = time.perf_counter()
-        reference = WorkloadOutput.load(Path(request.reference_output)) if request.reference_output else None
-        if request.compare_with_self:
-            reference = output
-        eval_context = EvalContext(request.inputs, request.settings, request.reference_settings, request.device)
-        for metric in evaluate_quality(request.quality_metrics, output, reference, eval_context):
-            metrics[metric.name] = metric
+        metrics.update({metric.name: metric for metric in _quality_metrics(request, output)})
         eval_time_s = time.perf_counter() - eval_started
         from tuner.runner.samples import write_samples
 
-        samples = write_samples(output, workdir)
+        samples = write_samples(output, context.workdir)
         output_path = None
         if request.save_output:
             output.save(Path(request.save_output))
             output_path = request.save_output
-        invocation = _invocation_of(workload)
-        provenance = trial_provenance(request, workload, context)
+        invocation = _invocation_of(running)
+        provenance = trial_provenance(request, running, context)
         if keep is not None:
-            keep[key], workload = workload, None  # kept for the next trial: no teardown
+            keep[key], workload = running, None  # kept for the next trial: no teardown
         return TrialResult(
             outcome=Outcome.OK, metrics=finite_metrics(metrics), wall_time_s=time.perf_counter() - started,
             invocation=invocation,
@@ -242,6 +221,48 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
                 traceback.print_exc()
 
 
+def _run_context(request: TrialRequest) -> "RunContext":
+    """What the workload is told besides its parameters; the trial directory is made here."""
+    from tuner.workloads.base import RunContext
+
+    workdir = Path(request.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    return RunContext(device=request.device, seed=request.seed, inputs=request.inputs, workdir=workdir,
+                      gpu_slot=os.environ.get("CUDA_VISIBLE_DEVICES"))
+
+
+def _new_workload(request: TrialRequest) -> "Workload":
+    """The request's workload class, imported and built (with its options, when it has any)."""
+    workload_class = load_workload_class(request.workload_class)
+    workload: Workload = workload_class(request.workload_options) if request.workload_options else workload_class()
+    return workload
+
+
+def _run_metrics(latency: list[Metric], memory: list[Metric], output: "WorkloadOutput",
+                 workload: "Workload") -> dict[str, Metric]:
+    """The run's own metrics by name: latency, peak memory, the output's counters (``count_<name>``)
+    and what the workload measured itself (:meth:`Workload.measured_metrics`), later ones winning."""
+    metrics = {m.name: m for m in [*latency, *memory]}
+    for name, value in output.counters.items():
+        metrics[f"count_{name}"] = Metric(f"count_{name}", float(value), "1", "minimize")
+    metrics.update({m.name: m for m in workload.measured_metrics()})
+    return metrics
+
+
+def _quality_metrics(request: TrialRequest, output: "WorkloadOutput") -> list[Metric]:
+    """The quality metrics the request names, of ``output`` against the reference output (the
+    reference trial against itself)."""
+    from tuner.evaluators.base import EvalContext
+    from tuner.evaluators.registry import evaluate_quality
+    from tuner.workloads.base import WorkloadOutput
+
+    reference = WorkloadOutput.load(Path(request.reference_output)) if request.reference_output else None
+    if request.compare_with_self:
+        reference = output
+    context = EvalContext(request.inputs, request.settings, request.reference_settings, request.device)
+    return list(evaluate_quality(request.quality_metrics, output, reference, context))
+
+
 def _cut_short_note(stats: Any, settings: Any, timeout_s: float) -> str:
     """One line saying how a deadline shortened the measurement (``stats``: a cut-short ``LatencyStats``)."""
     asked = (f"{settings.min_repeats}" if settings.min_repeats == settings.max_repeats
@@ -254,9 +275,10 @@ WEIGHTS_HASH_CACHE = "weights_sha256.json"
 """The weights' sha256 cache, in the directory holding the trial directories (the study's)."""
 
 
-def trial_provenance(request: TrialRequest, workload: Any, context: "RunContext") -> dict[str, Any]:
+def trial_provenance(request: TrialRequest, workload: "Workload | None", context: "RunContext") -> dict[str, Any]:
     """``{"env": ..., "runtime": ...}``: what this trial ran with (:mod:`tuner.runner.provenance`),
-    taken after the measurement. Never raises: what cannot be found is marked unavailable."""
+    taken after the measurement (``workload`` None: it was never built). Never raises: what cannot
+    be found is marked unavailable."""
     from tuner.runner.provenance import redacted_environment, trial_runtime, workload_module
 
     options = request.workload_options
@@ -265,14 +287,12 @@ def trial_provenance(request: TrialRequest, workload: Any, context: "RunContext"
     declared: dict[str, Any] = {}
     problem: str | None = None
     try:
-        declare = getattr(workload, "declared_weights", None)
-        declared = dict(declare(context)) if callable(declare) else {}
+        declared = dict(workload.declared_weights(context)) if workload is not None else {}
     except Exception as error:  # noqa: BLE001 - a weights path that cannot be read is a fact, not a crash
         problem = f"declared_weights: {type(error).__name__}: {error}"
     identity: str | None = None
     try:
-        identify = getattr(workload, "weights_identity", None)
-        identity = identify(context) if callable(identify) else None
+        identity = workload.weights_identity(context) if workload is not None else None
     except Exception as error:  # noqa: BLE001 - a fact we could not read
         problem = f"{problem + '; ' if problem else ''}weights_identity: {type(error).__name__}: {error}"
     try:
@@ -286,10 +306,9 @@ def trial_provenance(request: TrialRequest, workload: Any, context: "RunContext"
     return {"env": redacted_environment(), "runtime": runtime}
 
 
-def _invocation_of(workload: Any) -> dict[str, Any] | None:
-    """What an adapter last executed (its ``invocation`` attribute), or None."""
-    invocation = getattr(workload, "invocation", None)
-    return dict(invocation) if isinstance(invocation, dict) else None
+def _invocation_of(workload: "Workload | None") -> dict[str, Any] | None:
+    """A copy of what the workload last executed (:attr:`Workload.invocation`), or None."""
+    return dict(workload.invocation) if workload is not None and workload.invocation is not None else None
 
 
 def _apply_thread_limit() -> None:

@@ -34,12 +34,16 @@ import statistics
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
+from tuner.errors import TunerError
 from tuner.results import Outcome, TrialResult
 from tuner.ship.config_schema import ConfigV1, Spread
 from tuner.ship.stats import ShiftTest, shift_test
 from tuner.spec.metrics import QUALITY_METRIC_NAMES
+
+if TYPE_CHECKING:
+    from tuner.runner.base import TrialRequest
 
 ALPHA = 0.025  # one-sided: a 95 % two-sided confidence interval of the speed-up
 MIN_MARGIN = 0.12  # halfway (geometrically) between no change and a 1.3x slowdown: 1 - 1/sqrt(1.3)
@@ -52,7 +56,7 @@ QUALITY_ABSOLUTE_TOLERANCE = 1e-6
 _MEDIAN_SE = math.sqrt(math.pi / 2)  # standard error of a median / of a mean, for normal samples
 
 
-class CheckError(RuntimeError):
+class CheckError(TunerError, RuntimeError):
     """The check cannot run (no baseline in the config, a setting the spec refuses...)."""
 
 
@@ -145,7 +149,7 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
     while the test is undecided. Raises :class:`CheckError` when the check cannot run.
     """
     from tuner.evaluators.registry import warm_ups
-    from tuner.runner.base import TrialRequest, plan_slots
+    from tuner.runner.base import plan_slots
     from tuner.runner.choice import make_runner
     from tuner.spec.loading import parse_spec
 
@@ -167,24 +171,11 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
     margin = margin_of(config.baseline.spread, config.spread)
     floors = {name: value for name, value in (("exported", expected * (1 - margin) if expected else None),
                                               ("min-speedup", min_speedup)) if value is not None and value > 0}
-    runner = make_runner(spec, warm_ups(spec.used_metrics))  # the same kind of worker as the study's
-    counter = iter(range(10**6))
-
-    def request(label: str, settings: dict[str, Any], reference_output: str | None,
-                as_reference: bool = False) -> TrialRequest:
-        number = next(counter)
-        return TrialRequest(
-            study_name=f"check-{config.provenance.study}", trial_number=number,
-            workload_class=spec.workload.target, workload_options=spec.workload.options,
-            settings=settings, inputs=dict(spec.inputs), seed=spec.seed, device=device,
-            measurement=spec.measurement.model_dump(), timeout_s=spec.workload.timeout_s,
-            workdir=str(workdir / f"{number:03d}_{label}"), quality_metrics=quality_metrics,
-            reference_output=reference_output, compare_with_self=as_reference,
-            save_output=str(workdir / "reference_output.npz") if as_reference else None,
-            reference_settings=reference_settings)
-
     reference_settings = (_settings(spec, dict(config.check.reference), "reference")
                           if config.check.reference is not None else None)
+    request = _request_maker(f"check-{config.provenance.study}", spec, device, workdir, quality_metrics,
+                             reference_settings)
+    runner = make_runner(spec, warm_ups(spec.used_metrics))  # the same kind of worker as the study's
     sides = {"baseline": SideMeasurement("baseline"), "chosen": SideMeasurement("chosen")}
     tests: dict[str, ShiftTest] = {}
     try:
@@ -212,7 +203,15 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
                 f"{_interval(t)} against the {name} floor {t.floor:.3g}x: undecided" for name, t in tests.items()))
     finally:
         runner.close()
-    base, chosen = sides["baseline"], sides["chosen"]
+    report = _report(speed_metric, sides["baseline"], sides["chosen"], tests, expected, margin, workdir)
+    report.quality_drops = _quality(config, sides["baseline"], sides["chosen"], quality_metrics, max_quality_drop,
+                                    report.failures)
+    return report
+
+
+def _report(speed_metric: str, base: SideMeasurement, chosen: SideMeasurement, tests: dict[str, ShiftTest],
+            expected: float | None, margin: float, workdir: Path) -> CheckReport:
+    """The speed half of the report: the overall speed-up and each floor's verdict (failures, notes)."""
     overall = shift_test(base.p50_s, chosen.p50_s, 1.0, ALPHA)
     report = CheckReport(speed_metric, base, chosen, overall.estimate, (overall.low, overall.high), expected,
                          margin, [], len(base.p50_s), {}, [], [], str(workdir))
@@ -224,8 +223,31 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
                                 f"{name} floor {test.floor:.3g}x): decided on the estimate")
         if speed_floor.failed:
             report.failures.append(_speed_failure(speed_floor, expected, margin))
-    report.quality_drops = _quality(config, base, chosen, quality_metrics, max_quality_drop, report.failures)
     return report
+
+
+def _request_maker(study_name: str, spec: Any, device: str, workdir: Path, quality_metrics: list[str],
+                   reference_settings: dict[str, Any] | None) -> Callable[..., "TrialRequest"]:
+    """``request(label, settings, reference_output, as_reference=False)``: the check's next trial
+    request, numbered in order, in ``workdir/<number>_<label>``; the reference run saves its output."""
+    from tuner.runner.base import TrialRequest
+
+    counter = iter(range(10**6))
+
+    def request(label: str, settings: dict[str, Any], reference_output: str | None,
+                as_reference: bool = False) -> TrialRequest:
+        number = next(counter)
+        return TrialRequest(
+            study_name=study_name, trial_number=number,
+            workload_class=spec.workload.target, workload_options=spec.workload.options,
+            settings=settings, inputs=dict(spec.inputs), seed=spec.seed, device=device,
+            measurement=spec.measurement.model_dump(), timeout_s=spec.workload.timeout_s,
+            workdir=str(workdir / f"{number:03d}_{label}"), quality_metrics=quality_metrics,
+            reference_output=reference_output, compare_with_self=as_reference,
+            save_output=str(workdir / "reference_output.npz") if as_reference else None,
+            reference_settings=reference_settings)
+
+    return request
 
 
 def _interval(test: ShiftTest) -> str:

@@ -2,8 +2,8 @@
 
 An exported YAML validates against :class:`ConfigV1` and dumps back to the
 same document (every key is always written, ``null`` when unknown), so the
-schema is the contract production tooling reads. :func:`config_json_schema`
-gives it as JSON Schema. Units: seconds (``_s``), GB (``_gb``), items per
+schema is the contract production tooling reads
+(``ConfigV1.model_json_schema(by_alias=True)`` gives it as JSON Schema). Units: seconds (``_s``), GB (``_gb``), items per
 second; ``speedup`` is baseline latency / chosen latency (> 1: faster);
 ``quality_delta`` is chosen − baseline in the metric's unit.
 
@@ -34,6 +34,8 @@ from typing import Annotated, Any, Literal, Union
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
+
+from tuner.errors import InputError
 
 SCHEMA = "tuner.config/v1"
 
@@ -229,7 +231,7 @@ class ConfigV1(_Model):
         return document
 
 
-class ConfigError(ValueError):
+class ConfigError(InputError):
     """A config file that is not a valid ``tuner.config/v1`` document; the message names file and key."""
 
 
@@ -256,9 +258,3 @@ def load_config(path: Path) -> ConfigV1:
     except yaml.YAMLError as error:
         raise ConfigError(f"{path}: not YAML: {error}") from None
     return validate_config(document, str(path))
-
-
-def config_json_schema() -> dict[str, Any]:
-    """The JSON Schema of ``tuner.config/v1``."""
-    schema: dict[str, Any] = ConfigV1.model_json_schema(by_alias=True)
-    return schema

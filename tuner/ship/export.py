@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 
 import yaml
 
+from tuner.errors import TunerError
 from tuner.secrets import redact_url
 from tuner.ship.config_schema import SCHEMA, validate_config
 from tuner.ship.invocation import runnable_invocation
@@ -46,7 +47,8 @@ from tuner.ship.policy import (PolicyError, eligible, front_of, parse_policy, pr
                                select_profile, speed_objective)
 from tuner.ship.provenance_block import provenance_fields, recorded_device, recorded_env
 from tuner.spec.loading import parse_spec
-from tuner.study.records import NOISY_CV, TrialRecord, record_feasible
+from tuner.study.attributes import ENV, RUNTIME, attributes_of
+from tuner.study.records import NOISY_CV, StudyRecord, TrialRecord, record_feasible
 
 if TYPE_CHECKING:
     import optuna
@@ -55,7 +57,7 @@ __all__ = ["SCHEMA", "ExportError", "Choice", "choose", "choose_trial", "build_c
            "write_config"]
 
 
-class ExportError(RuntimeError):
+class ExportError(TunerError, RuntimeError):
     """No trial can be exported; the message says why."""
 
 
@@ -79,7 +81,7 @@ def _measuring_attributes(trials: "list[optuna.trial.FrozenTrial]", record: Tria
     ``record``'s own ``env`` / ``runtime`` when that trial is not among ``trials``."""
     number = record.duplicate_of if record.duplicate_of is not None else record.number
     found = next((t for t in trials if t.number == number), None)
-    return found.user_attrs if found is not None else {"env": record.env, "runtime": record.runtime}
+    return attributes_of(found) if found is not None else {ENV: record.env, RUNTIME: record.runtime}
 
 
 def _directions(study: "optuna.Study") -> list[str]:
@@ -102,7 +104,7 @@ def choose(study: "optuna.Study", policy: str | None = None, profile: str | None
     if sum(x is not None for x in (policy, profile, objective, trial_number)) > 1:
         raise ExportError("choose one of --policy, --profile, --objective and --trial")
     records = _records(study)
-    names: list[str] = list(study.user_attrs.get("objectives", []))
+    names: list[str] = list(StudyRecord.of(study).objectives)
     directions = _directions(study)
     if trial_number is not None:
         match = next((r for r in records if r.number == trial_number), None)
@@ -224,11 +226,11 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
     with those fields null or empty.
     """
     record = trial if isinstance(trial, TrialRecord) else TrialRecord.from_trial(trial)
-    attrs = study.user_attrs
+    stored, study_attrs = StudyRecord.of(study), attributes_of(study)
     trials = study.get_trials(deepcopy=False)
     records = [TrialRecord.from_trial(t) for t in trials]
     measured = _measuring_attributes(trials, record)
-    names: list[str] = list(attrs.get("objectives", []))
+    names: list[str] = list(stored.objectives)
     directions = _directions(study)
     feasible = [r for r in records if record_feasible(r)]
     front = {r.number for r in front_of(feasible, directions)} if feasible else set()
@@ -237,13 +239,14 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
     comparison = _comparison(record, base, names, directions, records) if base is not None else None
     document: dict[str, Any] = {
         "schema": SCHEMA,
-        "workload": attrs.get("workload_class"),
+        "workload": stored.workload_class,
         "selection": {"policy": policy or f"trial {record.number}", "profile": profile,
                       "feasible_trials": len(feasible), "front_size": len(front),
                       "on_front": record.number in front, "replaced_noisy_trial": replaced_noisy},
         "params": dict(record.params),
         "derived": dict(record.derived),
-        "invocation": _invocation(attrs, {**record.params, **record.derived}, recorded_device(attrs, measured)),
+        "invocation": _invocation(stored.spec_yaml, {**record.params, **record.derived},
+                                  recorded_device(study_attrs, measured)),
         "objectives": {name: {"value": value, "direction": d}
                        for name, value, d in zip(names, record.values or (), directions)},
         "metrics": _metrics_block(record),
@@ -253,15 +256,15 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
             "trial": base.number, "params": dict(base.params), "derived": dict(base.derived),
             "outcome": base.outcome, "metrics": _metrics_block(base), "spread": _spread(base),
             "comparison": comparison},
-        "gpu": {str(k): str(v) for k, v in dict(attrs.get("fingerprint", {})).items()},
+        "gpu": {str(k): str(v) for k, v in stored.fingerprint.items()},
         "provenance": {
             "study": study.study_name, "trial": record.number, "role": record.role,
-            "storage": redact_url(storage_url), "spec_name": attrs.get("spec_name"),
-            "spec_hash": attrs.get("spec_hash"), "sampler": attrs.get("sampler"),
+            "storage": redact_url(storage_url), "spec_name": stored.spec_name,
+            "spec_hash": stored.spec_hash, "sampler": stored.sampler,
             "measured_at": record.datetime_complete,
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "tuner_version": _version(), **provenance_fields(attrs, measured)},
-        "check": {"spec_yaml": attrs.get("spec_yaml", ""), "device": str(attrs.get("device", "cpu")),
+            "tuner_version": _version(), **provenance_fields(study_attrs, measured)},
+        "check": {"spec_yaml": stored.spec_yaml or "", "device": str(stored.device or "cpu"),
                   "reference": _settings_of(by_role.get("reference")),
                   "baseline": _settings_of(base)},
         "warnings": noise_warnings(record, base, comparison["speedup"] if comparison else None)
@@ -274,7 +277,7 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
 def random_weights_warnings(trial_attrs: Mapping[str, Any]) -> list[str]:
     """One warning when the measuring trial ran a network with random weights (``runtime.weights_identity``
     ``random:...``): its speed and memory are the architecture's, its quality figures are not."""
-    runtime = trial_attrs.get("runtime")
+    runtime = trial_attrs.get(RUNTIME)
     identity = runtime.get("weights_identity") if isinstance(runtime, Mapping) else None
     if not (isinstance(identity, str) and identity.startswith("random:")):
         return []
@@ -294,9 +297,8 @@ def _version() -> str:
         return "unknown (not installed)"
 
 
-def _invocation(attrs: Mapping[str, Any], settings: dict[str, Any], device: str) -> dict[str, Any] | None:
-    """The setting as production runs it (on ``device``), from the spec stored with the study."""
-    spec_text = attrs.get("spec_yaml")
+def _invocation(spec_text: str | None, settings: dict[str, Any], device: str) -> dict[str, Any] | None:
+    """The setting as production runs it (on ``device``), from the spec stored with the study (``spec_text``)."""
     if not spec_text:
         return None
     try:

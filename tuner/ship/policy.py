@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from tuner.errors import InputError
 from tuner.pareto import Point, knee_point, pareto_ranks
 from tuner.study.records import TrialRecord
 
@@ -46,7 +47,7 @@ _CONDITION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(<=|>=|==|<|>)\s*([-+]
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
 
 
-class PolicyError(ValueError):
+class PolicyError(InputError):
     """A policy expression that cannot be parsed or that no trial satisfies; the message says which."""
 
 

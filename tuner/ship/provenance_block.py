@@ -25,6 +25,8 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
+from tuner.study.attributes import DEVICE, ENV, INVOCATION, PROVENANCE, RUNTIME
+
 __all__ = ["provenance_fields", "runtime_block", "recorded_env", "recorded_device"]
 
 _GIT_KEYS = ("repository", "commit", "dirty", "reason")
@@ -73,14 +75,14 @@ def runtime_block(runtime: Mapping[str, Any]) -> dict[str, Any]:
 def provenance_fields(study_attrs: Mapping[str, Any], trial_attrs: Mapping[str, Any]) -> dict[str, Any]:
     """``{"source", "git", "packages", "runtime", "weights", "weights_identity"}`` for the export's ``provenance`` (see module
     docs). ``trial_attrs``: the user attributes of the trial that measured the setting."""
-    runtime = _mapping(trial_attrs.get("runtime"))
+    runtime = _mapping(trial_attrs.get(RUNTIME))
     if runtime is not None:
         return {"source": "trial", "git": _git_block(runtime.get("git")),
                 "packages": _packages(runtime.get("packages")), "runtime": runtime_block(runtime),
                 "weights": _weights(runtime.get("weights")),
                 "weights_identity": (str(runtime["weights_identity"]) if runtime.get("weights_identity") is not None
                                      else None)}
-    study = _mapping(study_attrs.get("provenance"))
+    study = _mapping(study_attrs.get(PROVENANCE))
     if study is not None:
         return {"source": "study", "git": _git_block(study.get("git")), "packages": _packages(study.get("packages")),
                 "runtime": None, "weights": {}}
@@ -89,13 +91,13 @@ def provenance_fields(study_attrs: Mapping[str, Any], trial_attrs: Mapping[str, 
 
 def recorded_env(trial_attrs: Mapping[str, Any]) -> dict[str, str] | None:
     """The environment the trial ran with (secrets masked by the worker), or None when not recorded."""
-    env = _mapping(trial_attrs.get("env"))
+    env = _mapping(trial_attrs.get(ENV))
     return None if env is None else {str(name): str(value) for name, value in env.items()}
 
 
 def recorded_device(study_attrs: Mapping[str, Any], trial_attrs: Mapping[str, Any]) -> str:
     """Where the setting ran: the device of the trial's recorded ``invocation`` (a python adapter's), else the
     study's ``device`` attribute (resolved at creation: ``cpu`` / ``cuda``), else ``cpu``."""
-    invocation = _mapping(trial_attrs.get("invocation")) or {}
-    device = invocation.get("device") or study_attrs.get("device")
+    invocation = _mapping(trial_attrs.get(INVOCATION)) or {}
+    device = invocation.get("device") or study_attrs.get(DEVICE)
     return str(device) if device else "cpu"

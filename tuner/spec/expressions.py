@@ -40,6 +40,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, Callable, Mapping
 
+from tuner.errors import InputError
+
 FUNCTIONS: dict[str, Callable[..., Any]] = {
     "abs": abs,
     "min": min,
@@ -84,7 +86,7 @@ _COMPARE: dict[type[ast.cmpop], Callable[[Any, Any], bool]] = {
 _SEQUENCES = (str, list, tuple)
 
 
-class ExpressionError(ValueError):
+class ExpressionError(InputError):
     """An expression that cannot be compiled or evaluated; the message says why (one line)."""
 
 

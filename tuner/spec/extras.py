@@ -28,6 +28,8 @@ from __future__ import annotations
 import importlib.util
 from typing import Iterable
 
+from tuner.errors import HostError
+
 EXTRA_OF_MODULE: dict[str, str] = {
     "fastapi": "serve",
     "uvicorn": "serve",
@@ -64,7 +66,7 @@ VIDEO_CONTAINER_MODULES: tuple[str, ...] = ("cv2", "av")
 """What reading a video container output needs: OpenCV for the frames, PyAV for its audio track."""
 
 
-class MissingExtra(ModuleNotFoundError):
+class MissingExtra(HostError, ModuleNotFoundError):
     """A module of an extra is not installed; ``str()`` is the one line naming the extra.
 
     ``module``: the top-level module that is missing; ``extra``: the extra that installs it;

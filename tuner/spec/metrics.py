@@ -8,11 +8,22 @@ families (``tuner.evaluators.registry`` maps each family name to the function th
 computes it). Adapters add their own names (``declared_metrics``). This table
 is data only: it imports nothing heavy, so validating a spec never loads an
 evaluator.
+
+The one lookup of a metric's unit and direction is here too:
+:func:`catalogue_entry` (unit and direction from this table: the replay tables,
+the lookup below) and :func:`unit_of` / :func:`objective_units`, which every
+view (status, show, MLflow, plots, labels) calls. Precedence, deliberately:
+**what a trial recorded** (the first stored record that has the metric) wins
+over **the catalogue**, which wins over **the name's suffix** (``_s``, ``_gb``,
+``_db``, ...). The storage is the source of truth and an adapter's metric
+carries its declared unit only in the trials; the catalogue answers for a
+metric no trial has recorded yet (an objective of an OOM-only study).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Iterable, Mapping
 
 from tuner.results import Direction
 
@@ -69,6 +80,51 @@ QUALITY_METRIC_NAMES: frozenset[str] = frozenset(
     name for family in QUALITY_FAMILIES for name in family.metrics)
 
 
+UNIT_SUFFIXES: dict[str, str] = {"s": "_s", "GB": "_gb", "dB": "_db", "items/s": "_items_per_s",
+                                 "frames": "_frames"}
+"""Unit -> the suffix a metric name carries for it (``latency_p50_s``)."""
+
+RecordedMetrics = Mapping[str, Mapping[str, object]]
+"""One trial's stored metrics: name -> ``{"value", "unit", "direction", "reason"}`` (``TrialRecord.metrics``)."""
+
+
 def known_metric(name: str) -> bool:
     """True when some part of the worker can produce ``name``."""
     return name in MEASURED_METRICS or name in QUALITY_METRIC_NAMES or name.startswith("count_")
+
+
+def catalogue_entry(name: str) -> tuple[str, Direction] | None:
+    """(unit, direction) the catalogue gives ``name`` (``count_<name>``: ``("1", "minimize")``, as the
+    worker records counters); None for a name it does not know (an adapter's own metric)."""
+    if name in MEASURED_METRICS:
+        return MEASURED_METRICS[name]
+    for family in QUALITY_FAMILIES:
+        if name in family.metrics:
+            return family.metrics[name]
+    return ("1", "minimize") if name.startswith("count_") else None
+
+
+def _recorded(name: str, key: str, recorded: Iterable[RecordedMetrics]) -> str | None:
+    for metrics in recorded:
+        value = metrics.get(name, {}).get(key)
+        if value:
+            return str(value)
+    return None
+
+
+def unit_of(name: str, recorded: Iterable[RecordedMetrics] = ()) -> str:
+    """The unit of metric ``name``: as the first trial of ``recorded`` that stored one recorded it,
+    else the catalogue's, else one read from the name's suffix (:data:`UNIT_SUFFIXES`), else ``""``."""
+    unit = _recorded(name, "unit", recorded)
+    if unit is not None:
+        return unit
+    known = catalogue_entry(name)
+    if known is not None:
+        return known[0]
+    return next((unit for unit, suffix in UNIT_SUFFIXES.items() if name.endswith(suffix)), "")
+
+
+def objective_units(names: Iterable[str], recorded: Iterable[RecordedMetrics] = ()) -> dict[str, str]:
+    """Name -> :func:`unit_of` for each of ``names`` (``recorded`` may be a one-pass iterable)."""
+    stored = list(recorded)
+    return {name: unit_of(name, stored) for name in names}

@@ -20,6 +20,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tuner.errors import SpecError
 from tuner.spec.expressions import ExpressionError, compile_expression
 from tuner.spec.metrics import known_metric
 from tuner.spec.names import check_expression_cost, check_expression_names
@@ -28,10 +29,6 @@ from tuner.spec.workload import WorkloadSpec, check_adapter_names
 
 SamplerName = Literal["tpe", "nsga2", "gp", "random", "grid"]
 DEFAULT_SAMPLER: SamplerName = "tpe"
-
-
-class SpecError(ValueError):
-    """A spec that cannot be used. ``str(error)`` is the one-line user message."""
 
 
 class _Strict(BaseModel):

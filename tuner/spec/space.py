@@ -56,10 +56,20 @@ def grid(spec: "StudySpec") -> dict[str, list[Any]]:
 
 
 def suggest(trial: "optuna.Trial", spec: "StudySpec") -> dict[str, Any]:
-    """Draw every spec parameter from ``trial`` (enqueued values are honoured)."""
+    """Draw every spec parameter from ``trial`` (enqueued values are honoured), through Optuna's public
+    ``suggest_*`` calls on the distributions of :func:`distributions`."""
+    from optuna.distributions import FloatDistribution, IntDistribution
+
     params: dict[str, Any] = {}
     for name, distribution in distributions(spec).items():
-        params[name] = trial._suggest(name, distribution)
+        if isinstance(distribution, IntDistribution):
+            params[name] = trial.suggest_int(name, distribution.low, distribution.high, step=distribution.step,
+                                             log=distribution.log)
+        elif isinstance(distribution, FloatDistribution):
+            params[name] = trial.suggest_float(name, distribution.low, distribution.high, step=distribution.step,
+                                               log=distribution.log)
+        else:
+            params[name] = trial.suggest_categorical(name, distribution.choices)
     return params
 
 

@@ -29,6 +29,8 @@ from typing import Any
 import yaml
 from yaml.events import AliasEvent, MappingStartEvent, SequenceStartEvent
 
+from tuner.errors import InputError
+
 MAX_SPEC_BYTES = 1 << 20
 MAX_DEPTH = 64
 MAX_NODES = 100_000
@@ -37,7 +39,7 @@ _MERGE_TAG = "tag:yaml.org,2002:merge"
 KeyPath = tuple[str, ...]
 
 
-class YamlProblem(ValueError):
+class YamlProblem(InputError):
     """A located problem in spec YAML: ``line`` (1-based), key ``path`` and ``problem`` (one line)."""
 
     def __init__(self, line: int, path: KeyPath, problem: str) -> None:

@@ -6,7 +6,8 @@
 * :mod:`.coordinator` -- the ask -> run -> tell loop over the runner's slots; :mod:`.listeners` -- what it reports;
 * :mod:`.guards` -- early stops that save the budget, adaptive timeouts; :mod:`.lock` -- one coordinator per study;
 * :mod:`.objectives` -- a result -> objective values and graded constraint violations;
-* :mod:`.records` -- every trial user attribute, written and read in one place.
+* the storage gateway, the only code naming Optuna's attributes and internals: :mod:`.attributes` (every
+  attribute name, readers of a stored trial), :mod:`.records` (typed records), :mod:`.store` (typed writes).
 
 May import: :mod:`tuner.runner`, :mod:`tuner.workloads`, :mod:`tuner.adapters`,
 :mod:`evaluators`, :mod:`tuner.spec` and the foundation modules

@@ -19,7 +19,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuner.study.attributes import is_measured
 from tuner.study.outage import call_through_outage
+from tuner.study.store import engine_of, trial_by_number
 
 
 def ensure_tables(metadata: Any, engine: Any) -> None:
@@ -109,8 +111,7 @@ class Claims:
 
 def claims_for(study: Any) -> Claims | None:
     """The :class:`Claims` of an ``optuna.Study`` in an RDB storage; None for other storages."""
-    backend = getattr(study._storage, "_backend", study._storage)
-    engine = getattr(backend, "engine", None)
+    engine = engine_of(study)
     return None if engine is None else Claims(engine, study.study_name)
 
 
@@ -124,10 +125,9 @@ def claim_setting(study: Any, claims: Claims | None, trial_number: int, key: str
     if claims is None:
         return None
     number = claims.claim(key, trial_number)
-    storage = study._storage
     while number is not None:
-        holder = storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study._study_id, number))
-        result = holder.user_attrs.get("measured") and holder.values is not None
+        holder = trial_by_number(study, number)
+        result = is_measured(holder) and holder.values is not None
         if role == "search" and (not holder.state.is_finished() or result):
             return holder
         if claims.take_over(key, number, trial_number):

@@ -1,7 +1,8 @@
-"""The study package's one error: :class:`StudyError` (re-exported by :mod:`tuner.study.storage`)."""
+"""The study package's error: :class:`StudyError`, defined with the whole tree in :mod:`tuner.errors`
+(imported from here and from :mod:`tuner.study.storage` by older call sites)."""
 
 from __future__ import annotations
 
+from tuner.errors import StudyError
 
-class StudyError(RuntimeError):
-    """A study or storage that cannot be created, found, opened or reached; the message says why, in one line."""
+__all__ = ["StudyError"]

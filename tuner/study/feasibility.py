@@ -44,6 +44,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
 
 from tuner.results import Outcome
+from tuner.study.attributes import (PREDICTED_PEAK_GB, PREDICTION_WITNESS, duplicate_of, is_measured, metrics_of,
+                                    outcome_of)
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -92,7 +94,7 @@ class Prediction:
 
     def attributes(self) -> dict[str, Any]:
         """The user attributes a skipped trial records (its ``reason`` aside)."""
-        return {"predicted_peak_gb": self.predicted_peak_gb, "prediction_witness": self.witness}
+        return {PREDICTED_PEAK_GB: self.predicted_peak_gb, PREDICTION_WITNESS: self.witness}
 
 
 def memory_limits(plan: "ConstraintPlan") -> dict[str, float]:
@@ -107,16 +109,15 @@ def memory_limits(plan: "ConstraintPlan") -> dict[str, float]:
 def observation_of(trial: "FrozenTrial", source: str = LOCAL) -> Observation | None:
     """The evidence in a finished trial that ran (``OK`` with its peaks, or ``OOM``); None for anything else
     (not run, a copy, a crash, a timeout, still running)."""
-    attrs = trial.user_attrs
-    if not trial.state.is_finished() or not attrs.get("measured") or attrs.get("duplicate_of") is not None:
+    if not trial.state.is_finished() or not is_measured(trial) or duplicate_of(trial) is not None:
         return None
-    outcome = attrs.get("outcome")
+    outcome = outcome_of(trial)
     if outcome == Outcome.OOM.value:
         return Observation(dict(trial.params), {}, True, source, trial.number)
     if outcome != Outcome.OK.value:
         return None
     peaks: dict[str, float] = {}
-    for name, metric in (attrs.get("metrics") or {}).items():
+    for name, metric in metrics_of(trial).items():
         value = metric.get("value") if isinstance(metric, Mapping) else None
         if MEMORY_METRIC.fullmatch(name) and isinstance(value, (int, float)) and math.isfinite(value):
             peaks[name] = float(value)

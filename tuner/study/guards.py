@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tuner.results import Outcome
+from tuner.study.attributes import (MEASUREMENT_OVERRIDES, REFERENCE, TIMEOUT_OVERRIDE, is_measured, is_placeholder,
+                                    outcome_of, reason_of, role_of, wall_time_s_of)
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -35,8 +37,6 @@ if TYPE_CHECKING:
 REFERENCE_TIMEOUT_FACTOR = 3.0
 SEARCH_TIMEOUT_FACTOR = 3.0
 SAME_FAILURE_STOP = 3
-TIMEOUT_OVERRIDE_ATTR = "timeout_s_override"
-MEASUREMENT_OVERRIDE_ATTR = "measurement_overrides"
 
 
 @dataclass(frozen=True)
@@ -49,20 +49,18 @@ class StudyStop:
 def successful_reference(trials: Sequence["FrozenTrial"]) -> "FrozenTrial | None":
     """The reference trial that ran OK and produced values (not a placeholder), if any."""
     for trial in trials:
-        attrs = trial.user_attrs
-        if (attrs.get("role") == "reference" and attrs.get("outcome") == Outcome.OK.value
-                and trial.values is not None and not attrs.get("placeholder_values")):
+        if (role_of(trial) == REFERENCE and outcome_of(trial) == Outcome.OK.value
+                and trial.values is not None and not is_placeholder(trial)):
             return trial
     return None
 
 
 def reference_stop(study_name: str, trial: "FrozenTrial") -> StudyStop | None:
     """A :class:`StudyStop` when the finished reference ``trial`` cannot serve as the reference."""
-    attrs = trial.user_attrs
     if successful_reference([trial]) is not None:
         return None
-    outcome = attrs.get("outcome", trial.state.name)
-    reason = attrs.get("reason") or "no reason recorded"
+    outcome = outcome_of(trial)
+    reason = reason_of(trial) or "no reason recorded"
     hint = {"TIMEOUT": f"a larger workload.timeout_s, or 'tuner resume {study_name} --timeout S'",
             "OOM": "a cheaper reference setting (smaller frames, resolution or batch) or a larger GPU"}.get(
         outcome, f"the workload or a cheaper reference setting, then 'tuner resume {study_name}'")
@@ -71,39 +69,39 @@ def reference_stop(study_name: str, trial: "FrozenTrial") -> StudyStop | None:
 
 
 def _signature(trial: "FrozenTrial") -> tuple[str, str]:
-    reason = str(trial.user_attrs.get("reason") or "")
-    return str(trial.user_attrs.get("outcome")), re.sub(r"\d+", "N", reason)[:500]
+    reason = reason_of(trial) or ""
+    return outcome_of(trial), re.sub(r"\d+", "N", reason)[:500]
 
 
 def same_failure_stop(trials: Sequence["FrozenTrial"]) -> StudyStop | None:
     """A :class:`StudyStop` when the study's first runs all failed the same way (none OK yet)."""
-    measured = [t for t in trials if t.user_attrs.get("measured")]
-    if len(measured) < SAME_FAILURE_STOP or any(t.user_attrs.get("outcome") == Outcome.OK.value for t in measured):
+    measured = [t for t in trials if is_measured(t)]
+    if len(measured) < SAME_FAILURE_STOP or any(outcome_of(t) == Outcome.OK.value for t in measured):
         return None
     first = measured[:SAME_FAILURE_STOP]
     if len({_signature(t) for t in first}) != 1:
         return None
-    outcome = first[0].user_attrs.get("outcome")
-    reason = first[0].user_attrs.get("reason") or "no reason recorded"
+    outcome = outcome_of(first[0])
+    reason = reason_of(first[0]) or "no reason recorded"
     numbers = ", ".join(str(t.number) for t in first)
     return StudyStop(f"the first {SAME_FAILURE_STOP} runs (trials {numbers}) all failed the same way, so the "
                      f"study stopped instead of spending its budget: {outcome}: {reason}")
 
 
-def trial_timeout_s(spec: "StudySpec", role: str, study_attrs: dict[str, Any],
+def trial_timeout_s(spec: "StudySpec", role: str, study_attrs: Mapping[str, Any],
                     trials: Sequence["FrozenTrial"]) -> float:
     """The wall-clock limit in seconds for a trial of ``role`` (see the module docstring)."""
-    base = float(study_attrs.get(TIMEOUT_OVERRIDE_ATTR) or spec.workload.timeout_s)
+    base = float(study_attrs.get(TIMEOUT_OVERRIDE) or spec.workload.timeout_s)
     if spec.workload.timeout_mode == "fixed":
         return base
-    if role == "reference":
+    if role == REFERENCE:
         return base * REFERENCE_TIMEOUT_FACTOR
     reference = successful_reference(trials)
-    wall = reference.user_attrs.get("wall_time_s") if reference is not None else None
+    wall = wall_time_s_of(reference) if reference is not None else None
     return max(base, SEARCH_TIMEOUT_FACTOR * float(wall)) if wall else base
 
 
-def measurement_settings(spec: "StudySpec", study_attrs: dict[str, Any]) -> dict[str, Any]:
+def measurement_settings(spec: "StudySpec", study_attrs: Mapping[str, Any]) -> dict[str, Any]:
     """The spec's ``measurement`` block with the study's overrides applied (validated like the spec).
 
     Raises ``ValueError`` naming the problem when the overrides contradict the
@@ -113,7 +111,7 @@ def measurement_settings(spec: "StudySpec", study_attrs: dict[str, Any]) -> dict
 
     from tuner.spec.models import MeasurementSpec
 
-    merged = {**spec.measurement.model_dump(), **dict(study_attrs.get(MEASUREMENT_OVERRIDE_ATTR) or {})}
+    merged = {**spec.measurement.model_dump(), **dict(study_attrs.get(MEASUREMENT_OVERRIDES) or {})}
     try:
         return MeasurementSpec(**merged).model_dump()
     except ValidationError as error:

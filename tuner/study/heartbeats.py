@@ -34,9 +34,11 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
-from tuner.study.outage import call_through_outage, recovered_within
+from tuner.study import attributes as names
+from tuner.study import store
+from tuner.study.outage import recovered_within
 
 if TYPE_CHECKING:
     import optuna
@@ -76,49 +78,45 @@ class Heartbeats:
     """Records the heartbeats of the trials this coordinator runs (call :meth:`beat` from its loop)."""
 
     def __init__(self, study: "optuna.Study") -> None:
-        self._storage = study._storage
-        interval = self._storage.get_heartbeat_interval() if hasattr(self._storage, "get_heartbeat_interval") \
-            else None
-        self.interval_s: float | None = float(interval) if interval else None
+        self._study = study
+        self.interval_s: float | None = store.heartbeat_interval_s(study)
         self._last = 0.0
 
     def start(self, trial_id: int) -> None:
         """The first beat of a trial, when it starts (so a host dying at once is still noticed)."""
         if self.interval_s is not None:
-            self._storage.record_heartbeat(trial_id)
+            store.record_heartbeat(self._study, [trial_id])
 
     def beat(self, trial_ids: Iterable[int]) -> None:
         """Beat for ``trial_ids`` when an interval has passed since the last beat (cheap otherwise)."""
         if self.interval_s is None or time.monotonic() - self._last < self.interval_s:
             return
         self._last = time.monotonic()
-        for trial_id in trial_ids:
-            self._storage.record_heartbeat(trial_id)
+        store.record_heartbeat(self._study, list(trial_ids))
 
 
 def stale_trial_ids(study: "optuna.Study") -> dict[int, str]:
     """RUNNING trials no live coordinator runs: trial id -> why (see the module docstring)."""
     from optuna.trial import TrialState
 
-    storage = study._storage
     stale: dict[int, str] = {}
-    heartbeats = bool(getattr(storage, "get_heartbeat_interval", lambda: None)())
-    if heartbeats and not recovered_within(_grace_period_s(storage)):  # after an outage nobody could beat
-        for trial_id in storage._get_stale_trial_ids(study._study_id):
+    heartbeats = store.heartbeat_interval_s(study) is not None
+    if heartbeats and not recovered_within(store.heartbeat_grace_period_s(study)):  # nobody could beat in an outage
+        for trial_id in store.heartbeat_stale_trial_ids(study):
             stale[trial_id] = "its worker stopped sending heartbeats (host down or cut off from the storage)"
     unclaimed: list[Any] = []
     for trial in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,)):
-        worker = trial.user_attrs.get("worker")
-        if trial._trial_id in stale:
+        worker = names.worker_of(trial)
+        if store.trial_id(trial) in stale:
             continue
         if _local_worker_gone(worker):
-            stale[trial._trial_id] = f"its coordinator ({worker}) stopped while it ran"
+            stale[store.trial_id(trial)] = f"its coordinator ({worker}) stopped while it ran"
         elif worker is None and _started_before(trial, UNCLAIMED_AFTER_S):
             unclaimed.append(trial)
-    beating = _trials_with_heartbeat(storage) if heartbeats and unclaimed else set()  # read only when needed
+    beating = store.trials_with_heartbeat(study) if heartbeats and unclaimed else set()  # read only when needed
     for trial in unclaimed:
-        if trial._trial_id not in beating:
-            stale[trial._trial_id] = "the coordinator stopped while it ran"
+        if store.trial_id(trial) not in beating:
+            stale[store.trial_id(trial)] = "the coordinator stopped while it ran"
     return stale
 
 
@@ -130,52 +128,19 @@ def _started_before(trial: Any, seconds: float) -> bool:
     return start is None or (datetime.datetime.now() - start).total_seconds() > seconds
 
 
-def _grace_period_s(storage: Any) -> float:
-    """The storage's heartbeat grace period in seconds (Optuna's default: twice the interval)."""
-    backend = getattr(storage, "_backend", storage)
-    grace = getattr(backend, "grace_period", None)
-    interval = getattr(backend, "heartbeat_interval", None) or 0
-    return float(grace if grace else 2 * interval)
+def reclaim_stale(study: "optuna.Study") -> int:
+    """Fail every stale RUNNING trial as ``INTERRUPTED`` and enqueue its setting again (its role kept,
+    ``rerun_of`` set); the count.
 
-
-def _trials_with_heartbeat(storage: Any) -> set[int]:
-    """Ids of trials that have a heartbeat row (an RDB storage with heartbeats enabled); the query rides
-    through a storage outage (:mod:`.outage`)."""
-    backend = getattr(storage, "_backend", storage)
-    if not hasattr(backend, "scoped_session"):
-        return set()  # an unusual storage: no trial is known to beat
-    from optuna.storages._rdb import models
-
-    def read() -> set[int]:
-        with backend.scoped_session() as session:
-            return {row.trial_id for row in session.query(models.TrialHeartbeatModel.trial_id).all()}
-
-    return call_through_outage(read)
-
-
-def reclaim_stale(study: "optuna.Study", enqueue_again: Callable[[Any, str, int], None]) -> int:
-    """Fail every stale RUNNING trial as ``INTERRUPTED`` and enqueue its setting again; the count.
-
-    ``enqueue_again(params, role, rerun_of)`` queues a setting. Only the coordinator whose
-    state change succeeds re-queues, so a trial found by several is redone once.
+    Only the coordinator whose state change succeeds re-queues, so a trial found by several is redone once.
     """
-    from optuna.exceptions import UpdateFinishedTrialError
-    from optuna.trial import TrialState
-
-    storage = study._storage
     count = 0
     for trial_id, reason in stale_trial_ids(study).items():
-        try:
-            trial = storage.get_trial(trial_id)
-            storage.set_trial_user_attr(trial_id, "outcome", "INTERRUPTED")
-            storage.set_trial_user_attr(trial_id, "reason", reason)
-            storage.set_trial_user_attr(trial_id, "measured", False)
-            if not storage.set_trial_state_values(trial_id, state=TrialState.FAIL):
-                continue
-        except UpdateFinishedTrialError:
+        trial = store.reclaim(study, trial_id, reason)
+        if trial is None:
             continue  # another coordinator reclaimed it first
         if trial.params:
-            enqueue_again(trial.params, trial.user_attrs.get("role", "search"), trial.number)
+            store.enqueue(study, trial.params, names.role_of(trial), trial.number)
         count += 1
     return count
 

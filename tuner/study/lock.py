@@ -30,6 +30,7 @@ from tuner.study.claims import ensure_tables
 from tuner.study.heartbeats import HOST, pid_alive
 from tuner.study.outage import call_through_outage
 from tuner.study.storage import StudyError
+from tuner.study.store import backend_of, engine_of
 
 HEARTBEAT_S = 10.0
 STALE_AFTER_S = 60.0
@@ -161,11 +162,10 @@ class StudyLock:
 def lock_for(study: Any, resources: list[str] | None = None) -> StudyLock:
     """The :class:`StudyLock` of an ``optuna.Study`` kept in an RDB storage (cached or not) on
     ``resources`` of this host (default: the CPU)."""
-    storage = study._storage
-    backend = getattr(storage, "_backend", storage)
-    engine = getattr(backend, "engine", None)
+    engine = engine_of(study)
     if engine is None:
-        raise StudyError(f"study '{study.study_name}': its storage ({type(backend).__name__}) cannot hold a lock")
+        raise StudyError(f"study '{study.study_name}': its storage ({type(backend_of(study)).__name__}) cannot hold "
+                         "a lock")
     return StudyLock(engine, study.study_name, list(resources or ["cpu"]))
 
 
@@ -176,8 +176,7 @@ def ensure_tuner_tables(study: Any) -> None:
 
     from tuner.study.claims import claims_table
 
-    backend = getattr(study._storage, "_backend", study._storage)
-    engine = getattr(backend, "engine", None)
+    engine = engine_of(study)
     if engine is None:
         return
     metadata = MetaData()

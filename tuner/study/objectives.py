@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Mapping, Sequence
 from tuner.pareto import constraints_hold
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.spec.expressions import ExpressionError, compile_expression
+from tuner.study.attributes import CONSTRAINT_ORDER, LEGACY_CONSTRAINTS
 
 if TYPE_CHECKING:
     import optuna
@@ -45,8 +46,8 @@ if TYPE_CHECKING:
 
 OUTCOME_CONSTRAINT = "outcome"
 NO_MEASUREMENT_PLACEHOLDER = 1e6
-LEGACY_CONSTRAINTS_ATTR = "constraints"  # trial system attribute (dashboard view only): the list optuna-dashboard 0.21 reads
-CONSTRAINT_ORDER_ATTR = "constraint_order"  # view study user attribute: the keys of that list, in order
+LEGACY_CONSTRAINTS_ATTR = LEGACY_CONSTRAINTS  # trial system attribute (dashboard view only): optuna-dashboard 0.21's list
+CONSTRAINT_ORDER_ATTR = CONSTRAINT_ORDER  # view study user attribute: the keys of that list, in order
 UNAVAILABLE_CONSTRAINT_VIOLATION = 1.0
 """The violation told for a constraint that cannot be evaluated: positive, so every sampler and every view
 takes the trial as infeasible; 1, as the ``outcome`` wall of an OOM (a miss by 100 % of the bound on the

@@ -16,8 +16,8 @@ What the user sees: one line when the storage is first found away and one line w
 
 Transient means: PostgreSQL could not be reached (connection refused, no route, closed
 mid-transaction), or says it is shutting down, starting up or in recovery (SQLSTATE class 08,
-57P01-57P03), too many connections (53300); a connection SQLAlchemy invalidated; SQLite "database
-is locked" past its busy timeout. A transaction cut short by a connection error was rolled back by
+57P01-57P03), too many connections (53300); a connection SQLAlchemy invalidated. SQLite's "database
+is locked" is not: its busy timeout has waited already, and a lock held past it is a stop. A transaction cut short by a connection error was rolled back by
 the server, so running it again is safe; the one ambiguous case — the connection drops while the
 server commits — is made harmless where it matters: a state change found already made by this
 process counts as done (see :class:`~tuner.study.storage.OutageTolerantRDBStorage`) and a claim
@@ -48,7 +48,7 @@ TRANSIENT_WORDS = ("connection refused", "could not connect", "connection failed
                    "the database system is", "terminating connection", "connection reset", "connection timed out",
                    "timeout expired", "no route to host", "broken pipe", "consuming input failed",
                    "connection is closed", "connection already closed", "ssl connection has been closed",
-                   "database is locked", "could not receive data", "could not send data")
+                   "could not receive data", "could not send data")
 
 T = TypeVar("T")
 

@@ -1,7 +1,8 @@
-"""How trial results are written to, and read back from, the Optuna storage.
+"""Typed records of what the storage holds: a trial (:class:`TrialRecord`) and a study (:class:`StudyRecord`).
 
-One place knows the user-attribute names, so the tracker, the exporter and
-``tuner status`` read the same record the coordinator wrote.
+Part of the storage gateway (:mod:`tuner.study.attributes` names every attribute,
+:mod:`tuner.study.store` writes them): the tracker, the exporter, the service and
+``tuner status`` read the same record the coordinator wrote, through these.
 """
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping
 
-from tuner.pareto import UNAVAILABLE_CONSTRAINTS_ATTR, feasible_measurement, named_constraints
+from tuner.pareto import feasible_measurement
 from tuner.results import TrialResult
+from tuner.study import attributes as names
+from tuner.study.attributes import Attributed, named_constraints
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -31,7 +34,7 @@ stored ``latency_noisy`` flag then counts too) but never looser.
 """
 
 
-TRIAL_PROVENANCE_KEYS = ("env", "runtime")
+TRIAL_PROVENANCE_KEYS = (names.ENV, names.RUNTIME)
 """Keys of a worker's ``info`` stored as their own attributes (:func:`tuner.runner.worker.trial_provenance`):
 ``env`` (the trial's environment, secrets masked) and ``runtime`` (packages, torch / CUDA / cuDNN,
 driver, git commit, weights' sha256, and ``unavailable``: why a fact is missing)."""
@@ -46,15 +49,15 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
         for name, m in result.metrics.items()
     }
     return {
-        "outcome": result.outcome.value,
-        "reason": result.reason,
-        "log_tail": result.log_tail[-LOG_TAIL_STORED_CHARS:],
-        "metrics": metrics,
-        "wall_time_s": round(result.wall_time_s, 6),
-        "eval_time_s": round(result.eval_time_s, 6),
-        "output_path": result.output_path,
-        "worker_info": {k: v for k, v in result.info.items() if k not in TRIAL_PROVENANCE_KEYS},
-        "samples": dict(result.samples),
+        names.OUTCOME: result.outcome.value,
+        names.REASON: result.reason,
+        names.LOG_TAIL: result.log_tail[-LOG_TAIL_STORED_CHARS:],
+        names.METRICS: metrics,
+        names.WALL_TIME_S: round(result.wall_time_s, 6),
+        names.EVAL_TIME_S: round(result.eval_time_s, 6),
+        names.OUTPUT_PATH: result.output_path,
+        names.WORKER_INFO: {k: v for k, v in result.info.items() if k not in TRIAL_PROVENANCE_KEYS},
+        names.SAMPLES: dict(result.samples),
         **{key: result.info[key] for key in TRIAL_PROVENANCE_KEYS if key in result.info},
     }
 
@@ -91,6 +94,8 @@ class TrialRecord:
     runtime: Mapping[str, Any] | None = None  # packages, torch / CUDA / cuDNN, driver, git, weights' sha256
     cut_short: str | None = None  # how the time limit shortened the latency measurement (one line), when it did
     unavailable_constraints: Mapping[str, str] = field(default_factory=dict)  # key -> why it could not be evaluated
+    measured: bool = False  # a workload ran for it (it counts against the budget)
+    log_tail: str | None = None  # the end of the worker's log, as stored (its last LOG_TAIL_STORED_CHARS)
 
     @staticmethod
     def from_trial(trial: "FrozenTrial") -> "TrialRecord":
@@ -98,32 +103,34 @@ class TrialRecord:
         return TrialRecord(
             number=trial.number,
             state=trial.state.name,
-            role=attrs.get("role", "search"),
-            outcome=attrs.get("outcome", "RUNNING" if trial.state.name == "RUNNING" else trial.state.name),
-            reason=attrs.get("reason"),
+            role=attrs.get(names.ROLE, names.SEARCH),
+            outcome=attrs.get(names.OUTCOME, trial.state.name),
+            reason=attrs.get(names.REASON),
             params=dict(trial.params),
-            derived=dict(attrs.get("derived", {})),
+            derived=dict(attrs.get(names.DERIVED, {})),
             values=tuple(trial.values) if trial.values is not None else None,
             constraints=named_constraints(trial),
-            metrics=dict(attrs.get("metrics", {})),
-            placeholder=bool(attrs.get("placeholder_values", False)),
-            duplicate_of=attrs.get("duplicate_of"),
-            slot=attrs.get("slot"),
-            wall_time_s=attrs.get("wall_time_s"),
-            eval_time_s=attrs.get("eval_time_s"),
+            metrics=dict(attrs.get(names.METRICS, {})),
+            placeholder=bool(attrs.get(names.PLACEHOLDER_VALUES, False)),
+            duplicate_of=attrs.get(names.DUPLICATE_OF),
+            slot=attrs.get(names.SLOT),
+            wall_time_s=attrs.get(names.WALL_TIME_S),
+            eval_time_s=attrs.get(names.EVAL_TIME_S),
             datetime_start=trial.datetime_start.isoformat() if trial.datetime_start else None,
             datetime_complete=trial.datetime_complete.isoformat() if trial.datetime_complete else None,
-            samples=dict(attrs.get("samples", {})),
-            host=attrs.get("host"),
-            worker=attrs.get("worker"),
-            fingerprint_note=attrs.get("fingerprint_note"),
-            warm_start_from=attrs.get("warm_start_from"),
-            predicted_peak_gb=attrs.get("predicted_peak_gb"),
-            prediction_witness=attrs.get("prediction_witness"),
-            env=attrs.get("env"),
-            runtime=attrs.get("runtime"),
-            cut_short=(attrs.get("worker_info") or {}).get("cut_short"),
-            unavailable_constraints=dict(attrs.get(UNAVAILABLE_CONSTRAINTS_ATTR) or {}),
+            samples=dict(attrs.get(names.SAMPLES, {})),
+            host=attrs.get(names.HOST),
+            worker=attrs.get(names.WORKER),
+            fingerprint_note=attrs.get(names.FINGERPRINT_NOTE),
+            warm_start_from=attrs.get(names.WARM_START_FROM),
+            predicted_peak_gb=attrs.get(names.PREDICTED_PEAK_GB),
+            prediction_witness=attrs.get(names.PREDICTION_WITNESS),
+            env=attrs.get(names.ENV),
+            runtime=attrs.get(names.RUNTIME),
+            cut_short=(attrs.get(names.WORKER_INFO) or {}).get("cut_short"),
+            unavailable_constraints=dict(attrs.get(names.UNAVAILABLE_CONSTRAINTS) or {}),
+            measured=bool(attrs.get(names.MEASURED)),
+            log_tail=attrs.get(names.LOG_TAIL),
         )
 
     @property
@@ -159,3 +166,72 @@ def record_feasible(record: TrialRecord) -> bool:
     unavailable: :func:`tuner.pareto.feasible_measurement`, the test the front applies to frozen trials."""
     return feasible_measurement(record.state == "COMPLETE", record.values, record.placeholder, record.duplicate_of,
                                 record.constraints, record.unavailable_constraints)
+
+
+@dataclass(frozen=True)
+class StudyRecord:
+    """A read-only view of a study's stored attributes (of an ``optuna.Study`` or a summary from
+    ``get_all_studies``), as stored: a missing attribute is None (or empty), nothing is coerced
+    that a reader may want to check (a study another tool made may hold anything)."""
+
+    spec_yaml: str | None
+    spec_name: str | None
+    spec_hash: str | None
+    sampler: str | None
+    budget_trials: Any  # an int, or None: no trial budget
+    budget_wall_time_s: Any  # seconds, or None
+    objectives: tuple[str, ...]  # the objectives' metric names
+    workload_class: str | None
+    device: str | None  # cpu | cuda, resolved at creation
+    gpu_type: str | None
+    fingerprint: Mapping[str, Any]  # the creating host's
+    provenance: Mapping[str, Any] | None
+    mlflow_run_id: str | None
+    mlflow_uri: str | None  # redacted
+    cancelled: bool
+    cancelled_at: str | None
+    events: tuple[Mapping[str, Any], ...]  # {at, event, overrides}
+    disabled_constraints: Mapping[str, str]
+    timeout_override_s: float | None
+    measurement_overrides: Mapping[str, Any]
+    warm_start: Mapping[str, Any] | None  # where a warm start came from (see tuner.study.warm_start)
+    view_of: str | None = None  # a dashboard view: the real storage (redacted)
+    source_study_id: int | None = None
+    constraint_order: tuple[str, ...] = ()
+
+    @property
+    def tuner_study(self) -> bool:
+        """True for a study tuner created (its spec is stored with it)."""
+        return bool(self.spec_yaml)
+
+    @staticmethod
+    def of(study: Attributed) -> "StudyRecord":
+        attrs = study.user_attrs
+        warm = attrs.get(names.WARM_START)
+        fingerprint, objectives = attrs.get(names.FINGERPRINT), attrs.get(names.OBJECTIVES)
+        return StudyRecord(
+            spec_yaml=attrs.get(names.SPEC_YAML),
+            spec_name=attrs.get(names.SPEC_NAME),
+            spec_hash=attrs.get(names.SPEC_HASH),
+            sampler=attrs.get(names.SAMPLER),
+            budget_trials=attrs.get(names.BUDGET_TRIALS),
+            budget_wall_time_s=attrs.get(names.BUDGET_WALL_TIME_S),
+            objectives=tuple(str(n) for n in objectives) if isinstance(objectives, (list, tuple)) else (),
+            workload_class=attrs.get(names.WORKLOAD_CLASS),
+            device=attrs.get(names.DEVICE),
+            gpu_type=attrs.get(names.GPU_TYPE),
+            fingerprint=dict(fingerprint) if isinstance(fingerprint, Mapping) else {},
+            provenance=attrs.get(names.PROVENANCE),
+            mlflow_run_id=attrs.get(names.MLFLOW_RUN_ID),
+            mlflow_uri=attrs.get(names.MLFLOW_URI),
+            cancelled=bool(attrs.get(names.CANCELLED, False)),
+            cancelled_at=attrs.get(names.CANCELLED_AT),
+            events=tuple(attrs.get(names.EVENTS) or ()),
+            disabled_constraints=dict(attrs.get(names.DISABLED_CONSTRAINTS) or {}),
+            timeout_override_s=attrs.get(names.TIMEOUT_OVERRIDE),
+            measurement_overrides=dict(attrs.get(names.MEASUREMENT_OVERRIDES) or {}),
+            warm_start=warm if isinstance(warm, Mapping) else None,
+            view_of=attrs.get(names.VIEW_OF),
+            source_study_id=attrs.get(names.SOURCE_STUDY_ID),
+            constraint_order=tuple(attrs.get(names.CONSTRAINT_ORDER) or ()),
+        )

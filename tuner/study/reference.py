@@ -12,8 +12,7 @@ Contract with the coordinator:
 
 * After the reference trial succeeds (its output saved at ``path``)::
 
-      attrs = store.publish(study_name, trial_number, path)
-      for key, value in attrs.items(): trial.set_user_attr(key, value)
+      attrs = store.publish(study_name, trial_number, path)  # recorded on the trial (tuner.study.store.record_result)
 
   ``attrs`` always holds ``reference_output_sha256`` (hex SHA-256 of the file) and
   ``reference_output_uri`` (where other hosts get it; a ``file://`` URI when only this
@@ -22,7 +21,7 @@ Contract with the coordinator:
 * Before running a trial that needs the reference output, once per coordinator (cache
   the answer)::
 
-      path, reason = store.fetch(reference_trial.user_attrs, home / study / "reference_output.npz")
+      path, reason = store.fetch(attributes_of(reference_trial), home / study / "reference_output.npz")
 
   ``path`` is a local file whose SHA-256 equals ``reference_output_sha256`` (the trial's
   ``reference_output``), or None and ``reason`` says why in one line (quality metrics are
@@ -36,20 +35,22 @@ Study layer: no MLflow import here.
 
 from __future__ import annotations
 
-import hashlib
 from pathlib import Path
 from typing import Any, Mapping, Protocol, Sequence
 
-SHA256_ATTR = "reference_output_sha256"
-URI_ATTR = "reference_output_uri"
-BYTES_ATTR = "reference_output_bytes"
-PUBLISH_ERROR_ATTR = "reference_output_publish_error"
-LOCAL_PATH_ATTR = "reference_output"  # the path the coordinator stored on the reference trial
-NOTE_ATTR = "fingerprint_note"
+from tuner.runner.provenance import sha256_file
+from tuner.study import attributes as names
+from tuner.study.attributes import attributes_of
+
+SHA256_ATTR = names.REFERENCE_OUTPUT_SHA256
+URI_ATTR = names.REFERENCE_OUTPUT_URI
+BYTES_ATTR = names.REFERENCE_OUTPUT_BYTES
+PUBLISH_ERROR_ATTR = names.REFERENCE_OUTPUT_PUBLISH_ERROR
+LOCAL_PATH_ATTR = names.REFERENCE_OUTPUT  # the path the coordinator stored on the reference trial
+NOTE_ATTR = names.FINGERPRINT_NOTE
 
 # (word in the note, fingerprint key) — the facts that make a measurement from another host incomparable.
 COMPARED_FACTS = (("gpu", "gpu_type"), ("driver", "driver_version"), ("torch", "torch_version"))
-_CHUNK_BYTES = 1 << 20
 
 
 class ReferenceStore(Protocol):
@@ -62,15 +63,6 @@ class ReferenceStore(Protocol):
     def fetch(self, attrs: Mapping[str, Any], destination: Path) -> tuple[Path | None, str | None]:
         """A verified local copy of the reference output described by ``attrs``; else None and why."""
         ...
-
-
-def sha256_file(path: Path) -> str:
-    """Hex SHA-256 of the file's bytes (read in 1 MiB chunks)."""
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for chunk in iter(lambda: handle.read(_CHUNK_BYTES), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def short(sha: str) -> str:
@@ -156,7 +148,7 @@ def fingerprint_difference(reference: Mapping[str, Any], here: Mapping[str, Any]
 def reference_fingerprint(reference_attrs: Mapping[str, Any], study_attrs: Mapping[str, Any]) -> Mapping[str, Any]:
     """The fingerprint of the host that ran the reference: the reference trial's ``fingerprint``
     attribute when it has one, else the study's (the host that created the study), else ``{}``."""
-    found = reference_attrs.get("fingerprint") or study_attrs.get("fingerprint") or {}
+    found = reference_attrs.get(names.FINGERPRINT) or study_attrs.get(names.FINGERPRINT) or {}
     return found if isinstance(found, Mapping) else {}
 
 
@@ -187,7 +179,7 @@ class ReferenceHandOff:
     def publish(self, study_name: str, trial_number: int, path: Path) -> dict[str, Any]:
         from tuner.gpu import fingerprint
 
-        return {**self.store.publish(study_name, trial_number, path), "fingerprint": fingerprint()}
+        return {**self.store.publish(study_name, trial_number, path), names.FINGERPRINT: fingerprint()}
 
     def output(self, trials: Sequence[Any], study_attrs: Mapping[str, Any]) -> str | None:
         if self.path is not None:
@@ -195,8 +187,9 @@ class ReferenceHandOff:
         from tuner.gpu import fingerprint
 
         for trial in trials:
-            attrs = trial.user_attrs
-            if attrs.get("role") == "reference" and attrs.get("reference_output") and attrs.get("outcome") == "OK":
+            attrs = attributes_of(trial)
+            if (names.role_of(trial) == names.REFERENCE and attrs.get(names.REFERENCE_OUTPUT)
+                    and attrs.get(names.OUTCOME) == "OK"):
                 found, self.reason = self.store.fetch(attrs, self.destination)
                 if found is not None:
                     self.path = str(found)

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.spec.extras import MissingExtra, is_installed
 from tuner.study.errors import StudyError
+from tuner.study.store import trials_of
 from tuner.secrets import redact_text, redact_url, remember_url
 
 if TYPE_CHECKING:
@@ -209,5 +210,4 @@ def list_studies(url: str) -> list[tuple[str, int]]:
     if missing_sqlite_file(url) is not None:
         return []
     storage = open_storage(url, create=False, read_only=True)
-    return [(s.study_name, len(storage.get_all_trials(s._study_id, deepcopy=False)))
-            for s in storage.get_all_studies()]
+    return [(s.study_name, len(trials_of(storage, s))) for s in storage.get_all_studies()]

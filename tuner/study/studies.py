@@ -7,7 +7,8 @@ package versions) and the MLflow run id. Each trial's user
 attributes hold its role (``reference`` / ``baseline`` / ``search``), its
 candidate key, outcome, reason, log tail, metrics (with units and reasons for
 unavailable ones), derived values, timings, and what the trial ran with:
-``env`` and ``runtime`` (:mod:`tuner.study.records`).
+``env`` and ``runtime``. Every name is a constant of :mod:`tuner.study.attributes`; they are
+written through :mod:`tuner.study.store` and read through :mod:`tuner.study.records`.
 """
 
 from __future__ import annotations
@@ -20,10 +21,13 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SamplerName, StudySpec, spec_hash
+from tuner.study import attributes as names
+from tuner.study.records import StudyRecord
 from tuner.study.samplers import make_sampler
 from tuner.study.lock import ensure_tuner_tables
 from tuner.study.objectives import ensure_metric_names
 from tuner.study.storage import StudyError, missing_sqlite_file, open_storage, redact_url
+from tuner.study.store import enqueue, record_study_created
 
 if TYPE_CHECKING:
     import optuna
@@ -74,9 +78,9 @@ def study_attributes(spec: StudySpec, spec_text: str, device: str, gpu_type: str
     from tuner.runner.provenance import study_provenance
 
     factory = spec.workload.python.factory if spec.workload.python is not None else None
-    return {"spec_name": spec.name, "spec_hash": spec_hash(spec_text), "workload_class": spec.workload.target,
-            "device": device, "gpu_type": gpu_type, "fingerprint": fingerprint(),
-            "provenance": study_provenance(spec.workload.target, factory)}
+    return {names.SPEC_NAME: spec.name, names.SPEC_HASH: spec_hash(spec_text),
+            names.WORKLOAD_CLASS: spec.workload.target, names.DEVICE: device, names.GPU_TYPE: gpu_type,
+            names.FINGERPRINT: fingerprint(), names.PROVENANCE: study_provenance(spec.workload.target, factory)}
 
 
 @dataclass
@@ -112,17 +116,12 @@ def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: 
                          f"continue it with 'tuner resume {name}' or pick another --study-name") from None
     ensure_metric_names(study, spec)  # the objectives' names (optuna-dashboard's labels)
     budget_trials = trials if trials is not None else spec.budget.trials
-    study.set_user_attr("spec_yaml", spec_text)
-    study.set_user_attr("sampler", sampler)
-    study.set_user_attr("budget_trials", budget_trials)
-    study.set_user_attr("budget_wall_time_s", spec.budget.wall_time_s)
-    study.set_user_attr("objectives", [o.metric for o in spec.objectives])
-    for key, value in attributes.items():
-        study.set_user_attr(key, value)
+    record_study_created(study, spec_text, sampler, budget_trials, spec.budget.wall_time_s,
+                         [o.metric for o in spec.objectives], attributes)
     if spec.reference is not None:
-        study.enqueue_trial(dict(spec.reference), user_attrs={"role": "reference"})
+        enqueue(study, spec.reference, names.REFERENCE)
     if spec.baseline is not None and spec.baseline != spec.reference:
-        study.enqueue_trial(dict(spec.baseline), user_attrs={"role": "baseline"})
+        enqueue(study, spec.baseline, names.BASELINE)
     ensure_tuner_tables(study)
     return OpenStudy(study, spec, spec_text, url, created=True)
 
@@ -143,11 +142,12 @@ def load_study(url: str, name: str, sampler: SamplerName | None = None, read_onl
         known = ", ".join(names[-5:]) or "none"
         raise StudyError(f"no study '{name}' in {redact_url(url)} (latest: {known})")
     probe = optuna.load_study(study_name=name, storage=storage)
-    spec_text = probe.user_attrs.get("spec_yaml")
+    stored = StudyRecord.of(probe)
+    spec_text = stored.spec_yaml
     if not spec_text:
         raise StudyError(f"study '{name}' was not created by tuner (no spec stored with it)")
     spec = parse_spec(spec_text, source=f"{name} (stored spec)")
-    chosen: SamplerName = sampler or probe.user_attrs.get("sampler", spec.sampler.name)
+    chosen: SamplerName = sampler or stored.sampler or spec.sampler.name  # type: ignore[assignment]
     study = optuna.load_study(study_name=name, storage=storage,
                               sampler=make_sampler(chosen, spec, spec.seed + len(probe.trials)))
     return OpenStudy(study, spec, spec_text, url, created=False)

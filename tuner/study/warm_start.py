@@ -30,8 +30,11 @@ from typing import TYPE_CHECKING, Any
 from tuner.pareto import front_trials
 from tuner.secrets import MASK, redact_url
 from tuner.spec.space import check_setting, resolve
+from tuner.study import attributes as names
 from tuner.study.feasibility import Observation, observation_of
+from tuner.study.records import StudyRecord
 from tuner.study.storage import StudyError
+from tuner.study.store import enqueue, set_study_attribute
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -39,8 +42,8 @@ if TYPE_CHECKING:
     from tuner.spec.models import StudySpec
     from tuner.study.studies import OpenStudy
 
-WARM_START_ATTR = "warm_start"  # on the new study: where it started from, what was enqueued
-WARM_START_FROM = "warm_start_from"  # on each enqueued trial: the source study's name
+WARM_START_ATTR = names.WARM_START  # on the new study: where it started from, what was enqueued
+WARM_START_FROM = names.WARM_START_FROM  # on each enqueued trial: the source study's name
 
 
 @dataclass(frozen=True)
@@ -82,10 +85,10 @@ def open_source(url: str, name: str, spec: "StudySpec") -> WarmStartSource:
         raise StudyError(f"warm start: study '{name}' has other parameters than this spec ({differ}): "
                          f"a warm start needs the same spec")
     trials = opened.study.get_trials(deepcopy=False)
-    if not any(t.user_attrs.get("measured") for t in trials):
+    if not any(names.is_measured(t) for t in trials):
         raise StudyError(f"warm start: study '{name}' in {redact_url(url)} has no measured trials")
     return WarmStartSource(name, url, trials, [d.name.lower() for d in opened.study.directions],
-                           _gpu_memory_gb(opened.study.user_attrs.get("fingerprint")))
+                           _gpu_memory_gb(StudyRecord.of(opened.study).fingerprint))
 
 
 def _gpu_memory_gb(fingerprint: Any) -> float | None:
@@ -113,12 +116,12 @@ def enqueue_front(opened: "OpenStudy", source: WarmStartSource) -> dict[str, Any
             already += 1
             continue
         queued.add(key)
-        study.enqueue_trial(params, user_attrs={"role": "search", WARM_START_FROM: source.study_name})
+        enqueue(study, params, names.SEARCH, warm_start_from=source.study_name)
         enqueued += 1
     record = {"study": source.study_name, "storage": redact_url(source.storage_url),
               "same_storage": source.storage_url == opened.storage_url, "front_enqueued": enqueued,
               "dropped": dropped, "already_queued": already, "observations": len(source.observations())}
-    study.set_user_attr(WARM_START_ATTR, record)
+    set_study_attribute(study, names.WARM_START, record)
     return record
 
 
@@ -132,8 +135,8 @@ def load_prior(opened: "OpenStudy", gpu_memory_gb: float | None,
     """The memory model's prior of a warm-started study, read again from its source, and notes to print
     (why nothing was loaded, what was left out). ``storage_url`` replaces the source's stored (redacted)
     storage URL; ``gpu_memory_gb`` is this host's GPU memory (None on a CPU host)."""
-    record = opened.study.user_attrs.get(WARM_START_ATTR)
-    if not isinstance(record, dict) or not record.get("study"):
+    record = StudyRecord.of(opened.study).warm_start
+    if record is None or not record.get("study"):
         return [], []
     name = str(record["study"])
     url = storage_url or (opened.storage_url if record.get("same_storage") else str(record.get("storage") or ""))

@@ -7,7 +7,6 @@ helpers ``tuner ui`` uses, in its own process group, and always stopped.
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 from contextlib import contextmanager
@@ -15,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
+from tuner.host import free_port
 from tuner.tracking.ui import stop_server, wait_healthy
 
 
@@ -30,12 +30,6 @@ class MlflowServer:
 
     def stop(self) -> None:
         stop_server(self.process)
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 def start_mlflow_server(folder: Path, port: int | None = None, timeout_s: float = 240.0,

@@ -31,7 +31,8 @@ from pathlib import Path
 from typing import Iterator
 from urllib.parse import quote
 
-from tuner.testing.mlflow_server import free_port
+from tuner.errors import HostError
+from tuner.host import free_port
 
 SUPERUSER = "tuner"
 MAX_CONNECTIONS = 200
@@ -41,7 +42,7 @@ _SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "o
 _SOCKET_PATH_LIMIT = 90  # unix socket paths are limited to ~107 bytes, ".s.PGSQL.NNNNN" included
 
 
-class PostgresNotInstalled(RuntimeError):
+class PostgresNotInstalled(HostError, RuntimeError):
     """No ``initdb`` / ``pg_ctl`` on this machine (Debian: ``apt-get install postgresql``)."""
 
 

@@ -40,15 +40,17 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable
 
+from tuner.errors import WorkloadError
+
 SEGMENT_BYTES = 2 * 2**20
 """Reserved memory grows in 2 MiB segments (torch's large-segment size)."""
 
 
-class SimulatedCudaError(RuntimeError):
+class SimulatedCudaError(WorkloadError, RuntimeError):
     """What the simulated device raises where CUDA returns an error (e.g. an event not complete)."""
 
 
-class OutOfMemoryError(MemoryError):
+class OutOfMemoryError(WorkloadError, MemoryError):
     """The simulated device's OOM; named like torch's so the worker classifies it the same way."""
 
 

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
-from tuner.front.labels import format_number, metric_label, metric_value_text, unit_of
+from tuner.front.labels import format_number, metric_label, metric_value_text
+from tuner.spec.metrics import objective_units
 from tuner.study.records import TrialRecord, record_feasible
 
 if TYPE_CHECKING:
@@ -67,12 +68,6 @@ def study_span_ms(records: Iterable[TrialRecord]) -> tuple[int | None, int | Non
     return (min(starts) if starts else None), (max(ends) if ends else None)
 
 
-def objective_units(records: Sequence[TrialRecord], names: Sequence[str]) -> dict[str, str]:
-    """Objective -> unit, as stored with the trials, else from the metric catalogue."""
-    stored = [record.metrics for record in records]
-    return {name: unit_of(name, stored) for name in names}
-
-
 def child_run_name(record: TrialRecord, info: "StudyRunInfo", ranks: Mapping[int, int]) -> str:
     """The trial run's name: ``t<n>``, its role when not a search trial, then what it gave.
 
@@ -94,7 +89,7 @@ def child_run_name(record: TrialRecord, info: "StudyRunInfo", ranks: Mapping[int
         parts.append(UNMEASURED_WORDS)
     else:
         names = list(info.objective_names)
-        units = objective_units([record], names)
+        units = objective_units(names, [record.metrics])
         for name, value in zip(names, record.values):
             alone = units[name] == "s" and sum(1 for other in names if units[other] == "s") == 1
             parts.append(metric_value_text(name, value, units[name], with_name=not alone))
@@ -120,7 +115,7 @@ def trials_table(records: Sequence[TrialRecord], info: "StudyRunInfo",
     parameters under their names.
     """
     names, directions = list(info.objective_names), list(info.directions)
-    units = objective_units(records, names)
+    units = objective_units(names, (r.metrics for r in records))
     sign = -1.0 if directions and directions[0] == "maximize" else 1.0
 
     def order(record: TrialRecord) -> tuple[int, float, int]:
@@ -200,7 +195,7 @@ def study_description(records: Sequence[TrialRecord], info: "StudyRunInfo", rank
     """Markdown for the parent run's overview: counts, the link to the comparison view (a route
     inside the UI), and the front (run names, objectives with units, key parameters)."""
     names, directions = list(info.objective_names), list(info.directions)
-    units = objective_units(records, names)
+    units = objective_units(names, (r.metrics for r in records))
     front = sorted((r for r in records if ranks.get(r.number) == 0),
                    key=lambda r: (r.values[0] if r.values else 0.0) * (-1 if directions[:1] == ["maximize"] else 1))
     goals = ", ".join(metric_label(n, units[n], d) for n, d in zip(names, directions))

@@ -61,16 +61,22 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from tuner.pareto import front_trials, is_measured_feasible, named_constraints
 from tuner.secrets import redact_url
-from tuner.study.objectives import CONSTRAINT_ORDER_ATTR, LEGACY_CONSTRAINTS_ATTR, constraint_order
+from tuner.study import attributes as names
+from tuner.study.attributes import attributes_of
+from tuner.study.objectives import constraint_order
+from tuner.study.records import StudyRecord
 from tuner.study.storage import StudyError, open_storage
+from tuner.study.store import (delete_study, new_frozen_trial, set_study_attribute, stored_differently, study_id,
+                               update_unfinished)
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
 VIEW_FILE = "dashboard.db"
-KEPT_ATTRS = ("slot", "host", "wall_time_s", "warm_start_from", "predicted_peak_gb", "prediction_witness")
-PROVENANCE_ATTRS = ("spec_name", "device", "gpu_type", "sampler", "budget_trials")
+KEPT_ATTRS = (names.SLOT, names.HOST, names.WALL_TIME_S, names.WARM_START_FROM, names.PREDICTED_PEAK_GB,
+              names.PREDICTION_WITNESS)
+PROVENANCE_ATTRS = (names.SPEC_NAME, names.DEVICE, names.GPU_TYPE, names.SAMPLER, names.BUDGET_TRIALS)
 
 
 def default_view_url(home: Path) -> str:
@@ -98,40 +104,37 @@ class ViewReport:
 
 def metric_names_of(study: "optuna.Study") -> list[str] | None:
     """The study's metric names, else the ``objectives`` user attribute tuner stores at creation."""
-    names = study.metric_names or study.user_attrs.get("objectives")
-    return list(names) if names and len(names) == len(study.directions) else None
+    found = study.metric_names or list(StudyRecord.of(study).objectives)
+    return list(found) if found and len(found) == len(study.directions) else None
 
 
 def view_trial(trial: "FrozenTrial", objective_names: Sequence[str]) -> "FrozenTrial":
     """The view of one real trial (the mapping in the module docstring); the trial number is assigned
     by the view's storage, in order."""
-    from optuna.trial import TrialState, create_trial
+    from optuna.trial import TrialState
 
-    attrs = trial.user_attrs
+    attrs = attributes_of(trial)
     constraints = named_constraints(trial)
-    kept: dict[str, Any] = {"tuner_state": trial.state.name, "role": attrs.get("role", "search"),
-                            "outcome": attrs.get("outcome", trial.state.name), "reason": attrs.get("reason")}
+    kept: dict[str, Any] = {names.VIEW_STATE: trial.state.name, names.ROLE: names.role_of(trial),
+                            names.OUTCOME: names.outcome_of(trial), names.REASON: attrs.get(names.REASON)}
     kept.update({key: attrs[key] for key in KEPT_ATTRS if attrs.get(key) is not None})
-    for name, metric in (attrs.get("metrics") or {}).items():
+    for name, metric in names.metrics_of(trial).items():
         if isinstance(metric, dict) and isinstance(metric.get("value"), (int, float)):
             kept[name] = metric["value"]
-    if attrs.get("duplicate_of") is not None:
-        kept["copy_of"] = attrs["duplicate_of"]
+    if names.duplicate_of(trial) is not None:
+        kept[names.VIEW_COPY_OF] = names.duplicate_of(trial)
     values = None
     state = trial.state
     if state == TrialState.COMPLETE:
-        if attrs.get("placeholder_values") or trial.values is None:
+        if names.is_placeholder(trial) or trial.values is None:
             state = TrialState.FAIL
         elif is_measured_feasible(trial):
             values = list(trial.values)
         else:
             state = TrialState.PRUNED
-            kept["values"] = dict(zip(objective_names, trial.values))
-    system_attrs: dict[str, Any] = {}
-    if constraints:
-        system_attrs[LEGACY_CONSTRAINTS_ATTR] = [constraints[key] for key in constraint_order(constraints)]
-    mirrored = create_trial(state=state, values=values, params=dict(trial.params),
-                            distributions=dict(trial.distributions), user_attrs=kept, system_attrs=system_attrs)
+            kept[names.VIEW_VALUES] = dict(zip(objective_names, trial.values))
+    legacy = [constraints[key] for key in constraint_order(constraints)] if constraints else None
+    mirrored = new_frozen_trial(state, values, trial.params, trial.distributions, kept, legacy)
     if state != TrialState.WAITING:  # create_trial stamps "now": the real times instead
         mirrored.datetime_start = trial.datetime_start or mirrored.datetime_start
     if state.is_finished():
@@ -162,28 +165,29 @@ def refresh_view(source_url: str, study_name: str, view_url: str, rebuild: bool 
 def _refresh_locked(source: "optuna.Study", study_name: str, view_url: str, shown_source: str,
                     rebuild: bool) -> ViewReport:
     trials = source.get_trials(deepcopy=False)
-    names = metric_names_of(source)
-    wanted = [view_trial(t, names or [f"objective_{i}" for i in range(len(source.directions))]) for t in trials]
+    metric_names = metric_names_of(source)
+    wanted = [view_trial(t, metric_names or [f"objective_{i}" for i in range(len(source.directions))])
+              for t in trials]
     storage = open_storage(view_url)
-    view = _matching_view(storage, source, names, wanted, shown_source) if not rebuild else None
+    view = _matching_view(storage, source, metric_names, wanted, shown_source) if not rebuild else None
     added = updated = 0
     if view is None:
-        view = _new_view(storage, source, names, shown_source)
+        view = _new_view(storage, source, metric_names, shown_source)
         view.add_trials(wanted)
         added, rebuilt = len(wanted), True
     else:
         held = view.get_trials(deepcopy=False)
         for mirror, desired in zip(held, wanted):
-            if not mirror.state.is_finished() and _differs(mirror, desired):
-                _update_in_place(view, mirror, desired)
+            if not mirror.state.is_finished() and stored_differently(mirror, desired):
+                update_unfinished(view, mirror, desired)
                 updated += 1
         view.add_trials(wanted[len(held):])
         added, rebuilt = len(wanted) - len(held), False
     front = tuple(t.number for t in front_trials(trials, [d.name.lower() for d in source.directions]))
-    view.set_user_attr("front", list(front))
-    view.set_user_attr("refreshed_at", _now().isoformat(timespec="seconds"))
+    set_study_attribute(view, names.FRONT, list(front))
+    set_study_attribute(view, names.REFRESHED_AT, _now().isoformat(timespec="seconds"))
     states = [t.state.name for t in wanted]
-    return ViewReport(study_name, view._study_id, len(wanted), states.count("COMPLETE"), states.count("PRUNED"),
+    return ViewReport(study_name, study_id(view), len(wanted), states.count("COMPLETE"), states.count("PRUNED"),
                       states.count("FAIL"), sum(not t.state.is_finished() for t in wanted), front, rebuilt,
                       added, updated)
 
@@ -213,16 +217,6 @@ def _refresh_lock(view_url: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def view_study_ids(view_url: str) -> dict[str, int]:
-    """Study name -> study id in the view storage (optuna-dashboard's page of a study is
-    ``/dashboard/studies/<id>``); empty when the view storage does not exist yet."""
-    from tuner.study.storage import missing_sqlite_file
-
-    if missing_sqlite_file(view_url) is not None:
-        return {}
-    return {s.study_name: s._study_id for s in open_storage(view_url, create=False).get_all_studies()}
-
-
 def study_constraint_order(study: "optuna.Study") -> list[str]:
     """Every constraint key told on ``study``'s trials, in the legacy list's order (sorted)."""
     keys: set[str] = set()
@@ -235,7 +229,7 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now()
 
 
-def _new_view(storage: "optuna.storages.BaseStorage", source: "optuna.Study", names: list[str] | None,
+def _new_view(storage: "optuna.storages.BaseStorage", source: "optuna.Study", metric_names: list[str] | None,
               source_shown: str) -> "optuna.Study":
     """Delete the view study of ``source``'s name (when there is one) and create it empty, with the
     directions, metric names and view attributes of ``source``."""
@@ -243,24 +237,25 @@ def _new_view(storage: "optuna.storages.BaseStorage", source: "optuna.Study", na
 
     for study in storage.get_all_studies():
         if study.study_name == source.study_name:
-            storage.delete_study(study._study_id)
+            delete_study(storage, study)
     view = optuna.create_study(storage=storage, study_name=source.study_name, directions=source.directions)
-    if names is not None:
+    if metric_names is not None:
         with warnings.catch_warnings():  # "experimental" since Optuna 3.2
             warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            view.set_metric_names(names)
-    view.set_user_attr("view_of", source_shown)
-    view.set_user_attr("source_study_id", source._study_id)
+            view.set_metric_names(metric_names)
+    set_study_attribute(view, names.VIEW_OF, source_shown)
+    set_study_attribute(view, names.SOURCE_STUDY_ID, study_id(source))
     order = study_constraint_order(source)
     if order:
-        view.set_user_attr(CONSTRAINT_ORDER_ATTR, order)
+        set_study_attribute(view, names.CONSTRAINT_ORDER, order)
+    provenance = attributes_of(source)
     for key in PROVENANCE_ATTRS:
-        if key in source.user_attrs:
-            view.set_user_attr(key, source.user_attrs[key])
+        if key in provenance:
+            set_study_attribute(view, key, provenance[key])
     return view
 
 
-def _matching_view(storage: "optuna.storages.BaseStorage", source: "optuna.Study", names: list[str] | None,
+def _matching_view(storage: "optuna.storages.BaseStorage", source: "optuna.Study", metric_names: list[str] | None,
                    wanted: Sequence["FrozenTrial"], source_shown: str) -> "optuna.Study | None":
     """The existing view of ``source`` when it can be updated in place, else None (it is rebuilt)."""
     import optuna
@@ -268,41 +263,16 @@ def _matching_view(storage: "optuna.storages.BaseStorage", source: "optuna.Study
     if source.study_name not in {s.study_name for s in storage.get_all_studies()}:
         return None
     view = optuna.load_study(study_name=source.study_name, storage=storage)
-    attrs = view.user_attrs
-    if (attrs.get("view_of") != source_shown or attrs.get("source_study_id") != source._study_id
-            or view.directions != source.directions or view.metric_names != names
-            or attrs.get(CONSTRAINT_ORDER_ATTR, []) != study_constraint_order(source)):
+    stored = StudyRecord.of(view)
+    if (stored.view_of != source_shown or stored.source_study_id != study_id(source)
+            or view.directions != source.directions or view.metric_names != metric_names
+            or list(stored.constraint_order) != study_constraint_order(source)):
         return None
     held = view.get_trials(deepcopy=False)
     if len(held) > len(wanted):
         return None
     for mirror, desired in zip(held, wanted):
-        if mirror.state.is_finished() and _differs(mirror, desired):
+        if mirror.state.is_finished() and stored_differently(mirror, desired):
             return None
     return view
 
-
-def _differs(mirror: "FrozenTrial", desired: "FrozenTrial") -> bool:
-    return (mirror.state != desired.state or mirror.values != desired.values or mirror.params != desired.params
-            or mirror.user_attrs != desired.user_attrs or mirror.system_attrs != desired.system_attrs)
-
-
-def _update_in_place(view: "optuna.Study", mirror: "FrozenTrial", desired: "FrozenTrial") -> None:
-    """Move an unfinished view trial to ``desired`` through the storage (times become the storage's)."""
-    from optuna.trial import TrialState
-
-    storage, trial_id = view._storage, mirror._trial_id
-    if mirror.state == TrialState.WAITING and desired.state != TrialState.WAITING:
-        storage.set_trial_state_values(trial_id, TrialState.RUNNING)
-    for name, value in desired.params.items():
-        if name not in mirror.params:
-            distribution = desired.distributions[name]
-            storage.set_trial_param(trial_id, name, distribution.to_internal_repr(value), distribution)
-    for key, value in desired.user_attrs.items():
-        if mirror.user_attrs.get(key) != value:
-            storage.set_trial_user_attr(trial_id, key, value)
-    for key, value in desired.system_attrs.items():
-        if mirror.system_attrs.get(key) != value:
-            storage.set_trial_system_attr(trial_id, key, value)
-    if desired.state.is_finished():
-        storage.set_trial_state_values(trial_id, desired.state, desired.values)

@@ -12,7 +12,6 @@ A study's page is ``<base>/dashboard/studies/<view study id>`` (:func:`study_pag
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import threading
@@ -21,18 +20,12 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from tuner.errors import HostError
 from tuner.secrets import redact_url
 
 
-class DashboardError(RuntimeError):
+class DashboardError(HostError, RuntimeError):
     """optuna-dashboard could not start or did not answer; the message says why."""
-
-
-def free_port(host: str) -> int:
-    """A TCP port free on ``host`` now (OSError when ``host`` is not an address of this machine)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind((host, 0))
-        return int(probe.getsockname()[1])
 
 
 def start_dashboard(view_url: str, host: str, port: int, log_path: Path) -> "subprocess.Popen[bytes]":

@@ -36,8 +36,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
+from tuner.runner.provenance import sha256_file
 from tuner.study.reference import (PUBLISH_ERROR_ATTR, SHA256_ATTR, URI_ATTR, local_attributes, missing_reason,
-                                   sha256_file, short, verified_local)
+                                   short, verified_local)
+from tuner.study.attributes import REFERENCE_OUTPUT_RUN_ID
+from tuner.study.records import StudyRecord
 from tuner.tracking.live import prepare_http_client
 from tuner.tracking.views import experiment_name
 from tuner.tracking.writer import ensure_experiment
@@ -47,7 +50,7 @@ if TYPE_CHECKING:
 
     from tuner.study.studies import OpenStudy
 
-RUN_ID_ATTR = "reference_output_run_id"
+RUN_ID_ATTR = REFERENCE_OUTPUT_RUN_ID
 ARTIFACT_DIR = "reference"
 REFERENCE_OF_TAG = "tuner.reference_of"
 REFERENCE_TRIAL_TAG = "tuner.reference_trial"
@@ -71,7 +74,8 @@ class MlflowReferenceStore:
     @classmethod
     def for_study(cls, tracking_uri: str, opened: "OpenStudy") -> "MlflowReferenceStore":
         """The store for ``opened``: its experiment is ``<spec name> @ <gpu type>``, as the live tracker's."""
-        gpu = str(opened.study.user_attrs.get("gpu_type", "cpu"))
+        stored = StudyRecord.of(opened.study).gpu_type
+        gpu = str(stored if stored is not None else "cpu")
         return cls(tracking_uri, experiment_name(opened.spec.name, gpu))
 
     def _client(self) -> "MlflowClient":

@@ -14,7 +14,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tuner.study.records import TrialRecord
+from tuner.study.records import StudyRecord, TrialRecord
+from tuner.study.store import record_mlflow_run
 from tuner.tracking.comparison import study_span_ms, trial_times_ms
 from tuner.tracking.live import prepare_http_client
 from tuner.tracking.views import (
@@ -65,8 +66,8 @@ def sync_study(opened: "OpenStudy", uri: str) -> SyncReport:
     client = MlflowClient(uri)
     info = study_run_info(opened)
     study = opened.study
-    attrs = study.user_attrs
-    known = attrs.get("mlflow_run_id") if attrs.get("mlflow_uri") == redact_url(uri) else None
+    stored = StudyRecord.of(study)
+    known = stored.mlflow_run_id if stored.mlflow_uri == redact_url(uri) else None
     experiment_id = ensure_experiment(client, uri, info.experiment_name)
     records = [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)]
     started, ended = study_span_ms(records)
@@ -93,9 +94,8 @@ def sync_study(opened: "OpenStudy", uri: str) -> SyncReport:
     views = build_front_views(records, info, experiment_id)
     log_front(client, parent, views, step)
     client.set_terminated(parent, status="FINISHED", end_time=ended)
-    if not attrs.get("mlflow_run_id") or known is not None:
-        study.set_user_attr("mlflow_run_id", parent)
-        study.set_user_attr("mlflow_uri", redact_url(uri))
+    if not stored.mlflow_run_id or known is not None:
+        record_mlflow_run(study, parent, redact_url(uri))
     return SyncReport(experiment_id, info.experiment_name, parent, logged, replaced, kept, len(views.front))
 
 

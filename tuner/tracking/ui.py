@@ -24,11 +24,12 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from tuner.errors import HostError
 from tuner.secrets import redact_url
 from tuner.tracking.writer import artifact_root_for
 
 
-class UiError(RuntimeError):
+class UiError(HostError, RuntimeError):
     """The UI could not start or the study has no run; the message says why."""
 
 

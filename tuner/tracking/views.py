@@ -29,18 +29,17 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from tuner.front.labels import metric_unit
-from tuner.front.report import front_csv, front_table, hypervolume_png, pairwise_pngs
+from tuner.front.report import columns, front_csv, front_table, hypervolume_png, pairwise_pngs
 from tuner.front.throughput import throughput_png
 from tuner.pareto import Point, hypervolume_history, pareto_ranks
-from tuner.study.records import TrialRecord, record_feasible
+from tuner.spec.metrics import objective_units
+from tuner.study.records import StudyRecord, TrialRecord, record_feasible
 from tuner.tracking.comparison import (
     NOTE_TAG,
     RUN_NAME_TAG,
     ComparisonView,
     child_run_name,
     comparison_view,
-    objective_units,
     study_description,
     trial_times_ms,
     trials_table,
@@ -75,16 +74,17 @@ def study_run_info(opened: "OpenStudy") -> StudyRunInfo:
     from tuner.secrets import redact_url
 
     study, spec = opened.study, opened.spec
-    attrs = study.user_attrs
+    stored = StudyRecord.of(study)
+    gpu_type = str(stored.gpu_type if stored.gpu_type is not None else "cpu")
     tags = {"tuner.study": study.study_name, "tuner.spec_name": spec.name,
-            "tuner.spec_hash": str(attrs.get("spec_hash")), "tuner.sampler": str(attrs.get("sampler")),
-            "tuner.storage": redact_url(opened.storage_url), "tuner.device": str(attrs.get("device")),
-            "tuner.gpu_type": str(attrs.get("gpu_type", "cpu")), "tuner.workload": str(attrs.get("workload_class")),
-            **{f"host.{k}": str(v) for k, v in dict(attrs.get("fingerprint", {})).items()}}
+            "tuner.spec_hash": str(stored.spec_hash), "tuner.sampler": str(stored.sampler),
+            "tuner.storage": redact_url(opened.storage_url), "tuner.device": str(stored.device),
+            "tuner.gpu_type": gpu_type, "tuner.workload": str(stored.workload_class),
+            **{f"host.{k}": str(v) for k, v in stored.fingerprint.items()}}
     space = {name: json.loads(p.model_dump_json()) for name, p in spec.parameters.items()}
     params = {f"space.{name}": json.dumps(value, sort_keys=True) for name, value in space.items()}
     params.update({f"objective.{o.metric}": o.direction for o in spec.objectives})
-    return StudyRunInfo(study.study_name, experiment_name(spec.name, str(attrs.get("gpu_type", "cpu"))), tags,
+    return StudyRunInfo(study.study_name, experiment_name(spec.name, gpu_type), tags,
                         params, tuple(spec.objective_names), tuple(o.direction for o in spec.objectives),
                         {"parameters": space, "derived": dict(spec.derived),
                          "rules": [r.model_dump() for r in spec.rules]})
@@ -212,8 +212,8 @@ def rank_update(record: TrialRecord, info: StudyRunInfo,
 
 def objective_metric_keys(records: Sequence[TrialRecord], info: StudyRunInfo) -> dict[str, str]:
     """Objective -> its MLflow metric key (:func:`metric_key` with its unit)."""
-    units = objective_units(records, info.objective_names)
-    return {name: metric_key(name, units[name] or metric_unit(name)) for name in info.objective_names}
+    units = objective_units(info.objective_names, (r.metrics for r in records))
+    return {name: metric_key(name, units[name]) for name in info.objective_names}
 
 
 def study_comparison_view(records: Sequence[TrialRecord], info: StudyRunInfo) -> ComparisonView:
@@ -278,7 +278,7 @@ def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo,
     artifacts["search_space.json"] = json.dumps(info.search_space, indent=2, sort_keys=True, default=str).encode()
     metrics = {"front_size": float(len(front)), "trials": float(len(records)),
                "feasible_trials": float(len(history)), "hypervolume": history[-1][1] if history else 0.0}
-    keys = _ordered_keys(rows)
+    keys = columns(rows)
     table = {key: [row.get(key) for row in rows] for key in keys}
     artifacts[TABLE_FILE] = json.dumps({"columns": keys, "data": [[row.get(k) for k in keys] for row in rows]},
                                        default=str).encode()
@@ -291,10 +291,3 @@ def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo,
     route = study_comparison_view(records, info).route(experiment_id) if experiment_id is not None else None
     tags[NOTE_TAG] = study_description(records, info, ranks, route)
     return FrontViews(ranks, front, artifacts, table, metrics, tags)
-
-
-def _ordered_keys(rows: Sequence[Mapping[str, Any]]) -> list[str]:
-    keys: list[str] = []
-    for row in rows:
-        keys.extend(k for k in row if k not in keys)
-    return keys

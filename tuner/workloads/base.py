@@ -26,7 +26,17 @@ Contract
   for torch when CUDA is initialised, and nothing otherwise.
 * ``declared_weights`` (optional) names the files whose bytes decide the output
   (checkpoints); the worker records their sha256 with the trial (provenance of
-  an export). The default declares none.
+  an export). The default declares none. ``weights_identity`` (optional) names
+  weights that are no file (``random:<preset>:<seed>``); default None.
+* ``measured_metrics`` (optional) returns the metrics the workload measured
+  itself during the last ``run`` (a program's printed figures, a service's
+  per-request latencies); the worker adds them to the trial's. Default: none.
+* ``invocation`` (optional) is what the workload last executed natively (argv,
+  a python target and its arguments, a URL), set by ``setup`` / ``run``; the
+  worker stores it as the trial's ``invocation``. Default: None.
+
+Every hook the worker calls is declared on :class:`Workload` with its default, so
+a workload overrides only what it has.
 """
 
 from __future__ import annotations
@@ -38,10 +48,12 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from tuner.errors import WorkloadError
 from tuner.evaluators.cuda_api import active_cuda
+from tuner.results import Metric
 
 
-class InvalidSetting(ValueError):
+class InvalidSetting(WorkloadError, ValueError):
     """Raised by a workload for a parameter combination it cannot run."""
 
 
@@ -108,6 +120,11 @@ class WorkloadOutput:
 class Workload(ABC):
     """A model (or program) whose inference settings are tuned. See module docs."""
 
+    invocation: dict[str, Any] | None = None
+    """What the workload last executed natively (``{"kind": "command", "argv": ..., "env": ...}``, a python
+    target and its arguments, a URL), set by ``setup`` / ``run``; stored as the trial's ``invocation``
+    (:mod:`tuner.ship.invocation`). None: nothing to record."""
+
     def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
         """Load weights / build the model for ``params``. Not timed. Default: nothing."""
 
@@ -129,3 +146,13 @@ class Workload(ABC):
         """``{name: path}`` of the weight files ``run`` reads for ``context`` (called after ``setup``,
         not timed; the worker hashes them with sha256). Default: none declared."""
         return {}
+
+    def weights_identity(self, context: RunContext) -> str | None:
+        """What identifies weights that are no file (``random:<preset>:<seed>``, ``path:<dir>``), recorded as
+        the trial's ``runtime.weights_identity`` (called after ``setup``, not timed). Default: None."""
+        return None
+
+    def measured_metrics(self) -> list[Metric]:
+        """Metrics the workload measured itself during the last ``run`` call (called after the timed
+        repeats); the worker adds them to the trial's, replacing any of the same name. Default: none."""
+        return []

@@ -18,6 +18,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
+from tuner.errors import WorkloadError
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
 EXTRA_SLEEP_ENV = "TUNER_FAKE_EXTRA_SLEEP_S"
@@ -25,7 +26,7 @@ LATENCY_CV_ENV = "TUNER_FAKE_LATENCY_CV"
 BEHAVIOURS = ("ok", "oom", "device_oom", "segfault", "hang", "invalid", "raise", "exit")
 
 
-class SimulatedDeviceOutOfMemoryError(RuntimeError):
+class SimulatedDeviceOutOfMemoryError(WorkloadError, RuntimeError):
     """Stands in for torch's CUDA OOM error (same message shape) where no GPU exists."""
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from tuner.errors import WorkloadError
 from tuner.workloads.avatar_dit.model import AvatarDiT, AvatarDiTConfig
 
 CHECKPOINT_FORMAT = "tuner.avatar_dit/v1"
@@ -22,7 +23,7 @@ DEFAULT_WEIGHTS = Path(__file__).resolve().parent / "weights" / "avatar_dit.pt"
 """The committed weights, made by ``python -m tuner.workloads.avatar_dit.train``."""
 
 
-class WeightsMissing(FileNotFoundError):
+class WeightsMissing(WorkloadError, FileNotFoundError):
     """The weights file does not exist (with the command that makes it)."""
 
 

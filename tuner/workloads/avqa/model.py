@@ -298,11 +298,6 @@ class AVQAModel(nn.Module):
     def decoder_layers(self) -> list[DecoderLayer]:
         return cast(list[DecoderLayer], list(self.layers))
 
-    def media_token_count(self, frames: int, audio_samples: int, rate_hz: int) -> int:
-        """Media tokens (sinks + video + audio) for these input sizes."""
-        return (self.config.sink_tokens + frames * self.config.tokens_per_frame
-                + self.audio.token_count(audio_samples, rate_hz))
-
     def encode_media(self, frames: torch.Tensor, frame_seconds: torch.Tensor,
                      audio: torch.Tensor | None, rate_hz: int) -> torch.Tensor:
         """Memory ``(B, M, dim)`` of frames ``(B, T, H, W, 3)`` uint8 and audio ``(B, S)`` (or None)."""

@@ -1,0 +1,92 @@
+"""What a session says to whoever runs it: :class:`Notice` lines and the front, through a :class:`SessionListener`.
+
+A session never writes to a terminal. Each thing it has to say is a :class:`Notice`:
+a stable ``kind`` (what renderers and tests key on) and a plain ``text`` (no markup),
+optionally with one span to emphasise (a study name, "study stopped:"). Whether a
+kind is a warning, and whether it belongs on the error stream rather than the report,
+is fixed per kind here (:data:`WARNINGS`, :data:`DIAGNOSTICS`), so every renderer
+agrees: the CLI's rich consoles (:mod:`tuner.cli.session`), plain lines
+(:mod:`tuner.session.text`), or nothing (:class:`Quiet`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal, Protocol, Sequence
+
+if TYPE_CHECKING:
+    from tuner.study.listeners import Listener
+    from tuner.study.records import TrialRecord
+
+NoticeKind = Literal[
+    # setting up a run
+    "constraint_disabled", "host_busy", "mlflow_unreachable", "mlflow_failed", "warm_start", "memory_model",
+    # Ctrl-C / SIGTERM while it runs
+    "stopping", "exiting",
+    # finishing it
+    "mlflow_failure", "mlflow_incomplete", "study_stopped", "interrupted", "summary", "exported",
+    "export_warning", "nothing_exported", "dashboard_stale", "mlflow_run", "storage",
+    # a fleet worker between studies (:mod:`tuner.fleet.worker`)
+    "worker_started", "worker_done", "worker_waiting", "worker_moves_on",
+]
+
+WARNINGS: frozenset[NoticeKind] = frozenset({
+    "constraint_disabled", "host_busy", "mlflow_unreachable", "mlflow_failed", "warm_start", "mlflow_failure",
+    "mlflow_incomplete", "export_warning", "nothing_exported", "dashboard_stale"})
+"""Kinds that warn: the run goes on, but something the user asked for is missing or degraded."""
+
+DIAGNOSTICS: frozenset[NoticeKind] = frozenset({
+    "stopping", "exiting", "mlflow_failure", "study_stopped", "interrupted", "worker_moves_on"})
+"""Kinds that belong on the error stream (stderr), beside the live display; the rest are the run's report."""
+
+
+@dataclass(frozen=True)
+class Notice:
+    """One line for the user: ``text`` is plain; ``emphasis`` is the ``[start, end)`` span of it to emphasise."""
+
+    kind: NoticeKind
+    text: str
+    emphasis: tuple[int, int] | None = None
+
+    @staticmethod
+    def emphasised(kind: NoticeKind, before: str, emphasised: str, after: str) -> "Notice":
+        """``before + emphasised + after``, the middle part emphasised."""
+        return Notice(kind, before + emphasised + after, (len(before), len(before) + len(emphasised)))
+
+    @property
+    def warning(self) -> bool:
+        return self.kind in WARNINGS
+
+    @property
+    def diagnostic(self) -> bool:
+        return self.kind in DIAGNOSTICS
+
+
+class SessionListener(Protocol):
+    """Receives what a session says. Called from the session's thread, except that ``stopping`` and
+    ``exiting`` notices come from a signal handler (keep :meth:`on_notice` short and non-blocking)."""
+
+    def trial_listeners(self) -> list["Listener"]:
+        """Fresh listeners for one run's coordinator (a live display); asked once per run."""
+        ...
+
+    def on_notice(self, notice: Notice) -> None:
+        """One line for the user (see :class:`Notice`)."""
+        ...
+
+    def on_front(self, objective_names: Sequence[str], front: Sequence["TrialRecord"]) -> None:
+        """The study's Pareto front once a run has ended (the order of :attr:`Summary.front`)."""
+        ...
+
+
+class Quiet:
+    """A :class:`SessionListener` that shows nothing (``tuner.run_study`` without ``verbose``)."""
+
+    def trial_listeners(self) -> list["Listener"]:
+        return []
+
+    def on_notice(self, notice: Notice) -> None:
+        return None
+
+    def on_front(self, objective_names: Sequence[str], front: Sequence["TrialRecord"]) -> None:
+        return None

@@ -1,0 +1,95 @@
+"""Finishing a run: close the tracker, say what happened, export the best setting, refresh the dashboard view.
+
+The export (``<home>/<study>/best.yaml``, the best trial on the first objective) and
+the optuna-dashboard view are views of the storage: a failure of either is one
+warning, never the study's.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tuner.secrets import redact_text
+from tuner.session.events import Notice, SessionListener
+from tuner.study.listeners import Summary
+from tuner.study.records import TrialRecord
+from tuner.study.storage import redact_url
+from tuner.study.studies import OpenStudy, study_directory
+
+if TYPE_CHECKING:
+    from tuner.tracking.live import MlflowTracker
+
+MLFLOW_CLOSE_TIMEOUT_S = 20.0  # at exit, wait at most this long for MLflow; the views can be rebuilt
+
+
+def close_tracker(tracker: "MlflowTracker", study_name: str, listener: SessionListener) -> None:
+    """Let the tracker finish (at most :data:`MLFLOW_CLOSE_TIMEOUT_S`); each of its failures is a line."""
+    tracker.close(timeout_s=MLFLOW_CLOSE_TIMEOUT_S)
+    for failure in tracker.failures:
+        listener.on_notice(Notice("mlflow_failure", failure))
+    if tracker.failures:
+        listener.on_notice(Notice("mlflow_incomplete", f"MLflow views may be incomplete: rebuild them from the "
+                                  f"storage with 'tuner sync-mlflow {study_name}'"))
+
+
+def say_summary(opened: OpenStudy, summary: Summary, listener: SessionListener) -> None:
+    """Why the run stopped early or was interrupted (when it was), the counts, and the Pareto front."""
+    study_name = opened.study.study_name
+    if summary.failure is not None:
+        listener.on_notice(Notice.emphasised("study_stopped", "", "study stopped:", f" {summary.failure}"))
+    if summary.interrupted:
+        listener.on_notice(Notice("interrupted", f"interrupted: trials in flight that had not finished were recorded "
+                                  f"INTERRUPTED and queued again; continue with 'tuner resume {study_name}'"))
+    outcomes = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
+    listener.on_notice(Notice.emphasised(
+        "summary", "study ", summary.study_name, f": {summary.measured} measured ({summary.ran} this run), "
+        f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}"))
+    trials = {t.number: t for t in opened.study.get_trials(deepcopy=False)}
+    listener.on_front(opened.spec.objective_names, [TrialRecord.from_trial(trials[n]) for n in summary.front])
+
+
+def export_best(opened: OpenStudy, home: Path, listener: SessionListener) -> Path | None:
+    """Export the chosen trial (best on the first objective, a noisy one replaced by a stable one) to
+    ``<home>/<study>/best.yaml``; its path, or None (one warning) when nothing can be chosen."""
+    from tuner.ship.export import ExportError, build_config, choose, write_config
+
+    study = opened.study
+    try:
+        chosen = choose(study)
+        document = build_config(study, chosen.record, opened.storage_url, chosen.policy, chosen.profile,
+                                replaced_noisy=chosen.replaced.number if chosen.replaced else None)
+        path = write_config(document, study_directory(home, study.study_name) / "best.yaml")
+    except ExportError as error:
+        listener.on_notice(Notice("nothing_exported", f"nothing exported: {error}"))
+        return None
+    replaced = f" (stable, in place of noisy trial {chosen.replaced.number})" if chosen.replaced else ""
+    listener.on_notice(Notice("exported", f"best on {opened.spec.objective_names[0]}: trial {chosen.record.number}"
+                              f"{replaced} -> exported to {path}"))
+    for warning in document.get("warnings") or []:
+        listener.on_notice(Notice("export_warning", f"warning: {warning}"))
+    return path
+
+
+def refresh_dashboard_view(opened: OpenStudy, home: Path, listener: SessionListener) -> None:
+    """Bring the study's optuna-dashboard view (:mod:`tuner.tracking.dashboard`, ``<home>/dashboard.db``)
+    up to date; a failure is one warning, never the study's (the view is rebuilt by ``tuner dashboard``)."""
+    from tuner.tracking.dashboard import default_view_url, refresh_view
+
+    try:
+        refresh_view(opened.storage_url, opened.study.study_name, default_view_url(home))
+    except Exception as error:  # noqa: BLE001 - a view never fails the study
+        listener.on_notice(Notice("dashboard_stale", f"dashboard view not refreshed ({type(error).__name__}: "
+                                  f"{redact_text(str(error))[:200]}): rebuild it with 'tuner dashboard "
+                                  f"{opened.study.study_name} --refresh-only'"))
+
+
+def say_where(opened: OpenStudy, tracker: "MlflowTracker | None", listener: SessionListener) -> None:
+    """Where to look next: the MLflow run (when tracked) and the storage."""
+    name = opened.study.study_name
+    if tracker is not None and tracker.run_id is not None:
+        listener.on_notice(Notice("mlflow_run", f"MLflow: {redact_url(tracker.uri)} — experiment "
+                                  f"'{tracker.info.experiment_name}', run {tracker.run_id} (browse with: tuner ui "
+                                  f"{name})"))
+    listener.on_notice(Notice("storage", f"storage: {redact_url(opened.storage_url)} — inspect with 'tuner status "
+                              f"{name}'"))

@@ -1,0 +1,157 @@
+"""One run of a study on this host (``tuner run`` / ``resume`` / ``worker``, ``tuner.run_study``): open, run, finish.
+
+:func:`run_session` holds the study's lock on this host's devices throughout
+(:mod:`tuner.study.lock`), records the run (or resume, with its overrides) as a study
+event, wires the parts (:mod:`.wiring`), runs the
+:class:`~tuner.study.coordinator.Coordinator` (Ctrl-C / SIGTERM stop it: :mod:`.signals`)
+and finishes (:mod:`.finish`). A storage failure anywhere becomes one
+:class:`~tuner.study.storage.StudyError` line naming the resume command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from tuner.session.events import Quiet, SessionListener
+from tuner.session.finish import close_tracker, export_best, refresh_dashboard_view, say_summary, say_where
+from tuner.session.signals import stop_on_signals
+from tuner.session.wiring import (connect_tracker, host_facts, memory_prior, reference_store, resources,
+                                  say_disabled_constraints, slots_for)
+from tuner.study import attributes as names
+from tuner.study import store
+from tuner.study.listeners import Listener, Summary
+from tuner.study.lock import lock_for
+from tuner.study.records import StudyRecord
+from tuner.study.storage import StudyError, redact_url
+from tuner.study.studies import OpenStudy
+
+if TYPE_CHECKING:
+    from tuner.runner.base import Slot
+    from tuner.study.feasibility import Observation
+    from tuner.study.objectives import ConstraintPlan
+    from tuner.tracking.live import MlflowTracker
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    """How to run a study here. ``overrides`` (study attribute -> value, e.g. a new budget or timeout from
+    ``tuner resume``) are applied once the lock is held and recorded as a study event. ``gpus`` (``tuner
+    worker --gpus``): the GPUs this run may use, one slot per GPU (per set of ``gpus_per_trial``), instead
+    of ``workers`` slots over every visible GPU; on a CPU study they only name its shares (one slot each).
+    ``memory_model``: skip settings predicted to run out of memory (:mod:`tuner.study.feasibility`), a
+    warm-started study's source evidence as its prior, read from ``warm_start_storage`` when given (else
+    the source's recorded storage). ``mlflow_uri`` None: ``$MLFLOW_TRACKING_URI`` or the local store."""
+
+    home: Path
+    device: str
+    workers: int = 1
+    mlflow_uri: str | None = None
+    use_mlflow: bool = True
+    overrides: Mapping[str, Any] = field(default_factory=dict)
+    gpus: Sequence[int] | None = None
+    memory_model: bool = True
+    warm_start_storage: str | None = None
+
+
+def run_session(opened: OpenStudy, options: RunOptions, listener: SessionListener | None = None) -> Summary:
+    """Run ``opened`` to its budget, say what happened to ``listener``, export the best setting to
+    ``<home>/<study>/best.yaml``; the coordinator's summary (a run that stopped early has
+    :attr:`Summary.failure`, an interrupted one :attr:`Summary.interrupted`).
+
+    Raises ``StudyError`` (one line) when a device is locked by another live run of the study, or the
+    storage fails (then the trial in flight is re-run by ``tuner resume``; nothing stored is lost).
+    """
+    said = listener if listener is not None else Quiet()
+    study = opened.study
+    lock = lock_for(study, resources(options.device, options.gpus))
+    lock.acquire()  # StudyLocked (a StudyError) when another live coordinator runs this study
+    try:
+        store.record_event(study, "resume" if not opened.created else "run", dict(options.overrides))
+        return _locked_run(opened, options, said)
+    except Exception as error:
+        cause = storage_cause(error)
+        if cause is not None:
+            raise StudyError(f"storage error, the study stopped: {cause} (storage {redact_url(opened.storage_url)}; "
+                             f"the trial in flight is re-run by 'tuner resume {study.study_name}'; "
+                             f"nothing stored is lost)") from None
+        raise
+    finally:
+        lock.release()
+
+
+def _locked_run(opened: OpenStudy, options: RunOptions, listener: SessionListener) -> Summary:
+    """Wire, run and finish, the lock held."""
+    from tuner.study.objectives import ensure_metric_names, plan_constraints
+    from tuner.tracking.live import tracking_uri
+
+    study = opened.study
+    facts = host_facts(options.device)
+    plan = plan_constraints(opened.spec, facts)
+    say_disabled_constraints(plan, listener)
+    store.set_study_attribute(study, names.DISABLED_CONSTRAINTS, dict(plan.disabled))
+    ensure_metric_names(study, opened.spec)  # a study made before metric names were stored gets them (dashboards)
+    slots = slots_for(opened, options.device, options.workers, options.gpus, listener)
+    tracker = connect_tracker(opened, tracking_uri(options.mlflow_uri), listener) if options.use_mlflow else None
+    prior = (memory_prior(opened, plan, facts["gpu_memory_gb"], options.warm_start_storage, listener)
+             if options.memory_model else [])
+    summary = _run_coordinator(opened, options, plan, slots, tracker, prior, listener)
+    if tracker is not None:
+        close_tracker(tracker, study.study_name, listener)
+    say_summary(opened, summary, listener)
+    export_best(opened, options.home, listener)
+    refresh_dashboard_view(opened, options.home, listener)
+    say_where(opened, tracker, listener)
+    return summary
+
+
+def _run_coordinator(opened: OpenStudy, options: RunOptions, plan: "ConstraintPlan", slots: list["Slot"],
+                     tracker: "MlflowTracker | None", prior: Sequence["Observation"],
+                     listener: SessionListener) -> Summary:
+    """The coordinator's run on ``slots`` (the runner closed after it, whatever happens)."""
+    from tuner.evaluators.registry import warm_ups
+    from tuner.runner.choice import make_runner
+    from tuner.study.coordinator import Coordinator
+    from tuner.tracking.live import tracking_uri
+
+    study, spec = opened.study, opened.spec
+    listeners: list[Listener] = listener.trial_listeners() + ([tracker] if tracker is not None else [])
+    stored = StudyRecord.of(study)
+    runner = make_runner(spec, warm_ups(spec.used_metrics))
+    coordinator = Coordinator(
+        opened=opened, runner=runner, slots=slots, home=options.home, device=options.device, plan=plan,
+        budget_trials=stored.budget_trials, wall_time_s=stored.budget_wall_time_s, listeners=listeners,
+        reference_store=reference_store(opened, tracking_uri(options.mlflow_uri) if tracker is not None else None),
+        memory_model=options.memory_model, memory_prior=prior)
+    try:
+        with stop_on_signals(coordinator.interrupt, listener):
+            return coordinator.run()
+    finally:
+        runner.close()
+
+
+def storage_cause(error: BaseException) -> str | None:
+    """The database's own words when ``error`` is a storage failure (locked past the busy timeout,
+    disk full, connection lost; unreachable past the outage bound: how long it was waited for), else
+    None. Optuna wraps them in a ``StorageInternalError`` whose text blames "invalid data"; the
+    driver's message is further down the exception chain."""
+    from optuna.exceptions import StorageInternalError
+    from sqlalchemy.exc import DBAPIError
+
+    from tuner.study.outage import StorageUnavailable
+
+    chain: list[BaseException] = []
+    current: BaseException | None = error
+    while current is not None and current not in chain:
+        chain.append(current)
+        current = current.__cause__ or current.__context__
+    for item in chain:
+        if isinstance(item, StorageUnavailable):
+            return str(item)  # how long it waited, and the driver's words
+    for item in chain:
+        if isinstance(item, DBAPIError):
+            return f"{type(item.orig).__name__}: {str(item.orig).splitlines()[0][:300]}"
+    if isinstance(error, StorageInternalError):
+        return f"{type(error).__name__}: {str(error).splitlines()[0][:300]}"
+    return None

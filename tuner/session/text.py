@@ -1,0 +1,74 @@
+"""A session shown as plain lines on two text streams (``tuner.run_study(verbose=True)``).
+
+Notices go, unstyled, to ``out`` (the report) or ``err`` (diagnostics, as their kind says:
+:data:`tuner.session.events.DIAGNOSTICS`); each trial started or recorded is one line on ``err``;
+the front is one line per trial on ``out``. The CLI's rich
+rendering of the same events is :mod:`tuner.cli.session`.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import TYPE_CHECKING, Sequence, TextIO
+
+from tuner.session.events import Notice
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+    from tuner.study.listeners import Listener
+    from tuner.study.records import TrialRecord
+
+
+class TextSession:
+    """A :class:`~tuner.session.events.SessionListener` writing plain lines (default: stdout, stderr)."""
+
+    def __init__(self, out: TextIO | None = None, err: TextIO | None = None) -> None:
+        self.out = out or sys.stdout
+        self.err = err or sys.stderr
+
+    def trial_listeners(self) -> list["Listener"]:
+        return [TrialLines(self.err)]
+
+    def on_notice(self, notice: Notice) -> None:
+        print(notice.text, file=self.err if notice.diagnostic else self.out, flush=True)
+
+    def on_front(self, objective_names: Sequence[str], front: Sequence["TrialRecord"]) -> None:
+        print(f"Pareto front ({', '.join(objective_names)}):", file=self.out)
+        for record in front:
+            values = ", ".join(f"{v:.4g}" for v in record.values or ())
+            params = ", ".join(f"{k}={v}" for k, v in record.params.items())
+            print(f"  trial {record.number} {record.role_shown}: {values}{' NOISY' if record.noisy else ''} "
+                  f"({params})", file=self.out, flush=True)
+
+
+class TrialLines:
+    """A coordinator :class:`~tuner.study.listeners.Listener`: one plain line per trial started and recorded."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+
+    def on_start(self, study_name: str, done: int, total: int | None) -> None:
+        print(f"study {study_name}: {done}{'' if total is None else f'/{total}'} trials measured",
+              file=self.stream, flush=True)
+
+    def on_trial_start(self, number: int, role: str, slot: str, timeout_s: float) -> None:
+        print(f"trial {number} {role} started on {slot}", file=self.stream, flush=True)
+
+    def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,
+                 elapsed_s: float) -> None:
+        from tuner.study.records import TrialRecord
+
+        record = TrialRecord.from_trial(trial)
+        print(f"[{done}{'' if total is None else f'/{total}'}] trial {record.number} {record.role} {record.outcome}"
+              f" | front {front_size} | elapsed {elapsed_s:.0f} s", file=self.stream, flush=True)
+
+    def on_tick(self, elapsed_s: float) -> None:
+        return None
+
+    def on_trial_dropped(self, number: int, reason: str) -> None:
+        print(f"trial {number}: taken over by another worker, its late result dropped: {reason}",
+              file=self.stream, flush=True)
+
+    def on_finish(self, trials: list["FrozenTrial"], front: list["FrozenTrial"]) -> None:
+        return None

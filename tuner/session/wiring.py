@@ -1,0 +1,162 @@
+"""The parts one run of a study is wired from: host facts, slots, the MLflow tracker, the reference store,
+the memory model's prior. Each says what it found through the session's listener, never on a terminal."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+import psutil
+
+from tuner.runner.base import Slot, plan_slots
+from tuner.session.events import Notice, SessionListener
+from tuner.study.objectives import ConstraintPlan
+from tuner.study.storage import redact_url
+from tuner.study.studies import OpenStudy
+
+if TYPE_CHECKING:
+    import urllib.request
+
+    from tuner.study.feasibility import Observation
+    from tuner.study.reference import ReferenceStore
+    from tuner.tracking.live import MlflowTracker
+
+
+def host_facts(device: str) -> dict[str, float | None]:
+    """Facts constraint bounds may use: ``gpu_memory_gb`` (None on CPU), ``host_memory_gb``."""
+    from tuner.gpu import gpu_memory_gb
+
+    return {"gpu_memory_gb": gpu_memory_gb() if device == "cuda" else None,
+            "host_memory_gb": psutil.virtual_memory().total / 1e9}
+
+
+def say_disabled_constraints(plan: ConstraintPlan, listener: SessionListener) -> None:
+    """One warning per constraint this host cannot hold (its bound names a fact it lacks)."""
+    for metric, reason in plan.disabled.items():
+        listener.on_notice(Notice("constraint_disabled", f"constraint on {metric} disabled: {reason}"))
+
+
+def slots_for(opened: OpenStudy, device: str, workers: int, gpus: Sequence[int] | None,
+              listener: SessionListener) -> list[Slot]:
+    """This run's slots: ``workers`` over every visible GPU (or CPU shares), or one per GPU (per set of
+    ``gpus_per_trial``) of ``gpus``. On a busy CPU host, the idle cores are shared out (one warning)."""
+    from tuner.gpu import visible_gpu_indices
+    from tuner.host import idle_cores
+
+    workload = opened.spec.workload
+    cores = None
+    if device == "cpu" and workload.torch_threads is None:
+        idle, total = idle_cores()
+        if idle < total:
+            cores = idle
+            listener.on_notice(Notice("host_busy", f"host busy: {total - idle} of {total} cores in use by other "
+                                      f"processes; CPU slots get {max(1, idle // workers)} thread(s) each (pin "
+                                      f"with workload.torch_threads)"))
+    indices = list(gpus) if gpus is not None else visible_gpu_indices() if device == "cuda" else []
+    if gpus is not None:
+        workers = max(1, len(gpus) // workload.gpus_per_trial) if device == "cuda" else len(gpus)
+    return plan_slots(workers, device, indices, cores=cores, threads=workload.torch_threads,
+                      gpus_per_slot=workload.gpus_per_trial)
+
+
+def resources(device: str, gpus: Sequence[int] | None) -> list[str]:
+    """The devices of this host a session locks: its GPUs, or the CPU."""
+    from tuner.gpu import visible_gpu_indices
+
+    if gpus is not None:
+        return [f"gpu{i}" for i in gpus]
+    if device == "cuda":
+        return [f"gpu{i}" for i in visible_gpu_indices()] or ["cpu"]
+    return ["cpu"]
+
+
+def _health_request(uri: str) -> "urllib.request.Request":
+    """The ``/health`` request of a tracking server; credentials in the URI become a basic-auth header
+    (urllib does not take them from the URL)."""
+    import base64
+    import urllib.parse
+    import urllib.request
+
+    parts = urllib.parse.urlsplit(uri)
+    bare = urllib.parse.urlunsplit(parts._replace(netloc=parts.netloc.rpartition("@")[2]))
+    request = urllib.request.Request(bare.rstrip("/") + "/health")
+    if parts.username is not None:
+        pair = f"{urllib.parse.unquote(parts.username)}:{urllib.parse.unquote(parts.password or '')}"
+        request.add_header("Authorization", "Basic " + base64.b64encode(pair.encode()).decode())
+    return request
+
+
+def mlflow_reachable(uri: str, timeout_s: float = 5.0) -> str | None:
+    """None when an HTTP tracking server answers its health check; else why not.
+
+    Local stores (sqlite, file) are always reachable. Without this probe, MLflow's
+    HTTP client retries with back-off for minutes before giving up.
+    """
+    if not uri.startswith(("http://", "https://")):
+        return None
+    import urllib.error
+    import urllib.request
+
+    request = _health_request(uri)
+    try:
+        with urllib.request.urlopen(request, timeout=timeout_s) as response:
+            return None if response.status < 500 else f"health check answered {response.status}"
+    except (urllib.error.URLError, OSError) as error:
+        return f"{type(error).__name__}: {getattr(error, 'reason', error)}"
+
+
+def connect_tracker(opened: OpenStudy, uri: str, listener: SessionListener) -> "MlflowTracker | None":
+    """A live MLflow tracker of the study's parent run (the run id recorded on the study), or None (one
+    warning) when the server is unreachable or the run cannot start: the study runs without it."""
+    from tuner.study.records import StudyRecord, TrialRecord
+    from tuner.study.store import record_mlflow_run
+    from tuner.tracking.live import MlflowTracker
+    from tuner.tracking.views import study_run_info
+
+    study = opened.study
+    problem = mlflow_reachable(uri)
+    if problem is not None:
+        listener.on_notice(Notice("mlflow_unreachable", f"MLflow at {redact_url(uri)} is not reachable ({problem}): "
+                                  f"the study runs without it; everything is in the storage: rebuild the MLflow "
+                                  f"views later with 'tuner sync-mlflow {study.study_name}'"))
+        return None
+    stored = StudyRecord.of(study)
+    known = stored.mlflow_run_id if stored.mlflow_uri == redact_url(uri) else None
+    tracker = MlflowTracker(uri, study_run_info(opened),
+                            [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)], known)
+    run_id = tracker.wait_started()
+    if run_id is not None and stored.mlflow_run_id != run_id:
+        record_mlflow_run(study, run_id, redact_url(uri))
+    if run_id is None:
+        listener.on_notice(Notice("mlflow_failed", f"MLflow at {redact_url(uri)} failed: the study runs without it "
+                                  f"({'; '.join(tracker.failures)[:200]})"))
+        tracker.close(timeout_s=1)
+        return None
+    return tracker
+
+
+def reference_store(opened: OpenStudy, uri: str | None) -> "ReferenceStore":
+    """Where the reference output is shared between hosts: the study's MLflow experiment when the
+    study is tracked (artifacts through the tracking server), else this host's disk."""
+    from tuner.study.reference import LocalReferenceStore
+
+    if uri is None:
+        return LocalReferenceStore()
+    from tuner.tracking.reference_artifact import MlflowReferenceStore
+
+    return MlflowReferenceStore.for_study(uri, opened)
+
+
+def memory_prior(opened: OpenStudy, plan: ConstraintPlan, gpu_memory_gb: float | None,
+                 warm_start_storage: str | None, listener: SessionListener) -> list["Observation"]:
+    """The memory model's prior (a warm start's source evidence), and one line on what the model knows."""
+    from tuner.study.feasibility import memory_limits
+    from tuner.study.warm_start import load_prior
+
+    prior, notes = load_prior(opened, gpu_memory_gb, warm_start_storage)
+    for note in notes:
+        listener.on_notice(Notice("warm_start", note))
+    limits = ", ".join(f"{metric} <= {limit:.4g} GB" for metric, limit in memory_limits(plan).items())
+    known = limits or "no memory limit on this host (OOM outcomes only)"
+    evidence = f"; {len(prior)} observations from its warm start" if prior else ""
+    listener.on_notice(Notice("memory_model", f"memory model: {known}{evidence} (--no-memory-model: off)"))
+    return prior

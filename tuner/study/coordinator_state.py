@@ -1,0 +1,85 @@
+"""What one run of the coordinator's loop keeps between its turns (:class:`LoopState`).
+
+The state belongs to one :meth:`tuner.study.coordinator.Coordinator.run`: this
+host's free slots, its trials in flight, the proposals it set aside to be copied
+(:func:`tuner.study.shared.settle_copies`), the proposal it holds back for a slot,
+and why the loop stops. Only the coordinator's thread reads or changes it.
+"""
+
+from __future__ import annotations
+
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from tuner.results import TrialResult
+from tuner.runner.base import Slot
+from tuner.spec.candidate import Candidate
+from tuner.study import store
+from tuner.study.guards import StudyStop
+from tuner.study.shared import EXCLUSIVE_ROLES, Twin
+
+if TYPE_CHECKING:
+    import optuna
+
+Held = tuple["optuna.Trial", Candidate, str]
+"""A proposal that must run here and waits for a slot: (the asked trial, its candidate, its role)."""
+
+
+@dataclass
+class InFlight:
+    """A trial running on one of this host's slots."""
+
+    trial: "optuna.Trial"
+    candidate: Candidate
+    slot: Slot
+    role: str
+
+
+@dataclass
+class LoopState:
+    """The loop's state: see the module docstring. ``started`` is ``time.monotonic()`` at the start."""
+
+    started: float
+    free_slots: list[Slot]
+    last_reclaim: float  # when stale trials were last looked for (``time.monotonic()``)
+    inflight: dict["Future[TrialResult]", InFlight] = field(default_factory=dict)
+    waiting: dict[str, list[Twin]] = field(default_factory=dict)  # candidate key -> proposals to copy once measured
+    held: Held | None = None
+    exclusive: bool = False  # the reference or the baseline runs here: nothing else starts
+    cancelled: bool = False  # the study attribute ``cancelled`` was seen
+    blocked: bool = False  # this turn nothing could start because of other hosts: look again after a pause
+    idle_proposals: int = 0  # proposals in a row that needed no run
+    ran: int = 0  # trials this run measured
+    stopped: str = "budget spent"  # why the loop ended, when nothing more specific is known
+    failure: StudyStop | None = None  # an early stop: continuing would waste the budget
+    interrupted_at: float | None = None  # when the loop first saw the interrupt with trials in flight
+
+    def held_ids(self) -> set[int]:
+        """Storage ids of the RUNNING trials this loop holds: in flight, set aside, or held back."""
+        ids = {store.trial_id(job.trial) for job in self.inflight.values()}
+        ids |= {store.trial_id(trial) for twins in self.waiting.values() for trial, _ in twins}
+        return ids | ({store.trial_id(self.held[0])} if self.held is not None else set())
+
+    def keys_in_flight(self) -> set[str]:
+        """Candidate keys of the trials in flight here (their set-aside twins settle when they end)."""
+        return {job.candidate.key for job in self.inflight.values()}
+
+    def take_slot(self, role: str) -> Slot:
+        """The first free slot, for a trial of ``role`` (the reference or baseline then runs alone)."""
+        self.exclusive = role in EXCLUSIVE_ROLES
+        return self.free_slots.pop(0)
+
+    def untake_slot(self, slot: Slot) -> None:
+        """``slot`` was taken but nothing started on it."""
+        self.free_slots.append(slot)
+        self.exclusive = False
+
+    def finished(self, future: "Future[TrialResult]") -> InFlight:
+        """The trial of ``future``, which ended: its slot is free again (slots kept in index order)."""
+        job = self.inflight.pop(future)
+        self.free_slots.append(job.slot)
+        self.free_slots.sort(key=lambda s: s.index)
+        if job.role in EXCLUSIVE_ROLES:
+            self.exclusive = False
+        return job

@@ -1,0 +1,347 @@
+"""Writes to the Optuna storage, and every Optuna internal tuner relies on: the storage gateway's write side.
+
+With :mod:`tuner.study.attributes` (the names, and the readers of a stored trial) and
+:mod:`tuner.study.records` (typed records of a trial and of a study), this is the only
+code of ``tuner/`` that names Optuna's attributes or its private members
+(``tests/test_storage_gateway.py`` holds it; :mod:`tuner.study.tolerant_storage`, which
+subclasses Optuna's RDB storage, aside). The rest of tuner writes through the typed
+functions here and reads through the records.
+
+Contracts:
+
+* A trial attribute is written by the function named for the moment it records:
+  :func:`start_trial` (host, worker, role), :func:`record_candidate`, :func:`record_slot`,
+  :func:`record_result` (a run's result, ``measured`` true), :func:`record_unrun` (never run:
+  placeholder values, ``measured`` false), :func:`record_copy` (a copy of a measured trial),
+  :func:`record_interrupted` / :func:`fail_waiting` / :func:`reclaim` (given back, re-queued).
+  None of them tells the trial: the caller does (``study.tell``), so a write and the tell stay
+  in the order the caller chose.
+* A study attribute is written by :func:`record_study_created`, :func:`set_study_attribute`,
+  :func:`record_event` (overrides applied and an event appended), :func:`cancel_study` ...
+* Internals: :func:`storage_of`, :func:`backend_of`, :func:`engine_of`, :func:`study_id`,
+  :func:`trial_id`, the heartbeat functions. Behaviour follows Optuna 5.0; a change there is
+  fixed here only.
+"""
+
+from __future__ import annotations
+
+import datetime
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from tuner.study import attributes as names
+from tuner.study.outage import call_through_outage
+from tuner.study.records import result_attributes
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
+
+    from tuner.results import TrialResult
+
+Trial = Any  # an ``optuna.Trial`` (live, being written) or a ``FrozenTrial``
+Study = Any  # an ``optuna.Study``, or a study summary (``FrozenStudy``) where only ids are read
+
+# ------------------------------------------------------------------ Optuna internals
+
+
+def storage_of(study: "optuna.Study") -> Any:
+    """The storage ``study`` reads and writes (Optuna's own wrapper of the storage it was opened on)."""
+    return study._storage
+
+
+def backend_of(study: "optuna.Study") -> Any:
+    """The storage behind Optuna's cache wrapper (an ``RDBStorage`` for a database URL)."""
+    storage = storage_of(study)
+    return getattr(storage, "_backend", storage)
+
+
+def engine_of(study: "optuna.Study") -> Any:
+    """The SQLAlchemy engine of the study's database; None for a storage without one (in memory, journal)."""
+    return getattr(backend_of(study), "engine", None)
+
+
+def study_id(study: Study) -> int:
+    """The storage's id of a study (an ``optuna.Study`` or a ``FrozenStudy`` from ``get_all_studies``)."""
+    return int(study._study_id)
+
+
+def trial_id(trial: Trial) -> int:
+    """The storage's id of a trial (live or frozen); trial *numbers* count per study, ids per storage."""
+    return int(trial._trial_id)
+
+
+def trials_of(storage: Any, study: Study) -> list["FrozenTrial"]:
+    """Every trial of ``study`` (e.g. a summary from ``storage.get_all_studies()``), not copied."""
+    return list(storage.get_all_trials(study_id(study), deepcopy=False))
+
+
+def trial_by_number(study: "optuna.Study", number: int) -> "FrozenTrial":
+    """The trial ``number`` of ``study``, read fresh from the storage."""
+    storage = storage_of(study)
+    return storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study_id(study), number))
+
+
+def delete_study(storage: Any, study: Study) -> None:
+    """Delete ``study`` (a summary from ``storage.get_all_studies()``) and its trials from ``storage``."""
+    storage.delete_study(study_id(study))
+
+
+# ------------------------------------------------------------------ heartbeats
+
+
+def heartbeat_interval_s(study: "optuna.Study") -> float | None:
+    """The storage's heartbeat interval in seconds; None when it keeps no heartbeats."""
+    storage = storage_of(study)
+    interval = storage.get_heartbeat_interval() if hasattr(storage, "get_heartbeat_interval") else None
+    return float(interval) if interval else None
+
+
+def record_heartbeat(study: "optuna.Study", trial_ids: Sequence[int]) -> None:
+    """One heartbeat for each of ``trial_ids`` (the storage must keep heartbeats)."""
+    storage = storage_of(study)
+    for number in trial_ids:
+        storage.record_heartbeat(number)
+
+
+def heartbeat_grace_period_s(study: "optuna.Study") -> float:
+    """The storage's heartbeat grace period in seconds (Optuna's default: twice the interval)."""
+    backend = backend_of(study)
+    grace = getattr(backend, "grace_period", None)
+    interval = getattr(backend, "heartbeat_interval", None) or 0
+    return float(grace if grace else 2 * interval)
+
+
+def heartbeat_stale_trial_ids(study: "optuna.Study") -> list[int]:
+    """Ids of the study's RUNNING trials whose last heartbeat is older than the grace period."""
+    return list(storage_of(study)._get_stale_trial_ids(study_id(study)))
+
+
+def trials_with_heartbeat(study: "optuna.Study") -> set[int]:
+    """Ids of trials that have a heartbeat row (an RDB storage with heartbeats); empty for another storage.
+    The query rides through a storage outage (:mod:`.outage`)."""
+    backend = backend_of(study)
+    if not hasattr(backend, "scoped_session"):
+        return set()  # an unusual storage: no trial is known to beat
+    from optuna.storages._rdb import models
+
+    def read() -> set[int]:
+        with backend.scoped_session() as session:
+            return {row.trial_id for row in session.query(models.TrialHeartbeatModel.trial_id).all()}
+
+    return call_through_outage(read)
+
+
+# ------------------------------------------------------------------ trial writes
+
+
+def start_trial(trial: Trial, host: str, worker: str) -> str:
+    """Record where the asked ``trial`` runs (``host``, ``worker`` = ``host:pid``) and its role (kept when
+    enqueued with one, else ``search``); the role."""
+    trial.set_user_attr(names.HOST, host)
+    trial.set_user_attr(names.WORKER, worker)
+    role = names.role_of(trial)
+    trial.set_user_attr(names.ROLE, role)
+    return role
+
+
+def record_candidate(trial: Trial, key: str, derived: Mapping[str, Any]) -> None:
+    """Record the resolved setting's canonical ``key`` and its ``derived`` values."""
+    trial.set_user_attr(names.CANDIDATE_KEY, key)
+    trial.set_user_attr(names.DERIVED, dict(derived))
+
+
+def record_slot(trial: Trial, label: str) -> None:
+    """Record the slot the trial runs on."""
+    trial.set_user_attr(names.SLOT, label)
+
+
+def record_result(trial: Trial, result: "TrialResult", slot: str, placeholder: bool, *,
+                  reference_output: str | None = None, published: Mapping[str, Any] | None = None,
+                  fingerprint_note: str | None = None, unavailable_constraints: Mapping[str, str] | None = None,
+                  reason: str | None = None) -> None:
+    """Record a run's ``result`` (:func:`~tuner.study.records.result_attributes`), its ``slot``, what the
+    adapter ran, ``measured`` true and ``placeholder`` (values are the wall, not a measurement); then, when
+    given: the reference's local ``reference_output`` path and the attributes its hand-off ``published``,
+    the host's ``fingerprint_note``, the ``unavailable_constraints`` and a ``reason`` replacing the result's."""
+    for key, value in result_attributes(result).items():
+        trial.set_user_attr(key, value)
+    trial.set_user_attr(names.SLOT, slot)
+    if result.invocation is not None:
+        trial.set_user_attr(names.INVOCATION, result.invocation)
+    trial.set_user_attr(names.MEASURED, True)
+    trial.set_user_attr(names.PLACEHOLDER_VALUES, placeholder)
+    if reference_output is not None:
+        trial.set_user_attr(names.REFERENCE_OUTPUT, reference_output)
+    for key, value in (published or {}).items():
+        trial.set_user_attr(key, value)
+    if fingerprint_note is not None:
+        trial.set_user_attr(names.FINGERPRINT_NOTE, fingerprint_note)
+    if unavailable_constraints:
+        trial.set_user_attr(names.UNAVAILABLE_CONSTRAINTS, dict(unavailable_constraints))
+    if reason is not None:
+        trial.set_user_attr(names.REASON, reason)
+
+
+def record_unrun(trial: Trial, outcome: str, reason: str | None, extra: Mapping[str, Any] | None = None) -> None:
+    """Record a trial that is never run (INVALID, SKIPPED_PREDICTED_OOM): ``outcome``, ``reason``,
+    ``measured`` false (no budget), placeholder values; ``extra`` attributes (named in :mod:`.attributes`)."""
+    trial.set_user_attr(names.OUTCOME, outcome)
+    trial.set_user_attr(names.REASON, reason)
+    trial.set_user_attr(names.MEASURED, False)
+    trial.set_user_attr(names.PLACEHOLDER_VALUES, True)
+    for key, value in (extra or {}).items():
+        trial.set_user_attr(key, value)
+
+
+def record_copy(trial: Trial, original: "FrozenTrial") -> None:
+    """Record ``trial`` as a copy of the measured ``original``: ``duplicate_of``, ``measured`` false (no
+    budget), and the original's outcome, reason, metrics and placeholder flag."""
+    trial.set_user_attr(names.DUPLICATE_OF, original.number)
+    trial.set_user_attr(names.MEASURED, False)
+    for key in (names.OUTCOME, names.REASON, names.METRICS, names.PLACEHOLDER_VALUES):
+        if key in original.user_attrs:
+            trial.set_user_attr(key, original.user_attrs[key])
+
+
+def record_interrupted(trial: Trial, reason: str) -> None:
+    """Record a trial given back before it ended: outcome ``INTERRUPTED``, ``reason``, ``measured`` false."""
+    trial.set_user_attr(names.OUTCOME, names.INTERRUPTED)
+    trial.set_user_attr(names.REASON, reason)
+    trial.set_user_attr(names.MEASURED, False)
+
+
+def fail_waiting(study: "optuna.Study", trial: "FrozenTrial", reason: str) -> None:
+    """Fail the WAITING ``trial`` as ``INTERRUPTED`` with ``reason`` (it is enqueued again by the caller)."""
+    from optuna.trial import TrialState
+
+    storage, number = storage_of(study), trial_id(trial)
+    storage.set_trial_user_attr(number, names.OUTCOME, names.INTERRUPTED)
+    storage.set_trial_user_attr(number, names.REASON, reason)
+    storage.set_trial_state_values(number, TrialState.FAIL)
+
+
+def reclaim(study: "optuna.Study", stale_id: int, reason: str) -> "FrozenTrial | None":
+    """Fail the stale RUNNING trial ``stale_id`` as ``INTERRUPTED`` (``measured`` false) with ``reason``; the
+    trial as it was, or None when another coordinator finished or reclaimed it first (then only that one
+    re-queues its setting)."""
+    from optuna.exceptions import UpdateFinishedTrialError
+    from optuna.trial import TrialState
+
+    storage = storage_of(study)
+    try:
+        trial = storage.get_trial(stale_id)
+        storage.set_trial_user_attr(stale_id, names.OUTCOME, names.INTERRUPTED)
+        storage.set_trial_user_attr(stale_id, names.REASON, reason)
+        storage.set_trial_user_attr(stale_id, names.MEASURED, False)
+        if not storage.set_trial_state_values(stale_id, state=TrialState.FAIL):
+            return None
+    except UpdateFinishedTrialError:
+        return None
+    return trial
+
+
+def set_trial_attributes(trial: Trial, values: Mapping[str, Any]) -> None:
+    """Write ``values`` (keys named in :mod:`.attributes`) to the live ``trial``."""
+    for key, value in values.items():
+        trial.set_user_attr(key, value)
+
+
+def enqueue(study: "optuna.Study", params: Mapping[str, Any], role: str, rerun_of: int | None = None,
+            warm_start_from: str | None = None) -> None:
+    """Queue the setting ``params`` with its ``role``, the trial it re-runs and the study a warm start
+    took it from (when given)."""
+    attrs: dict[str, Any] = {names.ROLE: role}
+    if rerun_of is not None:
+        attrs[names.RERUN_OF] = rerun_of
+    if warm_start_from is not None:
+        attrs[names.WARM_START_FROM] = warm_start_from
+    study.enqueue_trial(dict(params), user_attrs=attrs)
+
+
+# ------------------------------------------------------------------ study writes
+
+
+def set_study_attribute(study: "optuna.Study", name: str, value: Any) -> None:
+    """Write the study attribute ``name`` (one of :mod:`.attributes`' study names)."""
+    study.set_user_attr(name, value)
+
+
+def set_study_attributes(study: "optuna.Study", values: Mapping[str, Any]) -> None:
+    """Write each of ``values`` as a study attribute, in order."""
+    for key, value in values.items():
+        study.set_user_attr(key, value)
+
+
+def record_study_created(study: "optuna.Study", spec_text: str, sampler: str, budget_trials: int | None,
+                         budget_wall_time_s: float | None, objectives: Sequence[str],
+                         provenance: Mapping[str, Any]) -> None:
+    """What a new study stores: its spec's text, sampler, budget, objective metrics and ``provenance``
+    (:func:`tuner.study.studies.study_attributes`, keys of :mod:`.attributes`)."""
+    set_study_attributes(study, {names.SPEC_YAML: spec_text, names.SAMPLER: sampler,
+                                 names.BUDGET_TRIALS: budget_trials, names.BUDGET_WALL_TIME_S: budget_wall_time_s,
+                                 names.OBJECTIVES: list(objectives)})
+    set_study_attributes(study, provenance)
+
+
+def record_event(study: "optuna.Study", kind: str, overrides: Mapping[str, Any]) -> None:
+    """Apply ``overrides`` (study attributes) and append ``{at, event, overrides}`` to the study's ``events``."""
+    set_study_attributes(study, overrides)
+    events = list(study.user_attrs.get(names.EVENTS, []))
+    events.append({"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+                   "event": kind, "overrides": dict(overrides)})
+    study.set_user_attr(names.EVENTS, events)
+
+
+def record_mlflow_run(study: "optuna.Study", run_id: str, shown_uri: str) -> None:
+    """Record the study's MLflow parent run and the (redacted) tracking URI it lives at."""
+    study.set_user_attr(names.MLFLOW_RUN_ID, run_id)
+    study.set_user_attr(names.MLFLOW_URI, shown_uri)
+
+
+def cancel_study(study: "optuna.Study", at: str) -> None:
+    """Mark the study cancelled (workers finish the trial in flight, then stop proposing) at ``at`` (UTC)."""
+    study.set_user_attr(names.CANCELLED, True)
+    study.set_user_attr(names.CANCELLED_AT, at)
+
+
+# ------------------------------------------------------------------ mirrors (the dashboard view's storage)
+
+
+def new_frozen_trial(state: Any, values: Sequence[float] | None, params: Mapping[str, Any],
+                     distributions: Mapping[str, Any], attributes: Mapping[str, Any],
+                     legacy_constraints: Sequence[float] | None = None) -> "FrozenTrial":
+    """A trial to add to a study (``study.add_trials``) with user ``attributes`` and, when given, the
+    legacy constraint list optuna-dashboard reads."""
+    from optuna.trial import create_trial
+
+    system = {names.LEGACY_CONSTRAINTS: list(legacy_constraints)} if legacy_constraints else {}
+    return create_trial(state=state, values=None if values is None else list(values), params=dict(params),
+                        distributions=dict(distributions), user_attrs=dict(attributes), system_attrs=system)
+
+
+def stored_differently(mirror: "FrozenTrial", desired: "FrozenTrial") -> bool:
+    """Whether two trials differ in state, values, params or attributes (times and ids aside)."""
+    return (mirror.state != desired.state or mirror.values != desired.values or mirror.params != desired.params
+            or mirror.user_attrs != desired.user_attrs or mirror.system_attrs != desired.system_attrs)
+
+
+def update_unfinished(study: "optuna.Study", mirror: "FrozenTrial", desired: "FrozenTrial") -> None:
+    """Move the unfinished trial ``mirror`` of ``study`` to ``desired`` through the storage: state, new params,
+    changed attributes, values (its times become the storage's)."""
+    from optuna.trial import TrialState
+
+    storage, number = storage_of(study), trial_id(mirror)
+    if mirror.state == TrialState.WAITING and desired.state != TrialState.WAITING:
+        storage.set_trial_state_values(number, TrialState.RUNNING)
+    for name, value in desired.params.items():
+        if name not in mirror.params:
+            distribution = desired.distributions[name]
+            storage.set_trial_param(number, name, distribution.to_internal_repr(value), distribution)
+    for key, value in desired.user_attrs.items():
+        if mirror.user_attrs.get(key) != value:
+            storage.set_trial_user_attr(number, key, value)
+    for key, value in desired.system_attrs.items():
+        if mirror.system_attrs.get(key) != value:
+            storage.set_trial_system_attr(number, key, value)
+    if desired.state.is_finished():
+        storage.set_trial_state_values(number, desired.state, desired.values)

@@ -1,0 +1,175 @@
+"""How a coordinator tells a trial it holds: measured, a copy, never run, or given back.
+
+:func:`tell_measured` records a result the runner returned, judged into a
+:class:`~tuner.study.objectives.Verdict` (values and graded constraints, or FAIL).
+:func:`tell_copy` and :func:`tell_unrun` record trials that ran nothing: a copy of a
+measured setting, a setting a rule refuses (INVALID) or one the memory model skips
+(SKIPPED_PREDICTED_OOM). :func:`give_back` records a trial that did not run to the end
+as INTERRUPTED and queues its setting again. Only ``measured`` trials count against the budget.
+
+:class:`TrialRecorder` is how a coordinator uses them: it judges results, tells its listeners each
+trial recorded, and drops (one line to the listeners) a write to a trial another coordinator took
+over as stale meanwhile (:data:`~tuner.study.heartbeats.TAKEN_OVER`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+
+from tuner.pareto import front_trials
+from tuner.results import Outcome, TrialResult
+from tuner.study import attributes as names
+from tuner.study import store
+from tuner.study.heartbeats import TAKEN_OVER, taken_over
+from tuner.study.listeners import Listener
+from tuner.study.objectives import ConstraintPlan, judge, wall
+from tuner.study.reference import ReferenceHandOff
+
+if TYPE_CHECKING:
+    import optuna
+    from optuna.trial import FrozenTrial
+
+    from tuner.spec.models import StudySpec
+    from tuner.study.objectives import Verdict
+
+
+def measured_count(study: "optuna.Study") -> int:
+    """Trials of ``study`` that ran a workload (every host): what the budget counts."""
+    return sum(1 for t in study.get_trials(deepcopy=False) if names.is_measured(t))
+
+
+@dataclass
+class TrialRecorder:
+    """Tells the trials one coordinator holds (see the module docstring); ``started`` (``time.monotonic()``)
+    is when its run began, for the listeners' clocks."""
+
+    study: "optuna.Study"
+    spec: "StudySpec"
+    plan: ConstraintPlan
+    handoff: ReferenceHandOff  # the reference's output, shared between hosts
+    listeners: Sequence[Listener]
+    budget_trials: int | None
+    started: float = field(default_factory=time.monotonic)
+
+    @contextlib.contextmanager
+    def holding(self, number: int) -> Iterator[None]:
+        """Write to trial ``number`` inside; when another coordinator took it over as stale meanwhile, the
+        error ends the block quietly and the listeners hear it once (the caller's result stays unset)."""
+        try:
+            yield
+        except Exception as error:  # noqa: BLE001 - only a taken-over trial is handled here
+            if not taken_over(error):
+                raise
+            for listener in self.listeners:
+                listener.on_trial_dropped(number, TAKEN_OVER)
+
+    def measured(self, trial: "optuna.Trial", role: str, slot: str, result: TrialResult) -> "FrozenTrial | None":
+        """Judge and tell ``result``; None (dropped) when the trial was taken over. The reference's output
+        is published to the other hosts first (:class:`~tuner.study.reference.ReferenceHandOff`)."""
+        frozen = None
+        with self.holding(trial.number):
+            verdict = judge(self.spec, self.plan, result, self._measured_values())
+            hands_over = role == names.REFERENCE and bool(result.output_path)  # the output every quality metric needs
+            frozen = tell_measured(self.study, trial, slot, result, verdict,
+                                   reference_output=result.output_path if hands_over else None,
+                                   published=self._publish(trial, result) if hands_over else None,
+                                   fingerprint_note=None if hands_over else self.handoff.note or None)
+        return frozen
+
+    def unrun(self, trial: "optuna.Trial", outcome: Outcome, reason: str | None,
+              attributes: Mapping[str, Any]) -> None:
+        """Record a trial that is never run (INVALID, SKIPPED_PREDICTED_OOM) as a wall for the sampler."""
+        refused = wall(self.spec, self.plan, self._measured_values(), reason)
+        self.notify(tell_unrun(self.study, trial, outcome, reason, refused, attributes))
+
+    def copy(self, trial: "optuna.Trial", original: "FrozenTrial") -> None:
+        """Record ``trial`` as a copy of ``original`` (unless taken over)."""
+        frozen = None
+        with self.holding(trial.number):
+            frozen = tell_copy(self.study, trial, original)
+        if frozen is not None:
+            self.notify(frozen)
+
+    def give_back(self, trial: "optuna.Trial", params: Any, role: str, reason: str) -> None:
+        """Record ``trial`` INTERRUPTED for ``reason`` and queue its setting again (unless taken over)."""
+        with self.holding(trial.number):
+            give_back(self.study, trial, params, role, reason)
+
+    def _publish(self, trial: "optuna.Trial", result: TrialResult) -> dict[str, Any]:
+        """The reference's output, when it ran OK, made reachable by the other hosts (hash-checked): the
+        attributes recording where (empty when it failed)."""
+        if result.outcome is not Outcome.OK or not result.output_path:
+            return {}
+        return self.handoff.publish(self.study.study_name, trial.number, Path(result.output_path))
+
+    def _measured_values(self) -> list[list[float]]:
+        return [list(t.values) for t in self.study.get_trials(deepcopy=False)
+                if t.values is not None and names.outcome_of(t) == Outcome.OK.value and not names.is_placeholder(t)]
+
+    def notify(self, frozen: "FrozenTrial") -> None:
+        """Tell the listeners ``frozen`` was recorded (measured so far, the budget, the front's size)."""
+        if not self.listeners:
+            return
+        done, trials = measured_count(self.study), self.study.get_trials(deepcopy=False)
+        front_size = len(front_trials(trials, [o.direction for o in self.spec.objectives]))
+        for listener in self.listeners:
+            listener.on_trial(frozen, done, self.budget_trials, front_size, time.monotonic() - self.started)
+
+
+def tell_measured(study: "optuna.Study", trial: "optuna.Trial", slot: str, result: TrialResult, verdict: "Verdict",
+                  *, reference_output: str | None = None, published: Mapping[str, Any] | None = None,
+                  fingerprint_note: str | None = None) -> "FrozenTrial":
+    """Tell ``trial``, run on ``slot``, with ``result`` judged as ``verdict``; ``measured`` true (it costs
+    budget). The reference records its ``reference_output`` path and what its hand-off ``published``;
+    another trial the ``fingerprint_note`` (how this host differs from the reference's), when given. A
+    verdict without values is told FAIL; a verdict's reason on an OK run (an objective or a constraint
+    not evaluated) is joined to the result's."""
+    from optuna.trial import TrialState
+
+    joined = ("; ".join(filter(None, [verdict.reason, result.reason]))
+              if verdict.reason and result.outcome is Outcome.OK else None)
+    store.record_result(trial, result, slot, verdict.placeholder, reference_output=reference_output,
+                        published=published, fingerprint_note=fingerprint_note,
+                        unavailable_constraints=verdict.unavailable_constraints, reason=joined)
+    if verdict.values is None:
+        return study.tell(trial, state=TrialState.FAIL)
+    for key, value in verdict.constraints.items():
+        trial.set_constraint(key, value)
+    return study.tell(trial, verdict.values)
+
+
+def tell_copy(study: "optuna.Study", trial: "optuna.Trial", original: "FrozenTrial") -> "FrozenTrial":
+    """Tell ``trial`` as a copy of ``original`` (same setting, measured before): its outcome, reason,
+    metrics, values and constraints, ``duplicate_of`` set and ``measured`` false (it costs no budget)."""
+    from optuna.trial import TrialState
+
+    store.record_copy(trial, original)
+    if original.values is None:
+        return study.tell(trial, state=TrialState.FAIL)
+    for key, value in original.constraints.items():
+        trial.set_constraint(key, value)
+    return study.tell(trial, list(original.values))
+
+
+def tell_unrun(study: "optuna.Study", trial: "optuna.Trial", outcome: "Outcome", reason: str | None,
+               refused: "Verdict", attributes: Mapping[str, Any] | None = None) -> "FrozenTrial":
+    """Tell ``trial``, which is never run, as the infeasible point ``refused`` (placeholder values worse than
+    anything measured, ``outcome`` constraint 1: the sampler learns the wall, as from an OOM); ``measured``
+    false (it costs no budget), ``outcome`` and ``reason`` set, ``attributes`` added."""
+    store.record_unrun(trial, outcome.value, reason, attributes)
+    for key, value in refused.constraints.items():
+        trial.set_constraint(key, value)
+    return study.tell(trial, refused.values)
+
+
+def give_back(study: "optuna.Study", trial: "optuna.Trial", params: Any, role: str, reason: str) -> None:
+    """Record a trial that did not run to the end as INTERRUPTED (not measured) and queue it again."""
+    from optuna.trial import TrialState
+
+    store.record_interrupted(trial, reason)
+    study.tell(trial, state=TrialState.FAIL)
+    store.enqueue(study, params, role, trial.number)
