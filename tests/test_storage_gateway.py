@@ -67,7 +67,7 @@ def violations(path: Path) -> list[str]:
         for module in modules:
             parts = module.split(".")
             if parts[0] == "optuna" and any(part.startswith("_") for part in parts[1:]):
-                found.append(f"{where}:{getattr(node, "lineno", 0)}: imports Optuna's private module {module}")
+                found.append(f"{where}:{getattr(node, 'lineno', 0)}: imports Optuna's private module {module}")
     return found
 
 
