@@ -24,11 +24,11 @@ from tuner.study.studies import OpenStudy
 def create_study(spec: str | Path, *, study_name: str | None = None, storage: str | None = None,
                  home: str | Path | None = None, sampler: SamplerName | None = None,
                  trials: int | None = None, warm_start: str | None = None,
-                 warm_start_storage: str | None = None) -> OpenStudy:
+                 warm_start_storage: str | None = None, device_hours: float | None = None) -> OpenStudy:
     """A new study from the spec file ``spec`` (reference and baseline enqueued first).
 
-    ``study_name`` defaults to ``<spec>-<gpu type>-<UTC time>``; ``trials``
-    overrides the spec's budget. ``warm_start`` names a finished study of the same spec
+    ``study_name`` defaults to ``<spec>-<gpu type>-<UTC time>``; ``trials`` and
+    ``device_hours`` override the spec's budget. ``warm_start`` names a finished study of the same spec
     on other hardware (in ``warm_start_storage``, default ``storage``): its front is queued
     after the reference and baseline, its memory evidence informs the memory model
     (:mod:`tuner.study.warm_start`). Raises ``SpecError`` for a spec a run could not start
@@ -52,7 +52,7 @@ def create_study(spec: str | Path, *, study_name: str | None = None, storage: st
         source = open_source(storage_url(warm_start_storage, tuner_home(home)) if warm_start_storage else url,
                              warm_start, loaded)
     opened = studies.create_study(loaded, text, url, name, sampler or loaded.sampler.name, trials,
-                                  studies.study_attributes(loaded, text, device, kind))
+                                  studies.study_attributes(loaded, text, device, kind), device_hours=device_hours)
     if source is not None:
         enqueue_front(opened, source)
     return opened

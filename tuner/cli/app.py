@@ -29,6 +29,9 @@ StorageOption = typer.Option(None, "--storage", help="Optuna storage URL (env TU
 HomeOption = typer.Option(None, "--home", help="Directory for the default storage and trial files (env TUNER_HOME; default ./studies).")
 WallTimeOption = typer.Option(None, "--wall-time", min=0, callback=finite,
                               help="Seconds this invocation may run (overrides the spec; 0: no limit).")
+DeviceHoursOption = typer.Option(None, "--device-hours", min=0.000001, callback=finite,
+                                 help="Device-hours (GPU-hours; CPU-slot hours on a CPU) the study's runs may "
+                                      "hold, every host together (overrides the spec's budget.device_hours).")
 MlflowOption = typer.Option(None, "--mlflow-uri", help="MLflow tracking URI (env MLFLOW_TRACKING_URI; default sqlite under ./mlflow).")
 
 

@@ -16,7 +16,7 @@ from typing import Any, Optional
 
 import typer
 
-from tuner.cli.app import HomeOption, StorageOption, app, err, fail, out
+from tuner.cli.app import DeviceHoursOption, HomeOption, StorageOption, app, err, fail, out
 from tuner.secrets import redact_url
 from tuner.spec.models import SpecError
 from tuner.study.storage import StudyError, storage_url, tuner_home
@@ -102,6 +102,7 @@ def submit(
     token_file: Optional[Path] = TokenFileOption,
     name: Optional[str] = typer.Option(None, "--name", help="Study name (default: <spec>-<gpu type>-<time>)."),
     trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Trials to measure (overrides the spec)."),
+    device_hours: Optional[float] = DeviceHoursOption,
     gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="GPU type the study targets, as workers "
                                            "report it (e.g. 'NVIDIA H200'), or 'cpu'."),
     sampler: Optional[str] = typer.Option(None, "--sampler", help="tpe | nsga2 | gp | random | grid."),
@@ -117,7 +118,7 @@ def submit(
         fail(str(error))
     token = _token(token_file)
     body: dict[str, Any] = {"spec_yaml": text, "name": name, "trials": trials, "gpu_type": gpu_type,
-                            "sampler": sampler}
+                            "sampler": sampler, "device_hours": device_hours}
     try:
         answer = call(server, "POST", "/api/studies", token, body)
     except ServiceError as error:

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Optional
 import typer
 from rich.table import Table
 
-from tuner.cli.app import HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, finite, out
+from tuner.cli.app import DeviceHoursOption, HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, finite, out
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, SpecError, spec_json_schema
 from tuner.study import attributes as names
@@ -91,6 +91,7 @@ def run(
     storage: Optional[str] = StorageOption,
     study_name: Optional[str] = typer.Option(None, "--study-name", help="Default: <spec>-<gpu>-<time>."),
     trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Trials to measure (overrides the spec)."),
+    device_hours: Optional[float] = DeviceHoursOption,
     sampler: Optional[str] = typer.Option(None, "--sampler", help="tpe | nsga2 | gp | random | grid."),
     workers: int = typer.Option(1, "--workers", min=1, help="Trials in parallel (one per GPU / CPU share)."),
     wall_time: Optional[float] = WallTimeOption,
@@ -123,7 +124,7 @@ def run(
     chosen: SamplerName = sampler or spec.sampler.name  # type: ignore[assignment]
     attributes = study_attributes(spec, text, device, kind)
     try:
-        opened = create_study(spec, text, url, name, chosen, trials, attributes)
+        opened = create_study(spec, text, url, name, chosen, trials, attributes, device_hours=device_hours)
     except StudyError as error:
         fail(str(error))
     if wall_time is not None:
@@ -144,6 +145,7 @@ def resume(
     study: str = typer.Argument(..., help="Study name."),
     storage: Optional[str] = StorageOption,
     trials: Optional[int] = typer.Option(None, "--trials", min=1, help="New total of measured trials."),
+    device_hours: Optional[float] = DeviceHoursOption,
     sampler: Optional[str] = typer.Option(None, "--sampler"),
     workers: int = typer.Option(1, "--workers", min=1),
     wall_time: Optional[float] = WallTimeOption,
@@ -173,6 +175,8 @@ def resume(
         overrides[names.BUDGET_TRIALS] = trials
     if wall_time is not None:
         overrides[names.BUDGET_WALL_TIME_S] = wall_time or None
+    if device_hours is not None:
+        overrides[names.BUDGET_DEVICE_HOURS] = device_hours
     if timeout is not None:
         overrides[names.TIMEOUT_OVERRIDE] = timeout
     measurement = {key: value for key, value in (("warmup", warmup), ("min_repeats", min_repeats),

@@ -201,6 +201,7 @@ def measure_latency(
     settings: LatencySettings,
     clock: Callable[[], float] = time.perf_counter,
     deadline: float | None = None,
+    marks: dict[str, float] | None = None,
 ) -> tuple[LatencyStats, T]:
     """Time ``call`` under the protocol in the module docstring.
 
@@ -209,7 +210,9 @@ def measure_latency(
     end after it, except the first timed repeat. Returns the statistics and the
     value of the last (timed) call. Exceptions from ``call`` or ``synchronize``
     propagate unchanged (an OOM stays an OOM). Raises RuntimeError if ``clock``
-    runs backwards.
+    runs backwards. ``marks`` (optional): ``marks["measured"]`` is set to ``clock()`` when the warmup
+    is over and the timed repeats begin (the worker's cost accounting splits warm-up from measured
+    runs with it, even when a call then fails).
     """
     warmup_done = 0
     last_warmup_s: float | None = None
@@ -222,6 +225,8 @@ def measure_latency(
         warmup_done += 1
         last_warmup_s = clock() - started
     cut_short = warmup_done < settings.warmup
+    if marks is not None:
+        marks["measured"] = clock()
     samples_s: list[float] = []
     while True:
         synchronize()

@@ -37,6 +37,9 @@ class SubmitRequest(_Model):
                                          "starting with '.' (default: <spec name>-<gpu type>-<UTC time>).")
     trials: int | None = Field(default=None, ge=1, le=TRIALS_MAX,
                                description="Trials to measure (default: the spec's budget.trials).")
+    device_hours: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False,
+                                       description="Device-hours the study's runs may hold, every worker together "
+                                                   "(default: the spec's budget.device_hours).")
     gpu_type: str | None = Field(default=None, pattern=GPU_TYPE_PATTERN,
                                  description="The GPU type the study targets, as workers report it (e.g. "
                                              "'NVIDIA H200'), or 'cpu'. Default: 'cpu' for a 'device: cpu' spec; "

@@ -109,7 +109,8 @@ def submit(request: SubmitRequest, storage_url: str, storage: "optuna.storages.B
                   if key != names.FINGERPRINT}
     attributes.update({names.CANCELLED: False, names.SUBMITTED_AT: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     try:
-        opened = create_study(spec, request.spec_yaml, storage_url, name, sampler, request.trials, attributes)
+        opened = create_study(spec, request.spec_yaml, storage_url, name, sampler, request.trials, attributes,
+                              device_hours=request.device_hours)
     except StudyError as error:
         if exists(storage, name):
             raise Refused(409, f"study '{name}' already exists: pick another name") from None

@@ -43,7 +43,8 @@ def open_studies(url: str, gpu_type: str | None = None) -> list[OpenStudyInfo]:
 
     Reads the storage only (never creates it): a missing SQLite file has no studies.
     """
-    from tuner.study.attributes import is_measured
+    from tuner.study.attributes import cost_of, is_measured
+    from tuner.study.cost import device_budget_s, device_s_of
     from tuner.study.records import StudyRecord
     from tuner.study.storage import missing_sqlite_file, open_storage
     from tuner.study.store import trials_of
@@ -59,9 +60,12 @@ def open_studies(url: str, gpu_type: str | None = None) -> list[OpenStudyInfo]:
         kind = str(stored.gpu_type or "cpu")
         if gpu_type is not None and kind != gpu_type:
             continue
-        budget = stored.budget_trials
-        measured = sum(1 for t in trials_of(storage, summary) if is_measured(t))
+        budget, trials = stored.budget_trials, trials_of(storage, summary)
+        measured = sum(1 for t in trials if is_measured(t))
         if budget is not None and measured >= int(budget):
+            continue
+        device_budget = device_budget_s(stored.budget_device_hours)
+        if device_budget is not None and sum(device_s_of(cost_of(t)) or 0.0 for t in trials) >= device_budget:
             continue
         found.append(OpenStudyInfo(summary.study_name, kind, str(stored.device or "cpu"), measured,
                                    int(budget) if budget is not None else None))

@@ -36,14 +36,16 @@ from tuner.replay.table import MeasuredTable, exhaustive_front, feasible_values,
 from tuner.results import Outcome
 from tuner.runner.base import Slot
 from tuner.spec.models import SamplerName
-from tuner.study.attributes import outcome_of
+from tuner.study.attributes import cost_of, is_measured, outcome_of
 from tuner.study.coordinator import Coordinator
+from tuner.study.cost import device_s_of
 from tuner.study.objectives import plan_constraints
 from tuner.study.samplers import make_sampler
 from tuner.study.studies import OpenStudy, create_study
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial
 
     from tuner.spec.models import StudySpec
 
@@ -115,6 +117,7 @@ class Replay:
     sampler_s: float  # time inside the sampler's hooks
     oom_runs: int = 0  # trials that ran and ran out of memory (each cost a run)
     skipped_oom: int = 0  # SKIPPED_PREDICTED_OOM: proposals the memory model kept from running
+    device_s: list[float] = field(default_factory=list)  # cumulative device-seconds after each measured trial
 
 
 @dataclass
@@ -187,4 +190,15 @@ def replay_once(target: Target, method: Method, seed: int, budget: int, workdir:
     outcomes = [outcome_of(t) for t in recorded]
     return Replay(method.name, seed, fractions, len(recorded), runner.runs, summary.stopped_because,
                   time.perf_counter() - started, clock.seconds, outcomes.count(Outcome.OOM.value),
-                  outcomes.count(Outcome.SKIPPED_PREDICTED_OOM.value))
+                  outcomes.count(Outcome.SKIPPED_PREDICTED_OOM.value), cost_curve(recorded))
+
+
+def cost_curve(trials: "list[FrozenTrial]") -> list[float]:
+    """Cumulative device-seconds (:mod:`tuner.study.cost`) after each trial that ran a workload, in
+    trial-number order: aligned with :func:`~tuner.replay.hypervolume.hypervolume_curve`."""
+    spent, curve = 0.0, []
+    for trial in sorted(trials, key=lambda t: t.number):
+        if is_measured(trial):
+            spent += device_s_of(cost_of(trial)) or 0.0
+            curve.append(spent)
+    return curve

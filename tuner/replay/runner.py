@@ -4,7 +4,9 @@ It serves the search-efficiency benchmark (``bench/search_efficiency.py``): the 
 samplers and storage replay a study against an exhaustive table in seconds. What a result holds
 is :func:`tuner.replay.table.replayed_result`: the recorded outcome and metrics; OOM when the
 recorded peak host memory is above the hardware type's declared cap; CRASH ("not in table") for
-a setting the table lacks (a table still being measured).
+a setting the table lacks (a table still being measured). Its ``wall_time_s`` and phases are MODELLED
+(:mod:`tuner.replay.cost_model`): what the trial would have held the device, so the study's
+cost accounting (:mod:`tuner.study.cost`) applies to a replay unchanged.
 
 Runner contract (:mod:`tuner.runner.base`), the parts that apply: ``run`` never raises (a lookup
 error becomes CRASH with the reason), may be called from several threads at once (the table is
@@ -17,11 +19,12 @@ real run — a replay writes nothing there, so it is the empty directory's size.
 from __future__ import annotations
 
 import threading
-import time
 from dataclasses import replace
 from pathlib import Path
 
+from tuner.replay.cost_model import ReplayCostModel
 from tuner.replay.table import MeasuredTable
+from tuner.runner.phases import INFO_KEY
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest, with_trial_disk_usage
 
@@ -32,17 +35,21 @@ class ReplayRunner(Runner):
     def __init__(self, table: MeasuredTable) -> None:
         self.table = table
         self.runs = 0
+        self.cost_model = ReplayCostModel.of(table)
         self._lock = threading.Lock()
 
     def run(self, request: TrialRequest, slot: Slot) -> TrialResult:
-        started = time.perf_counter()
         with self._lock:
             self.runs += 1
+        row = None
         try:
+            row = self.table.lookup(request.settings)
             result = self.table.result(request.settings)
         except Exception as error:  # noqa: BLE001 - the contract: never raise
             result = TrialResult(Outcome.CRASH, reason=f"replay failed: {type(error).__name__}: {error}")
-        info = {**result.info, "replayed_from": str(self.table.hardware.table_path),
-                "simulated": "values replayed from a measured table; nothing ran"}
-        result = replace(result, info=info, wall_time_s=time.perf_counter() - started)
+        phases = self.cost_model.phases(row, result)
+        info = {**result.info, "replayed_from": str(self.table.hardware.table_path), INFO_KEY: phases,
+                "simulated": "values replayed from a measured table; nothing ran; wall time and phases modelled "
+                             "(tuner.replay.cost_model)"}
+        result = replace(result, info=info, wall_time_s=sum(phases.values()))
         return with_trial_disk_usage(result, Path(request.workdir))

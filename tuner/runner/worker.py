@@ -155,7 +155,10 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
     from tuner.runner.device_used import device_used
     from tuner.workloads.base import WorkloadOutput
 
+    from tuner.runner.phases import INFO_KEY, PhaseClock
+
     started = time.perf_counter()
+    phases = PhaseClock()
     context = _run_context(request)
     measurement = dict(request.measurement)
     memory_sample_hz = float(measurement.pop("memory_sample_hz", 100.0))
@@ -172,17 +175,20 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
         if processes is not None:
             processes.begin()
         stage = "run"
+        phases.mark("warmup")
         with PeakMemoryMonitor(memory_sample_hz) as monitor:
             stats, output = measure_latency(
                 lambda: running.run(request.settings, context), running.synchronize, settings,
-                deadline=started + MEASUREMENT_SHARE_OF_TIMEOUT * request.timeout_s)
+                deadline=started + MEASUREMENT_SHARE_OF_TIMEOUT * request.timeout_s, marks=phases.marks)
         if not isinstance(output, WorkloadOutput):
             raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
         metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, running)
         stage = "evaluate"
+        phases.mark("evaluation")
         eval_started = time.perf_counter()
         metrics.update({metric.name: metric for metric in _quality_metrics(request, output)})
         eval_time_s = time.perf_counter() - eval_started
+        phases.mark("finish")
         from tuner.runner.samples import write_samples
 
         samples = write_samples(output, context.workdir)
@@ -201,7 +207,8 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
             info={"repeats": len(stats.samples_s), "converged": stats.converged, "warmup": stats.warmup,
                   "device_used": device_used(monitor.nvml_devices),
                   **({"cut_short": _cut_short_note(stats, settings, request.timeout_s)} if stats.cut_short else {}),
-                  **({"sample_problems": samples.problems} if samples.problems else {}), **provenance})
+                  **({"sample_problems": samples.problems} if samples.problems else {}), **provenance,
+                  INFO_KEY: phases.seconds()})
     except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
         if isinstance(error, KeyboardInterrupt):
             raise
@@ -210,7 +217,8 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
         log_tail = traceback.format_exc()[-4000:]
         return TrialResult(outcome=outcome, reason=reason[:2000], log_tail=log_tail,
                            wall_time_s=time.perf_counter() - started, invocation=_invocation_of(workload),
-                           info={"device_used": device_used([]), **trial_provenance(request, workload, context)})
+                           info={"device_used": device_used([]), **trial_provenance(request, workload, context),
+                                 INFO_KEY: phases.seconds()})
     finally:
         if processes is not None:
             processes.end()

@@ -113,6 +113,7 @@ def _run_coordinator(opened: OpenStudy, options: RunOptions, plan: "ConstraintPl
     from tuner.evaluators.registry import warm_ups
     from tuner.runner.choice import make_runner
     from tuner.study.coordinator import Coordinator
+    from tuner.study.cost import device_budget_s
     from tuner.tracking.live import tracking_uri
 
     study, spec = opened.study, opened.spec
@@ -122,6 +123,7 @@ def _run_coordinator(opened: OpenStudy, options: RunOptions, plan: "ConstraintPl
     coordinator = Coordinator(
         opened=opened, runner=runner, slots=slots, home=options.home, device=options.device, plan=plan,
         budget_trials=stored.budget_trials, wall_time_s=stored.budget_wall_time_s, listeners=listeners,
+        budget_device_s=device_budget_s(stored.budget_device_hours),
         reference_store=reference_store(opened, tracking_uri(options.mlflow_uri) if tracker is not None else None),
         memory_model=options.memory_model, memory_prior=prior)
     try:

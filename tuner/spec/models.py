@@ -252,15 +252,17 @@ class MeasurementSpec(_Strict):
 
 
 class BudgetSpec(_Strict):
-    """When the study stops: after ``trials`` measured trials and/or ``wall_time_s``."""
+    """When the study stops: after ``trials`` measured trials, ``wall_time_s`` of this invocation and/or
+    ``device_hours`` (device-hours the study's runs held, every host: :mod:`tuner.study.cost`)."""
 
     trials: int | None = Field(default=None, ge=1)
     wall_time_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)
+    device_hours: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
     def _check(self) -> "BudgetSpec":
-        if self.trials is None and self.wall_time_s is None:
-            raise ValueError("a budget needs trials and/or wall_time_s")
+        if self.trials is None and self.wall_time_s is None and self.device_hours is None:
+            raise ValueError("a budget needs trials, wall_time_s and/or device_hours")
         return self
 
 

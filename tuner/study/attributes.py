@@ -35,6 +35,7 @@ RERUN_OF = "rerun_of"  # a re-queued setting: the number of the trial it runs ag
 METRICS = "metrics"  # name -> {value, unit, direction[, reason]}
 LOG_TAIL = "log_tail"
 WALL_TIME_S = "wall_time_s"
+COST = "cost"  # device-seconds the run held, by phase (tuner.study.cost.trial_cost)
 EVAL_TIME_S = "eval_time_s"
 OUTPUT_PATH = "output_path"
 WORKER_INFO = "worker_info"  # the worker's info, less ENV / RUNTIME
@@ -67,6 +68,7 @@ SPEC_HASH = "spec_hash"
 SAMPLER = "sampler"
 BUDGET_TRIALS = "budget_trials"
 BUDGET_WALL_TIME_S = "budget_wall_time_s"
+BUDGET_DEVICE_HOURS = "budget_device_hours"  # device-hours the study may spend (every host)
 OBJECTIVES = "objectives"  # the objectives' metric names
 WORKLOAD_CLASS = "workload_class"
 DEVICE = "device"  # cpu | cuda, resolved at creation
@@ -176,6 +178,11 @@ def metrics_of(trial: Attributed) -> Mapping[str, Any]:
 def wall_time_s_of(trial: Attributed) -> float | None:
     """The worker's wall time for the trial, seconds (None when it did not run)."""
     return trial.user_attrs.get(WALL_TIME_S)
+
+
+def cost_of(trial: Attributed) -> Any:
+    """The stored ``cost`` of a run (:func:`tuner.study.cost.trial_cost`); None when it has none."""
+    return attributes_of(trial).get(COST)
 
 
 def unavailable_constraints_of(trial: Attributed) -> Mapping[str, Any]:

@@ -21,7 +21,8 @@ collects the trials that ended.
 
 Budget: ``budget_trials`` counts trials that ran a workload (reference and baseline included) on
 every host; trials running elsewhere hold budget, so coordinators together overshoot by at most
-the slots in flight. Rule-rejected, copied and skipped trials do not count. ``wall_time_s``
+the slots in flight. Rule-rejected, copied and skipped trials do not count. ``budget_device_s``
+counts the device-seconds the study's runs held (:mod:`.cost`), the same way. ``wall_time_s``
 limits this invocation; the study attribute ``cancelled`` stops proposing everywhere (trials in
 flight finish);
 100 proposals in a row that need no run end the study as exhausted. Early stops
@@ -51,8 +52,10 @@ from tuner.study import attributes as names
 from tuner.study import store
 from tuner.study.claims import claim_setting, claims_for
 from tuner.study.coordinator_state import Held, InFlight, LoopState
+from tuner.study.cost import device_budget_verdict, trial_cost
 from tuner.study.feasibility import FeasibilityModel, Observation
-from tuner.study.guards import StudyStop, measurement_settings, reference_stop, same_failure_stop, trial_timeout_s
+from tuner.study.guards import (StudyStop, measurement_settings, reference_stop, same_failure_stop, trial_timeout_s,
+                                 unwritable)
 from tuner.study.heartbeats import HOST, Heartbeats, reclaim_stale, worker_id
 from tuner.study.listeners import Listener, Summary
 from tuner.study.objectives import ConstraintPlan
@@ -89,6 +92,7 @@ class Coordinator:
     reference_store: ReferenceStore = field(default_factory=LocalReferenceStore)  # how hosts share the output
     memory_model: bool = True  # skip settings predicted to run out of memory (:mod:`.feasibility`)
     memory_prior: Sequence[Observation] = ()  # its evidence from a warm-start study on other hardware
+    budget_device_s: float | None = None  # device-seconds the study's runs may hold, every host (tuner.study.cost)
 
     def __post_init__(self) -> None:
         self.study = self.opened.study
@@ -192,6 +196,8 @@ class Coordinator:
         total = self.budget_trials
         if total is not None and view.measured + len(state.inflight) + view.running_elsewhere >= total:
             state.blocked = view.running_elsewhere > 0 and view.measured < total  # others may fail
+        elif self._device_budget_spent(state, view):
+            pass
         elif view.exclusive_elsewhere or view.reference_pending_elsewhere:
             state.blocked = True  # the reference or baseline runs alone on another host
         elif self.wall_time_s is not None and time.monotonic() - state.started >= self.wall_time_s:
@@ -204,6 +210,16 @@ class Coordinator:
             return True
         return False
 
+    def _device_budget_spent(self, state: LoopState, view: SharedView) -> bool:
+        """Whether the device-hour budget stops new trials (:func:`~tuner.study.cost.device_budget_verdict`)."""
+        verdict = device_budget_verdict(self.budget_device_s, view.spent_device_s,
+                                        len(state.inflight) + view.running_elsewhere, view.median_run_device_s)
+        if verdict == "wait":
+            state.blocked = not state.inflight
+        elif verdict is not None:
+            state.stopped = verdict
+        return verdict is not None
+
     def _start_held(self, state: LoopState, view: SharedView, pool: ThreadPoolExecutor) -> bool:
         """Start the held proposal on a free slot; False when it must wait (or the study must stop)."""
         assert state.held is not None
@@ -215,7 +231,7 @@ class Coordinator:
         state.idle_proposals = 0
         slot = state.take_slot(role)
         request = self._request(trial, candidate, role)
-        problem = _writable(Path(request.workdir))
+        problem = unwritable(Path(request.workdir))
         if problem is not None:
             self._recorder.give_back(trial, candidate.params, role, problem)
             state.failure = StudyStop(problem)
@@ -276,7 +292,7 @@ class Coordinator:
             result = _result_of(future)
             if state.interrupted_at is not None and result.outcome is not Outcome.OK:
                 self._recorder.give_back(job.trial, job.candidate.params, job.role,
-                                         "the run was interrupted (Ctrl-C)")
+                                         "the run was interrupted (Ctrl-C)", cost=trial_cost(result, job.slot.label))
                 continue
             frozen = self._recorder.measured(job.trial, job.role, job.slot.label, result)
             if frozen is None:
@@ -367,19 +383,6 @@ class Coordinator:
             reference_output=self._reference_output() if role != "reference" else None,
             save_output=save, compare_with_self=role == "reference",
             reference_settings=self._reference_settings())
-
-
-def _writable(directory: Path) -> str | None:
-    """None when the trial directory can be created and written; else the cause, in one line."""
-    try:
-        directory.mkdir(parents=True, exist_ok=True)
-        probe = directory / ".tuner-write-probe"
-        probe.write_bytes(b"0" * 4096)
-        probe.unlink()
-    except OSError as error:
-        return (f"environment: cannot write the trial directory {directory}: {error.strerror or error} "
-                f"(check --home / TUNER_HOME: permissions and free disk); nothing was measured")
-    return None
 
 
 def _result_of(future: "Future[TrialResult]") -> TrialResult:

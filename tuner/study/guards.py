@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tuner.results import Outcome
@@ -117,3 +118,16 @@ def measurement_settings(spec: "StudySpec", study_attrs: Mapping[str, Any]) -> d
     except ValidationError as error:
         problem = error.errors()[0]["msg"].removeprefix("Value error, ")
         raise ValueError(f"measurement overrides: {problem}") from None
+
+
+def unwritable(directory: Path) -> str | None:
+    """None when the trial directory can be created and written; else the cause, in one line."""
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        probe = directory / ".tuner-write-probe"
+        probe.write_bytes(b"0" * 4096)
+        probe.unlink()
+    except OSError as error:
+        return (f"environment: cannot write the trial directory {directory}: {error.strerror or error} "
+                f"(check --home / TUNER_HOME: permissions and free disk); nothing was measured")
+    return None

@@ -8,12 +8,13 @@ Part of the storage gateway (:mod:`tuner.study.attributes` names every attribute
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tuner.pareto import feasible_measurement
 from tuner.results import TrialResult
 from tuner.study import attributes as names
 from tuner.study.attributes import Attributed, named_constraints
+from tuner.study.cost import CostedTrial, StudyCost, device_s_of, study_cost
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -96,6 +97,7 @@ class TrialRecord:
     unavailable_constraints: Mapping[str, str] = field(default_factory=dict)  # key -> why it could not be evaluated
     measured: bool = False  # a workload ran for it (it counts against the budget)
     log_tail: str | None = None  # the end of the worker's log, as stored (its last LOG_TAIL_STORED_CHARS)
+    cost: Mapping[str, Any] | None = None  # device-seconds the run held, by phase (tuner.study.cost.trial_cost)
 
     @staticmethod
     def from_trial(trial: "FrozenTrial") -> "TrialRecord":
@@ -131,7 +133,17 @@ class TrialRecord:
             unavailable_constraints=dict(attrs.get(names.UNAVAILABLE_CONSTRAINTS) or {}),
             measured=bool(attrs.get(names.MEASURED)),
             log_tail=attrs.get(names.LOG_TAIL),
+            cost=attrs.get(names.COST) if isinstance(attrs.get(names.COST), Mapping) else None,
         )
+
+    @property
+    def device_s(self) -> float | None:
+        """Device-seconds the run held (None: it ran nothing, or its cost is unknown)."""
+        return device_s_of(self.cost)
+
+    def costed(self) -> CostedTrial:
+        """What :func:`tuner.study.cost.study_cost` needs of this trial."""
+        return CostedTrial(self.number, self.outcome, self.measured, self.duplicate_of, self.cost)
 
     @property
     def role_shown(self) -> str:
@@ -180,6 +192,7 @@ class StudyRecord:
     sampler: str | None
     budget_trials: Any  # an int, or None: no trial budget
     budget_wall_time_s: Any  # seconds, or None
+    budget_device_hours: Any  # device-hours the study may spend (every host), or None
     objectives: tuple[str, ...]  # the objectives' metric names
     workload_class: str | None
     device: str | None  # cpu | cuda, resolved at creation
@@ -216,6 +229,7 @@ class StudyRecord:
             sampler=attrs.get(names.SAMPLER),
             budget_trials=attrs.get(names.BUDGET_TRIALS),
             budget_wall_time_s=attrs.get(names.BUDGET_WALL_TIME_S),
+            budget_device_hours=attrs.get(names.BUDGET_DEVICE_HOURS),
             objectives=tuple(str(n) for n in objectives) if isinstance(objectives, (list, tuple)) else (),
             workload_class=attrs.get(names.WORKLOAD_CLASS),
             device=attrs.get(names.DEVICE),
@@ -235,3 +249,8 @@ class StudyRecord:
             source_study_id=attrs.get(names.SOURCE_STUDY_ID),
             constraint_order=tuple(attrs.get(names.CONSTRAINT_ORDER) or ()),
         )
+
+
+def study_cost_of(trials: "Sequence[FrozenTrial]") -> StudyCost:
+    """A study's device-seconds used / wasted / avoided (:func:`tuner.study.cost.study_cost`) from its trials."""
+    return study_cost([TrialRecord.from_trial(t).costed() for t in trials])

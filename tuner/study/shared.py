@@ -15,11 +15,13 @@ How a trial is told is in :mod:`.trial_recording`.
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 from tuner.study import attributes as names
 from tuner.study import store
+from tuner.study.cost import device_s_of
 from tuner.study.guards import successful_reference
 
 if TYPE_CHECKING:
@@ -43,6 +45,8 @@ class SharedView:
     measured_by_key: dict[str, "FrozenTrial"] = field(default_factory=dict)  # measured with values
     finished_by_key: dict[str, "FrozenTrial"] = field(default_factory=dict)  # measured, values or not
     running_keys: frozenset[str] = frozenset()
+    spent_device_s: float = 0.0  # device-seconds the study's runs held (every host; tuner.study.cost)
+    median_run_device_s: float | None = None  # a run's median device-seconds (None: no run recorded yet)
 
     @staticmethod
     def of(trials: Sequence["FrozenTrial"], mine: set[int], spec: "StudySpec") -> "SharedView":
@@ -55,6 +59,7 @@ class SharedView:
         pending = [t for t in references if t.state in (TrialState.WAITING, TrialState.RUNNING)]
         finished = [t for t in references if t.state.is_finished() and names.is_measured(t)]
         keyed = [(key, t) for t in done if (key := names.candidate_key_of(t)) is not None]
+        costs = [c for t in trials if t.state.is_finished() and (c := device_s_of(names.cost_of(t))) is not None]
         return SharedView(
             measured=len(done),
             running_elsewhere=len(running),
@@ -64,7 +69,8 @@ class SharedView:
             failed_reference=finished[-1] if has_reference and finished and not pending else None,
             measured_by_key={key: t for key, t in keyed if t.values is not None},
             finished_by_key=dict(keyed),
-            running_keys=frozenset(key for t in running if (key := names.candidate_key_of(t)) is not None))
+            running_keys=frozenset(key for t in running if (key := names.candidate_key_of(t)) is not None),
+            spent_device_s=sum(costs), median_run_device_s=statistics.median(costs) if costs else None)
 
 
 def queue_reference(study: "optuna.Study", spec: "StudySpec") -> None:

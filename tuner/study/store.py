@@ -29,6 +29,7 @@ import datetime
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tuner.study import attributes as names
+from tuner.study.cost import trial_cost
 from tuner.study.outage import call_through_outage
 from tuner.study.records import result_attributes
 
@@ -165,6 +166,7 @@ def record_result(trial: Trial, result: "TrialResult", slot: str, placeholder: b
     the host's ``fingerprint_note``, the ``unavailable_constraints`` and a ``reason`` replacing the result's."""
     for key, value in result_attributes(result).items():
         trial.set_user_attr(key, value)
+    trial.set_user_attr(names.COST, trial_cost(result, slot))
     trial.set_user_attr(names.SLOT, slot)
     if result.invocation is not None:
         trial.set_user_attr(names.INVOCATION, result.invocation)
@@ -203,11 +205,14 @@ def record_copy(trial: Trial, original: "FrozenTrial") -> None:
             trial.set_user_attr(key, original.user_attrs[key])
 
 
-def record_interrupted(trial: Trial, reason: str) -> None:
-    """Record a trial given back before it ended: outcome ``INTERRUPTED``, ``reason``, ``measured`` false."""
+def record_interrupted(trial: Trial, reason: str, cost: Mapping[str, Any] | None = None) -> None:
+    """Record a trial given back before it ended: outcome ``INTERRUPTED``, ``reason``, ``measured`` false, and
+    the device time its interrupted run held (``cost``, :func:`~tuner.study.cost.trial_cost`) when it ran."""
     trial.set_user_attr(names.OUTCOME, names.INTERRUPTED)
     trial.set_user_attr(names.REASON, reason)
     trial.set_user_attr(names.MEASURED, False)
+    if cost is not None:
+        trial.set_user_attr(names.COST, dict(cost))
 
 
 def fail_waiting(study: "optuna.Study", trial: "FrozenTrial", reason: str) -> None:
@@ -274,11 +279,13 @@ def set_study_attributes(study: "optuna.Study", values: Mapping[str, Any]) -> No
 
 def record_study_created(study: "optuna.Study", spec_text: str, sampler: str, budget_trials: int | None,
                          budget_wall_time_s: float | None, objectives: Sequence[str],
-                         provenance: Mapping[str, Any]) -> None:
-    """What a new study stores: its spec's text, sampler, budget, objective metrics and ``provenance``
+                         provenance: Mapping[str, Any], budget_device_hours: float | None = None) -> None:
+    """What a new study stores: its spec's text, sampler, budget (trials, wall time, device-hours), objective
+    metrics and ``provenance``
     (:func:`tuner.study.studies.study_attributes`, keys of :mod:`.attributes`)."""
     set_study_attributes(study, {names.SPEC_YAML: spec_text, names.SAMPLER: sampler,
                                  names.BUDGET_TRIALS: budget_trials, names.BUDGET_WALL_TIME_S: budget_wall_time_s,
+                                 names.BUDGET_DEVICE_HOURS: budget_device_hours,
                                  names.OBJECTIVES: list(objectives)})
     set_study_attributes(study, provenance)
 

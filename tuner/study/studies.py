@@ -95,7 +95,7 @@ class OpenStudy:
 
 
 def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: SamplerName,
-                 trials: int | None, attributes: dict[str, Any]) -> OpenStudy:
+                 trials: int | None, attributes: dict[str, Any], device_hours: float | None = None) -> OpenStudy:
     """Create a new study; StudyError when ``name`` is not a valid study name (:func:`check_study_name`,
     checked before the storage is opened) or exists (use resume for that) — also when another run
     creates it between this check and the create (two ``tuner run --study-name X`` at once): the
@@ -117,7 +117,8 @@ def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: 
     ensure_metric_names(study, spec)  # the objectives' names (optuna-dashboard's labels)
     budget_trials = trials if trials is not None else spec.budget.trials
     record_study_created(study, spec_text, sampler, budget_trials, spec.budget.wall_time_s,
-                         [o.metric for o in spec.objectives], attributes)
+                         [o.metric for o in spec.objectives], attributes,
+                         budget_device_hours=device_hours if device_hours is not None else spec.budget.device_hours)
     if spec.reference is not None:
         enqueue(study, spec.reference, names.REFERENCE)
     if spec.baseline is not None and spec.baseline != spec.reference:

@@ -94,10 +94,12 @@ class TrialRecorder:
         if frozen is not None:
             self.notify(frozen)
 
-    def give_back(self, trial: "optuna.Trial", params: Any, role: str, reason: str) -> None:
-        """Record ``trial`` INTERRUPTED for ``reason`` and queue its setting again (unless taken over)."""
+    def give_back(self, trial: "optuna.Trial", params: Any, role: str, reason: str,
+                  cost: Mapping[str, Any] | None = None) -> None:
+        """Record ``trial`` INTERRUPTED for ``reason`` (with its run's ``cost`` when it ran) and queue its
+        setting again (unless taken over)."""
         with self.holding(trial.number):
-            give_back(self.study, trial, params, role, reason)
+            give_back(self.study, trial, params, role, reason, cost)
 
     def _publish(self, trial: "optuna.Trial", result: TrialResult) -> dict[str, Any]:
         """The reference's output, when it ran OK, made reachable by the other hosts (hash-checked): the
@@ -166,10 +168,12 @@ def tell_unrun(study: "optuna.Study", trial: "optuna.Trial", outcome: "Outcome",
     return study.tell(trial, refused.values)
 
 
-def give_back(study: "optuna.Study", trial: "optuna.Trial", params: Any, role: str, reason: str) -> None:
-    """Record a trial that did not run to the end as INTERRUPTED (not measured) and queue it again."""
+def give_back(study: "optuna.Study", trial: "optuna.Trial", params: Any, role: str, reason: str,
+              cost: Mapping[str, Any] | None = None) -> None:
+    """Record a trial that did not run to the end as INTERRUPTED (not measured; ``cost``: the device time its
+    run held, when it ran) and queue it again."""
     from optuna.trial import TrialState
 
-    store.record_interrupted(trial, reason)
+    store.record_interrupted(trial, reason, cost)
     study.tell(trial, state=TrialState.FAIL)
     store.enqueue(study, params, role, trial.number)

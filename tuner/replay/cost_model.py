@@ -1,0 +1,73 @@
+"""What a replayed trial would have cost: a SIMULATED run's wall time and phases, from a measured table.
+
+A replay runs nothing, so its trials' device-seconds are modelled from what the table and the
+host measured (one device per slot, so device-seconds = seconds):
+
+* ``startup`` — the table's measured per-trial start-up (process start, imports, the model's
+  load), ``trial_overhead_s.startup`` in the table's JSON sidecar (written by
+  ``bench/tables/measure_overhead.py`` from real trials' recorded phases);
+* ``warmup`` — the spec's ``measurement.warmup`` calls at the setting's ``latency_p50_s``;
+* ``measured`` — the spec's ``measurement.min_repeats`` timed calls at ``latency_p50_s`` (a real
+  trial may repeat more until its CV converges: not modelled, the same for every method);
+* ``evaluation`` — the sidecar's ``trial_overhead_s.evaluation`` (the quality evaluators);
+* an OOM (recorded, or the peak over the declared cap): start-up and one call; a CRASH, INVALID
+  or a setting not in the table: start-up only.
+
+A table whose sidecar has no ``trial_overhead_s`` models start-up and evaluation as 0 s:
+:func:`overhead_note` says so, and the bench prints it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from tuner.replay.table import MeasuredRow, MeasuredTable
+from tuner.results import Outcome, TrialResult
+
+OVERHEAD_KEY = "trial_overhead_s"
+
+
+@dataclass(frozen=True)
+class ReplayCostModel:
+    """Seconds of each phase of a replayed trial (see the module docstring)."""
+
+    startup_s: float
+    evaluation_s: float
+    warmup_calls: int
+    repeats: int
+    measured_overhead: bool  # False: start-up and evaluation are not measured for this table (0 s)
+
+    @staticmethod
+    def of(table: MeasuredTable) -> "ReplayCostModel":
+        overhead = table.sidecar.get(OVERHEAD_KEY)
+        measured = isinstance(overhead, Mapping)
+        startup = float(overhead.get("startup", 0.0)) if measured else 0.0  # type: ignore[union-attr]
+        evaluation = float(overhead.get("evaluation", 0.0)) if measured else 0.0  # type: ignore[union-attr]
+        measurement = table.spec.measurement
+        return ReplayCostModel(startup, evaluation, measurement.warmup, measurement.min_repeats, measured)
+
+    def phases(self, row: MeasuredRow | None, result: TrialResult) -> dict[str, float]:
+        """Seconds per phase of the replayed ``result`` of ``row`` (see the module docstring)."""
+        latency = (row.values.get("latency_p50_s") if row is not None else None) or 0.0
+        if result.outcome is Outcome.OK:
+            return {"startup": self.startup_s, "warmup": self.warmup_calls * latency,
+                    "measured": self.repeats * latency, "evaluation": self.evaluation_s, "finish": 0.0}
+        if result.outcome is Outcome.OOM:
+            return {"startup": self.startup_s, "warmup": latency, "measured": 0.0, "evaluation": 0.0, "finish": 0.0}
+        return {"startup": self.startup_s, "warmup": 0.0, "measured": 0.0, "evaluation": 0.0, "finish": 0.0}
+
+    def trial_seconds(self, row: MeasuredRow | None, result: TrialResult) -> float:
+        """The replayed trial's modelled wall time in seconds."""
+        return sum(self.phases(row, result).values())
+
+
+def overhead_note(table: MeasuredTable) -> str:
+    """One line on how the table's per-trial start-up and evaluation are modelled."""
+    model = ReplayCostModel.of(table)
+    if not model.measured_overhead:
+        return (f"{table.hardware.label}: no measured per-trial start-up / evaluation ({OVERHEAD_KEY} missing from "
+                "the sidecar): modelled as 0 s; costs are the calls' only")
+    where: Any = table.sidecar.get(OVERHEAD_KEY, {}).get("source", "the sidecar")
+    return (f"{table.hardware.label}: per trial start-up {model.startup_s:.3g} s + evaluation {model.evaluation_s:.3g} s "
+            f"(measured: {where}) + ({model.warmup_calls} warm-up + {model.repeats} timed calls) x latency_p50_s")
