@@ -3,13 +3,19 @@
 The table is plain aligned text, one line a trial, never wrapped nor cut (a long line
 runs past the terminal's edge rather than onto a second line, so ``grep`` and ``sort``
 see one trial a line): number, outcome, role, each objective with its unit, the front
-marker, where it ran, its parameters as ``k=v`` and a short note. The note is the only
+marker, the device-seconds its run held (``dev-s``: wall time x devices of its slot, ``-``
+for a copy, a skip or a run whose cost is unknown), where it ran, its parameters as ``k=v`` and
+a short note. Below the table, what the study cost (:func:`tuner.front.cost.cost_lines`:
+device-hours used / wasted / avoided, which add up to the ``dev-s`` column's sum). The note is the only
 shortened field (a reason's first :data:`NOTE_CHARS` characters); ``tuner show STUDY N``
 prints the whole trial and ``--json`` prints every field of every trial, nothing cut.
 
 Contracts shared with ``tuner show`` (:mod:`tuner.cli.show_command`):
 :func:`trial_document` is the JSON form of one trial and
 :func:`tuner.spec.metrics.objective_units` the unit of each objective.
+
+Without a study name, ``tuner status`` lists the studies (:func:`study_list_entries`): name, trials
+and the device-hours each has used.
 """
 
 from __future__ import annotations
@@ -18,8 +24,16 @@ import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
+from tuner.front.cost import (
+    budget_hours,
+    cost_lines,
+    cost_of_records,
+    device_s_text,
+    trial_cost_document,
+)
 from tuner.results import Outcome
 from tuner.spec.metrics import objective_units
+from tuner.study.cost import SECONDS_PER_HOUR, device_unit
 from tuner.study.records import StudyRecord, TrialRecord
 
 if TYPE_CHECKING:
@@ -28,7 +42,7 @@ if TYPE_CHECKING:
 NOTE_CHARS = 80  # a reason in the table's note column is cut here ("tuner show" prints it whole)
 TRIAL_STATES = ("RUNNING", "WAITING", "FAIL", "PRUNED", "COMPLETE")  # an outcome shown for a trial with none
 OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome) + TRIAL_STATES
-PLAIN_COLUMNS = ("number", "outcome", "role", "front")  # sort columns besides objectives, metrics, params
+PLAIN_COLUMNS = ("number", "outcome", "role", "front", "dev-s")  # sort columns besides objectives, metrics, params
 
 
 @dataclass(frozen=True)
@@ -62,7 +76,9 @@ def shown_values(record: TrialRecord, names: Sequence[str]) -> dict[str, float |
 def trial_document(record: TrialRecord, names: Sequence[str], units: Mapping[str, str],
                    on_front: bool) -> dict[str, Any]:
     """The JSON form of one trial, nothing cut: params, derived, objectives (value, unit), every
-    stored metric, constraints, the whole reason, where and when it ran, samples, copy and warm-start links."""
+    stored metric, constraints, the whole reason, where and when it ran, samples, copy and warm-start links,
+    ``device_s`` (device-seconds its run held; None: it ran nothing or its cost is unknown) and ``cost``
+    (:func:`tuner.front.cost.trial_cost_document`: device-seconds, wall seconds, devices, phases)."""
     values = shown_values(record, names)
     return {
         "number": record.number, "state": record.state, "outcome": record.outcome, "role": record.role,
@@ -80,6 +96,7 @@ def trial_document(record: TrialRecord, names: Sequence[str], units: Mapping[str
         "datetime_start": record.datetime_start, "datetime_complete": record.datetime_complete,
         "wall_time_s": record.wall_time_s, "eval_time_s": record.eval_time_s,
         "samples": dict(record.samples),
+        "device_s": record.device_s, "cost": trial_cost_document(record),
     }
 
 
@@ -111,8 +128,8 @@ def compact_params(params: Mapping[str, Any]) -> str:
 
 
 def sort_trials(trials: Sequence[StatusTrial], column: str, opened: "OpenStudy") -> list[StatusTrial]:
-    """``trials`` ordered by ``column``: ``number``, ``outcome``, ``role``, ``front``, an objective,
-    any stored metric or a parameter (``param.<name>`` when a metric has the same name).
+    """``trials`` ordered by ``column``: ``number``, ``outcome``, ``role``, ``front``, ``dev-s`` (device-seconds),
+    an objective, any stored metric or a parameter (``param.<name>`` when a metric has the same name).
 
     Objectives and metrics sort best first by their direction (a minimised one ascending),
     everything else ascending; a leading ``-`` reverses. Trials without a value come last.
@@ -133,6 +150,8 @@ def sort_trials(trials: Sequence[StatusTrial], column: str, opened: "OpenStudy")
         key = lambda t: getattr(t.record, name)  # noqa: E731
     elif name == "front":
         key = lambda t: 0 if t.on_front else 1  # noqa: E731
+    elif name in ("dev-s", "device_s"):
+        key = lambda t: t.record.device_s  # noqa: E731
     elif name in names:
         index = names.index(name)
         key = lambda t: shown_values(t.record, names)[names[index]]  # noqa: E731
@@ -163,16 +182,17 @@ def _orderable(value: Any) -> tuple[int, Any] | None:
 def status_lines(trials: Sequence[StatusTrial], names: Sequence[str], units: Mapping[str, str]) -> list[str]:
     """The table: a header and one line a trial, columns padded to their widest cell (the last not)."""
     headers = ["#", "outcome", "role", *(f"{n} [{units[n]}]" if units.get(n) not in (None, "", "1") else n
-                                         for n in names), "front", "where", "params", "note"]
+                                         for n in names), "front", "dev-s", "where", "params", "note"]
     rows = []
     for trial in trials:
         record = trial.record
         values = shown_values(record, names)
         rows.append([str(record.number), record.outcome, record.role_shown,
                      *(f"{values[n]:.4g}" if values[n] is not None else "-" for n in names),
-                     "*" if trial.on_front else "", trial.where or "-", compact_params(record.params) or "-",
+                     "*" if trial.on_front else "", device_s_text(record.device_s), trial.where or "-",
+                     compact_params(record.params) or "-",
                      trial_note(record)])
-    numeric = {0, *range(3, 3 + len(names))}
+    numeric = {0, *range(3, 3 + len(names)), 4 + len(names)}
     widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
     lines = []
     for row in [headers, *rows]:
@@ -196,7 +216,10 @@ def status_trials(opened: "OpenStudy") -> list[StatusTrial]:
 
 
 def status_document(opened: "OpenStudy", trials: Sequence[StatusTrial], all_trials: Sequence[StatusTrial]) -> dict[str, Any]:
-    """``--json``: the study's summary and ``trials`` (filtered and sorted as asked), every field whole."""
+    """``--json``: the study's summary and ``trials`` (filtered and sorted as asked), every field whole.
+
+    ``cost``: the study's :meth:`tuner.study.cost.StudyCost.as_dict` (every trial, whatever the filter),
+    with its ``unit`` (GPU-h / CPU-h) and ``budget_device_hours``."""
     records = [t.record for t in all_trials]
     names = opened.spec.objective_names
     units = objective_units(names, (r.metrics for r in records))
@@ -209,6 +232,8 @@ def status_document(opened: "OpenStudy", trials: Sequence[StatusTrial], all_tria
         "measured": sum(1 for t in all_trials if t.record.measured),
         "recorded": len(all_trials), "front": [t.record.number for t in all_trials if t.on_front],
         "warm_start": dict(stored.warm_start) if stored.warm_start is not None else None,
+        "cost": {**cost_of_records(records).as_dict(), "unit": device_unit(stored.device),
+                 "budget_device_hours": budget_hours(stored.budget_device_hours)},
         "trials": [trial_document(t.record, names, units, t.on_front) for t in trials],
     }
 
@@ -240,6 +265,8 @@ def _summary(opened: "OpenStudy", every: Sequence[StatusTrial], shown: int, want
     front = sum(1 for t in every if t.on_front)
     lines = [f"{measured} measured of budget {stored.budget_trials}, {len(every)} recorded, {front} on the front"
              + (f", {skipped} skipped as predicted OOM (never run)" if skipped else "")]
+    lines += cost_lines(cost_of_records([t.record for t in every]), stored.device,
+                        budget_hours(stored.budget_device_hours))
     if wanted:
         lines.append(f"showing {shown} of {len(every)} trials (outcome {', '.join(sorted(wanted))})")
     warm = stored.warm_start
@@ -248,3 +275,24 @@ def _summary(opened: "OpenStudy", every: Sequence[StatusTrial], shown: int, want
                      f"setting(s) queued, {warm.get('dropped')} dropped, {warm.get('observations')} memory observations")
     lines.append(f"one whole trial: tuner show {opened.study.study_name} NUMBER")
     return lines
+
+
+def study_list_entries(url: str) -> list[dict[str, Any]]:
+    """``tuner status`` without a study: every study of the storage at ``url`` (in the storage's order) as
+    ``{"study", "trials", "used_device_h", "wasted_device_h", "unit"}`` (device-hours its runs used / wasted,
+    :func:`tuner.study.cost.study_cost`; ``unit``: GPU-h or CPU-h); none when its SQLite file is missing."""
+    from tuner.study.storage import missing_sqlite_file, open_storage
+    from tuner.study.store import trials_of
+
+    if missing_sqlite_file(url) is not None:
+        return []
+    storage = open_storage(url, create=False, read_only=True)
+    entries = []
+    for frozen in storage.get_all_studies():
+        trials = trials_of(storage, frozen)
+        cost = cost_of_records([TrialRecord.from_trial(t) for t in trials])
+        entries.append({"study": frozen.study_name, "trials": len(trials),
+                        "used_device_h": round(cost.used_s / SECONDS_PER_HOUR, 6),
+                        "wasted_device_h": round(cost.wasted_s / SECONDS_PER_HOUR, 6),
+                        "unit": device_unit(StudyRecord.of(frozen).device)})
+    return entries

@@ -17,10 +17,11 @@ from tuner.study.records import TrialRecord, record_feasible
 
 
 def front_table(records: Sequence[TrialRecord], front: set[int], objective_names: Sequence[str]) -> list[dict[str, Any]]:
-    """One row per front trial: number, role, objective values, ``noisy``, params (``param.<name>``).
+    """One row per front trial: number, role, objective values, ``noisy``, ``device_s``, params (``param.<name>``).
 
     ``noisy`` is :attr:`TrialRecord.noisy` (latency CV above :data:`tuner.study.records.NOISY_CV`):
-    a front point whose latency is not to be taken as a fact.
+    a front point whose latency is not to be taken as a fact. ``device_s``: the device-seconds its run
+    held (:attr:`TrialRecord.device_s`; None when unknown).
     """
     rows: list[dict[str, Any]] = []
     for record in sorted((r for r in records if r.number in front), key=lambda r: r.number):
@@ -28,6 +29,7 @@ def front_table(records: Sequence[TrialRecord], front: set[int], objective_names
         for name, value in zip(objective_names, record.values or ()):
             row[name] = value
         row["noisy"] = record.noisy
+        row["device_s"] = record.device_s
         row.update({f"param.{k}": v for k, v in record.params.items()})
         rows.append(row)
     return rows

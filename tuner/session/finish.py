@@ -1,4 +1,5 @@
-"""Finishing a run: close the tracker, say what happened, export the best setting, refresh the dashboard view.
+"""Finishing a run: close the tracker, say what happened (and what it cost), export the best setting, refresh
+the dashboard view.
 
 The export (``<home>/<study>/best.yaml``, the best trial on the first objective) and
 the optuna-dashboard view are views of the storage: a failure of either is one
@@ -8,12 +9,12 @@ warning, never the study's.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Sequence
 
 from tuner.secrets import redact_text
 from tuner.session.events import Notice, SessionListener
 from tuner.study.listeners import Summary
-from tuner.study.records import TrialRecord
+from tuner.study.records import StudyRecord, TrialRecord
 from tuner.study.storage import redact_url
 from tuner.study.studies import OpenStudy, study_directory
 
@@ -34,7 +35,8 @@ def close_tracker(tracker: "MlflowTracker", study_name: str, listener: SessionLi
 
 
 def say_summary(opened: OpenStudy, summary: Summary, listener: SessionListener) -> None:
-    """Why the run stopped early or was interrupted (when it was), the counts, and the Pareto front."""
+    """Why the run stopped early or was interrupted (when it was), the counts, the cost (:func:`say_cost`)
+    and the Pareto front."""
     study_name = opened.study.study_name
     if summary.failure is not None:
         listener.on_notice(Notice.emphasised("study_stopped", "", "study stopped:", f" {summary.failure}"))
@@ -46,7 +48,20 @@ def say_summary(opened: OpenStudy, summary: Summary, listener: SessionListener) 
         "summary", "study ", summary.study_name, f": {summary.measured} measured ({summary.ran} this run), "
         f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}"))
     trials = {t.number: t for t in opened.study.get_trials(deepcopy=False)}
+    say_cost(opened, [TrialRecord.from_trial(t) for t in trials.values()], listener)
     listener.on_front(opened.spec.objective_names, [TrialRecord.from_trial(trials[n]) for n in summary.front])
+
+
+def say_cost(opened: OpenStudy, records: Sequence[TrialRecord], listener: SessionListener) -> None:
+    """What the study has cost so far (every run, every host): device-hours used / wasted / avoided, the
+    device-seconds they add up to, the budget when set, and how ``avoided`` was estimated
+    (:func:`tuner.front.cost.cost_lines`); ``summary`` notices."""
+    from tuner.front.cost import budget_hours, cost_lines, cost_of_records
+
+    stored = StudyRecord.of(opened.study)
+    lines = cost_lines(cost_of_records(records), stored.device, budget_hours(stored.budget_device_hours))
+    for line in lines:
+        listener.on_notice(Notice("summary", line))
 
 
 def export_best(opened: OpenStudy, home: Path, listener: SessionListener) -> Path | None:
