@@ -116,19 +116,25 @@ def sample_of(table: Any, trial: Any) -> dict[str, Any]:
     phases = {p: round(float(s), 3) for p, s in (cost.get("phases_device_s") or {}).items()}
     latency = (names.metrics_of(trial).get("latency_p50_s") or {}).get("value")
     row = table.lookup(trial.params)
+    recorded = None if row is None else row.values.get("latency_p50_s")
+    calls = table.spec.measurement.warmup + table.spec.measurement.min_repeats
     return {"trial": trial.number, "role": names.role_of(trial), "outcome": names.outcome_of(trial),
             "settings": dict(trial.params), "wall_s": round(float(cost.get("wall_s") or 0.0), 3),
             "phases_s": phases, "latency_p50_s": None if latency is None else round(float(latency), 4),
-            "table_latency_p50_s": None if row is None else row.values.get("latency_p50_s")}
+            "table_latency_p50_s": recorded,
+            "calls_s": round(phases.get("warmup", 0.0) + phases.get("measured", 0.0), 3),
+            "modelled_calls_s": None if recorded is None else round(calls * recorded, 3)}
 
 
 def overhead_of(samples: Sequence[dict[str, Any]], runner: str, threads: int, onednn: bool,
                 load: tuple[Sequence[float], Sequence[float]]) -> dict[str, Any]:
     """The sidecar's ``trial_overhead_s``: median start-up and evaluation (s) of the OK samples."""
     ok = [s for s in samples if s["outcome"] == "OK"] or list(samples)
+    ratios = [s["calls_s"] / s["modelled_calls_s"] for s in ok if s.get("modelled_calls_s")]
     return {"startup": round(statistics.median(s["phases_s"].get("startup", 0.0) for s in ok), 3) if ok else 0.0,
             "evaluation": round(statistics.median(s["phases_s"].get("evaluation", 0.0) for s in ok), 3) if ok else 0.0,
-            "trials": len(ok), "runner": runner, "torch_threads": threads, "onednn": onednn,
+            "trials": len(ok), "runner": runner,
+            "calls_vs_model": round(statistics.median(ratios), 3) if ratios else None, "torch_threads": threads, "onednn": onednn,
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "source": SOURCE,
             "load_average_before": [round(x, 2) for x in load[0]],
             "load_average_after": [round(x, 2) for x in load[1]], "samples": list(samples)}
@@ -161,11 +167,13 @@ def say(label: str, overhead: dict[str, Any]) -> None:
     print(f"{label}: start-up {overhead['startup']:.3g} s, evaluation {overhead['evaluation']:.3g} s "
           f"(median of {overhead['trials']} OK runs; {overhead['runner']}; threads {overhead['torch_threads']}, "
           f"oneDNN {'on' if overhead['onednn'] else 'off'}; load {overhead['load_average_before'][0]:.2f} -> "
-          f"{overhead['load_average_after'][0]:.2f})", flush=True)
+          f"{overhead['load_average_after'][0]:.2f}); warm-up + timed calls {overhead['calls_vs_model']} x the "
+          f"model's (median)", flush=True)
     for s in overhead["samples"]:
         phases = ", ".join(f"{p} {v:.2f}" for p, v in s["phases_s"].items() if v)
         print(f"  trial {s['trial']} {s['role']:<9} {s['outcome']:<4} wall {s['wall_s']:.2f} s ({phases}); "
-              f"latency {s['latency_p50_s']} s (table {s['table_latency_p50_s']})", flush=True)
+              f"latency {s['latency_p50_s']} s (table {s['table_latency_p50_s']}); calls {s['calls_s']} s "
+              f"(model {s['modelled_calls_s']} s)", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -18,7 +18,7 @@ from tuner.spec.models import SamplerName, SpecError, spec_json_schema
 from tuner.study import attributes as names
 from tuner.study.guards import measurement_settings
 from tuner.study.records import StudyRecord
-from tuner.study.storage import StudyError, list_studies, storage_url, tuner_home
+from tuner.study.storage import StudyError, storage_url, tuner_home
 from tuner.study.studies import load_study
 
 if TYPE_CHECKING:
@@ -211,18 +211,19 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print every trial (or study) as JSON, nothing cut."),
 ) -> None:
     """List studies, or show one study's trials: one line a trial (objectives with units, front marker, params)."""
-    from tuner.cli.status_view import render_status
+    from tuner.cli.status_view import render_status, study_list_entries
 
     url = storage_url(storage, tuner_home(home))
     try:
         if study is None:
-            studies = list_studies(url)
+            studies = study_list_entries(url)
             if as_json:
-                typer.echo(json.dumps([{"study": name, "trials": count} for name, count in studies], indent=2))
+                typer.echo(json.dumps(studies, indent=2))
                 return
-            table = Table("study", "trials")
-            for name, count in studies:
-                table.add_row(name, str(count))
+            table = Table("study", "trials", "used device-h", "wasted device-h")
+            for entry in studies:
+                table.add_row(entry["study"], str(entry["trials"]), f"{entry['used_device_h']:.4g} {entry['unit']}",
+                              f"{entry['wasted_device_h']:.4g} {entry['unit']}")
             out.print(table)
             return
         opened = load_study(url, study, read_only=True)
