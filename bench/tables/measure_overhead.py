@@ -27,7 +27,10 @@ not. This script measures them on this host, per declared table (``hardware_type
   evaluation - finish) is one sample;
 * the sidecar's ``trial_overhead_s`` gets the median start-up and evaluation (seconds) over the
   OK samples, with every sample, the runner, the host's load and the time (UTC). Nothing else in
-  the sidecar changes.
+  the sidecar changes. ``calls_vs_model``: the median over the OK samples of the real warm-up +
+  timed calls' seconds over the model's ``(warmup + min_repeats) x`` the table's latency (a check
+  of the model's call term, not used by it: a fresh process's calls, and repeats until the CV
+  converges, can cost more than the table's warm, in-process calls).
 
 The first trial of a study also pays the fork server's start (imports and warm-ups, once per
 study): its sample shows it, the median leaves it out. The host is shared: the load averages
@@ -133,8 +136,8 @@ def overhead_of(samples: Sequence[dict[str, Any]], runner: str, threads: int, on
     ratios = [s["calls_s"] / s["modelled_calls_s"] for s in ok if s.get("modelled_calls_s")]
     return {"startup": round(statistics.median(s["phases_s"].get("startup", 0.0) for s in ok), 3) if ok else 0.0,
             "evaluation": round(statistics.median(s["phases_s"].get("evaluation", 0.0) for s in ok), 3) if ok else 0.0,
-            "trials": len(ok), "runner": runner,
-            "calls_vs_model": round(statistics.median(ratios), 3) if ratios else None, "torch_threads": threads, "onednn": onednn,
+            "trials": len(ok), "runner": runner, "torch_threads": threads, "onednn": onednn,
+            "calls_vs_model": round(statistics.median(ratios), 3) if ratios else None,
             "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "source": SOURCE,
             "load_average_before": [round(x, 2) for x in load[0]],
             "load_average_after": [round(x, 2) for x in load[1]], "samples": list(samples)}

@@ -1,7 +1,9 @@
 """``tuner show STUDY TRIAL``: everything about one trial, whole.
 
 What it prints (``--json``: the same as one JSON document): role, outcome and state;
-where and when it ran (host, slot, worker, times); copy-of, warm-start and predicted-OOM
+where and when it ran (host, slot, worker, times); what its run cost (``cost``: device-seconds
+= wall seconds x the slot's devices, split by phase: :func:`tuner.front.cost.trial_cost_lines`);
+copy-of, warm-start and predicted-OOM
 links; the WHOLE reason; params and derived values; objectives and every stored metric
 with units (an unavailable metric with its reason); constraints (feasible when <= 0);
 samples' paths; the setting's native invocation (rendered from the spec stored with the
@@ -28,10 +30,11 @@ import typer
 
 from tuner.cli.app import HomeOption, StorageOption, app, fail, out
 from tuner.cli.status_view import trial_document
+from tuner.front.cost import trial_cost_lines
 from tuner.secrets import redact_text
 from tuner.spec.metrics import objective_units
 from tuner.spec.models import SpecError
-from tuner.study.records import TrialRecord
+from tuner.study.records import StudyRecord, TrialRecord
 from tuner.study.storage import StudyError, storage_url, tuner_home
 from tuner.study.studies import OpenStudy, load_study, study_directory
 
@@ -73,7 +76,7 @@ def show(
 
 def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: int) -> dict[str, Any]:
     """One stored trial as a JSON-able document: :func:`tuner.cli.status_view.trial_document` plus ``study``,
-    ``invocation`` (native, from the stored spec; None with ``invocation_error`` when it cannot be
+    ``device`` (the study's: ``cuda`` or ``cpu``, the unit of its cost), ``invocation`` (native, from the stored spec; None with ``invocation_error`` when it cannot be
     rendered), ``executed`` (what the worker ran, from ``result.json``), ``files`` and ``log_tail``
     (``{"source": path or "storage", "lines": [...]}``, the last ``lines`` lines)."""
     from tuner.pareto import front_trials
@@ -83,7 +86,8 @@ def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: 
     trials = opened.study.get_trials(deepcopy=False)
     on_front = record.number in {t.number for t in front_trials(trials, [o.direction for o in opened.spec.objectives])}
     units = objective_units(opened.spec.objective_names, [record.metrics])
-    document = {"study": opened.study.study_name, **trial_document(record, opened.spec.objective_names, units, on_front)}
+    document = {"study": opened.study.study_name, "device": StudyRecord.of(opened.study).device,
+                **trial_document(record, opened.spec.objective_names, units, on_front)}
     try:
         document["invocation"] = _redacted(render_invocation(opened.spec, {**record.params, **record.derived}))
     except ValueError as error:
@@ -104,6 +108,7 @@ def render_trial(document: Mapping[str, Any]) -> list[str]:
     head = [f"trial {document['number']} of study {document['study']}: {document['role']}, {document['outcome']}"
             f" (state {document['state']}{', on the Pareto front' if document['on_front'] else ''})"]
     head += _where(document)
+    head += trial_cost_lines(document.get("cost"), document.get("device"), document["duplicate_of"])
     head += _links(document)
     head.append(f"reason: {document['reason']}" if document["reason"] else "reason: -")
     identity = document.get("weights_identity")

@@ -1,8 +1,10 @@
 """The request and response bodies of ``tuner serve`` (pydantic models; they are its OpenAPI schema).
 
 Every error answer is :class:`ErrorBody`: ``{"detail": "<one line>"}``. Times are ISO 8601
-strings (UTC where the storage keeps UTC), budgets and counts are numbers of trials,
-objective values are in their metric's unit (``None`` when not a finite number).
+strings (UTC where the storage keeps UTC), budgets and counts are numbers of trials (a device
+budget: device-hours), objective values are in their metric's unit (``None`` when not a finite
+number). Costs are device-seconds (``_s``) or device-hours (``_h``): GPU-hours for a CUDA study,
+CPU-slot hours otherwise (``unit``); see :mod:`tuner.study.cost`.
 """
 
 from __future__ import annotations
@@ -66,6 +68,31 @@ class FrontPoint(_Model):
     params: dict[str, Any]
 
 
+class CostSummary(_Model):
+    """What a study's runs have cost so far, every worker together (:mod:`tuner.study.cost`).
+
+    ``used + wasted = recorded``: the sum of the trials' recorded ``device_s``, in hours;
+    ``avoided`` is an estimate, never part of it.
+    """
+
+    unit: str = Field(description="'GPU-h' (a CUDA study) or 'CPU-h' (CPU-slot hours).")
+    used_device_h: float = Field(description="Device-hours of runs measured OK (constraint-violating ones too).")
+    wasted_device_h: float = Field(description="Device-hours of runs that ended OOM, TIMEOUT, CRASH or INVALID, "
+                                               "or were interrupted.")
+    avoided_device_h: float = Field(description="Device-hours not spent, estimated: copies of measured settings "
+                                                "(their original's cost), predicted OOMs and refused settings "
+                                                "(medians; see avoided_estimate).")
+    recorded_device_h: float = Field(description="used + wasted: the trials' recorded device-seconds, in hours.")
+    used_trials: dict[str, int] = Field(description="Runs in 'used' by outcome.")
+    wasted_trials: dict[str, int] = Field(description="Runs in 'wasted' by outcome.")
+    avoided_trials: dict[str, int] = Field(description="Trials in 'avoided' by kind (copy, predicted OOM, "
+                                                       "refused by rules).")
+    avoided_estimate: str = Field(description="How 'avoided' was estimated, in one line (empty: nothing avoided).")
+    runs_without_cost: int = Field(description="Measured runs without a recorded cost (their coordinator died): "
+                                               "not counted.")
+    budget_device_hours: float | None = Field(description="The study's device-hour budget (None: none).")
+
+
 class StudySummary(_Model):
     """What a study is and where it stands."""
 
@@ -87,10 +114,11 @@ class StudySummary(_Model):
     cancelled: bool
     workers: list[WorkerSeen]
     front: list[FrontPoint]
+    cost: CostSummary = Field(description="What its runs have cost so far: device-hours used / wasted / avoided.")
 
 
 class StudyListEntry(_Model):
-    """One study of the storage, without reading its trials' details."""
+    """One study of the storage: what its study attributes say, its trial count and what its runs used."""
 
     name: str
     trials: int
@@ -98,6 +126,8 @@ class StudyListEntry(_Model):
     budget_trials: int | None
     cancelled: bool
     tuner_study: bool = Field(description="Created by tuner (a spec is stored with it).")
+    used_device_h: float = Field(description="Device-hours of its runs measured OK (see CostSummary), in 'unit'.")
+    unit: str = Field(description="'GPU-h' (a CUDA study) or 'CPU-h' (CPU-slot hours).")
 
 
 class StudyList(_Model):
@@ -120,6 +150,8 @@ class TrialEntry(_Model):
     reason: str | None
     started: str | None
     completed: str | None
+    device_s: float | None = Field(description="Device-seconds its run held (wall seconds x the slot's devices); "
+                                               "None: it ran nothing (a copy, a skip) or its cost is unknown.")
 
 
 class TrialPage(_Model):

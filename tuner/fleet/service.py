@@ -9,10 +9,12 @@ Routes (every one but ``/healthz`` needs ``Authorization: Bearer <token>``, see
 ``POST /api/studies``                       201 summary; 400 bad spec / name / GPU type, 403 a code
                                             workload without ``--allow-command-workloads``, 409
                                             name taken, 413 body over 2 MiB, 422 bad field
-``GET  /api/studies``                       200 every study
-``GET  /api/studies/{name}``                200 summary (:mod:`tuner.fleet.study_views`); 400 bad
-                                            name, 404 no such study
-``GET  /api/studies/{name}/trials``         200 a page of trials (``offset``, ``limit`` <= 500)
+``GET  /api/studies``                       200 every study (with the device-hours it used)
+``GET  /api/studies/{name}``                200 summary (:mod:`tuner.fleet.study_views`; its
+                                            ``cost``: device-hours used / wasted / avoided); 400
+                                            bad name, 404 no such study
+``GET  /api/studies/{name}/trials``         200 a page of trials (``offset``, ``limit`` <= 500;
+                                            each with its ``device_s``)
 ``POST /api/studies/{name}/cancel``         200 summary; sets the study attribute ``cancelled``:
                                             workers finish the trial in flight, then stop
 ``GET  /api/studies/{name}/export``         200 the ``tuner.config/v1`` YAML (``application/yaml``)

@@ -6,10 +6,12 @@ Contracts:
   (``budget_trials``; ``measured`` counts trials that ran a workload, as the
   coordinator does), the workers seen (from the trial attributes ``worker`` =
   ``host:pid``, ``host``, written when a trial starts; trials without them are
-  left out: their worker is unknown), ``cancelled``, and the Pareto front
-  (:func:`tuner.pareto.front_trials`).
-* :func:`trial_page` -- one :class:`TrialEntry` per trial by number, a page of them.
-* :func:`study_list` -- every study of the storage, from study attributes and trial counts.
+  left out: their worker is unknown), ``cancelled``, the Pareto front
+  (:func:`tuner.pareto.front_trials`) and what its runs cost (:func:`cost_summary`: device-hours
+  used / wasted / avoided, :mod:`tuner.study.cost`, the figures ``tuner status`` prints).
+* :func:`trial_page` -- one :class:`TrialEntry` per trial by number (with its ``device_s``), a page of them.
+* :func:`study_list` -- every study of the storage, from study attributes, trial counts and the
+  device-hours its runs used.
 
 Numbers that are not finite (NaN, inf) become ``None``: JSON has no such numbers.
 Free text taken from trials (reasons) passes through :func:`tuner.secrets.redact_text`.
@@ -21,11 +23,13 @@ import math
 from collections import Counter
 from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
-from tuner.fleet.api_models import (FrontPoint, StudyList, StudyListEntry, StudySummary, TrialEntry, TrialPage,
-                                    WorkerSeen)
+from tuner.fleet.api_models import (CostSummary, FrontPoint, StudyList, StudyListEntry, StudySummary, TrialEntry,
+                                    TrialPage, WorkerSeen)
+from tuner.front.cost import budget_hours, cost_of_records
 from tuner.pareto import front_trials
 from tuner.secrets import redact_text
 from tuner.study.attributes import host_of, is_measured, role_of, worker_of
+from tuner.study.cost import SECONDS_PER_HOUR, device_unit
 from tuner.study.records import StudyRecord, TrialRecord
 from tuner.study.store import trials_of
 
@@ -90,6 +94,15 @@ def front_points(trials: Sequence["FrozenTrial"], directions: Sequence[str]) -> 
             for t in front_trials(trials, directions)]
 
 
+def cost_summary(records: Sequence[TrialRecord], stored: StudyRecord) -> CostSummary:
+    """What the study's runs cost (:meth:`tuner.study.cost.StudyCost.as_dict`'s hours and counts), its unit
+    and device-hour budget."""
+    figures = cost_of_records(records).as_dict()
+    return CostSummary(unit=device_unit(stored.device), budget_device_hours=budget_hours(stored.budget_device_hours),
+                       **{key: figures[key] for key in CostSummary.model_fields
+                          if key not in ("unit", "budget_device_hours")})
+
+
 def study_summary(study: "optuna.Study") -> StudySummary:
     """The summary of one study (see the module docstring)."""
     stored = StudyRecord.of(study)
@@ -105,7 +118,7 @@ def study_summary(study: "optuna.Study") -> StudySummary:
         trials=len(trials), counts=dict(sorted(Counter(str(r.outcome) for r in records).items())),
         measured=measured, budget_trials=budget, budget_left=None if budget is None else max(budget - measured, 0),
         cancelled=stored.cancelled, workers=workers_seen(trials),
-        front=front_points(trials, directions))
+        front=front_points(trials, directions), cost=cost_summary(records, stored))
 
 
 def trial_entry(trial: "FrozenTrial") -> TrialEntry:
@@ -116,7 +129,7 @@ def trial_entry(trial: "FrozenTrial") -> TrialEntry:
         values=None if record.values is None else finite(list(record.values)), placeholder=record.placeholder,
         params=finite(dict(record.params)), host=_text(record.host), slot=_text(record.slot),
         worker=_text(record.worker), reason=_text(record.reason), started=record.datetime_start,
-        completed=record.datetime_complete)
+        completed=record.datetime_complete, device_s=finite(record.device_s))
 
 
 def trial_page(study: "optuna.Study", offset: int, limit: int) -> TrialPage:
@@ -127,12 +140,15 @@ def trial_page(study: "optuna.Study", offset: int, limit: int) -> TrialPage:
 
 
 def study_list(storage: "optuna.storages.BaseStorage") -> StudyList:
-    """Every study in ``storage`` (name, trial count, GPU type, budget, cancelled), by name."""
+    """Every study in ``storage`` (name, trial count, GPU type, budget, cancelled, device-hours used), by name."""
     entries = []
     for frozen in storage.get_all_studies():
         stored = StudyRecord.of(frozen)
+        trials = trials_of(storage, frozen)
+        used = cost_of_records([TrialRecord.from_trial(t) for t in trials]).used_s / SECONDS_PER_HOUR
         entries.append(StudyListEntry(
-            name=frozen.study_name, trials=len(trials_of(storage, frozen)),
+            name=frozen.study_name, trials=len(trials),
             gpu_type=_text(stored.gpu_type), budget_trials=_int_or_none(stored.budget_trials),
-            cancelled=stored.cancelled, tuner_study=stored.tuner_study))
+            cancelled=stored.cancelled, tuner_study=stored.tuner_study, used_device_h=round(used, 6),
+            unit=device_unit(stored.device)))
     return StudyList(studies=sorted(entries, key=lambda e: e.name))

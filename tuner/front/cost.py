@@ -73,9 +73,7 @@ def cost_metrics(cost: StudyCost) -> dict[str, float]:
 
 def device_s_text(seconds: float | None) -> str:
     """A trial's device-seconds in a table cell: ``-`` when it has none (a copy, a skip, not yet told)."""
-    if seconds is None:
-        return "-"
-    return f"{seconds:.2f}" if seconds < 1000 else f"{seconds:.0f}"
+    return "-" if seconds is None else _seconds(seconds)
 
 
 def trial_cost_document(record: TrialRecord) -> dict[str, Any] | None:

@@ -1,10 +1,17 @@
-"""What the search-efficiency benchmark reports: trials to a share of the front, curves, plots.
+"""What the search-efficiency benchmark reports: trials and device-seconds to a share of the front, curves, plots.
 
 Statistics are over the seeds of a method. A seed that never reaches a target counts as
 "more than its budget" (+inf), so the median and quartiles stay honest: a median past the
 budget is shown as ``>N``; every cell also says how many seeds reached the target. The
 hypervolume fraction after ``k`` trials of a study that stopped earlier (its space exhausted)
 is its final fraction.
+
+**Device-seconds** to a target are the replay's cumulative device-seconds
+(:attr:`~tuner.replay.methods.Replay.device_s`, the recorded ``cost`` of each run: MODELLED by
+:mod:`tuner.replay.cost_model`) after the measured trial that first reached it. A quantile of a
+seed that never reached it is shown as ``>S``, S the least any such seed spent (its whole
+study: every one of them needs more than that). :func:`cost_comparison` compares two methods
+by their median device-seconds to 95 %: the bench's last line (the new default against the old).
 """
 
 from __future__ import annotations
@@ -19,7 +26,9 @@ from tuner.replay.hypervolume import trials_to_reach
 from tuner.replay.methods import Replay
 
 TARGETS = (0.90, 0.95, 0.99)
-CHECKPOINTS = (10, 20, 40)
+CHECKPOINTS = (10, 20, 40)  # trials: the fractions written to the results JSON
+PRINTED_CHECKPOINTS = (40,)  # ... and the one the table prints
+COST_TARGET = 0.95
 
 
 def quantile(values: Sequence[float], q: float) -> float:
@@ -57,6 +66,31 @@ class MethodResult:
     def median_trials_to(self, target: float) -> float:
         return quantile(self.trials_to(target), 0.5)
 
+    def device_s_to(self, target: float) -> list[float]:
+        """Per seed: device-seconds spent when ``target`` of the front's hypervolume was first reached
+        (+inf: never; see the module docstring)."""
+        return [device_s_to_reach(r, target) for r in self.replays]
+
+    def median_device_s_to(self, target: float) -> float:
+        return quantile(self.device_s_to(target), 0.5)
+
+    def device_cell(self, target: float) -> str:
+        """``median [q1, q3] reached/seeds`` in device-seconds, e.g. ``412 [380, 530] 5/5``; ``>S`` past the
+        budget (S: the least a seed that never reached it spent)."""
+        spent = self.device_s_to(target)
+        reached = sum(1 for s in spent if s != math.inf)
+        if reached == 0:
+            return f"- 0/{len(spent)}"
+        floor = min((total_device_s(r) for r, s in zip(self.replays, spent) if s == math.inf), default=math.inf)
+        parts = [_seconds(quantile(spent, q), floor) for q in (0.5, 0.25, 0.75)]
+        spread = f" [{parts[1]}, {parts[2]}]" if len(spent) > 1 else ""
+        return f"{parts[0]}{spread} {reached}/{len(spent)}"
+
+    @property
+    def median_study_device_s(self) -> float:
+        """Median over seeds of a whole study's device-seconds."""
+        return quantile([total_device_s(r) for r in self.replays], 0.5)
+
     def cell(self, target: float) -> str:
         """``median [q1, q3] reached/seeds``, e.g. ``31 [24, 40] 20/20``; ``>100`` past the budget."""
         counts = self.trials_to(target)
@@ -86,25 +120,52 @@ class MethodResult:
         return [quantile([fraction_at(r, k) for r in self.replays], 0.5) for k in range(1, longest + 1)]
 
 
+def device_s_to_reach(replay: Replay, target: float) -> float:
+    """Device-seconds ``replay`` had spent after the measured trial that first reached ``target`` of the
+    front's hypervolume; +inf when it never did. ValueError when its cost curve is not aligned with its
+    fractions (one entry per measured trial)."""
+    if len(replay.device_s) != len(replay.fractions):
+        raise ValueError(f"{replay.method} seed {replay.seed}: {len(replay.device_s)} device-seconds entries for "
+                         f"{len(replay.fractions)} measured trials")
+    reached = trials_to_reach(replay.fractions, target)
+    return math.inf if reached is None else replay.device_s[reached - 1]
+
+
+def total_device_s(replay: Replay) -> float:
+    """The device-seconds of ``replay``'s whole study (0 when nothing ran)."""
+    return replay.device_s[-1] if replay.device_s else 0.0
+
+
 def _count(value: float, budget: int) -> str:
     return f">{budget}" if value == math.inf else f"{value:g}"
 
 
+def _seconds(value: float, floor: float = math.inf) -> str:
+    """Device-seconds for a cell: ``>S`` past the budget (S = ``floor``), whole seconds from 10 s."""
+    if value == math.inf:
+        return f">{_seconds(floor)}" if floor != math.inf else ">budget"
+    return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
+
+
 def table_lines(results: Sequence[MethodResult]) -> list[str]:
-    """The per-method table: trials to each target, fractions at the checkpoints, costs."""
-    header = (f"{'method':<28} {'seeds':>5}  " + "  ".join(f"{f'to {round(t * 100)} %':<24}" for t in TARGETS)
-              + "  " + "  ".join(f"{f'HV@{k}':>6}" for k in CHECKPOINTS) + f"  {'OOM run':>7} {'skipped':>7}"
-              + f"  {'s/study':>8} {'sampler ms/trial':>16}")
+    """The per-method table: trials, then device-seconds, to each target; the fraction at the printed
+    checkpoint (:data:`PRINTED_CHECKPOINTS`); OOM runs and skips; a study's device-seconds; the replay's
+    own seconds per study and sampler milliseconds per trial."""
+    header = (f"{'method':<28} {'seeds':>5}  " + "  ".join(f"{f'to {round(t * 100)} %':<22}" for t in TARGETS)
+              + "  " + "  ".join(f"{f'dev-s to {round(t * 100)} %':<22}" for t in TARGETS)
+              + "  " + "  ".join(f"{f'HV@{k}':>6}" for k in PRINTED_CHECKPOINTS) + f"  {'OOM run':>7} {'skipped':>7}"
+              + f"  {'dev-s/study':>11}  {'s/study':>8} {'sampler ms/trial':>16}")
     lines = [header]
     for result in results:
         trials = sum(r.trials for r in result.replays) or 1
         study_s = sum(r.elapsed_s for r in result.replays) / max(len(result.replays), 1)
         sampler_ms = 1000 * sum(r.sampler_s for r in result.replays) / trials
         lines.append(f"{result.name:<28} {len(result.replays):>5}  "
-                     + "  ".join(f"{result.cell(t):<24}" for t in TARGETS) + "  "
-                     + "  ".join(f"{result.median_fraction_at(k):>6.3f}" for k in CHECKPOINTS)
+                     + "  ".join(f"{result.cell(t):<22}" for t in TARGETS) + "  "
+                     + "  ".join(f"{result.device_cell(t):<22}" for t in TARGETS) + "  "
+                     + "  ".join(f"{result.median_fraction_at(k):>6.3f}" for k in PRINTED_CHECKPOINTS)
                      + f"  {result.mean_oom_runs:>7.1f} {result.mean_skipped:>7.1f}"
-                     + f"  {study_s:>8.1f} {sampler_ms:>16.1f}")
+                     + f"  {_seconds(result.median_study_device_s):>11}  {study_s:>8.1f} {sampler_ms:>16.1f}")
     return lines
 
 
@@ -119,6 +180,41 @@ def comparison(label: str, default: MethodResult, sweep: MethodResult, target: f
     ratio = ours / theirs if theirs not in (0, math.inf) else math.nan
     return (f"{where}default reaches {percent} % of the front's hypervolume in {ours:g} trials (median) = "
             f"{ratio:.2f} x the sweep's {_count(theirs, sweep.budget)}"), ratio
+
+
+def cost_ratio(new: MethodResult, old: MethodResult, target: float = COST_TARGET) -> float:
+    """``new``'s median device-seconds to ``target`` over ``old``'s: inf when only ``old`` reaches it,
+    nan when ``old`` does not (or spent nothing to get there)."""
+    ours, theirs = new.median_device_s_to(target), old.median_device_s_to(target)
+    if theirs in (0, math.inf) or math.isnan(theirs):
+        return math.nan
+    return ours / theirs
+
+
+def cost_comparison(label: str, new: MethodResult, old: MethodResult,
+                    target: float = COST_TARGET) -> tuple[str, float]:
+    """The line comparing ``new``'s median device-seconds to ``target`` of the front's hypervolume with
+    ``old``'s, and their ratio (:func:`cost_ratio`), e.g. ``avatar_dit:cpu1t: default reaches 95 % of the
+    front's hypervolume in 512 device-s (median) = 0.80 x default-v1's 640 device-s``."""
+    ours, theirs = new.median_device_s_to(target), old.median_device_s_to(target)
+    percent, where = round(target * 100), f"{label}: " if label else ""
+    ratio = cost_ratio(new, old, target)
+    theirs_text = (f"{old.name}'s {_seconds(theirs)} device-s" if theirs != math.inf
+                   else f"{old.name} does not reach it within its budget (median)")
+    if ours == math.inf:
+        return (f"{where}{new.name} does not reach {percent} % of the front's hypervolume within its budget "
+                f"(median); {theirs_text}"), ratio
+    if math.isnan(ratio):
+        return (f"{where}{new.name} reaches {percent} % of the front's hypervolume in {_seconds(ours)} device-s "
+                f"(median); {theirs_text}"), ratio
+    return (f"{where}{new.name} reaches {percent} % of the front's hypervolume in {_seconds(ours)} device-s "
+            f"(median) = {ratio:.2f} x {theirs_text}"), ratio
+
+
+def sweep_cost_line(label: str, method: MethodResult, sweep: MethodResult, target: float = COST_TARGET) -> str:
+    """``method``'s median device-seconds to ``target`` against a person's sweep of the same space."""
+    line, _ = cost_comparison(label, method, sweep, target)
+    return line.replace(f"x {sweep.name}'s", "x the sweep's").replace(f"; {sweep.name} does", "; the sweep does")
 
 
 def write_outputs(directory: Path, stem: str, title: str, results: Sequence[MethodResult],
@@ -150,10 +246,23 @@ def write_outputs(directory: Path, stem: str, title: str, results: Sequence[Meth
     png, raw = directory / f"{stem}.png", directory / f"{stem}.json"
     figure.savefig(png, dpi=120)
     plt.close(figure)
-    raw.write_text(json.dumps({**about, "methods": {
-        r.name: {"budget": r.budget, "replays": [
-            {"seed": x.seed, "fractions": [round(f, 6) for f in x.fractions], "trials_recorded": x.trials,
-             "runs": x.runs, "stopped_because": x.stopped_because, "elapsed_s": round(x.elapsed_s, 3),
-             "sampler_s": round(x.sampler_s, 3), "oom_runs": x.oom_runs, "skipped_predicted_oom": x.skipped_oom}
-            for x in r.replays]} for r in results}}, indent=1) + "\n")
+    raw.write_text(json.dumps({**about, "methods": {r.name: _raw(r) for r in results}}, indent=1) + "\n")
     return png, raw
+
+
+def _raw(result: MethodResult) -> dict[str, object]:
+    """One method's raw results: per-seed curves (fractions, cumulative device-seconds) and, per target,
+    each seed's trials and device-seconds to reach it (null: never)."""
+    def finite(values: list[float], digits: int) -> list[float | None]:
+        return [None if v == math.inf else round(v, digits) for v in values]
+
+    return {"budget": result.budget,
+            "trials_to": {f"{t:g}": finite(result.trials_to(t), 0) for t in TARGETS},
+            "device_s_to": {f"{t:g}": finite(result.device_s_to(t), 3) for t in TARGETS},
+            "median_fraction_at": {str(k): round(result.median_fraction_at(k), 6) for k in CHECKPOINTS},
+            "replays": [
+                {"seed": x.seed, "fractions": [round(f, 6) for f in x.fractions],
+                 "device_s": [round(d, 3) for d in x.device_s], "trials_recorded": x.trials,
+                 "runs": x.runs, "stopped_because": x.stopped_because, "elapsed_s": round(x.elapsed_s, 3),
+                 "sampler_s": round(x.sampler_s, 3), "oom_runs": x.oom_runs, "skipped_predicted_oom": x.skipped_oom}
+                for x in result.replays]}

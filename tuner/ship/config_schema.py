@@ -25,6 +25,11 @@ CUDA / cuDNN, driver, threads), ``weights`` (sha256 per declared file) and
 ``source`` (where they were captured: the trial, or the study's creation when the
 trial recorded none); ``env`` is the environment the trial ran with, secrets
 masked (``null``: not recorded).
+
+What finding the setting cost (issue 26), added to v1 the same way: ``provenance.cost``
+(:class:`CostBlock`, ``null`` in files exported before it): the study's device-hours used /
+wasted / avoided at export time (:mod:`tuner.study.cost`), the trials in each, and the chosen
+trial's own device-seconds.
 """
 
 from __future__ import annotations
@@ -171,6 +176,35 @@ class WeightsFile(_Model):
     sha256: str
 
 
+class CostBlock(_Model):
+    """What finding this setting cost: the study's device time when it was exported (every run, every host).
+
+    ``unit``: ``GPU-h`` (a CUDA study) or ``CPU-h`` (CPU-slot hours). ``used_device_h``: runs measured OK;
+    ``wasted_device_h``: runs that ended OOM / TIMEOUT / CRASH / INVALID or were interrupted;
+    ``recorded_device_h`` = used + wasted = the trials' recorded device-seconds (``recorded_device_s``,
+    ``runs`` of them) in hours; ``avoided_device_h``: an estimate (``avoided_estimate`` says how) of what
+    copies, predicted OOMs and refused settings did not spend, never part of the recorded total.
+    ``*_trials``: the trials in each sum by outcome (avoided: by kind). ``trial_device_s``: the chosen
+    trial's own run (wall seconds x the slot's devices). ``budget_device_hours``: the study's budget, if any.
+    """
+
+    unit: str
+    device: str
+    used_device_h: float
+    wasted_device_h: float
+    avoided_device_h: float
+    recorded_device_h: float
+    recorded_device_s: float
+    runs: int
+    used_trials: dict[str, int]
+    wasted_trials: dict[str, int]
+    avoided_trials: dict[str, int]
+    avoided_estimate: str
+    runs_without_cost: int
+    trial_device_s: float | None
+    budget_device_hours: float | None
+
+
 class Provenance(_Model):
     study: str
     trial: int
@@ -191,6 +225,8 @@ class Provenance(_Model):
     """Which weights the measuring trial ran: ``random:<preset>:<seed>`` (built from a published config with
     seeded random weights: its quality figures are agreement with the reference setting of an untrained
     network, not output quality) or ``path:<dir>``; None when the workload does not say."""
+    cost: CostBlock | None = None
+    """What finding this setting cost (:class:`CostBlock`); None in files exported before it was recorded."""
 
 
 class CheckBlock(_Model):

@@ -8,7 +8,9 @@ run it, :func:`tuner.ship.invocation.runnable_invocation`, so
 units and latency spread (p50 / p95 / CV), the comparison with the baseline
 (speed-up ratio, quality deltas), the GPU / host fingerprint, provenance (study,
 trial, storage, spec hash, sampler, times; git commit, package versions, torch /
-CUDA / cuDNN / driver and weights' sha256: :mod:`tuner.ship.provenance_block`),
+CUDA / cuDNN / driver and weights' sha256: :mod:`tuner.ship.provenance_block`; what
+finding the setting cost: ``provenance.cost``, the study's device-hours used / wasted /
+avoided at export time and the trial's own device-seconds, :func:`tuner.front.cost.export_cost_block`),
 the environment the trial ran with (secrets masked), how it was selected, and
 what ``tuner check`` needs to re-measure it. A copy of a measured setting
 (``duplicate_of``) takes its runtime, environment and device from the trial that
@@ -40,6 +42,7 @@ from typing import TYPE_CHECKING, Any, Mapping
 import yaml
 
 from tuner.errors import TunerError
+from tuner.front.cost import budget_hours, cost_of_records, export_cost_block
 from tuner.secrets import redact_url
 from tuner.ship.config_schema import SCHEMA, validate_config
 from tuner.ship.invocation import runnable_invocation
@@ -263,7 +266,9 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
             "spec_hash": stored.spec_hash, "sampler": stored.sampler,
             "measured_at": record.datetime_complete,
             "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "tuner_version": _version(), **provenance_fields(study_attrs, measured)},
+            "tuner_version": _version(), **provenance_fields(study_attrs, measured),
+            "cost": export_cost_block(cost_of_records(records), stored.device, record,
+                                      budget_hours(stored.budget_device_hours))},
         "check": {"spec_yaml": stored.spec_yaml or "", "device": str(stored.device or "cpu"),
                   "reference": _settings_of(by_role.get("reference")),
                   "baseline": _settings_of(base)},

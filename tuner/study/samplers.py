@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.spec.models import SamplerName, StudySpec
 from tuner.spec.space import grid
+from tuner.study.cost_aware import COST_OPTION, cost_aware_tpe
 from tuner.study.storage import StudyError
 
 if TYPE_CHECKING:
@@ -13,13 +14,20 @@ if TYPE_CHECKING:
 
 
 def make_sampler(name: SamplerName, spec: StudySpec, seed: int) -> "optuna.samplers.BaseSampler":
-    """The named Optuna sampler with the spec's options (constraints are read from trials)."""
+    """The named Optuna sampler with the spec's options (constraints are read from trials).
+
+    ``tpe`` takes one option of its own, ``cost_aware`` (a preset name or mapping,
+    :mod:`tuner.study.cost_aware`); a bad value raises ValueError (preflight reports it).
+    """
     import optuna
 
     options = dict(spec.sampler.options)
     if name == "tpe":
+        cost_aware = options.pop(COST_OPTION, None)  # opt-in cost-aware TPE (:mod:`tuner.study.cost_aware`)
         options.setdefault("multivariate", True)
         options.setdefault("n_startup_trials", 5)
+        if cost_aware is not None:
+            return cost_aware_tpe(cost_aware, seed=seed, **options)
         return optuna.samplers.TPESampler(seed=seed, **options)
     if name == "nsga2":
         options.setdefault("population_size", 8)

@@ -8,13 +8,15 @@ Pure functions, no MLflow import (like :mod:`tuner.tracking.views`, which uses t
 * :func:`trial_times_ms` — the trial's real start and end (the Optuna trial's
   ``datetime_start`` / ``datetime_complete``), in ms since the epoch, for the run's duration.
 * :func:`trials_table` — every trial: run name, outcome, front flag, rank, objectives (labelled
-  with units), key parameters: ``trials.json`` (an MLflow table) and ``trials.csv``.
+  with units), ``device_s`` (what its run cost), key parameters: ``trials.json`` (an MLflow table)
+  and ``trials.csv``.
 * :func:`comparison_view` — an MLflow *shared view state* (experiment tag
   ``mlflow.sharedViewState.<key>``, opened by ``#/experiments/<id>/runs?viewStateShareKey=<key>``):
   the study's trial runs, sorted by the first objective, with the objectives, front flag,
   outcome and key parameters as the first columns.
 * :func:`study_description` — the parent run's description (``mlflow.note.content``, markdown
-  shown on the run's overview): the link to that view and the front as a table.
+  shown on the run's overview): what the study cost (:func:`study_cost_lines`), the link to that
+  view and the front as a table.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
+from tuner.front.cost import cost_lines, cost_of_records, device_s_text
 from tuner.front.labels import format_number, metric_label, metric_value_text
 from tuner.spec.metrics import objective_units
 from tuner.study.records import TrialRecord, record_feasible
@@ -40,6 +43,7 @@ DESCRIPTION_FRONT_ROWS = 25
 # the runs table's column ids (ag-grid ``col-id`` in MLflow 3.17; Run Name and Created are pinned left)
 RUN_NAME_COLUMN, DURATION_COLUMN = "attributes.`Run Name`", "duration"
 RUN_NAME_WIDTH_PX = 380
+DEVICE_S = "device_s"  # a trial's device-seconds: its child run's metric and the trials table's column
 UNMEASURED_WORDS = "objective unavailable"  # ran OK, but an objective's metric could not be computed (FAIL)
 _OUTCOME_WORDS = {"SKIPPED_PREDICTED_OOM": "skipped: predicted OOM", "FAIL": "failed", "PRUNED": "pruned"}
 
@@ -111,8 +115,8 @@ def trials_table(records: Sequence[TrialRecord], info: "StudyRunInfo",
     objective, then the trials without a rank (OOM, infeasible, failed) by number.
 
     Columns: ``trial``, ``run`` (the run name), ``outcome``, ``on front``, ``Pareto rank``, each
-    objective under its label (``latency p50 [s]``; empty for placeholders), then the key
-    parameters under their names.
+    objective under its label (``latency p50 [s]``; empty for placeholders), ``device_s`` (the
+    device-seconds its run held; empty for a copy or a skip), then the key parameters under their names.
     """
     names, directions = list(info.objective_names), list(info.directions)
     units = objective_units(names, (r.metrics for r in records))
@@ -127,6 +131,7 @@ def trials_table(records: Sequence[TrialRecord], info: "StudyRunInfo",
     labels = [metric_label(name, units[name]) for name in names]
     table: dict[str, list[Any]] = {"trial": [], "run": [], "outcome": [], "on front": [], "Pareto rank": []}
     table.update({label: [] for label in labels})
+    table[DEVICE_S] = []
     params = key_parameters(info)
     table.update({name: [] for name in params if name not in table})
     for record in rows:
@@ -138,6 +143,7 @@ def trials_table(records: Sequence[TrialRecord], info: "StudyRunInfo",
         table["Pareto rank"].append(ranks.get(record.number))
         for label, value in zip(labels, record.values if measured and record.values else [None] * len(labels)):
             table[label].append(value)
+        table[DEVICE_S].append(record.device_s)
         for name in params:
             table[name].append(record.params.get(name))
     return table
@@ -185,6 +191,13 @@ def comparison_view(info: "StudyRunInfo", metric_keys: Mapping[str, str]) -> Com
     return ComparisonView(key, SHARED_VIEW_TAG_PREFIX + key, state)
 
 
+def study_cost_lines(records: Sequence[TrialRecord], info: "StudyRunInfo") -> list[str]:
+    """What the study cost, in the words of ``tuner status`` (:func:`tuner.front.cost.cost_lines`): its
+    device (``info.device``, else the ``tuner.device`` tag) gives the unit."""
+    return cost_lines(cost_of_records(records), info.device or info.tags.get("tuner.device"),
+                      info.budget_device_hours)
+
+
 def view_key(study_name: str) -> str:
     """The share key of a study's comparison view: ``tuner-<study>`` (URL- and tag-safe)."""
     return "tuner-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in study_name)
@@ -192,8 +205,9 @@ def view_key(study_name: str) -> str:
 
 def study_description(records: Sequence[TrialRecord], info: "StudyRunInfo", ranks: Mapping[int, int],
                       compare_route: str | None) -> str:
-    """Markdown for the parent run's overview: counts, the link to the comparison view (a route
-    inside the UI), and the front (run names, objectives with units, key parameters)."""
+    """Markdown for the parent run's overview: counts, what the study cost (:func:`study_cost_lines`), the
+    link to the comparison view (a route inside the UI), and the front (run names, objectives with units,
+    the device-seconds each run held, key parameters)."""
     names, directions = list(info.objective_names), list(info.directions)
     units = objective_units(names, (r.metrics for r in records))
     front = sorted((r for r in records if ranks.get(r.number) == 0),
@@ -201,15 +215,15 @@ def study_description(records: Sequence[TrialRecord], info: "StudyRunInfo", rank
     goals = ", ".join(metric_label(n, units[n], d) for n, d in zip(names, directions))
     lines = [f"**{info.study_name}**: {sum(1 for r in records if r.state != 'RUNNING')} trials, "
              f"{sum(1 for r in records if record_feasible(r))} feasible, {len(front)} on the Pareto front. "
-             f"Objectives: {goals}.", ""]
+             f"Objectives: {goals}.", "", *(f"{line}  " for line in study_cost_lines(records, info)), ""]
     if compare_route:
         lines += [f"[Compare all trials: objectives, outcome and key parameters as columns](#{compare_route})", ""]
     params = key_parameters(info)
-    header = ["trial run", *(metric_label(n, units[n]) for n in names), *params]
+    header = ["trial run", *(metric_label(n, units[n]) for n in names), "device-s", *params]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for record in front[:DESCRIPTION_FRONT_ROWS]:
         cells = [child_run_name(record, info, ranks),
-                 *(format_number(v) for v in (record.values or ())),
+                 *(format_number(v) for v in (record.values or ())), device_s_text(record.device_s),
                  *(str(record.params.get(p, "")) for p in params)]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     if len(front) > DESCRIPTION_FRONT_ROWS:

@@ -8,12 +8,12 @@ are counted and reported; after three in a row the tracker stops trying for
 this invocation and says to rebuild with ``tuner sync-mlflow``.
 
 Layout: experiment ``<spec name> @ <gpu type>``; a parent run named after the
-study (tags, search space, front artifacts and children's ranks refreshed at
-most every ``refresh_s`` seconds — ``$TUNER_MLFLOW_REFRESH_S``, default 30 — while
+study (tags, search space, front artifacts, the cost metrics ``cost_*_device_h`` and
+children's ranks refreshed at most every ``refresh_s`` seconds — ``$TUNER_MLFLOW_REFRESH_S``, default 30 — while
 the study runs, and once at its end); a child run per trial, named after what it
 gave (``t12 · 1.32 s · PSNR 31.2 dB · front``, renamed when it joins or leaves the
 front) and lasting as long as the trial did (params, metrics with units in their
-names, outcome, ``pareto_rank`` / ``on_front`` kept current, constraint violations,
+names, ``device_s``, outcome, ``pareto_rank`` / ``on_front`` kept current, constraint violations,
 samples); an experiment tag holding the runs-table view that compares the trials.
 
 Default tracking URI: ``sqlite:///<cwd>/mlflow/mlflow.db`` with artifacts in

@@ -9,8 +9,8 @@ build, both live (:class:`~tuner.tracking.live.MlflowTracker`) and on rebuild
   GPU / host fingerprint as ``host.*``) and params (the search space).
 * :func:`child_payload` — a trial's child run: params (``derived.*`` for derived
   values), every available metric (unit in the name), constraint violations
-  (``constraint.*``), outcome / role / reason tags, where it ran (``tuner.host``,
-  ``tuner.worker``: :func:`trial_host_tags`), and the sample files.
+  (``constraint.*``), the device-seconds its run held (``device_s``), outcome / role / reason tags,
+  where it ran (``tuner.host``, ``tuner.worker``: :func:`trial_host_tags`), and the sample files.
   Its name (``t12 · 1.32 s · PSNR 31.2 dB · front``) and real start / end times come from
   :mod:`tuner.tracking.comparison`.
 * :func:`rank_payload` — ``pareto_rank`` / ``on_front`` (tags and metrics) of a trial;
@@ -18,7 +18,10 @@ build, both live (:class:`~tuner.tracking.live.MlflowTracker`) and on rebuild
 * :func:`build_front_views` — the parent run's artifacts (front table as CSV and
   as an MLflow table, ``front.json``; every trial as ``trials.json`` / ``trials.csv``; pairwise
   Pareto PNGs, interactive HTML, hypervolume history, latency–throughput curve), its
-  description and summary metrics.
+  description and summary metrics, among them what the study cost (:func:`cost_views`):
+  ``cost_used_device_h``, ``cost_wasted_device_h``, ``cost_avoided_device_h``,
+  ``cost_recorded_device_h`` (= used + wasted: the trials' ``device_s`` summed, in hours) and
+  ``cost_wasted_runs``, refreshed with the front; the tag ``tuner.cost`` says it in one line.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from tuner.front.cost import budget_hours, cost_metrics, cost_of_records
 from tuner.front.report import columns, front_csv, front_table, hypervolume_png, pairwise_pngs
 from tuner.front.throughput import throughput_png
 from tuner.pareto import Point, hypervolume_history, pareto_ranks
@@ -40,6 +44,7 @@ from tuner.tracking.comparison import (
     ComparisonView,
     child_run_name,
     comparison_view,
+    study_cost_lines,
     study_description,
     trial_times_ms,
     trials_table,
@@ -58,7 +63,8 @@ TABLE_FILES = (TABLE_FILE, TRIALS_TABLE_FILE)
 
 @dataclass(frozen=True)
 class StudyRunInfo:
-    """What the parent run needs: names, tags and the search space."""
+    """What the parent run needs: names, tags and the search space; the device (``cuda`` / ``cpu``: the
+    unit of its cost, else the ``tuner.device`` tag's) and the device-hour budget (None: none)."""
 
     study_name: str
     experiment_name: str
@@ -67,6 +73,8 @@ class StudyRunInfo:
     objective_names: tuple[str, ...] = ()
     directions: tuple[str, ...] = ()
     search_space: Mapping[str, Any] = field(default_factory=dict)
+    device: str | None = None
+    budget_device_hours: float | None = None
 
 
 def study_run_info(opened: "OpenStudy") -> StudyRunInfo:
@@ -87,7 +95,8 @@ def study_run_info(opened: "OpenStudy") -> StudyRunInfo:
     return StudyRunInfo(study.study_name, experiment_name(spec.name, gpu_type), tags,
                         params, tuple(spec.objective_names), tuple(o.direction for o in spec.objectives),
                         {"parameters": space, "derived": dict(spec.derived),
-                         "rules": [r.model_dump() for r in spec.rules]})
+                         "rules": [r.model_dump() for r in spec.rules]},
+                        stored.device, budget_hours(stored.budget_device_hours))
 
 
 def experiment_name(family: str, gpu_type: str) -> str:
@@ -157,7 +166,8 @@ def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str,
     for key, value in record.constraints.items():
         metrics[f"constraint.{safe_key(key)}"] = float(value)
     if record.duplicate_of is None:
-        for key, seconds in (("worker_wall_time_s", record.wall_time_s), ("eval_time_s", record.eval_time_s)):
+        for key, seconds in (("worker_wall_time_s", record.wall_time_s), ("eval_time_s", record.eval_time_s),
+                             ("device_s", record.device_s)):
             if seconds is not None:
                 metrics[key] = float(seconds)
     status = "FINISHED" if record.outcome == "OK" else "FAILED"
@@ -221,6 +231,12 @@ def study_comparison_view(records: Sequence[TrialRecord], info: StudyRunInfo) ->
     return comparison_view(info, objective_metric_keys(records, info))
 
 
+def cost_views(records: Sequence[TrialRecord], info: StudyRunInfo) -> tuple[dict[str, float], str]:
+    """The study run's cost metrics (:func:`tuner.front.cost.cost_metrics`, device-hours) and its one-line
+    summary (the ``tuner.cost`` tag), from ``records``: the same figures ``tuner status`` prints."""
+    return cost_metrics(cost_of_records(records)), study_cost_lines(records, info)[0]
+
+
 @dataclass
 class FrontViews:
     """The parent run's front artifacts (path -> bytes), MLflow table, metrics and tags."""
@@ -278,6 +294,8 @@ def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo,
     artifacts["search_space.json"] = json.dumps(info.search_space, indent=2, sort_keys=True, default=str).encode()
     metrics = {"front_size": float(len(front)), "trials": float(len(records)),
                "feasible_trials": float(len(history)), "hypervolume": history[-1][1] if history else 0.0}
+    cost, tags["tuner.cost"] = cost_views(records, info)
+    metrics.update(cost)
     keys = columns(rows)
     table = {key: [row.get(key) for row in rows] for key in keys}
     artifacts[TABLE_FILE] = json.dumps({"columns": keys, "data": [[row.get(k) for k in keys] for row in rows]},
