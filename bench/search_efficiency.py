@@ -1,4 +1,4 @@
-"""Search efficiency: how many trials each sampler needs to find a measured space's front.
+"""Search efficiency: how many trials, and device-seconds, each sampler needs to find a measured space's front.
 
 Usage::
 
@@ -15,13 +15,24 @@ measured settings (``bench/tables/*.csv``, hardware types and their declared mem
 constraints hold as in a real study. Per table x hardware type and method it prints the trials
 (that ran a workload: reference and baseline included, rule-rejected and copied ones free) to
 reach 90 / 95 / 99 % of the exhaustive front's normalised hypervolume (median [IQR] over seeds,
-and how many seeds got there), and the fraction reached after 10 / 20 / 40 trials; it writes
-``bench/results/search_efficiency_<table>_<hw>.png`` (median curves) and ``.json`` (raw curves).
-The last line compares the default sampler with a person's sweep at 95 %.
+and how many seeds got there), the device-seconds to reach them, and the fraction reached after
+40 trials; it writes ``bench/results/search_efficiency_<table>_<hw>.png`` (median curves) and
+``.json`` (raw curves: fractions and cumulative device-seconds per trial, per seed).
+
+Device-seconds are MODELLED (:mod:`tuner.replay.cost_model`): each replayed run costs the table's
+measured per-trial start-up and evaluation (sidecar ``trial_overhead_s``, written by
+``bench/tables/measure_overhead.py``; 0 s where absent: the ``cost model:`` line under each table
+says which) plus its warm-up and timed calls at the setting's recorded latency; a rule-refused,
+copied or skipped setting costs nothing. After the table, one line gives the default's
+device-seconds to 95 % against a person's sweep of the same space. The closing lines compare the
+default with the sweep at 95 % in trials (per table, then the worst case), and, last, the default's
+median device-seconds to 95 % as a fraction of ``default-v1``'s (the default before issue 26:
+TPE, multivariate, 5 start-up trials, pinned) — in ``--quick`` mode the one line on the quick table.
 
 Methods: ``sweep`` (a person's hand sweep from the reference, whole space, deterministic: one
 run), ``random``, ``hillclimb`` (Model Analyzer's quick search, multi-objective), ``tpe``,
-``nsga2``, ``gp`` and ``default`` (what a spec without a sampler block gets); ``--variants
+``nsga2``, ``gp``, ``default`` (what a spec without a sampler block gets) and ``default-v1`` (the
+default before issue 26, kept under its own name to compare against); ``--variants
 name:key=value,...`` adds samplers with options. The spec's seed is the study's seed and the
 sampler's. A method is a :class:`tuner.replay.methods.Method`: a sampler, coordinator keyword
 arguments and an optional setup run on the opened study first (:func:`extra_methods` is where
@@ -40,15 +51,20 @@ from typing import Any, Mapping, Sequence
 
 import yaml
 
+from tuner.replay.cost_model import ReplayCostModel, overhead_note
 from tuner.replay.methods import Method, Replay, Target, replay_once
-from tuner.replay.report import MethodResult, comparison, table_lines, write_outputs
+from tuner.replay.report import (MethodResult, comparison, cost_comparison, sweep_cost_line, table_lines,
+                                 write_outputs)
 from tuner.replay.table import (HardwareType, MeasuredTable, TableError, load_hardware_types, load_table,
                                 over_cap_fraction)
 from tuner.results import Outcome
 from tuner.spec.models import DEFAULT_SAMPLER
 
 ROOT = Path(__file__).resolve().parents[1]
-STANDARD = ("sweep", "random", "hillclimb", "tpe", "nsga2", "gp", "default")
+STANDARD = ("sweep", "random", "hillclimb", "tpe", "nsga2", "gp", "default", "default-v1")
+# the default before issue 26 (TPE, multivariate, 5 start-up trials: make_sampler's options then), pinned
+# so it stays the same method when the default changes; the last line compares the default with it
+DEFAULT_V1 = Method("default-v1", "tpe", options={"multivariate": True, "n_startup_trials": 5})
 FULL = {"seeds": 20, "budget": 100, "gp_seeds": 5, "tables": None, "methods": ",".join(STANDARD)}
 QUICK = {"seeds": 5, "budget": 100, "gp_seeds": 1, "tables": "avatar_dit:cpu1t",
          "methods": ",".join(m for m in STANDARD if m != "gp")}  # gp: ~1-2 s per ask at 100 trials
@@ -63,7 +79,8 @@ def standard_methods(gp_seeds: int) -> dict[str, Method]:
             "tpe": Method("tpe", "tpe"),
             "nsga2": Method("nsga2", "nsga2"),
             "gp": Method("gp", "gp", seeds=gp_seeds),
-            "default": Method("default", DEFAULT_SAMPLER)}
+            "default": Method("default", DEFAULT_SAMPLER),
+            "default-v1": DEFAULT_V1}
 
 
 def extra_methods(declared: Mapping[str, HardwareType], budget: int) -> dict[str, Method]:
@@ -159,6 +176,53 @@ def unusable(table: MeasuredTable) -> str | None:
     return None
 
 
+def bench_table(label: str, declared: Mapping[str, HardwareType], methods: Sequence[Method], seeds: int,
+                budget: int, results_dir: Path) -> tuple[list[tuple[str, float]], list[str]] | None:
+    """Replay every method on one declared table, print its table and write its results; the default
+    against the sweep (line, trials ratio) and the default against default-v1 (device-seconds line), when
+    those methods ran. None when the table was skipped (said why)."""
+    hardware = declared.get(label)
+    if hardware is None or not hardware.table_path.exists():
+        print(f"{label}: skipped: {'not declared' if hardware is None else 'no table yet'}", flush=True)
+        return None
+    table = load_table(hardware)
+    target = Target.of(table)
+    print(describe(table, target), flush=True)
+    print(f"cost model: {overhead_note(table)}", flush=True)
+    problem = unusable(table)
+    if problem is not None:
+        print(f"{label}: skipped: {problem}", flush=True)
+        return None
+    results = replay_table(table, methods, seeds, budget, lambda line: print(line, flush=True))
+    for line in table_lines(results):
+        print(line, flush=True)
+    model = ReplayCostModel.of(table)
+    about: dict[str, object] = {
+        "table": hardware.label, "table_path": str(hardware.table_path), "memory_cap_gb": hardware.memory_cap_gb,
+        "settings": table.space_size, "measured_settings": len(table.rows), "complete": table.complete,
+        "front_size": target.front_size, "front_hypervolume": target.front_hypervolume,
+        "cost_model": {"startup_s": model.startup_s, "evaluation_s": model.evaluation_s,
+                       "warmup_calls": model.warmup_calls, "repeats": model.repeats,
+                       "measured_overhead": model.measured_overhead, "note": overhead_note(table)}}
+    coverage = "complete" if table.complete else f"partial: {len(table.rows)} of {table.space_size} settings"
+    cap = "no memory cap" if hardware.memory_cap_gb is None else f"declared cap {hardware.memory_cap_gb:g} GB"
+    title = (f"{hardware.label} ({coverage}), {cap}, front "
+             f"{target.front_size} settings\nREPLAYED studies (simulated runs): median of {seeds} seeds, "
+             f"{budget} trials; sweep: the whole space")
+    png, raw = write_outputs(results_dir, f"search_efficiency_{hardware.table}_{hardware.name}", title, results,
+                             about)
+    print(f"wrote {_shown(png)} and {_shown(raw)}", flush=True)
+    by_name = {r.name: r for r in results}
+    verdicts: list[tuple[str, float]] = []
+    costs: list[str] = []
+    if "default" in by_name and "sweep" in by_name:
+        verdicts.append(comparison(label, by_name["default"], by_name["sweep"]))
+        print(sweep_cost_line(label, by_name["default"], by_name["sweep"]), flush=True)
+    if "default" in by_name and DEFAULT_V1.name in by_name:
+        costs.append(cost_comparison(label, by_name["default"], by_name[DEFAULT_V1.name])[0])
+    return verdicts, costs
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="fewer seeds, trials and tables (< 5 min idle)")
@@ -198,42 +262,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     if "gp" in names:
         print(f"{GP_NOTE}: {gp_seeds}", flush=True)
     verdicts: list[tuple[str, float]] = []
+    costs: list[str] = []
     for label in labels:
-        hardware = declared.get(label)
-        if hardware is None or not hardware.table_path.exists():
-            print(f"{label}: skipped: {'not declared' if hardware is None else 'no table yet'}", flush=True)
-            continue
-        table = load_table(hardware)
-        target = Target.of(table)
-        print(describe(table, target), flush=True)
-        problem = unusable(table)
-        if problem is not None:
-            print(f"{label}: skipped: {problem}", flush=True)
-            continue
-        results = replay_table(table, methods, seeds, budget, lambda line: print(line, flush=True))
-        for line in table_lines(results):
-            print(line, flush=True)
-        stem = f"search_efficiency_{hardware.table}_{hardware.name}"
-        about: dict[str, object] = {"table": hardware.label, "table_path": str(hardware.table_path),
-                 "memory_cap_gb": hardware.memory_cap_gb, "settings": table.space_size,
-                 "measured_settings": len(table.rows), "complete": table.complete,
-                 "front_size": target.front_size, "front_hypervolume": target.front_hypervolume}
-        coverage = "complete" if table.complete else f"partial: {len(table.rows)} of {table.space_size} settings"
-        cap = "no memory cap" if hardware.memory_cap_gb is None else f"declared cap {hardware.memory_cap_gb:g} GB"
-        title = (f"{hardware.label} ({coverage}), {cap}, front "
-                 f"{target.front_size} settings\nREPLAYED studies (simulated runs): median of {seeds} seeds, "
-                 f"{budget} trials; sweep: the whole space")
-        png, raw = write_outputs(args.results_dir, stem, title, results, about)
-        print(f"wrote {_shown(png)} and {_shown(raw)}", flush=True)
-        by_name = {r.name: r for r in results}
-        if "default" in by_name and "sweep" in by_name:
-            verdicts.append(comparison(label, by_name["default"], by_name["sweep"]))
+        outcome = bench_table(label, declared, methods, seeds, budget, args.results_dir)
+        if outcome is not None:
+            verdicts.extend(outcome[0])
+            costs.extend(outcome[1])
     print(f"elapsed {time.perf_counter() - started:.1f} s{' (quick mode)' if args.quick else ''}", flush=True)
     for line, _ in verdicts:
         print(line, flush=True)
     if len(verdicts) > 1:
         worst_line, _ = max(verdicts, key=lambda v: v[1] if not math.isnan(v[1]) else -1.0)
         print(f"worst case: {worst_line}", flush=True)
+    for line in costs:  # last: the new default's device-seconds to 95 % against the old default's
+        print(line, flush=True)
     return 0
 
 

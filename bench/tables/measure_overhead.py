@@ -17,9 +17,11 @@ not. This script measures them on this host, per declared table (``hardware_type
   the real :class:`~tuner.study.coordinator.Coordinator` and the spec's default runner
   (:func:`tuner.runner.choice.make_runner`, with the evaluators' warm-ups preloaded, as
   ``tuner run`` builds it) on one CPU slot with the table's torch thread count (sidecar
-  ``torch_threads``); a table measured with oneDNN off (sidecar ``"onednn": false``) gets its
-  fork server's oneDNN switched off before any worker forks (:func:`onednn_off`, a preload
-  warm-up), as ``build_tables.py --no-onednn`` did in-process. No MLflow; the memory model off;
+  ``torch_threads``); a table measured with oneDNN off (sidecar ``"onednn": false``) gets
+  torch's oneDNN backend switched off in every worker, as ``build_tables.py --no-onednn`` did
+  in-process, without importing torch any sooner than the plain runner does (:func:`onednn_off`,
+  a preload warm-up; each such sample says whether its worker's log confirms the switch). No
+  MLflow; the memory model off;
 * the settings: the reference and the baseline (what every study runs first), then settings
   drawn (seed 0) from the table's OK rows no slower than its median latency (to keep this quick);
 * each run's recorded ``cost`` (:func:`tuner.study.cost.trial_cost`: the worker's reported
@@ -57,10 +59,49 @@ ONEDNN_OFF_WARM_UP = "measure_overhead:onednn_off"  # module importable through 
 
 
 def onednn_off() -> None:
-    """Fork-server warm-up: torch's oneDNN backend off; every worker forked afterwards inherits it."""
-    import torch
+    """Fork-server warm-up: torch's oneDNN backend off in every worker, torch imported no sooner.
 
-    torch.backends.mkldnn.enabled = False
+    When the server already imported torch (a workload module that imports it), the switch is
+    flipped there and every forked worker inherits it. Otherwise the worker imports torch itself
+    (its start-up pays for that, as with the plain runner): an import hook flips the switch as
+    soon as torch is loaded, and says so in the worker's log (:data:`ONEDNN_OFF_SAID`).
+    """
+    if "torch" in sys.modules:
+        _switch_off()
+        return
+    sys.meta_path.insert(0, _AfterTorchImport())
+
+
+ONEDNN_OFF_SAID = "measure_overhead: torch's oneDNN backend switched off"
+
+
+def _switch_off() -> None:
+    import importlib
+
+    importlib.import_module("torch.backends.mkldnn").enabled = False  # type: ignore[attr-defined]
+    print(ONEDNN_OFF_SAID, file=sys.stderr, flush=True)
+
+
+class _AfterTorchImport:
+    """A meta-path finder that runs :func:`_switch_off` right after ``torch`` is imported (once)."""
+
+    def find_spec(self, name: str, path: Any = None, target: Any = None) -> Any:
+        import importlib.util
+
+        if name != "torch":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.util.find_spec("torch")
+        if spec is None or spec.loader is None:
+            return spec
+        loader, run = spec.loader, spec.loader.exec_module
+
+        def exec_module(module: Any) -> None:
+            run(module)
+            _switch_off()
+
+        loader.exec_module = exec_module  # type: ignore[method-assign]
+        return spec
 
 
 def pick_settings(table: Any, count: int, seed: int = 0) -> list[dict[str, Any]]:
@@ -108,17 +149,19 @@ def run_trials(table: Any, settings: Sequence[dict[str, Any]], threads: int, one
     finally:
         runner.close()
     trials = sorted(opened.study.get_trials(deepcopy=False), key=lambda t: t.number)
-    return [sample_of(table, t) for t in trials if names.is_measured(t)], described
+    return [sample_of(table, t, onednn) for t in trials if names.is_measured(t)], described
 
 
-def sample_of(table: Any, trial: Any) -> dict[str, Any]:
-    """One run's sample: its outcome, wall and phase seconds (the recorded ``cost``), latencies."""
+def sample_of(table: Any, trial: Any, onednn: bool = True) -> dict[str, Any]:
+    """One run's sample: its outcome, wall and phase seconds (the recorded ``cost``), latencies, and
+    with oneDNN off whether the worker's log says the switch was flipped there (:func:`onednn_off`)."""
     from tuner.study import attributes as names
 
     cost = names.cost_of(trial) or {}
     phases = {p: round(float(s), 3) for p, s in (cost.get("phases_device_s") or {}).items()}
     latency = (names.metrics_of(trial).get("latency_p50_s") or {}).get("value")
     row = table.lookup(trial.params)
+    log = str(names.attributes_of(trial).get(names.LOG_TAIL) or "")
     recorded = None if row is None else row.values.get("latency_p50_s")
     calls = table.spec.measurement.warmup + table.spec.measurement.min_repeats
     return {"trial": trial.number, "role": names.role_of(trial), "outcome": names.outcome_of(trial),
@@ -126,7 +169,9 @@ def sample_of(table: Any, trial: Any) -> dict[str, Any]:
             "phases_s": phases, "latency_p50_s": None if latency is None else round(float(latency), 4),
             "table_latency_p50_s": recorded,
             "calls_s": round(phases.get("warmup", 0.0) + phases.get("measured", 0.0), 3),
-            "modelled_calls_s": None if recorded is None else round(calls * recorded, 3)}
+
+            "modelled_calls_s": None if recorded is None else round(calls * recorded, 3),
+            **({} if onednn else {"worker_log_says_onednn_off": ONEDNN_OFF_SAID in log})}
 
 
 def overhead_of(samples: Sequence[dict[str, Any]], runner: str, threads: int, onednn: bool,
@@ -176,7 +221,9 @@ def say(label: str, overhead: dict[str, Any]) -> None:
         phases = ", ".join(f"{p} {v:.2f}" for p, v in s["phases_s"].items() if v)
         print(f"  trial {s['trial']} {s['role']:<9} {s['outcome']:<4} wall {s['wall_s']:.2f} s ({phases}); "
               f"latency {s['latency_p50_s']} s (table {s['table_latency_p50_s']}); calls {s['calls_s']} s "
-              f"(model {s['modelled_calls_s']} s)", flush=True)
+              f"(model {s['modelled_calls_s']} s)"
+              + ("" if "worker_log_says_onednn_off" not in s else
+                 f"; worker log confirms oneDNN off: {s['worker_log_says_onednn_off']}"), flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -244,7 +244,7 @@ def test_summary_trials_workers_and_front_come_from_the_storage(service: Service
     assert page["trials"][0]["state"] == "WAITING" and page["trials"][0]["role"] == "baseline"
     listed = service.request("GET", "/api/studies").json()["studies"]
     assert listed == [{"name": "views", "trials": 6, "gpu_type": "cpu", "budget_trials": 5, "cancelled": False,
-                       "tuner_study": True}]
+                       "tuner_study": True, "used_device_h": 0.0, "unit": "CPU-h"}], "these trials recorded no cost"
     assert service.request("GET", "/api/studies/nosuch").status == 404
 
 

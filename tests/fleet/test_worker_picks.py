@@ -76,3 +76,23 @@ def test_a_cancelled_study_stops_its_workers_after_the_trials_in_flight(tmp_path
     trials = study.get_trials(deepcopy=False)
     assert sum(1 for t in trials if t.user_attrs.get("measured")) < 200
     assert not any(t.state.name == "RUNNING" for t in trials), "the trial in flight finished; nothing left running"
+
+
+def test_a_study_whose_device_hours_are_spent_is_not_joined(tmp_path: Path) -> None:
+    """A worker without a study name skips a study whose runs already hold its device-hour budget: the
+    budget is the study's, whichever hosts spent it."""
+    import tuner
+    from tuner.fleet.worker import open_studies
+
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    spec = tmp_path / "picks.yaml"
+    spec.write_text(noop_spec("picks", trials=50))
+    tuner.create_study(spec, study_name="spent", storage=url, home=tmp_path / "creator", device_hours=0.001)
+    tuner.create_study(spec, study_name="open", storage=url, home=tmp_path / "creator", device_hours=1.0)
+    for name in ("spent", "open"):  # one run of 3.6 device-seconds each, as another host recorded it
+        study = optuna.load_study(study_name=name, storage=optuna.storages.RDBStorage(url))
+        trial = study.ask()
+        trial.set_user_attr("measured", True)
+        trial.set_user_attr("cost", {"device_s": 3.6, "wall_s": 3.6, "devices": 1, "phases_device_s": {}})
+        study.tell(trial, state=optuna.trial.TrialState.FAIL)
+    assert [s.name for s in open_studies(url, "cpu")] == ["open"]

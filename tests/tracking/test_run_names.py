@@ -74,7 +74,7 @@ def test_trials_table_lists_every_trial_front_first_with_labelled_objectives() -
     ranks = ranks_of(records, INFO.directions)
     table = trials_table(records, INFO, ranks)
     assert list(table)[:7] == ["trial", "run", "outcome", "on front", "Pareto rank", "latency p50 [s]", "ST-LPIPS"]
-    assert list(table)[7:] == ["steps", "size"], "the search space's parameters, not every param"
+    assert list(table)[7:] == ["device_s", "steps", "size"], "device-seconds, the search space's parameters only"
     assert table["trial"] == [5, 12, 8, 7] and table["on front"] == [True, True, False, False]
     assert table["latency p50 [s]"][3] is None, "an OOM's placeholders are not values"
     assert table["run"][3] == "t7 · OOM"
@@ -93,7 +93,7 @@ def test_the_comparison_view_selects_objectives_and_key_params_first() -> None:
         "http://u:***@h:5000/#/experiments/3/runs?viewStateShareKey=tuner-s1"
     text = study_description([BASE], INFO, {12: 0}, view.route("3"))
     assert "(#/experiments/3/runs?viewStateShareKey=tuner-s1)" in text
-    assert "| t12 · 1.32 s · ST-LPIPS 0.013 · front | 1.32 | 0.013 | 4 | 704*384 |" in text
+    assert "| t12 · 1.32 s · ST-LPIPS 0.013 · front | 1.32 | 0.013 | - | 4 | 704*384 |" in text, "no cost: '-'"
 
 
 def test_front_views_carry_the_trials_table_and_the_description() -> None:

@@ -14,7 +14,9 @@ host measured (one device per slot, so device-seconds = seconds):
   or a setting not in the table: start-up only.
 
 A table whose sidecar has no ``trial_overhead_s`` models start-up and evaluation as 0 s:
-:func:`overhead_note` says so, and the bench prints it.
+:func:`overhead_note` says so, and the bench prints it. The note also gives the sidecar's
+``calls_vs_model`` when present: how much more the measuring script's real trials spent on their
+calls than this model's call term (a check, never applied).
 """
 
 from __future__ import annotations
@@ -68,6 +70,10 @@ def overhead_note(table: MeasuredTable) -> str:
     if not model.measured_overhead:
         return (f"{table.hardware.label}: no measured per-trial start-up / evaluation ({OVERHEAD_KEY} missing from "
                 "the sidecar): modelled as 0 s; costs are the calls' only")
-    where: Any = table.sidecar.get(OVERHEAD_KEY, {}).get("source", "the sidecar")
+    overhead: Mapping[str, Any] = table.sidecar.get(OVERHEAD_KEY, {})
+    where, check = overhead.get("source", "the sidecar"), overhead.get("calls_vs_model")
+    checked = (f"; the real trials measured there spent {check:.3g} x that on their calls (a fresh process, repeats "
+               f"until the CV converges; not modelled)" if isinstance(check, (int, float)) else "")
     return (f"{table.hardware.label}: per trial start-up {model.startup_s:.3g} s + evaluation {model.evaluation_s:.3g} s "
-            f"(measured: {where}) + ({model.warmup_calls} warm-up + {model.repeats} timed calls) x latency_p50_s")
+            f"(measured: {where}) + ({model.warmup_calls} warm-up + {model.repeats} timed calls) x latency_p50_s"
+            f"{checked}")

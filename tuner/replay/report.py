@@ -191,30 +191,29 @@ def cost_ratio(new: MethodResult, old: MethodResult, target: float = COST_TARGET
     return ours / theirs
 
 
-def cost_comparison(label: str, new: MethodResult, old: MethodResult,
-                    target: float = COST_TARGET) -> tuple[str, float]:
+def cost_comparison(label: str, new: MethodResult, old: MethodResult, target: float = COST_TARGET,
+                    old_called: str | None = None) -> tuple[str, float]:
     """The line comparing ``new``'s median device-seconds to ``target`` of the front's hypervolume with
-    ``old``'s, and their ratio (:func:`cost_ratio`), e.g. ``avatar_dit:cpu1t: default reaches 95 % of the
-    front's hypervolume in 512 device-s (median) = 0.80 x default-v1's 640 device-s``."""
+    ``old``'s (called ``old_called``, default its name), and their ratio (:func:`cost_ratio`), e.g.
+    ``avatar_dit:cpu1t: default reaches 95 % of the front's hypervolume in 512 device-s (median) = 0.80 x
+    default-v1's 640 device-s``."""
     ours, theirs = new.median_device_s_to(target), old.median_device_s_to(target)
-    percent, where = round(target * 100), f"{label}: " if label else ""
+    percent, where, them = round(target * 100), f"{label}: " if label else "", old_called or old.name
     ratio = cost_ratio(new, old, target)
-    theirs_text = (f"{old.name}'s {_seconds(theirs)} device-s" if theirs != math.inf
-                   else f"{old.name} does not reach it within its budget (median)")
     if ours == math.inf:
+        after = f"{them} needs {_seconds(theirs)}" if theirs != math.inf else f"nor does {them}"
         return (f"{where}{new.name} does not reach {percent} % of the front's hypervolume within its budget "
-                f"(median); {theirs_text}"), ratio
+                f"(median); {after}"), ratio
+    head = f"{where}{new.name} reaches {percent} % of the front's hypervolume in {_seconds(ours)} device-s (median)"
     if math.isnan(ratio):
-        return (f"{where}{new.name} reaches {percent} % of the front's hypervolume in {_seconds(ours)} device-s "
-                f"(median); {theirs_text}"), ratio
-    return (f"{where}{new.name} reaches {percent} % of the front's hypervolume in {_seconds(ours)} device-s "
-            f"(median) = {ratio:.2f} x {theirs_text}"), ratio
+        why = "does not within its budget (median)" if theirs == math.inf else "spent nothing"
+        return f"{head}; {them} {why}", ratio
+    return f"{head} = {ratio:.2f} x {them}'s {_seconds(theirs)} device-s", ratio
 
 
 def sweep_cost_line(label: str, method: MethodResult, sweep: MethodResult, target: float = COST_TARGET) -> str:
     """``method``'s median device-seconds to ``target`` against a person's sweep of the same space."""
-    line, _ = cost_comparison(label, method, sweep, target)
-    return line.replace(f"x {sweep.name}'s", "x the sweep's").replace(f"; {sweep.name} does", "; the sweep does")
+    return cost_comparison(label, method, sweep, target, old_called="the sweep")[0]
 
 
 def write_outputs(directory: Path, stem: str, title: str, results: Sequence[MethodResult],

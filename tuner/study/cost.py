@@ -25,6 +25,7 @@ result and so no recorded cost: :attr:`StudyCost.unknown` counts them.
 
 from __future__ import annotations
 
+import math
 import statistics
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
@@ -216,11 +217,15 @@ def device_unit(device: str | None) -> str:
 
 
 def format_hours(seconds: float) -> str:
-    """Device-seconds as hours, readable at any size: ``0.0123`` / ``1.25`` / ``130``."""
+    """Device-seconds as hours, at most three significant digits in plain decimals at any size:
+    ``0.0000495`` / ``0.01`` / ``1.25`` / ``130``."""
     hours = seconds / SECONDS_PER_HOUR
-    if hours == 0:
+    if hours <= 0:
         return "0"
-    return f"{hours:.3g}" if hours < 100 else f"{hours:.0f}"
+    if hours >= 100:
+        return f"{hours:.0f}"
+    text = f"{hours:.{max(0, 2 - math.floor(math.log10(hours)))}f}"
+    return text.rstrip("0").rstrip(".") if "." in text else text
 
 
 def summary_line(cost: StudyCost, device: str | None, budget_device_hours: float | None = None) -> str:
