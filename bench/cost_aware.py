@@ -5,6 +5,8 @@ Usage::
     python bench/cost_aware.py                         # every table below, 8 seeds, 2 processes
     python bench/cost_aware.py --seeds 5 --tables avatar_dit:cpu1t --methods default-v1,ei-per-second
     python bench/cost_aware.py --jobs 1                # one process (a busy machine)
+    python bench/cost_aware.py --first-seed 8 --seeds 8 --merge   # 8 more seeds, added to the JSON's
+    python bench/cost_aware.py --report                # print the tables of the results JSON, replay nothing
 
 Each study is REPLAYED (simulated runs) through the real coordinator against an exhaustive measured
 table (:mod:`tuner.replay.methods`); a trial's device-seconds are modelled by
@@ -14,11 +16,15 @@ multivariate, 5 start-up trials); the candidates are the ``tpe`` sampler's ``cos
 (:mod:`tuner.study.cost_aware`). Per table and method it prints the median over seeds of the
 device-seconds and of the trials (that ran a workload) to reach 90 / 95 % of the exhaustive front's
 normalised hypervolume (a seed that never gets there counts as infinite; ``n`` says how many did),
-the median fraction after 40 trials, and the ratio of device-seconds to 95 % against default-v1. A
+the median fraction after 40 trials, the ratio of device-seconds to 95 % against default-v1, and on how
+many seeds the method got there for fewer device-seconds than default-v1 on the same seed (paired: a
+seed is the spec's and the sampler's, so both start from the same random draws). A
 candidate "wins on every table" when, on each table, its median device-seconds to 95 % is below
 default-v1's and its median fraction at 40 trials is not lower; the issue's goal (at most half the
 device-seconds, at most 3x the front's size in trials) is printed beside it. Raw curves go to
-``bench/results/cost_aware_<table>_<hardware>.json``.
+``bench/results/cost_aware_<table>_<hardware>.json``; ``--merge`` adds the runs already there that were
+replayed under the same cost model (their first run, the reference, cost the same), ``--report``
+prints the tables from them alone.
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from tuner.replay.cost_model import overhead_note
+from tuner.replay.cost_model import ReplayCostModel, overhead_note
 from tuner.replay.methods import Method, Target, replay_once
 from tuner.replay.table import load_hardware_types, load_table
 
@@ -61,7 +67,8 @@ def replay_job(label: str, method_name: str, seed: int, budget: int) -> dict[str
     """One replayed study (run in a worker process): its curves and counts."""
     with tempfile.TemporaryDirectory(prefix="tuner-cost-aware-") as scratch:
         replay = replay_once(_target(label), METHODS[method_name], seed, budget, Path(scratch))
-    return {"table": label, "method": method_name, "seed": seed, "fractions": replay.fractions,
+    return {"table": label, "method": method_name, "seed": seed, "overhead": overhead_note(_target(label).table),
+            "fractions": replay.fractions,
             "device_s": replay.device_s, "trials": replay.trials, "runs": replay.runs,
             "stopped_because": replay.stopped_because, "elapsed_s": replay.elapsed_s, "sampler_s": replay.sampler_s}
 
@@ -89,6 +96,28 @@ def summarise(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     return summary
 
 
+def reference_cost(target: Target) -> float:
+    """The modelled device-seconds of the table's reference setting (every study's first run): two runs
+    replayed under the same cost model (:mod:`tuner.replay.cost_model`, the sidecar) agree on it."""
+    table = target.table
+    reference = table.spec.reference or {}
+    return ReplayCostModel.of(table).trial_seconds(table.lookup(dict(reference)), table.result(dict(reference)))
+
+
+def earlier_runs(path: Path, new: Sequence[Mapping[str, Any]], target: Target) -> list[dict[str, Any]]:
+    """The runs in ``path`` (an earlier results JSON) of any method, not repeated in ``new``, replayed under
+    the same cost model (their first run cost :func:`reference_cost`): those a merged summary adds."""
+    if not path.exists():
+        return []
+    done, expected = {(r["method"], r["seed"]) for r in new}, reference_cost(target)
+    earlier = [r for r in json.loads(path.read_text())["runs"] if (r["method"], r["seed"]) not in done]
+    kept = [r for r in earlier if r["device_s"] and math.isclose(r["device_s"][0], expected, rel_tol=1e-9)]
+    print(f"  merged {len(kept)} earlier run(s) from {path.name}"
+          + (f"; left out {len(earlier) - len(kept)} replayed under another cost model" if len(kept) < len(earlier)
+             else ""), flush=True)
+    return kept
+
+
 def _finite(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Summaries for JSON: a target never reached (infinite) is null."""
     return {name: {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in s.items()}
@@ -103,13 +132,14 @@ def table_lines(label: str, front: int, summaries: Mapping[str, Mapping[str, Any
     """The printed table of one measured table (see the module docstring)."""
     base = summaries.get("default-v1")
     lines = [f"{label}: front {front} settings (goal: 95 % in <= {3 * front} trials, <= 0.5x default-v1's device-s)",
-             f"| method | dev-s to 90 % | dev-s to 95 % (n) | x default-v1 | trials to 95 % | HV@{AT_TRIALS} | "
-             "dev-s total |", "|---|---|---|---|---|---|---|"]
+             f"| method | seeds | dev-s to 90 % | dev-s to 95 % (reached) | x default-v1 | cheaper seeds | trials to 95 % | "
+             f"HV@{AT_TRIALS} | dev-s total |", "|---|---|---|---|---|---|---|---|---|"]
     for name, s in summaries.items():
         ratio = (s["device_s_to_95"] / base["device_s_to_95"]) if base and math.isfinite(base["device_s_to_95"]) \
             and base["device_s_to_95"] > 0 else math.nan
-        lines.append(f"| {name} | {_fmt(s['device_s_to_90'])} | {_fmt(s['device_s_to_95'])} ({s['reached_95']}/"
-                     f"{s['seeds']}) | {_fmt(ratio, 2) if not math.isnan(ratio) else 'n/a'} | "
+        lines.append(f"| {name} | {s['seeds']} | {_fmt(s['device_s_to_90'])} | {_fmt(s['device_s_to_95'])} "
+                     f"({s['reached_95']}) | {_fmt(ratio, 2) if not math.isnan(ratio) else 'n/a'} | "
+                     f"{s.get('cheaper_seeds', '')} | "
                      f"{_fmt(s['trials_to_95'], 0)} | {s[f'hv_at_{AT_TRIALS}']:.3f} | {s['device_s_total']:.1f} |")
     return lines
 
@@ -139,6 +169,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--tables", default=",".join(TABLES), help="table:hardware,...")
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated of {', '.join(METHODS)}")
     parser.add_argument("--seeds", type=int, default=8)
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
+    parser.add_argument("--merge", action="store_true", help="add the runs already in the results JSON (other "
+                        "seeds, same cost model) to the new ones")
+    parser.add_argument("--report", action="store_true", help="replay nothing: print the tables of the results JSON")
     parser.add_argument("--budget", type=int, help="trials per study (default: per table, see TABLES)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--results-dir", type=Path, default=ROOT / "bench" / "results")
@@ -148,31 +182,55 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown {unknown}")
     started = time.perf_counter()
-    print(f"cost-aware search (REPLAYED studies: simulated runs, modelled device-seconds); {args.seeds} seeds", flush=True)
-    jobs = [(label, name, seed, args.budget or TABLES[label]) for label in labels for name in names
-            for seed in range(args.seeds)]
-    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
-        results = list(pool.map(replay_job, *zip(*jobs)))
-    by_table: dict[str, tuple[int, dict[str, dict[str, Any]]]] = {}
-    for label in labels:
-        target = _target(label)
-        print(overhead_note(target.table), flush=True)
-        runs = [r for r in results if r["table"] == label]
-        summaries = {name: summarise([r for r in runs if r["method"] == name]) for name in names}
-        by_table[label] = (target.front_size, summaries)
-        for line in table_lines(label, target.front_size, summaries):
-            print(line, flush=True)
-        path = args.results_dir / f"cost_aware_{label.replace(':', '_')}.json"
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"table": label, "front_size": target.front_size,
-                                    "overhead": overhead_note(target.table), "seeds": args.seeds,
-                                    "methods": {n: dict(METHODS[n].options) for n in names},
-                                    "summaries": _finite(summaries), "runs": runs}, indent=1))
-        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}", flush=True)
+    print(f"cost-aware search (REPLAYED studies: simulated runs, modelled device-seconds)", flush=True)
+    jobs = [] if args.report else [(label, name, seed, args.budget or TABLES[label]) for label in labels
+                                   for name in names for seed in range(args.first_seed, args.first_seed + args.seeds)]
+    results: list[dict[str, Any]] = []
+    if jobs:
+        with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+            results = list(pool.map(replay_job, *zip(*jobs)))
+    by_table = {label: report_table(label, [r for r in results if r["table"] == label], args.results_dir,
+                                    merge=args.merge or args.report, write=not args.report) for label in labels}
     for line in verdicts(by_table):
         print(line, flush=True)
     print(f"elapsed {time.perf_counter() - started:.0f} s", flush=True)
     return 0
+
+
+def report_table(label: str, runs: list[dict[str, Any]], results_dir: Path, merge: bool,
+                 write: bool) -> tuple[int, dict[str, dict[str, Any]]]:
+    """Print one table's summaries (``runs`` plus, with ``merge``, the earlier ones); write its JSON."""
+    target = _target(label)
+    note = overhead_note(target.table)
+    print(note, flush=True)
+    path = results_dir / f"cost_aware_{label.replace(':', '_')}.json"
+    if merge:
+        runs = runs + earlier_runs(path, runs, target)
+    present = [n for n in METHODS if any(r["method"] == n for r in runs)]
+    summaries = {name: summarise([r for r in runs if r["method"] == name]) for name in present}
+    for name in present:
+        summaries[name]["cheaper_seeds"] = paired_cheaper(runs, name)
+    for line in table_lines(label, target.front_size, summaries):
+        print(line, flush=True)
+    if write:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"table": label, "front_size": target.front_size, "overhead": note,
+                                    "seeds": sorted({r["seed"] for r in runs}),
+                                    "methods": {n: dict(METHODS[n].options) for n in present},
+                                    "summaries": _finite(summaries), "runs": runs}, indent=1))
+        print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}", flush=True)
+    return target.front_size, summaries
+
+
+def paired_cheaper(runs: Sequence[Mapping[str, Any]], name: str) -> str:
+    """``k/n``: of the n seeds replayed by both, those where ``name`` reached 95 % for fewer device-seconds
+    than default-v1 on the same seed (same spec seed, same start-up draws)."""
+    def cost(run: Mapping[str, Any]) -> float:
+        return first_reach(run["fractions"], run["device_s"], 0.95)[1]
+
+    base = {r["seed"]: cost(r) for r in runs if r["method"] == "default-v1"}
+    mine = {r["seed"]: cost(r) for r in runs if r["method"] == name and r["seed"] in base}
+    return f"{sum(1 for seed, c in mine.items() if c < base[seed])}/{len(mine)}"
 
 
 if __name__ == "__main__":

@@ -56,6 +56,7 @@ TABLE_DIR = Path(__file__).resolve().parent
 ROOT = TABLE_DIR.parents[1]
 SOURCE = "bench/tables/measure_overhead.py"
 ONEDNN_OFF_WARM_UP = "measure_overhead:onednn_off"  # module importable through PYTHONPATH (set in main)
+ONEDNN_OFF_SAID = "measure_overhead: torch's oneDNN backend switched off"
 
 
 def onednn_off() -> None:
@@ -70,9 +71,6 @@ def onednn_off() -> None:
         _switch_off()
         return
     sys.meta_path.insert(0, _AfterTorchImport())
-
-
-ONEDNN_OFF_SAID = "measure_overhead: torch's oneDNN backend switched off"
 
 
 def _switch_off() -> None:
@@ -137,8 +135,9 @@ def run_trials(table: Any, settings: Sequence[dict[str, Any]], threads: int, one
     spec, text = replay_spec(table, len(settings), "random", {}, seed=0)
     opened = create_study(spec, text, f"sqlite:///{home / 'overhead.db'}", "overhead", "random", len(settings),
                           {"spec_name": spec.name, "overhead_of": table.hardware.label})
-    for setting in settings[2:]:
-        enqueue(opened.study, setting, names.SEARCH)
+    for setting in settings:  # the reference and the baseline are queued by create_study
+        if setting not in (spec.reference, spec.baseline):
+            enqueue(opened.study, setting, names.SEARCH)
     preload = [*warm_ups(spec.used_metrics), *([] if onednn else [ONEDNN_OFF_WARM_UP])]
     runner = make_runner(spec, preload)
     described = f"{type(runner).__name__}(launcher={getattr(runner, 'launcher', 'n/a')}, preload={preload})"

@@ -116,8 +116,10 @@ def test_the_cell_gives_median_iqr_and_seeds_reached_and_a_lower_bound_past_the_
     result = MethodResult("m", seeds, budget=3)
     assert result.device_s_to(0.95) == [100.0, 200.0, 300.0, math.inf, math.inf]
     assert result.median_device_s_to(0.95) == 300.0
-    # q3 is a seed that never got there: more than the least such a seed spent (400 s)
+    # q3 is a seed that never got there: more than q3 with such seeds at their whole study's cost (400, 450)
     assert result.device_cell(0.95) == "300 [200, >400] 3/5"
+    late = MethodResult("m", [replay([0.96], [900.0], 0), replay([0.5], [100.0], 1), replay([0.5], [50.0], 2)], 1)
+    assert late.device_cell(0.95) == ">100 [>75, >500] 1/3"  # bounds from 50, 100 (spent) and 900 (reached)
     assert result.device_cell(0.999) == "- 0/5"
     assert MethodResult("m", seeds[:1], budget=3).device_cell(0.95) == "100 1/1"
     assert result.median_study_device_s == 300.0

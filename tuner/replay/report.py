@@ -8,9 +8,9 @@ is its final fraction.
 
 **Device-seconds** to a target are the replay's cumulative device-seconds
 (:attr:`~tuner.replay.methods.Replay.device_s`, the recorded ``cost`` of each run: MODELLED by
-:mod:`tuner.replay.cost_model`) after the measured trial that first reached it. A quantile of a
-seed that never reached it is shown as ``>S``, S the least any such seed spent (its whole
-study: every one of them needs more than that). :func:`cost_comparison` compares two methods
+:mod:`tuner.replay.cost_model`) after the measured trial that first reached it. A quantile past
+the budget is shown as ``>S``: S is the same quantile with each seed that never reached the
+target counted at what its whole study spent (it would have needed more), so a lower bound. :func:`cost_comparison` compares two methods
 by their median device-seconds to 95 %: the bench's last line (the new default against the old).
 """
 
@@ -76,13 +76,13 @@ class MethodResult:
 
     def device_cell(self, target: float) -> str:
         """``median [q1, q3] reached/seeds`` in device-seconds, e.g. ``412 [380, 530] 5/5``; ``>S`` past the
-        budget (S: the least a seed that never reached it spent)."""
+        budget (see the module docstring)."""
         spent = self.device_s_to(target)
         reached = sum(1 for s in spent if s != math.inf)
         if reached == 0:
             return f"- 0/{len(spent)}"
-        floor = min((total_device_s(r) for r, s in zip(self.replays, spent) if s == math.inf), default=math.inf)
-        parts = [_seconds(quantile(spent, q), floor) for q in (0.5, 0.25, 0.75)]
+        at_least = [s if s != math.inf else total_device_s(r) for r, s in zip(self.replays, spent)]
+        parts = [_seconds(quantile(spent, q), quantile(at_least, q)) for q in (0.5, 0.25, 0.75)]
         spread = f" [{parts[1]}, {parts[2]}]" if len(spent) > 1 else ""
         return f"{parts[0]}{spread} {reached}/{len(spent)}"
 
@@ -140,10 +140,10 @@ def _count(value: float, budget: int) -> str:
     return f">{budget}" if value == math.inf else f"{value:g}"
 
 
-def _seconds(value: float, floor: float = math.inf) -> str:
-    """Device-seconds for a cell: ``>S`` past the budget (S = ``floor``), whole seconds from 10 s."""
+def _seconds(value: float, at_least: float = math.inf) -> str:
+    """Device-seconds for a cell: ``>S`` past the budget (S = ``at_least``), whole seconds from 10 s."""
     if value == math.inf:
-        return f">{_seconds(floor)}" if floor != math.inf else ">budget"
+        return f">{_seconds(at_least)}" if at_least != math.inf else ">budget"
     return f"{value:.0f}" if value >= 10 else f"{value:.2g}"
 
 

@@ -223,7 +223,6 @@ def _sampler_class() -> type:
     """The TPESampler subclass, built once on first use (Optuna is imported lazily)."""
     if _CLASS:
         return _CLASS[0]
-    import numpy as np
     import optuna
     from optuna.trial import TrialState
 
