@@ -20,7 +20,9 @@ not. This script measures them on this host, per declared table (``hardware_type
   ``torch_threads``); a table measured with oneDNN off (sidecar ``"onednn": false``) gets
   torch's oneDNN backend switched off in every worker, as ``build_tables.py --no-onednn`` did
   in-process, without importing torch any sooner than the plain runner does (:func:`onednn_off`,
-  a preload warm-up; each such sample says whether its worker's log confirms the switch). No
+  a preload warm-up: flipped in the fork server before any worker forks when the preloaded workload
+  imports torch there — every worker inherits it —, else by an import hook in each worker; the
+  switch prints :data:`ONEDNN_OFF_SAID` on the stderr of the process that flipped it). No
   MLflow; the memory model off;
 * the settings: the reference and the baseline (what every study runs first), then settings
   drawn (seed 0) from the table's OK rows no slower than its median latency (to keep this quick);
@@ -65,7 +67,7 @@ def onednn_off() -> None:
     When the server already imported torch (a workload module that imports it), the switch is
     flipped there and every forked worker inherits it. Otherwise the worker imports torch itself
     (its start-up pays for that, as with the plain runner): an import hook flips the switch as
-    soon as torch is loaded, and says so in the worker's log (:data:`ONEDNN_OFF_SAID`).
+    soon as torch is loaded, and says so on its stderr (:data:`ONEDNN_OFF_SAID`).
     """
     if "torch" in sys.modules:
         _switch_off()
@@ -153,14 +155,13 @@ def run_trials(table: Any, settings: Sequence[dict[str, Any]], threads: int, one
 
 def sample_of(table: Any, trial: Any, onednn: bool = True) -> dict[str, Any]:
     """One run's sample: its outcome, wall and phase seconds (the recorded ``cost``), latencies, and
-    with oneDNN off whether the worker's log says the switch was flipped there (:func:`onednn_off`)."""
+    (with oneDNN off, see :func:`onednn_off`) (:func:`onednn_off`)."""
     from tuner.study import attributes as names
 
     cost = names.cost_of(trial) or {}
     phases = {p: round(float(s), 3) for p, s in (cost.get("phases_device_s") or {}).items()}
     latency = (names.metrics_of(trial).get("latency_p50_s") or {}).get("value")
     row = table.lookup(trial.params)
-    log = str(names.attributes_of(trial).get(names.LOG_TAIL) or "")
     recorded = None if row is None else row.values.get("latency_p50_s")
     calls = table.spec.measurement.warmup + table.spec.measurement.min_repeats
     return {"trial": trial.number, "role": names.role_of(trial), "outcome": names.outcome_of(trial),
@@ -170,7 +171,7 @@ def sample_of(table: Any, trial: Any, onednn: bool = True) -> dict[str, Any]:
             "calls_s": round(phases.get("warmup", 0.0) + phases.get("measured", 0.0), 3),
 
             "modelled_calls_s": None if recorded is None else round(calls * recorded, 3),
-            **({} if onednn else {"worker_log_says_onednn_off": ONEDNN_OFF_SAID in log})}
+            }
 
 
 def overhead_of(samples: Sequence[dict[str, Any]], runner: str, threads: int, onednn: bool,
@@ -220,9 +221,7 @@ def say(label: str, overhead: dict[str, Any]) -> None:
         phases = ", ".join(f"{p} {v:.2f}" for p, v in s["phases_s"].items() if v)
         print(f"  trial {s['trial']} {s['role']:<9} {s['outcome']:<4} wall {s['wall_s']:.2f} s ({phases}); "
               f"latency {s['latency_p50_s']} s (table {s['table_latency_p50_s']}); calls {s['calls_s']} s "
-              f"(model {s['modelled_calls_s']} s)"
-              + ("" if "worker_log_says_onednn_off" not in s else
-                 f"; worker log confirms oneDNN off: {s['worker_log_says_onednn_off']}"), flush=True)
+              f"(model {s['modelled_calls_s']} s)", flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

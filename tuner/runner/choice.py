@@ -24,4 +24,4 @@ def make_runner(spec: StudySpec, preload: list[str]) -> Runner:
         return WarmRunner(scratch=scratch)
     from tuner.runner.subprocess import SubprocessRunner
 
-    return SubprocessRunner(preload=[spec.workload.target.partition(":")[0], *preload], scratch=scratch)
+    return SubprocessRunner(preload=[spec.workload.target, *preload], scratch=scratch)  # module:Class, resolved

@@ -9,7 +9,8 @@ preloaded module does not initialise it, and if a preloaded module or warm-up
 initialises CUDA all the same, every trial it would fork is recorded as a CRASH
 naming that entry instead of failing inside CUDA), calls the warm-up
 functions named as ``module:function`` (e.g. building an evaluator's network on
-the CPU, so children inherit it instead of rebuilding it), then serves
+the CPU, so children inherit it instead of rebuilding it) — a ``module:Class`` entry is
+only looked up, which imports what a package loads lazily for it —, then serves
 requests line by line on stdin::
 
     -> {"id": 7, "request": ".../request.json", "result": ".../result.json",
@@ -130,7 +131,9 @@ def serve(preload: list[str]) -> None:
             if torch is not None:
                 torch.set_num_threads(1)
             if function:
-                getattr(loaded, function)()  # a warm-up: build a model every child inherits
+                named = getattr(loaded, function)  # a lazily imported class resolves here, with its imports
+                if not isinstance(named, type):
+                    named()  # a warm-up: build a model every child inherits
         except Exception as error:  # noqa: BLE001 - the child will report it as the trial's crash
             print(f"forkserver: cannot preload {entry}: {type(error).__name__}: {error}", file=sys.stderr)
         if cuda_problem is None and cuda_initialised_here():
