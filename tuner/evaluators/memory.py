@@ -4,11 +4,16 @@ Units: GB means 1e9 bytes (decimal gigabytes), as in :mod:`tuner.gpu`.
 
 Two pieces:
 
-* :class:`~tuner.evaluators.process_tree.ProcessTreeSampler` (its own module) -- a daemon thread that polls a process and all its
-  descendants at ``sample_hz``: the summed resident set size (psutil, always)
-  and the summed NVML per-process GPU memory (when NVML is available). It keeps
-  the peaks. The worker points it at itself; a coordinator can point it at a
-  child command's pid, whose own children then count too.
+* :class:`~tuner.evaluators.process_tree.ProcessTreeSampler` (its own module) -- a daemon thread
+  that samples a process and all its descendants: the summed resident set size (each process's
+  kernel high-water mark where it rose between two samples, so a short spike of a process still
+  alive at the next sample is kept) and the summed NVML per-process GPU memory (when NVML is
+  available). It keeps the peaks. It samples at ``sample_hz`` while that matters (the first
+  0.25 s, after a process starts or exits, while there are child processes or GPU memory) and at
+  10 Hz while this process is alone in its tree (its own spikes its high-water mark keeps):
+  about 0.5 % of a core for a sleeping trial instead of ~5 % (``bench/memory_sampler.py``).
+  The worker points it at itself; a coordinator can point it at a child command's pid, whose
+  own children then count too.
 * :class:`PeakMemoryMonitor` -- the context manager a worker wraps around the
   timed runs. It resets torch's CUDA allocator peaks on entry (only when the
   workload already imported torch and initialised CUDA; this module never imports
@@ -42,7 +47,8 @@ Peak host RSS of the window is the max of (a) the process's own high-water mark
 ``VmHWM`` from ``/proc/self/status``, reset on entry by writing ``5`` to
 ``/proc/self/clear_refs`` (Linux >= 4.0) after ``malloc_trim(0)`` (else what a warm
 process freed but glibc kept reads as every later window's peak), (b) ``RUSAGE_CHILDREN``'s ``ru_maxrss``
-if it rose during the window (it never resets), and (c) the sampled tree peak.
+if it rose during the window (it never resets): the peak of every descendant reaped through a
+child this process waited for in the window, however short it lived, and (c) the sampled tree peak.
 ``RUSAGE_SELF``'s ``ru_maxrss`` is only a fallback where ``/proc`` is missing: it
 cannot be reset, and after a fork/vfork + exec it keeps the *parent's* peak (a
 worker spawned by a 1 GB coordinator reports 1 GB), so it would leak the
@@ -109,7 +115,7 @@ class PeakMemoryMonitor:
     simulated device) returns the allocator's cached blocks to the driver and
     resets its peaks on every visible device; then it resets the process's RSS
     high-water mark and starts a :class:`ProcessTreeSampler` on ``os.getpid()``
-    at ``sample_hz`` (>= 50; 0: no sampler). Exit stops it and reads the
+    at ``sample_hz`` (>= 50, the fast rate; 0: no sampler). Exit stops it and reads the
     allocator peaks. :meth:`metrics` is valid after exit; see the module
     docstring for how each figure is obtained.
     """
@@ -197,7 +203,8 @@ class PeakMemoryMonitor:
 
     def metrics(self) -> list[Metric]:
         """``peak_vram_gb``, ``peak_vram_reserved_gb``, ``peak_vram_nvml_gb``, ``peak_vram_device_gb``,
-        ``peak_rss_gb`` (GB, minimize), ``memory_samples`` (count) and ``memory_sample_hz`` (Hz).
+        ``peak_rss_gb`` (GB, minimize), ``memory_samples`` (count) and ``memory_sample_hz`` (Hz, the
+        average achieved rate, fast and slow phases together).
         Raises RuntimeError before the block has exited."""
         if not self._exited:
             raise RuntimeError("PeakMemoryMonitor.metrics() is available after the with block")

@@ -40,9 +40,8 @@ import time
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from tuner.pareto import front_trials
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
 from tuner.spec.candidate import Candidate
@@ -59,11 +58,11 @@ from tuner.study.guards import (StudyStop, measurement_settings, reference_stop,
 from tuner.study.heartbeats import HOST, Heartbeats, reclaim_stale, worker_id
 from tuner.study.listeners import Listener, Summary
 from tuner.study.objectives import ConstraintPlan
-from tuner.study.records import StudyRecord
 from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore
 from tuner.study.shared import EXCLUSIVE_ROLES, ORIGINAL_LOST, SharedView, queue_reference, settle_copies
+from tuner.study.snapshot import StudySnapshot
 from tuner.study.studies import OpenStudy, study_directory
-from tuner.study.trial_recording import TrialRecorder, measured_count
+from tuner.study.trial_recording import TrialRecorder
 
 if TYPE_CHECKING:
     import optuna
@@ -104,18 +103,23 @@ class Coordinator:
         self._claims = claims_for(self.study)
         self._handoff = ReferenceHandOff(self.reference_store, self.study_dir / "reference_output.npz")
         self._feasibility = FeasibilityModel(self.spec, self.plan, self.memory_prior, enabled=self.memory_model)
+        self._snapshot = StudySnapshot(self.study, self.directions)
+        self._fed = 0  # how many of the snapshot's finished trials the memory model has seen
 
     def interrupt(self) -> None:
         """Ask the loop to stop (signal-safe): no new trials; those in flight end within seconds."""
         self._interrupt.set()
 
     # ----------------------------------------------------------------- state
-    def _trials(self) -> list["FrozenTrial"]:
-        return self.study.get_trials(deepcopy=False)
-
-    def _reference_output(self) -> str | None:
-        """A verified local copy of the reference's output (fetched once from another host if need be)."""
-        return self._handoff.output(self._trials(), names.attributes_of(self.study))
+    def _reference_output(self, stored: Mapping[str, Any]) -> str | None:
+        """A verified local copy of the reference's output (fetched once from another host if need be);
+        ``stored``: the study's attributes."""
+        if self._handoff.path is not None:
+            return self._handoff.path
+        references = sorted(self._snapshot.references + [t for t in self._snapshot.unfinished
+                                                         if names.role_of(t) == names.REFERENCE],
+                            key=lambda t: t.number)
+        return self._handoff.output(references, stored)
 
     def _reference_settings(self) -> dict[str, Any] | None:
         if self.spec.reference is None:
@@ -133,8 +137,8 @@ class Coordinator:
         state = self._begin()
         with ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="tuner-slot") as pool:
             while True:
-                view = self._look(state)
-                self._refill(state, view, pool)
+                if self._look_due(state):
+                    self._refill(state, self._look(state), pool)
                 stopping = self._stopping(state)
                 if stopping:
                     self._let_go(state)
@@ -150,11 +154,12 @@ class Coordinator:
         """Recover stale trials, queue a failed reference again, tell the listeners; the loop's state."""
         started = time.monotonic()
         self._recorder = TrialRecorder(self.study, self.spec, self.plan, self._handoff, self.listeners,
-                                       self.budget_trials, started)
+                                       self.budget_trials, started, self._snapshot)
         self.recover_interrupted()
         queue_reference(self.study, self.spec)
+        self._snapshot.refresh()
         for listener in self.listeners:
-            listener.on_start(self.study.study_name, measured_count(self.study), self.budget_trials)
+            listener.on_start(self.study.study_name, self._snapshot.measured, self.budget_trials)
         self._heartbeats = Heartbeats(self.study)
         return LoopState(started=started, free_slots=list(self.slots), last_reclaim=time.monotonic())
 
@@ -162,11 +167,25 @@ class Coordinator:
         """Whether nothing new may start: an early stop, an interrupt or a cancel."""
         return state.failure is not None or self._interrupt.is_set() or state.cancelled
 
+    def _look_due(self, state: LoopState) -> bool:
+        """Whether this turn reads the study: after a trial here ended (or on the first turn), when nothing
+        runs here, and once a :data:`POLL_S` while a slot is free or proposals wait on other hosts. A
+        coordinator whose slots are all busy reads nothing until one of its trials ends."""
+        if state.look_now or not state.inflight:
+            return True
+        if state.free_slots or state.waiting or state.held is not None:
+            return time.monotonic() - state.last_look >= POLL_S
+        return False
+
     def _look(self, state: LoopState) -> SharedView:
-        """One snapshot of the study: settle set-aside copies, see a failed reference or a cancel."""
-        trials = self._trials()
-        view = SharedView.of(trials, state.held_ids(), self.spec)
-        self._feasibility.update(trials)  # the memory evidence of trials finished since
+        """Read what changed in the study (:meth:`StudySnapshot.refresh`, one read), settle set-aside copies,
+        see a failed reference or a cancel (one attribute)."""
+        state.look_now, state.last_look = False, time.monotonic()
+        self._snapshot.refresh()
+        view = SharedView.from_snapshot(self._snapshot, state.held_ids(), self.spec)
+        finished = self._snapshot.finished_log
+        self._feasibility.update(sorted(finished[self._fed:], key=lambda t: t.number))  # evidence since
+        self._fed = len(finished)
         settled = settle_copies(state.waiting, view, state.keys_in_flight())
         for twin, _, original in settled.copies:
             self._recorder.copy(twin, original)
@@ -174,7 +193,7 @@ class Coordinator:
             self._recorder.give_back(twin, candidate.params, "search", ORIGINAL_LOST)
         if state.failure is None and view.failed_reference is not None and not state.inflight:
             state.failure = reference_stop(self.study.study_name, view.failed_reference)
-        state.cancelled = state.cancelled or StudyRecord.of(self.study).cancelled
+        state.cancelled = state.cancelled or bool(store.study_attribute(self.study, names.CANCELLED))
         if state.cancelled:
             state.stopped = "cancelled: trials in flight finished, no new ones"
         return view
@@ -276,6 +295,7 @@ class Coordinator:
     def _wait(self, state: LoopState) -> set["Future[TrialResult]"]:
         """Wait a tick for trials in flight to end; past the interrupt's grace, kill them. Those that ended."""
         done, _ = wait(list(state.inflight), timeout=TICK_S, return_when=FIRST_COMPLETED)
+        state.look_now = state.look_now or bool(done)
         for listener in self.listeners:
             listener.on_tick(time.monotonic() - state.started)
         if self._interrupt.is_set() and state.inflight:
@@ -300,15 +320,15 @@ class Coordinator:
             state.ran += 1
             if job.role == "reference":
                 state.failure = state.failure or reference_stop(self.study.study_name, frozen)
-            state.failure = state.failure or same_failure_stop(self._trials())
+            state.failure = state.failure or same_failure_stop(self._snapshot.same_failure_evidence())
             for twin, twin_candidate in state.waiting.pop(job.candidate.key, []):
                 self._recorder.copy(twin, frozen)
             self._recorder.notify(frozen)
 
     def _summary(self, state: LoopState) -> Summary:
         """Tell the listeners the study's front; what this run did."""
-        trials = self._trials()
-        front = front_trials(trials, self.directions)
+        self._snapshot.refresh()
+        trials, front = self._snapshot.trials, self._snapshot.front()
         for listener in self.listeners:
             listener.on_finish(trials, front)
         outcomes: dict[str, int] = {}
@@ -320,7 +340,7 @@ class Coordinator:
             stopped = "stopped early: " + state.failure.message
         elif self._interrupt.is_set():
             stopped = "interrupted"
-        return Summary(self.study.study_name, measured_count(self.study), len(trials), outcomes,
+        return Summary(self.study.study_name, self._snapshot.measured, len(trials), outcomes,
                        [t.number for t in front], stopped,
                        failure=state.failure.message if state.failure is not None else None,
                        interrupted=self._interrupt.is_set(), ran=state.ran)
@@ -372,15 +392,16 @@ class Coordinator:
         trial_dir = self.study_dir / f"trial_{trial.number:05d}"
         save = str(self.study_dir / "reference_output.npz") if role == "reference" else None
         stored = names.attributes_of(self.study)  # the resume's overrides of the timeout and the measurement
+        references = self._snapshot.references  # the finished ones: a search trial starts after the reference
         return TrialRequest(
             study_name=self.study.study_name, trial_number=trial.number,
             workload_class=self.spec.workload.target, settings=candidate.settings,
             workload_options=self.spec.workload.options,
             inputs=dict(self.spec.inputs), seed=self.spec.seed, device=self.device,
-            measurement=measurement_settings(self.spec, stored), timeout_s=trial_timeout_s(self.spec, role, stored,
-                                                                                       self._trials()),
+            measurement=measurement_settings(self.spec, stored),
+            timeout_s=trial_timeout_s(self.spec, role, stored, references),
             workdir=str(trial_dir), quality_metrics=self.quality_metrics,
-            reference_output=self._reference_output() if role != "reference" else None,
+            reference_output=self._reference_output(stored) if role != "reference" else None,
             save_output=save, compare_with_self=role == "reference",
             reference_settings=self._reference_settings())
 

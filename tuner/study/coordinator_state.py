@@ -54,6 +54,8 @@ class LoopState:
     stopped: str = "budget spent"  # why the loop ended, when nothing more specific is known
     failure: StudyStop | None = None  # an early stop: continuing would waste the budget
     interrupted_at: float | None = None  # when the loop first saw the interrupt with trials in flight
+    look_now: bool = True  # the next turn reads the study: first turn, or a trial here ended
+    last_look: float = 0.0  # when the loop last read the study (``time.monotonic()``)
 
     def held_ids(self) -> set[int]:
         """Storage ids of the RUNNING trials this loop holds: in flight, set aside, or held back."""

@@ -113,7 +113,8 @@ def stale_trial_ids(study: "optuna.Study") -> dict[int, str]:
             stale[store.trial_id(trial)] = f"its coordinator ({worker}) stopped while it ran"
         elif worker is None and _started_before(trial, UNCLAIMED_AFTER_S):
             unclaimed.append(trial)
-    beating = store.trials_with_heartbeat(study) if heartbeats and unclaimed else set()  # read only when needed
+    beating = (store.trials_with_heartbeat(study, [store.trial_id(t) for t in unclaimed])
+               if heartbeats and unclaimed else set())  # read only when needed, only those
     for trial in unclaimed:
         if store.trial_id(trial) not in beating:
             stale[store.trial_id(trial)] = "the coordinator stopped while it ran"

@@ -1,7 +1,7 @@
 """What a coordinator must know of a study other coordinators also run, and the queue it keeps.
 
-:class:`SharedView` is read from one snapshot of the study's trials each turn of
-the coordinator's loop: how many trials are measured (all hosts), how many run
+:class:`SharedView` is read from the coordinator's :class:`~tuner.study.snapshot.StudySnapshot`
+each turn of its loop (no storage access of its own): how many trials are measured (all hosts), how many run
 elsewhere (they hold budget), whether the reference or the baseline runs
 elsewhere (both run alone, so nothing else starts), whether the reference has
 failed for good, and the candidate keys measured or in flight anywhere (a
@@ -15,14 +15,13 @@ How a trial is told is in :mod:`.trial_recording`.
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
 from tuner.study import attributes as names
 from tuner.study import store
-from tuner.study.cost import device_s_of
 from tuner.study.guards import successful_reference
+from tuner.study.snapshot import StudySnapshot
 
 if TYPE_CHECKING:
     import optuna
@@ -50,27 +49,32 @@ class SharedView:
 
     @staticmethod
     def of(trials: Sequence["FrozenTrial"], mine: set[int], spec: "StudySpec") -> "SharedView":
+        """The view of ``trials`` (a whole study's, read now): a one-off snapshot of them."""
+        snapshot = StudySnapshot.of_trials(trials)
+        return SharedView.from_snapshot(snapshot, mine, spec)
+
+    @staticmethod
+    def from_snapshot(snapshot: "StudySnapshot", mine: set[int], spec: "StudySpec") -> "SharedView":
+        """The view of the study as ``snapshot`` last read it: O(unfinished trials) work, no storage access
+        (the finished trials' facts are the snapshot's, kept as they arrive). The key maps are the snapshot's
+        own (not copied): they only ever gain trials."""
         from optuna.trial import TrialState
 
-        running = [t for t in trials if t.state == TrialState.RUNNING and store.trial_id(t) not in mine]
-        done = [t for t in trials if t.state.is_finished() and names.is_measured(t)]  # told, not telling
-        references = [t for t in trials if names.role_of(t) == names.REFERENCE]
-        has_reference = spec.reference is not None and successful_reference(trials) is None
-        pending = [t for t in references if t.state in (TrialState.WAITING, TrialState.RUNNING)]
-        finished = [t for t in references if t.state.is_finished() and names.is_measured(t)]
-        keyed = [(key, t) for t in done if (key := names.candidate_key_of(t)) is not None]
-        costs = [c for t in trials if t.state.is_finished() and (c := device_s_of(names.cost_of(t))) is not None]
+        running = [t for t in snapshot.unfinished if t.state == TrialState.RUNNING and store.trial_id(t) not in mine]
+        pending = [t for t in snapshot.unfinished if names.role_of(t) == names.REFERENCE]  # WAITING or RUNNING
+        finished = [t for t in snapshot.references if names.is_measured(t)]
+        has_reference = spec.reference is not None and snapshot.successful_reference is None
         return SharedView(
-            measured=len(done),
+            measured=snapshot.measured,
             running_elsewhere=len(running),
             exclusive_elsewhere=any(names.role_of(t) in EXCLUSIVE_ROLES for t in running),
             reference_pending_elsewhere=has_reference and any(t.state == TrialState.RUNNING and store.trial_id(t)
                                                               not in mine for t in pending),
             failed_reference=finished[-1] if has_reference and finished and not pending else None,
-            measured_by_key={key: t for key, t in keyed if t.values is not None},
-            finished_by_key=dict(keyed),
+            measured_by_key=snapshot.measured_by_key,
+            finished_by_key=snapshot.finished_by_key,
             running_keys=frozenset(key for t in running if (key := names.candidate_key_of(t)) is not None),
-            spent_device_s=sum(costs), median_run_device_s=statistics.median(costs) if costs else None)
+            spent_device_s=snapshot.spent_device_s, median_run_device_s=snapshot.median_run_device_s)
 
 
 def queue_reference(study: "optuna.Study", spec: "StudySpec") -> None:

@@ -26,7 +26,7 @@ Contracts:
 from __future__ import annotations
 
 import datetime
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
 from tuner.study import attributes as names
 from tuner.study.cost import trial_cost
@@ -82,9 +82,53 @@ def trial_by_number(study: "optuna.Study", number: int) -> "FrozenTrial":
     return storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study_id(study), number))
 
 
+def study_attribute(study: "optuna.Study", name: str) -> Any:
+    """The study attribute ``name`` (None when unset); on an RDB storage one row is read, not every attribute
+    (the spec's text included) as ``study.user_attrs`` does; rides through an outage (:mod:`.outage`)."""
+    if not hasattr(backend := backend_of(study), "scoped_session"):
+        return study.user_attrs.get(name)
+    from json import loads  # noqa: I001 - one block of local imports
+    from optuna.storages._rdb.models import StudyUserAttributeModel as Attr
+
+    def read() -> Any:
+        with backend.scoped_session() as session:
+            row = session.query(Attr.value_json).filter(Attr.study_id == study_id(study), Attr.key == name).first()
+        return None if row is None else loads(row.value_json)
+
+    return call_through_outage(read)
+
+
 def delete_study(storage: Any, study: Study) -> None:
     """Delete ``study`` (a summary from ``storage.get_all_studies()``) and its trials from ``storage``."""
     storage.delete_study(study_id(study))
+
+
+def add_finished_trials(study: "optuna.Study", trials: Sequence["FrozenTrial"]) -> None:
+    """Add finished ``trials`` to ``study``, numbered after its last, in one transaction (tests and benches that
+    need thousands of trials: ``study.add_trials``, used for other storages, writes each attribute apart)."""
+    if not hasattr(backend := backend_of(study), "scoped_session"):
+        return study.add_trials(trials)
+    from json import dumps  # noqa: I001 - one block of local imports
+    from optuna.distributions import distribution_to_json
+    from optuna.storages._rdb import models as m
+    from sqlalchemy import func
+
+    with backend.scoped_session() as session:
+        m.StudyModel.find_or_raise_by_id(study_id(study), session, for_update=True)
+        first = session.query(func.count(m.TrialModel.trial_id)).filter(m.TrialModel.study_id == study_id(study))
+        for number, t in enumerate(trials, start=int(first.scalar())):
+            model = m.TrialModel(study_id=study_id(study), number=number, state=t.state,
+                                 datetime_start=t.datetime_start, datetime_complete=t.datetime_complete)
+            model.params = [m.TrialParamModel(param_name=k, param_value=d.to_internal_repr(t.params[k]),
+                                              distribution_json=distribution_to_json(d))
+                            for k, d in t.distributions.items()]
+            model.values = [m.TrialValueModel(objective=i, value=v, value_type=kind) for i, (v, kind)
+                            in enumerate(m.TrialValueModel.value_to_stored_repr(v) for v in t.values or ())]
+            model.user_attributes = [m.TrialUserAttributeModel(key=k, value_json=dumps(v)) for k, v in t.user_attrs.items()]
+            model.system_attributes = [m.TrialSystemAttributeModel(key=k, value_json=dumps(v))
+                                       for k, v in t.system_attrs.items()]
+            session.add(model)
+        session.commit()
 
 
 # ------------------------------------------------------------------ heartbeats
@@ -117,9 +161,9 @@ def heartbeat_stale_trial_ids(study: "optuna.Study") -> list[int]:
     return list(storage_of(study)._get_stale_trial_ids(study_id(study)))
 
 
-def trials_with_heartbeat(study: "optuna.Study") -> set[int]:
-    """Ids of trials that have a heartbeat row (an RDB storage with heartbeats); empty for another storage.
-    The query rides through a storage outage (:mod:`.outage`)."""
+def trials_with_heartbeat(study: "optuna.Study", among: Collection[int] | None = None) -> set[int]:
+    """Ids of trials that have a heartbeat row (an RDB storage with heartbeats), of ``among`` when given (only those
+    rows read); empty for another storage. The query rides through a storage outage (:mod:`.outage`)."""
     backend = backend_of(study)
     if not hasattr(backend, "scoped_session"):
         return set()  # an unusual storage: no trial is known to beat
@@ -127,7 +171,9 @@ def trials_with_heartbeat(study: "optuna.Study") -> set[int]:
 
     def read() -> set[int]:
         with backend.scoped_session() as session:
-            return {row.trial_id for row in session.query(models.TrialHeartbeatModel.trial_id).all()}
+            query = session.query(models.TrialHeartbeatModel.trial_id)
+            query = query if among is None else query.filter(models.TrialHeartbeatModel.trial_id.in_(list(among)))
+            return {row.trial_id for row in query.all()}
 
     return call_through_outage(read)
 

@@ -20,7 +20,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
-from tuner.pareto import front_trials
 from tuner.results import Outcome, TrialResult
 from tuner.study import attributes as names
 from tuner.study import store
@@ -28,6 +27,7 @@ from tuner.study.heartbeats import TAKEN_OVER, taken_over
 from tuner.study.listeners import Listener
 from tuner.study.objectives import ConstraintPlan, judge, wall
 from tuner.study.reference import ReferenceHandOff
+from tuner.study.snapshot import StudySnapshot
 
 if TYPE_CHECKING:
     import optuna
@@ -54,6 +54,18 @@ class TrialRecorder:
     listeners: Sequence[Listener]
     budget_trials: int | None
     started: float = field(default_factory=time.monotonic)
+    snapshot: StudySnapshot | None = None  # the coordinator's (kept current by its loop); None: the recorder's own
+
+    def __post_init__(self) -> None:
+        self._own_snapshot = self.snapshot is None
+        self._snapshot = self.snapshot or StudySnapshot(self.study, [o.direction for o in self.spec.objectives])
+
+    def _known(self) -> StudySnapshot:
+        """The study's trials as known here: the coordinator's snapshot as of its last turn (plus the trials this
+        recorder told since), or — the recorder's own — read now."""
+        if self._own_snapshot:
+            self._snapshot.refresh()
+        return self._snapshot
 
     @contextlib.contextmanager
     def holding(self, number: int) -> Iterator[None]:
@@ -78,13 +90,16 @@ class TrialRecorder:
                                    reference_output=result.output_path if hands_over else None,
                                    published=self._publish(trial, result) if hands_over else None,
                                    fingerprint_note=None if hands_over else self.handoff.note or None)
+            self._snapshot.add_finished(frozen)
         return frozen
 
     def unrun(self, trial: "optuna.Trial", outcome: Outcome, reason: str | None,
               attributes: Mapping[str, Any]) -> None:
         """Record a trial that is never run (INVALID, SKIPPED_PREDICTED_OOM) as a wall for the sampler."""
         refused = wall(self.spec, self.plan, self._measured_values(), reason)
-        self.notify(tell_unrun(self.study, trial, outcome, reason, refused, attributes))
+        frozen = tell_unrun(self.study, trial, outcome, reason, refused, attributes)
+        self._snapshot.add_finished(frozen)
+        self.notify(frozen)
 
     def copy(self, trial: "optuna.Trial", original: "FrozenTrial") -> None:
         """Record ``trial`` as a copy of ``original`` (unless taken over)."""
@@ -92,6 +107,7 @@ class TrialRecorder:
         with self.holding(trial.number):
             frozen = tell_copy(self.study, trial, original)
         if frozen is not None:
+            self._snapshot.add_finished(frozen)
             self.notify(frozen)
 
     def give_back(self, trial: "optuna.Trial", params: Any, role: str, reason: str,
@@ -109,15 +125,17 @@ class TrialRecorder:
         return self.handoff.publish(self.study.study_name, trial.number, Path(result.output_path))
 
     def _measured_values(self) -> list[list[float]]:
-        return [list(t.values) for t in self.study.get_trials(deepcopy=False)
-                if t.values is not None and names.outcome_of(t) == Outcome.OK.value and not names.is_placeholder(t)]
+        """The values of the study's OK, real measurements (what a placeholder must be worse than)."""
+        return self._known().measured_values
 
     def notify(self, frozen: "FrozenTrial") -> None:
-        """Tell the listeners ``frozen`` was recorded (measured so far, the budget, the front's size)."""
+        """Tell the listeners ``frozen`` was recorded (measured so far, the budget, the front's size: as known,
+        see :meth:`_known`)."""
         if not self.listeners:
             return
-        done, trials = measured_count(self.study), self.study.get_trials(deepcopy=False)
-        front_size = len(front_trials(trials, [o.direction for o in self.spec.objectives]))
+        known = self._known()
+        known.add_finished(frozen)
+        done, front_size = known.measured, len(known.front())
         for listener in self.listeners:
             listener.on_trial(frozen, done, self.budget_trials, front_size, time.monotonic() - self.started)
 
