@@ -21,6 +21,7 @@ Ends with one line: the new design's % of a core per running trial (target <= 2 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import statistics
 import subprocess
@@ -88,7 +89,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="windows per cell; the median is kept (default 3)")
     parser.add_argument("--hz", type=float, default=100.0, help="sample_hz (default 100, the spec default)")
     parser.add_argument("--children", default="0,1,3", help="sleeping child processes per cell (default 0,1,3)")
+    parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results" / "memory_sampler.json",
+                        help="where the raw figures are written (default bench/results/memory_sampler.json)")
     args = parser.parse_args(argv)
+    rows: list[dict[str, object]] = []
     counts = [int(n) for n in args.children.split(",")]
     designs = {"old": _old_design(), "new": new_design}
     load = os.getloadavg()[0]
@@ -102,9 +106,16 @@ def main(argv: list[str] | None = None) -> int:
         for children in counts:
             row = _measure(design, children, args)
             print(f"{name:<6} {children:>8} {row['percent']:>7.2f} {row['samples']:>8.0f} {row['hz']:>10.1f}")
+            rows.append({"design": name, "children": children, **row})
             if name == "new":
                 new_costs[children] = row["percent"]
     worst = max(new_costs, key=lambda n: new_costs[n])
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps({"command": "python bench/memory_sampler.py " + " ".join(argv or sys.argv[1:]),
+                                        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                        "cores": os.cpu_count(), "load_average_start": round(load, 2),
+                                        "sample_hz": args.hz, "window_s": args.window_s, "repeats": args.repeats,
+                                        "rows": rows}, indent=1) + "\n")
     print(f"new design: {new_costs.get(0, float('nan')):.2f} % of a core per running trial with no child "
           f"process, {new_costs[worst]:.2f} % at most ({worst} child{'' if worst == 1 else 'ren'}); "
           f"target <= {TARGET_PERCENT:g} %")

@@ -104,15 +104,13 @@ def delete_study(storage: Any, study: Study) -> None:
 
 
 def add_finished_trials(study: "optuna.Study", trials: Sequence["FrozenTrial"]) -> None:
-    """Add finished ``trials`` to ``study``, numbered after its last, in one transaction (tests and benches that
-    need thousands of trials: ``study.add_trials``, used for other storages, writes each attribute apart)."""
+    """Add finished ``trials`` after ``study``'s last in one transaction (tests, benches; not RDB: add_trials)."""
     if not hasattr(backend := backend_of(study), "scoped_session"):
         return study.add_trials(trials)
     from json import dumps  # noqa: I001 - one block of local imports
     from optuna.distributions import distribution_to_json
     from optuna.storages._rdb import models as m
     from sqlalchemy import func
-
     with backend.scoped_session() as session:
         m.StudyModel.find_or_raise_by_id(study_id(study), session, for_update=True)
         first = session.query(func.count(m.TrialModel.trial_id)).filter(m.TrialModel.study_id == study_id(study))
@@ -124,7 +122,8 @@ def add_finished_trials(study: "optuna.Study", trials: Sequence["FrozenTrial"]) 
                             for k, d in t.distributions.items()]
             model.values = [m.TrialValueModel(objective=i, value=v, value_type=kind) for i, (v, kind)
                             in enumerate(m.TrialValueModel.value_to_stored_repr(v) for v in t.values or ())]
-            model.user_attributes = [m.TrialUserAttributeModel(key=k, value_json=dumps(v)) for k, v in t.user_attrs.items()]
+            model.user_attributes = [m.TrialUserAttributeModel(key=k, value_json=dumps(v))
+                                     for k, v in t.user_attrs.items()]
             model.system_attributes = [m.TrialSystemAttributeModel(key=k, value_json=dumps(v))
                                        for k, v in t.system_attrs.items()]
             session.add(model)
