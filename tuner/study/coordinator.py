@@ -50,7 +50,7 @@ from tuner.spec.space import resolve, suggest
 from tuner.study import attributes as names
 from tuner.study import store
 from tuner.study.claims import claim_setting, claims_for
-from tuner.study.coordinator_state import Held, InFlight, LoopState
+from tuner.study.coordinator_state import Held, InFlight, LoopState, result_of
 from tuner.study.cost import device_budget_verdict, trial_cost
 from tuner.study.feasibility import FeasibilityModel, Observation
 from tuner.study.guards import (StudyStop, measurement_settings, reference_stop, same_failure_stop, trial_timeout_s,
@@ -58,7 +58,7 @@ from tuner.study.guards import (StudyStop, measurement_settings, reference_stop,
 from tuner.study.heartbeats import HOST, Heartbeats, reclaim_stale, worker_id
 from tuner.study.listeners import Listener, Summary
 from tuner.study.objectives import ConstraintPlan
-from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore
+from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore, reference_settings
 from tuner.study.shared import EXCLUSIVE_ROLES, ORIGINAL_LOST, SharedView, queue_reference, settle_copies
 from tuner.study.snapshot import StudySnapshot
 from tuner.study.studies import OpenStudy, study_directory
@@ -120,12 +120,6 @@ class Coordinator:
                                                          if names.role_of(t) == names.REFERENCE],
                             key=lambda t: t.number)
         return self._handoff.output(references, stored)
-
-    def _reference_settings(self) -> dict[str, Any] | None:
-        if self.spec.reference is None:
-            return None
-        candidate, _ = resolve(self.spec, self.spec.reference)
-        return candidate.settings if candidate is not None else dict(self.spec.reference)
 
     def recover_interrupted(self) -> int:
         """Fail the RUNNING trials no live coordinator runs and enqueue them again (:mod:`.heartbeats`)."""
@@ -309,7 +303,7 @@ class Coordinator:
         """Tell the trials that ended (an interrupted one is given back), copy their set-aside twins."""
         for future in done:
             job = state.finished(future)
-            result = _result_of(future)
+            result = result_of(future)
             if state.interrupted_at is not None and result.outcome is not Outcome.OK:
                 self._recorder.give_back(job.trial, job.candidate.params, job.role,
                                          "the run was interrupted (Ctrl-C)", cost=trial_cost(result, job.slot.label))
@@ -403,13 +397,4 @@ class Coordinator:
             workdir=str(trial_dir), quality_metrics=self.quality_metrics,
             reference_output=self._reference_output(stored) if role != "reference" else None,
             save_output=save, compare_with_self=role == "reference",
-            reference_settings=self._reference_settings())
-
-
-def _result_of(future: "Future[TrialResult]") -> TrialResult:
-    """The runner's result; a runner bug becomes a CRASH outcome, never a lost trial."""
-    try:
-        return future.result()
-    except Exception as error:  # noqa: BLE001
-        return TrialResult(Outcome.CRASH, reason=f"runner failed: {type(error).__name__}: {error}")
-
+            reference_settings=reference_settings(self.spec))

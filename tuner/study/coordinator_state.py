@@ -12,7 +12,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from tuner.results import TrialResult
+from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Slot
 from tuner.spec.candidate import Candidate
 from tuner.study import store
@@ -85,3 +85,11 @@ class LoopState:
         if job.role in EXCLUSIVE_ROLES:
             self.exclusive = False
         return job
+
+
+def result_of(future: "Future[TrialResult]") -> TrialResult:
+    """The runner's result; a runner bug becomes a CRASH outcome, never a lost trial."""
+    try:
+        return future.result()
+    except Exception as error:  # noqa: BLE001
+        return TrialResult(Outcome.CRASH, reason=f"runner failed: {type(error).__name__}: {error}")

@@ -36,11 +36,14 @@ Study layer: no MLflow import here.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 from tuner.runner.provenance import sha256_file
 from tuner.study import attributes as names
 from tuner.study.attributes import attributes_of
+
+if TYPE_CHECKING:
+    from tuner.spec.models import StudySpec
 
 SHA256_ATTR = names.REFERENCE_OUTPUT_SHA256
 URI_ATTR = names.REFERENCE_OUTPUT_URI
@@ -196,3 +199,14 @@ class ReferenceHandOff:
                     self.note = fingerprint_difference(reference_fingerprint(attrs, study_attrs), fingerprint())
                     return self.path
         return None
+
+
+def reference_settings(spec: "StudySpec") -> dict[str, Any] | None:
+    """The reference's settings, derived values included (its raw parameters when they do not resolve);
+    None for a spec without a reference."""
+    from tuner.spec.space import resolve
+
+    if spec.reference is None:
+        return None
+    candidate, _ = resolve(spec, spec.reference)
+    return candidate.settings if candidate is not None else dict(spec.reference)
