@@ -29,6 +29,9 @@ Usage: ``python bench/growth.py [--quick] [--trials 20] [--postgres]``.
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import sys
 import statistics
 import tempfile
 import time
@@ -147,8 +150,12 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="sizes 50 and 500 only")
     parser.add_argument("--trials", type=int, default=20, help="trials timed at each size")
     parser.add_argument("--postgres", action="store_true", help="also on PostgreSQL (tuner.testing.postgres)")
+    parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results" / "growth.json",
+                        help="where the raw figures are written (default bench/results/growth.json)")
     args = parser.parse_args()
     optuna.logging.set_verbosity(optuna.logging.WARNING)
+    rows: list[dict[str, object]] = []
+    load_before = os.getloadavg()
     sizes = [50, 500] if args.quick else [50, 500, 5000]
     with tempfile.TemporaryDirectory() as tmp, ExitStack() as stack:
         root = Path(tmp)
@@ -165,12 +172,22 @@ def main() -> None:
                 wall, cpu, statements = tuner_at(size, args.trials, url(f"t{size}"), root / f"home{size}", f"t{size}")
                 bare_wall, bare_cpu = bare_at(size, args.trials, url(f"b{size}"), f"b{size}")
                 overheads[size] = cpu - bare_cpu
+                rows.append({"storage": backend, "study_trials": size, "tuner_cpu_s_per_trial": round(cpu, 5),
+                             "bare_cpu_s_per_trial": round(bare_cpu, 5), "overhead_cpu_s_per_trial": round(cpu - bare_cpu, 5),
+                             "tuner_wall_s_per_trial": round(wall, 5), "bare_wall_s_per_trial": round(bare_wall, 5),
+                             "sql_statements_per_trial": round(statements, 1)})
                 print(f"{backend:10s} study of {size:5d} trials: CPU ms/trial tuner {cpu * 1e3:6.1f}, bare Optuna "
                       f"{bare_cpu * 1e3:6.1f}, overhead {overheads[size] * 1e3:6.1f} | wall ms/trial tuner "
                       f"{wall * 1e3:6.1f}, bare {bare_wall * 1e3:6.1f} | {statements:.0f} SQL statements/trial",
                       flush=True)
             if ratio is None:
                 ratio = overheads[sizes[-1]] / overheads[sizes[0]]
+    args.results.parent.mkdir(parents=True, exist_ok=True)
+    args.results.write_text(json.dumps({"command": "python bench/growth.py " + " ".join(sys.argv[1:]),
+                                        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                        "cores": os.cpu_count(), "load_average_before": load_before,
+                                        "load_average_after": os.getloadavg(), "trials_timed": args.trials,
+                                        "rows": rows, "ratio_largest_to_50": ratio}, indent=1) + "\n")
     print(f"overhead at {sizes[-1]} trials / overhead at {sizes[0]}: {ratio:.2f} (goal <= 1.5; SQLite)")
 
 

@@ -1,0 +1,73 @@
+"""What the fork server's class preload saved: the default's device-seconds to the front before and after.
+
+Usage::
+
+    python bench/startup_saving.py            # reads committed results only; runs nothing
+
+Before commit 784895e the fork server imported a workload's *package* only, so a package that
+imports its class lazily (``tuner.workloads.avqa``) paid torch and the model code in every
+trial's start-up. ``bench/tables/measure_overhead.py`` measured the per-trial start-up from real
+trials' recorded phases before the fix (the table sidecars at commit :data:`BEFORE`, read with
+``git show``) and after it (the sidecars in the tree). The default sampler does not see costs, so
+a replayed study proposes the same trials under either start-up: its device-seconds before the
+fix are its replayed curve plus the start-up difference for every trial that ran. This reads the
+committed replays of the default (``bench/results/device_seconds/*.json``, written by
+``python bench/search_efficiency.py --tables avqa:cpu1t,avqa:cpu1t-nodnn --methods sweep,default
+--seeds 10 --budget 200 --results-dir bench/results/device_seconds``) and prints, per table, the
+median device-seconds to 95 % of the front with the start-up measured before and after, and the
+ratio. Device-seconds as in :mod:`tuner.replay.cost_model` (one device per CPU slot).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+BEFORE = "f0b7c1e"  # the last commit whose sidecars hold the start-up measured before the fix
+TABLES = {"avqa:cpu1t": "avqa.cpu1t", "avqa:cpu1t-nodnn": "avqa.cpu1t-nodnn"}
+TARGET = 0.95
+
+
+def startup_s(sidecar_json: str) -> float:
+    """The per-trial start-up (s) a sidecar's ``trial_overhead_s`` holds."""
+    return float(json.loads(sidecar_json)["trial_overhead_s"]["startup"])
+
+
+def to_target(fractions: list[float], device_s: list[float], extra_per_trial: float) -> float | None:
+    """Device-seconds until ``fractions`` first reach :data:`TARGET`, each trial costing ``extra_per_trial`` more."""
+    for index, fraction in enumerate(fractions):
+        if fraction >= TARGET - 1e-12:
+            return device_s[index] + extra_per_trial * (index + 1)
+    return None
+
+
+def main() -> int:
+    lines = []
+    for label, stem in TABLES.items():
+        now = startup_s((ROOT / "bench" / "tables" / f"{stem}.json").read_text())
+        before = startup_s(subprocess.run(["git", "show", f"{BEFORE}:bench/tables/{stem}.json"], cwd=ROOT,
+                                          capture_output=True, text=True, check=True).stdout)
+        results = json.loads((ROOT / "bench" / "results" / "device_seconds" /
+                              f"search_efficiency_{stem.replace('.', '_')}.json").read_text())
+        replays = results["methods"]["default"]["replays"]
+        after_s = [to_target(r["fractions"], r["device_s"], 0.0) for r in replays]
+        before_s = [to_target(r["fractions"], r["device_s"], before - now) for r in replays]
+        reached = [(a, b) for a, b in zip(after_s, before_s) if a is not None and b is not None]
+        if not reached:
+            print(f"{label}: the default did not reach {TARGET:.0%} in the committed replays")
+            continue
+        after_median = statistics.median(a for a, _ in reached)
+        before_median = statistics.median(b for _, b in reached)
+        print(f"{label}: start-up {before:.3g} s -> {now:.3g} s per trial; default to {TARGET:.0%} of the front: "
+              f"{before_median:.0f} -> {after_median:.0f} device-s (median of {len(reached)} seeds)")
+        lines.append(f"{label} {after_median / before_median:.2f}x")
+    print("device-seconds to 95 % after / before the preload fix: " + ", ".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
