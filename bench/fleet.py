@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from tuner.testing.noop_spec import noop_spec
+from tuner.host import free_port
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = noop_spec("fleet_noop", trials=32, timeout_s=120)
@@ -275,7 +276,7 @@ def grpc_ladder(pg: Any, counts: list[int], per_worker: int, sleep_s: float,
             url = pg.create_database(f"{label.replace('-', '_')}_{n}")
             server, storage = None, url
             if label == "optuna-grpc":
-                port = _free_port()
+                port = free_port()
                 server = subprocess.Popen([sys.executable, __file__, "--grpc-server", url, str(port)], env=ENV)
                 storage = f"grpc://127.0.0.1:{port}"
             try:
@@ -323,14 +324,6 @@ def _bare_fleet(url: str, storage: str, workers: int, per_worker: int, sleep_s: 
     if proxy is not None:
         row["proxy_cpu_pct_of_core"] = proxy.percent_of_core()
     return row
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _bare_worker(storage: str, name: str, trials: int, sleep_s: float, go: str) -> None:
