@@ -19,7 +19,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Sequence
 
 from tuner.session.events import Notice, SessionListener
 from tuner.session.signals import INTERRUPTED_EXIT
@@ -41,17 +41,27 @@ class OpenStudyInfo:
 def open_studies(url: str, gpu_type: str | None = None) -> list[OpenStudyInfo]:
     """Open studies of the storage at ``url``, oldest first; only those for ``gpu_type`` when given.
 
-    Reads the storage only (never creates it): a missing SQLite file has no studies.
+    Reads the storage only (never creates it): a missing SQLite file has no studies. Its connections are
+    closed before it returns (a waiting worker calls this every poll).
     """
-    from tuner.study.attributes import cost_of, is_measured
-    from tuner.study.cost import device_budget_s, device_s_of
-    from tuner.study.records import StudyRecord
-    from tuner.study.storage import missing_sqlite_file, open_storage
-    from tuner.study.store import trials_of
+    from tuner.study.storage import close_storage, missing_sqlite_file, open_storage
 
     if missing_sqlite_file(url) is not None:
         return []
     storage = open_storage(url, create=False)
+    try:
+        return _open_in(storage, gpu_type)
+    finally:
+        close_storage(storage)
+
+
+def _open_in(storage: Any, gpu_type: str | None) -> list[OpenStudyInfo]:
+    """:func:`open_studies` of an opened storage."""
+    from tuner.study.attributes import cost_of, is_measured
+    from tuner.study.cost import device_budget_s, device_s_of
+    from tuner.study.records import StudyRecord
+    from tuner.study.store import trials_of
+
     found: list[OpenStudyInfo] = []
     for summary in storage.get_all_studies():
         stored = StudyRecord.of(summary)
@@ -136,13 +146,19 @@ def _join(name: str, kind: str, options: WorkerOptions, listener: SessionListene
     """Run study ``name`` here as one session of one slot per GPU (or one CPU share)."""
     from tuner.session.run import RunOptions, run_session
     from tuner.study.records import StudyRecord
+    from tuner.study.heartbeats import worker_id
+    from tuner.study.storage import close_storage
+    from tuner.study.store import backend_of
     from tuner.study.studies import load_study
 
-    opened = load_study(options.storage_url, name)
+    opened = load_study(options.storage_url, name, seed_salt=worker_id())  # hosts joining at once: own seeds
     stored = StudyRecord.of(opened.study)
     device = str(stored.device or "cpu")
     if device == "cuda" and kind == "cpu":
         raise StudyError(f"study '{name}' runs on GPUs ({stored.gpu_type}) but this host has none visible")
     run = RunOptions(options.home, device, 1, options.mlflow_uri if options.use_mlflow else None, options.use_mlflow,
                      {}, options.gpus)
-    return run_session(opened, run, listener)
+    try:
+        return run_session(opened, run, listener)
+    finally:
+        close_storage(backend_of(opened.study))  # the worker moves on: this study's connections go back

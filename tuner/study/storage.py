@@ -44,7 +44,7 @@ HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"  # overrides HEARTBEAT_INTERVAL_S (whole sec
 GRACE_PERIOD_ENV = "TUNER_GRACE_PERIOD_S"  # overrides GRACE_PERIOD_S (whole seconds > 0)
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")  # opened as postgresql+psycopg://
 __all__ = ["StudyError", "tuner_home", "default_storage_url", "storage_url", "redact_url", "open_storage",
-           "list_studies", "driver_url", "heartbeat_settings", "DEFAULT_HOME", "STORAGE_ENV", "HOME_ENV",
+           "list_studies", "close_storage", "driver_url", "heartbeat_settings", "DEFAULT_HOME", "STORAGE_ENV", "HOME_ENV",
            "SQLITE_BUSY_TIMEOUT_ENV", "HEARTBEAT_INTERVAL_S", "GRACE_PERIOD_S", "HEARTBEAT_ENV", "GRACE_PERIOD_ENV"]
 
 
@@ -160,6 +160,16 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> "opt
     if url.startswith("sqlite:"):
         _use_write_ahead_log(storage, atomic_writes=not read_only)
     return storage
+
+
+def close_storage(storage: Any) -> None:
+    """Close every pooled connection of ``storage`` (one :func:`open_storage` returned; for a study's, pass
+    :func:`tuner.study.store.backend_of`); nothing for a storage without a database engine. A long-lived process that opens a
+    storage per look (a waiting fleet worker) closes each: a storage left to the garbage collector keeps
+    its connections until a full collection, and a fleet of waiting workers ran PostgreSQL out of them."""
+    engine = getattr(storage, "engine", None)
+    if engine is not None:
+        engine.dispose()
 
 
 def _driver_reason(error: Exception) -> str:

@@ -127,10 +127,24 @@ def create_study(spec: StudySpec, spec_text: str, url: str, name: str, sampler: 
     return OpenStudy(study, spec, spec_text, url, created=True)
 
 
-def load_study(url: str, name: str, sampler: SamplerName | None = None, read_only: bool = False) -> OpenStudy:
+def sampler_seed(spec_seed: int, stored_trials: int, salt: str | None = None) -> int:
+    """The seed of a loaded study's sampler: ``spec_seed + stored_trials``, plus a stable 31-bit hash of
+    ``salt`` when given (CRC-32: the same on every host and Python run); always in [0, 2**32)."""
+    import zlib
+
+    mixed = spec_seed + stored_trials + (zlib.crc32(salt.encode()) if salt else 0)
+    return mixed % 2**32
+
+
+def load_study(url: str, name: str, sampler: SamplerName | None = None, read_only: bool = False,
+               seed_salt: str | None = None) -> OpenStudy:
     """Load a study created by tuner, rebuilding its spec and sampler from the storage; StudyError
     when ``name`` is not a valid study name (checked before the storage is opened) or not there.
-    ``read_only``: for commands that only read (see :func:`~tuner.study.storage.open_storage`)."""
+    ``read_only``: for commands that only read (see :func:`~tuner.study.storage.open_storage`).
+
+    The sampler's seed is the spec's seed plus the number of trials stored, so a resumed study does not
+    replay its first proposals; ``seed_salt`` (a fleet worker's identity, ``host:pid``) is mixed in too, so
+    workers that load one study at the same moment do not propose the same settings."""
     import optuna
 
     check_study_name(name)
@@ -150,5 +164,5 @@ def load_study(url: str, name: str, sampler: SamplerName | None = None, read_onl
     spec = parse_spec(spec_text, source=f"{name} (stored spec)")
     chosen: SamplerName = sampler or stored.sampler or spec.sampler.name  # type: ignore[assignment]
     study = optuna.load_study(study_name=name, storage=storage,
-                              sampler=make_sampler(chosen, spec, spec.seed + len(probe.trials)))
+                              sampler=make_sampler(chosen, spec, sampler_seed(spec.seed, len(probe.trials), seed_salt)))
     return OpenStudy(study, spec, spec_text, url, created=False)
