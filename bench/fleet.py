@@ -111,14 +111,22 @@ def _write(result: dict[str, Any]) -> None:
 
 
 def _print_rows(label: str, rows: list[dict[str, Any]], first: dict[str, Any]) -> None:
-    """Add ``ratio_to_ideal`` to each row (against ``first``'s rate per worker) and print them."""
+    """Add ``ratio_to_ideal`` (the whole run's rate against ``first``'s rate per worker) and, where the
+    trials name their worker, ``steady_ratio`` (``first``'s cycle ÷ this row's: each worker's time from
+    one trial's start to its next) to each row, and print them."""
     base = first["trials_per_s"] / first["workers"]
     for row in rows:
         row["ratio_to_ideal"] = row["trials_per_s"] / (row["workers"] * base)
+        if row.get("cycle_s") and first.get("cycle_s"):
+            row["steady_ratio"] = first["cycle_s"] / row["cycle_s"]
         print(f"{label:14s} N={row['workers']:2d}: {row['trials_per_s']:6.3f} trials/s, ratio to ideal "
-              f"{row['ratio_to_ideal']:.2f}, trial {row['mean_trial_s']:.2f} s, N-th start +"
-              f"{row['join_spread_s']:.1f} s, worker CPU {row['worker_cpu_pct_of_core']:.1f} % of a core each, "
-              f"load {row['load_before']:.1f} -> {row['load_after']:.1f}"
+              f"{row['ratio_to_ideal']:.2f}"
+              + (f" (steady {row['steady_ratio']:.2f}: a worker's next trial every {row['cycle_s']:.2f} s)"
+                 if "steady_ratio" in row else "")
+              + f", trial {row['mean_trial_s']:.2f} s, N-th start +{row['join_spread_s']:.1f} s, worker CPU "
+              f"{row['worker_cpu_pct_of_core']:.1f} % of a core each, load {row['load_before']:.1f} -> "
+              f"{row['load_after']:.1f}"
+              + (f", {row['peak_connections']} connections at most" if "peak_connections" in row else "")
               + (f", proxy CPU {row['proxy_cpu_pct_of_core']:.1f} % of a core" if "proxy_cpu_pct_of_core" in row
                  else ""), flush=True)
 
@@ -151,8 +159,10 @@ def sleep_main(args: argparse.Namespace, counts: list[int]) -> None:
                 _write(result)
     result["load_at_end"] = os.getloadavg()
     _write(result)
-    print(f"ratio to ideal at N={rows[-1]['workers']} (postgres, {args.sleep:g} s trials, load "
-          f"{rows[-1]['load_after']:.1f} on {os.cpu_count()} cores): {rows[-1]['ratio_to_ideal']:.2f}")
+    last = rows[-1]
+    print(f"ratio to ideal at N={last['workers']} (postgres, {args.sleep:g} s trials, load {last['load_after']:.1f} on "
+          f"{os.cpu_count()} cores): steady {last.get('steady_ratio', float('nan')):.2f}, whole run with the joins "
+          f"{last['ratio_to_ideal']:.2f}")
 
 
 def main() -> None:

@@ -115,7 +115,7 @@ def sleep_fleet(url: str, workers: int, per_worker: int, sleep_s: float, directo
     home.mkdir(parents=True)
     from tuner.study.storage import open_storage
 
-    open_storage(url)  # Optuna's tables made once here: 32 workers creating them at once on a new database fail
+    watch = open_storage(url)  # the tables made once, before the workers start; the bench's one storage
     processes = []
     for i, log in enumerate(logs):
         with open(log, "w") as sink:
@@ -128,8 +128,10 @@ def sleep_fleet(url: str, workers: int, per_worker: int, sleep_s: float, directo
         sampler, load_before = Sampler([p.pid for p in processes]), loadavg()
         name = f"sleep_{workers}"
         make_study(url, name, workers * per_worker, home, sleep_spec(sleep_s, workers * per_worker))
-        _enqueue_distinct(url, name, workers * per_worker)
-        _stop_when_done(logs, processes, sampler, lambda: _spent(url, name, workers * per_worker),
+        _enqueue_distinct(watch, name, workers * per_worker)
+        connections = _Connections(watch)
+        _stop_when_done(logs, processes, sampler, lambda: connections.look() and _spent(watch, name,
+                                                                                        workers * per_worker),
                         timeout_s=120 + 4 * per_worker * sleep_s * 3)
         cpu = sampler.percent_of_core()
         load_after = loadavg()
@@ -139,28 +141,65 @@ def sleep_fleet(url: str, workers: int, per_worker: int, sleep_s: float, directo
                 process.kill()
             process.wait()
     _, window_s, done = measured_window(url, name)
-    return row_of(workers, done, window_s, cpu, load_before, load_after)
+    row = row_of(workers, done, window_s, cpu, load_before, load_after)
+    row["peak_connections"] = connections.peak  # the database's, all workers (and the bench's one)
+    watch.engine.dispose()
+    return row
 
 
-def _enqueue_distinct(url: str, name: str, count: int) -> None:
-    """Queue ``count`` distinct settings (x = 0, 1, ...): workers that load a study at the same moment get
-    the same sampler seed (``spec.seed + len(trials)``) and would propose the same settings — copies,
-    not sleep-bound trials; queued trials are popped first."""
+class _Connections:
+    """The most connections the database of ``storage`` had open at any :meth:`look` (PostgreSQL's
+    ``pg_stat_activity``, this database only): what a fleet of N workers asks of ``max_connections``."""
+
+    def __init__(self, storage: Any) -> None:
+        self.engine, self.peak = storage.engine, 0
+
+    def look(self) -> bool:
+        """Count now; always True (so it chains before the spent check). The bench's own storages that
+        are done with (study creation, the queue) are collected first: only its ``storage`` counts."""
+        import gc
+
+        from sqlalchemy import text
+
+        gc.collect()
+        with self.engine.connect() as connection:
+            count = connection.execute(text("select count(*) from pg_stat_activity where datname = "
+                                            "current_database()")).scalar_one()
+        self.peak = max(self.peak, int(count))
+        return True
+
+
+def _enqueue_distinct(storage: Any, name: str, count: int) -> None:
+    """Queue ``count`` distinct settings (x = 0, 1, ...), popped before any proposal: every run measures
+    the same settings, and none is a copy of another (each worker seeds its own sampler since issue 27;
+    before, workers loading the study at once proposed the same settings)."""
     import optuna
 
-    study = optuna.load_study(study_name=name, storage=url)
+    study = optuna.load_study(study_name=name, storage=storage)
     for x in range(count):
         study.enqueue_trial({"x": x})
 
 
 def row_of(workers: int, done: list[Any], window_s: float, cpu: float, load_before: float,
-         load_after: float) -> dict[str, Any]:
-    """A result row from the finished trials (``FrozenTrial``) of one run; seconds, % of a core."""
+           load_after: float) -> dict[str, Any]:
+    """A result row from the finished trials (``FrozenTrial``) of one run; seconds, % of a core.
+
+    ``cycle_s``: the median time from one trial's start to the next trial's start on the same worker (the
+    trial's ``worker`` attribute; bare Optuna trials have none: None) — the steady state, each worker's
+    join and first trial (imports, its fork server starting) and the run's ragged end left out."""
+    import statistics
+
     starts = sorted(t.datetime_start for t in done)
     durations = [(t.datetime_complete - t.datetime_start).total_seconds() for t in done]
+    by_worker: dict[str, list[Any]] = {}
+    for trial in done:
+        if trial.user_attrs.get("worker"):
+            by_worker.setdefault(str(trial.user_attrs["worker"]), []).append(trial.datetime_start)
+    cycles = [(b - a).total_seconds() for times in by_worker.values() for a, b in zip(sorted(times), sorted(times)[1:])]
     return {"workers": workers, "trials": len(done), "window_s": round(window_s, 3),
             "copies": sum(1 for t in done if t.user_attrs.get("duplicate_of") is not None),
             "trials_per_s": len(done) / window_s, "mean_trial_s": sum(durations) / len(durations),
+            "cycle_s": statistics.median(cycles) if cycles else None, "cycles": len(cycles),
             "join_spread_s": (starts[min(workers, len(starts)) - 1] - starts[0]).total_seconds(),
             "worker_cpu_pct_of_core": cpu, "load_before": load_before, "load_after": load_after}
 
@@ -180,11 +219,11 @@ def wait_for_logs(logs: list[Path], processes: list[subprocess.Popen], marker: s
         time.sleep(0.2)
 
 
-def _spent(url: str, name: str, budget: int) -> bool:
+def _spent(storage: Any, name: str, budget: int) -> bool:
     """Whether study ``name`` has ``budget`` measured trials and none running (one read of its trials)."""
     import optuna
 
-    trials = optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+    trials = optuna.load_study(study_name=name, storage=storage).get_trials(deepcopy=False)
     running = any(t.state == optuna.trial.TrialState.RUNNING for t in trials)
     return not running and sum(1 for t in trials if t.user_attrs.get("measured")) >= budget
 

@@ -115,6 +115,7 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
     from tuner.study.storage import redact_url
 
     kind = gpu_type()
+    _import_what_a_join_needs()
     shown = f", GPUs {','.join(str(g) for g in options.gpus)}" if options.gpus else ""
     listener.on_notice(Notice("worker_started", f"worker {HOST} ({kind}) on {redact_url(options.storage_url)}{shown}"))
     waiting = False
@@ -140,6 +141,21 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
         finished.add(names[0])
         if summary.failure is not None:
             listener.on_notice(Notice("worker_moves_on", f"study {names[0]} stopped early; this worker moves on"))
+
+
+JOIN_MODULES = ("tuner.session.run", "tuner.study.coordinator", "tuner.study.studies", "tuner.runner.choice",
+                "tuner.runner.subprocess", "tuner.evaluators.registry", "tuner.study.objectives",
+                "tuner.study.samplers", "optuna.samplers", "optuna.storages._rdb.storage", "sqlalchemy.orm")
+
+
+def _import_what_a_join_needs() -> None:
+    """Import the modules joining a study runs (:data:`JOIN_MODULES`) before the first look: a waiting
+    worker is idle, and a fleet whose hosts all join a new study at the same moment otherwise spends its
+    first seconds importing on every host at once (about 1 CPU-second each on a 2-core machine)."""
+    import importlib
+
+    for module in JOIN_MODULES:
+        importlib.import_module(module)
 
 
 def _join(name: str, kind: str, options: WorkerOptions, listener: SessionListener) -> Summary:
