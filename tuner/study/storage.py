@@ -127,6 +127,10 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> "opt
     from tuner.study.tolerant_storage import OutageTolerantRDBStorage
 
     remember_url(url)
+    if url.startswith("grpc://"):
+        raise StudyError(f"cannot open storage {redact_url(url)}: a gRPC storage proxy is not a tuner storage (the "
+                         "tuner's claims, device locks and heartbeats are SQL transactions on the study's database); "
+                         "point every worker at the PostgreSQL database itself (docs/fleet.md)")
     missing = None if create else missing_sqlite_file(url)
     if missing is not None:
         raise StudyError(f"no storage at {missing}: no study has run with this --home / --storage yet")
