@@ -2,10 +2,11 @@
 and the trials running now with their own clocks. A study without a trial budget (a wall time
 only) shows "n measured" and no ETA: there is no N to count towards.
 
-On a terminal it is a Rich live panel redrawn four times a second, so the
-clocks move between trials. Otherwise (CI logs, pipes) it prints one plain
-line when a trial starts, one when it ends, and a "still running" line every
-:data:`STILL_RUNNING_EVERY_S` seconds while trials run.
+On a terminal it is a Rich live panel redrawn once a second (:data:`LIVE_REFRESH_HZ`), so the
+clocks (whole seconds) move between trials; waiting on a long trial, the redraws cost ~0.2 % of a
+core (four a second cost ~0.7 %: issue 27, waiting costs nothing; ``bench/idle_coordinator.py``).
+Otherwise (CI logs, pipes) it prints one plain line when a trial starts, one when it ends, and a
+"still running" line every :data:`STILL_RUNNING_EVERY_S` seconds while trials run.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 STILL_RUNNING_EVERY_S = 30.0
+LIVE_REFRESH_HZ = 1  # the clocks show whole seconds
 
 
 def format_duration(seconds: float | None) -> str:
@@ -63,7 +65,7 @@ class ProgressDisplay:
         self._clock_start = time.monotonic()
         self._status = {"study": study_name, "done": done, "total": total, "front": 0, "elapsed": 0.0}
         if self.live_enabled:
-            self._live = Live(console=self.console, refresh_per_second=4, transient=False,
+            self._live = Live(console=self.console, refresh_per_second=LIVE_REFRESH_HZ, transient=False,
                               get_renderable=self._render)
             self._live.start()
         else:

@@ -182,7 +182,7 @@ class WarmRunner(Runner):
             left = deadline - time.monotonic()
             if left <= 0:
                 return False, True
-            ready, _, _ = select.select([worker.control], [], [], min(left, 1.0))
+            ready, _, _ = select.select([worker.control], [], [], left)  # blocks: no polling while the trial runs
             if ready:
                 data = os.read(worker.control, 64)
                 if data:

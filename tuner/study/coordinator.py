@@ -17,7 +17,10 @@ a heartbeat while it runs; RUNNING trials whose coordinator died are marked FAIL
 The loop (:meth:`Coordinator.run`) keeps its state in a
 :class:`~tuner.study.coordinator_state.LoopState`; each turn looks at the study, fills the
 free slots, lets go of what it holds when the study stops, beats and reclaims, then
-collects the trials that ended.
+collects the trials that ended. Between turns it sleeps (:meth:`Coordinator._wait`, one blocking wait)
+until a trial ends, an interrupt comes, a heartbeat is due or, while a slot is free, a look at the study
+(:data:`POLL_S`) or a reclaim (:data:`RECLAIM_EVERY_S`); a coordinator whose slots are all busy reads
+nothing and turns at most every :data:`TICK_S` (issue 27: waiting costs nothing, ``bench/idle_coordinator.py``).
 
 Budget: ``budget_trials`` counts trials that ran a workload (reference and baseline included) on
 every host; trials running elsewhere hold budget, so coordinators together overshoot by at most
@@ -37,7 +40,7 @@ from __future__ import annotations
 
 import threading
 import time
-from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
@@ -63,6 +66,7 @@ from tuner.study.shared import EXCLUSIVE_ROLES, ORIGINAL_LOST, SharedView, queue
 from tuner.study.snapshot import StudySnapshot
 from tuner.study.studies import OpenStudy, study_directory
 from tuner.study.trial_recording import TrialRecorder
+from tuner.study.wakeup import Wakeup
 
 if TYPE_CHECKING:
     import optuna
@@ -70,9 +74,9 @@ if TYPE_CHECKING:
 
 EXHAUSTED_AFTER = 100
 INTERRUPT_GRACE_S = 3.0
-POLL_S = 1.0  # how often a coordinator waiting on other hosts looks at the storage again
-RECLAIM_EVERY_S = 5.0  # how often it looks for trials whose coordinator died
-TICK_S = 0.5  # how long one turn waits for a trial in flight to end
+POLL_S = 1.0  # how often a coordinator with a free slot (or waiting on other hosts) looks at the storage again
+RECLAIM_EVERY_S = 5.0  # how often one with a free slot looks for trials whose coordinator died
+TICK_S = 5.0  # the longest one wait for a trial in flight lasts (listeners tick at least this often)
 
 
 @dataclass
@@ -109,6 +113,9 @@ class Coordinator:
     def interrupt(self) -> None:
         """Ask the loop to stop (signal-safe): no new trials; those in flight end within seconds."""
         self._interrupt.set()
+        wakeup = getattr(self, "_wakeup", None)
+        if wakeup is not None:
+            wakeup.set()  # a waiting loop sees it at once
 
     # ----------------------------------------------------------------- state
     def _reference_output(self, stored: Mapping[str, Any]) -> str | None:
@@ -128,6 +135,8 @@ class Coordinator:
     # ------------------------------------------------------------------ loop
     def run(self) -> Summary:
         """Run trials on this host's slots until the budget is spent or the study stops; what happened."""
+        self._wakeup = Wakeup()  # a trial's end or an interrupt wakes the waiting loop (:meth:`_wait`)
+        self._watched: set["Future[TrialResult]"] = set()
         state = self._begin()
         with ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="tuner-slot") as pool:
             while True:
@@ -271,24 +280,42 @@ class Coordinator:
                                          "stopped before the setting it repeats was measured")
 
     def _beat_and_reclaim(self, state: LoopState) -> None:
-        """Beat for the trials held here; now and then, reclaim the trials of dead coordinators."""
+        """Beat for the trials held here when a beat is due; every :data:`RECLAIM_EVERY_S` while a slot here
+        is free, reclaim the trials of dead coordinators. A coordinator whose slots are all busy reclaims
+        nothing: it could not run what it frees (one with a free slot does), and it reads no trials."""
         self._heartbeats.beat(state.held_ids())
-        if time.monotonic() - state.last_reclaim >= RECLAIM_EVERY_S:
+        if self._reclaim_due(state) <= time.monotonic():
             state.last_reclaim = time.monotonic()
             self.recover_interrupted()
+
+    def _reclaim_due(self, state: LoopState) -> float:
+        """When (``time.monotonic()``) the next reclaim is due; infinity while every slot here is busy."""
+        if state.inflight and not state.free_slots:
+            return float("inf")
+        return state.last_reclaim + RECLAIM_EVERY_S
 
     def _look_again(self, state: LoopState, stopping: bool) -> bool:
         """Nothing in flight here: whether the loop goes on (after a pause when other hosts hold it up)."""
         if state.held is not None and not state.blocked:
             return True
         if (state.blocked or state.waiting) and not stopping:
-            time.sleep(POLL_S)  # other hosts hold the budget, the reference or a setting
+            self._wakeup.wait(POLL_S)  # other hosts hold the budget, the reference or a setting; Ctrl-C wakes it
             return True
         return False
 
     def _wait(self, state: LoopState) -> set["Future[TrialResult]"]:
-        """Wait a tick for trials in flight to end; past the interrupt's grace, kill them. Those that ended."""
-        done, _ = wait(list(state.inflight), timeout=TICK_S, return_when=FIRST_COMPLETED)
+        """Sleep until a trial in flight ends, an interrupt comes or the next thing is due (:meth:`_wait_s`);
+        past the interrupt's grace, kill the trials in flight. Those that ended.
+
+        The sleep is one blocking wait (:class:`~tuner.study.wakeup.Wakeup`): no turn of the loop, no read
+        of the study, while every slot is busy and nothing is due."""
+        self._watched.intersection_update(state.inflight)
+        for future in state.inflight.keys() - self._watched:
+            self._watched.add(future)
+            future.add_done_callback(self._wakeup.set)  # at once when it has ended already
+        if not any(future.done() for future in state.inflight):
+            self._wakeup.wait(self._wait_s(state))
+        done = {future for future in state.inflight if future.done()}
         state.look_now = state.look_now or bool(done)
         for listener in self.listeners:
             listener.on_tick(time.monotonic() - state.started)
@@ -298,6 +325,20 @@ class Coordinator:
             elif time.monotonic() - state.interrupted_at >= INTERRUPT_GRACE_S:
                 self.runner.close()  # kills every worker; their futures end at once
         return done
+
+    def _wait_s(self, state: LoopState) -> float:
+        """Seconds until the loop has something to do other than collect a trial: a heartbeat, a look at the
+        study (:meth:`_look_due`: only while a slot is free or proposals wait), a reclaim, the end of the
+        interrupt's grace, a listener tick (at most :data:`TICK_S`); 0 when an interrupt is new."""
+        now = time.monotonic()
+        if self._interrupt.is_set() and state.interrupted_at is None:
+            return 0.0
+        due = [now + TICK_S, self._heartbeats.next_due(), self._reclaim_due(state)]
+        if state.free_slots or state.waiting or state.held is not None:
+            due.append(state.last_look + POLL_S)
+        if state.interrupted_at is not None and state.interrupted_at + INTERRUPT_GRACE_S > now:
+            due.append(state.interrupted_at + INTERRUPT_GRACE_S)  # then the runner is closed, once a tick after
+        return max(0.0, min(due) - now)
 
     def _collect(self, state: LoopState, done: set["Future[TrialResult]"]) -> None:
         """Tell the trials that ended (an interrupted one is given back), copy their set-aside twins."""

@@ -87,6 +87,10 @@ class Heartbeats:
         if self.interval_s is not None:
             store.record_heartbeat(self._study, [trial_id])
 
+    def next_due(self) -> float:
+        """When (``time.monotonic()``) :meth:`beat` next writes; infinity when the storage keeps no heartbeats."""
+        return float("inf") if self.interval_s is None else self._last + self.interval_s
+
     def beat(self, trial_ids: Iterable[int]) -> None:
         """Beat for ``trial_ids`` when an interval has passed since the last beat (cheap otherwise)."""
         if self.interval_s is None or time.monotonic() - self._last < self.interval_s:

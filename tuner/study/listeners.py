@@ -23,7 +23,8 @@ class Listener(Protocol):
         """A trial started on ``slot`` with a wall-clock limit of ``timeout_s`` seconds."""
 
     def on_tick(self, elapsed_s: float) -> None:
-        """Called about twice a second while trials run (``elapsed_s``: this invocation so far)."""
+        """Called while trials run, when one ends and at least every
+        :data:`~tuner.study.coordinator.TICK_S` (5 s) otherwise (``elapsed_s``: this invocation so far)."""
 
     def on_trial_dropped(self, number: int, reason: str) -> None:
         """What this coordinator still had to write for trial ``number`` was dropped: ``reason`` (one line)."""
