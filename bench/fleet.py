@@ -172,7 +172,8 @@ def main() -> None:
                         "with --sleep 1,4,8,16,32)")
     parser.add_argument("--storages", default="postgres,sqlite", help="no-op mode: storages")
     parser.add_argument("--sleep", type=float, default=None, help="seconds each trial holds its slot (CPU idle)")
-    parser.add_argument("--per-worker", type=int, default=3, help="with --sleep: trials per worker")
+    parser.add_argument("--per-worker", type=int, default=4,
+                        help="with --sleep: trials per worker (>= 3: the steady ratio leaves each one's first out)")
     parser.add_argument("--grpc", action="store_true", help="with --sleep: also through Optuna's gRPC proxy")
     args = parser.parse_args()
     counts = [int(n) for n in (args.workers or ("1,4,8,16,32" if args.sleep else "1,2,4,8")).split(",")]

@@ -185,8 +185,9 @@ def row_of(workers: int, done: list[Any], window_s: float, cpu: float, load_befo
     """A result row from the finished trials (``FrozenTrial``) of one run; seconds, % of a core.
 
     ``cycle_s``: the median time from one trial's start to the next trial's start on the same worker (the
-    trial's ``worker`` attribute; bare Optuna trials have none: None) — the steady state, each worker's
-    join and first trial (imports, its fork server starting) and the run's ragged end left out."""
+    trial's ``worker`` attribute; bare Optuna trials have none: None), each worker's first trial left out
+    — the steady state, without each worker's join and first trial (imports, its fork server starting):
+    a worker needs at least 3 trials to give one cycle."""
     import statistics
 
     starts = sorted(t.datetime_start for t in done)
@@ -195,7 +196,8 @@ def row_of(workers: int, done: list[Any], window_s: float, cpu: float, load_befo
     for trial in done:
         if trial.user_attrs.get("worker"):
             by_worker.setdefault(str(trial.user_attrs["worker"]), []).append(trial.datetime_start)
-    cycles = [(b - a).total_seconds() for times in by_worker.values() for a, b in zip(sorted(times), sorted(times)[1:])]
+    cycles = [(b - a).total_seconds() for times in by_worker.values()
+              for a, b in list(zip(sorted(times), sorted(times)[1:]))[1:]]  # the first trial's start-up left out
     return {"workers": workers, "trials": len(done), "window_s": round(window_s, 3),
             "copies": sum(1 for t in done if t.user_attrs.get("duplicate_of") is not None),
             "trials_per_s": len(done) / window_s, "mean_trial_s": sum(durations) / len(durations),

@@ -32,8 +32,15 @@ metric, as :func:`~tuner.study.objectives.plan_constraints` resolved them on thi
 host (none on a CPU host for a GPU metric: then only OOM outcomes inform the model).
 
 The model is updated from the trial list the coordinator reads each turn
-anyway (:meth:`FeasibilityModel.update` looks at each finished trial once); a
-prediction costs O(observations x parameters), no storage access.
+anyway (:meth:`FeasibilityModel.update` looks at each finished trial once) and
+keeps, as observations arrive, the local measurements that fit and no other that
+fits is at least as costly as (the *frontier*: all the "measured here" rule needs,
+since "no costlier" is transitive) and the local *evidence* (OOMs and measurements
+with a limited peak: all a skip or a predicted peak can come from). A prediction
+costs O(frontier x parameters) when the frontier covers the candidate — the usual
+case, and every case without memory limits or OOMs — and O((frontier + evidence +
+prior) x parameters) past it; no storage access. Its answers are those of a scan of
+every observation.
 """
 
 from __future__ import annotations
@@ -201,6 +208,8 @@ class FeasibilityModel:
     margin: float = DEFAULT_MARGIN
     enabled: bool = True  # False: it learns nothing and never skips (``--no-memory-model``)
     _local: list[Observation] = field(default_factory=list, init=False)
+    _frontier: list[Observation] = field(default_factory=list, init=False)  # fitting, none that fits costlier
+    _evidence: list[Observation] = field(default_factory=list, init=False)  # local OOMs and limited peaks, in order
     _seen: set[int] = field(default_factory=set, init=False)
     _live_prior: list[Observation] = field(default_factory=list, init=False)
 
@@ -215,8 +224,13 @@ class FeasibilityModel:
         """Add one local observation (prior ones come with the constructor); one that fits overrules the
         prior observations no costlier than it."""
         self._local.append(observation)
+        if observation.oom or any(metric in observation.peaks_gb for metric in self.limits):
+            self._evidence.append(observation)
         if self.within_limits(observation):
             self._live_prior = [w for w in self._live_prior if not self.no_costlier(w.params, observation.params)]
+            if not any(self.no_costlier(observation.params, top.params) for top in self._frontier):
+                self._frontier = [top for top in self._frontier if not self.no_costlier(top.params, observation.params)]
+                self._frontier.append(observation)
 
     def update(self, trials: Iterable["FrozenTrial"]) -> None:
         """Take in the finished trials not seen yet (each trial is looked at once, once finished)."""
@@ -266,9 +280,9 @@ class FeasibilityModel:
     def predict(self, params: Mapping[str, Any]) -> Prediction:
         """Skip ``params`` or not (see the module docstring); ``predicted_peak_gb`` is the largest peak
         (first limited metric) seen at a setting no costlier, when any."""
-        if not self.enabled or any(self.within_limits(u) and self.no_costlier(params, u.params) for u in self._local):
+        if not self.enabled or any(self.no_costlier(params, u.params) for u in self._frontier):
             return Prediction(False)  # measured here at a setting at least as costly: it fits
-        witnesses = [w for w in (*self._local, *self.live_prior()) if self.no_costlier(w.params, params)]
+        witnesses = [w for w in (*self._evidence, *self.live_prior()) if self.no_costlier(w.params, params)]
         oom = next((w for w in witnesses if w.oom), None)
         if oom is not None:
             return Prediction(True, f"OOM at {oom.witness} ({describe(oom.params)}) which is no costlier",

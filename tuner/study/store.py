@@ -1,11 +1,10 @@
 """Writes to the Optuna storage, and every Optuna internal tuner relies on: the storage gateway's write side.
 
-With :mod:`tuner.study.attributes` (the names, and the readers of a stored trial) and
-:mod:`tuner.study.records` (typed records of a trial and of a study), this is the only
-code of ``tuner/`` that names Optuna's attributes or its private members
-(``tests/test_storage_gateway.py`` holds it; :mod:`tuner.study.tolerant_storage`, which
-subclasses Optuna's RDB storage, aside). The rest of tuner writes through the typed
-functions here and reads through the records.
+With :mod:`tuner.study.attributes` (the names, and the readers of a stored trial) and :mod:`tuner.study.records`
+(typed records of a trial and of a study), this is the only code of ``tuner/`` that names Optuna's attributes or
+its private members (``tests/test_storage_gateway.py`` holds it; :mod:`tuner.study.tolerant_storage`, which
+subclasses Optuna's RDB storage, aside). The rest of tuner writes through the typed functions here (a trial's
+attributes in one transaction each: :func:`set_trial_attributes`) and reads through the records.
 
 Contracts:
 
@@ -26,6 +25,7 @@ Contracts:
 from __future__ import annotations
 
 import datetime
+import sqlite3
 from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
 from tuner.study import attributes as names
@@ -41,6 +41,7 @@ if TYPE_CHECKING:
 
 Trial = Any  # an ``optuna.Trial`` (live, being written) or a ``FrozenTrial``
 Study = Any  # an ``optuna.Study``, or a study summary (``FrozenStudy``) where only ids are read
+UPSERTS = ("postgresql", "mysql", *(("sqlite",) if sqlite3.sqlite_version_info >= (3, 24) else ()))  # as Optuna's
 
 # ------------------------------------------------------------------ Optuna internals
 
@@ -135,24 +136,20 @@ def add_finished_trials(study: "optuna.Study", trials: Sequence["FrozenTrial"]) 
 
 def heartbeat_interval_s(study: "optuna.Study") -> float | None:
     """The storage's heartbeat interval in seconds; None when it keeps no heartbeats."""
-    storage = storage_of(study)
-    interval = storage.get_heartbeat_interval() if hasattr(storage, "get_heartbeat_interval") else None
+    interval = getattr(storage_of(study), "get_heartbeat_interval", lambda: None)()
     return float(interval) if interval else None
 
 
 def record_heartbeat(study: "optuna.Study", trial_ids: Sequence[int]) -> None:
     """One heartbeat for each of ``trial_ids`` (the storage must keep heartbeats)."""
-    storage = storage_of(study)
     for number in trial_ids:
-        storage.record_heartbeat(number)
+        storage_of(study).record_heartbeat(number)
 
 
 def heartbeat_grace_period_s(study: "optuna.Study") -> float:
     """The storage's heartbeat grace period in seconds (Optuna's default: twice the interval)."""
-    backend = backend_of(study)
-    grace = getattr(backend, "grace_period", None)
-    interval = getattr(backend, "heartbeat_interval", None) or 0
-    return float(grace if grace else 2 * interval)
+    grace, interval = (getattr(backend_of(study), name, None) for name in ("grace_period", "heartbeat_interval"))
+    return float(grace if grace else 2 * (interval or 0))
 
 
 def heartbeat_stale_trial_ids(study: "optuna.Study") -> list[int]:
@@ -163,8 +160,7 @@ def heartbeat_stale_trial_ids(study: "optuna.Study") -> list[int]:
 def trials_with_heartbeat(study: "optuna.Study", among: Collection[int] | None = None) -> set[int]:
     """Ids of trials that have a heartbeat row (an RDB storage with heartbeats), of ``among`` when given (only those
     rows read); empty for another storage. The query rides through a storage outage (:mod:`.outage`)."""
-    backend = backend_of(study)
-    if not hasattr(backend, "scoped_session"):
+    if not hasattr(backend := backend_of(study), "scoped_session"):
         return set()  # an unusual storage: no trial is known to beat
     from optuna.storages._rdb import models
 
@@ -183,17 +179,14 @@ def trials_with_heartbeat(study: "optuna.Study", among: Collection[int] | None =
 def start_trial(trial: Trial, host: str, worker: str) -> str:
     """Record where the asked ``trial`` runs (``host``, ``worker`` = ``host:pid``) and its role (kept when
     enqueued with one, else ``search``); the role."""
-    trial.set_user_attr(names.HOST, host)
-    trial.set_user_attr(names.WORKER, worker)
     role = names.role_of(trial)
-    trial.set_user_attr(names.ROLE, role)
+    set_trial_attributes(trial, {names.HOST: host, names.WORKER: worker, names.ROLE: role})
     return role
 
 
 def record_candidate(trial: Trial, key: str, derived: Mapping[str, Any]) -> None:
     """Record the resolved setting's canonical ``key`` and its ``derived`` values."""
-    trial.set_user_attr(names.CANDIDATE_KEY, key)
-    trial.set_user_attr(names.DERIVED, dict(derived))
+    set_trial_attributes(trial, {names.CANDIDATE_KEY: key, names.DERIVED: dict(derived)})
 
 
 def record_slot(trial: Trial, label: str) -> None:
@@ -205,69 +198,50 @@ def record_result(trial: Trial, result: "TrialResult", slot: str, placeholder: b
                   reference_output: str | None = None, published: Mapping[str, Any] | None = None,
                   fingerprint_note: str | None = None, unavailable_constraints: Mapping[str, str] | None = None,
                   reason: str | None = None) -> None:
-    """Record a run's ``result`` (:func:`~tuner.study.records.result_attributes`), its ``slot``, what the
-    adapter ran, ``measured`` true and ``placeholder`` (values are the wall, not a measurement); then, when
-    given: the reference's local ``reference_output`` path and the attributes its hand-off ``published``,
-    the host's ``fingerprint_note``, the ``unavailable_constraints`` and a ``reason`` replacing the result's."""
-    for key, value in result_attributes(result).items():
-        trial.set_user_attr(key, value)
-    trial.set_user_attr(names.COST, trial_cost(result, slot))
-    trial.set_user_attr(names.SLOT, slot)
-    if result.invocation is not None:
-        trial.set_user_attr(names.INVOCATION, result.invocation)
-    trial.set_user_attr(names.MEASURED, True)
-    trial.set_user_attr(names.PLACEHOLDER_VALUES, placeholder)
-    if reference_output is not None:
-        trial.set_user_attr(names.REFERENCE_OUTPUT, reference_output)
-    for key, value in (published or {}).items():
-        trial.set_user_attr(key, value)
-    if fingerprint_note is not None:
-        trial.set_user_attr(names.FINGERPRINT_NOTE, fingerprint_note)
-    if unavailable_constraints:
-        trial.set_user_attr(names.UNAVAILABLE_CONSTRAINTS, dict(unavailable_constraints))
-    if reason is not None:
-        trial.set_user_attr(names.REASON, reason)
+    """Record a run's ``result`` (:func:`~tuner.study.records.result_attributes`), its ``slot``, what the adapter
+    ran, ``measured`` true and ``placeholder`` (values are the wall, not a measurement); when given: the reference's
+    local ``reference_output`` path and what its hand-off ``published``, the host's ``fingerprint_note``, the
+    ``unavailable_constraints`` and a ``reason`` replacing the result's. One transaction (set_trial_attributes)."""
+    given = _given({names.INVOCATION: result.invocation, names.REFERENCE_OUTPUT: reference_output,
+                    names.FINGERPRINT_NOTE: fingerprint_note, names.REASON: reason,
+                    names.UNAVAILABLE_CONSTRAINTS: dict(unavailable_constraints) if unavailable_constraints else None})
+    set_trial_attributes(trial, {**result_attributes(result), names.COST: trial_cost(result, slot), names.SLOT: slot,
+                                 names.MEASURED: True, names.PLACEHOLDER_VALUES: placeholder, **(published or {}),
+                                 **given})
+
+
+def _given(values: Mapping[str, Any]) -> dict[str, Any]:  # ``values`` without those that are None (not given)
+    return {key: value for key, value in values.items() if value is not None}
 
 
 def record_unrun(trial: Trial, outcome: str, reason: str | None, extra: Mapping[str, Any] | None = None) -> None:
     """Record a trial that is never run (INVALID, SKIPPED_PREDICTED_OOM): ``outcome``, ``reason``,
     ``measured`` false (no budget), placeholder values; ``extra`` attributes (named in :mod:`.attributes`)."""
-    trial.set_user_attr(names.OUTCOME, outcome)
-    trial.set_user_attr(names.REASON, reason)
-    trial.set_user_attr(names.MEASURED, False)
-    trial.set_user_attr(names.PLACEHOLDER_VALUES, True)
-    for key, value in (extra or {}).items():
-        trial.set_user_attr(key, value)
+    set_trial_attributes(trial, {names.OUTCOME: outcome, names.REASON: reason, names.MEASURED: False,
+                                 names.PLACEHOLDER_VALUES: True, **(extra or {})})
 
 
 def record_copy(trial: Trial, original: "FrozenTrial") -> None:
     """Record ``trial`` as a copy of the measured ``original``: ``duplicate_of``, ``measured`` false (no
     budget), and the original's outcome, reason, metrics and placeholder flag."""
-    trial.set_user_attr(names.DUPLICATE_OF, original.number)
-    trial.set_user_attr(names.MEASURED, False)
-    for key in (names.OUTCOME, names.REASON, names.METRICS, names.PLACEHOLDER_VALUES):
-        if key in original.user_attrs:
-            trial.set_user_attr(key, original.user_attrs[key])
+    copied = (names.OUTCOME, names.REASON, names.METRICS, names.PLACEHOLDER_VALUES)
+    set_trial_attributes(trial, {names.DUPLICATE_OF: original.number, names.MEASURED: False,
+                                 **{key: original.user_attrs[key] for key in copied if key in original.user_attrs}})
 
 
 def record_interrupted(trial: Trial, reason: str, cost: Mapping[str, Any] | None = None) -> None:
     """Record a trial given back before it ended: outcome ``INTERRUPTED``, ``reason``, ``measured`` false, and
     the device time its interrupted run held (``cost``, :func:`~tuner.study.cost.trial_cost`) when it ran."""
-    trial.set_user_attr(names.OUTCOME, names.INTERRUPTED)
-    trial.set_user_attr(names.REASON, reason)
-    trial.set_user_attr(names.MEASURED, False)
-    if cost is not None:
-        trial.set_user_attr(names.COST, dict(cost))
+    set_trial_attributes(trial, {names.OUTCOME: names.INTERRUPTED, names.REASON: reason, names.MEASURED: False,
+                                 **_given({names.COST: None if cost is None else dict(cost)})})
 
 
 def fail_waiting(study: "optuna.Study", trial: "FrozenTrial", reason: str) -> None:
     """Fail the WAITING ``trial`` as ``INTERRUPTED`` with ``reason`` (it is enqueued again by the caller)."""
     from optuna.trial import TrialState
 
-    storage, number = storage_of(study), trial_id(trial)
-    storage.set_trial_user_attr(number, names.OUTCOME, names.INTERRUPTED)
-    storage.set_trial_user_attr(number, names.REASON, reason)
-    storage.set_trial_state_values(number, TrialState.FAIL)
+    _write_attributes(study, trial_id(trial), {names.OUTCOME: names.INTERRUPTED, names.REASON: reason})
+    storage_of(study).set_trial_state_values(trial_id(trial), TrialState.FAIL)
 
 
 def reclaim(study: "optuna.Study", stale_id: int, reason: str) -> "FrozenTrial | None":
@@ -280,9 +254,8 @@ def reclaim(study: "optuna.Study", stale_id: int, reason: str) -> "FrozenTrial |
     storage = storage_of(study)
     try:
         trial = storage.get_trial(stale_id)
-        storage.set_trial_user_attr(stale_id, names.OUTCOME, names.INTERRUPTED)
-        storage.set_trial_user_attr(stale_id, names.REASON, reason)
-        storage.set_trial_user_attr(stale_id, names.MEASURED, False)
+        _write_attributes(study, stale_id, {names.OUTCOME: names.INTERRUPTED, names.REASON: reason,
+                                            names.MEASURED: False})
         if not storage.set_trial_state_values(stale_id, state=TrialState.FAIL):
             return None
     except UpdateFinishedTrialError:
@@ -291,20 +264,52 @@ def reclaim(study: "optuna.Study", stale_id: int, reason: str) -> "FrozenTrial |
 
 
 def set_trial_attributes(trial: Trial, values: Mapping[str, Any]) -> None:
-    """Write ``values`` (keys named in :mod:`.attributes`) to the live ``trial``."""
+    """Write ``values`` (keys named in :mod:`.attributes`) to the live ``trial``: one transaction (a read of the
+    trial's state, one multi-row upsert) on a SQLite, PostgreSQL or MySQL storage, else one ``set_user_attr``
+    each (in memory, journal). Either way the stored rows, the live trial's copy and the error on a finished
+    trial (``UpdateFinishedTrialError``: taken over) are Optuna's. Optuna's cache (``_CachedStorage``) writes an
+    unfinished trial's attributes to the database and reads them from there: ``study.get_trials()`` sees these."""
+    values = dict(values)
+    if not hasattr(trial, "_cached_frozen_trial"):  # a FrozenTrial: Optuna writes it in memory only
+        for key, value in values.items():
+            trial.set_user_attr(key, value)
+        return
+    _write_attributes(trial.study, trial_id(trial), values)
+    trial._cached_frozen_trial.user_attrs.update(values)
+
+
+def _write_attributes(study: "optuna.Study", number: int, values: Mapping[str, Any]) -> None:
+    """Write ``values`` to the unfinished trial of id ``number`` (see :func:`set_trial_attributes`)."""
+    if values and (dialect := getattr(engine_of(study), "name", None)) in UPSERTS:
+        return call_through_outage(_upsert_attributes, backend_of(study), dialect, number, values)
     for key, value in values.items():
-        trial.set_user_attr(key, value)
+        storage_of(study).set_trial_user_attr(number, key, value)
+
+
+def _upsert_attributes(backend: Any, dialect: str, number: int, values: Mapping[str, Any]) -> None:
+    """One transaction: refuse a finished trial ``number`` (as Optuna does), then upsert each of ``values``."""
+    from json import dumps  # noqa: I001 - one block of local imports
+    from optuna.storages._rdb import models as m
+    from optuna.storages._rdb.storage import _create_scoped_session
+    from sqlalchemy.dialects import mysql, postgresql, sqlite
+
+    table = m.TrialUserAttributeModel
+    rows = [{"trial_id": number, "key": key, "value_json": dumps(value)} for key, value in values.items()]
+    statement = {"sqlite": sqlite, "postgresql": postgresql, "mysql": mysql}[dialect].insert(table).values(rows)
+    if dialect == "mysql":
+        statement = statement.on_duplicate_key_update(value_json=statement.inserted.value_json)
+    else:
+        statement = statement.on_conflict_do_update(index_elements=[table.trial_id, table.key],
+                                                    set_={"value_json": statement.excluded.value_json})
+    with _create_scoped_session(backend.scoped_session, True) as session:
+        backend.check_trial_is_updatable(number, m.TrialModel.find_or_raise_by_id(number, session).state)
+        session.execute(statement)
 
 
 def enqueue(study: "optuna.Study", params: Mapping[str, Any], role: str, rerun_of: int | None = None,
             warm_start_from: str | None = None) -> None:
-    """Queue the setting ``params`` with its ``role``, the trial it re-runs and the study a warm start
-    took it from (when given)."""
-    attrs: dict[str, Any] = {names.ROLE: role}
-    if rerun_of is not None:
-        attrs[names.RERUN_OF] = rerun_of
-    if warm_start_from is not None:
-        attrs[names.WARM_START_FROM] = warm_start_from
+    """Queue the setting ``params`` with its ``role``, the trial it re-runs and the warm-start study it came from."""
+    attrs = {names.ROLE: role, **_given({names.RERUN_OF: rerun_of, names.WARM_START_FROM: warm_start_from})}
     study.enqueue_trial(dict(params), user_attrs=attrs)
 
 
@@ -326,8 +331,7 @@ def record_study_created(study: "optuna.Study", spec_text: str, sampler: str, bu
                          budget_wall_time_s: float | None, objectives: Sequence[str],
                          provenance: Mapping[str, Any], budget_device_hours: float | None = None) -> None:
     """What a new study stores: its spec's text, sampler, budget (trials, wall time, device-hours), objective
-    metrics and ``provenance``
-    (:func:`tuner.study.studies.study_attributes`, keys of :mod:`.attributes`)."""
+    metrics and ``provenance`` (:func:`tuner.study.studies.study_attributes`, keys of :mod:`.attributes`)."""
     set_study_attributes(study, {names.SPEC_YAML: spec_text, names.SAMPLER: sampler,
                                  names.BUDGET_TRIALS: budget_trials, names.BUDGET_WALL_TIME_S: budget_wall_time_s,
                                  names.BUDGET_DEVICE_HOURS: budget_device_hours,
@@ -346,14 +350,12 @@ def record_event(study: "optuna.Study", kind: str, overrides: Mapping[str, Any])
 
 def record_mlflow_run(study: "optuna.Study", run_id: str, shown_uri: str) -> None:
     """Record the study's MLflow parent run and the (redacted) tracking URI it lives at."""
-    study.set_user_attr(names.MLFLOW_RUN_ID, run_id)
-    study.set_user_attr(names.MLFLOW_URI, shown_uri)
+    set_study_attributes(study, {names.MLFLOW_RUN_ID: run_id, names.MLFLOW_URI: shown_uri})
 
 
 def cancel_study(study: "optuna.Study", at: str) -> None:
     """Mark the study cancelled (workers finish the trial in flight, then stop proposing) at ``at`` (UTC)."""
-    study.set_user_attr(names.CANCELLED, True)
-    study.set_user_attr(names.CANCELLED_AT, at)
+    set_study_attributes(study, {names.CANCELLED: True, names.CANCELLED_AT: at})
 
 
 # ------------------------------------------------------------------ mirrors (the dashboard view's storage)
@@ -389,9 +391,7 @@ def update_unfinished(study: "optuna.Study", mirror: "FrozenTrial", desired: "Fr
         if name not in mirror.params:
             distribution = desired.distributions[name]
             storage.set_trial_param(number, name, distribution.to_internal_repr(value), distribution)
-    for key, value in desired.user_attrs.items():
-        if mirror.user_attrs.get(key) != value:
-            storage.set_trial_user_attr(number, key, value)
+    _write_attributes(study, number, {k: v for k, v in desired.user_attrs.items() if mirror.user_attrs.get(k) != v})
     for key, value in desired.system_attrs.items():
         if mirror.system_attrs.get(key) != value:
             storage.set_trial_system_attr(number, key, value)
