@@ -22,7 +22,7 @@ the ratio to ideal is ``rate(N) / (N * rate(1))`` (sleep-bound goal: >= 0.9 up t
 2-core machine: sleeping trials use no CPU, so only the coordinators' own CPU competes).
 
 Usage: ``python bench/fleet.py [--trials 32] [--workers 1,2,4,8] [--storages postgres,sqlite]`` or
-``python bench/fleet.py --sleep 3 [--workers 1,4,8,16,32] [--per-worker 3] [--grpc]``; with ``--sleep``
+``python bench/fleet.py --sleep 3 [--workers 1,4,8,16,32] [--per-worker 4] [--grpc]``; with ``--sleep``
 the raw rows go to ``bench/results/fleet_sleep.json`` and the last line is the ratio to ideal at the
 largest N on PostgreSQL.
 """
