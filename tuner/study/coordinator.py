@@ -290,9 +290,7 @@ class Coordinator:
 
     def _reclaim_due(self, state: LoopState) -> float:
         """When (``time.monotonic()``) the next reclaim is due; infinity while every slot here is busy."""
-        if state.inflight and not state.free_slots:
-            return float("inf")
-        return state.last_reclaim + RECLAIM_EVERY_S
+        return state.reclaim_due(RECLAIM_EVERY_S)
 
     def _look_again(self, state: LoopState, stopping: bool) -> bool:
         """Nothing in flight here: whether the loop goes on (after a pause when other hosts hold it up)."""
@@ -327,18 +325,9 @@ class Coordinator:
         return done
 
     def _wait_s(self, state: LoopState) -> float:
-        """Seconds until the loop has something to do other than collect a trial: a heartbeat, a look at the
-        study (:meth:`_look_due`: only while a slot is free or proposals wait), a reclaim, the end of the
-        interrupt's grace, a listener tick (at most :data:`TICK_S`); 0 when an interrupt is new."""
-        now = time.monotonic()
-        if self._interrupt.is_set() and state.interrupted_at is None:
-            return 0.0
-        due = [now + TICK_S, self._heartbeats.next_due(), self._reclaim_due(state)]
-        if state.free_slots or state.waiting or state.held is not None:
-            due.append(state.last_look + POLL_S)
-        if state.interrupted_at is not None and state.interrupted_at + INTERRUPT_GRACE_S > now:
-            due.append(state.interrupted_at + INTERRUPT_GRACE_S)  # then the runner is closed, once a tick after
-        return max(0.0, min(due) - now)
+        """Seconds until the loop has something to do other than collect a trial (:meth:`LoopState.wait_s`)."""
+        return state.wait_s(time.monotonic(), self._interrupt.is_set(), self._heartbeats.next_due(),
+                            RECLAIM_EVERY_S, TICK_S, POLL_S, INTERRUPT_GRACE_S)
 
     def _collect(self, state: LoopState, done: set["Future[TrialResult]"]) -> None:
         """Tell the trials that ended (an interrupted one is given back), copy their set-aside twins."""
@@ -363,22 +352,7 @@ class Coordinator:
     def _summary(self, state: LoopState) -> Summary:
         """Tell the listeners the study's front; what this run did."""
         self._snapshot.refresh()
-        trials, front = self._snapshot.trials, self._snapshot.front()
-        for listener in self.listeners:
-            listener.on_finish(trials, front)
-        outcomes: dict[str, int] = {}
-        for t in trials:
-            key = names.outcome_of(t)
-            outcomes[key] = outcomes.get(key, 0) + 1
-        stopped = state.stopped
-        if state.failure is not None:
-            stopped = "stopped early: " + state.failure.message
-        elif self._interrupt.is_set():
-            stopped = "interrupted"
-        return Summary(self.study.study_name, self._snapshot.measured, len(trials), outcomes,
-                       [t.number for t in front], stopped,
-                       failure=state.failure.message if state.failure is not None else None,
-                       interrupted=self._interrupt.is_set(), ran=state.ran)
+        return state.summary(self.study.study_name, self._snapshot, self.listeners, self._interrupt.is_set())
 
     # -------------------------------------------------------------- per trial
     def _propose(self, view: SharedView, state: LoopState) -> Held | None:

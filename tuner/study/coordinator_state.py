@@ -20,7 +20,12 @@ from tuner.study.guards import StudyStop
 from tuner.study.shared import EXCLUSIVE_ROLES, Twin
 
 if TYPE_CHECKING:
+    from typing import Sequence
+
     import optuna
+
+    from tuner.study.listeners import Listener, Summary
+    from tuner.study.snapshot import StudySnapshot
 
 Held = tuple["optuna.Trial", Candidate, str]
 """A proposal that must run here and waits for a slot: (the asked trial, its candidate, its role)."""
@@ -85,6 +90,52 @@ class LoopState:
         if job.role in EXCLUSIVE_ROLES:
             self.exclusive = False
         return job
+
+
+    def reclaim_due(self, every_s: float) -> float:
+        """When (``time.monotonic()``) the next look for dead coordinators' trials is due: ``every_s`` after
+        the last, while a slot here is free; infinity while every slot here is busy (it could not run them)."""
+        if self.inflight and not self.free_slots:
+            return float("inf")
+        return self.last_reclaim + every_s
+
+    def wait_s(self, now: float, interrupted: bool, beat_due: float, reclaim_every_s: float, tick_s: float,
+               poll_s: float, grace_s: float) -> float:
+        """Seconds from ``now`` until the loop has something to do other than collect a trial: the next
+        heartbeat (``beat_due``), a look at the study (every ``poll_s``, only while a slot is free or proposals
+        wait), a reclaim (:meth:`reclaim_due`), the end of an interrupt's grace (``grace_s``), a listener tick
+        (at most ``tick_s``); 0 when an interrupt is new."""
+        if interrupted and self.interrupted_at is None:
+            return 0.0
+        due = [now + tick_s, beat_due, self.reclaim_due(reclaim_every_s)]
+        if self.free_slots or self.waiting or self.held is not None:
+            due.append(self.last_look + poll_s)
+        if self.interrupted_at is not None and self.interrupted_at + grace_s > now:
+            due.append(self.interrupted_at + grace_s)  # then the runner is closed, once a tick after
+        return max(0.0, min(due) - now)
+
+    def summary(self, study_name: str, snapshot: "StudySnapshot", listeners: "Sequence[Listener]",
+                interrupted: bool) -> "Summary":
+        """Tell ``listeners`` the study's trials and front (``snapshot``, refreshed by the caller); what this
+        run did."""
+        from tuner.study import attributes as names
+        from tuner.study.listeners import Summary
+
+        trials, front = snapshot.trials, snapshot.front()
+        for listener in listeners:
+            listener.on_finish(trials, front)
+        outcomes: dict[str, int] = {}
+        for t in trials:
+            key = names.outcome_of(t)
+            outcomes[key] = outcomes.get(key, 0) + 1
+        stopped = self.stopped
+        if self.failure is not None:
+            stopped = "stopped early: " + self.failure.message
+        elif interrupted:
+            stopped = "interrupted"
+        return Summary(study_name, snapshot.measured, len(trials), outcomes, [t.number for t in front], stopped,
+                       failure=self.failure.message if self.failure is not None else None,
+                       interrupted=interrupted, ran=self.ran)
 
 
 def result_of(future: "Future[TrialResult]") -> TrialResult:
