@@ -46,7 +46,7 @@ class Family:
 
 # family name -> (the function computing it, its warm-up); names and units come from the spec's catalogue
 _FUNCTIONS: dict[str, tuple[str, str | None]] = {
-    "video": ("tuner.evaluators.video:video_fidelity_metrics", None),
+    "video": ("tuner.evaluators.video:video_fidelity_metrics", "tuner.evaluators.video:warm_up"),
     "perceptual": ("tuner.evaluators.perceptual:perceptual_metrics", "tuner.evaluators.perceptual:warm_up"),
     "flicker": ("tuner.evaluators.temporal:flicker_metrics", None),
     "warping": ("tuner.evaluators.temporal:warping_metrics", None),

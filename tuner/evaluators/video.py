@@ -40,16 +40,37 @@ import math
 from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
-from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 
 from tuner.evaluators.base import EvalContext
 from tuner.results import Direction, Metric
+
+SKIMAGE_MODULES = "skimage.metrics.simple_metrics", "skimage.metrics._structural_similarity"
+"""What computing PSNR / SSIM imports (scikit-image, with scipy.stats: ~2 CPU-s): imported at the first
+use, not with this module — every trial worker imports this module, few studies ask for these metrics.
+A fork server preloads them for a study that does (:func:`tuner.evaluators.registry.warm_ups`)."""
 
 PSNR_CAP_DB = 100.0
 """Per-frame PSNR ceiling in dB (identical frames would be infinite)."""
 
 SSIM_DEFAULT_WINDOW = 7
 """scikit-image's default SSIM window side, pixels."""
+
+def warm_up() -> None:
+    """Import what PSNR / SSIM need (:data:`SKIMAGE_MODULES`): a fork server calls it once, so its trial
+    workers inherit them."""
+    _skimage_metrics()
+
+
+def _skimage_metrics() -> Any:
+    """``skimage.metrics`` with its PSNR and SSIM functions loaded (see :data:`SKIMAGE_MODULES`)."""
+    import importlib
+
+    for module in SKIMAGE_MODULES:
+        importlib.import_module(module)
+    import skimage.metrics
+
+    return skimage.metrics
+
 
 VIDEO_METRICS: dict[str, tuple[str, Direction]] = {
     "psnr_db": ("dB", "maximize"),
@@ -160,7 +181,7 @@ def psnr_db(candidate: np.ndarray, reference: np.ndarray, peak: float = 255.0,
         if np.array_equal(ref_frame, cand_frame):
             per_frame.append(PSNR_CAP_DB)
             continue
-        value = float(peak_signal_noise_ratio(ref_frame, cand_frame, data_range=peak))
+        value = float(_skimage_metrics().peak_signal_noise_ratio(ref_frame, cand_frame, data_range=peak))
         per_frame.append(min(PSNR_CAP_DB, value))
     return float(np.mean(per_frame))
 
@@ -175,7 +196,7 @@ def ssim(candidate: np.ndarray, reference: np.ndarray,
     cand, ref = _compared(candidate, reference, mouth_box)
     window = ssim_window(ref.shape[1], ref.shape[2])
     per_frame = [
-        float(structural_similarity(ref_frame, cand_frame, win_size=window,
+        float(_skimage_metrics().structural_similarity(ref_frame, cand_frame, win_size=window,
                                     channel_axis=-1, data_range=255.0))
         for ref_frame, cand_frame in zip(ref, cand)
     ]
