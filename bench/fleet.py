@@ -165,6 +165,27 @@ def sleep_main(args: argparse.Namespace, counts: list[int]) -> None:
           f"{last['ratio_to_ideal']:.2f}")
 
 
+def report(path: Path = RESULTS) -> str:
+    """The markdown tables of docs/benchmarks.md ("Fleets of sleep-bound trials") from the raw results."""
+    result = json.loads(path.read_text())
+    lines = ["| N | trials/s | whole run | steady | a worker's next trial every | trial | N-th start | worker CPU "
+             "(% of a core each) | load after | peak connections |", "|---|---|---|---|---|---|---|---|---|---|"]
+    for row in result["postgres"]:
+        steady = f"{row['steady_ratio']:.2f}" if "steady_ratio" in row else "—"
+        cycle = f"{row['cycle_s']:.2f} s" if row.get("cycle_s") else "—"
+        lines.append(f"| {row['workers']} | {row['trials_per_s']:.3f} | {row['ratio_to_ideal']:.2f} | {steady} | "
+                     f"{cycle} | {row['mean_trial_s']:.2f} s | +{row['join_spread_s']:.1f} s | "
+                     f"{row['worker_cpu_pct_of_core']:.1f} | {row['load_after']:.1f} | {row.get('peak_connections', '—')} |")
+    lines += ["", "| N | direct: trials/s | ratio | worker CPU | through the proxy: trials/s | ratio | worker CPU | "
+              "proxy CPU (% of a core) |", "|---|---|---|---|---|---|---|---|"]
+    for direct, proxied in zip(result.get("optuna-postgres", []), result.get("optuna-grpc", [])):
+        lines.append(f"| {direct['workers']} | {direct['trials_per_s']:.3f} | {direct['ratio_to_ideal']:.2f} | "
+                     f"{direct['worker_cpu_pct_of_core']:.1f} | {proxied['trials_per_s']:.3f} | "
+                     f"{proxied['ratio_to_ideal']:.2f} | {proxied['worker_cpu_pct_of_core']:.1f} | "
+                     f"{proxied.get('proxy_cpu_pct_of_core', 0.0):.1f} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=32, help="no-op mode: trials per study")
@@ -175,7 +196,12 @@ def main() -> None:
     parser.add_argument("--per-worker", type=int, default=4,
                         help="with --sleep: trials per worker (>= 3: the steady ratio leaves each one's first out)")
     parser.add_argument("--grpc", action="store_true", help="with --sleep: also through Optuna's gRPC proxy")
+    parser.add_argument("--report", action="store_true",
+                        help="print docs/benchmarks.md's fleet tables from bench/results/fleet_sleep.json, run nothing")
     args = parser.parse_args()
+    if args.report:
+        print(report())
+        return
     counts = [int(n) for n in (args.workers or ("1,4,8,16,32" if args.sleep else "1,2,4,8")).split(",")]
     if not counts or min(counts) < 1 or max(counts) > 32:
         parser.error("--workers: between 1 and 32 workers")
