@@ -26,7 +26,8 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-GATEWAY = frozenset({"tuner/study/attributes.py", "tuner/study/records.py", "tuner/study/store.py"})
+GATEWAY = frozenset({"tuner/study/attributes.py", "tuner/study/records.py", "tuner/study/store.py",
+                     "tuner/study/store_rows.py"})
 
 SUBCLASSES_OPTUNA = frozenset({
     "tuner/study/tolerant_storage.py",  # subclasses Optuna's RDBStorage: wraps its methods, named one by one

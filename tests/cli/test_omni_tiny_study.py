@@ -27,6 +27,8 @@ import pytest
 import yaml
 from offline_model_study import run_exported, run_tuner, spearman
 
+from tuner.study.records import trial_records
+
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "search_spaces" / "av_omni_tiny_cpu.yaml"
 TOKENS = [2, 8, 24, 64, 128]  # adjacent latencies about 2x apart: beyond a busy host's noise
@@ -70,13 +72,14 @@ def test_every_trial_ran_in_one_warm_worker_with_reloads(study: tuple[optuna.Stu
     assert len(trials) >= 6
     outcomes = {t.number: (t.user_attrs["outcome"], t.user_attrs.get("reason")) for t in trials}
     assert all(outcome == "OK" for outcome, _ in outcomes.values()), outcomes
-    assert len({t.user_attrs["worker_info"]["warm_worker_pid"] for t in trials}) == 1, "one warm worker"
+    side = trial_records(study[0], trials)  # worker_info and runtime are side records (issue 27)
+    assert len({side[t.number]["worker_info"]["warm_worker_pid"] for t in trials}) == 1, "one warm worker"
     loads = [metric(t, "count_adapter_loads") for t in sorted(trials, key=lambda t: t.number)]
     assert loads == sorted(loads) and loads[-1] >= 2, f"precision changes reload the model: {loads}"
     switches = sum(a.params["precision"] != b.params["precision"] for a, b in zip(trials, trials[1:]))
     assert loads[-1] <= switches + 1, "only a static knob reloads"
     for trial in trials:
-        assert trial.user_attrs["runtime"]["weights_identity"] == "random:tiny:0"
+        assert side[trial.number]["runtime"]["weights_identity"] == "random:tiny:0"
         assert metric(trial, "count_new_tokens") == trial.params["max_new_tokens"]
         assert metric(trial, "count_video_tokens") == 48 and metric(trial, "count_audio_tokens") == 50
 

@@ -25,6 +25,7 @@ from PIL import Image
 pytest.importorskip("diffusers")
 
 from tuner.runner.samples import contact_sheet, first_item_frames  # noqa: E402
+from tuner.study.records import trial_records  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "search_spaces" / "wan_tiny_cpu.yaml"
@@ -75,13 +76,14 @@ def test_a_real_wan_study_measures_every_setting_in_one_warm_worker(study: tuple
     assert problems == []
     settings = {(t.params["num_inference_steps"], t.params["precision"]) for t in measured}
     assert settings == {(steps, precision) for steps in STEPS for precision in ("fp32", "bf16")}, "the whole grid"
-    workers = {t.user_attrs["worker_info"]["warm_worker_pid"] for t in measured}
+    side = trial_records(trials, measured)  # worker_info and runtime are side records (issue 27)
+    workers = {side[t.number]["worker_info"]["warm_worker_pid"] for t in measured}
     assert len(workers) == 1, "one warm worker ran them all"
     loads = [value(t, "count_adapter_loads") for t in sorted(measured, key=lambda t: t.number)]
     assert loads[-1] > loads[0] >= 1 and loads == sorted(loads), "precision changes reloaded the model"
     assert loads[-1] < len(measured), "and only they did"
     for trial in measured:
-        assert trial.user_attrs["runtime"]["weights_identity"] == "random:tiny:0"
+        assert side[trial.number]["runtime"]["weights_identity"] == "random:tiny:0"
         assert value(trial, "peak_rss_gb") > 0.1, "peak host memory of every trial"
         assert value(trial, "count_steps") == trial.params["num_inference_steps"] and value(trial, "count_frames") == 9
         assert 0 < value(trial, "ssim") <= 1 and value(trial, "psnr_db") > 10, "compared with the reference"

@@ -21,6 +21,7 @@ from process_tree_helpers import make_runner
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import ScratchPolicy, Slot, TrialRequest, with_trial_disk_usage
 from tuner.spec.adapters import CommandSpec
+from tuner.study.records import trial_records
 
 SLOT = Slot(0, None, 1)
 MB = 1_000_000
@@ -176,7 +177,9 @@ def test_a_study_records_the_cleaning_in_the_trial(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-3000:]
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
     try:
-        trials = optuna.load_study(study_name="s", storage=storage).trials
+        loaded = optuna.load_study(study_name="s", storage=storage)
+        trials = loaded.trials
+        side = trial_records(loaded, trials)  # worker_info is a side record (issue 27)
     finally:
         storage.engine.dispose()
     measured = [t for t in trials if t.user_attrs.get("measured")]
@@ -184,7 +187,7 @@ def test_a_study_records_the_cleaning_in_the_trial(tmp_path: Path) -> None:
     for trial in measured:
         workdir = tmp_path / "studies" / "s" / f"trial_{trial.number:05d}"
         assert not (workdir / "run" / "scratch" / "big.bin").exists()
-        scratch = trial.user_attrs["worker_info"]["trial_scratch"]
+        scratch = side[trial.number]["worker_info"]["trial_scratch"]
         assert scratch["action"] == "cleaned" and scratch["deleted"][0]["path"] == "run/scratch/big.bin"
         assert "deleted 1 file(s)" in trial.user_attrs["reason"]
         assert trial.user_attrs["metrics"]["trial_disk_gb"]["value"] >= 0.003

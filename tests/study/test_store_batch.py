@@ -2,10 +2,10 @@
 
 :func:`tuner.study.store.record_result` writes ~20 attributes; through Optuna's ``set_user_attr`` each is a
 transaction of its own (a read of the trial, an upsert, a commit). :func:`tuner.study.store.set_trial_attributes`
-writes them as one read and one multi-row upsert on an RDB storage. Checked here: fewer statements, the same
-stored attributes (and the live trial's copy) as one ``set_user_attr`` each, what ``study.get_trials()``
-returns through Optuna's cache while the trial runs and after it is told, Optuna's error on a finished trial,
-and the in-memory fallback.
+writes them as one read and one multi-row upsert (and one of its side records) on an RDB storage. Checked here:
+fewer statements, the same stored attributes (and the live trial's copy; the side records aside) as one
+``set_user_attr`` each, what ``study.get_trials()`` returns through Optuna's cache while the trial runs and
+after it is told, Optuna's error on a finished trial, and the in-memory fallback.
 """
 
 from __future__ import annotations
@@ -20,7 +20,9 @@ from optuna.exceptions import UpdateFinishedTrialError
 from sqlalchemy import event
 
 from tuner.results import Metric, Outcome, TrialResult
-from tuner.study import store
+from tuner.study import store, store_rows
+from tuner.study.attributes import TRIAL_RECORDS
+from tuner.study.lock import ensure_tuner_tables
 from tuner.testing.postgres import PostgresCluster, PostgresNotInstalled, postgres_bindir, running_postgres
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -95,11 +97,14 @@ def study(request: pytest.FixtureRequest, tmp_path: Path) -> optuna.Study:
 
 
 def test_record_result_is_one_transaction_and_stores_the_same(study: optuna.Study) -> None:
+    ensure_tuner_tables(study)  # as at a study's creation: the side records' table is there
     slow, stored_slow, live_slow = written(study, one_by_one)
     fast, stored_fast, live_fast = written(study, batched)
-    assert len(stored_slow) >= 10
-    assert stored_fast == stored_slow and live_fast == live_slow == stored_slow
-    assert fast <= 3 < 2 * len(stored_slow) <= slow, (fast, slow)
+    side = store_rows.stored_records(study)[study.trials[-1].number]
+    assert len(stored_slow) >= 10 and set(side) == {"log_tail", "worker_info"}, side
+    assert not set(stored_fast) & set(TRIAL_RECORDS), "side records are not user attributes"
+    assert {**stored_fast, **side} == stored_slow and live_fast == stored_fast and live_slow == stored_slow
+    assert fast <= 4 < 2 * len(stored_slow) <= slow, (fast, slow)
 
 
 def test_the_batch_upserts_and_the_cache_sees_it(study: optuna.Study) -> None:
@@ -129,3 +134,4 @@ def test_in_memory_storage_falls_back_to_one_by_one() -> None:
     memory = optuna.create_study()
     count, stored, live = written(memory, batched)
     assert count == 0 and stored == live and stored["measured"] is True and stored["reason"] == "why"
+    assert stored["worker_info"] == {"environment": {"gpu": "H200"}}, "side records stay user attributes"

@@ -34,7 +34,7 @@ from tuner.front.cost import trial_cost_lines
 from tuner.secrets import redact_text
 from tuner.spec.metrics import objective_units
 from tuner.spec.models import SpecError
-from tuner.study.records import StudyRecord, TrialRecord
+from tuner.study.records import StudyRecord, full_record
 from tuner.study.storage import StudyError, storage_url, tuner_home
 from tuner.study.studies import OpenStudy, load_study, study_directory
 
@@ -82,7 +82,7 @@ def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: 
     from tuner.pareto import front_trials
     from tuner.ship.invocation import render_invocation
 
-    record = TrialRecord.from_trial(trial)
+    record = full_record(opened.study, trial)  # with its side records: runtime, log tail
     trials = opened.study.get_trials(deepcopy=False)
     on_front = record.number in {t.number for t in front_trials(trials, [o.direction for o in opened.spec.objectives])}
     units = objective_units(opened.spec.objective_names, [record.metrics])

@@ -51,7 +51,7 @@ from tuner.ship.policy import (PolicyError, eligible, front_of, parse_policy, pr
 from tuner.ship.provenance_block import provenance_fields, recorded_device, recorded_env
 from tuner.spec.loading import parse_spec
 from tuner.study.attributes import ENV, RUNTIME, attributes_of
-from tuner.study.records import NOISY_CV, StudyRecord, TrialRecord, record_feasible
+from tuner.study.records import NOISY_CV, StudyRecord, TrialRecord, record_feasible, trial_records
 
 if TYPE_CHECKING:
     import optuna
@@ -79,12 +79,16 @@ def _records(study: "optuna.Study") -> list[TrialRecord]:
     return [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)]
 
 
-def _measuring_attributes(trials: "list[optuna.trial.FrozenTrial]", record: TrialRecord) -> Mapping[str, Any]:
-    """User attributes of the trial that measured ``record``'s setting (itself, or the original of a copy);
-    ``record``'s own ``env`` / ``runtime`` when that trial is not among ``trials``."""
+def _measuring_attributes(study: "optuna.Study", trials: "list[optuna.trial.FrozenTrial]",
+                          record: TrialRecord) -> Mapping[str, Any]:
+    """User attributes and side records (:func:`~tuner.study.records.trial_records`) of the trial of ``study`` that
+    measured ``record``'s setting (itself, or the original of a copy); ``record``'s own ``env`` / ``runtime``
+    when that trial is not among ``trials``."""
     number = record.duplicate_of if record.duplicate_of is not None else record.number
     found = next((t for t in trials if t.number == number), None)
-    return attributes_of(found) if found is not None else {ENV: record.env, RUNTIME: record.runtime}
+    if found is None:
+        return {ENV: record.env, RUNTIME: record.runtime}
+    return {**attributes_of(found), **trial_records(study, [found])[found.number]}
 
 
 def _directions(study: "optuna.Study") -> list[str]:
@@ -232,7 +236,7 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
     stored, study_attrs = StudyRecord.of(study), attributes_of(study)
     trials = study.get_trials(deepcopy=False)
     records = [TrialRecord.from_trial(t) for t in trials]
-    measured = _measuring_attributes(trials, record)
+    measured = _measuring_attributes(study, trials, record)
     names: list[str] = list(stored.objectives)
     directions = _directions(study)
     feasible = [r for r in records if record_feasible(r)]

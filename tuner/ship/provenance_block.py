@@ -74,7 +74,8 @@ def runtime_block(runtime: Mapping[str, Any]) -> dict[str, Any]:
 
 def provenance_fields(study_attrs: Mapping[str, Any], trial_attrs: Mapping[str, Any]) -> dict[str, Any]:
     """``{"source", "git", "packages", "runtime", "weights", "weights_identity"}`` for the export's ``provenance`` (see module
-    docs). ``trial_attrs``: the user attributes of the trial that measured the setting."""
+    docs). ``trial_attrs``: the user attributes and side records (:func:`tuner.study.records.trial_records`) of the
+    trial that measured the setting."""
     runtime = _mapping(trial_attrs.get(RUNTIME))
     if runtime is not None:
         return {"source": "trial", "git": _git_block(runtime.get("git")),

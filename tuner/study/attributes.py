@@ -33,15 +33,20 @@ DERIVED = "derived"  # the spec's derived values for its params
 DUPLICATE_OF = "duplicate_of"  # a copy: the number of the trial that measured the setting
 RERUN_OF = "rerun_of"  # a re-queued setting: the number of the trial it runs again
 METRICS = "metrics"  # name -> {value, unit, direction[, reason]}
-LOG_TAIL = "log_tail"
+LOG_TAIL = "log_tail"  # the end of the worker's log (a side record)
 WALL_TIME_S = "wall_time_s"
 COST = "cost"  # device-seconds the run held, by phase (tuner.study.cost.trial_cost)
 EVAL_TIME_S = "eval_time_s"
 OUTPUT_PATH = "output_path"
-WORKER_INFO = "worker_info"  # the worker's info, less ENV / RUNTIME
+WORKER_INFO = "worker_info"  # the worker's info, less ENV / RUNTIME (a side record)
+CUT_SHORT = "cut_short"  # how the time limit shortened the latency measurement (``worker_info``'s, kept a row)
 SAMPLES = "samples"  # name -> path of a sample output (contact sheet, GIF, text)
-ENV = "env"  # the environment the worker ran with, secrets masked
-RUNTIME = "runtime"  # packages, torch / CUDA / cuDNN, driver, git, weights' sha256
+ENV = "env"  # the environment the worker ran with, secrets masked (a side record)
+RUNTIME = "runtime"  # packages, torch / CUDA / cuDNN, driver, git, weights' sha256 (a side record)
+TRIAL_RECORDS = (ENV, RUNTIME, WORKER_INFO, LOG_TAIL)
+"""A trial's side records: bulky facts only ``tuner show``, the export and the views read, kept out of the
+user attributes every coordinator loads (:mod:`tuner.study.store_rows`: a table of tuner's own; user
+attributes in memory and on trials an older tuner wrote; read with :func:`tuner.study.records.trial_records`)."""
 INVOCATION = "invocation"  # what the adapter ran, exactly
 UNAVAILABLE_CONSTRAINTS = "unavailable_constraints"  # constraint key -> why it could not be evaluated
 WARM_START_FROM = "warm_start_from"  # a setting a warm start queued: the source study's name

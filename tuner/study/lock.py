@@ -170,11 +170,13 @@ def lock_for(study: Any, resources: list[str] | None = None) -> StudyLock:
 
 
 def ensure_tuner_tables(study: Any) -> None:
-    """Create the tuner's own tables (locks, claims) in the study's database, if missing: once when a
-    study is created, so workers starting together do not race to create them."""
+    """Create the tuner's own tables (locks, claims, trials' side records) in the study's database, if missing:
+    once when a study is created, so workers starting together do not race to create them (the side records'
+    is also created before a first write to a study an older tuner created)."""
     from sqlalchemy import MetaData
 
     from tuner.study.claims import claims_table
+    from tuner.study.store_rows import side_table
 
     engine = engine_of(study)
     if engine is None:
@@ -182,4 +184,5 @@ def ensure_tuner_tables(study: Any) -> None:
     metadata = MetaData()
     _table(metadata)
     claims_table(metadata)
+    side_table(metadata)
     ensure_tables(metadata, engine)

@@ -2,7 +2,8 @@
 
 Part of the storage gateway (:mod:`tuner.study.attributes` names every attribute,
 :mod:`tuner.study.store` writes them): the tracker, the exporter, the service and
-``tuner status`` read the same record the coordinator wrote, through these.
+``tuner status`` read the same record the coordinator wrote, through these. A trial's bulky side records
+(environment, runtime, worker info, log tail) are read with :func:`trial_records` / :func:`full_record`.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from tuner.results import TrialResult
 from tuner.study import attributes as names
 from tuner.study.attributes import Attributed, named_constraints
 from tuner.study.cost import CostedTrial, StudyCost, device_s_of, study_cost
+from tuner.study.store_rows import stored_records
 
 if TYPE_CHECKING:
+    import optuna
     from optuna.trial import FrozenTrial
 
 LOG_TAIL_STORED_CHARS = 2000
@@ -36,31 +39,55 @@ stored ``latency_noisy`` flag then counts too) but never looser.
 
 
 TRIAL_PROVENANCE_KEYS = (names.ENV, names.RUNTIME)
-"""Keys of a worker's ``info`` stored as their own attributes (:func:`tuner.runner.worker.trial_provenance`):
+"""Keys of a worker's ``info`` stored as their own side records (:func:`tuner.runner.worker.trial_provenance`):
 ``env`` (the trial's environment, secrets masked) and ``runtime`` (packages, torch / CUDA / cuDNN,
 driver, git commit, weights' sha256, and ``unavailable``: why a fact is missing)."""
 
 
 def result_attributes(result: TrialResult) -> dict[str, Any]:
-    """The user attributes recording ``result`` (JSON-serialisable); the worker's ``env`` and ``runtime``
-    are their own attributes (:data:`TRIAL_PROVENANCE_KEYS`), not part of ``worker_info``."""
+    """The user attributes recording ``result`` (JSON-serialisable): what a coordinator reads (outcome, metrics,
+    times, samples, ``cut_short``); the bulky rest is :func:`result_records`."""
     metrics = {
         name: {"value": m.value, "unit": m.unit, "direction": m.direction,
                **({"reason": m.reason} if m.reason else {})}
         for name, m in result.metrics.items()
     }
+    cut_short = result.info.get("cut_short")
     return {
         names.OUTCOME: result.outcome.value,
         names.REASON: result.reason,
-        names.LOG_TAIL: result.log_tail[-LOG_TAIL_STORED_CHARS:],
         names.METRICS: metrics,
         names.WALL_TIME_S: round(result.wall_time_s, 6),
         names.EVAL_TIME_S: round(result.eval_time_s, 6),
         names.OUTPUT_PATH: result.output_path,
-        names.WORKER_INFO: {k: v for k, v in result.info.items() if k not in TRIAL_PROVENANCE_KEYS},
         names.SAMPLES: dict(result.samples),
+        **({names.CUT_SHORT: cut_short} if cut_short else {}),
+    }
+
+
+def result_records(result: TrialResult) -> dict[str, Any]:
+    """The side records of ``result`` (:data:`tuner.study.attributes.TRIAL_RECORDS`, JSON-serialisable): the log
+    tail (its last :data:`LOG_TAIL_STORED_CHARS`), ``worker_info`` (the worker's info less ``env`` and ``runtime``)
+    and the worker's ``env`` and ``runtime`` (:data:`TRIAL_PROVENANCE_KEYS`) when it reported them."""
+    return {
+        names.LOG_TAIL: result.log_tail[-LOG_TAIL_STORED_CHARS:],
+        names.WORKER_INFO: {k: v for k, v in result.info.items() if k not in TRIAL_PROVENANCE_KEYS},
         **{key: result.info[key] for key in TRIAL_PROVENANCE_KEYS if key in result.info},
     }
+
+
+def trial_records(study: "optuna.Study", trials: "Sequence[FrozenTrial]") -> dict[int, dict[str, Any]]:
+    """Trial number -> the side records of each of ``trials`` of ``study`` (name -> value, only those stored):
+    the side table's (:func:`tuner.study.store_rows.stored_records`, one query), else the trial's user attributes
+    (in memory, or written by an older tuner). The one reader of env, runtime, worker info and log tail."""
+    stored = stored_records(study, [t.number for t in trials])
+    return {t.number: {**{k: t.user_attrs[k] for k in names.TRIAL_RECORDS if k in t.user_attrs},
+                       **stored.get(t.number, {})} for t in trials}
+
+
+def full_record(study: "optuna.Study", trial: "FrozenTrial") -> "TrialRecord":
+    """:meth:`TrialRecord.from_trial` with the trial's side records read (env, runtime, log tail)."""
+    return TrialRecord.from_trial(trial, trial_records(study, [trial])[trial.number])
 
 
 @dataclass(frozen=True)
@@ -100,8 +127,12 @@ class TrialRecord:
     cost: Mapping[str, Any] | None = None  # device-seconds the run held, by phase (tuner.study.cost.trial_cost)
 
     @staticmethod
-    def from_trial(trial: "FrozenTrial") -> "TrialRecord":
+    def from_trial(trial: "FrozenTrial", records: Mapping[str, Any] | None = None) -> "TrialRecord":
+        """The record of ``trial``; ``env``, ``runtime`` and ``log_tail`` from its side ``records``
+        (:func:`trial_records`) when given, else from its user attributes (None for a trial whose side
+        records are in the side table: read them with :func:`full_record`)."""
         attrs = trial.user_attrs
+        side = {**{k: attrs[k] for k in names.TRIAL_RECORDS if k in attrs}, **(records or {})}
         return TrialRecord(
             number=trial.number,
             state=trial.state.name,
@@ -127,12 +158,12 @@ class TrialRecord:
             warm_start_from=attrs.get(names.WARM_START_FROM),
             predicted_peak_gb=attrs.get(names.PREDICTED_PEAK_GB),
             prediction_witness=attrs.get(names.PREDICTION_WITNESS),
-            env=attrs.get(names.ENV),
-            runtime=attrs.get(names.RUNTIME),
-            cut_short=(attrs.get(names.WORKER_INFO) or {}).get("cut_short"),
+            env=side.get(names.ENV),
+            runtime=side.get(names.RUNTIME),
+            cut_short=attrs.get(names.CUT_SHORT) or (side.get(names.WORKER_INFO) or {}).get("cut_short"),
             unavailable_constraints=dict(attrs.get(names.UNAVAILABLE_CONSTRAINTS) or {}),
             measured=bool(attrs.get(names.MEASURED)),
-            log_tail=attrs.get(names.LOG_TAIL),
+            log_tail=side.get(names.LOG_TAIL),
             cost=attrs.get(names.COST) if isinstance(attrs.get(names.COST), Mapping) else None,
         )
 

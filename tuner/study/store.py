@@ -4,7 +4,10 @@ With :mod:`tuner.study.attributes` (the names, and the readers of a stored trial
 (typed records of a trial and of a study), this is the only code of ``tuner/`` that names Optuna's attributes or
 its private members (``tests/test_storage_gateway.py`` holds it; :mod:`tuner.study.tolerant_storage`, which
 subclasses Optuna's RDB storage, aside). The rest of tuner writes through the typed functions here (a trial's
-attributes in one transaction each: :func:`set_trial_attributes`) and reads through the records.
+attributes in one transaction each: :func:`set_trial_attributes`) and reads through the records. The internals
+and that one-transaction write live in :mod:`tuner.study.store_rows` (re-exported here), with the trial's side
+records: what only ``show``, the export and the views read (environment, runtime, worker info, log tail), kept
+out of the user attributes every coordinator loads (:data:`tuner.study.attributes.TRIAL_RECORDS`).
 
 Contracts:
 
@@ -25,13 +28,16 @@ Contracts:
 from __future__ import annotations
 
 import datetime
-import sqlite3
 from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
 from tuner.study import attributes as names
 from tuner.study.cost import trial_cost
 from tuner.study.outage import call_through_outage
-from tuner.study.records import result_attributes
+from tuner.study.records import result_attributes, result_records
+from tuner.study.store_rows import (  # Optuna's internals and the one-transaction write, re-exported
+backend_of as backend_of, delete_side_records, engine_of as engine_of,
+                                    set_trial_attributes as set_trial_attributes, storage_of as storage_of,
+                                    study_id as study_id, trial_id as trial_id, write_attributes)
 
 if TYPE_CHECKING:
     import optuna
@@ -41,35 +47,8 @@ if TYPE_CHECKING:
 
 Trial = Any  # an ``optuna.Trial`` (live, being written) or a ``FrozenTrial``
 Study = Any  # an ``optuna.Study``, or a study summary (``FrozenStudy``) where only ids are read
-UPSERTS = ("postgresql", "mysql", *(("sqlite",) if sqlite3.sqlite_version_info >= (3, 24) else ()))  # as Optuna's
 
 # ------------------------------------------------------------------ Optuna internals
-
-
-def storage_of(study: "optuna.Study") -> Any:
-    """The storage ``study`` reads and writes (Optuna's own wrapper of the storage it was opened on)."""
-    return study._storage
-
-
-def backend_of(study: "optuna.Study") -> Any:
-    """The storage behind Optuna's cache wrapper (an ``RDBStorage`` for a database URL)."""
-    storage = storage_of(study)
-    return getattr(storage, "_backend", storage)
-
-
-def engine_of(study: "optuna.Study") -> Any:
-    """The SQLAlchemy engine of the study's database; None for a storage without one (in memory, journal)."""
-    return getattr(backend_of(study), "engine", None)
-
-
-def study_id(study: Study) -> int:
-    """The storage's id of a study (an ``optuna.Study`` or a ``FrozenStudy`` from ``get_all_studies``)."""
-    return int(study._study_id)
-
-
-def trial_id(trial: Trial) -> int:
-    """The storage's id of a trial (live or frozen); trial *numbers* count per study, ids per storage."""
-    return int(trial._trial_id)
 
 
 def trials_of(storage: Any, study: Study) -> list["FrozenTrial"]:
@@ -100,8 +79,10 @@ def study_attribute(study: "optuna.Study", name: str) -> Any:
 
 
 def delete_study(storage: Any, study: Study) -> None:
-    """Delete ``study`` (a summary from ``storage.get_all_studies()``) and its trials from ``storage``."""
+    """Delete ``study`` (a summary from ``storage.get_all_studies()``), its trials and their side records from
+    ``storage``."""
     storage.delete_study(study_id(study))
+    delete_side_records(study, getattr(getattr(storage, "_backend", storage), "engine", None))
 
 
 def add_finished_trials(study: "optuna.Study", trials: Sequence["FrozenTrial"]) -> None:
@@ -201,13 +182,15 @@ def record_result(trial: Trial, result: "TrialResult", slot: str, placeholder: b
     """Record a run's ``result`` (:func:`~tuner.study.records.result_attributes`), its ``slot``, what the adapter
     ran, ``measured`` true and ``placeholder`` (values are the wall, not a measurement); when given: the reference's
     local ``reference_output`` path and what its hand-off ``published``, the host's ``fingerprint_note``, the
-    ``unavailable_constraints`` and a ``reason`` replacing the result's. One transaction (set_trial_attributes)."""
+    ``unavailable_constraints`` and a ``reason`` replacing the result's; its bulky side records (environment,
+    runtime, worker info, log tail: :func:`~tuner.study.records.result_records`) go to the side table, in the same
+    transaction (:func:`set_trial_attributes`; user attributes on a storage without one)."""
     given = _given({names.INVOCATION: result.invocation, names.REFERENCE_OUTPUT: reference_output,
                     names.FINGERPRINT_NOTE: fingerprint_note, names.REASON: reason,
                     names.UNAVAILABLE_CONSTRAINTS: dict(unavailable_constraints) if unavailable_constraints else None})
     set_trial_attributes(trial, {**result_attributes(result), names.COST: trial_cost(result, slot), names.SLOT: slot,
                                  names.MEASURED: True, names.PLACEHOLDER_VALUES: placeholder, **(published or {}),
-                                 **given})
+                                 **given}, side=result_records(result))
 
 
 def _given(values: Mapping[str, Any]) -> dict[str, Any]:  # ``values`` without those that are None (not given)
@@ -240,7 +223,7 @@ def fail_waiting(study: "optuna.Study", trial: "FrozenTrial", reason: str) -> No
     """Fail the WAITING ``trial`` as ``INTERRUPTED`` with ``reason`` (it is enqueued again by the caller)."""
     from optuna.trial import TrialState
 
-    _write_attributes(study, trial_id(trial), {names.OUTCOME: names.INTERRUPTED, names.REASON: reason})
+    write_attributes(study, trial_id(trial), {names.OUTCOME: names.INTERRUPTED, names.REASON: reason})
     storage_of(study).set_trial_state_values(trial_id(trial), TrialState.FAIL)
 
 
@@ -254,56 +237,13 @@ def reclaim(study: "optuna.Study", stale_id: int, reason: str) -> "FrozenTrial |
     storage = storage_of(study)
     try:
         trial = storage.get_trial(stale_id)
-        _write_attributes(study, stale_id, {names.OUTCOME: names.INTERRUPTED, names.REASON: reason,
+        write_attributes(study, stale_id, {names.OUTCOME: names.INTERRUPTED, names.REASON: reason,
                                             names.MEASURED: False})
         if not storage.set_trial_state_values(stale_id, state=TrialState.FAIL):
             return None
     except UpdateFinishedTrialError:
         return None
     return trial
-
-
-def set_trial_attributes(trial: Trial, values: Mapping[str, Any]) -> None:
-    """Write ``values`` (keys named in :mod:`.attributes`) to the live ``trial``: one transaction (a read of the
-    trial's state, one multi-row upsert) on a SQLite, PostgreSQL or MySQL storage, else one ``set_user_attr``
-    each (in memory, journal). Either way the stored rows, the live trial's copy and the error on a finished
-    trial (``UpdateFinishedTrialError``: taken over) are Optuna's. Optuna's cache (``_CachedStorage``) writes an
-    unfinished trial's attributes to the database and reads them from there: ``study.get_trials()`` sees these."""
-    values = dict(values)
-    if not hasattr(trial, "_cached_frozen_trial"):  # a FrozenTrial: Optuna writes it in memory only
-        for key, value in values.items():
-            trial.set_user_attr(key, value)
-        return
-    _write_attributes(trial.study, trial_id(trial), values)
-    trial._cached_frozen_trial.user_attrs.update(values)
-
-
-def _write_attributes(study: "optuna.Study", number: int, values: Mapping[str, Any]) -> None:
-    """Write ``values`` to the unfinished trial of id ``number`` (see :func:`set_trial_attributes`)."""
-    if values and (dialect := getattr(engine_of(study), "name", None)) in UPSERTS:
-        return call_through_outage(_upsert_attributes, backend_of(study), dialect, number, values)
-    for key, value in values.items():
-        storage_of(study).set_trial_user_attr(number, key, value)
-
-
-def _upsert_attributes(backend: Any, dialect: str, number: int, values: Mapping[str, Any]) -> None:
-    """One transaction: refuse a finished trial ``number`` (as Optuna does), then upsert each of ``values``."""
-    from json import dumps  # noqa: I001 - one block of local imports
-    from optuna.storages._rdb import models as m
-    from optuna.storages._rdb.storage import _create_scoped_session
-    from sqlalchemy.dialects import mysql, postgresql, sqlite
-
-    table = m.TrialUserAttributeModel
-    rows = [{"trial_id": number, "key": key, "value_json": dumps(value)} for key, value in values.items()]
-    statement = {"sqlite": sqlite, "postgresql": postgresql, "mysql": mysql}[dialect].insert(table).values(rows)
-    if dialect == "mysql":
-        statement = statement.on_duplicate_key_update(value_json=statement.inserted.value_json)
-    else:
-        statement = statement.on_conflict_do_update(index_elements=[table.trial_id, table.key],
-                                                    set_={"value_json": statement.excluded.value_json})
-    with _create_scoped_session(backend.scoped_session, True) as session:
-        backend.check_trial_is_updatable(number, m.TrialModel.find_or_raise_by_id(number, session).state)
-        session.execute(statement)
 
 
 def enqueue(study: "optuna.Study", params: Mapping[str, Any], role: str, rerun_of: int | None = None,
@@ -391,7 +331,7 @@ def update_unfinished(study: "optuna.Study", mirror: "FrozenTrial", desired: "Fr
         if name not in mirror.params:
             distribution = desired.distributions[name]
             storage.set_trial_param(number, name, distribution.to_internal_repr(value), distribution)
-    _write_attributes(study, number, {k: v for k, v in desired.user_attrs.items() if mirror.user_attrs.get(k) != v})
+    write_attributes(study, number, {k: v for k, v in desired.user_attrs.items() if mirror.user_attrs.get(k) != v})
     for key, value in desired.system_attrs.items():
         if mirror.system_attrs.get(key) != value:
             storage.set_trial_system_attr(number, key, value)

@@ -1,0 +1,210 @@
+"""The rows behind a study: Optuna's internals the writes reach for, a trial's attributes in one transaction,
+and the trial's side records (issue 27).
+
+Part of the storage gateway (with :mod:`tuner.study.store`, which re-exports what is public here,
+:mod:`tuner.study.attributes` and :mod:`tuner.study.records`; ``tests/test_storage_gateway.py``).
+Layer: below :mod:`tuner.study.store` (imports nothing of tuner but :mod:`tuner.study.outage`).
+
+Side records. Bulky per-trial facts that only ``tuner show``, the export and the views read (the worker's
+environment, runtime, info and log tail: :data:`tuner.study.attributes.TRIAL_RECORDS`) are not user
+attributes of the trial, which every coordinator loads into Optuna's trial cache: they live in a table of
+tuner's own in the study's database, ``tuner_trial_records(study_id, trial_number, name, value_json)``
+(primary key the first three; ``value_json`` is ``json.dumps`` of the value, as Optuna stores
+attributes). Contracts:
+
+* :func:`write_attributes` upserts a trial's attributes and its side records in one transaction
+  (SQLite >= 3.24, PostgreSQL, MySQL); the table is created if missing before the first write of a
+  process to a database (a study created by an older tuner has none).
+* A storage without such an engine (in memory, journal) stores the side records as user attributes:
+  the readers (:func:`tuner.study.records.trial_records`) fall back to those, as for trials an older
+  tuner wrote.
+* :func:`stored_records` reads the table; a database without the table holds no side records.
+* :func:`delete_side_records` removes a study's rows (its id may be reused by the next study).
+"""
+
+from __future__ import annotations
+
+import functools
+import sqlite3
+import weakref
+from json import dumps, loads
+from typing import TYPE_CHECKING, Any, Collection, Mapping
+
+from tuner.study.outage import call_through_outage
+
+if TYPE_CHECKING:
+    import optuna
+
+Trial = Any  # an ``optuna.Trial`` (live, being written) or a ``FrozenTrial``
+Study = Any  # an ``optuna.Study``, or a study summary (``FrozenStudy``) where only ids are read
+UPSERTS = ("postgresql", "mysql", *(("sqlite",) if sqlite3.sqlite_version_info >= (3, 24) else ()))  # as Optuna's
+SIDE_TABLE = "tuner_trial_records"
+_MAX_LISTED = 500  # more trial numbers than this are not listed in the query: the study's rows are read, then picked
+_SIDE_READY: "weakref.WeakSet[Any]" = weakref.WeakSet()  # engines whose side table this process has seen
+
+# ------------------------------------------------------------------ Optuna internals
+
+
+def storage_of(study: "optuna.Study") -> Any:
+    """The storage ``study`` reads and writes (Optuna's own wrapper of the storage it was opened on)."""
+    return study._storage
+
+
+def backend_of(study: "optuna.Study") -> Any:
+    """The storage behind Optuna's cache wrapper (an ``RDBStorage`` for a database URL)."""
+    storage = storage_of(study)
+    return getattr(storage, "_backend", storage)
+
+
+def engine_of(study: "optuna.Study") -> Any:
+    """The SQLAlchemy engine of the study's database; None for a storage without one (in memory, journal)."""
+    return getattr(backend_of(study), "engine", None)
+
+
+def study_id(study: Study) -> int:
+    """The storage's id of a study (an ``optuna.Study`` or a ``FrozenStudy`` from ``get_all_studies``)."""
+    return int(study._study_id)
+
+
+def trial_id(trial: Trial) -> int:
+    """The storage's id of a trial (live or frozen); trial *numbers* count per study, ids per storage."""
+    return int(trial._trial_id)
+
+
+# ------------------------------------------------------------------ the side table
+
+
+def side_table(metadata: Any) -> Any:
+    """The ``tuner_trial_records`` table in ``metadata`` (SQLAlchemy ``MetaData``)."""
+    from sqlalchemy import Column, Integer, String, Table, Text
+
+    return Table(SIDE_TABLE, metadata,
+                 Column("study_id", Integer, primary_key=True),
+                 Column("trial_number", Integer, primary_key=True),
+                 Column("name", String(255), primary_key=True),
+                 Column("value_json", Text, nullable=False))
+
+
+@functools.cache
+def _side() -> Any:
+    from sqlalchemy import MetaData
+
+    return side_table(MetaData())
+
+
+def _ensure_side_table(engine: Any) -> None:
+    """Create the side table in ``engine``'s database if missing (checked once per process and engine)."""
+    if engine in _SIDE_READY:
+        return
+    from tuner.study.claims import ensure_tables  # noqa: I001 - claims imports the store: not at the top
+
+    ensure_tables(_side().metadata, engine)
+    _SIDE_READY.add(engine)
+
+
+def stored_records(study: "optuna.Study", numbers: Collection[int] | None = None) -> dict[int, dict[str, Any]]:
+    """Trial number -> name -> value of ``study``'s side records (of ``numbers`` when given): empty for a
+    storage without an engine or a database without the table. Rides through an outage."""
+    engine = engine_of(study)
+    if engine is None or (numbers is not None and not numbers):
+        return {}
+
+    def read() -> dict[int, dict[str, Any]]:
+        from sqlalchemy import inspect, select
+
+        if engine not in _SIDE_READY and not inspect(engine).has_table(SIDE_TABLE):
+            return {}
+        table = _side()
+        query = select(table.c.trial_number, table.c.name, table.c.value_json).where(
+            table.c.study_id == study_id(study))
+        wanted = None if numbers is None else set(numbers)
+        if wanted is not None and len(wanted) <= _MAX_LISTED:
+            query = query.where(table.c.trial_number.in_(sorted(wanted)))
+        found: dict[int, dict[str, Any]] = {}
+        with engine.connect() as connection:
+            for row in connection.execute(query):
+                if wanted is None or row.trial_number in wanted:
+                    found.setdefault(int(row.trial_number), {})[row.name] = loads(row.value_json)
+        return found
+
+    return call_through_outage(read)
+
+
+def delete_side_records(study: Study, engine: Any) -> None:
+    """Delete the side records of ``study`` (by id) from ``engine``'s database (nothing when it has no table)."""
+    if engine is None:
+        return
+    from sqlalchemy import delete, inspect
+
+    def remove() -> None:
+        if engine in _SIDE_READY or inspect(engine).has_table(SIDE_TABLE):
+            with engine.begin() as connection:
+                connection.execute(delete(_side()).where(_side().c.study_id == study_id(study)))
+
+    call_through_outage(remove)
+
+
+# ------------------------------------------------------------------ a trial's attributes in one transaction
+
+
+def set_trial_attributes(trial: Trial, values: Mapping[str, Any], side: Mapping[str, Any] | None = None) -> None:
+    """Write ``values`` (keys named in :mod:`.attributes`) to the live ``trial``, and its ``side`` records
+    (:data:`tuner.study.attributes.TRIAL_RECORDS`) to the side table: one transaction (a read of the trial's
+    state, one multi-row upsert per table) on a SQLite, PostgreSQL or MySQL storage, else one ``set_user_attr``
+    each, ``side`` included (in memory, journal, a ``FrozenTrial``). Either way the stored rows, the live
+    trial's copy (of ``values``) and the error on a finished trial (``UpdateFinishedTrialError``: taken over) are
+    Optuna's. Optuna's cache (``_CachedStorage``) writes an unfinished trial's attributes to the database and
+    reads them from there: ``study.get_trials()`` sees these."""
+    values, side = dict(values), dict(side or {})
+    if not hasattr(trial, "_cached_frozen_trial"):  # a FrozenTrial: Optuna writes it in memory only
+        for key, value in {**values, **side}.items():
+            trial.set_user_attr(key, value)
+        return
+    aside = write_attributes(trial.study, trial_id(trial), values, side, trial.number)
+    trial._cached_frozen_trial.user_attrs.update(values if aside else {**values, **side})
+
+
+def write_attributes(study: "optuna.Study", number: int, values: Mapping[str, Any],
+                     side: Mapping[str, Any] | None = None, trial_number: int | None = None) -> bool:
+    """Write ``values`` to the unfinished trial of id ``number`` (see :func:`set_trial_attributes`) and ``side``
+    to the side table as trial ``trial_number`` of ``study``; True when ``side`` went to the table, False when
+    it was written as user attributes (no upserting engine) or there was none."""
+    engine = engine_of(study)
+    rows = [] if not side or trial_number is None else [
+        {"study_id": study_id(study), "trial_number": trial_number, "name": key, "value_json": dumps(value)}
+        for key, value in side.items()]
+    if (values or rows) and (dialect := getattr(engine, "name", None)) in UPSERTS:
+        if rows:
+            _ensure_side_table(engine)
+        call_through_outage(_upsert_attributes, backend_of(study), dialect, number, values, rows)
+        return bool(rows)
+    for key, value in {**values, **(side or {})}.items():
+        storage_of(study).set_trial_user_attr(number, key, value)
+    return False
+
+
+def _upsert(dialect: str, table: Any, rows: list[dict[str, Any]], keys: list[Any]) -> Any:
+    """The multi-row insert of ``rows`` into ``table`` that overwrites ``value_json`` on a conflict of ``keys``."""
+    from sqlalchemy.dialects import mysql, postgresql, sqlite
+
+    statement = {"sqlite": sqlite, "postgresql": postgresql, "mysql": mysql}[dialect].insert(table).values(rows)
+    if dialect == "mysql":
+        return statement.on_duplicate_key_update(value_json=statement.inserted.value_json)
+    return statement.on_conflict_do_update(index_elements=keys, set_={"value_json": statement.excluded.value_json})
+
+
+def _upsert_attributes(backend: Any, dialect: str, number: int, values: Mapping[str, Any],
+                       side_rows: list[dict[str, Any]]) -> None:
+    """One transaction: refuse a finished trial ``number`` (as Optuna does), then upsert each of ``values``
+    and each of ``side_rows`` (rows of the side table)."""
+    from optuna.storages._rdb import models as m  # noqa: I001 - one block of local imports
+    from optuna.storages._rdb.storage import _create_scoped_session
+
+    table, side = m.TrialUserAttributeModel, _side()
+    rows = [{"trial_id": number, "key": key, "value_json": dumps(value)} for key, value in values.items()]
+    with _create_scoped_session(backend.scoped_session, True) as session:
+        backend.check_trial_is_updatable(number, m.TrialModel.find_or_raise_by_id(number, session).state)
+        if rows:
+            session.execute(_upsert(dialect, table, rows, [table.trial_id, table.key]))
+        if side_rows:
+            session.execute(_upsert(dialect, side, side_rows, [side.c.study_id, side.c.trial_number, side.c.name]))
