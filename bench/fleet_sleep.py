@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from tuner.testing.noop_spec import sleep_spec
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 
@@ -67,25 +69,6 @@ class Sampler:
         return sum(shares) / max(len(shares), 1)
 
 
-def sleep_spec(sleep_s: float, trials: int) -> str:
-    """A spec whose every trial sleeps ``sleep_s`` seconds once (``FakeWorkload``, one repeat, no
-    warm-up: the slot is held ~``sleep_s`` s, the CPU idle); one int parameter over 1e9 values so
-    settings never repeat (no claim copies), the random sampler, ``trials`` trials."""
-    return f"""
-name: fleet_sleep
-workload: {{class: "tuner.workloads.fake:FakeWorkload", timeout_s: {int(sleep_s * 4 + 60)}}}
-parameters:
-  x: {{type: int, low: 0, high: 1000000000}}
-derived:
-  sleep_s: "{float(sleep_s)}"
-objectives:
-  - {{metric: latency_p50_s, direction: minimize}}
-measurement: {{warmup: 0, min_repeats: 1, max_repeats: 1}}
-budget: {{trials: {trials}}}
-sampler: {{name: random}}
-"""
-
-
 def make_study(url: str, name: str, trials: int, directory: Path, text: str) -> None:
     import tuner
 
@@ -127,7 +110,7 @@ def sleep_fleet(url: str, workers: int, per_worker: int, sleep_s: float, directo
         wait_for_logs(logs, processes, "waiting", timeout_s=600)
         sampler, load_before = Sampler([p.pid for p in processes]), loadavg()
         name = f"sleep_{workers}"
-        make_study(url, name, workers * per_worker, home, sleep_spec(sleep_s, workers * per_worker))
+        make_study(url, name, workers * per_worker, home, sleep_spec("fleet_sleep", sleep_s, workers * per_worker))
         _enqueue_distinct(watch, name, workers * per_worker)
         connections = _Connections(watch)
         _stop_when_done(logs, processes, sampler, lambda: connections.look() and _spent(watch, name,

@@ -38,27 +38,12 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from tuner.testing.noop_spec import sleep_spec
+
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results" / "idle_coordinator.json"
 ENV = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
 TICKS = os.sysconf("SC_CLK_TCK")
-
-
-def sleep_spec(sleep_s: float) -> str:
-    """One trial that holds its slot ``sleep_s`` seconds with the CPU idle."""
-    return f"""
-name: idle_coordinator
-workload: {{class: "tuner.workloads.fake:FakeWorkload", timeout_s: {int(sleep_s * 4 + 60)}}}
-parameters:
-  x: {{type: int, low: 0, high: 1000000000}}
-derived:
-  sleep_s: "{float(sleep_s)}"
-objectives:
-  - {{metric: latency_p50_s, direction: minimize}}
-measurement: {{warmup: 0, min_repeats: 1, max_repeats: 1}}
-budget: {{trials: 1}}
-sampler: {{name: random}}
-"""
 
 
 # ------------------------------------------------------------------ /proc
@@ -176,7 +161,7 @@ def _storage(directory: Path, postgres: bool) -> Iterator[str]:
 def measure(url: str, directory: Path, sleep_s: float, window_s: float, settle_s: float) -> dict[str, Any]:
     """Run the study in a child coordinator and measure the window (see the module docstring)."""
     spec = directory / "idle.yaml"
-    spec.write_text(sleep_spec(sleep_s))
+    spec.write_text(sleep_spec("idle_coordinator", sleep_s, 1))
     statements_path = directory / "statements.json"
     argv = ["run", str(spec), "--storage", url, "--no-mlflow", "--home", str(directory / "home"),
             "--study-name", "idle"]

@@ -52,29 +52,13 @@ def random_observation(rng: random.Random, number: int, source: str = "local") -
 
 def scan(model: FeasibilityModel, local: list[Observation], prior: list[Observation],
          params: dict[str, Any]) -> Prediction:
-    """The model's rules over every observation, from scratch (what it answered before it kept a frontier)."""
+    """The model's rules over every observation, from scratch (what it answered before it kept a frontier): the
+    witnesses found by a full scan, judged by the model's own :meth:`FeasibilityModel.verdict`."""
     live = [w for w in prior if not any(model.within_limits(u) and model.no_costlier(w.params, u.params)
                                         for u in local)]
     if any(model.within_limits(u) and model.no_costlier(params, u.params) for u in local):
         return Prediction(False)
-    witnesses = [w for w in (*local, *live) if model.no_costlier(w.params, params)]
-    oom = next((w for w in witnesses if w.oom), None)
-    if oom is not None:
-        return Prediction(True, f"OOM at {oom.witness} ({describe(oom.params)}) which is no costlier", None,
-                          oom.witness)
-    predicted = None
-    for metric, limit in model.limits.items():
-        measured = [w for w in witnesses if metric in w.peaks_gb]
-        if not measured:
-            continue
-        top = max(measured, key=lambda w: w.peaks_gb[metric])
-        peak = top.peaks_gb[metric]
-        predicted = peak if predicted is None else predicted
-        if peak > limit * (1 + model.margin):
-            return Prediction(True, f"predicted peak {peak:.1f} GB > limit {limit:.1f} GB (x{1 + model.margin:g} "
-                                    f"margin) on {metric}, from {top.witness} ({describe(top.params)})",
-                              peak, top.witness)
-    return Prediction(False, predicted_peak_gb=predicted)
+    return model.verdict([w for w in (*local, *live) if model.no_costlier(w.params, params)])
 
 
 @pytest.mark.parametrize("seed", range(6))

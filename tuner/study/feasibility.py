@@ -283,6 +283,11 @@ class FeasibilityModel:
         if not self.enabled or any(self.no_costlier(params, u.params) for u in self._frontier):
             return Prediction(False)  # measured here at a setting at least as costly: it fits
         witnesses = [w for w in (*self._evidence, *self.live_prior()) if self.no_costlier(w.params, params)]
+        return self.verdict(witnesses)
+
+    def verdict(self, witnesses: Sequence[Observation]) -> Prediction:
+        """The prediction from ``witnesses``, the observations at settings no costlier than the candidate's:
+        skip on an OOM among them, or on a peak above a limit (× the margin); else the largest peak seen."""
         oom = next((w for w in witnesses if w.oom), None)
         if oom is not None:
             return Prediction(True, f"OOM at {oom.witness} ({describe(oom.params)}) which is no costlier",
