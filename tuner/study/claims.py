@@ -22,28 +22,7 @@ from typing import Any
 from tuner.study.attributes import is_measured
 from tuner.study.outage import call_through_outage
 from tuner.study.store import engine_of, trial_by_number
-
-
-def ensure_tables(metadata: Any, engine: Any) -> None:
-    """Create tuner's own tables in ``metadata`` if missing; another process creating them at the same
-    instant is fine (its "already exists" is ignored once the table is seen)."""
-    call_through_outage(_create_tables, metadata, engine)
-
-
-def _create_tables(metadata: Any, engine: Any) -> None:
-    from sqlalchemy import inspect
-    from sqlalchemy.exc import DBAPIError
-
-    for attempt in range(5):
-        try:
-            metadata.create_all(engine, checkfirst=True)
-            return
-        except DBAPIError:  # SQLite: OperationalError; PostgreSQL: IntegrityError on its catalogue
-            existing = set(inspect(engine).get_table_names())
-            if all(name in existing for name in metadata.tables):
-                return
-            if attempt == 4:
-                raise
+from tuner.study.store_rows import ensure_tables
 
 
 def claims_table(metadata: Any) -> Any:

@@ -26,7 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.study.claims import ensure_tables
+from tuner.study.store_rows import ensure_tables
 from tuner.study.heartbeats import HOST, pid_alive
 from tuner.study.outage import call_through_outage
 from tuner.study.storage import StudyError

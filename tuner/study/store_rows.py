@@ -85,6 +85,28 @@ def side_table(metadata: Any) -> Any:
                  Column("value_json", Text, nullable=False))
 
 
+def ensure_tables(metadata: Any, engine: Any) -> None:
+    """Create tuner's own tables in ``metadata`` if missing; another process creating them at the same
+    instant is fine (its "already exists" is ignored once the table is seen)."""
+    call_through_outage(_create_tables, metadata, engine)
+
+
+def _create_tables(metadata: Any, engine: Any) -> None:
+    from sqlalchemy import inspect
+    from sqlalchemy.exc import DBAPIError
+
+    for attempt in range(5):
+        try:
+            metadata.create_all(engine, checkfirst=True)
+            return
+        except DBAPIError:  # SQLite: OperationalError; PostgreSQL: IntegrityError on its catalogue
+            existing = set(inspect(engine).get_table_names())
+            if all(name in existing for name in metadata.tables):
+                return
+            if attempt == 4:
+                raise
+
+
 @functools.cache
 def _side() -> Any:
     from sqlalchemy import MetaData
@@ -96,8 +118,6 @@ def _ensure_side_table(engine: Any) -> None:
     """Create the side table in ``engine``'s database if missing (checked once per process and engine)."""
     if engine in _SIDE_READY:
         return
-    from tuner.study.claims import ensure_tables  # noqa: I001 - claims imports the store: not at the top
-
     ensure_tables(_side().metadata, engine)
     _SIDE_READY.add(engine)
 
