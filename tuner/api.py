@@ -97,8 +97,8 @@ def export_config(opened: OpenStudy, output: str | Path, *, policy: str | None =
 
     At most one of ``policy`` (e.g. ``"minimize latency_p50_s subject to
     stlpips_alex <= 0.05"``, ``"knee"``), ``profile`` (fast | balanced |
-    quality), ``objective`` or ``trial``; none picks the best on the first
-    objective. A noisy pick is replaced by a stable trial within its spread, and
+    quality), ``objective`` or ``trial``; none applies the study spec's ``export``
+    rule, or the knee of the front when it has none (``selection.rule`` says which). A noisy pick is replaced by a stable trial within its spread, and
     the document's ``warnings`` say when a noisy trial or baseline is shipped.
     Raises ``ExportError`` when nothing feasible can be chosen.
     """
@@ -106,5 +106,5 @@ def export_config(opened: OpenStudy, output: str | Path, *, policy: str | None =
 
     chosen = choose(opened.study, policy=policy, profile=profile, objective=objective, trial_number=trial)
     document = build_config(opened.study, chosen.record, opened.storage_url, chosen.policy, chosen.profile,
-                            replaced_noisy=chosen.replaced.number if chosen.replaced else None)
+                            replaced_noisy=chosen.replaced.number if chosen.replaced else None, rule=chosen.rule)
     return write_config(document, Path(output))

@@ -15,7 +15,7 @@ that raises it::
     │   │   └── ExpressionLimitError             ... over its size / depth / cost limits
     │   ├── TemplateError                        a command / request template (tuner.adapters.template)
     │   ├── ConfigError                          an exported tuner.config/v1 file (tuner.ship.config_schema)
-    │   ├── PolicyError                          an export policy (tuner.ship.policy)
+    │   ├── PolicyError                          an export policy (tuner.spec.export_rule)
     │   ├── TableError                           a replay table (tuner.replay.table)
     │   └── AuthError                            a service token or an unsafe bind (tuner.fleet.auth)
     ├── StudyError (RuntimeError)                a study or storage: unknown, taken, unreachable

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from tuner.ship.policy import PolicyError, parse_policy, select, select_profile
+from tuner.front.choice import PolicyError, parse_policy, select, select_profile
 from tuner.study.records import TrialRecord
 
 

@@ -2,21 +2,23 @@
 
 The session itself (:mod:`tuner.session`) says everything through a listener and never
 prints; :class:`ConsoleSession` is that listener for the CLI: notices on ``out`` (the
-report) or ``err`` (diagnostics), warnings in yellow, the front as a table, and a
+report) or ``err`` (diagnostics), warnings in yellow, the front as
+:func:`~tuner.session.front_lines.front_lines` at ``out``'s width (the chosen trial bold), and a
 :class:`~tuner.cli.progress.ProgressDisplay` per run. :func:`run_in_terminal` runs a
 session so (``tuner run`` / ``resume``; ``tuner worker`` through :mod:`tuner.fleet.worker`).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.markup import escape
-from rich.table import Table
+from rich.text import Text
 
-from tuner.session.events import Notice, NoticeKind
+from tuner.session.events import FrontSummary, Notice, NoticeKind
 from tuner.session.finish import MLFLOW_CLOSE_TIMEOUT_S  # noqa: F401 - tests and tools read it here
+from tuner.session.front_lines import front_lines, marks_chosen
 from tuner.session.run import RunOptions, run_session
 from tuner.session.wiring import mlflow_reachable  # noqa: F401 - ``tuner sync-mlflow`` probes with it
 from tuner.study.listeners import Summary
@@ -24,7 +26,6 @@ from tuner.study.studies import OpenStudy
 
 if TYPE_CHECKING:
     from tuner.study.listeners import Listener
-    from tuner.study.records import TrialRecord
 
 SOFT_WRAPPED: frozenset[NoticeKind] = frozenset({
     "warm_start", "study_stopped", "interrupted", "export_warning", "dashboard_stale", "worker_started"})
@@ -71,15 +72,11 @@ class ConsoleSession:
             options["highlight"] = False
         console.print(markup(notice), **options)
 
-    def on_front(self, objective_names: Sequence[str], front: Sequence["TrialRecord"]) -> None:
-        table = Table("trial", "role", *objective_names, "noisy", "params", title="Pareto front")
-        for record in front:
-            table.add_row(str(record.number), record.role_shown,
-                          *(f"{v:.4g}" for v in record.values or ()),
-                          f"NOISY (cv {record.latency_cv:.2f})" if record.noisy and record.latency_cv is not None
-                          else "NOISY" if record.noisy else "-",
-                          ", ".join(f"{k}={v}" for k, v in record.params.items()))
-        self.out.print(table)
+    def on_front(self, summary: FrontSummary) -> None:
+        """The front as :func:`~tuner.session.front_lines.front_lines` at ``out``'s width, printed
+        as is (no markup, highlighting or rich wrapping), the chosen trial's row and line bold."""
+        for line in front_lines(summary, self.out.width):
+            self.out.print(Text(line, style="bold" if marks_chosen(line) else ""), highlight=False, soft_wrap=True)
 
 
 def run_in_terminal(opened: OpenStudy, options: RunOptions, out: Console, err: Console) -> Summary:

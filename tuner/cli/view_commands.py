@@ -92,7 +92,7 @@ def export(
                                          "stlpips_alex <= 0.15 and peak_vram_gb <= 40', 'knee', "
                                          "'lexicographic latency_p50_s, psnr_db'."),
     profile: Optional[str] = typer.Option(None, "--profile", help="fast | balanced | quality (from the front)."),
-    objective: Optional[str] = typer.Option(None, "--objective", help="Pick the best on this objective (default: the first)."),
+    objective: Optional[str] = typer.Option(None, "--objective", help="Pick the best on this objective (default: the spec's export rule, else the knee)."),
     trial: Optional[int] = typer.Option(None, "--trial", help="Export this trial number instead."),
     storage: Optional[str] = StorageOption,
     home: Optional[Path] = HomeOption,
@@ -106,13 +106,13 @@ def export(
         opened = load_study(url, study, read_only=True)
         chosen = choose(opened.study, policy=policy, profile=profile, objective=objective, trial_number=trial)
         document = build_config(opened.study, chosen.record, url, chosen.policy, chosen.profile,
-                                replaced_noisy=chosen.replaced.number if chosen.replaced else None)
+                                replaced_noisy=chosen.replaced.number if chosen.replaced else None, rule=chosen.rule)
     except (StudyError, SpecError, ExportError) as error:
         fail(str(error))
     path = write_config(document, output or root / study / f"{profile or 'best'}.yaml")
     comparison = (document.get("baseline") or {}).get("comparison") or {}
     speedup = comparison.get("speedup")
-    out.print(f"exported trial {chosen.record.number} of {study} ({chosen.policy}) to {path}"
+    out.print(f"exported trial {chosen.record.number} of {study}, chosen by {chosen.rule}, to {path}"
               + (f" — {speedup:.3g}x the baseline's speed on {comparison['speed_metric']}" if speedup else ""),
               highlight=False)
     if chosen.replaced is not None:

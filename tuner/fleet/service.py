@@ -18,8 +18,9 @@ Routes (every one but ``/healthz`` needs ``Authorization: Bearer <token>``, see
 ``POST /api/studies/{name}/cancel``         200 summary; sets the study attribute ``cancelled``:
                                             workers finish the trial in flight, then stop
 ``GET  /api/studies/{name}/export``         200 the ``tuner.config/v1`` YAML (``application/yaml``)
-                                            for ``profile`` or ``policy`` (default: best on the
-                                            first objective); 400 bad policy, 409 nothing feasible
+                                            for ``profile`` or ``policy`` (default: the spec's
+                                            export rule, else the knee); 400 bad
+                                            policy, 409 nothing feasible
                                             (or not a tuner study)
 ==========================================  =====================================================
 
@@ -289,7 +290,7 @@ def _export(study: "optuna.Study", storage_url: str, profile: str | None, policy
     try:
         chosen = choose(study, policy=policy, profile=profile)
         document = build_config(study, chosen.record, storage_url, chosen.policy, chosen.profile,
-                                replaced_noisy=chosen.replaced.number if chosen.replaced else None)
+                                replaced_noisy=chosen.replaced.number if chosen.replaced else None, rule=chosen.rule)
     except ExportError as error:
         feasible = any(record_feasible(TrialRecord.from_trial(t)) for t in study.get_trials(deepcopy=False))
         raise HTTPException(400 if feasible else 409, one_line(str(error))) from None

@@ -12,7 +12,7 @@ agrees: the CLI's rich consoles (:mod:`tuner.cli.session`), plain lines
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol, Sequence
+from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from tuner.study.listeners import Listener
@@ -62,6 +62,39 @@ class Notice:
         return self.kind in DIAGNOSTICS
 
 
+@dataclass(frozen=True)
+class FrontSummary:
+    """The study's Pareto front as the closing summary shows it (built by
+    :func:`tuner.session.finish.front_summary`; rendered by :mod:`tuner.session.front_lines`).
+
+    ``front``: its trials, best first on the first objective. ``units``: objective -> unit (``s``,
+    ``GB``, ``""``). ``chosen``: the trial the study's export rule picks (None when nothing can be
+    chosen), ``rule``: that rule's text and where it came from (``knee (default: ...)``).
+    ``baseline`` / ``reference``: the study's measured baseline and reference trials (None when the
+    spec has none or they were not measured). ``speed_metric``: the metric speed-ups are taken on
+    (baseline / trial, > 1 = faster; None when no objective is in seconds). ``chosen_record``: the chosen
+    trial's record (it may lie off the front: a policy chooses among every feasible trial).
+    """
+
+    objective_names: tuple[str, ...]
+    directions: tuple[str, ...]
+    units: dict[str, str]
+    front: tuple["TrialRecord", ...]
+    chosen: int | None = None
+    rule: str | None = None
+    baseline: "TrialRecord | None" = None
+    reference: "TrialRecord | None" = None
+    speed_metric: str | None = None
+    chosen_record: "TrialRecord | None" = None
+
+    def speedup(self, record: "TrialRecord") -> float | None:
+        """Baseline / ``record`` on :attr:`speed_metric` (None when either is missing or zero)."""
+        if self.speed_metric is None or self.baseline is None:
+            return None
+        mine, theirs = record.metric_value(self.speed_metric), self.baseline.metric_value(self.speed_metric)
+        return theirs / mine if mine and theirs is not None and mine > 0 else None
+
+
 class SessionListener(Protocol):
     """Receives what a session says. Called from the session's thread, except that ``stopping`` and
     ``exiting`` notices come from a signal handler (keep :meth:`on_notice` short and non-blocking)."""
@@ -74,8 +107,8 @@ class SessionListener(Protocol):
         """One line for the user (see :class:`Notice`)."""
         ...
 
-    def on_front(self, objective_names: Sequence[str], front: Sequence["TrialRecord"]) -> None:
-        """The study's Pareto front once a run has ended (the order of :attr:`Summary.front`)."""
+    def on_front(self, summary: FrontSummary) -> None:
+        """The study's Pareto front once a run has ended, the chosen trial marked."""
         ...
 
 
@@ -88,5 +121,5 @@ class Quiet:
     def on_notice(self, notice: Notice) -> None:
         return None
 
-    def on_front(self, objective_names: Sequence[str], front: Sequence["TrialRecord"]) -> None:
+    def on_front(self, summary: FrontSummary) -> None:
         return None

@@ -1,9 +1,10 @@
 """Finishing a run: close the tracker, say what happened (and what it cost), export the best setting, refresh
 the dashboard view.
 
-The export (``<home>/<study>/best.yaml``, the best trial on the first objective) and
-the optuna-dashboard view are views of the storage: a failure of either is one
-warning, never the study's.
+The export (``<home>/<study>/best.yaml``, the trial the spec's export rule chooses, by
+default the knee of the front: :func:`tuner.ship.export.choose`) and the optuna-dashboard
+view are views of the storage: a failure of either is one warning, never the study's.
+The closing front (:func:`front_summary`) marks the same trial.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
 from tuner.secrets import redact_text
-from tuner.session.events import Notice, SessionListener
+from tuner.session.events import FrontSummary, Notice, SessionListener
 from tuner.study.listeners import Summary
 from tuner.study.records import StudyRecord, TrialRecord
 from tuner.study.storage import redact_url
@@ -47,9 +48,34 @@ def say_summary(opened: OpenStudy, summary: Summary, listener: SessionListener) 
     listener.on_notice(Notice.emphasised(
         "summary", "study ", summary.study_name, f": {summary.measured} measured ({summary.ran} this run), "
         f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}"))
-    trials = {t.number: t for t in opened.study.get_trials(deepcopy=False)}
-    say_cost(opened, [TrialRecord.from_trial(t) for t in trials.values()], listener)
-    listener.on_front(opened.spec.objective_names, [TrialRecord.from_trial(trials[n]) for n in summary.front])
+    records = [TrialRecord.from_trial(t) for t in opened.study.get_trials(deepcopy=False)]
+    say_cost(opened, records, listener)
+    listener.on_front(front_summary(opened, records, summary.front))
+
+
+def front_summary(opened: OpenStudy, records: Sequence[TrialRecord], front: Sequence[int]) -> FrontSummary:
+    """The closing front of ``opened``'s study: the trials numbered ``front`` among ``records`` (best first on
+    the first objective), the trial its export rule chooses marked (none when nothing can be chosen), its
+    measured baseline and reference, speed-ups on the first objective measured in seconds."""
+    from tuner.ship.export import ExportError, choose
+    from tuner.spec.metrics import objective_units
+
+    names, directions = opened.spec.objective_names, [o.direction for o in opened.spec.objectives]
+    by_number = {r.number: r for r in records}
+    sign = -1.0 if directions[0] == "maximize" else 1.0
+    shown = sorted((by_number[n] for n in front if n in by_number),
+                   key=lambda r: (sign * (r.values or (0.0,))[0], r.number))
+    units = objective_units(names, (r.metrics for r in records))
+    roles = {r.role: r for r in records
+             if r.outcome == "OK" and r.duplicate_of is None and r.role in ("baseline", "reference")}
+    try:
+        chosen = choose(opened.study)
+        number, rule, record = chosen.record.number, chosen.rule, chosen.record
+    except ExportError:
+        number, rule, record = None, None, None
+    speed = next((n for n in names if units.get(n) == "s"), None)
+    return FrontSummary(tuple(names), tuple(directions), units, tuple(shown), number, rule,
+                        roles.get("baseline"), roles.get("reference"), speed, record)
 
 
 def say_cost(opened: OpenStudy, records: Sequence[TrialRecord], listener: SessionListener) -> None:
@@ -65,21 +91,22 @@ def say_cost(opened: OpenStudy, records: Sequence[TrialRecord], listener: Sessio
 
 
 def export_best(opened: OpenStudy, home: Path, listener: SessionListener) -> Path | None:
-    """Export the chosen trial (best on the first objective, a noisy one replaced by a stable one) to
-    ``<home>/<study>/best.yaml``; its path, or None (one warning) when nothing can be chosen."""
+    """Export the trial the study's export rule chooses (:func:`tuner.ship.export.choose`; a noisy one replaced
+    by a stable one) to ``<home>/<study>/best.yaml``; its path, or None (one warning) when nothing can be
+    chosen. The notice names the rule."""
     from tuner.ship.export import ExportError, build_config, choose, write_config
 
     study = opened.study
     try:
         chosen = choose(study)
         document = build_config(study, chosen.record, opened.storage_url, chosen.policy, chosen.profile,
-                                replaced_noisy=chosen.replaced.number if chosen.replaced else None)
+                                replaced_noisy=chosen.replaced.number if chosen.replaced else None, rule=chosen.rule)
         path = write_config(document, study_directory(home, study.study_name) / "best.yaml")
     except ExportError as error:
         listener.on_notice(Notice("nothing_exported", f"nothing exported: {error}"))
         return None
     replaced = f" (stable, in place of noisy trial {chosen.replaced.number})" if chosen.replaced else ""
-    listener.on_notice(Notice("exported", f"best on {opened.spec.objective_names[0]}: trial {chosen.record.number}"
+    listener.on_notice(Notice("exported", f"chosen by {chosen.rule}: trial {chosen.record.number}"
                               f"{replaced} -> exported to {path}"))
     for warning in document.get("warnings") or []:
         listener.on_notice(Notice("export_warning", f"warning: {warning}"))

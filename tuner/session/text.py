@@ -2,22 +2,24 @@
 
 Notices go, unstyled, to ``out`` (the report) or ``err`` (diagnostics, as their kind says:
 :data:`tuner.session.events.DIAGNOSTICS`); each trial started or recorded is one line on ``err``;
-the front is one line per trial on ``out``. The CLI's rich
+the front is :func:`tuner.session.front_lines.front_lines` at the terminal's width (``COLUMNS``)
+on ``out``. The CLI's rich
 rendering of the same events is :mod:`tuner.cli.session`.
 """
 
 from __future__ import annotations
 
+import shutil
 import sys
-from typing import TYPE_CHECKING, Sequence, TextIO
+from typing import TYPE_CHECKING, TextIO
 
-from tuner.session.events import Notice
+from tuner.session.events import FrontSummary, Notice
+from tuner.session.front_lines import front_lines
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from tuner.study.listeners import Listener
-    from tuner.study.records import TrialRecord
 
 
 class TextSession:
@@ -33,13 +35,13 @@ class TextSession:
     def on_notice(self, notice: Notice) -> None:
         print(notice.text, file=self.err if notice.diagnostic else self.out, flush=True)
 
-    def on_front(self, objective_names: Sequence[str], front: Sequence["TrialRecord"]) -> None:
-        print(f"Pareto front ({', '.join(objective_names)}):", file=self.out)
-        for record in front:
-            values = ", ".join(f"{v:.4g}" for v in record.values or ())
-            params = ", ".join(f"{k}={v}" for k, v in record.params.items())
-            print(f"  trial {record.number} {record.role_shown}: {values}{' NOISY' if record.noisy else ''} "
-                  f"({params})", file=self.out, flush=True)
+    def on_front(self, summary: FrontSummary) -> None:
+        """The front as :func:`~tuner.session.front_lines.front_lines` at the terminal's width
+        (``COLUMNS`` when set; 100 when unknown)."""
+        width = shutil.get_terminal_size((100, 24)).columns
+        for line in front_lines(summary, width):
+            print(line, file=self.out)
+        self.out.flush()
 
 
 class TrialLines:

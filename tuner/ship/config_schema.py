@@ -97,9 +97,12 @@ class Baseline(_Model):
 
 
 class Selection(_Model):
-    """How the trial was chosen: the policy text, the profile if any, what it chose among."""
+    """How the trial was chosen: the policy text, the rule in words with where it came from (the spec's
+    ``export``, the command line, the default; None in files exported before rules), the profile if any,
+    what it chose among."""
 
     policy: str
+    rule: str | None = None
     profile: Literal["fast", "balanced", "quality"] | None
     feasible_trials: int
     front_size: int

@@ -16,16 +16,18 @@ what ``tuner check`` needs to re-measure it. A copy of a measured setting
 (``duplicate_of``) takes its runtime, environment and device from the trial that
 measured it.
 
-The choice (:func:`choose`): an explicit trial, a policy expression, a profile
-(:mod:`tuner.ship.policy`), or by default the best feasible measured trial
-on one objective (the first). Feasible is :func:`tuner.study.records.record_feasible`, the
+The choice (:func:`choose`): an explicit trial, a policy expression, a profile or the
+best on one objective, given on the command line; else the rule of the study's spec
+(``export:``, :mod:`tuner.spec.export_rule`), by default the knee of the front
+(:func:`tuner.front.choice.choose_by_rule`). ``selection.rule`` names the rule and where
+it came from. Feasible is :func:`tuner.study.records.record_feasible`, the
 front's own test: a trial with a constraint that could not be evaluated (its memory not
 measured) is never exported. A study without a feasible measured trial
 raises :class:`ExportError` saying what its trials did.
 
 Noisy numbers are not facts: a pick that is noisy (latency CV above
 :data:`tuner.study.records.NOISY_CV`) is replaced by a stable trial within its
-spread (:func:`tuner.ship.policy.prefer_stable`; not for an explicit ``--trial``),
+spread (:func:`tuner.front.choice.prefer_stable`; not for an explicit ``--trial``),
 and the document's ``warnings`` say when the shipped trial or the baseline under
 the speed-up is noisy anyway (:func:`noise_warnings`).
 """
@@ -35,7 +37,6 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping
 
@@ -46,9 +47,9 @@ from tuner.front.cost import budget_hours, cost_of_records, export_cost_block
 from tuner.secrets import redact_url
 from tuner.ship.config_schema import SCHEMA, validate_config
 from tuner.ship.invocation import runnable_invocation
-from tuner.ship.policy import (PolicyError, eligible, front_of, parse_policy, prefer_stable, ranking_keys, select,
-                               select_profile, speed_objective)
+from tuner.front.choice import Choice, PolicyError, choose_by_rule, front_of, prefer_stable, speed_objective
 from tuner.ship.provenance_block import provenance_fields, recorded_device, recorded_env
+from tuner.spec.export_rule import DEFAULT_RULE, ExportRule
 from tuner.spec.loading import parse_spec
 from tuner.study.attributes import ENV, RUNTIME, attributes_of
 from tuner.study.records import NOISY_CV, StudyRecord, TrialRecord, record_feasible, trial_records
@@ -57,22 +58,11 @@ if TYPE_CHECKING:
     import optuna
 
 __all__ = ["SCHEMA", "ExportError", "Choice", "choose", "choose_trial", "build_config", "noise_warnings",
-           "write_config"]
+           "study_export_rule", "write_config"]
 
 
 class ExportError(TunerError, RuntimeError):
     """No trial can be exported; the message says why."""
-
-
-@dataclass(frozen=True)
-class Choice:
-    """The chosen record and how: the policy text, the profile (if one was asked for), and the noisy
-    trial the policy picked that ``record`` (stable, within its spread) replaced, if any."""
-
-    record: TrialRecord
-    policy: str
-    profile: str | None
-    replaced: TrialRecord | None = None
 
 
 def _records(study: "optuna.Study") -> list[TrialRecord]:
@@ -105,9 +95,22 @@ def _no_feasible(study: "optuna.Study", records: list[TrialRecord]) -> ExportErr
                        f"({len(records)} trials recorded: {described})")
 
 
+def study_export_rule(study: "optuna.Study") -> ExportRule:
+    """The export rule of the spec stored with ``study`` (:data:`DEFAULT_RULE` for a spec without one, or a
+    study stored before specs had rules)."""
+    text = StudyRecord.of(study).spec_yaml
+    if not text:
+        return DEFAULT_RULE
+    try:
+        return parse_spec(text, source="<stored spec>").export_rule
+    except ValueError:
+        return DEFAULT_RULE
+
+
 def choose(study: "optuna.Study", policy: str | None = None, profile: str | None = None,
            objective: str | None = None, trial_number: int | None = None) -> Choice:
-    """The trial to export; at most one of policy / profile / objective / trial_number. Raises ExportError."""
+    """The trial to export; at most one of policy / profile / objective / trial_number (the command line's
+    choice), else the rule of the study's spec (:func:`study_export_rule`). Raises ExportError."""
     if sum(x is not None for x in (policy, profile, objective, trial_number)) > 1:
         raise ExportError("choose one of --policy, --profile, --objective and --trial")
     records = _records(study)
@@ -120,32 +123,25 @@ def choose(study: "optuna.Study", policy: str | None = None, profile: str | None
         if not record_feasible(match):
             why = f": {match.reason}" if match.reason else ""
             raise ExportError(f"trial {trial_number} is not a feasible measured trial (outcome {match.outcome}{why})")
-        return Choice(match, f"trial {trial_number}", None)
-    name = objective or (names[0] if names else None)
-    if policy is None and profile is None and name not in names:
-        raise ExportError(f"unknown objective {name!r}; this study's objectives: {', '.join(names)}")
+        return Choice(match, f"trial {trial_number}", None, rule=f"trial {trial_number} (command line)")
+    if objective is not None and objective not in names:
+        raise ExportError(f"unknown objective {objective!r}; this study's objectives: {', '.join(names)}")
     feasible = [r for r in records if record_feasible(r)]
     if not feasible:
         raise _no_feasible(study, records)
-    objectives = list(zip(names, directions))
+    if objective is not None:
+        index = names.index(objective)
+        sign = 1.0 if directions[index] == "minimize" else -1.0
+        record = min(feasible, key=lambda r: (sign * (r.values or ())[index], r.number))
+        text = f"{directions[index]} {objective} (objective)"
+        shipped, replaced = prefer_stable(record, feasible, [(objective, directions[index])])
+        return Choice(shipped, text, None, replaced, f"{text} (command line)")
+    given = policy is not None or profile is not None
+    rule = ExportRule(policy, profile, "command line") if given else study_export_rule(study)
     try:
-        if profile is not None:
-            chosen_policy, record = select_profile(profile, feasible, names, directions)
-            keys, pool, text = ranking_keys(chosen_policy, feasible, objectives), feasible, chosen_policy.text
-        elif policy is None:
-            assert name is not None
-            index = names.index(name)
-            sign = 1.0 if directions[index] == "minimize" else -1.0
-            record = min(feasible, key=lambda r: (sign * (r.values or ())[index], r.number))
-            keys, pool, text = [(name, directions[index])], feasible, f"{directions[index]} {name} (objective)"
-        else:
-            parsed = parse_policy(policy)
-            record = select(parsed, feasible, directions)
-            keys, pool, text = ranking_keys(parsed, feasible, objectives), eligible(parsed, feasible), parsed.text
+        return choose_by_rule(feasible, names, directions, rule)
     except PolicyError as error:
-        raise ExportError(str(error)) from None
-    shipped, replaced = prefer_stable(record, pool, keys)
-    return Choice(shipped, text, profile, replaced)
+        raise ExportError(f"{error} (rule: {rule.describe()})") from None
 
 
 def choose_trial(study: "optuna.Study", objective: str | None = None,
@@ -224,7 +220,7 @@ def _comparison(chosen: TrialRecord, base: TrialRecord, names: list[str], direct
 
 def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | TrialRecord", storage_url: str,
                  policy: str | None = None, profile: str | None = None,
-                 replaced_noisy: int | None = None) -> dict[str, Any]:
+                 replaced_noisy: int | None = None, rule: str | None = None) -> dict[str, Any]:
     """The validated ``tuner.config/v1`` document for ``trial``.
 
     ``replaced_noisy``: the noisy trial the policy picked and ``trial`` replaced
@@ -247,7 +243,8 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
     document: dict[str, Any] = {
         "schema": SCHEMA,
         "workload": stored.workload_class,
-        "selection": {"policy": policy or f"trial {record.number}", "profile": profile,
+        "selection": {"policy": policy or f"trial {record.number}", "rule": rule or policy or f"trial {record.number}",
+                      "profile": profile,
                       "feasible_trials": len(feasible), "front_size": len(front),
                       "on_front": record.number in front, "replaced_noisy_trial": replaced_noisy},
         "params": dict(record.params),

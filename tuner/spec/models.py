@@ -3,7 +3,7 @@
 A spec names the workload, its inputs, the parameters to search (int / float /
 log / step / categorical / bool), derived values, rules, objectives,
 constraints, the reference and baseline settings, measurement settings, the
-sampler and the budget. Files and YAML text enter through
+sampler, the budget and the export rule (:mod:`tuner.spec.export_rule`). Files and YAML text enter through
 :mod:`tuner.spec.loading`, which turns every problem into one
 :class:`SpecError` naming the file, line, key and problem.
 
@@ -21,6 +21,7 @@ from typing import Annotated, Any, Literal, Union
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tuner.errors import SpecError
+from tuner.spec.export_rule import ExportRule, ExportSpec, check_export_rule, parse_policy, rule_of
 from tuner.spec.expressions import ExpressionError, compile_expression
 from tuner.spec.metrics import known_metric
 from tuner.spec.names import check_expression_cost, check_expression_names
@@ -291,6 +292,7 @@ class StudySpec(_Strict):
     measurement: MeasurementSpec = Field(default_factory=MeasurementSpec)
     budget: BudgetSpec
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
+    export: ExportSpec | None = None
     seed: int = 0
 
     @field_validator("rules", mode="before")
@@ -335,6 +337,7 @@ class StudySpec(_Strict):
                 if problem:
                     raise ValueError(f"{role}: {problem}")
         check_adapter_names(self)
+        check_export_rule(self)
         return self
 
     @property
@@ -343,8 +346,16 @@ class StudySpec(_Strict):
 
     @property
     def used_metrics(self) -> set[str]:
-        """Every metric the spec names: objectives, constraints and ``report``."""
-        return {o.metric for o in self.objectives} | {c.metric for c in self.constraints} | set(self.report)
+        """Every metric the spec names: objectives, constraints, ``report`` and the export policy."""
+        named = {o.metric for o in self.objectives} | {c.metric for c in self.constraints} | set(self.report)
+        if self.export is not None and self.export.policy is not None:
+            named |= set(parse_policy(self.export.policy).metrics)
+        return named
+
+    @property
+    def export_rule(self) -> ExportRule:
+        """How the study chooses its export (:func:`tuner.spec.export_rule.rule_of`)."""
+        return rule_of(self.export)
 
 
 def spec_json_schema() -> dict[str, Any]:

@@ -204,10 +204,11 @@ def view_key(study_name: str) -> str:
 
 
 def study_description(records: Sequence[TrialRecord], info: "StudyRunInfo", ranks: Mapping[int, int],
-                      compare_route: str | None) -> str:
+                      compare_route: str | None, chosen: int | None = None) -> str:
     """Markdown for the parent run's overview: counts, what the study cost (:func:`study_cost_lines`), the
-    link to the comparison view (a route inside the UI), and the front (run names, objectives with units,
-    the device-seconds each run held, key parameters)."""
+    link to the comparison view (a route inside the UI), the trial the export rule chooses (``chosen``, with
+    the rule: :attr:`StudyRunInfo.export_rule`) and the front (run names, objectives with units, the
+    device-seconds each run held, key parameters; the chosen run marked)."""
     names, directions = list(info.objective_names), list(info.directions)
     units = objective_units(names, (r.metrics for r in records))
     front = sorted((r for r in records if ranks.get(r.number) == 0),
@@ -216,13 +217,17 @@ def study_description(records: Sequence[TrialRecord], info: "StudyRunInfo", rank
     lines = [f"**{info.study_name}**: {sum(1 for r in records if r.state != 'RUNNING')} trials, "
              f"{sum(1 for r in records if record_feasible(r))} feasible, {len(front)} on the Pareto front. "
              f"Objectives: {goals}.", "", *(f"{line}  " for line in study_cost_lines(records, info)), ""]
+    if chosen is not None:
+        named = next((child_run_name(r, info, ranks) for r in records if r.number == chosen), f"t{chosen}")
+        lines += [f"Chosen for export: **{named}**, by {info.export_rule.describe()}.", ""]
     if compare_route:
         lines += [f"[Compare all trials: objectives, outcome and key parameters as columns](#{compare_route})", ""]
     params = key_parameters(info)
     header = ["trial run", *(metric_label(n, units[n]) for n in names), "device-s", *params]
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for record in front[:DESCRIPTION_FRONT_ROWS]:
-        cells = [child_run_name(record, info, ranks),
+        mark = " (chosen)" if record.number == chosen else ""
+        cells = [child_run_name(record, info, ranks) + mark,
                  *(format_number(v) for v in (record.values or ())), device_s_text(record.device_s),
                  *(str(record.params.get(p, "")) for p in params)]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")

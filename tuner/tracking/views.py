@@ -21,7 +21,9 @@ build, both live (:class:`~tuner.tracking.live.MlflowTracker`) and on rebuild
   description and summary metrics, among them what the study cost (:func:`cost_views`):
   ``cost_used_device_h``, ``cost_wasted_device_h``, ``cost_avoided_device_h``,
   ``cost_recorded_device_h`` (= used + wasted: the trials' ``device_s`` summed, in hours) and
-  ``cost_wasted_runs``, refreshed with the front; the tag ``tuner.cost`` says it in one line.
+  ``cost_wasted_runs``, refreshed with the front; the tag ``tuner.cost`` says it in one line. The tag
+  ``tuner.chosen`` names the trial the export rule chooses and the rule (:func:`chosen_view`); the
+  description says it too and marks that trial in its front table.
 """
 
 from __future__ import annotations
@@ -32,10 +34,12 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
+from tuner.front.choice import PolicyError, choose_by_rule
 from tuner.front.cost import budget_hours, cost_metrics, cost_of_records
 from tuner.front.report import columns, front_csv, front_table, hypervolume_png, pairwise_pngs
 from tuner.front.throughput import throughput_png
 from tuner.pareto import Point, hypervolume_history, pareto_ranks
+from tuner.spec.export_rule import DEFAULT_RULE, ExportRule
 from tuner.spec.metrics import objective_units
 from tuner.study.records import StudyRecord, TrialRecord, record_feasible
 from tuner.tracking.comparison import (
@@ -57,6 +61,7 @@ HOST_TAG_KEYS = ("tuner.device", "tuner.gpu_type", "host.hostname", "host.gpu_na
                  "host.torch_version", "host.cpu_model")
 INFEASIBLE_RANK = "infeasible"
 TABLE_FILE = "front.json"  # an MLflow table: pandas "split" JSON, listed in the run's mlflow.loggedArtifacts
+CHOSEN_TAG = "tuner.chosen"  # the study run's mark of the trial its export rule chooses (chosen_view)
 TRIALS_TABLE_FILE = "trials.json"  # every trial (key params, objectives, outcome, front flag): an MLflow table
 TABLE_FILES = (TABLE_FILE, TRIALS_TABLE_FILE)
 
@@ -75,6 +80,7 @@ class StudyRunInfo:
     search_space: Mapping[str, Any] = field(default_factory=dict)
     device: str | None = None
     budget_device_hours: float | None = None
+    export_rule: ExportRule = DEFAULT_RULE
 
 
 def study_run_info(opened: "OpenStudy") -> StudyRunInfo:
@@ -96,7 +102,7 @@ def study_run_info(opened: "OpenStudy") -> StudyRunInfo:
                         params, tuple(spec.objective_names), tuple(o.direction for o in spec.objectives),
                         {"parameters": space, "derived": dict(spec.derived),
                          "rules": [r.model_dump() for r in spec.rules]},
-                        stored.device, budget_hours(stored.budget_device_hours))
+                        stored.device, budget_hours(stored.budget_device_hours), spec.export_rule)
 
 
 def experiment_name(family: str, gpu_type: str) -> str:
@@ -231,6 +237,18 @@ def study_comparison_view(records: Sequence[TrialRecord], info: StudyRunInfo) ->
     return comparison_view(info, objective_metric_keys(records, info))
 
 
+def chosen_view(records: Sequence[TrialRecord], info: StudyRunInfo) -> tuple[int | None, str]:
+    """The trial the study's export rule chooses among ``records`` (what ``best.yaml`` and ``tuner export``
+    ship: :func:`tuner.front.choice.choose_by_rule`) and the ``tuner.chosen`` tag saying it with the rule:
+    ``trial 12 by knee (default: ...)``, or ``none: <why>`` (number None)."""
+    feasible = [r for r in records if record_feasible(r)]
+    try:
+        choice = choose_by_rule(feasible, info.objective_names, info.directions, info.export_rule)
+    except PolicyError as error:
+        return None, f"none: {error} (rule: {info.export_rule.describe()})"[:4000]
+    return choice.record.number, f"trial {choice.record.number} by {choice.rule}"[:4000]
+
+
 def cost_views(records: Sequence[TrialRecord], info: StudyRunInfo) -> tuple[dict[str, float], str]:
     """The study run's cost metrics (:func:`tuner.front.cost.cost_metrics`, device-hours) and its one-line
     summary (the ``tuner.cost`` tag), from ``records``: the same figures ``tuner status`` prints."""
@@ -295,6 +313,7 @@ def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo,
     metrics = {"front_size": float(len(front)), "trials": float(len(records)),
                "feasible_trials": float(len(history)), "hypervolume": history[-1][1] if history else 0.0}
     cost, tags["tuner.cost"] = cost_views(records, info)
+    chosen, tags[CHOSEN_TAG] = chosen_view(records, info)
     metrics.update(cost)
     keys = columns(rows)
     table = {key: [row.get(key) for row in rows] for key in keys}
@@ -307,5 +326,5 @@ def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo,
     csv.writer(buffer, lineterminator="\n").writerows([list(trials), *trial_rows])
     artifacts["trials.csv"] = buffer.getvalue().encode()  # the header even when no trial has finished
     route = study_comparison_view(records, info).route(experiment_id) if experiment_id is not None else None
-    tags[NOTE_TAG] = study_description(records, info, ranks, route)
+    tags[NOTE_TAG] = study_description(records, info, ranks, route, chosen)
     return FrontViews(ranks, front, artifacts, table, metrics, tags)

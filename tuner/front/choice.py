@@ -1,6 +1,9 @@
 """Which trial to ship: selection policies and profiles over a study's feasible measured trials.
 
-Policies (``tuner export --policy EXPR``)::
+:func:`choose_by_rule` applies an export rule (:class:`tuner.spec.export_rule.ExportRule`: the
+spec's ``export``, the command line's, or the default, the knee); the export
+(:mod:`tuner.ship.export`), the closing summary and the MLflow study run's ``tuner.chosen``
+tag all choose through it. Policies (parsed by :func:`tuner.spec.export_rule.parse_policy`)::
 
     minimize latency_p50_s subject to stlpips_alex <= 0.15 and peak_vram_gb <= 40
     maximize psnr_db subject to latency_p50_s < 0.5
@@ -31,87 +34,16 @@ timing is uncertain.
 
 from __future__ import annotations
 
-import operator
-import re
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Sequence
 
-from tuner.errors import InputError
 from tuner.pareto import Point, knee_point, pareto_ranks
+from tuner.spec.export_rule import PROFILES, ExportRule, Policy, PolicyError, parse_policy
 from tuner.study.records import TrialRecord
 
-PROFILES = ("fast", "balanced", "quality")
-_COMPARE: dict[str, Callable[[float, float], bool]] = {
-    "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
-_CONDITION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(<=|>=|==|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
-
-
-class PolicyError(InputError):
-    """A policy expression that cannot be parsed or that no trial satisfies; the message says which."""
-
-
-@dataclass(frozen=True)
-class Condition:
-    metric: str
-    op: str
-    bound: float
-
-    def holds(self, record: TrialRecord) -> bool:
-        value = record.metric_value(self.metric)
-        return value is not None and _COMPARE[self.op](value, self.bound)
-
-    def __str__(self) -> str:
-        return f"{self.metric} {self.op} {self.bound:g}"
-
-
-@dataclass(frozen=True)
-class Policy:
-    """A parsed policy: ``kind`` is ``optimize``, ``knee`` or ``lexicographic``."""
-
-    kind: str
-    text: str
-    keys: tuple[tuple[str, str], ...] = ()  # (metric, "minimize" | "maximize" | "" = the metric's own)
-    conditions: tuple[Condition, ...] = ()
-
-
-def parse_policy(text: str) -> Policy:
-    """Parse a policy expression (see module docs); raises :class:`PolicyError` naming the problem."""
-    stripped = " ".join(text.split())
-    if not stripped:
-        raise PolicyError("policy is empty: use 'minimize METRIC [subject to ...]', 'knee' or 'lexicographic ...'")
-    lowered = stripped.lower()
-    if lowered == "knee":
-        return Policy("knee", stripped)
-    if lowered == "lexicographic" or lowered.startswith("lexicographic "):
-        rest = stripped[len("lexicographic"):].strip()
-        if not rest:
-            raise PolicyError(f"policy '{text}': lexicographic needs at least one metric")
-        keys = []
-        for part in (p.strip() for p in rest.split(",")):
-            words = part.split()
-            if len(words) == 2 and words[0].lower() in ("min", "max"):
-                keys.append((words[1], "minimize" if words[0].lower() == "min" else "maximize"))
-            elif len(words) == 1:
-                keys.append((words[0], ""))
-            else:
-                raise PolicyError(f"policy '{text}': lexicographic term '{part}' is not 'METRIC' or 'min|max METRIC'")
-            if not _NAME.match(keys[-1][0]):
-                raise PolicyError(f"policy '{text}': '{keys[-1][0]}' is not a metric name")
-        return Policy("lexicographic", stripped, tuple(keys))
-    match = re.match(r"^(minimize|maximize)\s+(\S+)(?:\s+subject\s+to\s+(.+))?$", stripped, re.IGNORECASE)
-    if not match:
-        raise PolicyError(f"policy '{text}' is not understood: use 'minimize|maximize METRIC "
-                          f"[subject to METRIC <= NUMBER and ...]', 'knee' or 'lexicographic M1, M2'")
-    if not _NAME.match(match.group(2)):
-        raise PolicyError(f"policy '{text}': '{match.group(2)}' is not a metric name")
-    conditions = []
-    for part in re.split(r"\s+and\s+", match.group(3) or "", flags=re.IGNORECASE) if match.group(3) else []:
-        found = _CONDITION.match(part)
-        if not found:
-            raise PolicyError(f"policy '{text}': condition '{part}' is not 'METRIC <=|<|>=|>|== NUMBER'")
-        conditions.append(Condition(found.group(1), found.group(2), float(found.group(3))))
-    return Policy("optimize", stripped, ((match.group(2), match.group(1).lower()),), tuple(conditions))
+__all__ = ["PROFILES", "Choice", "Policy", "PolicyError", "choose_by_rule", "eligible", "front_of", "parse_policy",
+           "prefer_stable", "profile_policy", "ranking_keys", "select", "select_profile", "speed_objective",
+           "within_spread"]
 
 
 def _direction_of(metric: str, records: Sequence[TrialRecord], given: str) -> str:
@@ -243,3 +175,36 @@ def select_profile(profile: str, feasible: Sequence[TrialRecord], names: Sequenc
     best = min(front, key=lambda r: tuple((1.0 if d == "minimize" else -1.0) * values[r.number][n]
                                           for n, d in policy.keys) + (r.number,))
     return policy, best
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The chosen record and how: the policy text it was chosen by (a profile's policy, ``trial N``,
+    ``minimize M (objective)``), the profile (if one was asked for), the noisy trial the policy picked
+    that ``record`` (stable, within its spread) replaced, if any, and the rule in words with where it
+    came from (:meth:`tuner.spec.export_rule.ExportRule.describe`)."""
+
+    record: TrialRecord
+    policy: str
+    profile: str | None
+    replaced: TrialRecord | None = None
+    rule: str = ""
+
+
+def choose_by_rule(feasible: Sequence[TrialRecord], names: Sequence[str], directions: Sequence[str],
+                   rule: ExportRule) -> Choice:
+    """The trial ``rule`` picks among ``feasible`` (feasible, measured records of a study whose objectives
+    are ``names`` / ``directions``), a noisy pick replaced by a stable one within its spread
+    (:func:`prefer_stable`). Raises :class:`PolicyError` when the rule picks nothing (saying why)."""
+    if not feasible:
+        raise PolicyError("no feasible measured trial to choose from")
+    objectives = list(zip(names, directions))
+    if rule.profile is not None:
+        policy, record = select_profile(rule.profile, feasible, names, directions)
+        keys, pool = ranking_keys(policy, feasible, objectives), list(feasible)
+    else:
+        policy = parse_policy(rule.policy or "knee")
+        record = select(policy, feasible, directions)
+        keys, pool = ranking_keys(policy, feasible, objectives), eligible(policy, feasible)
+    shipped, replaced = prefer_stable(record, pool, keys)
+    return Choice(shipped, policy.text, rule.profile, replaced, rule.describe())
