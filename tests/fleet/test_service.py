@@ -276,6 +276,18 @@ def test_export_needs_a_feasible_trial_and_takes_a_profile_or_a_policy(service: 
     _assert_no_secret(answer.text, quality.text, policy.text)
 
 
+def test_export_without_options_follows_the_spec_rule_and_says_so(service: Service) -> None:
+    assert service.submit("ruled", spec_text() + "export: {profile: quality}\n").status == 201
+    study = optuna.load_study(study_name="ruled", storage=service.storage_url)
+    _add_trial(study, [0.01, 40.0], {"sleep_s": 0.01, "noise": 0, "batch_size": 1})
+    _add_trial(study, [0.02, 45.0], {"sleep_s": 0.02, "noise": 0, "batch_size": 1})
+    default = yaml.safe_load(service.request("GET", "/api/studies/ruled/export").text)
+    assert default["provenance"]["trial"] == 3 and default["selection"]["profile"] == "quality"
+    assert default["selection"]["rule"] == "profile quality (the spec's export rule)"
+    fast = yaml.safe_load(service.request("GET", "/api/studies/ruled/export?profile=fast").text)
+    assert fast["provenance"]["trial"] == 2 and fast["selection"]["rule"] == "profile fast (command line)"
+
+
 def test_cancel_marks_the_study_for_its_workers(service: Service) -> None:
     assert service.submit("c").status == 201
     answer = service.request("POST", "/api/studies/c/cancel")

@@ -125,7 +125,9 @@ def chosen_text(summary: "FrontSummary") -> str:
     parts: list[str] = []
     speedup = summary.speedup(record)
     baseline = summary.baseline
-    if speedup is not None and baseline is not None:
+    if baseline is not None and baseline.number == number:
+        parts.append("the baseline itself: the rule found nothing faster that meets it")
+    elif speedup is not None and baseline is not None:
         faster = f"{speedup:.2f}x faster" if speedup >= 1 else f"{1 / speedup:.2f}x slower"
         parts.append(f"{faster} than the baseline (trial {baseline.number})")
     for index, name in enumerate(summary.objective_names):
@@ -140,14 +142,15 @@ def chosen_text(summary: "FrontSummary") -> str:
             base = objective_value(baseline, name, index) if baseline else None
             if theirs is not None:
                 part += f" vs the reference's {_value(summary, name, theirs)}"
-            if base is not None:
+            if base is not None and baseline is not None and baseline.number != number:
                 part += f" ({'' if theirs is not None else 'vs '}baseline {_value(summary, name, base)})"
         parts.append(part)
     return head + (" — " + "; ".join(parts) if parts else "")
 
 
 def chosen_record(summary: "FrontSummary") -> "TrialRecord | None":
-    """The record of :attr:`FrontSummary.chosen`: on the front, else the baseline or reference (None)."""
+    """The record of :attr:`FrontSummary.chosen`: its own record when given, else the one on the front, the
+    baseline or the reference with its number (None)."""
     candidates = [summary.chosen_record, *summary.front, summary.baseline, summary.reference]
     return next((r for r in candidates if r is not None and r.number == summary.chosen), None)
 
