@@ -53,3 +53,29 @@ def test_demo_study_end_to_end_on_a_busy_machine(tmp_path: Path) -> None:
     exported = yaml.safe_load((tmp_path / "studies" / "demo" / "best.yaml").read_text())
     assert exported["schema"] == "tuner.config/v1"
     assert exported["derived"]["num_clip"] >= 1
+    _assert_the_spec_rule_chose(study, exported, done.stdout)
+
+
+def _assert_the_spec_rule_chose(study: optuna.Study, exported: dict, stdout: str) -> None:
+    """best.yaml is what the demo spec's export rule picks — the fastest feasible trial within its ST-LPIPS
+    bound — and names that rule; it is the front's fastest point only when that point is within the bound."""
+    from tuner.front.choice import front_of
+    from tuner.spec.export_rule import parse_policy
+    from tuner.spec.loading import load_spec
+    from tuner.study.records import TrialRecord, record_feasible
+
+    rule = load_spec(ROOT / "search_spaces" / "avatar_demo.yaml").export_rule
+    assert rule.source == "spec" and rule.policy is not None, "the demo declares its choice"
+    policy = parse_policy(rule.policy)
+    assert exported["selection"]["rule"] == rule.describe()
+    feasible = [r for r in (TrialRecord.from_trial(t) for t in study.trials) if record_feasible(r)]
+    allowed = [r for r in feasible if all(c.holds(r) for c in policy.conditions)]
+    expected = min(allowed, key=lambda r: (r.metric_value("latency_p50_s") or 0.0, r.number))
+    chosen = next(r for r in feasible if r.number == exported["provenance"]["trial"])
+    replaced = exported["selection"]["replaced_noisy_trial"]  # a noisy pick is shipped as a stable one within its spread
+    assert (chosen.number if replaced is None else replaced) == expected.number, "the fastest within the bound"
+    assert all(c.holds(chosen) for c in policy.conditions), (chosen.metrics, rule.policy)
+    fastest = min(front_of(feasible, ["minimize", "minimize"]), key=lambda r: (r.values or (0.0,))[0])
+    if chosen.number == fastest.number:
+        assert all(c.holds(fastest) for c in policy.conditions), "the front's fastest only when the rule allows it"
+    assert f"chosen by {rule.describe()}" in " ".join(stdout.split())

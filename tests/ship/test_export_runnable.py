@@ -200,7 +200,7 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Path, 
 @pytest.mark.slow
 def test_the_avatar_demos_export_runs_from_the_yaml_alone(avatar: tuple[optuna.Study, Path, dict[str, str]]) -> None:
     study, home, env = avatar
-    document, video = export_and_run(home, env)  # the default choice: best on the first objective
+    document, video = export_and_run(home, env)  # the default choice: the spec's export rule
     assert document["invocation"]["interface"] == "workload"
     assert document["invocation"]["kwargs"] == {**document["params"], **document["derived"]}
     assert document["invocation"]["device"] == study.user_attrs["device"] == "cpu"

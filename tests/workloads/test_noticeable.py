@@ -58,3 +58,4 @@ def test_bound_is_the_smallest_round_number_between_the_groups() -> None:
     assert choose_bound(results(0.012, 0.02))["bound"] is None  # 0.02 is not below the visible 0.02
     overlap = choose_bound(results(0.06, 0.05))
     assert overlap["bound"] is None and not overlap["separated"]
+    assert overlap["conservative_bound"] == 0.04 and overlap["invisible_within_conservative"] == [1, 2]

@@ -152,14 +152,23 @@ def measure(seeds: Sequence[int], reference: Mapping[str, Any] = REFERENCE,
 
 def choose_bound(results: Mapping[str, Mapping[str, Any]],
                  candidates: Sequence[float] = ROUND_BOUNDS) -> dict[str, Any]:
-    """Largest invisible and smallest visible per-seed value, and the bound between them (``None`` if none)."""
+    """Largest invisible and smallest visible per-seed value and the bound between them (``None`` if none).
+
+    ``conservative_bound``: the largest candidate below every visible value (it admits no measured visible
+    change, but may reject some invisible ones); ``invisible_within_conservative``: how many invisible
+    per-seed values it admits, of how many.
+    """
     def values(group: str) -> list[float]:
         return [v for r in results.values() if r["group"] == group for v in r["per_seed"].values()]
 
-    largest, smallest = max(values("invisible")), min(values("visible"))
+    invisible = values("invisible")
+    largest, smallest = max(invisible), min(values("visible"))
     bound = next((c for c in candidates if largest <= c < smallest), None)
+    conservative = max((c for c in candidates if c < smallest), default=None)
+    admitted = sum(v <= conservative for v in invisible) if conservative is not None else 0
     return {"largest_invisible": largest, "smallest_visible": smallest, "separated": largest < smallest,
-            "bound": bound, "candidates": list(candidates)}
+            "bound": bound, "conservative_bound": conservative,
+            "invisible_within_conservative": [admitted, len(invisible)], "candidates": list(candidates)}
 
 
 def table(results: Mapping[str, Mapping[str, Any]]) -> str:
@@ -209,7 +218,10 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     print(f"ST-LPIPS (AlexNet, shift-tolerant) against the reference {dict(REFERENCE)}; held-out seeds "
           f"{seeds[0]}..{seeds[-1]}; {record['wall_s']} s; raw values in {args.out}\n")
     print(table(results) + "\n")
-    verdict = (f"bound {bound['bound']}" if bound["bound"] is not None else "no round bound separates them")
+    verdict = (f"bound {bound['bound']}" if bound["bound"] is not None else
+               f"no round bound separates them; the largest below every visible value is "
+               f"{bound['conservative_bound']} (admits {bound['invisible_within_conservative'][0]} of "
+               f"{bound['invisible_within_conservative'][1]} invisible values)")
     print(f"largest invisible {bound['largest_invisible']:.4f}, smallest visible {bound['smallest_visible']:.4f}: "
           f"{verdict}")
     return record
