@@ -26,7 +26,7 @@ def test_demo_study_end_to_end_on_a_busy_machine(tmp_path: Path) -> None:
             [sys.executable, "-m", "tuner", "run", str(ROOT / "search_spaces" / "avatar_demo.yaml"),
              "--study-name", "demo", "--trials", "12", "--wall-time", "0"],  # count trials, not seconds
             cwd=tmp_path, capture_output=True, text=True, timeout=1700,
-            env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""})
+            env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "COLUMNS": "80"})
     finally:
         busy_core.kill()
         busy_core.wait(30)
@@ -54,6 +54,32 @@ def test_demo_study_end_to_end_on_a_busy_machine(tmp_path: Path) -> None:
     assert exported["schema"] == "tuner.config/v1"
     assert exported["derived"]["num_clip"] >= 1
     _assert_the_spec_rule_chose(study, exported, done.stdout)
+    _assert_the_front_reads_at_80_columns(study, done.stdout)
+
+
+def _assert_the_front_reads_at_80_columns(study: optuna.Study, stdout: str) -> None:
+    """The closing front, in an 80-column terminal: no line over 80, and under each front trial's row every
+    parameter that varies across the front as ``name=value``, in full."""
+    import re
+
+    from tuner.front.choice import front_of
+    from tuner.study.records import TrialRecord, record_feasible
+
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith("Pareto front ("))
+    end = next(i for i, line in enumerate(lines) if line.startswith("* chosen:"))
+    section = lines[start:end]
+    assert all(len(line) <= 80 for line in section), "\n".join(section)
+    feasible = [r for r in (TrialRecord.from_trial(t) for t in study.trials) if record_feasible(r)]
+    front = front_of(feasible, ["minimize", "minimize"])
+    varying = [k for k in front[0].params if len({str(r.params.get(k)) for r in front}) > 1]
+    rows = {int(m.group(1)): i for i, line in enumerate(section) if (m := re.match(r"^[* ]\s+(\d+)\s", line))}
+    assert set(rows) == {r.number for r in front}, section
+    for record in front:
+        after = sorted(i for i in rows.values() if i > rows[record.number]) + [len(section)]
+        block = " ".join(section[rows[record.number] + 1:after[0]])
+        for name in varying:
+            assert f"{name}={record.params[name]}" in block, (record.number, name, block)
 
 
 def _assert_the_spec_rule_chose(study: optuna.Study, exported: dict, stdout: str) -> None:

@@ -53,9 +53,10 @@ def test_bound_is_the_smallest_round_number_between_the_groups() -> None:
         return {"a": {"group": "invisible", "per_seed": {"1": invisible / 2, "2": invisible}},
                 "b": {"group": "visible", "per_seed": {"1": visible, "2": visible * 2}}}
 
-    assert choose_bound(results(0.012, 0.08))["bound"] == 0.02
+    assert choose_bound(results(0.012, 0.08))["bound"] == 0.015
+    assert choose_bound(results(0.016, 0.08))["bound"] == 0.02
     assert choose_bound(results(0.02, 0.08))["bound"] == 0.02
-    assert choose_bound(results(0.012, 0.02))["bound"] is None  # 0.02 is not below the visible 0.02
+    assert choose_bound(results(0.016, 0.02))["bound"] is None  # 0.02 is not below the visible 0.02
     overlap = choose_bound(results(0.06, 0.05))
     assert overlap["bound"] is None and not overlap["separated"]
     assert overlap["conservative_bound"] == 0.04 and overlap["invisible_within_conservative"] == [1, 2]

@@ -56,7 +56,7 @@ class RunOptions:
 
 
 def run_session(opened: OpenStudy, options: RunOptions, listener: SessionListener | None = None) -> Summary:
-    """Run ``opened`` to its budget, say what happened to ``listener``, export the best setting to
+    """Run ``opened`` to its budget, say what happened to ``listener``, export the setting its rule chooses to
     ``<home>/<study>/best.yaml``; the coordinator's summary (a run that stopped early has
     :attr:`Summary.failure`, an interrupted one :attr:`Summary.interrupted`).
 

@@ -54,7 +54,7 @@ REFERENCE: Mapping[str, Any] = {"infer_frames": 24, "sample_steps": 8, "resoluti
                                 "precision": "fp32", "online_decode": True}
 """The reference setting of ``search_spaces/avatar_demo.yaml``."""
 
-ROUND_BOUNDS: tuple[float, ...] = (0.01, 0.02, 0.025, 0.03, 0.04, 0.05)
+ROUND_BOUNDS: tuple[float, ...] = (0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05)
 """Candidate export bounds on ``stlpips_alex``, smallest first."""
 
 DEFAULT_OUT = Path("bench/results/avatar_noticeable_stlpips.json")
