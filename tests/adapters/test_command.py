@@ -6,9 +6,11 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 import yaml
 from adapter_helpers import ROOT, STANDINS, live_avatar_standin_spec
@@ -116,6 +118,53 @@ def test_peak_memory_of_a_command_counts_its_children(tmp_path: Path) -> None:
     # each rank (a grandchild of the worker, via the launcher) holds 300 MiB = 0.315 GB
     assert one >= 0.3
     assert three - one >= 2 * 0.315 * 0.8, (one, three)
+
+
+RANK_THAT_HANGS = ("import json, os, sys, time\n"
+                   "facts = {'pid': os.getpid(), 'sid': os.getsid(0), 'launcher': os.getppid(),\n"
+                   "         'launcher_sid': os.getsid(os.getppid())}\n"
+                   "with open(sys.argv[1] + '.tmp' + os.environ['RANK'], 'w') as handle:\n"
+                   "    json.dump(facts, handle)\n"
+                   "os.replace(sys.argv[1] + '.tmp' + os.environ['RANK'], sys.argv[1] + os.environ['RANK'])\n"
+                   "time.sleep(600)\n")
+
+
+def _running(pid: int) -> bool:
+    try:
+        process = psutil.Process(pid)
+        return process.is_running() and process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+@pytest.mark.parametrize("kind", ["fork", "warm"])
+def test_a_timeout_kills_the_ranks_torchrun_started_in_their_own_sessions(kind: str, tmp_path: Path) -> None:
+    """The ranks leave the trial's process group and session (torchrun's ``start_new_session``): the runner
+    must still find and kill them when the trial times out."""
+    from dataclasses import replace
+
+    from tuner.runner.base import Slot
+    from tuner.runner.warm import WarmRunner
+
+    script = tmp_path / "rank.py"
+    script.write_text(RANK_THAT_HANGS)
+    argv: list[Any] = [sys.executable, str(STANDINS / "torchrun_standin.py"), "--nproc_per_node", "2", str(script),
+                       str(tmp_path / "rank")]
+    request = replace(command_request(tmp_path, argv, {}), timeout_s=20)
+    runner = WarmRunner() if kind == "warm" else SubprocessRunner(kind)
+    try:  # checked before close(), which kills whatever the runner started anyway
+        result = runner.run(request, Slot(0, None, 1))
+        assert result.outcome is Outcome.TIMEOUT, (result.reason, result.log_tail[-800:])
+        ranks = [json.loads((tmp_path / f"rank{r}").read_text()) for r in range(2)]
+        for rank in ranks:
+            assert rank["sid"] == rank["pid"] != rank["launcher_sid"], f"each rank leads a new session: {rank}"
+        pids = [rank["pid"] for rank in ranks] + [ranks[0]["launcher"]]
+        deadline = time.monotonic() + 10
+        while any(map(_running, pids)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [pid for pid in pids if _running(pid)], "the launcher and its ranks die with the timed-out trial"
+    finally:
+        runner.close()
 
 
 def test_spec_refuses_unknown_placeholders_and_non_bool_flags() -> None:

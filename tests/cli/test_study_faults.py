@@ -104,26 +104,61 @@ def test_a_second_coordinator_is_refused_and_a_dead_ones_lock_is_taken_over(tmp_
     assert sum(1 for t in trials_of(tmp_path, "l") if t.user_attrs.get("measured")) == 4
 
 
+def gated_spec(tmp_path: Path) -> Path:
+    """fake_ok.yaml whose search runs wait at the FakeWorkload's gate (``$TUNER_FAKE_GATE_DIR``) until the
+    test opens it; the reference and the baseline run free. A long fixed timeout: a held trial ends only
+    by the test (or a Ctrl-C), never by the clock."""
+    spec = tmp_path / "gated.yaml"
+    text = (SPECS / "fake_ok.yaml").read_text()
+    spec.write_text(text.replace("  timeout_s: 20\n", "  timeout_s: 600\n  timeout_mode: fixed\n")
+                    .replace('  frames: "4 * batch_size"\n',
+                             '  frames: "4 * batch_size"\n'
+                             '  gate: "not (noise <= 5 and batch_size == 1 and sleep_s >= 0.02)"\n'))
+    assert "timeout_mode: fixed" in spec.read_text() and "gate:" in spec.read_text()
+    return spec
+
+
+def gate_env(gate: Path) -> dict[str, str]:
+    """The environment of a ``tuner`` whose gated runs wait at ``gate`` (a fresh directory)."""
+    from tuner.workloads.fake import GATE_DIR_ENV
+
+    gate.mkdir(parents=True, exist_ok=True)
+    return {**ENV, GATE_DIR_ENV: str(gate)}
+
+
+def arrived(gate: Path) -> bool:
+    """Whether a gated run is in flight: inside its workload, waiting for the test."""
+    return any(gate.glob("arrived.*"))
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_within_seconds_records_interrupted_and_prints_the_resume_command(tmp_path: Path) -> None:
-    process = subprocess.Popen([sys.executable, "-m", "tuner", "run", str(slow_spec(tmp_path)), "--study-name", "c",
+    gate = tmp_path / "gate"
+    process = subprocess.Popen([sys.executable, "-m", "tuner", "run", str(gated_spec(tmp_path)), "--study-name", "c",
                                 "--no-mlflow"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=ENV)
-    assert wait_for(lambda: (tmp_path / "studies" / "studies.db").exists()
-                    and sum(1 for t in trials_of(tmp_path, "c") if t.state.name == "COMPLETE") >= 2
-                    and any(t.state.name == "RUNNING" for t in trials_of(tmp_path, "c")))
-    process.send_signal(signal.SIGINT)
-    stdout, stderr = process.communicate(timeout=60)
+                               text=True, env=gate_env(gate))
+    try:
+        assert wait_for(lambda: arrived(gate), 240), "a search trial reached its workload"
+        process.send_signal(signal.SIGINT)  # the gate stays shut: the trial in flight cannot finish
+        stdout, stderr = process.communicate(timeout=120)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)
     assert process.returncode == 130, stderr[-2000:]
     said = " ".join((stdout + stderr).split())
     assert "tuner resume c" in said and "Traceback" not in stderr
     trials = trials_of(tmp_path, "c")
     assert not any(t.state.name == "RUNNING" for t in trials)
+    table = [(t.number, t.state.name, t.user_attrs.get("role"), t.user_attrs.get("outcome")) for t in trials]
+    measured = [t for t in trials if t.state.name == "COMPLETE" and t.user_attrs.get("measured")]
+    assert sorted(t.user_attrs.get("role") for t in measured) == ["baseline", "reference"], table
     interrupted = [t for t in trials if t.user_attrs.get("outcome") == "INTERRUPTED"]
-    completed = [t for t in trials if t.state.name == "COMPLETE"]
-    assert interrupted or len(completed) >= 3, "the trial in flight finished or was recorded INTERRUPTED"
-    if interrupted:
-        assert any(t.state.name == "WAITING" for t in trials), "and queued again for resume"
+    assert len(interrupted) == 1 and interrupted[0].state.name == "FAIL", table
+    queued = [t for t in trials if t.state.name == "WAITING"]
+    assert [t.user_attrs.get("rerun_of") for t in queued] == [interrupted[0].number], table
+    assert queued[0].system_attrs.get("fixed_params") == interrupted[0].params, \
+        "the setting in flight is queued again for resume"
 
 
 @pytest.mark.slow

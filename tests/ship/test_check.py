@@ -2,7 +2,9 @@
 
 Real processes on the simulated FakeWorkload. Its test hooks: ``TUNER_FAKE_EXTRA_SLEEP_S`` adds
 a fixed cost to every run (a regression of the build), ``TUNER_FAKE_LATENCY_CV`` makes every
-run's latency noisy (lognormal, mean 1, that coefficient of variation — a noisy machine).
+run's latency noisy (lognormal, mean 1, that coefficient of variation — a noisy machine), and
+``TUNER_FAKE_NOISE_SEED`` draws that noise from a seed: the noisy checks see the same simulated
+noise on every invocation, so their outcome does not depend on the luck of the draw.
 
 The study is tuned on a quiet machine (baseline sleeps 0.04 s, the exported setting 0.02 s: a
 speed-up near 2x, measured from 25 repeats per run). The check then re-measures it
@@ -24,11 +26,13 @@ import yaml
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.ship.check import SideMeasurement, _quality, _record
 from tuner.ship.config_schema import load_config
-from tuner.workloads.fake import EXTRA_SLEEP_ENV, LATENCY_CV_ENV
+from tuner.workloads.fake import EXTRA_SLEEP_ENV, LATENCY_CV_ENV, NOISE_SEED_ENV
 
 ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""}
 ENV.pop(EXTRA_SLEEP_ENV, None)
 ENV.pop(LATENCY_CV_ENV, None)
+ENV.pop(NOISE_SEED_ENV, None)
+NOISE_SEED = "20240611"  # the simulated noise of the noisy checks: one fixed draw
 SPEC: dict[str, Any] = {
     "name": "fake_check", "description": "FakeWorkload at two speeds, for tuner check.",
     "workload": {"class": "tuner.workloads.fake:FakeWorkload", "timeout_s": 60, "device": "cpu"},
@@ -79,7 +83,8 @@ def slowdown_env(config: Path, factor: float, cv: float | None = None) -> dict[s
     assert b is not None and c is not None
     target = (b / c) / factor
     extra = (b - c * target) / (target - 1)
-    return {**ENV, EXTRA_SLEEP_ENV: f"{extra:.6f}", **({LATENCY_CV_ENV: str(cv)} if cv is not None else {})}
+    noisy = {LATENCY_CV_ENV: str(cv), NOISE_SEED_ENV: NOISE_SEED} if cv is not None else {}
+    return {**ENV, EXTRA_SLEEP_ENV: f"{extra:.6f}", **noisy}
 
 
 @pytest.mark.slow
@@ -103,7 +108,8 @@ def test_check_fails_when_the_workload_was_made_slower(config: Path) -> None:
 
 @pytest.mark.slow
 def test_noisy_check_passes_the_same_build(config: Path) -> None:
-    done = tuner("check", str(config), cwd=config.parent, env={**ENV, LATENCY_CV_ENV: "0.3"})
+    done = tuner("check", str(config), cwd=config.parent,
+                 env={**ENV, LATENCY_CV_ENV: "0.3", NOISE_SEED_ENV: NOISE_SEED})
     assert done.returncode == 0, done.stdout + done.stderr
     assert "check passed" in flat(done.stdout)
 

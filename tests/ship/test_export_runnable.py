@@ -4,11 +4,14 @@ Two real studies run through ``tuner run``: the avatar demo (``class:`` workload
 with a cheaper reference, a shorter clip and one repeat, so the study takes about a minute on
 2 cores) and a python-adapter study of a tiny deterministic model written here. Each chosen
 trial is exported with ``tuner export`` and run by ``docs/examples/run_exported.py``, which
-reads only the YAML; its output must equal the trial's. Both workloads are deterministic for
-a seed (the Workload contract) and the script runs in a fresh process like the worker, so the
-comparison is exact: the reference trial's whole saved output (``reference_output.npz``), and
-for any other trial the frames of its contact sheet (the lossless PNG the worker wrote, 8
-evenly spaced frames of the first item). The script gets the ``OMP_NUM_THREADS`` the export's
+reads only the YAML; its output must equal what the trial kept of its own. Both workloads are
+deterministic for a seed (the Workload contract) and the script runs in a fresh process like the
+worker, so the comparison is exact. A study keeps one trial's whole output, the reference's
+(``reference_output.npz``): for the reference trial of each study every array is compared (every
+frame of every item, the audio, the item count). Any other trial keeps only samples, and its
+contact sheet is the lossless one (the GIF is quantized): the frames on it are compared -- up to
+8 evenly spaced frames of the first item; for the python-adapter study, whose videos have 6
+frames and one item, that is every frame. The script gets the ``OMP_NUM_THREADS`` the export's
 ``env`` recorded, as production would: float reductions may depend on the thread count.
 """
 
@@ -27,7 +30,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from tuner.runner.samples import contact_sheet, first_item_frames
+from tuner.runner.samples import SHEET_FRAMES, contact_sheet, evenly_spaced, first_item_frames
 from tuner.secrets import MASK
 from tuner.ship.config_schema import load_config
 from tuner.ship.export import build_config
@@ -87,8 +90,8 @@ def run_study(spec: dict[str, Any], home: Path, env: dict[str, str]) -> optuna.S
     return optuna.load_study(study_name="s", storage=f"sqlite:///{home / 'studies' / 'studies.db'}")
 
 
-def export_and_run(home: Path, env: dict[str, str], *choice: str) -> tuple[dict[str, Any], np.ndarray]:
-    """``tuner export`` (with ``choice``), then the example script on the YAML: (document, its video)."""
+def export_and_run(home: Path, env: dict[str, str], *choice: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """``tuner export`` (with ``choice``), then the example script on the YAML: (document, every array it saved)."""
     config = home / f"export{'_'.join(choice)}.yaml"
     tuner("export", "s", *choice, "-o", str(config), cwd=home, env=env)
     document = yaml.safe_load(config.read_text())
@@ -97,21 +100,40 @@ def export_and_run(home: Path, env: dict[str, str], *choice: str) -> tuple[dict[
     done = subprocess.run([sys.executable, str(SCRIPT), str(config), str(output)], cwd=home, capture_output=True,
                           text=True, timeout=300, env={**env, "OMP_NUM_THREADS": threads})
     assert done.returncode == 0, done.stderr[-3000:]
-    with np.load(output, allow_pickle=True) as saved:
-        return document, saved["video"]
+    return document, saved_arrays(output)
+
+
+def saved_arrays(path: Path) -> dict[str, np.ndarray]:
+    """Every array of a saved output (``WorkloadOutput.save``: video, audio, audio_rate, text, items)."""
+    with np.load(path, allow_pickle=True) as saved:
+        return {key: saved[key] for key in saved.files}
 
 
 def trial_of(study: optuna.Study, number: int) -> optuna.trial.FrozenTrial:
     return next(t for t in study.get_trials(deepcopy=False) if t.number == number)
 
 
-def assert_output_is_the_trials(study: optuna.Study, home: Path, number: int, video: np.ndarray) -> None:
+def assert_output_is_the_trials(study: optuna.Study, home: Path, number: int, output: dict[str, np.ndarray]) -> bool:
+    """The script's ``output`` equals what trial ``number`` kept of its own: for the reference trial its whole
+    saved output (every array), for any other trial the frames of its contact sheet. True: the whole output was
+    compared (the reference trial)."""
     trial = trial_of(study, number)
-    if trial.user_attrs["role"] == "reference":
-        with np.load(home / "studies" / "s" / "reference_output.npz", allow_pickle=True) as saved:
-            assert np.array_equal(video, saved["video"]), "the whole output equals the reference trial's"
     sheet = np.asarray(Image.open(trial.user_attrs["samples"]["contact_sheet.png"]).convert("RGB"))
-    assert np.array_equal(contact_sheet(first_item_frames(video)), sheet), "the frames equal the trial's sample"
+    assert np.array_equal(contact_sheet(first_item_frames(output["video"])), sheet), "the frames of the sample"
+    if trial.user_attrs["role"] != "reference":
+        return False
+    kept = saved_arrays(home / "studies" / "s" / "reference_output.npz")
+    assert sorted(output) == sorted(kept), "the same arrays as the reference trial's saved output"
+    for key, array in kept.items():
+        assert output[key].dtype == array.dtype and np.array_equal(output[key], array), f"{key} differs"
+    return True
+
+
+def assert_every_frame_is_on_the_sheet(video: np.ndarray) -> None:
+    """The contact sheet holds every frame of ``video``, unchanged: one item, at most 8 frames, uint8 (the
+    sheet's nearest-neighbour enlargement is one-to-one, so equal sheets mean equal frames)."""
+    assert video.ndim == 4 and video.dtype == np.uint8, (video.shape, video.dtype)
+    assert len(video) <= SHEET_FRAMES and len(evenly_spaced(len(video), SHEET_FRAMES)) == len(video)
 
 
 def git_facts(directory: Path) -> tuple[str | None, bool | None]:
@@ -200,16 +222,17 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Path, 
 @pytest.mark.slow
 def test_the_avatar_demos_export_runs_from_the_yaml_alone(avatar: tuple[optuna.Study, Path, dict[str, str]]) -> None:
     study, home, env = avatar
-    document, video = export_and_run(home, env)  # the default choice: the spec's export rule
+    document, output = export_and_run(home, env)  # the default choice: the spec's export rule
     assert document["invocation"]["interface"] == "workload"
     assert document["invocation"]["kwargs"] == {**document["params"], **document["derived"]}
     assert document["invocation"]["device"] == study.user_attrs["device"] == "cpu"
-    assert_output_is_the_trials(study, home, document["provenance"]["trial"], video)
+    assert_output_is_the_trials(study, home, document["provenance"]["trial"], output)
 
     reference = next(t for t in study.trials if t.user_attrs.get("role") == "reference")
-    _, reference_video = export_and_run(home, env, "--trial", str(reference.number))
-    assert reference_video.shape[:2] == (1, 12), "one item, 12 frames (1 s at 12 fps)"
-    assert_output_is_the_trials(study, home, reference.number, reference_video)
+    _, reference_output = export_and_run(home, env, "--trial", str(reference.number))
+    assert reference_output["video"].shape[:2] == (1, 12), "one item, 12 frames (1 s at 12 fps)"
+    assert "audio" in reference_output, "the audio track is part of the compared output"
+    assert assert_output_is_the_trials(study, home, reference.number, reference_output), "the whole output"
 
 
 @pytest.mark.slow
@@ -234,8 +257,10 @@ def test_the_avatar_demos_export_names_commit_packages_runtime_weights_and_env(
 @pytest.mark.slow
 def test_a_python_adapter_export_runs_from_the_yaml_alone(tiny: tuple[optuna.Study, Path, dict[str, str]]) -> None:
     study, home, env = tiny
-    for choice in ((), ("--objective", "psnr_db")):
-        document, video = export_and_run(home, env, *choice)
+    reference = next(t for t in study.trials if t.user_attrs.get("role") == "reference")
+    for choice in ((), ("--objective", "psnr_db"), ("--trial", str(reference.number))):
+        document, output = export_and_run(home, env, *choice)
+        video = output["video"]
         invocation = document["invocation"]
         assert invocation["interface"] == "factory" and invocation["target"] == "tiny_model:make_tiny_model"
         assert invocation["load_params"] == {"gain": document["params"]["gain"]}
@@ -244,7 +269,9 @@ def test_a_python_adapter_export_runs_from_the_yaml_alone(tiny: tuple[optuna.Stu
         trial = trial_of(study, document["provenance"]["trial"])
         assert invocation == trial.user_attrs["invocation"], "what the worker ran"
         assert video.shape == (6, 16, 16, 3)
-        assert_output_is_the_trials(study, home, trial.number, video)
+        assert_every_frame_is_on_the_sheet(video)  # so every frame is compared, whichever the trial
+        whole = assert_output_is_the_trials(study, home, trial.number, output)
+        assert whole == (trial.number == reference.number)
 
 
 @pytest.mark.slow

@@ -2,7 +2,9 @@
 
 A study logged live; the same study rebuilt by ``tuner sync-mlflow`` into another
 store shows the same views; a study whose MLflow server is stopped mid-study
-completes, and ``tuner sync-mlflow`` afterwards makes its views whole.
+completes, and ``tuner sync-mlflow`` afterwards makes its views whole. There the search trials wait
+at the FakeWorkload's gate (``$TUNER_FAKE_GATE_DIR``) until the test has seen what it needs and
+stopped the server: the outage comes mid-study by construction, not by a race with the clock.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import optuna
 import pytest
 
 from tuner.testing.mlflow_server import MlflowServer, running_mlflow_server, start_mlflow_server
+from tuner.workloads.fake import GATE_DIR_ENV
 
 SPECS = Path(__file__).parents[1] / "specs"
 ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
@@ -95,6 +98,18 @@ def write_slow_spec(folder: Path) -> Path:
                     .replace("sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
                              "sleep_s: {type: float, low: 0.3, high: 0.5, step: 0.05}")
                     .replace("sleep_s: 0.02", "sleep_s: 0.5"))
+    return spec
+
+
+def write_gated_spec(folder: Path) -> Path:
+    """The slow spec whose search runs wait at the gate until the test opens it (the reference and the
+    baseline, sleep_s 0.5 with noise 0 / 5, run free); a fixed timeout far above any wait of the test."""
+    spec = write_slow_spec(folder)
+    spec.write_text(spec.read_text().replace("  timeout_s: 20\n", "  timeout_s: 600\n  timeout_mode: fixed\n")
+                    .replace('  frames: "4 * batch_size"\n',
+                             '  frames: "4 * batch_size"\n'
+                             '  gate: "not (noise <= 5 and batch_size == 1 and sleep_s >= 0.5)"\n'))
+    assert "timeout_mode: fixed" in spec.read_text() and "gate:" in spec.read_text()
     return spec
 
 
@@ -200,14 +215,18 @@ def test_sync_rebuilds_the_same_views_as_live_logging(server: MlflowServer, live
 
 def test_mlflow_stopped_mid_study_then_sync_makes_the_views_whole(tmp_path: Path) -> None:
     store = tmp_path / "store"
+    gate = tmp_path / "gate"
+    gate.mkdir()
     first = start_mlflow_server(store)
+    process = None
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tuner", "run", str(write_slow_spec(tmp_path)), "--study-name", "outage",
+            [sys.executable, "-m", "tuner", "run", str(write_gated_spec(tmp_path)), "--study-name", "outage",
              "--trials", "8", "--mlflow-uri", first.url], cwd=tmp_path,
-            env={**ENV, "TUNER_MLFLOW_REFRESH_S": "0"}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            env={**ENV, "TUNER_MLFLOW_REFRESH_S": "0", GATE_DIR_ENV: str(gate)},
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         client = client_for(first.url)
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 300  # a bound on a stuck study, not a race: the search waits at the gate
         logged, refreshed = 0, False
         while time.monotonic() < deadline and process.poll() is None and not (logged >= 2 and refreshed):
             time.sleep(0.5)
@@ -217,11 +236,18 @@ def test_mlflow_stopped_mid_study_then_sync_makes_the_views_whole(tmp_path: Path
                 refreshed = "front.png" in artifact_paths(client, parent.info.run_id)
             except Exception:  # noqa: BLE001 - the parent run is not there yet
                 continue
-        assert process.poll() is None, "the outage must come while the study runs"
-        assert logged >= 2, "the study should have logged two trials before the outage"
+        assert process.poll() is None, "the study waits at the gate: the outage comes while it runs"
+        assert logged >= 2, "the reference and the baseline are logged before the outage"
         assert refreshed, "the front artifacts are refreshed while the study runs"
+    except BaseException:
+        if process is not None:
+            process.kill()
+            process.communicate(timeout=30)
+        raise
     finally:
         first.stop()
+        (gate / "open").touch()  # the outage is on: the search trials go on
+    assert process is not None
     stdout, stderr = process.communicate(timeout=400)
     assert process.returncode == 0, stdout[-2000:] + stderr[-2000:]
     assert "tuner sync-mlflow outage" in " ".join((stdout + stderr).split()), stdout + stderr
@@ -252,17 +278,20 @@ def test_a_hung_mlflow_server_delays_the_end_of_a_study_only_briefly(tmp_path: P
     from tuner.cli.session import MLFLOW_CLOSE_TIMEOUT_S
 
     server = start_mlflow_server(tmp_path / "store")
+    gate = tmp_path / "gate"
+    gate.mkdir()
     frozen = False
+    process = None
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tuner", "run", str(write_slow_spec(tmp_path)), "--study-name", "hung",
+            [sys.executable, "-m", "tuner", "run", str(write_gated_spec(tmp_path)), "--study-name", "hung",
              "--trials", "8", "--mlflow-uri", server.url], cwd=tmp_path,
             # the user's own HTTP settings: a long request timeout, so a frozen server holds each call
             env={**ENV, "TUNER_MLFLOW_REFRESH_S": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "120",
-                 "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0"},
+                 "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", GATE_DIR_ENV: str(gate)},
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         client = client_for(server.url)
-        deadline = time.monotonic() + 240
+        deadline = time.monotonic() + 300  # a bound on a stuck study, not a race: the search waits at the gate
         logged = 0
         while time.monotonic() < deadline and process.poll() is None and logged < 2:
             time.sleep(0.5)
@@ -270,12 +299,16 @@ def test_a_hung_mlflow_server_delays_the_end_of_a_study_only_briefly(tmp_path: P
                 logged = len(study_runs(client, "hung")[1])
             except Exception:  # noqa: BLE001 - the parent run is not there yet
                 continue
-        assert process.poll() is None and logged >= 2, "the freeze must come while the study runs"
+        assert process.poll() is None and logged >= 2, "the study waits at the gate: the freeze comes while it runs"
         os.killpg(server.process.pid, signal.SIGSTOP)
         frozen = True
+        (gate / "open").touch()  # the server is frozen: the search trials go on
         stdout, stderr = process.communicate(timeout=600)
         ended = time.time()
     finally:
+        if process is not None and process.poll() is None:
+            process.kill()
+            process.communicate(timeout=30)
         if frozen:
             os.killpg(server.process.pid, signal.SIGCONT)
         server.stop()

@@ -94,7 +94,9 @@ def main(argv: list[str] | None = None) -> None:
         os._exit(130)
     except Exception as error:  # noqa: BLE001 - one line (and a status) for every error, unless asked for more
         if os.environ.get(DEBUG_ENV):
-            traceback.print_exc()
+            from tuner.secrets import redact_text
+
+            print(redact_text(traceback.format_exc()), end="", file=sys.stderr, flush=True)  # no password either
         message, status = error_answer(error, _command(argv))
         _one_line(message)
     sys.exit(status if isinstance(status, int) else 0)

@@ -14,6 +14,8 @@ import math
 import os
 import resource
 import time
+import zlib
+from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
@@ -23,6 +25,9 @@ from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadO
 
 EXTRA_SLEEP_ENV = "TUNER_FAKE_EXTRA_SLEEP_S"
 LATENCY_CV_ENV = "TUNER_FAKE_LATENCY_CV"
+NOISE_SEED_ENV = "TUNER_FAKE_NOISE_SEED"
+GATE_DIR_ENV = "TUNER_FAKE_GATE_DIR"
+GATE_POLL_S = 0.01
 BEHAVIOURS = ("ok", "oom", "device_oom", "segfault", "hang", "invalid", "raise", "exit")
 
 
@@ -38,20 +43,32 @@ class FakeWorkload(Workload):
     (0–255) of seeded noise added to the output video — the "quality loss";
     ``frames``, ``size``: output video shape (default 4 frames of 16×16);
     ``batch_size``: requests per run; ``jitter_cv``: coefficient of variation of
-    the simulated latency (default 0) — a setting whose timing is noisy.
+    the simulated latency (default 0) — a setting whose timing is noisy;
+    ``gate``: true for a setting whose runs wait at the test's gate (below; default
+    false, and without :data:`GATE_DIR_ENV` it does nothing).
 
     Test hooks (environment variables, read on every run):
 
     * :data:`EXTRA_SLEEP_ENV` (seconds, default 0) adds a fixed cost to every run of
       every setting — a simulated regression of the build, used to test ``tuner check``;
     * :data:`LATENCY_CV_ENV` (a coefficient of variation, default 0) makes every
-      run's latency noisy — a simulated noisy machine.
+      run's latency noisy — a simulated noisy machine;
+    * :data:`NOISE_SEED_ENV` (an integer, default unset) makes that noise repeatable:
+      a test's outcome then does not depend on the draw (SIMULATED noise only);
+    * :data:`GATE_DIR_ENV` (a directory, default unset): each run of a setting with a
+      true ``gate`` first creates ``arrived.<pid>`` there (the test knows a trial is in
+      flight, inside its workload), then waits until a file ``open`` exists there — a
+      trial that waits on the test, not on the clock. The wait is part of the run (a
+      warm-up run absorbs it where the spec has one).
 
     Noise: each run sleeps ``(sleep_s + extra) × J`` seconds, ``J`` lognormal with
     mean 1 and CV ``max(jitter_cv, $TUNER_FAKE_LATENCY_CV)`` (its median is
     ``1 / sqrt(1 + cv²)``, the same for every setting, so ratios of medians keep
     their nominal value), drawn from fresh OS entropy per run: never seeded, so
-    forked workers never share a sequence.
+    forked workers never share a sequence. With ``$TUNER_FAKE_NOISE_SEED`` set, ``J`` is
+    drawn from that seed, the trial directory's name (distinct per trial, per side and
+    round of ``tuner check``) and the run's index in that directory within this process:
+    the same sequence on every invocation, still distinct between trials.
     """
 
     def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
@@ -74,9 +91,12 @@ class FakeWorkload(Workload):
             raise RuntimeError("simulated workload failure")
         if behaviour == "exit":
             os._exit(3)
+        gate = os.environ.get(GATE_DIR_ENV)
+        if gate and params.get("gate"):
+            _wait_at_gate(Path(gate))
         cost_s = float(params.get("sleep_s", 0.001)) + float(os.environ.get(EXTRA_SLEEP_ENV, "0") or 0)
         cv = max(float(params.get("jitter_cv", 0.0)), float(os.environ.get(LATENCY_CV_ENV, "0") or 0))
-        time.sleep(cost_s * _jitter(cv))
+        time.sleep(cost_s * _jitter(cv, _seeded_rng(context)))
         frames, size = int(params.get("frames", 4)), int(params.get("size", 16))
         batch = int(params.get("batch_size", 1))
         base = np.linspace(0, 255, size * size * 3).reshape(1, 1, size, size, 3)
@@ -89,12 +109,33 @@ class FakeWorkload(Workload):
                               counters={"frames": frames * batch})
 
 
-def _jitter(cv: float) -> float:
-    """A lognormal multiplier with mean 1 and coefficient of variation ``cv`` (1.0 when ``cv <= 0``)."""
+def _jitter(cv: float, rng: np.random.Generator | None = None) -> float:
+    """A lognormal multiplier with mean 1 and coefficient of variation ``cv`` (1.0 when ``cv <= 0``);
+    drawn from ``rng``, else from fresh OS entropy."""
     if cv <= 0:
         return 1.0
     sigma2 = math.log1p(cv * cv)
-    return float(np.random.default_rng().lognormal(-sigma2 / 2, math.sqrt(sigma2)))
+    return float((rng or np.random.default_rng()).lognormal(-sigma2 / 2, math.sqrt(sigma2)))
+
+
+_RUNS_IN: dict[str, int] = {}  # runs so far per trial directory, in this process (the seeded noise's index)
+
+
+def _seeded_rng(context: RunContext) -> np.random.Generator | None:
+    """The generator of the seeded noise hook (:data:`NOISE_SEED_ENV`), ``None`` when it is unset."""
+    seed = os.environ.get(NOISE_SEED_ENV, "").strip()
+    if not seed:
+        return None
+    name = Path(context.workdir).name
+    index = _RUNS_IN[name] = _RUNS_IN.get(name, -1) + 1
+    return np.random.default_rng([int(seed), zlib.crc32(name.encode()), index])
+
+
+def _wait_at_gate(folder: Path) -> None:
+    """The gate hook (:data:`GATE_DIR_ENV`): say this run is in flight, then wait until the test opens the gate."""
+    (folder / f"arrived.{os.getpid()}").touch()
+    while not (folder / "open").exists():
+        time.sleep(GATE_POLL_S)
 
 
 def _allocate_past_address_space_limit() -> None:
