@@ -20,7 +20,8 @@ measured apart, in this process (the coordinator's output here is a file, so it 
 
 Usage: ``python bench/idle_coordinator.py [--sleep 30] [--window 10] [--settle 4] [--postgres]``. Raw
 results go to ``bench/results/idle_coordinator.json`` (with the command and the date); the last line is
-``coordinator while waiting: X % of a core (goal < 1 %)``.
+``coordinator while waiting: X % of a core (goal < 1 %)``. ``--report`` prints the same lines from the committed
+raw results (docs/benchmarks.md quotes them) and runs nothing.
 """
 
 from __future__ import annotations
@@ -264,7 +265,12 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=10.0, help="seconds measured")
     parser.add_argument("--settle", type=float, default=4.0, help="seconds after the worker starts before the window")
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL cluster instead of SQLite")
+    parser.add_argument("--report", action="store_true",
+                        help="print docs/benchmarks.md's figures from bench/results/idle_coordinator.json, run nothing")
     args = parser.parse_args()
+    if args.report:
+        print(report())
+        return
     if args.settle + args.window + 3 > args.sleep:
         parser.error("--sleep must exceed --settle + --window by 3 s or more (the window lies inside the trial)")
     with tempfile.TemporaryDirectory(prefix="tuner-idle-") as tmp:
@@ -277,19 +283,32 @@ def main() -> None:
               "live_display_percent_of_core": live_display_percent()}
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=1) + "\n")
-    pct = row["percent_of_core"]
-    print(f"storage {result['storage']}, window {row['window_s']:.1f} s from {row['worker_age_at_window_s']:.1f} s "
-          f"into the trial, load average {result['host']['load_average'][0]:.2f}")
-    print(f"worker process tree: {pct['worker_tree']:.2f} % of a core; fork server + reaper: {pct['helpers']:.2f} %")
-    print(f"CPU of the whole run (start-up, one {args.sleep:g} s trial, shut-down; every process): "
-          f"{row['run_cpu_s']['whole_run_all_processes']:.2f} s, the coordinator's up to the window "
-          f"{row['run_cpu_s']['coordinator_at_window_start']:.2f} s")
-    print("coordinator threads (% of a core): " + ", ".join(
-        f"{name} {value:.2f}" for name, value in sorted(row["coordinator_threads"].items(), key=lambda kv: -kv[1])))
-    print(f"live progress panel on a terminal (measured apart): {result['live_display_percent_of_core']:.2f} % of a core")
-    print(f"SQL statements in the window: {row['sql_statements_in_window']} "
-          f"({row['heartbeat_statements']} heartbeat); raw results: {RESULTS.relative_to(ROOT)}")
-    print(f"coordinator while waiting: {pct['coordinator']:.2f} % of a core (goal < 1 %)")
+    print(summary(result))
+
+
+def summary(result: dict[str, Any]) -> str:
+    """The lines the bench prints of a result (the raw JSON's dict); the last is the coordinator's % of a core."""
+    pct = result["percent_of_core"]
+    return "\n".join([
+        f"storage {result['storage']}, window {result['window_s']:.1f} s from {result['worker_age_at_window_s']:.1f} s "
+        f"into the trial, load average {result['host']['load_average'][0]:.2f}",
+        f"worker process tree: {pct['worker_tree']:.2f} % of a core; fork server + reaper: {pct['helpers']:.2f} %",
+        f"CPU of the whole run (start-up, one {result['sleep_s']:g} s trial, shut-down; every process): "
+        f"{result['run_cpu_s']['whole_run_all_processes']:.2f} s, the coordinator's up to the window "
+        f"{result['run_cpu_s']['coordinator_at_window_start']:.2f} s",
+        "coordinator threads (% of a core): " + ", ".join(
+            f"{name} {value:.2f}" for name, value in sorted(result["coordinator_threads"].items(), key=lambda kv: -kv[1])),
+        f"live progress panel on a terminal (measured apart): {result['live_display_percent_of_core']:.2f} % of a core",
+        f"SQL statements in the window: {result['sql_statements_in_window']} "
+        f"({result['heartbeat_statements']} heartbeat); raw results: {RESULTS.relative_to(ROOT)}",
+        f"coordinator while waiting: {result['percent_of_core']['coordinator']:.2f} % of a core (goal < 1 %)"])
+
+
+def report(path: Path = RESULTS) -> str:
+    """docs/benchmarks.md's "Waiting" figures from the committed raw results: the bench's own lines, after one
+    naming the command and the date; measures nothing."""
+    result = json.loads(path.read_text())
+    return f"{result['command']} ({result['date']}, {result['host']['cores']} cores)\n" + summary(result)
 
 
 if __name__ == "__main__":

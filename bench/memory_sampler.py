@@ -15,7 +15,8 @@ The sampler alone is measured, not :class:`tuner.evaluators.memory.PeakMemoryMon
 entry also trims the heap and resets the high-water mark, once per window, the same in both).
 
 Usage: ``python bench/memory_sampler.py [--window-s 3] [--repeats 3] [--hz 100] [--children 0,1,3]``.
-Ends with one line: the new design's % of a core per running trial (target <= 2 %).
+Ends with one line: the new design's % of a core per running trial (target <= 2 %). ``--report`` prints the
+same table and line from the committed raw results (docs/benchmarks.md quotes them) and measures nothing.
 """
 
 from __future__ import annotations
@@ -82,6 +83,35 @@ def _measure(design: types.ModuleType, children: int, args: argparse.Namespace) 
             "samples": statistics.median(r[1] for r in runs), "hz": statistics.median(r[2] for r in runs)}
 
 
+def _header(hz: float, window_s: float, repeats: int, cores: int | None, load: float) -> list[str]:
+    return [f"sampler at {hz:g} Hz, {window_s:g} s windows, median of {repeats}; "
+            f"{cores} cores, load average {load:.1f} at the start (shared machine)",
+            f"{'design':<6} {'children':>8} {'% core':>7} {'samples':>8} {'samples/s':>10}"]
+
+
+def _row(row: dict[str, Any]) -> str:
+    return (f"{row['design']:<6} {row['children']:>8} {row['percent']:>7.2f} {row['samples']:>8.0f} "
+            f"{row['hz']:>10.1f}")
+
+
+def _closing(new_costs: dict[int, float]) -> str:
+    worst = max(new_costs, key=lambda n: new_costs[n])
+    return (f"new design: {new_costs.get(0, float('nan')):.2f} % of a core per running trial with no child "
+            f"process, {new_costs[worst]:.2f} % at most ({worst} child{'' if worst == 1 else 'ren'}); "
+            f"target <= {TARGET_PERCENT:g} %")
+
+
+def report(path: Path) -> str:
+    """What the bench printed, from its raw results (docs/benchmarks.md quotes it); measures nothing."""
+    result = json.loads(path.read_text())
+    lines = [f"{result['command'].strip()} ({result['measured_at']})",
+             *_header(result["sample_hz"], result["window_s"], result["repeats"], result["cores"],
+                      result["load_average_start"])]
+    lines += [_row(row) for row in result["rows"]]
+    lines.append(_closing({row["children"]: row["percent"] for row in result["rows"] if row["design"] == "new"}))
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Print the table and the closing line; exit 0 (the figure is reported, not judged)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -91,34 +121,34 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--children", default="0,1,3", help="sleeping child processes per cell (default 0,1,3)")
     parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results" / "memory_sampler.json",
                         help="where the raw figures are written (default bench/results/memory_sampler.json)")
+    parser.add_argument("--report", action="store_true",
+                        help="print the table and closing line from --results (committed raw results), run nothing")
     args = parser.parse_args(argv)
+    if args.report:
+        print(report(args.results))
+        return 0
     rows: list[dict[str, object]] = []
     counts = [int(n) for n in args.children.split(",")]
     designs = {"old": _old_design(), "new": new_design}
     load = os.getloadavg()[0]
-    print(f"sampler at {args.hz:g} Hz, {args.window_s:g} s windows, median of {args.repeats}; "
-          f"{os.cpu_count()} cores, load average {load:.1f} at the start (shared machine)")
-    print(f"{'design':<6} {'children':>8} {'% core':>7} {'samples':>8} {'samples/s':>10}")
+    print("\n".join(_header(args.hz, args.window_s, args.repeats, os.cpu_count(), load)))
     new_costs: dict[int, float] = {}
     for name, design in designs.items():
         if design is None:
             continue
         for children in counts:
             row = _measure(design, children, args)
-            print(f"{name:<6} {children:>8} {row['percent']:>7.2f} {row['samples']:>8.0f} {row['hz']:>10.1f}")
             rows.append({"design": name, "children": children, **row})
+            print(_row(rows[-1]))  # type: ignore[arg-type]
             if name == "new":
                 new_costs[children] = row["percent"]
-    worst = max(new_costs, key=lambda n: new_costs[n])
     args.results.parent.mkdir(parents=True, exist_ok=True)
     args.results.write_text(json.dumps({"command": "python bench/memory_sampler.py " + " ".join(argv or sys.argv[1:]),
                                         "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
                                         "cores": os.cpu_count(), "load_average_start": round(load, 2),
                                         "sample_hz": args.hz, "window_s": args.window_s, "repeats": args.repeats,
                                         "rows": rows}, indent=1) + "\n")
-    print(f"new design: {new_costs.get(0, float('nan')):.2f} % of a core per running trial with no child "
-          f"process, {new_costs[worst]:.2f} % at most ({worst} child{'' if worst == 1 else 'ren'}); "
-          f"target <= {TARGET_PERCENT:g} %")
+    print(_closing(new_costs))
     return 0
 
 

@@ -14,6 +14,7 @@ Two figures, each a ratio measured in this run:
    now; before, every fork server imported it). Child process CPU from ``resource.getrusage``.
 
 Usage: ``python bench/samples_cost.py [--repeats 5]``; raw figures in ``bench/results/samples_cost.json``.
+``--report`` prints the same lines from the committed raw figures (docs/benchmarks.md quotes them), measuring nothing.
 """
 
 from __future__ import annotations
@@ -96,10 +97,38 @@ def import_cpu_s(modules: list[str], warm_video: bool) -> float:
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
+def _sample_line(row: dict[str, Any]) -> str:
+    return (f"samples, {row['video']:18s}: Pillow defaults {row['pillow_defaults_cpu_ms']:8.1f} CPU ms, tuner "
+            f"{row['tuner_cpu_ms']:6.1f} CPU ms (ratio {row['ratio']:.3f})")
+
+
+def _closing(rows: list[dict[str, Any]], plain: float, warmed: float) -> list[str]:
+    noisy = rows[-1]
+    return [f"fork server imports: {plain:.2f} CPU-s; with the video metrics' warm-up (as every fork server did "
+            f"before) {warmed:.2f} CPU-s (ratio {plain / warmed:.2f})",
+            f"samples of a noisy 256 px clip: {noisy['tuner_cpu_ms']:.0f} CPU ms per trial, {noisy['ratio']:.3f} of "
+            f"Pillow's defaults"]
+
+
+def report(path: Path = RESULTS) -> str:
+    """What the bench printed, from its committed raw results (docs/benchmarks.md quotes it); measures nothing."""
+    result = json.loads(path.read_text())
+    return "\n".join([f"{result['command'].strip()} ({result['measured_at']}, {result['cores']} cores, load average "
+                      f"{result['load_average'][0]:.1f}; median of {result['repeats']} calls per video)",
+                      *(_sample_line(row) for row in result["samples"]),
+                      *_closing(result["samples"], result["forkserver_import_cpu_s"],
+                                result["forkserver_import_with_video_warm_up_cpu_s"])])
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--report", action="store_true",
+                        help="print the figures from bench/results/samples_cost.json (committed), run nothing")
     args = parser.parse_args()
+    if args.report:
+        print(report())
+        return
     from tuner.runner.subprocess import WORKER_MODULES
 
     rows: list[dict[str, Any]] = []
@@ -107,12 +136,11 @@ def main() -> None:
         before, after = cpu_ms(pillow_defaults, video, args.repeats), cpu_ms(tuner_encoding, video, args.repeats)
         rows.append({"video": name, "pillow_defaults_cpu_ms": round(before, 2), "tuner_cpu_ms": round(after, 2),
                      "ratio": round(after / before, 4)})
-        print(f"samples, {name:18s}: Pillow defaults {before:8.1f} CPU ms, tuner {after:6.1f} CPU ms "
-              f"(ratio {after / before:.3f})", flush=True)
+        print(_sample_line(rows[-1]), flush=True)
     plain = statistics.median(import_cpu_s(WORKER_MODULES, False) for _ in range(3))
     warmed = statistics.median(import_cpu_s(WORKER_MODULES, True) for _ in range(3))
-    print(f"fork server imports: {plain:.2f} CPU-s; with the video metrics' warm-up (as every fork server did "
-          f"before) {warmed:.2f} CPU-s (ratio {plain / warmed:.2f})")
+    closing = _closing(rows, plain, warmed)
+    print(closing[0])
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps({
         "command": "python bench/samples_cost.py " + " ".join(sys.argv[1:]),
@@ -120,9 +148,7 @@ def main() -> None:
         "load_average": os.getloadavg(), "repeats": args.repeats, "samples": rows,
         "forkserver_import_cpu_s": round(plain, 3), "forkserver_import_with_video_warm_up_cpu_s": round(warmed, 3)},
         indent=1) + "\n")
-    noisy = rows[-1]
-    print(f"samples of a noisy 256 px clip: {noisy['tuner_cpu_ms']:.0f} CPU ms per trial, {noisy['ratio']:.3f} of "
-          f"Pillow's defaults")
+    print(closing[1])
 
 
 if __name__ == "__main__":
