@@ -21,8 +21,10 @@ ROOT = Path(__file__).resolve().parents[2]
 FAST_HEARTBEATS = {"TUNER_HEARTBEAT_S": "1", "TUNER_GRACE_PERIOD_S": "4"}
 
 
-def fake_spec(name: str, budget: int, sleep_low: float, sleep_high: float) -> str:
-    """A spec of the simulated workload (``FakeWorkload``): trials sleep ``sleep_low``..``sleep_high`` s."""
+def fake_spec(name: str, budget: int, sleep_low: float, sleep_high: float, gated: bool = False) -> str:
+    """A spec of the simulated workload (``FakeWorkload``): trials sleep ``sleep_low``..``sleep_high`` s. ``gated``:
+    every setting but the reference's waits at the test's gate (``TUNER_FAKE_GATE_DIR``, see FakeWorkload)."""
+    gate = f'derived:\n  gate: "sleep_s > {sleep_low} or noise > 0"\n' if gated else ""
     return f"""name: {name}
 workload:
   class: tuner.workloads.fake:FakeWorkload
@@ -30,7 +32,7 @@ workload:
 parameters:
   sleep_s: {{type: float, low: {sleep_low}, high: {sleep_high}, step: 0.05}}
   noise: {{type: int, low: 0, high: 40, step: 5}}
-objectives:
+{gate}objectives:
   - {{metric: latency_p50_s, direction: minimize}}
 reference: {{sleep_s: {sleep_low}, noise: 0}}
 measurement: {{warmup: 0, min_repeats: 1, max_repeats: 1}}

@@ -363,8 +363,10 @@ def test_over_postgresql_the_password_never_leaves_and_a_lost_storage_is_a_503(t
     answers: list[str] = []
     with running_postgres(tmp_path / "pg") as cluster:
         url = cluster.create_database("serve_test")
+        # the service waits out a lost storage for TUNER_STORAGE_OUTAGE_S before its 503: 5 s here, where the
+        # default 120 s raced the client's own 120 s timeout
         with serve_process("--storage", url, "--home", str(tmp_path / "home"), cwd=tmp_path,
-                           TUNER_TOKEN=TOKEN) as (process, base, log):
+                           TUNER_TOKEN=TOKEN, TUNER_STORAGE_OUTAGE_S="5") as (process, base, log):
             service = Service(base, TOKEN, url)
             created = service.submit("pg")
             assert created.status == 201, created

@@ -3,7 +3,8 @@
 A real cluster of its own (this module restarts it), real worker processes in their own process
 groups standing in for two hosts, 1 s heartbeats and a 4 s grace period:
 
-- ``pg_ctl restart -m fast`` mid-study, and the server down for 20 s: both workers wait, say so once,
+- ``pg_ctl restart -m fast`` mid-study, and the server down for 20 s (mid-study by construction: the search
+  trials wait at the test's gate, ``TUNER_FAKE_GATE_DIR``, until the server is back): both workers wait, say so once,
   go on when it is back, and the study reaches its budget with nothing left RUNNING, each setting
   measured once;
 - the server down past the outage bound (``TUNER_STORAGE_OUTAGE_S``): each worker stops with the one
@@ -24,7 +25,7 @@ from fleet_harness import create_and_start_workers, fake_spec, host_logs, kill_l
 from tuner.testing.postgres import PostgresCluster, PostgresNotInstalled, postgres_bindir, running_postgres
 
 BUDGET = 10
-SPEC = fake_spec("outage_fake", BUDGET, 1.0, 2.0)
+SPEC = fake_spec("outage_fake", BUDGET, 1.0, 2.0, gated=True)  # search trials wait at the test's gate
 
 pytestmark = [pytest.mark.slow, pytest.mark.postgres]
 
@@ -49,7 +50,19 @@ def _measured(url: str) -> int:
 
 
 def _start_workers(url: str, tmp_path: Path, extra_env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
-    return create_and_start_workers(url, tmp_path, "outage", SPEC, 2, extra_env)
+    """Two workers on the study; its search trials wait at the gate ``tmp_path/gate`` until :func:`_open_gate`."""
+    (tmp_path / "gate").mkdir(exist_ok=True)
+    return create_and_start_workers(url, tmp_path, "outage", SPEC, 2,
+                                    {"TUNER_FAKE_GATE_DIR": str(tmp_path / "gate"), **extra_env})
+
+
+def _search_trial_in_flight(tmp_path: Path) -> bool:
+    """True once a search trial's run has reached the gate: it is in flight, and stays so until the gate opens."""
+    return any((tmp_path / "gate").glob("arrived.*"))
+
+
+def _open_gate(tmp_path: Path) -> None:
+    (tmp_path / "gate" / "open").touch()
 
 
 def _finish(workers: list[subprocess.Popen[bytes]], timeout_s: float = 300) -> dict[int, int]:
@@ -64,16 +77,18 @@ def test_a_fleet_rides_through_a_database_restart(event: str, own_cluster: Postg
     url = own_cluster.create_database(f"outage_{event}")
     workers = _start_workers(url, tmp_path, {})
     try:
-        wait_for(lambda: _measured(url) >= 3)
-        wait_for(lambda: any(t.state.name == "RUNNING" for t in _trials(url)))  # a trial is in flight
+        wait_for(lambda: _measured(url) >= 1)  # the reference, which the gate lets through
+        wait_for(lambda: _search_trial_in_flight(tmp_path))  # held at the gate: the outage comes mid-study
         if event == "restart":
             own_cluster.restart("fast")
-            assert _measured(url) < BUDGET, "the restart came mid-study"
         else:
             own_cluster.shut_down("fast")
             time.sleep(20)
             own_cluster.start_again()
+        assert _measured(url) < BUDGET, "the outage came mid-study"
+        _open_gate(tmp_path)
     except BaseException:
+        _open_gate(tmp_path)
         _finish(workers, 1)
         raise
     codes = _finish(workers)
@@ -102,8 +117,9 @@ def test_a_fleet_stops_with_one_line_when_the_database_stays_away(own_cluster: P
     url = own_cluster.create_database("outage_bound")
     workers = _start_workers(url, tmp_path, {"TUNER_STORAGE_OUTAGE_S": "6"})
     try:
-        wait_for(lambda: _measured(url) >= 3)
+        wait_for(lambda: _measured(url) >= 1 and _search_trial_in_flight(tmp_path))
         own_cluster.shut_down("fast")
+        _open_gate(tmp_path)
         codes = _finish(workers, 120)
     finally:
         if not (own_cluster.data / "postmaster.pid").exists():
@@ -114,4 +130,4 @@ def test_a_fleet_stops_with_one_line_when_the_database_stays_away(own_cluster: P
         assert "storage error, the study stopped" in log and "stayed unreachable" in log, log[-2500:]
         assert "Traceback" not in log and "internal error" not in log, log[-3000:]
     trials = _trials(url)
-    assert sum(1 for t in trials if t.user_attrs.get("measured")) >= 3, "every trial measured before is kept"
+    assert sum(1 for t in trials if t.user_attrs.get("measured")) >= 1, "every trial measured before is kept"
