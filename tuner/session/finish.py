@@ -20,6 +20,8 @@ from tuner.study.storage import redact_url
 from tuner.study.studies import OpenStudy, study_directory
 
 if TYPE_CHECKING:
+    from tuner.front.choice import Choice
+    from tuner.ship.export import ExportError
     from tuner.tracking.live import MlflowTracker
 
 MLFLOW_CLOSE_TIMEOUT_S = 20.0  # at exit, wait at most this long for MLflow; the views can be rebuilt
@@ -35,9 +37,21 @@ def close_tracker(tracker: "MlflowTracker", study_name: str, listener: SessionLi
                                   f"storage with 'tuner sync-mlflow {study_name}'"))
 
 
-def say_summary(opened: OpenStudy, summary: Summary, listener: SessionListener) -> None:
+def choose_export(opened: OpenStudy) -> "Choice | ExportError":
+    """The trial the study's export rule chooses (:func:`tuner.ship.export.choose`), or why none can be:
+    chosen once per run, for the closing front's mark and for ``best.yaml``."""
+    from tuner.ship.export import ExportError, choose
+
+    try:
+        return choose(opened.study)
+    except ExportError as error:
+        return error
+
+
+def say_summary(opened: OpenStudy, summary: Summary, listener: SessionListener,
+                chosen: "Choice | ExportError") -> None:
     """Why the run stopped early or was interrupted (when it was), the counts, the cost (:func:`say_cost`)
-    and the Pareto front."""
+    and the Pareto front, ``chosen`` (:func:`choose_export`) marked."""
     study_name = opened.study.study_name
     if summary.failure is not None:
         listener.on_notice(Notice.emphasised("study_stopped", "", "study stopped:", f" {summary.failure}"))
@@ -50,14 +64,15 @@ def say_summary(opened: OpenStudy, summary: Summary, listener: SessionListener) 
         f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}"))
     records = [TrialRecord.from_trial(t) for t in opened.study.get_trials(deepcopy=False)]
     say_cost(opened, records, listener)
-    listener.on_front(front_summary(opened, records, summary.front))
+    listener.on_front(front_summary(opened, records, summary.front, chosen))
 
 
-def front_summary(opened: OpenStudy, records: Sequence[TrialRecord], front: Sequence[int]) -> FrontSummary:
+def front_summary(opened: OpenStudy, records: Sequence[TrialRecord], front: Sequence[int],
+                  chosen: "Choice | ExportError") -> FrontSummary:
     """The closing front of ``opened``'s study: the trials numbered ``front`` among ``records`` (best first on
     the first objective), the trial its export rule chooses marked (none when nothing can be chosen), its
     measured baseline and reference, speed-ups on the first objective measured in seconds."""
-    from tuner.ship.export import ExportError, choose
+    from tuner.front.choice import Choice
     from tuner.spec.metrics import objective_units
 
     names, directions = opened.spec.objective_names, [o.direction for o in opened.spec.objectives]
@@ -68,10 +83,9 @@ def front_summary(opened: OpenStudy, records: Sequence[TrialRecord], front: Sequ
     units = objective_units(names, (r.metrics for r in records))
     roles = {r.role: r for r in records
              if r.outcome == "OK" and r.duplicate_of is None and r.role in ("baseline", "reference")}
-    try:
-        chosen = choose(opened.study)
+    if isinstance(chosen, Choice):
         number, rule, record = chosen.record.number, chosen.rule, chosen.record
-    except ExportError:
+    else:
         number, rule, record = None, None, None
     speed = next((n for n in names if units.get(n) == "s"), None)
     return FrontSummary(tuple(names), tuple(directions), units, tuple(shown), number, rule,
@@ -90,15 +104,17 @@ def say_cost(opened: OpenStudy, records: Sequence[TrialRecord], listener: Sessio
         listener.on_notice(Notice("summary", line))
 
 
-def export_best(opened: OpenStudy, home: Path, listener: SessionListener) -> Path | None:
+def export_best(opened: OpenStudy, home: Path, listener: SessionListener,
+                chosen: "Choice | ExportError") -> Path | None:
     """Export the trial the study's export rule chooses (:func:`tuner.ship.export.choose`; a noisy one replaced
     by a stable one) to ``<home>/<study>/best.yaml``; its path, or None (one warning) when nothing can be
     chosen. The notice names the rule."""
-    from tuner.ship.export import ExportError, build_config, choose, write_config
+    from tuner.ship.export import ExportError, build_config, write_config
 
     study = opened.study
     try:
-        chosen = choose(study)
+        if isinstance(chosen, ExportError):
+            raise chosen
         document = build_config(study, chosen.record, opened.storage_url, chosen.policy, chosen.profile,
                                 replaced_noisy=chosen.replaced.number if chosen.replaced else None, rule=chosen.rule)
         path = write_config(document, study_directory(home, study.study_name) / "best.yaml")

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tuner.session.events import Quiet, SessionListener
-from tuner.session.finish import close_tracker, export_best, refresh_dashboard_view, say_summary, say_where
+from tuner.session.finish import (choose_export, close_tracker, export_best, refresh_dashboard_view, say_summary,
+                                  say_where)
 from tuner.session.signals import stop_on_signals
 from tuner.session.wiring import (connect_tracker, host_facts, memory_prior, reference_store, resources,
                                   say_disabled_constraints, slots_for)
@@ -99,8 +100,9 @@ def _locked_run(opened: OpenStudy, options: RunOptions, listener: SessionListene
     summary = _run_coordinator(opened, options, plan, slots, tracker, prior, listener)
     if tracker is not None:
         close_tracker(tracker, study.study_name, listener)
-    say_summary(opened, summary, listener)
-    export_best(opened, options.home, listener)
+    chosen = choose_export(opened)  # once: the front's mark and best.yaml are the same trial
+    say_summary(opened, summary, listener, chosen)
+    export_best(opened, options.home, listener, chosen)
     refresh_dashboard_view(opened, options.home, listener)
     say_where(opened, tracker, listener)
     return summary
