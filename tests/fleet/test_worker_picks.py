@@ -48,6 +48,8 @@ def test_a_worker_runs_the_open_studies_for_its_gpu_type_then_exits_once(tmp_pat
     assert max(t.datetime_complete for t in first if t.datetime_complete) <= \
         min(t.datetime_start for t in second if t.datetime_start), "the oldest study first"
     assert open_studies(url, "cpu") == []
+    assert not (tmp_path / "host" / "dashboard.db").exists(), \
+        "a worker builds no dashboard view: O(study) per session per host (tuner dashboard builds one on demand)"
 
 
 def test_a_cancelled_study_stops_its_workers_after_the_trials_in_flight(tmp_path: Path) -> None:

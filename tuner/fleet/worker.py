@@ -173,7 +173,7 @@ def _join(name: str, kind: str, options: WorkerOptions, listener: SessionListene
     if device == "cuda" and kind == "cpu":
         raise StudyError(f"study '{name}' runs on GPUs ({stored.gpu_type}) but this host has none visible")
     run = RunOptions(options.home, device, 1, options.mlflow_uri if options.use_mlflow else None, options.use_mlflow,
-                     {}, options.gpus)
+                     {}, options.gpus, dashboard_view=False)  # a view is built where it is browsed
     try:
         return run_session(opened, run, listener)
     finally:

@@ -43,7 +43,10 @@ class RunOptions:
     of ``workers`` slots over every visible GPU; on a CPU study they only name its shares (one slot each).
     ``memory_model``: skip settings predicted to run out of memory (:mod:`tuner.study.feasibility`), a
     warm-started study's source evidence as its prior, read from ``warm_start_storage`` when given (else
-    the source's recorded storage). ``mlflow_uri`` None: ``$MLFLOW_TRACKING_URI`` or the local store."""
+    the source's recorded storage). ``mlflow_uri`` None: ``$MLFLOW_TRACKING_URI`` or the local store.
+    ``dashboard_view``: bring ``<home>/dashboard.db`` (the optuna-dashboard view) up to date at the end; a
+    fleet worker does not (it reads and copies the whole study, on every host, each time a study is spent:
+    ``tuner dashboard`` builds the view where someone browses it)."""
 
     home: Path
     device: str
@@ -54,6 +57,7 @@ class RunOptions:
     gpus: Sequence[int] | None = None
     memory_model: bool = True
     warm_start_storage: str | None = None
+    dashboard_view: bool = True
 
 
 def run_session(opened: OpenStudy, options: RunOptions, listener: SessionListener | None = None) -> Summary:
@@ -103,7 +107,8 @@ def _locked_run(opened: OpenStudy, options: RunOptions, listener: SessionListene
     chosen = choose_export(opened)  # once: the front's mark and best.yaml are the same trial
     say_summary(opened, summary, listener, chosen)
     export_best(opened, options.home, listener, chosen)
-    refresh_dashboard_view(opened, options.home, listener)
+    if options.dashboard_view:
+        refresh_dashboard_view(opened, options.home, listener)
     say_where(opened, tracker, listener)
     return summary
 
