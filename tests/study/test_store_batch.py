@@ -107,6 +107,35 @@ def test_record_result_is_one_transaction_and_stores_the_same(study: optuna.Stud
     assert fast <= 4 < 2 * len(stored_slow) <= slow, (fast, slow)
 
 
+def test_constraints_go_in_the_result_s_transaction(study: optuna.Study) -> None:
+    """A trial's constraints ride in record_result's one transaction (``trial.set_constraint`` read the whole trial
+    back and wrote each in a transaction of its own: about 10 statements per constraint); Optuna reads them as
+    its own (``FrozenTrial.constraints``, the samplers), running and told."""
+    ensure_tuner_tables(study)
+    constraints = {"outcome": 0.0, "vram_gb": 1.5}
+
+    def with_constraints(trial: optuna.Trial) -> None:
+        store.record_result(trial, result(), "gpu0", False, constraints=constraints)
+
+    without, _, _ = written(study, batched)
+    count, _, _ = written(study, with_constraints)
+    assert count <= without + 1, (count, without)  # one multi-row upsert of the system attributes
+    running = study.get_trials()[-1]
+    assert running.state.name == "RUNNING" and running.constraints == constraints
+    study.tell(running.number, 1.0)
+    assert study.get_trials()[-1].constraints == constraints
+    with pytest.raises(ValueError, match="NaN"):
+        store.record_result(study.ask(), result(), "gpu0", False, constraints={"outcome": float("nan")})
+
+
+def test_constraints_on_a_storage_without_transactions_are_set_one_by_one() -> None:
+    memory = optuna.create_study()
+    trial = memory.ask()
+    store.record_result(trial, result(), "gpu0", False, constraints={"outcome": 1.0})
+    memory.tell(trial, 1.0)
+    assert memory.trials[-1].constraints == {"outcome": 1.0}
+
+
 def test_the_batch_upserts_and_the_cache_sees_it(study: optuna.Study) -> None:
     trial = study.ask()
     store.set_trial_attributes(trial, {"a": 1, "b": [1, 2]})

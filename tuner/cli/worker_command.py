@@ -34,9 +34,13 @@ def _parse_gpus(text: str | None) -> list[int] | None:
 def _stop_on_sigterm() -> None:
     """SIGTERM (a fleet scheduler's stop) ends the worker like Ctrl-C. While a study runs, the session's
     handler takes over (:func:`tuner.session.signals.stop_on_signals`: trials in flight recorded INTERRUPTED
-    and queued again, the same words as Ctrl-C, exit 130); between studies it ends the wait at once."""
+    and queued again, the same words as Ctrl-C, exit 130); between studies it ends the wait at once — or at
+    the next look when the handler ran inside a finalizer, where its exception is dropped
+    (:func:`tuner.fleet.worker.request_stop`)."""
+    from tuner.fleet.worker import request_stop
 
     def on_term(signum: int, frame: object) -> None:
+        request_stop()
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_term)

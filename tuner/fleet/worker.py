@@ -16,7 +16,7 @@ first, so a fleet finishes one study before the next.
 
 from __future__ import annotations
 
-import time
+import threading
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
@@ -100,6 +100,20 @@ class WorkerOptions:
 
 
 STOPPED_EARLY_EXIT = 3  # the named study stopped because continuing would waste its budget
+_STOP = threading.Event()  # set by request_stop (the SIGTERM handler): looked at before each look and wait
+
+
+def request_stop() -> None:
+    """Ask :func:`run_worker` to stop: it raises ``KeyboardInterrupt`` at its next look for a study or within
+    its poll wait. The SIGTERM handler calls this before it raises ``KeyboardInterrupt`` itself, because a
+    signal that lands while Python runs a finalizer or weakref callback (garbage collection, at any moment)
+    has its handler's exception printed and dropped: the flag stops the worker anyway."""
+    _STOP.set()
+
+
+def _stop_if_asked() -> None:
+    if _STOP.is_set():
+        raise KeyboardInterrupt
 
 
 def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
@@ -121,6 +135,7 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
     waiting = False
     finished: set[str] = set()  # studies this worker ran to an end (exhausted, stopped early): not again
     while True:
+        _stop_if_asked()
         names = ([options.study] if options.study is not None else
                  [s.name for s in open_studies(options.storage_url, kind) if s.name not in finished])
         if not names:
@@ -131,7 +146,7 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
                 waiting = True
                 listener.on_notice(Notice("worker_waiting", f"no open study for {kind}: waiting (every "
                                           f"{options.poll_s:g} s; Ctrl-C stops)"))
-            time.sleep(options.poll_s)
+            _STOP.wait(options.poll_s)
             continue
         waiting = False
         summary = _join(names[0], kind, options, listener)

@@ -178,38 +178,43 @@ def record_slot(trial: Trial, label: str) -> None:
 def record_result(trial: Trial, result: "TrialResult", slot: str, placeholder: bool, *,
                   reference_output: str | None = None, published: Mapping[str, Any] | None = None,
                   fingerprint_note: str | None = None, unavailable_constraints: Mapping[str, str] | None = None,
-                  reason: str | None = None) -> None:
+                  reason: str | None = None, constraints: Mapping[str, float] | None = None) -> None:
     """Record a run's ``result`` (:func:`~tuner.study.records.result_attributes`), its ``slot``, what the adapter
     ran, ``measured`` true and ``placeholder`` (values are the wall, not a measurement); when given: the reference's
     local ``reference_output`` path and what its hand-off ``published``, the host's ``fingerprint_note``, the
     ``unavailable_constraints`` and a ``reason`` replacing the result's; its bulky side records (environment,
-    runtime, worker info, log tail: :func:`~tuner.study.records.result_records`) go to the side table, in the same
-    transaction (:func:`set_trial_attributes`; user attributes on a storage without one)."""
+    runtime, worker info, log tail: :func:`~tuner.study.records.result_records`) go to the side table and its
+    ``constraints`` (name -> value, as ``trial.set_constraint``) to the trial, in the same transaction
+    (:func:`set_trial_attributes`; one by one on a storage without one)."""
     given = _given({names.INVOCATION: result.invocation, names.REFERENCE_OUTPUT: reference_output,
                     names.FINGERPRINT_NOTE: fingerprint_note, names.REASON: reason,
                     names.UNAVAILABLE_CONSTRAINTS: dict(unavailable_constraints) if unavailable_constraints else None})
     set_trial_attributes(trial, {**result_attributes(result), names.COST: trial_cost(result, slot), names.SLOT: slot,
                                  names.MEASURED: True, names.PLACEHOLDER_VALUES: placeholder, **(published or {}),
-                                 **given}, side=result_records(result))
+                                 **given}, side=result_records(result), constraints=constraints)
 
 
 def _given(values: Mapping[str, Any]) -> dict[str, Any]:  # ``values`` without those that are None (not given)
     return {key: value for key, value in values.items() if value is not None}
 
 
-def record_unrun(trial: Trial, outcome: str, reason: str | None, extra: Mapping[str, Any] | None = None) -> None:
+def record_unrun(trial: Trial, outcome: str, reason: str | None, extra: Mapping[str, Any] | None = None,
+                 constraints: Mapping[str, float] | None = None) -> None:
     """Record a trial that is never run (INVALID, SKIPPED_PREDICTED_OOM): ``outcome``, ``reason``,
-    ``measured`` false (no budget), placeholder values; ``extra`` attributes (named in :mod:`.attributes`)."""
+    ``measured`` false (no budget), placeholder values; ``extra`` attributes (named in :mod:`.attributes`);
+    its ``constraints`` in the same transaction."""
     set_trial_attributes(trial, {names.OUTCOME: outcome, names.REASON: reason, names.MEASURED: False,
-                                 names.PLACEHOLDER_VALUES: True, **(extra or {})})
+                                 names.PLACEHOLDER_VALUES: True, **(extra or {})}, constraints=constraints)
 
 
 def record_copy(trial: Trial, original: "FrozenTrial") -> None:
     """Record ``trial`` as a copy of the measured ``original``: ``duplicate_of``, ``measured`` false (no
-    budget), and the original's outcome, reason, metrics and placeholder flag."""
+    budget), and the original's outcome, reason, metrics and placeholder flag; its constraints when it has
+    values (one transaction)."""
     copied = (names.OUTCOME, names.REASON, names.METRICS, names.PLACEHOLDER_VALUES)
     set_trial_attributes(trial, {names.DUPLICATE_OF: original.number, names.MEASURED: False,
-                                 **{key: original.user_attrs[key] for key in copied if key in original.user_attrs}})
+                                 **{key: original.user_attrs[key] for key in copied if key in original.user_attrs}},
+                         constraints=original.constraints if original.values is not None else None)
 
 
 def record_interrupted(trial: Trial, reason: str, cost: Mapping[str, Any] | None = None) -> None:

@@ -39,6 +39,7 @@ Trial = Any  # an ``optuna.Trial`` (live, being written) or a ``FrozenTrial``
 Study = Any  # an ``optuna.Study``, or a study summary (``FrozenStudy``) where only ids are read
 UPSERTS = ("postgresql", "mysql", *(("sqlite",) if sqlite3.sqlite_version_info >= (3, 24) else ()))  # as Optuna's
 SIDE_TABLE = "tuner_trial_records"
+CONSTRAINT_PREFIX = "constraints:"  # Optuna 5's per-key form of a trial's constraint (``Trial.set_constraint``)
 _MAX_LISTED = 500  # more trial numbers than this are not listed in the query: the study's rows are read, then picked
 _SIDE_READY: "weakref.WeakSet[Any]" = weakref.WeakSet()  # engines whose side table this process has seen
 
@@ -167,39 +168,63 @@ def delete_side_records(study: Study, engine: Any) -> None:
 # ------------------------------------------------------------------ a trial's attributes in one transaction
 
 
-def set_trial_attributes(trial: Trial, values: Mapping[str, Any], side: Mapping[str, Any] | None = None) -> None:
-    """Write ``values`` (keys named in :mod:`.attributes`) to the live ``trial``, and its ``side`` records
-    (:data:`tuner.study.attributes.TRIAL_RECORDS`) to the side table: one transaction (a read of the trial's
-    state, one multi-row upsert per table) on a SQLite, PostgreSQL or MySQL storage, else one ``set_user_attr``
-    each, ``side`` included (in memory, journal, a ``FrozenTrial``). Either way the stored rows, the live
-    trial's copy (of ``values``) and the error on a finished trial (``UpdateFinishedTrialError``: taken over) are
-    Optuna's. Optuna's cache (``_CachedStorage``) writes an unfinished trial's attributes to the database and
-    reads them from there: ``study.get_trials()`` sees these."""
-    values, side = dict(values), dict(side or {})
+def set_trial_attributes(trial: Trial, values: Mapping[str, Any], side: Mapping[str, Any] | None = None,
+                         constraints: Mapping[str, float] | None = None) -> None:
+    """Write ``values`` (keys named in :mod:`.attributes`) to the live ``trial``, its ``side`` records
+    (:data:`tuner.study.attributes.TRIAL_RECORDS`) to the side table and its ``constraints`` (name -> value,
+    feasible at <= 0) as Optuna 5 stores them (a system attribute ``constraints:<name>`` each, what
+    ``trial.set_constraint`` writes): one transaction (a read of the trial's state, one multi-row upsert per
+    table) on a SQLite, PostgreSQL or MySQL storage, else one ``set_user_attr`` / ``set_constraint`` each,
+    ``side`` included (in memory, journal, a ``FrozenTrial``). Either way the stored rows, the live trial's copy
+    (of ``values`` and ``constraints``) and the error on a finished trial (``UpdateFinishedTrialError``: taken
+    over) are Optuna's. Optuna's cache (``_CachedStorage``) writes an unfinished trial's attributes to the
+    database and reads them from there: ``study.get_trials()`` sees these. A NaN constraint is a ValueError
+    before anything is written, as in Optuna."""
+    values, side, system = dict(values), dict(side or {}), constraint_attributes(constraints or {})
     if not hasattr(trial, "_cached_frozen_trial"):  # a FrozenTrial: Optuna writes it in memory only
         for key, value in {**values, **side}.items():
             trial.set_user_attr(key, value)
+        for key, value in (constraints or {}).items():
+            trial.set_constraint(key, value)
         return
-    aside = write_attributes(trial.study, trial_id(trial), values, side, trial.number)
+    aside = write_attributes(trial.study, trial_id(trial), values, side, trial.number, system)
     trial._cached_frozen_trial.user_attrs.update(values if aside else {**values, **side})
+    trial._cached_frozen_trial.system_attrs.update(system)
+
+
+def constraint_attributes(constraints: Mapping[str, float]) -> dict[str, float]:
+    """``constraints`` (name -> value) as the system attributes Optuna 5 reads them from (``FrozenTrial.constraints``,
+    the samplers): ``constraints:<name>`` -> the value as a float; ValueError on NaN (Optuna refuses it too)."""
+    import math
+
+    attributes = {f"{CONSTRAINT_PREFIX}{key}": float(value) for key, value in constraints.items()}
+    for key, value in attributes.items():
+        if math.isnan(value):
+            raise ValueError(f"constraint {key.removeprefix(CONSTRAINT_PREFIX)!r} is NaN: Optuna refuses it")
+    return attributes
 
 
 def write_attributes(study: "optuna.Study", number: int, values: Mapping[str, Any],
-                     side: Mapping[str, Any] | None = None, trial_number: int | None = None) -> bool:
-    """Write ``values`` to the unfinished trial of id ``number`` (see :func:`set_trial_attributes`) and ``side``
-    to the side table as trial ``trial_number`` of ``study``; True when ``side`` went to the table, False when
-    it was written as user attributes (no upserting engine) or there was none."""
+                     side: Mapping[str, Any] | None = None, trial_number: int | None = None,
+                     system: Mapping[str, Any] | None = None) -> bool:
+    """Write ``values`` (user attributes) and ``system`` (system attributes) to the unfinished trial of id
+    ``number`` (see :func:`set_trial_attributes`) and ``side`` to the side table as trial ``trial_number`` of
+    ``study``; True when ``side`` went to the table, False when it was written as user attributes (no upserting
+    engine) or there was none."""
     engine = engine_of(study)
+    system = dict(system or {})
     rows = [] if not side or trial_number is None else [
         {"study_id": study_id(study), "trial_number": trial_number, "name": key, "value_json": dumps(value)}
         for key, value in side.items()]
-    if (values or rows) and (dialect := getattr(engine, "name", None)) in UPSERTS:
+    if (values or rows or system) and (dialect := getattr(engine, "name", None)) in UPSERTS:
         if rows:
             _ensure_side_table(engine)
-        call_through_outage(_upsert_attributes, backend_of(study), dialect, number, values, rows)
+        call_through_outage(_upsert_attributes, backend_of(study), dialect, number, values, rows, system)
         return bool(rows)
     for key, value in {**values, **(side or {})}.items():
         storage_of(study).set_trial_user_attr(number, key, value)
+    for key, value in system.items():
+        storage_of(study).set_trial_system_attr(number, key, value)
     return False
 
 
@@ -214,17 +239,20 @@ def _upsert(dialect: str, table: Any, rows: list[dict[str, Any]], keys: list[Any
 
 
 def _upsert_attributes(backend: Any, dialect: str, number: int, values: Mapping[str, Any],
-                       side_rows: list[dict[str, Any]]) -> None:
+                       side_rows: list[dict[str, Any]], system: Mapping[str, Any]) -> None:
     """One transaction: refuse a finished trial ``number`` (as Optuna does), then upsert each of ``values``
-    and each of ``side_rows`` (rows of the side table)."""
+    (user attributes), each of ``system`` (system attributes) and each of ``side_rows`` (the side table)."""
     from optuna.storages._rdb import models as m  # noqa: I001 - one block of local imports
     from optuna.storages._rdb.storage import _create_scoped_session
 
-    table, side = m.TrialUserAttributeModel, _side()
+    table, side, system_table = m.TrialUserAttributeModel, _side(), m.TrialSystemAttributeModel
     rows = [{"trial_id": number, "key": key, "value_json": dumps(value)} for key, value in values.items()]
+    system_rows = [{"trial_id": number, "key": key, "value_json": dumps(value)} for key, value in system.items()]
     with _create_scoped_session(backend.scoped_session, True) as session:
         backend.check_trial_is_updatable(number, m.TrialModel.find_or_raise_by_id(number, session).state)
         if rows:
             session.execute(_upsert(dialect, table, rows, [table.trial_id, table.key]))
+        if system_rows:
+            session.execute(_upsert(dialect, system_table, system_rows, [system_table.trial_id, system_table.key]))
         if side_rows:
             session.execute(_upsert(dialect, side, side_rows, [side.c.study_id, side.c.trial_number, side.c.name]))

@@ -154,11 +154,10 @@ def tell_measured(study: "optuna.Study", trial: "optuna.Trial", slot: str, resul
               if verdict.reason and result.outcome is Outcome.OK else None)
     store.record_result(trial, result, slot, verdict.placeholder, reference_output=reference_output,
                         published=published, fingerprint_note=fingerprint_note,
-                        unavailable_constraints=verdict.unavailable_constraints, reason=joined)
+                        unavailable_constraints=verdict.unavailable_constraints, reason=joined,
+                        constraints=verdict.constraints if verdict.values is not None else None)
     if verdict.values is None:
         return study.tell(trial, state=TrialState.FAIL)
-    for key, value in verdict.constraints.items():
-        trial.set_constraint(key, value)
     return study.tell(trial, verdict.values)
 
 
@@ -167,11 +166,9 @@ def tell_copy(study: "optuna.Study", trial: "optuna.Trial", original: "FrozenTri
     metrics, values and constraints, ``duplicate_of`` set and ``measured`` false (it costs no budget)."""
     from optuna.trial import TrialState
 
-    store.record_copy(trial, original)
+    store.record_copy(trial, original)  # with the original's constraints
     if original.values is None:
         return study.tell(trial, state=TrialState.FAIL)
-    for key, value in original.constraints.items():
-        trial.set_constraint(key, value)
     return study.tell(trial, list(original.values))
 
 
@@ -180,9 +177,7 @@ def tell_unrun(study: "optuna.Study", trial: "optuna.Trial", outcome: "Outcome",
     """Tell ``trial``, which is never run, as the infeasible point ``refused`` (placeholder values worse than
     anything measured, ``outcome`` constraint 1: the sampler learns the wall, as from an OOM); ``measured``
     false (it costs no budget), ``outcome`` and ``reason`` set, ``attributes`` added."""
-    store.record_unrun(trial, outcome.value, reason, attributes)
-    for key, value in refused.constraints.items():
-        trial.set_constraint(key, value)
+    store.record_unrun(trial, outcome.value, reason, attributes, constraints=refused.constraints)
     return study.tell(trial, refused.values)
 
 
