@@ -169,21 +169,33 @@ def report(path: Path = RESULTS) -> str:
     """The markdown tables of docs/benchmarks.md ("Fleets of sleep-bound trials") from the raw results."""
     result = json.loads(path.read_text())
     lines = ["| N | trials/s | whole run | steady | a worker's next trial every | trial | N-th start | worker CPU "
-             "(% of a core each) | load after | peak connections |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "(% of a core each) | CPU-s per trial | load after | peak connections |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for row in result["postgres"]:
         steady = f"{row['steady_ratio']:.2f}" if "steady_ratio" in row else "—"
         cycle = f"{row['cycle_s']:.2f} s" if row.get("cycle_s") else "—"
         lines.append(f"| {row['workers']} | {row['trials_per_s']:.3f} | {row['ratio_to_ideal']:.2f} | {steady} | "
                      f"{cycle} | {row['mean_trial_s']:.2f} s | +{row['join_spread_s']:.1f} s | "
-                     f"{row['worker_cpu_pct_of_core']:.1f} | {row['load_after']:.1f} | {row.get('peak_connections', '—')} |")
-    lines += ["", "| N | direct: trials/s | ratio | worker CPU | through the proxy: trials/s | ratio | worker CPU | "
-              "proxy CPU (% of a core) |", "|---|---|---|---|---|---|---|---|"]
+                     f"{row['worker_cpu_pct_of_core']:.1f} | {cpu_per_trial(row):.3f} | {row['load_after']:.1f} | "
+                     f"{row.get('peak_connections', '—')} |")
+    lines += ["", "| N | direct: trials/s | ratio | worker CPU | CPU-s per trial | through the proxy: trials/s | ratio | "
+              "worker CPU | proxy CPU (% of a core) |", "|---|---|---|---|---|---|---|---|---|"]
     for direct, proxied in zip(result.get("optuna-postgres", []), result.get("optuna-grpc", [])):
         lines.append(f"| {direct['workers']} | {direct['trials_per_s']:.3f} | {direct['ratio_to_ideal']:.2f} | "
-                     f"{direct['worker_cpu_pct_of_core']:.1f} | {proxied['trials_per_s']:.3f} | "
-                     f"{proxied['ratio_to_ideal']:.2f} | {proxied['worker_cpu_pct_of_core']:.1f} | "
-                     f"{proxied.get('proxy_cpu_pct_of_core', 0.0):.1f} |")
+                     f"{direct['worker_cpu_pct_of_core']:.1f} | {cpu_per_trial(direct):.3f} | "
+                     f"{proxied['trials_per_s']:.3f} | {proxied['ratio_to_ideal']:.2f} | "
+                     f"{proxied['worker_cpu_pct_of_core']:.1f} | {proxied.get('proxy_cpu_pct_of_core', 0.0):.1f} |")
+    sleep_s, largest = result["sleep_s"], result["postgres"][-1]["workers"]
+    lines += ["", f"CPU-s per trial: a worker's CPU share x the run's window (first start to last end) x N / trials, "
+              f"a lower bound (the share was taken from the study's creation to each worker's stop). What {largest} "
+              f"workers may spend per trial at full rate on {result['cores']} cores, the database included: "
+              f"{result['cores']} x {sleep_s:g} s / {largest} = {result['cores'] * sleep_s / largest:.3f} CPU-s."]
     return "\n".join(lines)
+
+
+def cpu_per_trial(row: dict[str, Any]) -> float:
+    """The CPU seconds a fleet's workers spent per trial (lower bound, see :func:`report`)."""
+    return row["worker_cpu_pct_of_core"] / 100.0 * row["window_s"] * row["workers"] / row["trials"]
 
 
 def main() -> None:
