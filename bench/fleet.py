@@ -21,7 +21,8 @@ The clock runs from the first trial's start to the last trial's end as the stora
 the ratio to ideal is ``rate(N) / (N * rate(1))`` (sleep-bound goal: >= 0.9 up to 32 on this
 2-core machine: sleeping trials use no CPU, so only the coordinators' own CPU competes).
 
-Usage: ``python bench/fleet.py [--trials 32] [--workers 1,2,4,8] [--storages postgres,sqlite]`` or
+Usage: ``python bench/fleet.py [--trials 32] [--workers 1,2,4,8] [--storages postgres,sqlite]`` (raw figures to
+``bench/results/fleet_noop.json``; ``--report-noop`` prints the table from them) or
 ``python bench/fleet.py --sleep 3 [--workers 1,4,8,16,32] [--per-worker 4] [--grpc]``; with ``--sleep``
 the raw rows go to ``bench/results/fleet_sleep.json`` and the last line is the ratio to ideal at the
 largest N on PostgreSQL.
@@ -39,12 +40,16 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
+from raw_results import Run, load, provenance
+
 from fleet_sleep import ENV, loadavg, make_study, measured_window, sleep_fleet
 from tuner.testing.noop_spec import noop_spec
 
 ROOT = Path(__file__).resolve().parents[1]
 SPEC = noop_spec("fleet_noop", trials=32, timeout_s=120)
 RESULTS = ROOT / "bench" / "results" / "fleet_sleep.json"
+NOOP_RESULTS = ROOT / "bench" / "results" / "fleet_noop.json"
+NOOP_GOAL = 0.9  # ratio to ideal up to 8 workers (needs a free core per worker)
 
 
 def throughput(url: str, workers: int, trials: int, directory: Path) -> float:
@@ -193,6 +198,40 @@ def report(path: Path = RESULTS) -> str:
     return "\n".join(lines)
 
 
+def noop_main(args: argparse.Namespace, counts: list[int]) -> None:
+    """The no-op ladder on each storage; writes :data:`NOOP_RESULTS` and prints its table."""
+    run = Run("fleet.py")
+    print(f"host: {os.cpu_count()} cores; {args.trials} no-op trials per study", flush=True)
+    storages: dict[str, Any] = {}
+    with tempfile.TemporaryDirectory(prefix="tuner-fleet-bench-") as tmp:
+        for storage, url in _storages(args.storages.split(","), Path(tmp)):
+            rates = {}
+            for n in counts:
+                rates[str(n)] = throughput(url, n, args.trials, Path(tmp))
+                print(f"{storage:8s} workers {n}: {rates[str(n)]:6.2f} trials/s", flush=True)
+            storages[storage] = {"trials_per_s": rates, "round_trips_per_trial": round_trips(url, min(args.trials, 16),
+                                                                                           Path(tmp))}
+    print(noop_report(run.save(args.noop_results, {"trials": args.trials, "storages": storages})))
+
+
+def noop_report(result: dict[str, Any]) -> str:
+    """docs/benchmarks.md's no-op fleet table (trials/s, ratio to ideal, round-trips) from the raw results."""
+    counts = list(next(iter(result["storages"].values()))["trials_per_s"])
+    names = {"postgres": "PostgreSQL (throwaway cluster, local TCP)", "sqlite": "SQLite (one shared file, WAL)"}
+    lines = [provenance(result) + f"; {result['trials']} no-op trials per study; ratio to ideal: rate(N) / "
+             f"(N x rate(1)), the goal >= {NOOP_GOAL} up to 8 workers", "",
+             "| storage | " + " | ".join(f"{n} worker{'s' if n != '1' else ''}" for n in counts)
+             + " | round-trips per trial |", "| --- |" + " --- |" * (len(counts) + 1)]
+    for storage, figures in result["storages"].items():
+        rates = figures["trials_per_s"]
+        base = rates[counts[0]] / int(counts[0])
+        cells = [f"{rates[n]:.2f} trials/s" if n == counts[0] else f"{rates[n]:.2f} (ratio {rates[n] / (int(n) * base):.2f})"
+                 for n in counts]
+        lines.append(f"| {names.get(storage, storage)} | " + " | ".join(cells)
+                     + f" | {figures['round_trips_per_trial']:.0f} |")
+    return "\n".join(lines)
+
+
 def cpu_per_trial(row: dict[str, Any]) -> float:
     """The CPU seconds a fleet's workers spent per trial (lower bound, see :func:`report`)."""
     return row["worker_cpu_pct_of_core"] / 100.0 * row["window_s"] * row["workers"] / row["trials"]
@@ -210,9 +249,16 @@ def main() -> None:
     parser.add_argument("--grpc", action="store_true", help="with --sleep: also through Optuna's gRPC proxy")
     parser.add_argument("--report", action="store_true",
                         help="print docs/benchmarks.md's fleet tables from bench/results/fleet_sleep.json, run nothing")
+    parser.add_argument("--noop-results", type=Path, default=NOOP_RESULTS,
+                        help="no-op mode: where the raw figures go (default bench/results/fleet_noop.json)")
+    parser.add_argument("--report-noop", action="store_true",
+                        help="print docs/benchmarks.md's no-op fleet table from --noop-results, run nothing")
     args = parser.parse_args()
     if args.report:
         print(report())
+        return
+    if args.report_noop:
+        print(noop_report(load(args.noop_results)))
         return
     counts = [int(n) for n in (args.workers or ("1,4,8,16,32" if args.sleep else "1,2,4,8")).split(",")]
     if not counts or min(counts) < 1 or max(counts) > 32:
@@ -220,15 +266,7 @@ def main() -> None:
     if args.sleep is not None:
         sleep_main(args, counts)
         return
-    print(f"host: {os.cpu_count()} cores; {args.trials} no-op trials per study")
-    with tempfile.TemporaryDirectory(prefix="tuner-fleet-bench-") as tmp:
-        for storage, url in _storages(args.storages.split(","), Path(tmp)):
-            rates = {n: throughput(url, n, args.trials, Path(tmp)) for n in counts}
-            base = rates[counts[0]] / counts[0]
-            for n in counts:
-                print(f"{storage:8s} workers {n}: {rates[n]:6.2f} trials/s, ratio to ideal {rates[n] / (n * base):.2f}")
-            print(f"{storage:8s} storage round-trips per trial (one coordinator): "
-                  f"{round_trips(url, min(args.trials, 16), Path(tmp)):.0f}")
+    noop_main(args, counts)
 
 
 if __name__ == "__main__":

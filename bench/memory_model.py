@@ -29,7 +29,8 @@ reference (maximised), normalised by the union of the pair's feasible points (re
 point: worst + 10 % of the range). Latency differences between stand-in settings are small
 next to process-start noise, so the hypervolume moves by chance too; the OOM and skip
 counts are the point.
-Usage: ``python bench/memory_model.py [--trials 24] [--sampler random|tpe] [--scenario oom peaks warm]``.
+Usage: ``python bench/memory_model.py [--trials 24] [--sampler random|tpe] [--scenario oom peaks warm]``: raw
+figures to ``bench/results/memory_model.json``; ``--report`` prints the same table from them and runs nothing.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from typing import Any
 
 import numpy as np
 import yaml
+from raw_results import RESULTS, Run, load, provenance
 
 from tuner.testing.audio import write_tone_wav
 
@@ -155,6 +157,21 @@ def scenario(kind: str, directory: Path, args: argparse.Namespace) -> list[dict[
             for name, model in (("with", True), ("without", False))]
 
 
+def report_lines(result: dict[str, Any]) -> list[str]:
+    """The table docs/benchmarks.md quotes, from one run's figures (measured now or read back)."""
+    lines = [provenance(result), "",
+             f"Live Avatar stand-in on the CPU, {result['trials']} trials, {result['sampler']} sampler seed 420, "
+             f"simulated GPU {result['gpu_memory_gb']:g} GB (warm start from {result['source_gpu_memory_gb']:g} GB); "
+             f"wrong: a skipped setting the stand-in's own estimate puts within 0.85 x the GPU", "",
+             "| run | ran | OK | OOM run | skipped | wrong | front | HV (norm.) | wall s | stopped |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for run in result["runs"]:
+        lines.append(f"| {run['name'].replace('_', ', ')} | {run['ran']} | {run['ok_run']} | {run['oom_run']} | "
+                     f"{run['skipped']} | {run['wrong']} | {run['front_size']} | {run['hv_normalised']:.3f} | "
+                     f"{run['wall_s']:.1f} | {run['stopped']} |")
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=24)
@@ -165,20 +182,29 @@ def main() -> None:
                              "model; tpe: they part ways with the first different value told")
     parser.add_argument("--keep", type=Path, default=None, help="Keep the studies in this (new) directory.")
     parser.add_argument("--scenario", nargs="+", choices=["oom", "peaks", "warm"], default=["oom", "peaks", "warm"])
+    parser.add_argument("--results", type=Path, default=RESULTS / "memory_model.json",
+                        help="where the raw figures go (default bench/results/memory_model.json)")
+    parser.add_argument("--report", action="store_true", help="print the table from --results, run nothing")
     args = parser.parse_args()
-    print(f"Live Avatar stand-in on the CPU, {args.trials} trials, {args.sampler} sampler seed 420, simulated GPU "
-          f"{args.gpu_memory_gb:g} GB (warm start from {args.source_gpu_memory_gb:g} GB)")
-    print(f"{'run':<14}{'ran':>5}{'OK':>5}{'OOM run':>9}{'skipped':>9}{'wrong':>7}{'front':>7}{'HV (norm.)':>12}"
-          f"{'wall s':>9}")
+    if args.report:
+        print("\n".join(report_lines(load(args.results))))
+        return
+    started = Run("memory_model.py")
+    rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tuner-memory-model-") as tmp:
         root = args.keep or Path(tmp)
         root.mkdir(parents=True, exist_ok=True)
         for kind in args.scenario:
             runs = scenario(kind, root, args)
             for run, volume in zip(runs, normalised_hypervolumes(runs)):
-                print(f"{run['name']:<14}{run['ran']:>5}{run['ok_run']:>5}{run['oom_run']:>9}{run['skipped']:>9}"
-                      f"{run['wrong']:>7}{len(run['front']):>7}{volume:>12.4f}{run['wall_s']:>9.1f}   "
-                      f"({run['stopped']})", flush=True)
+                rows.append({**{k: v for k, v in run.items() if k not in ("feasible", "front")},
+                             "front_size": len(run["front"]), "front": run["front"], "hv_normalised": volume})
+                print(f"{run['name']}: ran {run['ran']}, OOM {run['oom_run']}, skipped {run['skipped']}, "
+                      f"HV {volume:.3f}, {run['wall_s']:.1f} s", flush=True)
+    result = started.save(args.results, {"trials": args.trials, "sampler": args.sampler,
+                                         "gpu_memory_gb": args.gpu_memory_gb,
+                                         "source_gpu_memory_gb": args.source_gpu_memory_gb, "runs": rows})
+    print("\n".join(report_lines(result)))
 
 
 if __name__ == "__main__":

@@ -9,7 +9,8 @@ machine, in one run:
    child run, rank, sample artifacts, then the front);
 3. a second sync into the same store (nothing to log, ranks only): seconds per trial.
 
-Usage: ``python bench/mlflow_views.py [--trials 30]``.
+Usage: ``python bench/mlflow_views.py [--trials 30]``: raw figures to ``bench/results/mlflow_views.json``;
+``--report`` prints the same table from them and measures nothing.
 """
 
 from __future__ import annotations
@@ -22,50 +23,79 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+from raw_results import RESULTS, Run, load, provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("--trials", type=int, default=30)
-    args = parser.parse_args()
+def measure(trials: int) -> dict[str, Any]:
+    """One study of ``trials`` FakeWorkload trials, then the three timings (seconds) and the artifact sizes."""
     from tuner.study.records import TrialRecord
     from tuner.study.studies import load_study
     from tuner.tracking.sync import sync_study
     from tuner.tracking.views import build_front_views, study_run_info
 
+    here = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="tuner-bench-views-") as folder:
         cwd = Path(folder)
         env = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""}
         subprocess.run([sys.executable, "-m", "tuner", "run", str(ROOT / "tests" / "specs" / "fake_ok.yaml"),
-                        "--study-name", "bench", "--trials", str(args.trials), "--no-mlflow"],
+                        "--study-name", "bench", "--trials", str(trials), "--no-mlflow"],
                        cwd=cwd, env=env, check=True, capture_output=True)
         os.chdir(cwd)
-        opened = load_study(f"sqlite:///{cwd / 'studies' / 'studies.db'}", "bench")
-        records = [TrialRecord.from_trial(t) for t in opened.study.get_trials()]
-        info = study_run_info(opened)
-        build_front_views(records, info)  # imports (matplotlib, plotly) are a one-off
-        times = []
-        for _ in range(3):
+        try:
+            opened = load_study(f"sqlite:///{cwd / 'studies' / 'studies.db'}", "bench")
+            records = [TrialRecord.from_trial(t) for t in opened.study.get_trials()]
+            info = study_run_info(opened)
+            build_front_views(records, info)  # imports (matplotlib, plotly) are a one-off
+            times = []
+            for _ in range(3):
+                started = time.perf_counter()
+                views = build_front_views(records, info)
+                times.append(time.perf_counter() - started)
+            uri = f"sqlite:///{cwd / 'mlflow' / 'mlflow.db'}"
+            (cwd / "mlflow").mkdir()
             started = time.perf_counter()
-            views = build_front_views(records, info)
-            times.append(time.perf_counter() - started)
-        uri = f"sqlite:///{cwd / 'mlflow' / 'mlflow.db'}"
-        (cwd / "mlflow").mkdir()
-        started = time.perf_counter()
-        report = sync_study(opened, uri)
-        first = time.perf_counter() - started
-        started = time.perf_counter()
-        sync_study(opened, uri)
-        second = time.perf_counter() - started
-    sizes = {name: len(content) for name, content in views.artifacts.items()}
-    print(f"trials recorded                  : {len(records)} ({report.front_size} on the front)")
-    print(f"front refresh (build_front_views): {statistics.median(times):8.3f} s (median of 3)")
-    print(f"front artifacts                  : {sum(sizes.values()) / 1e6:8.2f} MB in {len(sizes)} files "
-          f"(front.html {sizes['front.html'] / 1e6:.2f} MB: plotly.js embedded)")
-    print(f"sync-mlflow, fresh store         : {first:8.2f} s = {1000 * first / len(records):.1f} ms/trial")
-    print(f"sync-mlflow, again (ranks only)  : {second:8.2f} s = {1000 * second / len(records):.1f} ms/trial")
+            synced = sync_study(opened, uri)
+            first = time.perf_counter() - started
+            started = time.perf_counter()
+            sync_study(opened, uri)
+            second = time.perf_counter() - started
+        finally:
+            os.chdir(here)
+    return {"trials_recorded": len(records), "front_size": synced.front_size, "front_refresh_s": times,
+            "artifact_bytes": {name: len(content) for name, content in views.artifacts.items()},
+            "sync_fresh_s": first, "sync_again_s": second}
+
+
+def report_lines(result: dict[str, Any]) -> list[str]:
+    """The table docs/benchmarks.md quotes, from one run's figures (measured now or read back)."""
+    sizes, trials = result["artifact_bytes"], result["trials_recorded"]
+    first, second = result["sync_fresh_s"], result["sync_again_s"]
+    return [provenance(result), "", f"{trials} trials recorded, {result['front_size']} on the front", "",
+            "| figure | value |", "| --- | --- |",
+            f"| front refresh (`build_front_views`) | {statistics.median(result['front_refresh_s']):.2f} s "
+            f"(median of {len(result['front_refresh_s'])}) |",
+            f"| front artifacts | {sum(sizes.values()) / 1e6:.2f} MB in {len(sizes)} files, "
+            f"{sizes['front.html'] / 1e6:.2f} MB of it `front.html` (plotly.js embedded for offline use) |",
+            f"| sync-mlflow into a fresh store | {1000 * first / trials:.0f} ms/trial ({first:.1f} s) |",
+            f"| sync-mlflow again (ranks only) | {1000 * second / trials:.0f} ms/trial ({second:.1f} s) |"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--results", type=Path, default=RESULTS / "mlflow_views.json",
+                        help="where the raw figures go (default bench/results/mlflow_views.json)")
+    parser.add_argument("--report", action="store_true", help="print the table from --results, measure nothing")
+    args = parser.parse_args()
+    if args.report:
+        print("\n".join(report_lines(load(args.results))))
+        return
+    run = Run("mlflow_views.py")
+    print("\n".join(report_lines(run.save(args.results, measure(args.trials)))))
 
 
 if __name__ == "__main__":

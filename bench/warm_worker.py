@@ -13,7 +13,8 @@ one measured call each: the shape of a study where loading dominates) run on:
 Turnaround = the wall time of ``runner.run`` (request written -> result read).
 The warm figure is reported for the first trial (start + load) and the
 steady state (the rest); ratios are fresh per-trial mean / warm steady-state mean.
-Usage: ``python bench/warm_worker.py [--trials 10] [--threads 1]``.
+Usage: ``python bench/warm_worker.py [--trials 10] [--threads 1]``: raw figures to
+``bench/results/warm_worker.json``; ``--report`` prints the same table from them and measures nothing.
 """
 
 from __future__ import annotations
@@ -23,6 +24,9 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import Any, Callable
+
+from raw_results import RESULTS, Run, load, provenance
 
 from tuner.results import Outcome
 from tuner.runner.base import Runner, Slot, TrialRequest
@@ -58,28 +62,55 @@ def turnarounds(runner: Runner, trials: int, workdir: Path, threads: int) -> tup
     return times, latencies
 
 
+def measure(trials: int, threads: int) -> dict[str, Any]:
+    """Turnaround and model run (p50) of each trial on each runner, seconds."""
+    with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
+        root = Path(tmp)
+        runners: dict[str, Callable[[], Runner]] = {
+            "warm": WarmRunner,
+            "fork": lambda: SubprocessRunner(launcher="fork", preload=["tuner.workloads.avatar_dit"]),
+            "exec": lambda: SubprocessRunner(launcher="exec")}
+        figures = {}
+        for name, make in runners.items():
+            times, latencies = turnarounds(make(), trials, root / name, threads)
+            figures[name] = {"turnaround_s": times, "latency_p50_s": latencies}
+    return {"trials": trials, "threads": threads, "runners": figures}
+
+
+def report_lines(result: dict[str, Any]) -> list[str]:
+    """The table and ratios docs/benchmarks.md quotes, from one run's figures (measured now or read back)."""
+    runs = result["runners"]
+    warm, warm_lat = runs["warm"]["turnaround_s"], runs["warm"]["latency_p50_s"]
+    steady = statistics.fmean(warm[1:]) if len(warm) > 1 else warm[0]
+    fork, fresh = runs["fork"]["turnaround_s"], runs["exec"]["turnaround_s"]
+    lines = [provenance(result), "",
+             f"built-in avatar DiT, {result['trials']} trials, 1 measured call each, {result['threads']} thread(s)", "",
+             "| runner | turnaround / trial | model run (p50) |", "| --- | --- | --- |",
+             f"| warm, first trial (start + load) | {warm[0]:.2f} s | {warm_lat[0]:.3f} s |",
+             f"| warm, steady state | **{steady:.2f} s** | {statistics.fmean(warm_lat[1:] or warm_lat):.3f} s |",
+             f"| fresh, fork server | {statistics.fmean(fork):.2f} s | "
+             f"{statistics.fmean(runs['fork']['latency_p50_s']):.3f} s |",
+             f"| fresh, new interpreter (`exec`) | {statistics.fmean(fresh):.2f} s | "
+             f"{statistics.fmean(runs['exec']['latency_p50_s']):.3f} s |", "",
+             f"Ratios: fresh (`exec`) / warm steady state **{statistics.fmean(fresh) / steady:.1f}x** (target >= 3x); "
+             f"fresh (fork server) / warm {statistics.fmean(fork) / steady:.1f}x; the whole {result['trials']}-trial "
+             f"run {sum(fresh):.1f} s fresh (`exec`) against {sum(warm):.1f} s warm ({sum(fresh) / sum(warm):.1f}x)."]
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--results", type=Path, default=RESULTS / "warm_worker.json",
+                        help="where the raw figures go (default bench/results/warm_worker.json)")
+    parser.add_argument("--report", action="store_true", help="print the table from --results, measure nothing")
     args = parser.parse_args()
-    with tempfile.TemporaryDirectory(prefix="bench-warm-") as tmp:
-        root = Path(tmp)
-        warm, warm_lat = turnarounds(WarmRunner(), args.trials, root / "warm", args.threads)
-        fork, fork_lat = turnarounds(SubprocessRunner(launcher="fork", preload=["tuner.workloads.avatar_dit"]),
-                                     args.trials, root / "fork", args.threads)
-        fresh, fresh_lat = turnarounds(SubprocessRunner(launcher="exec"), args.trials, root / "exec", args.threads)
-    steady = statistics.fmean(warm[1:]) if len(warm) > 1 else warm[0]
-    print(f"built-in avatar DiT, {args.trials} trials, 1 measured call each, {args.threads} thread(s)")
-    print(f"{'runner':<34}{'turnaround/trial':>18}{'model run (p50)':>18}")
-    print(f"{'warm: first trial (start + load)':<34}{warm[0]:>16.3f} s{warm_lat[0]:>16.3f} s")
-    print(f"{'warm: steady state':<34}{steady:>16.3f} s{statistics.fmean(warm_lat[1:] or warm_lat):>16.3f} s")
-    print(f"{'fresh, fork server':<34}{statistics.fmean(fork):>16.3f} s{statistics.fmean(fork_lat):>16.3f} s")
-    print(f"{'fresh, new interpreter (exec)':<34}{statistics.fmean(fresh):>16.3f} s{statistics.fmean(fresh_lat):>16.3f} s")
-    print(f"ratio fresh (fork) / warm steady:  {statistics.fmean(fork) / steady:.2f}x")
-    print(f"ratio fresh (exec) / warm steady:  {statistics.fmean(fresh) / steady:.2f}x  (target >= 3x)")
-    total_warm, total_exec = sum(warm), sum(fresh)
-    print(f"whole run: warm {total_warm:.2f} s, exec {total_exec:.2f} s ({total_exec / total_warm:.2f}x)")
+    if args.report:
+        print("\n".join(report_lines(load(args.results))))
+        return
+    run = Run("warm_worker.py")
+    print("\n".join(report_lines(run.save(args.results, measure(args.trials, args.threads)))))
 
 
 if __name__ == "__main__":

@@ -39,7 +39,7 @@ host: CPU model, thread count, torch version, date, and the load during the run.
 
 The spaces are those of ``search_spaces/avatar_demo.yaml`` (768 settings) and
 ``search_spaces/avqa_demo.yaml`` with ``audio_sample_rate`` fixed at 16000 and
-``use_cache`` at true (1,920 of its 7,680 settings: the full space would take
+``use_cache`` at true (3,840 of its 15,360 settings: the full space would take
 hours here; the two fixed knobs are the ones the model card shows matter
 least), and ``avatar_dit_proxy``: the avatar space with 1 s of audio instead of
 3 s (the cheap proxy of multi-fidelity screening; its quality is measured
