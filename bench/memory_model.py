@@ -45,7 +45,8 @@ from typing import Any
 
 import numpy as np
 import yaml
-from raw_results import RESULTS, Run, load, provenance
+import raw_results
+from raw_results import provenance
 
 from tuner.testing.audio import write_tone_wav
 
@@ -182,14 +183,11 @@ def main() -> None:
                              "model; tpe: they part ways with the first different value told")
     parser.add_argument("--keep", type=Path, default=None, help="Keep the studies in this (new) directory.")
     parser.add_argument("--scenario", nargs="+", choices=["oom", "peaks", "warm"], default=["oom", "peaks", "warm"])
-    parser.add_argument("--results", type=Path, default=RESULTS / "memory_model.json",
-                        help="where the raw figures go (default bench/results/memory_model.json)")
-    parser.add_argument("--report", action="store_true", help="print the table from --results, run nothing")
-    args = parser.parse_args()
-    if args.report:
-        print("\n".join(report_lines(load(args.results))))
-        return
-    started = Run("memory_model.py")
+    raw_results.main(parser, "memory_model.py", measure, report_lines)
+
+
+def measure(args: argparse.Namespace) -> dict[str, Any]:
+    """Every scenario's pair of runs; what :func:`report_lines` and the raw results file take."""
     rows: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="tuner-memory-model-") as tmp:
         root = args.keep or Path(tmp)
@@ -201,10 +199,8 @@ def main() -> None:
                              "front_size": len(run["front"]), "front": run["front"], "hv_normalised": volume})
                 print(f"{run['name']}: ran {run['ran']}, OOM {run['oom_run']}, skipped {run['skipped']}, "
                       f"HV {volume:.3f}, {run['wall_s']:.1f} s", flush=True)
-    result = started.save(args.results, {"trials": args.trials, "sampler": args.sampler,
-                                         "gpu_memory_gb": args.gpu_memory_gb,
-                                         "source_gpu_memory_gb": args.source_gpu_memory_gb, "runs": rows})
-    print("\n".join(report_lines(result)))
+    return {"trials": args.trials, "sampler": args.sampler, "gpu_memory_gb": args.gpu_memory_gb,
+            "source_gpu_memory_gb": args.source_gpu_memory_gb, "runs": rows}
 
 
 if __name__ == "__main__":

@@ -25,7 +25,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from raw_results import RESULTS, Run, load, provenance
+import raw_results
+from raw_results import provenance
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -87,15 +88,7 @@ def report_lines(result: dict[str, Any]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=30)
-    parser.add_argument("--results", type=Path, default=RESULTS / "mlflow_views.json",
-                        help="where the raw figures go (default bench/results/mlflow_views.json)")
-    parser.add_argument("--report", action="store_true", help="print the table from --results, measure nothing")
-    args = parser.parse_args()
-    if args.report:
-        print("\n".join(report_lines(load(args.results))))
-        return
-    run = Run("mlflow_views.py")
-    print("\n".join(report_lines(run.save(args.results, measure(args.trials)))))
+    raw_results.main(parser, "mlflow_views.py", lambda args: measure(args.trials), report_lines)
 
 
 if __name__ == "__main__":

@@ -9,12 +9,13 @@ nothing; ``bench/report.py --check`` compares those lines with the docs.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -50,3 +51,20 @@ def provenance(result: dict[str, Any]) -> str:
     start, end = result["load_average_start"][0], result["load_average_end"][0]
     return (f"`{result['command']}` — measured {result['measured_at']} on {result['cores']} cores, "
             f"load average {start:.2f} -> {end:.2f}")
+
+
+def main(parser: argparse.ArgumentParser, script: str, measure: Callable[[argparse.Namespace], dict[str, Any]],
+         report_lines: Callable[[dict[str, Any]], list[str]]) -> None:
+    """A bench's command line: its own options in ``parser``, plus ``--results`` (the raw figures' file,
+    default ``bench/results/<script>.json``) and ``--report`` (print :func:`report_lines` of that file and
+    measure nothing). Without ``--report``: measure, save, and print the same lines from what was saved."""
+    default = RESULTS / (Path(script).stem + ".json")
+    parser.add_argument("--results", type=Path, default=default,
+                        help=f"where the raw figures go (default bench/results/{default.name})")
+    parser.add_argument("--report", action="store_true", help="print the table from --results, measure nothing")
+    args = parser.parse_args()
+    if args.report:
+        print("\n".join(report_lines(load(args.results))))
+        return
+    run = Run(script)
+    print("\n".join(report_lines(run.save(args.results, measure(args)))))

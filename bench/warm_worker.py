@@ -26,7 +26,8 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from raw_results import RESULTS, Run, load, provenance
+import raw_results
+from raw_results import provenance
 
 from tuner.results import Outcome
 from tuner.runner.base import Runner, Slot, TrialRequest
@@ -102,15 +103,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--trials", type=int, default=10)
     parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--results", type=Path, default=RESULTS / "warm_worker.json",
-                        help="where the raw figures go (default bench/results/warm_worker.json)")
-    parser.add_argument("--report", action="store_true", help="print the table from --results, measure nothing")
-    args = parser.parse_args()
-    if args.report:
-        print("\n".join(report_lines(load(args.results))))
-        return
-    run = Run("warm_worker.py")
-    print("\n".join(report_lines(run.save(args.results, measure(args.trials, args.threads)))))
+    raw_results.main(parser, "warm_worker.py", lambda args: measure(args.trials, args.threads), report_lines)
 
 
 if __name__ == "__main__":
