@@ -4,7 +4,8 @@ Real processes in their own sessions (process groups), standing in for three hos
 (``TUNER_HOST``, distinct ``--gpus``), on a real PostgreSQL (and on a shared SQLite
 file), with heartbeats every second and a 4 s grace period. The SIGKILLed worker's
 trial is failed by the others once its heartbeat is stale, its setting re-run by
-another host, and the budget is met exactly with no setting measured twice.
+another host, and the budget is met (overshot by at most the other live slot, the fleet's contract:
+``assert_fleet_budget``) with no setting measured twice.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from pathlib import Path
 
 import optuna
 import pytest
-from fleet_harness import create_and_start_workers, fake_spec, fleet_env, kill_leftovers, study_trials, wait_for
+from fleet_harness import (assert_fleet_budget, create_and_start_workers, fake_spec, fleet_env,
+                           kill_leftovers, study_trials, wait_for)
 
 BUDGET = 8
 SPEC = fake_spec("fleet_fake", BUDGET, 0.6, 1.5)
@@ -55,7 +57,7 @@ def test_three_workers_share_a_study_and_survive_a_dead_host(storage: str, tmp_p
     assert codes == {0: 0, 2: 0}, [(tmp_path / f"host{i}.log").read_text()[-2000:] for i in (0, 2)]
     trials = _trials(url)
     measured = [t for t in trials if t.user_attrs.get("measured")]
-    assert len(measured) == BUDGET, "the budget is met exactly"
+    assert_fleet_budget(measured, BUDGET, live_slots=2)  # host0 and host2, one slot each
     keys = [t.user_attrs["candidate_key"] for t in measured]
     assert len(set(keys)) == len(keys), "no setting was measured twice"
     assert trials[killed].state.name == "FAIL" and trials[killed].user_attrs["outcome"] == "INTERRUPTED"
