@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -179,24 +178,31 @@ def test_a_static_knob_reloads_the_model_and_the_vae_keeps_its_own_dtype(tmp_pat
     workload.teardown()
 
 
-@pytest.mark.slow
-def test_latency_grows_with_steps_and_frames(tiny: DiffusersVideoModel) -> None:
-    """The denoising steps dominate a tiny trial: the best of three runs at 2 and 12 steps (5 frames), and at
-    5 and 33 frames (8 steps). Expected on one idle thread: 0.1, 0.45; 0.3, 0.75 s. At these sizes a
-    transformer call is partly fixed cost (the 512 text tokens of the cross-attention), so frames weigh less
-    than steps."""
-    def best(**knobs: Any) -> float:
-        times = []
-        for _ in range(3):
-            start = time.perf_counter()
-            tiny.run({**SMALL, "height": 64, "width": 64, **knobs}, INPUTS)
-            times.append(time.perf_counter() - start)
-        return min(times)
+def test_the_denoisers_work_grows_with_steps_and_frames(tiny: DiffusersVideoModel) -> None:
+    """What a trial's latency is made of, counted, not timed: the denoiser runs once per step and CFG branch, and
+    its token sequence grows with the latent frames (Wan's VAE: 4n+1 frames -> n+1 latent frames). How latency
+    follows on this CPU is a benchmark's question: ``bench/models_cpu.py`` times the steps and frames sweeps."""
+    calls: list[int] = []
 
-    few, many = best(num_inference_steps=2, num_frames=5), best(num_inference_steps=12, num_frames=5)
-    short, long = best(num_inference_steps=8, num_frames=5), best(num_inference_steps=8, num_frames=33)
-    assert many > 2.5 * few, (few, many)
-    assert long > 1.5 * short, (short, long)
+    def count(_module: torch.nn.Module, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        hidden = kwargs.get("hidden_states", args[0] if args else None)
+        calls.append(int(hidden.shape[2]))  # latent frames of (batch, channels, frames, height, width)
+
+    def work(**knobs: Any) -> list[int]:
+        calls.clear()
+        tiny.run({**SMALL, "height": 64, "width": 64, **knobs}, INPUTS)
+        return list(calls)
+
+    handle = tiny.pipe.transformer.register_forward_pre_hook(count, with_kwargs=True)
+    try:
+        few, many = work(num_inference_steps=2, num_frames=5), work(num_inference_steps=12, num_frames=5)
+        short, long = work(num_inference_steps=8, num_frames=5), work(num_inference_steps=8, num_frames=33)
+        no_cfg = work(num_inference_steps=8, num_frames=5, guidance_scale=1.0)
+    finally:
+        handle.remove()
+    assert (len(few), len(many)) == (2 * 2, 2 * 12), "one call per step and CFG branch"
+    assert len(no_cfg) == 8, "no unconditional branch without CFG"
+    assert set(short) == {2} and set(long) == {9}, "5 frames -> 2 latent frames, 33 -> 9"
 
 
 def test_a_two_expert_model_switches_at_the_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -274,11 +280,9 @@ def test_published_sizes_on_the_meta_device() -> None:
     config = small.transformer_config()
     assert (config["num_attention_heads"], config["attention_head_dim"], config["ffn_dim"], config["num_layers"],
             config["text_dim"], config["in_channels"], config["patch_size"]) == (12, 128, 8960, 30, 4096, 16, (1, 2, 2))
-    start = time.perf_counter()
-    assert parameter_count(small) == 1_418_996_800
+    assert parameter_count(small) == 1_418_996_800  # meta tensors: 2 x 14.29 B fp32 parameters would not fit here
     assert abs(parameter_count(large) / 1e9 - 14.29) < 0.01
     assert parameter_count(experts) == 2 * parameter_count(large) and experts.boundary_ratio == 0.875
-    assert time.perf_counter() - start < 30, "meta tensors: no storage, no initialisation"
     model = make_video_pipeline(weights="random", architecture="wan2.1-t2v-1.3b", device="cuda", seed=5)
     assert model.weights_identity({}) == "random:wan2.1-t2v-1.3b:5" and model.pipe is None, "built at load only"
 

@@ -1,5 +1,5 @@
 """Shared by the real-model study tests (Wan through diffusers, the Qwen2.5-Omni thinker): the tuner CLI run
-offline in a child process, and the rank correlation their latency checks use."""
+offline in a child process."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import numpy as np
 
 OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
                "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "OMP_NUM_THREADS": "1"}
@@ -21,12 +20,6 @@ def run_tuner(*args: str, cwd: Path, timeout_s: float = 600) -> subprocess.Compl
                           timeout=timeout_s, env={**os.environ, **OFFLINE_ENV})
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
-
-
-def spearman(xs: list[float], ys: list[float]) -> float:
-    """Spearman's rank correlation of two samples without ties."""
-    rank_x, rank_y = np.argsort(np.argsort(xs)), np.argsort(np.argsort(ys))
-    return float(np.corrcoef(rank_x, rank_y)[0, 1])
 
 
 RUN_EXPORTED = Path(__file__).resolve().parents[2] / "docs" / "examples" / "run_exported.py"

@@ -6,8 +6,8 @@ bf16, a ``reload_on`` knob), walked by the grid sampler in one warm worker. The 
 real ``Qwen2_5OmniThinkerForConditionalGeneration`` with seeded random weights, generating
 exactly ``max_new_tokens`` tokens, so:
 
-* latency grows with ``max_new_tokens`` at fixed precision (Spearman > 0.8; each decoding step
-  is one forward of the decoder and the 152k-entry head);
+* every trial generates exactly ``max_new_tokens`` new tokens (counted, not timed: how latency follows
+  them is ``bench/models_cpu.py``'s question);
 * the greedy fp32 answers are prefixes of the reference's (fp32, 128 tokens), hence their token
   F1 with it is exactly ``2n / (n + 128)``;
 * the warm worker loads the model again whenever precision changes (``count_adapter_loads``);
@@ -25,7 +25,7 @@ import numpy as np
 import optuna
 import pytest
 import yaml
-from offline_model_study import run_exported, run_tuner, spearman
+from offline_model_study import run_exported, run_tuner
 
 from tuner.study.records import trial_records
 
@@ -82,19 +82,6 @@ def test_every_trial_ran_in_one_warm_worker_with_reloads(study: tuple[optuna.Stu
         assert side[trial.number]["runtime"]["weights_identity"] == "random:tiny:0"
         assert metric(trial, "count_new_tokens") == trial.params["max_new_tokens"]
         assert metric(trial, "count_video_tokens") == 48 and metric(trial, "count_audio_tokens") == 50
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(900)
-def test_latency_grows_with_max_new_tokens_at_fixed_precision(study: tuple[optuna.Study, Path]) -> None:
-    distinct: dict[tuple[str, int], float] = {}
-    for trial in measured(study[0]):
-        distinct[(trial.params["precision"], trial.params["max_new_tokens"])] = metric(trial, "latency_p50_s")
-    for precision in ("fp32", "bf16"):
-        points = sorted((tokens, latency) for (p, tokens), latency in distinct.items() if p == precision)
-        assert len(points) >= 3, points
-        rho = spearman([float(t) for t, _ in points], [latency for _, latency in points])
-        assert rho > 0.8, (precision, points, rho)
 
 
 @pytest.mark.slow

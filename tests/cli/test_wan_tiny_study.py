@@ -3,8 +3,9 @@ run from the YAML alone.
 
 The shipped tiny spec (diffusers' real WanPipeline, tiny architecture, seeded random weights, one torch
 thread, warm worker) with its space narrowed to a grid over ``num_inference_steps`` x ``precision`` (every
-other knob fixed), so latency against steps is measured at fixed other knobs in both precisions, and the
-precision switches reload the model in the warm worker. Then ``tuner export`` and
+other knob fixed), so every setting of steps is measured at fixed other knobs in both precisions, and the
+precision switches reload the model in the warm worker. How latency follows the steps is a benchmark's
+question (``bench/models_cpu.py``), not this test's: its verdicts count and compare outputs, never clocks. Then ``tuner export`` and
 ``docs/examples/run_exported.py`` on the export in a fresh process: its video must equal the trial's
 (the reference's whole saved output; another trial's contact-sheet frames). About a minute on an idle
 2-core machine.
@@ -19,7 +20,7 @@ import numpy as np
 import optuna
 import pytest
 import yaml
-from offline_model_study import run_exported, run_tuner, spearman
+from offline_model_study import run_exported, run_tuner
 from PIL import Image
 
 pytest.importorskip("diffusers")
@@ -45,7 +46,7 @@ def grid_spec() -> dict[str, Any]:
     spec["baseline"] = {**FIXED, "num_inference_steps": 4, "precision": "bf16"}
     spec["sampler"] = {"name": "grid"}
     spec["budget"] = {"trials": 2 * len(STEPS)}
-    spec["measurement"] = {"warmup": 1, "min_repeats": 3, "max_repeats": 3}
+    spec["measurement"] = {"warmup": 1, "min_repeats": 1, "max_repeats": 1}  # no verdict here reads a clock
     return spec
 
 
@@ -91,7 +92,7 @@ def test_a_real_wan_study_measures_every_setting_in_one_warm_worker(study: tuple
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_latency_grows_with_steps_and_quality_approaches_the_reference(study: tuple[optuna.Study, Path]) -> None:
+def test_quality_approaches_the_reference_as_steps_grow(study: tuple[optuna.Study, Path]) -> None:
     trials, _ = study
     measured = [t for t in trials.trials if t.user_attrs.get("measured")]
     figures: dict[str, str] = {}
@@ -99,11 +100,9 @@ def test_latency_grows_with_steps_and_quality_approaches_the_reference(study: tu
         group = sorted((t for t in measured if t.params["precision"] == precision),
                        key=lambda t: t.params["num_inference_steps"])
         steps = [t.params["num_inference_steps"] for t in group]
-        latency = [value(t, "latency_p50_s") for t in group]
         psnr = [value(t, "psnr_db") for t in group]
-        figures[precision] = " ".join(f"{s}:{v:.3f}s/{p:.1f}dB" for s, v, p in zip(steps, latency, psnr))
-        assert spearman(steps, latency) > 0.8, figures
-        assert latency[-1] > 3 * latency[0], figures
+        figures[precision] = " ".join(f"{s}:{p:.1f}dB" for s, p in zip(steps, psnr))
+        assert [value(t, "count_steps") for t in group] == steps, figures
         assert psnr[-2] > psnr[0], figures  # 11 steps agree with the 16-step reference better than 1 step
     reference = next(t for t in measured if t.user_attrs["role"] == "reference")
     assert value(reference, "psnr_db") == 100.0, "the reference is its own reference"

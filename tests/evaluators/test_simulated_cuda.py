@@ -51,8 +51,7 @@ def test_kernels_are_asynchronous_and_events_raise_before_completion(device: Sim
     start.record()
     device.launch(0.05)
     end.record()
-    assert time.monotonic() - launched < 0.05, "a launch returns before the kernel ends"
-    assert not end.query()
+    assert not end.query(), "a launch returns before the kernel ends"
     with pytest.raises(SimulatedCudaError, match="not complete"):
         start.elapsed_time(end)
     end.synchronize()
