@@ -25,6 +25,7 @@ from tuner.session.events import Notice, SessionListener
 from tuner.session.signals import INTERRUPTED_EXIT
 from tuner.study.errors import StudyError
 from tuner.study.listeners import Summary
+from tuner.study.optuna_private import RDB_STORAGE_MODULE
 
 
 @dataclass(frozen=True)
@@ -160,7 +161,7 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
 
 JOIN_MODULES = ("tuner.session.run", "tuner.study.coordinator", "tuner.study.studies", "tuner.runner.choice",
                 "tuner.runner.subprocess", "tuner.evaluators.registry", "tuner.study.objectives",
-                "tuner.study.samplers", "optuna.samplers", "optuna.storages._rdb.storage", "sqlalchemy.orm")
+                "tuner.study.samplers", "optuna.samplers", RDB_STORAGE_MODULE, "sqlalchemy.orm")
 
 
 def _import_what_a_join_needs() -> None:

@@ -7,7 +7,8 @@
 * :mod:`.guards` -- early stops that save the budget, adaptive timeouts; :mod:`.lock` -- one coordinator per study;
 * :mod:`.objectives` -- a result -> objective values and graded constraint violations;
 * the storage gateway, the only code naming Optuna's attributes and internals: :mod:`.attributes` (every
-  attribute name, readers of a stored trial), :mod:`.records` (typed records), :mod:`.store` (typed writes).
+  attribute name, readers of a stored trial), :mod:`.records` (typed records), :mod:`.store` (typed writes);
+  :mod:`.optuna_private`, the one module using Optuna's private API (the gateway's internals, the TPE hooks).
 
 May import: :mod:`tuner.runner`, :mod:`tuner.workloads`, :mod:`tuner.adapters`,
 :mod:`evaluators`, :mod:`tuner.spec` and the foundation modules

@@ -26,9 +26,10 @@ The reference and baseline are enqueued and run first whatever the sampler propo
 mechanisms only change which setting is proposed: nothing is skipped, and every proposal
 still goes through the coordinator's rules, copies and memory model.
 
-Units: device-seconds (one device per CPU slot). Relies on ``TPESampler._sample`` and
-``TPESampler._compute_acquisition_func`` (Optuna 5.0, pinned in pyproject): checked at
-construction, so an Optuna that renamed them fails loudly, not silently.
+Units: device-seconds (one device per CPU slot). The sampler subclasses
+:func:`tuner.study.optuna_private.hooked_tpe_class`: public hooks over TPE's private steps, which that
+module holds with every other use of Optuna's private API (checked at construction, so an Optuna that
+renamed them fails loudly, not silently).
 """
 
 from __future__ import annotations
@@ -223,49 +224,39 @@ def _sampler_class() -> type:
     """The TPESampler subclass, built once on first use (Optuna is imported lazily)."""
     if _CLASS:
         return _CLASS[0]
-    import optuna
     from optuna.trial import TrialState
 
-    base = optuna.samplers.TPESampler
-    for hook in ("_sample", "_compute_acquisition_func"):
-        if not hasattr(base, hook):
-            raise RuntimeError(f"optuna {optuna.__version__}: TPESampler has no {hook}; cost_aware needs Optuna 5.0")
+    from tuner.study.optuna_private import hooked_tpe_class
 
-    class CostAwareTPESampler(base):  # type: ignore[misc, valid-type]
+    class CostAwareTPESampler(hooked_tpe_class()):  # type: ignore[misc]
         """TPE with a cost term in its acquisition and cheap start-up draws (module docstring)."""
 
         def __init__(self, cost: CostAwareOptions, **options: Any) -> None:
             super().__init__(**options)
-            if not hasattr(self, "_n_startup_trials") or not hasattr(self, "_rng"):
-                raise RuntimeError("this TPESampler keeps no _n_startup_trials / _rng; cost_aware needs Optuna 5.0")
             self.cost = cost
             self._cost_model: CostModel | None = None
             self._cost_weight = 0.0
 
-        def _sample(self, study: "optuna.Study", trial: "FrozenTrial",
-                    search_space: dict[str, "BaseDistribution"]) -> dict[str, Any]:
+        def before_sample(self, study: "optuna.Study", search_space: dict[str, "BaseDistribution"]) -> None:
             trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
             self._cost_weight = self.cost.weight_after(measured_runs(trials))
             self._cost_model = (CostModel.fit(trials, search_space, self.cost.ridge)
                                 if self._cost_weight > 0 else None)
-            try:
-                return super()._sample(study, trial, search_space)  # type: ignore[no-any-return]
-            finally:
-                self._cost_model = None
 
-        def _compute_acquisition_func(self, samples: dict[str, np.ndarray], mpe_below: Any,
-                                      mpe_above: Any) -> np.ndarray:
-            values = super()._compute_acquisition_func(samples, mpe_below, mpe_above)
+        def after_sample(self) -> None:
+            self._cost_model = None
+
+        def adjust_acquisition(self, samples: dict[str, np.ndarray], values: np.ndarray) -> np.ndarray:
             if self._cost_model is None or not set(self._cost_model.space) <= set(samples):
-                return values  # type: ignore[no-any-return]
+                return values
             return values - self._cost_weight * self._cost_model.predict_log(samples)  # type: ignore[no-any-return]
 
         def sample_independent(self, study: "optuna.Study", trial: "FrozenTrial", param_name: str,
                                param_distribution: "BaseDistribution") -> Any:
             if self.cost.cheap_start:
                 finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
-                if len(finished) < self._n_startup_trials:
-                    return cheap_half_value(param_distribution, self._rng.rng)
+                if len(finished) < self.n_startup_trials:
+                    return cheap_half_value(param_distribution, self.random_state)
             return super().sample_independent(study, trial, param_name, param_distribution)
 
     _CLASS.append(CostAwareTPESampler)

@@ -54,6 +54,8 @@ def sampler_class(name: str) -> type | None:
 def _grid_sampler_class() -> type:
     import optuna
 
+    from tuner.study.optuna_private import grid_exhausted
+
     class _AskTellGridSampler(optuna.samplers.GridSampler):  # type: ignore[misc]
         """GridSampler for an ask/tell loop: it marks the grid exhausted instead of ``study.stop()``.
 
@@ -64,7 +66,7 @@ def _grid_sampler_class() -> type:
         exhausted = False
 
         def after_trial(self, study: "optuna.Study", trial: Any, state: Any, values: Any) -> None:
-            self.exhausted = len(self._get_unvisited_grid_ids(study)) == 0
+            self.exhausted = grid_exhausted(self, study)
 
     return _AskTellGridSampler
 

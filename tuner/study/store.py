@@ -1,13 +1,14 @@
-"""Writes to the Optuna storage, and every Optuna internal tuner relies on: the storage gateway's write side.
+"""Writes to the Optuna storage, and the Optuna internals tuner relies on: the storage gateway's write side.
 
 With :mod:`tuner.study.attributes` (the names, and the readers of a stored trial) and :mod:`tuner.study.records`
-(typed records of a trial and of a study), this is the only code of ``tuner/`` that names Optuna's attributes or
-its private members (``tests/test_storage_gateway.py`` holds it; :mod:`tuner.study.tolerant_storage`, which
-subclasses Optuna's RDB storage, aside). The rest of tuner writes through the typed functions here (a trial's
-attributes in one transaction each: :func:`set_trial_attributes`) and reads through the records. The internals
-and that one-transaction write live in :mod:`tuner.study.store_rows` (re-exported here), with the trial's side
-records: what only ``show``, the export and the views read (environment, runtime, worker info, log tail), kept
-out of the user attributes every coordinator loads (:data:`tuner.study.attributes.TRIAL_RECORDS`).
+(typed records of a trial and of a study), this is the only code of ``tuner/`` that names Optuna's attributes
+(``tests/test_storage_gateway.py`` holds it; Optuna's private members are reached through
+:mod:`tuner.study.optuna_private`, the one module that names them). The rest of tuner writes through the typed
+functions here (a trial's attributes in one transaction each: :func:`set_trial_attributes`) and reads through
+the records. The internals and that one-transaction write live in :mod:`tuner.study.store_rows` (re-exported
+here), with the trial's side records: what only ``show``, the export and the views read (environment, runtime,
+worker info, log tail), kept out of the user attributes every coordinator loads
+(:data:`tuner.study.attributes.TRIAL_RECORDS`).
 
 Contracts:
 
@@ -22,7 +23,7 @@ Contracts:
   :func:`record_event` (overrides applied and an event appended), :func:`cancel_study` ...
 * Internals: :func:`storage_of`, :func:`backend_of`, :func:`engine_of`, :func:`study_id`,
   :func:`trial_id`, the heartbeat functions. Behaviour follows Optuna 5.0; a change there is
-  fixed here only.
+  fixed here and in :mod:`tuner.study.optuna_private` only.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
 
 from tuner.study import attributes as names
 from tuner.study.cost import trial_cost
+from tuner.study.optuna_private import backend_of_storage, rdb_models, stale_trial_ids
 from tuner.study.outage import call_through_outage
 from tuner.study.records import result_attributes, result_records
 from tuner.study.store_rows import (  # Optuna's internals and the one-transaction write, re-exported
@@ -67,8 +69,9 @@ def study_attribute(study: "optuna.Study", name: str) -> Any:
     (the spec's text included) as ``study.user_attrs`` does; rides through an outage (:mod:`.outage`)."""
     if not hasattr(backend := backend_of(study), "scoped_session"):
         return study.user_attrs.get(name)
-    from json import loads  # noqa: I001 - one block of local imports
-    from optuna.storages._rdb.models import StudyUserAttributeModel as Attr
+    from json import loads
+
+    Attr = rdb_models().StudyUserAttributeModel
 
     def read() -> Any:
         with backend.scoped_session() as session:
@@ -82,7 +85,7 @@ def delete_study(storage: Any, study: Study) -> None:
     """Delete ``study`` (a summary from ``storage.get_all_studies()``), its trials and their side records from
     ``storage``."""
     storage.delete_study(study_id(study))
-    delete_side_records(study, getattr(getattr(storage, "_backend", storage), "engine", None))
+    delete_side_records(study, getattr(backend_of_storage(storage), "engine", None))
 
 
 def add_finished_trials(study: "optuna.Study", trials: Sequence["FrozenTrial"]) -> None:
@@ -91,8 +94,9 @@ def add_finished_trials(study: "optuna.Study", trials: Sequence["FrozenTrial"]) 
         return study.add_trials(trials)
     from json import dumps  # noqa: I001 - one block of local imports
     from optuna.distributions import distribution_to_json
-    from optuna.storages._rdb import models as m
     from sqlalchemy import func
+
+    m = rdb_models()
     with backend.scoped_session() as session:
         m.StudyModel.find_or_raise_by_id(study_id(study), session, for_update=True)
         first = session.query(func.count(m.TrialModel.trial_id)).filter(m.TrialModel.study_id == study_id(study))
@@ -135,7 +139,7 @@ def heartbeat_grace_period_s(study: "optuna.Study") -> float:
 
 def heartbeat_stale_trial_ids(study: "optuna.Study") -> list[int]:
     """Ids of the study's RUNNING trials whose last heartbeat is older than the grace period."""
-    return list(storage_of(study)._get_stale_trial_ids(study_id(study)))
+    return stale_trial_ids(storage_of(study), study_id(study))
 
 
 def trials_with_heartbeat(study: "optuna.Study", among: Collection[int] | None = None) -> set[int]:
@@ -143,7 +147,7 @@ def trials_with_heartbeat(study: "optuna.Study", among: Collection[int] | None =
     rows read); empty for another storage. The query rides through a storage outage (:mod:`.outage`)."""
     if not hasattr(backend := backend_of(study), "scoped_session"):
         return set()  # an unusual storage: no trial is known to beat
-    from optuna.storages._rdb import models
+    models = rdb_models()
 
     def read() -> set[int]:
         with backend.scoped_session() as session:

@@ -1,9 +1,10 @@
-"""The rows behind a study: Optuna's internals the writes reach for, a trial's attributes in one transaction,
-and the trial's side records (issue 27).
+"""The rows behind a study: Optuna's internals the writes reach for (through :mod:`.optuna_private`), a trial's
+attributes in one transaction, and the trial's side records (issue 27).
 
 Part of the storage gateway (with :mod:`tuner.study.store`, which re-exports what is public here,
 :mod:`tuner.study.attributes` and :mod:`tuner.study.records`; ``tests/test_storage_gateway.py``).
-Layer: below :mod:`tuner.study.store` (imports nothing of tuner but :mod:`tuner.study.outage`).
+Layer: below :mod:`tuner.study.store` (imports nothing of tuner but :mod:`tuner.study.outage` and
+:mod:`tuner.study.optuna_private`, where Optuna's private API is used).
 
 Side records. Bulky per-trial facts that only ``tuner show``, the export and the views read (the worker's
 environment, runtime, info and log tail: :data:`tuner.study.attributes.TRIAL_RECORDS`) are not user
@@ -30,6 +31,9 @@ import weakref
 from json import dumps, loads
 from typing import TYPE_CHECKING, Any, Collection, Mapping
 
+from tuner.study.optuna_private import (  # Optuna's internals, re-exported (used by the storage gateway)
+    backend_of as backend_of, live_trial_cache, rdb_models, rdb_session, storage_of as storage_of,
+    study_id as study_id, trial_id as trial_id)
 from tuner.study.outage import call_through_outage
 
 if TYPE_CHECKING:
@@ -46,30 +50,9 @@ _SIDE_READY: "weakref.WeakSet[Any]" = weakref.WeakSet()  # engines whose side ta
 # ------------------------------------------------------------------ Optuna internals
 
 
-def storage_of(study: "optuna.Study") -> Any:
-    """The storage ``study`` reads and writes (Optuna's own wrapper of the storage it was opened on)."""
-    return study._storage
-
-
-def backend_of(study: "optuna.Study") -> Any:
-    """The storage behind Optuna's cache wrapper (an ``RDBStorage`` for a database URL)."""
-    storage = storage_of(study)
-    return getattr(storage, "_backend", storage)
-
-
 def engine_of(study: "optuna.Study") -> Any:
     """The SQLAlchemy engine of the study's database; None for a storage without one (in memory, journal)."""
     return getattr(backend_of(study), "engine", None)
-
-
-def study_id(study: Study) -> int:
-    """The storage's id of a study (an ``optuna.Study`` or a ``FrozenStudy`` from ``get_all_studies``)."""
-    return int(study._study_id)
-
-
-def trial_id(trial: Trial) -> int:
-    """The storage's id of a trial (live or frozen); trial *numbers* count per study, ids per storage."""
-    return int(trial._trial_id)
 
 
 # ------------------------------------------------------------------ the side table
@@ -181,15 +164,16 @@ def set_trial_attributes(trial: Trial, values: Mapping[str, Any], side: Mapping[
     database and reads them from there: ``study.get_trials()`` sees these. A NaN constraint is a ValueError
     before anything is written, as in Optuna."""
     values, side, system = dict(values), dict(side or {}), constraint_attributes(constraints or {})
-    if not hasattr(trial, "_cached_frozen_trial"):  # a FrozenTrial: Optuna writes it in memory only
+    cached = live_trial_cache(trial)
+    if cached is None:  # a FrozenTrial: Optuna writes it in memory only
         for key, value in {**values, **side}.items():
             trial.set_user_attr(key, value)
         for key, value in (constraints or {}).items():
             trial.set_constraint(key, value)
         return
     aside = write_attributes(trial.study, trial_id(trial), values, side, trial.number, system)
-    trial._cached_frozen_trial.user_attrs.update(values if aside else {**values, **side})
-    trial._cached_frozen_trial.system_attrs.update(system)
+    cached.user_attrs.update(values if aside else {**values, **side})
+    cached.system_attrs.update(system)
 
 
 def constraint_attributes(constraints: Mapping[str, float]) -> dict[str, float]:
@@ -242,13 +226,11 @@ def _upsert_attributes(backend: Any, dialect: str, number: int, values: Mapping[
                        side_rows: list[dict[str, Any]], system: Mapping[str, Any]) -> None:
     """One transaction: refuse a finished trial ``number`` (as Optuna does), then upsert each of ``values``
     (user attributes), each of ``system`` (system attributes) and each of ``side_rows`` (the side table)."""
-    from optuna.storages._rdb import models as m  # noqa: I001 - one block of local imports
-    from optuna.storages._rdb.storage import _create_scoped_session
-
+    m = rdb_models()
     table, side, system_table = m.TrialUserAttributeModel, _side(), m.TrialSystemAttributeModel
     rows = [{"trial_id": number, "key": key, "value_json": dumps(value)} for key, value in values.items()]
     system_rows = [{"trial_id": number, "key": key, "value_json": dumps(value)} for key, value in system.items()]
-    with _create_scoped_session(backend.scoped_session, True) as session:
+    with rdb_session(backend) as session:
         backend.check_trial_is_updatable(number, m.TrialModel.find_or_raise_by_id(number, session).state)
         if rows:
             session.execute(_upsert(dialect, table, rows, [table.trial_id, table.key]))

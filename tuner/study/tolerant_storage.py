@@ -21,17 +21,19 @@ from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import RDBStorage
 from optuna.trial import TrialState
 
+from tuner.study.optuna_private import RDB_PRIVATE_METHODS, RDB_STORAGE_MODULE
 from tuner.study.outage import TRANSIENT_WORDS, call_through_outage
 
-# RDBStorage methods that reach the database (RDBStorage's own, and those _CachedStorage calls).
+# RDBStorage methods that reach the database: its public ones, and the private ones _CachedStorage and Optuna call
+# (named in tuner.study.optuna_private with every other use of Optuna's private API).
 RETRIED_METHODS = (
     "create_new_study", "delete_study", "set_study_user_attr", "set_study_system_attr", "get_study_id_from_name",
     "get_study_name_from_id", "get_study_directions", "get_study_user_attrs", "get_study_system_attrs",
-    "get_all_studies", "create_new_trial", "_create_new_trial", "set_trial_param", "_set_trial_param",
-    "get_trial_id_from_study_id_trial_number", "get_trial_number_from_id", "get_trial_param", "get_trial_params",
-    "get_trial_user_attrs", "get_trial_system_attrs", "set_trial_intermediate_value", "set_trial_user_attr",
-    "set_trial_system_attr", "get_trial", "get_all_trials", "_get_trials", "get_n_trials", "get_best_trial",
-    "_get_best_trial_id", "record_heartbeat", "_get_stale_trial_ids", "get_current_version",
+    "get_all_studies", "create_new_trial", "set_trial_param", "get_trial_id_from_study_id_trial_number",
+    "get_trial_number_from_id", "get_trial_param", "get_trial_params", "get_trial_user_attrs",
+    "get_trial_system_attrs", "set_trial_intermediate_value", "set_trial_user_attr", "set_trial_system_attr",
+    "get_trial", "get_all_trials", "get_n_trials", "get_best_trial", "record_heartbeat", "get_current_version",
+    *RDB_PRIVATE_METHODS,
 )
 
 
@@ -53,7 +55,7 @@ class _QuietDuringOutage(logging.Filter):
         return not ("falling back to a slower alternative" in text and any(word in text for word in TRANSIENT_WORDS))
 
 
-logging.getLogger("optuna.storages._rdb.storage").addFilter(_QuietDuringOutage())
+logging.getLogger(RDB_STORAGE_MODULE).addFilter(_QuietDuringOutage())
 
 
 class OutageTolerantRDBStorage(RDBStorage):
