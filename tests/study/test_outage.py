@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlite3
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
 import optuna
 import psycopg
@@ -19,7 +19,8 @@ from sqlalchemy.exc import IntegrityError, OperationalError
 from tuner.study import outage
 from tuner.study.claims import Claims
 from tuner.study.heartbeats import stale_trial_ids
-from tuner.study.outage import StorageUnavailable, call_through_outage, is_transient
+from tuner.study.outage import (StorageMisconfigured, StorageUnavailable, call_through_outage, is_transient,
+                                misconfiguration)
 from tuner.study.storage import open_storage
 
 
@@ -35,7 +36,7 @@ def _wrapped(driver_error: Exception) -> StorageInternalError:
 
 
 @pytest.fixture(autouse=True)
-def heard(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+def heard(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
     lines: list[str] = []
     outage.set_reporter(lines.append)
     monkeypatch.setattr(outage, "FIRST_WAIT_S", 0.01)
@@ -56,6 +57,56 @@ def test_connection_level_errors_are_transient_and_request_errors_are_not() -> N
     assert not is_transient(IntegrityError("INSERT", {}, psycopg.errors.UniqueViolation("duplicate key")))
     assert not is_transient(ValueError("Cannot tell a COMPLETE trial."))
     assert not is_transient(StorageUnavailable("the storage stayed unreachable for 120 s"))
+
+
+CONNECT = 'connection failed: connection to server at "127.0.0.1", port 5432 failed: '  # psycopg's connect preamble
+
+
+def test_a_server_starting_up_is_waited_for_and_a_refusal_is_not() -> None:
+    """psycopg gives a failed connect no SQLSTATE: its words decide (as a real server says them; the real
+    server's own refusals are tests/fleet/test_storage_misconfiguration.py's)."""
+    for words in ("FATAL:  the database system is starting up", "FATAL:  the database system is shutting down",
+                  "FATAL:  sorry, too many clients already", "Connection refused"):
+        assert is_transient(_wrapped(psycopg.OperationalError(CONNECT + words))), words
+        assert misconfiguration(_wrapped(psycopg.OperationalError(CONNECT + words))) is None, words
+    refusals = {'FATAL:  password authentication failed for user "tuner"': "refused the login",
+                'FATAL:  no pg_hba.conf entry for host "10.0.0.7", user "tuner", database "db", no encryption':
+                    "refused the login",
+                "fe_sendauth: no password supplied": "refused the login",
+                'FATAL:  role "tuner" is not permitted to log in': "refused the login",
+                'FATAL:  role "nobody" does not exist': "refused the login",
+                'FATAL:  database "db" does not exist': "has no such database",
+                'FATAL:  permission denied for database "db"': "denied a permission"}
+    for words, problem in refusals.items():
+        error = _wrapped(psycopg.OperationalError(CONNECT + words))
+        assert not is_transient(error), words
+        said = misconfiguration(error) or ""
+        assert said.startswith(f"{problem}: ") and "FATAL" not in said and "connection to server" not in said, said
+    denied = _wrapped(psycopg.errors.InsufficientPrivilege("permission denied for table trials"))
+    assert misconfiguration(denied) == "denied a permission: permission denied for table trials"
+    assert misconfiguration(_wrapped(psycopg.errors.InvalidPassword("password authentication failed")))
+    assert misconfiguration(_wrapped(psycopg.errors.UndefinedTable('relation "trials" does not exist'))) is None
+
+
+def test_a_refusal_ends_an_outage_at_once_with_the_stop(heard: list[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    """The password changed and the old sessions terminated: the lost connection is waited for, the refused
+    login that follows is not — one StorageMisconfigured, no "back" line, long before the bound."""
+    monkeypatch.setenv(outage.OUTAGE_BOUND_ENV, "120")
+    errors = [psycopg.errors.AdminShutdown("terminating connection due to administrator command"),
+              psycopg.OperationalError(CONNECT + 'FATAL:  password authentication failed for user "tuner"')]
+    calls: list[int] = []
+
+    def refused() -> None:
+        calls.append(1)
+        raise _wrapped(errors[min(len(calls), 2) - 1])
+
+    with pytest.raises(StorageMisconfigured) as raised:
+        call_through_outage(refused)
+    assert calls == [1, 1]
+    assert str(raised.value) == 'the storage refused the login: password authentication failed for user "tuner"'
+    assert len(heard) == 1 and "unreachable" in heard[0], heard
+    assert not outage.recovered_within(0), "the outage is over: the process stops"
+    assert misconfiguration(raised.value) == raised.value.problem  # a caller naming the storage reads it back
 
 
 def test_a_call_is_retried_until_the_storage_is_back_and_the_outage_is_said_once(heard: list[str]) -> None:

@@ -5,7 +5,8 @@
 event, wires the parts (:mod:`.wiring`), runs the
 :class:`~tuner.study.coordinator.Coordinator` (Ctrl-C / SIGTERM stop it: :mod:`.signals`)
 and finishes (:mod:`.finish`). A storage failure anywhere becomes one
-:class:`~tuner.study.storage.StudyError` line naming the resume command.
+:class:`~tuner.study.storage.StudyError` line naming the resume command (a refusal — login, database,
+permission — its :class:`~tuner.study.outage.StorageMisconfigured`, at once).
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from tuner.study import attributes as names
 from tuner.study import store
 from tuner.study.listeners import Listener, Summary
 from tuner.study.lock import lock_for
+from tuner.study.outage import StorageMisconfigured, misconfiguration
 from tuner.study.records import StudyRecord
 from tuner.study.storage import StudyError, redact_url
 from tuner.study.studies import OpenStudy
@@ -66,7 +68,8 @@ def run_session(opened: OpenStudy, options: RunOptions, listener: SessionListene
     :attr:`Summary.failure`, an interrupted one :attr:`Summary.interrupted`).
 
     Raises ``StudyError`` (one line) when a device is locked by another live run of the study, or the
-    storage fails (then the trial in flight is re-run by ``tuner resume``; nothing stored is lost).
+    storage fails (then the trial in flight is re-run by ``tuner resume``; nothing stored is lost);
+    ``StorageMisconfigured``, naming the storage, when it refused a login, a database or a permission.
     """
     said = listener if listener is not None else Quiet()
     study = opened.study
@@ -76,6 +79,11 @@ def run_session(opened: OpenStudy, options: RunOptions, listener: SessionListene
         store.record_event(study, "resume" if not opened.created else "run", dict(options.overrides))
         return _locked_run(opened, options, said)
     except Exception as error:
+        problem = misconfiguration(error)
+        if problem is not None:  # a refusal, never waited out: the storage named, the problem in its words
+            raise StorageMisconfigured.of(problem, opened.storage_url, f"; not an outage, so the study stopped at "
+                                          f"once (once it is put right, 'tuner resume {study.study_name}' re-runs "
+                                          f"the trial in flight; nothing stored is lost)") from None
         cause = storage_cause(error)
         if cause is not None:
             raise StudyError(f"storage error, the study stopped: {cause} (storage {redact_url(opened.storage_url)}; "

@@ -16,8 +16,23 @@ What the user sees: one line when the storage is first found away and one line w
 
 Transient means: PostgreSQL could not be reached (connection refused, no route, closed
 mid-transaction), or says it is shutting down, starting up or in recovery (SQLSTATE class 08,
-57P01-57P03), too many connections (53300); a connection SQLAlchemy invalidated. SQLite's "database
-is locked" is not: its busy timeout has waited already, and a lock held past it is a stop. A transaction cut short by a connection error was rolled back by
+57P01-57P03), too many connections (53300); a connection SQLAlchemy invalidated; any other
+connection-level failure of psycopg (an ``OperationalError`` without SQLSTATE) that is not a refusal
+below. SQLite's "database is locked" is not: its busy timeout has waited already, and a lock held
+past it is a stop.
+
+A *refusal* is never waited out, whatever came before it: the server answered, and no amount of
+waiting changes its answer. :func:`misconfiguration` names it — a login refused (SQLSTATE class 28,
+or psycopg's connect-time words: "password authentication failed", "no pg_hba.conf entry", "no
+password supplied", "role ... is not permitted to log in", "role ... does not exist"), an unknown
+database (3D000, 57P04, 'database "x" does not exist'), a permission denied (42501, "permission
+denied"): SQLSTATE where the driver gives one, its words otherwise (psycopg gives none for a failed
+connect). :func:`call_through_outage` raises it at once as :class:`StorageMisconfigured`, one line
+naming the problem — also when it ends an outage (a password changed and the old sessions
+terminated: the reconnect is refused). :func:`tuner.study.storage.open_storage` and
+:func:`tuner.session.run.run_session` name the storage in it (its URL redacted).
+
+A transaction cut short by a connection error was rolled back by
 the server, so running it again is safe; the one ambiguous case — the connection drops while the
 server commits — is made harmless where it matters: a state change found already made by this
 process counts as done (see :class:`~tuner.study.storage.OutageTolerantRDBStorage`) and a claim
@@ -31,12 +46,13 @@ again before their trials count as abandoned.
 from __future__ import annotations
 
 import os
+import re
 import sys
 import threading
 import time
 from typing import Any, Callable, TypeVar
 
-from tuner.secrets import redact_text
+from tuner.secrets import redact_text, redact_url
 from tuner.study.errors import StudyError
 
 OUTAGE_BOUND_ENV = "TUNER_STORAGE_OUTAGE_S"  # seconds to wait for a storage that went away
@@ -50,11 +66,33 @@ TRANSIENT_WORDS = ("connection refused", "could not connect", "connection failed
                    "connection is closed", "connection already closed", "ssl connection has been closed",
                    "could not receive data", "could not send data")
 
+MISCONFIGURED_SQLSTATES = {"28": "refused the login", "3D000": "has no such database",  # "28": the whole class
+                           "57P04": "has no such database", "42501": "denied a permission"}
+REFUSAL_WORDS = ((re.compile(r"authentication failed|no pg_hba\.conf entry|pg_hba\.conf rejects|no password supplied|"
+                             r"is not permitted to log in|role \"[^\"]*\" does not exist"), "refused the login"),
+                 (re.compile(r"database \"[^\"]*\" does not exist"), "has no such database"),
+                 (re.compile(r"permission denied"), "denied a permission"))  # psycopg's words, matched lower-cased
+
 T = TypeVar("T")
 
 
 class StorageUnavailable(StudyError):
     """The storage stayed unreachable past the outage bound; the message says how long and why."""
+
+
+class StorageMisconfigured(StudyError):
+    """The storage refused this process (login, database, permission): not waited for. ``problem`` is
+    what :func:`misconfiguration` said, without the storage's name; build one with :meth:`of`."""
+
+    problem: str = ""
+
+    @classmethod
+    def of(cls, problem: str, url: str | None = None, then: str = "") -> "StorageMisconfigured":
+        """``storage <url, redacted> <problem><then>`` (``the storage ...`` without a URL), on one line."""
+        where = f"storage {redact_url(url)}" if url else "the storage"
+        error = cls(redact_text(" ".join(f"{where} {problem}{then}".split())))
+        error.problem = problem
+        return error
 
 
 def outage_bound_s() -> float:
@@ -84,9 +122,42 @@ def _chain(error: BaseException) -> list[BaseException]:
     return seen
 
 
+def _server_words(item: BaseException) -> str:
+    """What the server (or libpq) said in ``item``, on one line: a connect failure's text after its last
+    "FATAL:" or its "connection to server at ... failed:" preamble; redacted, at most 300 characters."""
+    text = " ".join(str(item).split())
+    if "FATAL:" in text:
+        text = text.rpartition("FATAL:")[2]
+    else:
+        text = re.sub(r"^connection failed: (connection to server at .*? failed: )?", "", text)
+    return redact_text(text.strip()[:300] or type(item).__name__)
+
+
+def misconfiguration(error: BaseException) -> str | None:
+    """What the storage refused, when ``error`` (or an exception it was raised from) is a refusal that
+    waiting cannot change (see the module docstring): e.g. ``refused the login: password authentication
+    failed for user "tuner"``; None for anything else."""
+    for item in _chain(error):
+        if isinstance(item, StorageMisconfigured):
+            return item.problem
+        sqlstate = getattr(item, "sqlstate", None)
+        if isinstance(sqlstate, str):
+            problem = MISCONFIGURED_SQLSTATES.get(sqlstate) or MISCONFIGURED_SQLSTATES.get(sqlstate[:2])
+            if problem is not None:
+                return f"{problem}: {_server_words(item)}"
+        elif type(item).__module__.startswith("psycopg"):
+            text = " ".join(str(item).lower().split())
+            for pattern, problem in REFUSAL_WORDS:
+                if pattern.search(text):
+                    return f"{problem}: {_server_words(item)}"
+    return None
+
+
 def is_transient(error: BaseException) -> bool:
     """Whether ``error`` (or an exception it was raised from) says the storage is away for now,
-    not that the request was wrong (see the module docstring for the list)."""
+    not that the request was wrong nor that the storage refused it (see the module docstring)."""
+    if misconfiguration(error) is not None:
+        return False
     for item in _chain(error):
         if isinstance(item, StorageUnavailable):
             return False  # an inner call already waited out its bound
@@ -156,6 +227,12 @@ def _went_away(error: BaseException, bound: float) -> None:
               f"back ({OUTAGE_BOUND_ENV}); trials in flight keep running")
 
 
+def _refused() -> None:
+    """The outage in progress, if any, ended in a refusal: the stop's line says so, not a "back" line."""
+    with _STATE.lock:
+        _STATE.away_since = None
+
+
 def _came_back() -> None:
     with _STATE.lock:
         if _STATE.away_since is None:
@@ -168,7 +245,8 @@ def _came_back() -> None:
 
 def call_through_outage(call: Callable[..., T], *args: Any, retrying: Callable[[BaseException], T | None]
                         | None = None, **kwargs: Any) -> T:
-    """``call(*args, **kwargs)``, retried while its error :func:`is_transient`, up to the outage bound.
+    """``call(*args, **kwargs)``, retried while its error :func:`is_transient`, up to the outage bound;
+    a refusal (:func:`misconfiguration`) raises :class:`StorageMisconfigured` at once, chained.
 
     ``retrying(error)``, when given, is asked before each retry with the error a *retried* attempt
     raised that is not transient (e.g. "trial already finished" after an ambiguous commit): a
@@ -187,6 +265,12 @@ def call_through_outage(call: Callable[..., T], *args: Any, retrying: Callable[[
         try:
             result = call(*args, **kwargs)
         except Exception as error:  # noqa: BLE001 - classified below; anything else is re-raised as is
+            problem = misconfiguration(error)
+            if problem is not None:
+                _refused()
+                if isinstance(error, StorageMisconfigured):
+                    raise
+                raise StorageMisconfigured.of(problem) from error
             if attempt and not is_transient(error) and retrying is not None:
                 answer = retrying(error)
                 if answer is not None:

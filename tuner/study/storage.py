@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.spec.extras import MissingExtra, is_installed
 from tuner.study.errors import StudyError
+from tuner.study.outage import StorageMisconfigured, misconfiguration
 from tuner.study.store import trials_of
 from tuner.secrets import redact_text, redact_url, remember_url
 
@@ -117,8 +118,9 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> "opt
     process holds the write lock, with a busy timeout of :data:`READ_BUSY_TIMEOUT_S` for the rare
     moment a reader must wait (a checkpoint); writes are not prevented, only not made atomic — the
     caller promises none. The returned storage waits out a lost connection (:mod:`tuner.study.outage`);
-    opening it does not. Any failure to connect (wrong password,
-    unreachable server, missing database) is a one-line :class:`StudyError` without secrets.
+    opening it does not. Any failure to connect is a one-line :class:`StudyError` without secrets; a
+    refusal (wrong password, unknown role or database, permission denied) is its
+    :class:`~tuner.study.outage.StorageMisconfigured`, naming the storage and what it refused.
     """
     import warnings
 
@@ -160,6 +162,9 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> "opt
             if attempt < 3 and any(text in str(error) for text in ("locked", "already exists", "UNIQUE constraint")):
                 time.sleep(0.5 * (attempt + 1))  # another process is creating the same tables
                 continue
+            problem = misconfiguration(error)
+            if problem is not None:  # a login, database or permission refused: the same words as mid-study
+                raise StorageMisconfigured.of(problem, url) from None
             raise StudyError(redact_text(f"cannot open storage {redact_url(url)}: {_driver_reason(error)}")) from None
     if url.startswith("sqlite:"):
         _use_write_ahead_log(storage, atomic_writes=not read_only)
