@@ -1,4 +1,5 @@
-"""What a trial records it ran with (tuner.runner.provenance): redaction, git state, hashes, versions."""
+"""What a trial records it ran with (tuner.runner.provenance): git state, hashes, versions (the environment:
+tests/runner/test_recorded_env.py)."""
 
 from __future__ import annotations
 
@@ -16,37 +17,11 @@ from tuner.runner.provenance import (
     INFERENCE_PACKAGES,
     git_state,
     package_versions,
-    redacted_environment,
     sha256_file,
     trial_runtime,
     weights_record,
     workload_module,
 )
-from tuner.secrets import MASK
-
-
-def test_secret_names_and_url_passwords_are_masked_and_the_rest_kept() -> None:
-    environ = {"MY_API_TOKEN": "hunter2", "OPENAI_API_KEY": "sk-abc123", "AWS_SECRET_ACCESS_KEY": "wJalrXUt",
-               "PGPASSWORD": "pgpass99", "DB_PASSWORD": "", "OMP_NUM_THREADS": "2", "PATH": "/usr/bin:/bin",
-               "DATABASE_URL": "postgresql://tuner:s3cretPW@db.example:5432/studies",
-               "ECHO": "the pg password is pgpass99 here"}
-    shown = redacted_environment(environ)
-    assert list(shown) == sorted(environ), "every variable, sorted by name"
-    for name in ("MY_API_TOKEN", "OPENAI_API_KEY", "AWS_SECRET_ACCESS_KEY", "PGPASSWORD"):
-        assert shown[name] == MASK, name
-    assert shown["DB_PASSWORD"] == "", "an empty secret hides nothing"
-    assert shown["OMP_NUM_THREADS"] == "2" and shown["PATH"] == "/usr/bin:/bin"
-    assert shown["DATABASE_URL"] == f"postgresql://tuner:{MASK}@db.example:5432/studies"
-    assert shown["ECHO"] == f"the pg password is {MASK} here", "a known secret is masked wherever it appears"
-    assert not any(secret in value for value in shown.values()
-                   for secret in ("hunter2", "sk-abc123", "wJalrXUt", "pgpass99", "s3cretPW"))
-
-
-def test_the_process_environment_is_the_default(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PROVENANCE_TEST_TOKEN", "tok-value-1")
-    monkeypatch.setenv("PROVENANCE_TEST_PLAIN", "plain")
-    shown = redacted_environment()
-    assert shown["PROVENANCE_TEST_TOKEN"] == MASK and shown["PROVENANCE_TEST_PLAIN"] == "plain"
 
 
 def _git(directory: Path, *args: str) -> str:

@@ -84,6 +84,7 @@ def study_env(**extra: str) -> dict[str, str]:
 
 
 def run_study(spec: dict[str, Any], home: Path, env: dict[str, str]) -> optuna.Study:
+    spec = {**spec, "record_env": ["MY_*"]}  # STUDY_ENV's own variables, beside the built-in allow-list
     path = home / "spec.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     tuner("run", str(path), "--study-name", "s", "--wall-time", "0", "--no-mlflow", cwd=home, env=env)
@@ -172,7 +173,8 @@ def assert_runtime_and_env(document: dict[str, Any], uses_torch: bool) -> None:
     if not torch.cuda.is_available():
         assert runtime["driver"] is None and runtime["unavailable"]["driver"].startswith("NVML")
     env = document["env"]
-    assert env["MY_API_TOKEN"] == MASK and env["MY_MODEL_HOME"] == "/models/cache"
+    assert env["MY_API_TOKEN"] == MASK and env["MY_MODEL_HOME"] == "/models/cache", "the spec's record_env"
+    assert "PATH" not in env and "HOME" not in env, "nothing outside the allow-list and record_env"
     assert env["OMP_NUM_THREADS"].isdigit(), "the thread count the worker ran with (its slot's)"
     assert SECRET not in yaml.safe_dump(document)
 

@@ -76,6 +76,8 @@ class TrialRequest:
     private directory for logs and files; ``timeout_s``: wall-clock limit.
     ``workload_options``: an adapter block (``StudySpec.workload.options``); when
     non-empty the workload class is constructed with it as its one argument.
+    ``record_env``: the spec's ``record_env`` (names or globs), recorded in the trial's
+    ``env`` beside the built-in allow-list (:mod:`tuner.runner.recorded_env`).
     """
 
     study_name: str
@@ -94,6 +96,7 @@ class TrialRequest:
     compare_with_self: bool = False
     reference_settings: dict[str, Any] | None = None
     workload_options: dict[str, Any] = field(default_factory=dict)
+    record_env: list[str] = field(default_factory=list)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)

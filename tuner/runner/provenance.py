@@ -1,4 +1,4 @@
-"""What a trial ran with: its environment (less secrets), runtime, packages, project commit and weights.
+"""What a trial ran with: its environment (allow-listed, less secrets), runtime, packages, project commit and weights.
 
 Captured by the worker (:mod:`tuner.runner.worker`) at the end of every trial it
 reports, *after* the measurement (loading cuDNN or hashing weights never shows in a
@@ -7,12 +7,8 @@ trial's latency or peak memory), and stored per trial by
 ``runtime``. :func:`git_state` and :func:`package_versions` also give a study its
 ``provenance`` attribute at creation (:func:`tuner.study.studies.study_attributes`).
 
-* :func:`redacted_environment` -- the process environment with every secret value
-  replaced by :data:`tuner.secrets.MASK`: variables with a secret-looking name
-  (:func:`tuner.secrets.is_secret_name`: ``*_TOKEN``, ``*_PASSWORD``, ``*_API_KEY``,
-  ``AWS_SECRET_ACCESS_KEY``...), the tuner's own :data:`~tuner.secrets.SECRET_VARIABLES`,
-  and passwords inside URLs or known secrets in any other value
-  (:func:`tuner.secrets.redact_text`).
+* the ``env`` record is :func:`tuner.runner.recorded_env.recorded_environment`: only the
+  allow-listed variables (and the spec's ``record_env``), secrets masked; nothing else.
 * :func:`trial_runtime` -- ``{"python", "platform", "packages", "torch", "driver", "git",
   "weights", "unavailable"}``; a fact that cannot be found is ``None`` and
   ``unavailable[key]`` says why (no GPU, no git checkout, torch not imported...).
@@ -42,23 +38,12 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Mapping
 
-from tuner.secrets import MASK, SECRET_VARIABLES, is_secret_name, redact_text
+from tuner.secrets import redact_text
 
 INFERENCE_PACKAGES: tuple[str, ...] = ("torch", "torchvision", "numpy", "optuna", "tuner")
 """Distributions whose versions every record names (``None`` when not installed)."""
 GIT_TIMEOUT_S = 5.0
 HASH_CHUNK_BYTES = 8 * 1024 * 1024
-
-
-def redacted_environment(environ: Mapping[str, str] | None = None) -> dict[str, str]:
-    """``environ`` (default ``os.environ``) with secrets masked (see module docs); keys sorted."""
-    source = os.environ if environ is None else environ
-    shown: dict[str, str] = {}
-    for name in sorted(source):
-        value = source[name]
-        secret = name in SECRET_VARIABLES or is_secret_name(name)
-        shown[name] = MASK if secret and value else redact_text(value, source)
-    return shown
 
 
 def git_state(directory: Path) -> dict[str, Any]:

@@ -284,10 +284,12 @@ WEIGHTS_HASH_CACHE = "weights_sha256.json"
 
 
 def trial_provenance(request: TrialRequest, workload: "Workload | None", context: "RunContext") -> dict[str, Any]:
-    """``{"env": ..., "runtime": ...}``: what this trial ran with (:mod:`tuner.runner.provenance`),
+    """``{"env": ..., "runtime": ...}``: what this trial ran with (the allow-listed environment,
+    :mod:`tuner.runner.recorded_env`; the runtime, :mod:`tuner.runner.provenance`),
     taken after the measurement (``workload`` None: it was never built). Never raises: what cannot
     be found is marked unavailable."""
-    from tuner.runner.provenance import redacted_environment, trial_runtime, workload_module
+    from tuner.runner.provenance import trial_runtime, workload_module
+    from tuner.runner.recorded_env import recorded_environment
 
     options = request.workload_options
     module = workload_module(request.workload_class, str(options.get("factory", "")) or None)
@@ -311,7 +313,7 @@ def trial_provenance(request: TrialRequest, workload: "Workload | None", context
         runtime["weights_identity"] = identity
     if problem is not None:
         runtime.setdefault("unavailable", {})["weights"] = problem
-    return {"env": redacted_environment(), "runtime": runtime}
+    return {"env": recorded_environment(extra=request.record_env), "runtime": runtime}
 
 
 def _invocation_of(workload: "Workload | None") -> dict[str, Any] | None:

@@ -23,8 +23,8 @@ production makes -- ``interface``, ``target``, ``factory_kwargs``, ``load_params
 (:class:`GitState`), ``packages``, ``runtime`` (:class:`Runtime`: Python, torch,
 CUDA / cuDNN, driver, threads), ``weights`` (sha256 per declared file) and
 ``source`` (where they were captured: the trial, or the study's creation when the
-trial recorded none); ``env`` is the environment the trial ran with, secrets
-masked (``null``: not recorded).
+trial recorded none); ``env`` is the allow-listed environment the trial ran with
+(:mod:`tuner.runner.recorded_env`), secrets masked (``null``: not recorded).
 
 What finding the setting cost (issue 26), added to v1 the same way: ``provenance.cost``
 (:class:`CostBlock`, ``null`` in files exported before it): the study's device-hours used /

@@ -11,7 +11,7 @@ trial, storage, spec hash, sampler, times; git commit, package versions, torch /
 CUDA / cuDNN / driver and weights' sha256: :mod:`tuner.ship.provenance_block`; what
 finding the setting cost: ``provenance.cost``, the study's device-hours used / wasted /
 avoided at export time and the trial's own device-seconds, :func:`tuner.front.cost.export_cost_block`),
-the environment the trial ran with (secrets masked), how it was selected, and
+the allow-listed environment the trial ran with (secrets masked), how it was selected, and
 what ``tuner check`` needs to re-measure it. A copy of a measured setting
 (``duplicate_of``) takes its runtime, environment and device from the trial that
 measured it.

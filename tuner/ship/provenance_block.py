@@ -14,8 +14,10 @@
   versions of the creating host; ``runtime`` is then null and ``weights`` empty;
 * ``source: null`` -- neither (a study older than both): every field null / empty.
 
-``env`` is the trial's recorded environment, secrets already masked by the worker
-(:func:`tuner.runner.provenance.redacted_environment`); null when not recorded.
+``env`` is the trial's recorded environment: the allow-listed variables and the spec's
+``record_env``, secrets masked (:mod:`tuner.runner.recorded_env`; an older trial's whole
+environment is filtered the same way when read, :func:`tuner.study.records.trial_records`);
+null when not recorded.
 
 Reads plain mappings only (JSON from the storage); a malformed value is left out,
 never guessed. This module never imports torch.
@@ -91,7 +93,8 @@ def provenance_fields(study_attrs: Mapping[str, Any], trial_attrs: Mapping[str, 
 
 
 def recorded_env(trial_attrs: Mapping[str, Any]) -> dict[str, str] | None:
-    """The environment the trial ran with (secrets masked by the worker), or None when not recorded."""
+    """The allow-listed environment the trial ran with (secrets masked; as read by
+    :func:`tuner.study.records.trial_records`), or None when not recorded."""
     env = _mapping(trial_attrs.get(ENV))
     return None if env is None else {str(name): str(value) for name, value in env.items()}
 

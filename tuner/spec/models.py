@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import re
 from decimal import Decimal, InvalidOperation
 from typing import Annotated, Any, Literal, Union
 
@@ -30,6 +31,10 @@ from tuner.spec.workload import WorkloadSpec, check_adapter_names
 
 SamplerName = Literal["tpe", "nsga2", "gp", "random", "grid"]
 DEFAULT_SAMPLER: SamplerName = "tpe"
+
+RECORD_ENV_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_*?]*")
+"""An entry of ``record_env``: an environment variable name, or a simple glob of one (``*`` any run of
+characters, ``?`` one), starting with a letter or ``_`` (so never ``*`` alone: the whole environment)."""
 
 
 class _Strict(BaseModel):
@@ -294,6 +299,18 @@ class StudySpec(_Strict):
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
     export: ExportSpec | None = None
     seed: int = 0
+    record_env: list[str] = Field(default_factory=list)
+    """Environment variables each trial records beside the built-in allow-list
+    (:mod:`tuner.runner.recorded_env`): names or simple globs (:data:`RECORD_ENV_PATTERN`)."""
+
+    @field_validator("record_env")
+    @classmethod
+    def _record_env_names(cls, names: list[str]) -> list[str]:
+        for index, name in enumerate(names):
+            if not RECORD_ENV_PATTERN.fullmatch(name):
+                raise ValueError(f"record_env.{index}: {name!r} is not an environment variable name or a simple glob "
+                                 "(letters, digits, _ and the wildcards * ?, starting with a letter or _)")
+        return names
 
     @field_validator("rules", mode="before")
     @classmethod

@@ -41,7 +41,7 @@ OUTPUT_PATH = "output_path"
 WORKER_INFO = "worker_info"  # the worker's info, less ENV / RUNTIME (a side record)
 CUT_SHORT = "cut_short"  # how the time limit shortened the latency measurement (``worker_info``'s, kept a row)
 SAMPLES = "samples"  # name -> path of a sample output (contact sheet, GIF, text)
-ENV = "env"  # the environment the worker ran with, secrets masked (a side record)
+ENV = "env"  # the allow-listed environment the worker ran with, secrets masked (a side record)
 RUNTIME = "runtime"  # packages, torch / CUDA / cuDNN, driver, git, weights' sha256 (a side record)
 TRIAL_RECORDS = (ENV, RUNTIME, WORKER_INFO, LOG_TAIL)
 """A trial's side records: bulky facts only ``tuner show``, the export and the views read, kept out of the

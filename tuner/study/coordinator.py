@@ -412,4 +412,4 @@ class Coordinator:
             workdir=str(trial_dir), quality_metrics=self.quality_metrics,
             reference_output=self._reference_output(stored) if role != "reference" else None,
             save_output=save, compare_with_self=role == "reference",
-            reference_settings=reference_settings(self.spec))
+            reference_settings=reference_settings(self.spec), record_env=list(self.spec.record_env))

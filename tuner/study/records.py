@@ -9,10 +9,12 @@ Part of the storage gateway (:mod:`tuner.study.attributes` names every attribute
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tuner.pareto import feasible_measurement
 from tuner.results import TrialResult
+from tuner.runner.recorded_env import recorded_only
 from tuner.study import attributes as names
 from tuner.study.attributes import Attributed, named_constraints
 from tuner.study.cost import CostedTrial, StudyCost, device_s_of, study_cost
@@ -40,7 +42,7 @@ stored ``latency_noisy`` flag then counts too) but never looser.
 
 TRIAL_PROVENANCE_KEYS = (names.ENV, names.RUNTIME)
 """Keys of a worker's ``info`` stored as their own side records (:func:`tuner.runner.worker.trial_provenance`):
-``env`` (the trial's environment, secrets masked) and ``runtime`` (packages, torch / CUDA / cuDNN,
+``env`` (the trial's allow-listed environment, secrets masked) and ``runtime`` (packages, torch / CUDA / cuDNN,
 driver, git commit, weights' sha256, and ``unavailable``: why a fact is missing)."""
 
 
@@ -76,18 +78,45 @@ def result_records(result: TrialResult) -> dict[str, Any]:
     }
 
 
+@lru_cache(maxsize=32)
+def _record_env_of_spec(spec_yaml: str) -> tuple[str, ...]:
+    from tuner.spec.loading import parse_spec
+
+    try:
+        return tuple(parse_spec(spec_yaml, source="<stored spec>").record_env)
+    except ValueError:
+        return ()
+
+
+def study_record_env(study: Attributed) -> tuple[str, ...]:
+    """The ``record_env`` of the spec stored with ``study`` (empty: none, or no spec a reader can parse)."""
+    spec_yaml = StudyRecord.of(study).spec_yaml
+    return _record_env_of_spec(spec_yaml) if isinstance(spec_yaml, str) and spec_yaml else ()
+
+
+def _with_recorded_env(records: dict[str, Any], record_env: Sequence[str]) -> dict[str, Any]:
+    """``records`` with its ``env`` filtered to what the worker records now
+    (:func:`tuner.runner.recorded_env.recorded_only`): an older tuner recorded the whole environment."""
+    if names.ENV in records:
+        records[names.ENV] = recorded_only(records[names.ENV], record_env)
+    return records
+
+
 def trial_records(study: "optuna.Study", trials: "Sequence[FrozenTrial]") -> dict[int, dict[str, Any]]:
     """Trial number -> the side records of each of ``trials`` of ``study`` (name -> value, only those stored):
     the side table's (:func:`tuner.study.store_rows.stored_records`, one query), else the trial's user attributes
-    (in memory, or written by an older tuner). The one reader of env, runtime, worker info and log tail."""
+    (in memory, or written by an older tuner). The one reader of env, runtime, worker info and log tail.
+    ``env`` holds only the allow-listed variables and the study spec's ``record_env``
+    (:mod:`tuner.runner.recorded_env`), however it was stored."""
     stored = stored_records(study, [t.number for t in trials])
-    return {t.number: {**{k: t.user_attrs[k] for k in names.TRIAL_RECORDS if k in t.user_attrs},
-                       **stored.get(t.number, {})} for t in trials}
+    record_env = study_record_env(study) if trials else ()
+    return {t.number: _with_recorded_env({**{k: t.user_attrs[k] for k in names.TRIAL_RECORDS if k in t.user_attrs},
+                                          **stored.get(t.number, {})}, record_env) for t in trials}
 
 
 def full_record(study: "optuna.Study", trial: "FrozenTrial") -> "TrialRecord":
     """:meth:`TrialRecord.from_trial` with the trial's side records read (env, runtime, log tail)."""
-    return TrialRecord.from_trial(trial, trial_records(study, [trial])[trial.number])
+    return TrialRecord.from_trial(trial, trial_records(study, [trial])[trial.number], study_record_env(study))
 
 
 @dataclass(frozen=True)
@@ -118,7 +147,7 @@ class TrialRecord:
     warm_start_from: str | None = None  # the study whose front queued this setting (a warm start)
     predicted_peak_gb: float | None = None  # SKIPPED_PREDICTED_OOM: the memory model's prediction (None: an OOM)
     prediction_witness: str | None = None  # ... and the trial it comes from ("trial 7", "warm_start:<study> trial 7")
-    env: Mapping[str, str] | None = None  # the environment the trial's worker ran with, secrets masked
+    env: Mapping[str, str] | None = None  # the allow-listed environment the trial's worker ran with, secrets masked
     runtime: Mapping[str, Any] | None = None  # packages, torch / CUDA / cuDNN, driver, git, weights' sha256
     cut_short: str | None = None  # how the time limit shortened the latency measurement (one line), when it did
     unavailable_constraints: Mapping[str, str] = field(default_factory=dict)  # key -> why it could not be evaluated
@@ -127,12 +156,15 @@ class TrialRecord:
     cost: Mapping[str, Any] | None = None  # device-seconds the run held, by phase (tuner.study.cost.trial_cost)
 
     @staticmethod
-    def from_trial(trial: "FrozenTrial", records: Mapping[str, Any] | None = None) -> "TrialRecord":
+    def from_trial(trial: "FrozenTrial", records: Mapping[str, Any] | None = None,
+                   record_env: Sequence[str] = ()) -> "TrialRecord":
         """The record of ``trial``; ``env``, ``runtime`` and ``log_tail`` from its side ``records``
         (:func:`trial_records`) when given, else from its user attributes (None for a trial whose side
-        records are in the side table: read them with :func:`full_record`)."""
+        records are in the side table: read them with :func:`full_record`). ``env`` holds only the
+        allow-listed variables and ``record_env`` (the study spec's; :func:`study_record_env`)."""
         attrs = trial.user_attrs
-        side = {**{k: attrs[k] for k in names.TRIAL_RECORDS if k in attrs}, **(records or {})}
+        side = _with_recorded_env({**{k: attrs[k] for k in names.TRIAL_RECORDS if k in attrs}, **(records or {})},
+                                  record_env)
         return TrialRecord(
             number=trial.number,
             state=trial.state.name,
