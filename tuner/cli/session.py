@@ -28,11 +28,12 @@ if TYPE_CHECKING:
     from tuner.study.listeners import Listener
 
 SOFT_WRAPPED: frozenset[NoticeKind] = frozenset({
-    "warm_start", "study_stopped", "interrupted", "export_warning", "dashboard_stale", "worker_started"})
+    "warm_start", "study_stopped", "interrupted", "export_warning", "dashboard_stale", "worker_started",
+    "mlflow_missing"})
 """Kinds printed as one logical line, never wrapped at the console's width (long paths, reasons, URLs)."""
 
 UNHIGHLIGHTED: frozenset[NoticeKind] = frozenset({
-    "study_stopped", "interrupted", "worker_started", "worker_moves_on"})
+    "study_stopped", "interrupted", "worker_started", "worker_moves_on", "mlflow_missing"})
 """Kinds printed without rich's automatic highlighting (numbers, paths)."""
 
 EMPHASIS_STYLE: dict[NoticeKind, str] = {"study_stopped": "bold red"}

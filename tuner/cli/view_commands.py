@@ -174,7 +174,11 @@ def sync_mlflow(
 ) -> None:
     """Rebuild every MLflow view of STUDY from the storage (after an outage, or for an old study)."""
     from tuner.cli.session import mlflow_reachable
-    from tuner.tracking.live import tracking_uri
+    from tuner.tracking.live import mlflow_missing, tracking_uri
+
+    missing = mlflow_missing("tuner sync-mlflow")
+    if missing is not None:
+        fail(missing)
     from tuner.tracking.sync import sync_study
 
     uri = tracking_uri(mlflow_uri)
@@ -192,7 +196,7 @@ def sync_mlflow(
         fail(f"MLflow at {redact_url(uri)}: {type(error).__name__}: {str(error)[:500]}")
     out.print(f"synced {study} to {redact_url(uri)} — experiment '{report.experiment_name}', run "
               f"{report.parent_run_id}: {report.logged} trial runs logged, {report.replaced} replaced, "
-              f"{report.kept} kept; {report.front_size} on the front")
+              f"{report.kept} kept, {report.removed} removed beside a kept one; {report.front_size} on the front")
 
 
 @app.command()
@@ -208,11 +212,14 @@ def ui(
     """Start the MLflow UI on the configured store and print the study run's URL and its trials' comparison view
     (Ctrl-C stops it)."""
     from tuner.study.storage import list_studies
-    from tuner.tracking.live import tracking_uri
+    from tuner.tracking.live import mlflow_missing, tracking_uri
     from tuner.tracking.ui import (UiError, compare_url, locate_study, run_url, start_server, stop_server,
                                   wait_healthy)
     from tuner.tracking.views import study_run_info
 
+    missing = mlflow_missing("tuner ui")
+    if missing is not None:
+        fail(missing)
     uri = tracking_uri(mlflow_uri)
     root = tuner_home(home)
     url = storage_url(storage, root)

@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 
 NoticeKind = Literal[
     # setting up a run
-    "constraint_disabled", "host_busy", "mlflow_unreachable", "mlflow_failed", "warm_start", "memory_model",
+    "constraint_disabled", "host_busy", "mlflow_missing", "mlflow_unreachable", "mlflow_failed", "warm_start",
+    "memory_model",
     # Ctrl-C / SIGTERM while it runs
     "stopping", "exiting",
     # finishing it
@@ -31,8 +32,8 @@ NoticeKind = Literal[
 ]
 
 WARNINGS: frozenset[NoticeKind] = frozenset({
-    "constraint_disabled", "host_busy", "mlflow_unreachable", "mlflow_failed", "warm_start", "mlflow_failure",
-    "mlflow_incomplete", "export_warning", "nothing_exported", "dashboard_stale"})
+    "constraint_disabled", "host_busy", "mlflow_missing", "mlflow_unreachable", "mlflow_failed", "warm_start",
+    "mlflow_failure", "mlflow_incomplete", "export_warning", "nothing_exported", "dashboard_stale"})
 """Kinds that warn: the run goes on, but something the user asked for is missing or degraded."""
 
 DIAGNOSTICS: frozenset[NoticeKind] = frozenset({

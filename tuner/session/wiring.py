@@ -106,13 +106,19 @@ def mlflow_reachable(uri: str, timeout_s: float = 5.0) -> str | None:
 
 def connect_tracker(opened: OpenStudy, uri: str, listener: SessionListener) -> "MlflowTracker | None":
     """A live MLflow tracker of the study's parent run (the run id recorded on the study), or None (one
-    warning) when the server is unreachable or the run cannot start: the study runs without it."""
+    warning) when MLflow is not installed, the server is unreachable or the run cannot start: the study
+    runs without it."""
     from tuner.study.records import StudyRecord, TrialRecord
     from tuner.study.store import record_mlflow_run
-    from tuner.tracking.live import MlflowTracker
+    from tuner.tracking.live import MlflowTracker, mlflow_missing
     from tuner.tracking.views import study_run_info
 
     study = opened.study
+    missing = mlflow_missing("MLflow logging")
+    if missing is not None:
+        listener.on_notice(Notice("mlflow_missing", f"{missing}; the study runs without it (rebuild its views "
+                                  f"later with 'tuner sync-mlflow {study.study_name}')"))
+        return None
     problem = mlflow_reachable(uri)
     if problem is not None:
         listener.on_notice(Notice("mlflow_unreachable", f"MLflow at {redact_url(uri)} is not reachable ({problem}): "

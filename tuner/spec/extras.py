@@ -19,13 +19,18 @@ media       cv2, av                                                flicker, warp
 A missing module of an extra is said in one line that names the extra and the
 ``pip install`` that brings it (:func:`missing_extra_message`,
 :func:`unavailable_reason`); a module not in :data:`EXTRA_OF_MODULE` is not an extra's
-and gets no such line (None). Whether a module is installed is asked with
-``importlib.util.find_spec``: nothing here imports the heavy modules themselves.
+and gets no such line (None). A package of the core a host lacks all the same (an install
+with ``--no-deps``, a checkout on ``PYTHONPATH``) is named with the core's own requirement
+(:class:`MissingPackage`: ``pip install 'mlflow<4,>=3.0'``). Whether a module is installed is
+asked with ``importlib.util.find_spec``: nothing here imports the heavy modules themselves; a
+namespace package (a plain folder of that name on the path, such as the ``mlflow/`` store
+folder of a checkout) is not an installed module.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import re
 from typing import Iterable
 
 from tuner.errors import HostError
@@ -121,12 +126,46 @@ def unavailable_reason(what: str, module: str) -> str:
     return f"{what} unavailable: install the '{extra}' extra: {install_command(extra)} (no module named '{module}')"
 
 
-def is_installed(module: str) -> bool:
-    """Whether ``module`` can be found (``find_spec``; not imported). A finder that refuses it counts as absent."""
+class MissingPackage(HostError, ModuleNotFoundError):
+    """A package of the tuner's core is not installed; ``str()`` is the one line naming it and the
+    command that installs it as the core requires it (:func:`core_requirement`)."""
+
+    def __init__(self, module: str, needed_by: str) -> None:
+        self.module, self.needed_by = module, needed_by
+        super().__init__(f"{needed_by} needs the '{module}' package, a requirement of the tuner's core (no module "
+                         f"named '{module}'): pip install '{core_requirement(module)}'", name=module)
+
+
+def core_requirement(distribution: str) -> str:
+    """The tuner's core requirement of ``distribution`` as its installed metadata states it
+    (``mlflow<4,>=3.0``); the bare name when the tuner's metadata does not name it."""
+    from importlib.metadata import PackageNotFoundError, requires
+
     try:
-        return importlib.util.find_spec(module) is not None
+        requirements = requires("tuner") or []
+    except PackageNotFoundError:
+        requirements = []
+    for requirement in requirements:
+        name = re.split(r"[\s<>=!~;\[(]", requirement, maxsplit=1)[0]
+        if ";" not in requirement and name.lower().replace("_", "-") == distribution.lower().replace("_", "-"):
+            return requirement.strip()  # the core's (an extra's requirement carries its marker after ';')
+    return distribution
+
+
+def missing_package(module: str, needed_by: str) -> MissingPackage | None:
+    """:class:`MissingPackage` of ``needed_by`` when core module ``module`` is not installed, else None."""
+    return None if is_installed(module) else MissingPackage(module, needed_by)
+
+
+def is_installed(module: str) -> bool:
+    """Whether ``module`` can be found (``find_spec``; not imported). A finder that refuses it counts as
+    absent, and so does a namespace package: a bare folder of that name on the path (no ``__init__``)
+    is not the module — the ``mlflow/`` store folder beside a checkout would otherwise pass for MLflow."""
+    try:
+        spec = importlib.util.find_spec(module)
     except (ImportError, ValueError):
         return False
+    return spec is not None and not (spec.origin in (None, "namespace") and spec.submodule_search_locations)
 
 
 def missing_modules(modules: Iterable[str]) -> list[str]:

@@ -16,6 +16,15 @@ front) and lasting as long as the trial did (params, metrics with units in their
 names, ``device_s``, outcome, ``pareto_rank`` / ``on_front`` kept current, constraint violations,
 samples); an experiment tag holding the runs-table view that compares the trials.
 
+A killed invocation can leave a trial's run half-logged (:mod:`tuner.tracking.writer`: *partial*).
+At its end the tracker looks at every finished trial's runs as the store holds them: it deletes
+the partial ones and logs each finished trial that has no complete run (one found complete is
+kept, whoever logged it). It never deletes a complete run — another coordinator of a fleet may
+have logged it; a second complete run is ``tuner sync-mlflow``'s to remove.
+
+Without MLflow installed (:func:`mlflow_missing`; a folder ``mlflow/`` — the default store beside a
+checkout — imports as an empty namespace package and is not it) the study runs untracked after one line.
+
 Default tracking URI: ``sqlite:///<cwd>/mlflow/mlflow.db`` with artifacts in
 ``<cwd>/mlflow/artifacts`` — never the Optuna SQLite file.
 """
@@ -46,11 +55,14 @@ from tuner.tracking.writer import (
     artifact_root_for,
     child_runs,
     default_tracking_uri,
+    delete_runs,
     ensure_comparison_view,
     ensure_experiment,
     ensure_parent_run,
+    kept_run,
     log_child,
     log_front,
+    partial_runs,
     update_rank,
 )
 
@@ -59,7 +71,7 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
 __all__ = ["MlflowTracker", "StudyRunInfo", "tracking_uri", "default_tracking_uri", "artifact_root_for",
-           "metric_key", "prepare_http_client"]
+           "metric_key", "prepare_http_client", "mlflow_missing"]
 
 log = logging.getLogger("tuner.tracking")
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
@@ -77,6 +89,15 @@ def tracking_uri(explicit: str | None) -> str:
     uri = explicit or os.environ.get(TRACKING_ENV) or default_tracking_uri()
     remember_url(uri)
     return uri
+
+
+def mlflow_missing(needed_by: str) -> str | None:
+    """One line naming the missing package and its install command when MLflow is not installed
+    (:class:`tuner.spec.extras.MissingPackage`), None when it is. Imports nothing heavy."""
+    from tuner.spec.extras import missing_package
+
+    missing = missing_package("mlflow", needed_by)
+    return None if missing is None else str(missing)
 
 
 def prepare_http_client(uri: str) -> None:
@@ -192,8 +213,8 @@ class MlflowTracker:
         run_id = ensure_parent_run(self._client, self._experiment_id, self.info, self.known_run_id)
         ensure_comparison_view(self._client, self._experiment_id,
                                study_comparison_view(list(self._records.values()), self.info))
-        self._children = {n: run.run_id for n, run in
-                          child_runs(self._client, self._experiment_id, run_id).items() if run.complete}
+        self._children = {n: kept.run_id for n, runs in child_runs(self._client, self._experiment_id, run_id).items()
+                          if (kept := kept_run(runs)) is not None}
         self._ranks = {}  # ranks of children from earlier invocations are refreshed at the first refresh
         self._last_refresh = time.monotonic()
         self.run_id = run_id
@@ -220,8 +241,18 @@ class MlflowTracker:
             self._records[record.number] = record
         step = len(self._records)
         ranks = ranks_of(list(self._records.values()), self.info.directions)
+        existing = child_runs(self._client, self._experiment_id, self.run_id)  # as other processes left them
         for record in sorted(self._records.values(), key=lambda r: r.number):
-            if record.state != "RUNNING" and record.number not in self._children:
+            if record.state == "RUNNING":
+                continue
+            runs = existing.get(record.number, [])
+            delete_runs(self._client, partial_runs(runs))
+            complete = kept_run(runs)
+            if complete is not None:
+                if self._children.get(record.number) not in {run.run_id for run in runs if run.complete}:
+                    self._children[record.number] = complete.run_id
+                    self._ranks.pop(record.number, None)  # its rank and name are brought up to date below
+            else:
                 tags, metrics = rank_payload(record.number, ranks)
                 self._children[record.number] = log_child(
                     self._client, self._experiment_id, child_payload(record, self.info, self.run_id, ranks),

@@ -2,11 +2,13 @@
 
 After an MLflow outage, for an old study, or into another tracking store. The
 result is what a study logged live shows: the same experiment, parent run
-(found by its ``tuner.study`` tag, or created), one complete child run per
-finished trial (missing ones logged; half-logged ones, and ones whose start is not the
-trial's — logged before runs carried the trials' times — replaced), current ranks and
-names on every child, the front artifacts and the comparison view. Running it twice
-changes nothing but the ranks' and metrics' timestamps.
+(found by its ``tuner.study`` tag, or created), exactly one complete child run per
+finished trial (missing ones logged; partial ones — an outage or a killed coordinator
+mid-log — and ones whose start is not the trial's — logged before runs carried the
+trials' times — deleted and logged again; a second complete run of a trial deleted, the one
+:func:`~tuner.tracking.writer.kept_run` chooses kept), current ranks and names on every
+child, the front artifacts and the comparison view. Running it twice changes nothing but
+the ranks' and metrics' timestamps.
 """
 
 from __future__ import annotations
@@ -29,10 +31,12 @@ from tuner.tracking.views import (
 )
 from tuner.tracking.writer import (
     child_runs,
+    delete_runs,
     ensure_comparison_view,
     ensure_experiment,
     ensure_parent_run,
     log_child,
+    kept_run,
     log_front,
     update_rank,
 )
@@ -54,6 +58,7 @@ class SyncReport:
     replaced: int
     kept: int
     front_size: int
+    removed: int = 0  # runs deleted beside a kept one: partial ones, second complete ones
 
 
 def sync_study(opened: "OpenStudy", uri: str) -> SyncReport:
@@ -77,15 +82,18 @@ def sync_study(opened: "OpenStudy", uri: str) -> SyncReport:
     ranks = ranks_of(records, info.directions)
     step = len(records)
     existing = child_runs(client, experiment_id, parent)
-    logged = replaced = kept = 0
+    logged = replaced = kept = removed = 0
     for record in sorted(finished, key=lambda r: r.number):
-        run = existing.get(record.number)
-        if run is not None and run.complete and _same_start(run.start_time_ms, trial_times_ms(record)[0]):
-            update_rank(client, run.run_id, *rank_update(record, info, ranks), step)
+        runs = existing.get(record.number, [])
+        start_ms = trial_times_ms(record)[0]
+        keep = kept_run([run for run in runs if _same_start(run.start_time_ms, start_ms)])
+        if keep is not None:
+            removed += delete_runs(client, [run for run in runs if run != keep])
+            update_rank(client, keep.run_id, *rank_update(record, info, ranks), step)
             kept += 1
             continue
-        if run is not None:
-            client.delete_run(run.run_id)
+        if runs:
+            delete_runs(client, runs)
             replaced += 1
         else:
             logged += 1
@@ -96,7 +104,8 @@ def sync_study(opened: "OpenStudy", uri: str) -> SyncReport:
     client.set_terminated(parent, status="FINISHED", end_time=ended)
     if not stored.mlflow_run_id or known is not None:
         record_mlflow_run(study, parent, redact_url(uri))
-    return SyncReport(experiment_id, info.experiment_name, parent, logged, replaced, kept, len(views.front))
+    return SyncReport(experiment_id, info.experiment_name, parent, logged, replaced, kept, len(views.front),
+                      removed)
 
 
 def _same_start(run_start_ms: int | None, trial_start_ms: int | None) -> bool:

@@ -3,9 +3,14 @@
 Idempotent building blocks used by the live tracker and by ``tuner
 sync-mlflow``: find or create the experiment and the study's parent run, list
 the child runs already there, log one child run, update ranks, log the front
-artifacts, the comparison view. A child run is complete once it carries the tag
-``tuner.logged``; an incomplete one (an outage mid-log) is deleted and logged again by a
-rebuild. Times given to MLflow are ms since the epoch.
+artifacts, the comparison view. Times given to MLflow are ms since the epoch.
+
+A child run is *complete* once it is terminated (FINISHED or FAILED, the trial's outcome) and
+carries the tag ``tuner.logged``, the last write :func:`log_child` makes. Anything less — an
+outage mid-log, a coordinator killed while it logged — is a *partial* run. :func:`child_runs`
+finds every active run of each trial (paged, so no store's page size hides one);
+:func:`partial_runs` and :func:`kept_run` say which to delete and which one to keep, the same
+choice in every process (oldest complete run first, then the run id).
 """
 
 from __future__ import annotations
@@ -14,7 +19,7 @@ import json
 import tempfile
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, NamedTuple
+from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
 from tuner.tracking.comparison import ComparisonView
 from tuner.tracking.views import TABLE_FILES, ChildPayload, FrontViews, StudyRunInfo
@@ -96,25 +101,58 @@ def ensure_parent_run(client: "MlflowClient", experiment_id: str, info: StudyRun
     return run_id
 
 
+TERMINAL_STATUSES = frozenset({"FINISHED", "FAILED", "KILLED"})
+PAGE_SIZE = 1000  # runs per search request while listing a parent's children
+
+
 class ChildRun(NamedTuple):
     """A trial's run as found in the store."""
 
     run_id: str
-    complete: bool  # tagged ``tuner.logged``
+    complete: bool  # terminated and tagged ``tuner.logged`` (its last write)
     start_time_ms: int | None
 
 
-def child_runs(client: "MlflowClient", experiment_id: str, parent_run_id: str) -> dict[int, ChildRun]:
-    """Trial number -> its run (a complete one when there are several) for the parent's child runs."""
-    found: dict[int, ChildRun] = {}
-    for run in client.search_runs([experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'",
-                                  max_results=50000):
-        number = run.data.tags.get("tuner.trial_number")
-        if number is not None:
-            complete = run.data.tags.get(LOGGED_TAG) == "1"
-            if int(number) not in found or complete:
-                found[int(number)] = ChildRun(str(run.info.run_id), complete, run.info.start_time)
+def child_runs(client: "MlflowClient", experiment_id: str, parent_run_id: str) -> dict[int, list[ChildRun]]:
+    """Trial number -> every active run of that trial under the parent, in :func:`kept_run`'s order
+    (complete ones first, then oldest, then by run id). Runs without an integer ``tuner.trial_number``
+    are not trial runs and are left out."""
+    found: dict[int, list[ChildRun]] = {}
+    token: str | None = None
+    while True:
+        page = client.search_runs([experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'",
+                                  max_results=PAGE_SIZE, page_token=token)
+        for run in page:
+            number = run.data.tags.get("tuner.trial_number", "")
+            if not number.isdigit():
+                continue
+            complete = run.data.tags.get(LOGGED_TAG) == "1" and run.info.status in TERMINAL_STATUSES
+            found.setdefault(int(number), []).append(ChildRun(str(run.info.run_id), complete, run.info.start_time))
+        token = page.token
+        if not token:
+            break
+    for runs in found.values():
+        runs.sort(key=lambda r: (not r.complete, r.start_time_ms if r.start_time_ms is not None else 0, r.run_id))
     return found
+
+
+def kept_run(runs: Sequence[ChildRun]) -> ChildRun | None:
+    """The run of a trial to keep among ``runs``: the first complete one in :func:`child_runs`' order
+    (so every process chooses the same), or None when none is complete."""
+    return next((run for run in runs if run.complete), None)
+
+
+def partial_runs(runs: Sequence[ChildRun]) -> list[ChildRun]:
+    """The runs of ``runs`` that are not complete (half-logged)."""
+    return [run for run in runs if not run.complete]
+
+
+def delete_runs(client: "MlflowClient", runs: Sequence[ChildRun]) -> int:
+    """Delete ``runs`` (MLflow's delete: gone from the UI and every search, purged by ``mlflow gc``;
+    deleting a run twice is harmless). Returns how many."""
+    for run in runs:
+        client.delete_run(run.run_id)
+    return len(runs)
 
 
 def log_child(client: "MlflowClient", experiment_id: str, payload: ChildPayload,
