@@ -1,5 +1,6 @@
 """The ready specs (live_avatar, wan_t2v, wan_s2v and their one-GPU variants, av_llm, video_gen) validate,
-render real command lines, and the Wan specs run end to end against the Wan stand-in."""
+render real command lines, and the Wan specs run end to end against the Wan stand-in. av_llm and video_gen
+run as tiny CPU variants elsewhere (tests/cli/test_shipped_specs_run.py names the test that runs each spec)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """Ready python-adapter factories for common model families (``workload.python.factory``).
 
-* :mod:`.transformers_av` -- a transformers ``generate()``-based audio-visual LLM;
+* :mod:`.transformers_av` -- Qwen2.5-Omni's thinker (random weights from a published size, or a local
+  checkpoint), its inputs built as its processor builds them;
+* :mod:`.av_llm` -- an audio-visual LLM from a local checkpoint, through its own processor and chat template;
 * :mod:`.diffusers_video` -- a diffusers text/image-to-video pipeline: a local weights directory, or Wan
   built from a published architecture (:mod:`.wan_presets`) with seeded random weights; the settings
   diffusers offers around it (caches, attention kernels, offload, compile): :mod:`.wan_knobs`.

@@ -151,6 +151,14 @@ def synthetic_audio(seconds: float, seed: int) -> np.ndarray:
     return np.clip(chirp + beeps + noise, -1.0, 1.0).astype(np.float32)
 
 
+def resample_audio(audio: np.ndarray, rate: int, target: int) -> np.ndarray:
+    """Mono samples at ``rate`` Hz resampled to ``target`` Hz by linear interpolation (float32)."""
+    if rate == target:
+        return audio
+    positions = np.arange(int(len(audio) * target / rate)) * rate / target
+    return np.interp(positions, np.arange(len(audio)), audio).astype(np.float32)
+
+
 def resize_frames(frames: np.ndarray, height: int, width: int) -> np.ndarray:
     """uint8 (T, H, W, 3) -> (T, height, width, 3): bicubic with antialias on the uint8 tensor, the kernel
     torchvision's ``resize`` calls for the processor (same bytes)."""
