@@ -193,7 +193,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                                     merge=args.merge or args.report, write=not args.report) for label in labels}
     for line in verdicts(by_table):
         print(line, flush=True)
-    if not args.report:  # a report is read from committed results: the same text every time
+    if args.report:
+        print(recorded_time(labels, args.results_dir), flush=True)
+    else:  # a report is read from committed results: the same text every time
         print(f"elapsed {time.perf_counter() - started:.0f} s", flush=True)
     return 0
 
@@ -221,6 +223,14 @@ def report_table(label: str, runs: list[dict[str, Any]], results_dir: Path, merg
                                     "summaries": _finite(summaries), "runs": runs}, indent=1))
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}", flush=True)
     return target.front_size, summaries
+
+
+def recorded_time(labels: Sequence[str], results_dir: Path) -> str:
+    """One line: how many replayed studies the results JSONs of ``labels`` hold and their replay wall time."""
+    runs = [run for label in labels for run in json.loads(
+        (results_dir / f"cost_aware_{label.replace(':', '_')}.json").read_text())["runs"]]
+    return (f"recorded: {len(runs)} replayed studies, {sum(run['elapsed_s'] for run in runs):.0f} s of replay "
+            "wall time in all")
 
 
 def paired_cheaper(runs: Sequence[Mapping[str, Any]], name: str) -> str:

@@ -28,7 +28,8 @@ a setting's repeats in seconds; every repeat is kept in the JSON. A setting shar
 measured once. For Wan, ``computed_per_video`` counts the denoiser's calls and those in which its last block
 really computed self-attention / feed-forward (what a cache skipped is not counted). Figures are of this machine
 and this run only. Nothing downloads (``HF_HUB_OFFLINE`` / ``TRANSFORMERS_OFFLINE`` are set before the
-libraries load). The raw result goes to ``bench/results/models_cpu.json`` (``--out``).
+libraries load). The raw result goes to ``bench/results/models_cpu.json`` (``--out``); the run ends by printing
+what ``python bench/models_cpu_report.py`` prints from it (docs/models.md's block).
 
 Usage: ``HF_HUB_OFFLINE=1 python bench/models_cpu.py [--threads 1] [--warmup 1] [--repeats 7] [--quick]``
 (``--quick``: 2 repeats, about a third of the time).
@@ -55,6 +56,7 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
 
+from models_cpu_report import report_lines  # noqa: E402  (bench/: the figures docs/models.md prints)
 from tuner.evaluators.video import psnr_db  # noqa: E402
 from tuner.host import host_fingerprint, idle_cores  # noqa: E402
 
@@ -284,35 +286,6 @@ def command_line() -> str:
     return " ".join(["HF_HUB_OFFLINE=1", shlex.quote(shown), *map(shlex.quote, sys.argv)])
 
 
-def print_summary(result: dict[str, Any]) -> None:
-    """The figures and ratios, as measured in this run."""
-    wan, omni, counts = result["wan"], result["omni"], result["parameter_counts"]
-    print("\nWan tiny, 16 steps, 9 x 64 x 64, CFG 5.0 -- cache: p50 s, speed-up, PSNR vs uncached "
-          "(random weights: agreement with an untrained network, not image quality), of the denoiser's calls "
-          "those whose last block computed self-attention / feed-forward")
-    for row in wan["sweeps"]["cache"]:
-        speedup = wan["derived"]["cache_speedup"][row["value"]]
-        done = row["computed_per_video"]
-        print(f"  {row['value']:<12}{row['latency_p50_s']:>8.3f} s{speedup:>7.2f}x{row['psnr_db_vs_base']:>9.2f} dB"
-              f"{done.get('last_block_self_attention', 0):>5} /{done.get('last_block_feed_forward', 0):>3}"
-              f" of {done.get('denoiser_calls', 0)}")
-    derived = wan["derived"]
-    print(f"  per step {1000 * derived['seconds_per_step']:.1f} ms, outside the steps "
-          f"{1000 * derived['seconds_outside_steps']:.0f} ms; 16/2 steps {derived['steps_16_over_2']:.2f}x, "
-          f"33/5 frames {derived['frames_33_over_5']:.2f}x, CFG on/off {derived['cfg_on_over_off']:.2f}x")
-    print("Omni thinker tiny -- max_new_tokens: p50 s, ms per new token")
-    for row in omni["sweeps"]["new_tokens"]:
-        print(f"  {row['value']:<6}{row['latency_p50_s']:>8.3f} s{row['ms_per_new_token']:>8.1f} ms/token")
-    derived = omni["derived"]
-    print(f"  decoding {1000 * derived['seconds_per_new_token']:.1f} ms/token, before decoding "
-          f"{1000 * derived['seconds_before_decoding']:.0f} ms; frames 16/4 {derived['frames_16_over_4']:.2f}x, "
-          f"pixels 4x {derived['pixels_25088_over_6272']:.2f}x, audio 8 s/none {derived['audio_8_over_0']:.2f}x, "
-          f"no KV cache {derived['no_cache_over_cache']:.2f}x, 2 beams {derived['beams_2_over_1']:.2f}x")
-    print("Parameters (meta device): " + ", ".join(
-        [f"wan {name} {c['denoiser_parameters'] / 1e6:,.1f} M" for name, c in counts["wan"].items()]
-        + [f"omni {name} {value / 1e6:,.1f} M" for name, value in counts["omni_thinker"].items()]))
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
@@ -336,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     result["wan"] = wan_benchmark(args.warmup, repeats)
     result["omni"] = omni_benchmark(args.warmup, repeats)
     result["wall_s"] = time.perf_counter() - started
-    print_summary(result)
+    print("\n" + "\n".join(report_lines(result)))  # what docs/models.md shows: bench/models_cpu_report.py
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"\n{result['wall_s']:.0f} s in all; raw result: {args.out}")

@@ -1,9 +1,10 @@
-"""Every generated block of docs/benchmarks.md, recomputed from the committed raw results.
+"""Every generated block of the docs (:data:`DOCS`), recomputed from the committed raw results.
 
 Usage::
 
     python bench/report.py --check     # exit 1 and print a diff per section whose block differs
     python bench/report.py --write     # rewrite every block with what its command prints now
+    python bench/report.py --check --doc docs/models.md    # one document
 
 A block is the text between a marker naming the command that prints it from committed results
 (it measures nothing) and the closing marker::
@@ -14,14 +15,18 @@ A block is the text between a marker naming the command that prints it from comm
 
 The block may sit in a fenced code block (the fence lines are kept, the text inside is compared).
 Commands run from the project root with this interpreter (``python`` in a marker means it), each
-within :data:`TIMEOUT_S`. A figure edited by hand inside a block, or a raw result changed without
-its block, fails ``--check`` naming the section (the ``##`` / ``###`` heading above the block).
+within :data:`TIMEOUT_S`, and without git (``GIT_DIR`` names no repository): a block prints committed
+files only, so a ``git clone --depth 1`` or an unpacked tarball reprints every block. A figure edited
+by hand inside a block, or a raw result changed without its block, fails ``--check`` naming the
+section (the ``#`` heading above the block; a ``#`` line inside a fenced code block is no heading).
+The figures a document states outside its blocks are ``bench/doc_figures.py``'s.
 """
 
 from __future__ import annotations
 
 import argparse
 import difflib
+import os
 import re
 import shlex
 import subprocess
@@ -32,6 +37,9 @@ from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
+# Every document whose figures are checked: the README and the docs, model cards included.
+DOCS = (ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md")), *sorted((ROOT / "docs" / "models").glob("*.md")))
+NO_GIT = {"GIT_DIR": str(ROOT / "bench" / "no-git-here")}  # a directory that does not exist: every git command fails
 TIMEOUT_S = 60
 OPEN = re.compile(r"^<!-- report: (?P<command>.+?) -->$")
 CLOSE = "<!-- /report -->"
@@ -53,9 +61,14 @@ class Block:
 def blocks(lines: Sequence[str]) -> list[Block]:
     """The blocks of a document's lines; ValueError on a marker left open or a close without an open."""
     found: list[Block] = []
-    section, index = "(top)", 0
+    section, index, fenced_code = "(top)", 0, False
     while index < len(lines):
         line = lines[index]
+        if line.lstrip().startswith(FENCE):
+            fenced_code = not fenced_code
+        if fenced_code or line.lstrip().startswith(FENCE):
+            index += 1
+            continue
         if line.startswith("#"):
             section = line.lstrip("#").strip()
         if line.strip() == CLOSE:
@@ -79,7 +92,8 @@ def run(command: str) -> list[str]:
     argv = shlex.split(command)
     if not argv or argv[0] != "python":
         raise RuntimeError(f"{command!r}: a report command starts with python")
-    done = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S)
+    done = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S,
+                          env={**os.environ, **NO_GIT})
     if done.returncode != 0:
         raise RuntimeError(f"{command!r} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
     out = done.stdout.splitlines()
@@ -124,18 +138,23 @@ def main(argv: Sequence[str] | None = None) -> int:
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--check", action="store_true", help="print a diff per differing block; exit 1 if any")
     mode.add_argument("--write", action="store_true", help="rewrite every block from its command")
-    parser.add_argument("--doc", type=Path, default=DOC, help="the document (default docs/benchmarks.md)")
+    parser.add_argument("--doc", type=Path, action="append", help="a document (repeatable; default: every one of DOCS)")
     args = parser.parse_args(argv)
+    docs = args.doc or [doc for doc in DOCS if blocks(doc.read_text().splitlines())]
     if args.write:
-        print(f"{write(args.doc)} block(s) rewritten in {args.doc}")
+        for doc in docs:
+            print(f"{write(doc)} block(s) rewritten in {doc}")
         return 0
-    problems = check(args.doc)
-    for problem in problems:
-        print(problem)
-    count = len(blocks(args.doc.read_text().splitlines()))
-    print(f"{count - len(problems)} of {count} block(s) match their commands" if problems
-          else f"all {count} block(s) match their commands")
-    return 1 if problems else 0
+    failed = 0
+    for doc in docs:
+        problems = check(doc)
+        for problem in problems:
+            print(f"{doc.name}: {problem}")
+        count = len(blocks(doc.read_text().splitlines()))
+        print(f"{doc.name}: {count - len(problems)} of {count} block(s) match their commands" if problems
+              else f"{doc.name}: all {count} block(s) match their commands")
+        failed += bool(problems)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -7,8 +7,9 @@ Usage::
 Before commit 784895e the fork server imported a workload's *package* only, so a package that
 imports its class lazily (``tuner.workloads.avqa``) paid torch and the model code in every
 trial's start-up. ``bench/tables/measure_overhead.py`` measured the per-trial start-up from real
-trials' recorded phases before the fix (the table sidecars at commit :data:`BEFORE`, read with
-``git show``) and after it (the sidecars in the tree). The default sampler does not see costs, so
+trials' recorded phases before the fix (the table sidecars' ``trial_overhead_s`` at commit f0b7c1e,
+committed unchanged as the raw result :data:`BEFORE`, so nothing here reads git history) and after it
+(the sidecars in the tree). The default sampler does not see costs, so
 a replayed study proposes the same trials under either start-up: its device-seconds before the
 fix are its replayed curve plus the start-up difference for every trial that ran. This reads the
 committed replays of the default (``bench/results/device_seconds/*.json``, written by
@@ -22,19 +23,20 @@ from __future__ import annotations
 
 import json
 import statistics
-import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-BEFORE = "f0b7c1e"  # the last commit whose sidecars hold the start-up measured before the fix
+# the start-up measured before the fix: the sidecars of the last commit before it (f0b7c1e), kept as a raw result
+BEFORE = ROOT / "bench" / "results" / "startup_before_preload.json"
 TABLES = {"avqa:cpu1t": "avqa.cpu1t", "avqa:cpu1t-nodnn": "avqa.cpu1t-nodnn"}
 TARGET = 0.95
 
 
-def startup_s(sidecar_json: str) -> float:
+def startup_s(sidecar: dict[str, Any]) -> float:
     """The per-trial start-up (s) a sidecar's ``trial_overhead_s`` holds."""
-    return float(json.loads(sidecar_json)["trial_overhead_s"]["startup"])
+    return float(sidecar["trial_overhead_s"]["startup"])
 
 
 def to_target(fractions: list[float], device_s: list[float], extra_per_trial: float) -> float | None:
@@ -47,10 +49,10 @@ def to_target(fractions: list[float], device_s: list[float], extra_per_trial: fl
 
 def main() -> int:
     lines = []
+    before_fix = json.loads(BEFORE.read_text())["tables"]
     for label, stem in TABLES.items():
-        now = startup_s((ROOT / "bench" / "tables" / f"{stem}.json").read_text())
-        before = startup_s(subprocess.run(["git", "show", f"{BEFORE}:bench/tables/{stem}.json"], cwd=ROOT,
-                                          capture_output=True, text=True, check=True).stdout)
+        now = startup_s(json.loads((ROOT / "bench" / "tables" / f"{stem}.json").read_text()))
+        before = startup_s(before_fix[stem])
         results = json.loads((ROOT / "bench" / "results" / "device_seconds" /
                               f"search_efficiency_{stem.replace('.', '_')}.json").read_text())
         replays = results["methods"]["default"]["replays"]
