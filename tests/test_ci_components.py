@@ -73,8 +73,13 @@ def test_runs():
 '''
 
 
-def run_pytest(tmp_path: Path, body: str, required: bool) -> subprocess.CompletedProcess[str]:
-    """pytest in a child, on one test file beside a copy of the root conftest."""
+XDIST = ["-n", "2", "--dist", "loadfile"]
+"""How ``.ci/run`` and the README run the suite: two pytest-xdist workers, a test file to a worker."""
+
+
+def run_pytest(tmp_path: Path, body: str, required: bool, extra: list[str] | None = None
+               ) -> subprocess.CompletedProcess[str]:
+    """pytest in a child, on one test file beside a copy of the root conftest (``extra``: more pytest options)."""
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
     shutil.copy(CONFTEST, project / "conftest.py")
@@ -85,7 +90,7 @@ def run_pytest(tmp_path: Path, body: str, required: bool) -> subprocess.Complete
         env[REQUIRE_ENV] = "1"
     basetemp = tmp_path / f"basetemp-{required}"
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                           f"--basetemp={basetemp}", "test_tiny.py"],
+                           f"--basetemp={basetemp}", *(extra or []), "test_tiny.py"],
                           cwd=project, capture_output=True, text=True, env=env, timeout=120)
 
 
@@ -102,18 +107,22 @@ def test_a_component_skip_fails_under_the_variable_and_only_there(tmp_path: Path
     assert "SKIPPED [1] test_tiny.py:5: espeak-ng not on PATH" in passed.stdout, "-rs prints the reason"
 
 
+@pytest.mark.parametrize("workers", ["serial", "xdist"])
 @pytest.mark.parametrize("where", ["setup", "collection"])
-def test_a_fixture_or_module_skip_fails_as_well(tmp_path: Path, where: str) -> None:
+def test_a_fixture_or_module_skip_fails_as_well(tmp_path: Path, where: str, workers: str) -> None:
+    """Also under xdist, where the workers collect and the controller sums up (a module skipped in a worker's
+    collection must still fail the run)."""
+    extra = XDIST if workers == "xdist" else []
     if where == "setup":
         body = ('import pytest\n\n@pytest.fixture\ndef cluster():\n    pytest.skip("PostgreSQL is not installed")\n\n'
                 'def test_store(cluster):\n    pass\n')
     else:
         body = 'import pytest\n\npytest.importorskip("no_such_module_here")\n\ndef test_store():\n    pass\n'
-    failed = run_pytest(tmp_path, body, required=True)
+    failed = run_pytest(tmp_path, body, required=True, extra=extra)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     reason = "PostgreSQL is not installed" if where == "setup" else "no_such_module_here"
     assert reason in failed.stdout.split("skips only for CUDA/GPU/NVML", 1)[-1], failed.stdout
-    quiet = run_pytest(tmp_path, body, required=False)  # a skipped module alone: pytest's "no tests ran"
+    quiet = run_pytest(tmp_path, body, required=False, extra=extra)  # a skipped module alone: "no tests ran"
     assert quiet.returncode == (0 if where == "setup" else pytest.ExitCode.NO_TESTS_COLLECTED), quiet.stdout
     assert "1 skipped" in quiet.stdout
 
