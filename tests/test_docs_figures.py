@@ -91,25 +91,19 @@ def test_a_figure_edited_by_hand_fails_naming_its_section(tmp_path: Path):
     assert "-| sweep | 432 1/1" in problems[0] and "+| sweep | 468 1/1" in problems[0]
 
 
-def test_an_edited_figure_in_a_fenced_block_fails_too(tmp_path: Path):
-    text = DOC.read_text()
-    original = "253 -> 77 device-s"
+@pytest.mark.parametrize("doc, original, changed, section", [
+    ("benchmarks.md", "253 -> 77 device-s", "253 -> 70 device-s", "Device-seconds to the front"),  # a fenced block
+    ("models.md", "| `use_cache` false | 2.60 s, 5.79x;", "| `use_cache` false | 2.60 s, 6.79x;",
+     "What was measured where"),  # the models table
+])
+def test_an_edited_figure_in_a_fenced_block_or_the_models_table_fails(tmp_path: Path, doc: str, original: str,
+                                                                       changed: str, section: str):
+    text = (ROOT / "docs" / doc).read_text()
     assert text.count(original) == 1
-    edited = tmp_path / "benchmarks.md"
-    edited.write_text(text.replace(original, "253 -> 70 device-s"))
+    edited = tmp_path / doc
+    edited.write_text(text.replace(original, changed))
     problems = report.check(edited)
-    assert len(problems) == 1 and "section 'Device-seconds to the front'" in problems[0]
-
-
-def test_an_edited_figure_in_the_models_table_fails(tmp_path: Path):
-    doc = ROOT / "docs" / "models.md"
-    text = doc.read_text()
-    original = "| `use_cache` false | 2.60 s, 5.79x;"
-    assert text.count(original) == 1
-    edited = tmp_path / "models.md"
-    edited.write_text(text.replace(original, "| `use_cache` false | 2.60 s, 6.79x;"))
-    problems = report.check(edited)
-    assert len(problems) == 1 and "section 'What was measured where'" in problems[0]
+    assert len(problems) == 1 and f"section '{section}'" in problems[0]
 
 
 def test_write_restores_an_edited_block(tmp_path: Path):
