@@ -102,21 +102,25 @@ def _with_recorded_env(records: dict[str, Any], record_env: Sequence[str]) -> di
     return records
 
 
-def trial_records(study: "optuna.Study", trials: "Sequence[FrozenTrial]") -> dict[int, dict[str, Any]]:
+def trial_records(study: "optuna.Study", trials: "Sequence[FrozenTrial]",
+                  record_env: Sequence[str] | None = None) -> dict[int, dict[str, Any]]:
     """Trial number -> the side records of each of ``trials`` of ``study`` (name -> value, only those stored):
     the side table's (:func:`tuner.study.store_rows.stored_records`, one query), else the trial's user attributes
     (in memory, or written by an older tuner). The one reader of env, runtime, worker info and log tail.
     ``env`` holds only the allow-listed variables and the study spec's ``record_env``
-    (:mod:`tuner.runner.recorded_env`), however it was stored."""
+    (:mod:`tuner.runner.recorded_env`), however it was stored (``record_env``: that list when the caller has
+    read it already, :func:`study_record_env`)."""
     stored = stored_records(study, [t.number for t in trials])
-    record_env = study_record_env(study) if trials else ()
+    if record_env is None:
+        record_env = study_record_env(study) if trials else ()
     return {t.number: _with_recorded_env({**{k: t.user_attrs[k] for k in names.TRIAL_RECORDS if k in t.user_attrs},
                                           **stored.get(t.number, {})}, record_env) for t in trials}
 
 
 def full_record(study: "optuna.Study", trial: "FrozenTrial") -> "TrialRecord":
     """:meth:`TrialRecord.from_trial` with the trial's side records read (env, runtime, log tail)."""
-    return TrialRecord.from_trial(trial, trial_records(study, [trial])[trial.number], study_record_env(study))
+    record_env = study_record_env(study)  # the study's attributes read once
+    return TrialRecord.from_trial(trial, trial_records(study, [trial], record_env)[trial.number], record_env)
 
 
 @dataclass(frozen=True)
