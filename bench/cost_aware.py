@@ -13,7 +13,7 @@ table (:mod:`tuner.replay.methods`); a trial's device-seconds are modelled by
 :mod:`tuner.replay.cost_model` (the table sidecar's measured start-up and evaluation, plus
 (warm-up + min_repeats) x latency_p50_s). ``default-v1`` is today's default exactly (TPE,
 multivariate, 5 start-up trials); the candidates are the ``tpe`` sampler's ``cost_aware`` option
-(:mod:`tuner.study.cost_aware`). Per table and method it prints the median over seeds of the
+(:mod:`tuner.search.cost_aware`). Per table and method it prints the median over seeds of the
 device-seconds and of the trials (that ran a workload) to reach 90 / 95 % of the exhaustive front's
 normalised hypervolume (a seed that never gets there counts as infinite; ``n`` says how many did),
 the median fraction after 40 trials, the ratio of device-seconds to 95 % against default-v1, and on how
@@ -42,6 +42,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from tuner.replay.cost_model import ReplayCostModel, overhead_note
+from tuner.replay.hypervolume import trials_to_reach
 from tuner.replay.methods import Method, Target, replay_once
 from tuner.replay.table import load_hardware_types, load_table
 
@@ -74,11 +75,10 @@ def replay_job(label: str, method_name: str, seed: int, budget: int) -> dict[str
 
 
 def first_reach(fractions: Sequence[float], device_s: Sequence[float], target: float) -> tuple[float, float]:
-    """(trials, device-seconds) when the hypervolume fraction first reaches ``target``; (inf, inf) never."""
-    for index, fraction in enumerate(fractions):
-        if fraction >= target - 1e-12:
-            return float(index + 1), float(device_s[index])
-    return math.inf, math.inf
+    """(trials, device-seconds) when the hypervolume fraction first reaches ``target``
+    (:func:`~tuner.replay.hypervolume.trials_to_reach`); (inf, inf) never."""
+    reached = trials_to_reach(fractions, target)
+    return (math.inf, math.inf) if reached is None else (float(reached), float(device_s[reached - 1]))
 
 
 def summarise(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:

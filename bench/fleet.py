@@ -75,7 +75,7 @@ def round_trips(url: str, trials: int, directory: Path) -> float:
     from tuner.runner.base import plan_slots
     from tuner.runner.subprocess import SubprocessRunner
     from tuner.study.coordinator import Coordinator
-    from tuner.study.objectives import plan_constraints
+    from tuner.search.objectives import plan_constraints
     from tuner.study.studies import load_study
 
     name = f"trips_{int(time.time() * 1000) % 10**8}"
@@ -90,7 +90,7 @@ def round_trips(url: str, trials: int, directory: Path) -> float:
     event.listen(backend.engine, "before_cursor_execute", counted)
     runner = SubprocessRunner()
     try:
-        Coordinator(opened=opened, runner=runner, slots=plan_slots(1, "cpu", []), home=directory / "trips",
+        Coordinator(study=opened.study, spec=opened.spec, runner=runner, slots=plan_slots(1, "cpu", []), home=directory / "trips",
                     device="cpu", plan=plan_constraints(opened.spec, {}), budget_trials=trials,
                     wall_time_s=None).run()
     finally:

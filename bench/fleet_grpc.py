@@ -32,7 +32,7 @@ def grpc_ladder(pg: Any, counts: list[int], per_worker: int, sleep_s: float,
     """Bare Optuna workers (ask, sleep ``sleep_s``, tell; the random sampler) on PostgreSQL directly
     ("optuna-postgres") and through ``optuna.storages.run_grpc_proxy_server`` over it ("optuna-grpc",
     the proxy's CPU in ``proxy_cpu_pct_of_core``): the storage layer the proxy changes, without the
-    tuner (``tuner.study.storage.open_storage`` opens RDB URLs only, and the tuner's claims, locks and
+    tuner (``tuner.storage.opening.open_storage`` opens RDB URLs only, and the tuner's claims, locks and
     heartbeats need the SQLAlchemy engine a proxy does not have). SystemExit without ``grpcio``."""
     require_grpc()
     for label in ("optuna-postgres", "optuna-grpc"):

@@ -96,7 +96,7 @@ def sleep_fleet(url: str, workers: int, per_worker: int, sleep_s: float, directo
     home = directory / f"n{workers}"
     logs = [home / f"w{i}.log" for i in range(workers)]
     home.mkdir(parents=True)
-    from tuner.study.storage import open_storage
+    from tuner.storage.opening import open_storage
 
     watch = open_storage(url)  # the tables made once, before the workers start; the bench's one storage
     processes = []

@@ -30,7 +30,7 @@ class PhaseContext:
 
 def _trial_row(trial: Any, side: dict[str, Any]) -> dict[str, Any]:
     """One finished trial's row; ``side``: its side records (env, runtime, worker info, log tail:
-    :func:`tuner.study.records.trial_records`)."""
+    :func:`tuner.storage.records.trial_records`)."""
     attrs = {**trial.user_attrs, **side}
     info = dict(attrs.get("worker_info") or {})
     row = {"number": trial.number, "role": attrs.get("role"), "outcome": attrs.get("outcome"),
@@ -61,7 +61,7 @@ def study_rows(spec: dict[str, Any], ctx: PhaseContext, name: str, share: float 
     for setting in enqueue or ():
         opened.study.enqueue_trial(setting)
     tuner.run_study(opened, home=ctx.home, use_mlflow=False, memory_model=False)
-    from tuner.study.records import trial_records
+    from tuner.storage.records import trial_records
 
     finished = [trial for trial in opened.study.get_trials() if trial.state.is_finished()]
     side = trial_records(opened.study, finished)

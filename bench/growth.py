@@ -5,8 +5,8 @@ At each study size N (default 50, 500, 5,000; ``--quick``: 50, 500):
 1. **tuner**: a study of the no-op workload (``tuner.testing.noop_spec``, the spec's default
    sampler, TPE) is filled to N finished trials — copies of a trial the coordinator measured,
    with every attribute a real trial stores (environment, provenance, log tail, worker info),
-   written in one transaction (:func:`tuner.study.store.add_finished_trials`) — then a
-   coordinator runs ``--trials`` more on one slot with :class:`~tuner.runner.inline.InlineRunner`
+   written in one transaction (:func:`tuner.storage.store.add_finished_trials`) — then a
+   coordinator runs ``--trials`` more on one slot with :class:`~tuner.testing.inline_runner.InlineRunner`
    (the worker's code in-process: no process start, so what is left is the coordinator, the
    storage and the worker's own bookkeeping). A trial's time is the interval between two trials
    told (a listener's ``on_trial``); the figure is the median interval.
@@ -56,11 +56,11 @@ import optuna
 from optuna.trial import create_trial
 
 from tuner.runner.base import Slot
-from tuner.runner.inline import InlineRunner
+from tuner.testing.inline_runner import InlineRunner
 from tuner.spec.loading import parse_spec
-from tuner.study import store
+from tuner.storage import store
 from tuner.study.coordinator import Coordinator
-from tuner.study.objectives import plan_constraints
+from tuner.search.objectives import plan_constraints
 from tuner.study.studies import OpenStudy, create_study
 from tuner.testing.noop_spec import noop_spec
 
@@ -152,7 +152,7 @@ class Timing(NamedTuple):
 
 
 def coordinator(opened: OpenStudy, home: Path, budget: int, listeners: list[Any]) -> Coordinator:
-    return Coordinator(opened=opened, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=home, device="cpu",
+    return Coordinator(study=opened.study, spec=opened.spec, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=home, device="cpu",
                        plan=plan_constraints(opened.spec, {}), budget_trials=budget, wall_time_s=None,
                        listeners=listeners)
 

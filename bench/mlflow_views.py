@@ -33,10 +33,11 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def measure(trials: int) -> dict[str, Any]:
     """One study of ``trials`` FakeWorkload trials, then the three timings (seconds) and the artifact sizes."""
-    from tuner.study.records import TrialRecord
+    from tuner.storage.records import TrialRecord
     from tuner.study.studies import load_study
     from tuner.tracking.sync import sync_study
-    from tuner.tracking.views import build_front_views, study_run_info
+    from tuner.tracking.views import build_front_views
+    from tuner.tracking.run_info import study_run_info
 
     here = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="tuner-bench-views-") as folder:
@@ -49,7 +50,7 @@ def measure(trials: int) -> dict[str, Any]:
         try:
             opened = load_study(f"sqlite:///{cwd / 'studies' / 'studies.db'}", "bench")
             records = [TrialRecord.from_trial(t) for t in opened.study.get_trials()]
-            info = study_run_info(opened)
+            info = study_run_info(opened.study, opened.spec, opened.storage_url)
             build_front_views(records, info)  # imports (matplotlib, plotly) are a one-off
             times = []
             for _ in range(3):

@@ -75,10 +75,11 @@ def full_tuner(trials: int, directory: Path) -> tuple[float, int]:
     from tuner.runner.subprocess import SubprocessRunner
     from tuner.spec.loading import parse_spec
     from tuner.study.coordinator import Coordinator
-    from tuner.study.objectives import plan_constraints
+    from tuner.search.objectives import plan_constraints
     from tuner.study.studies import create_study
     from tuner.testing.noop_spec import noop_spec
-    from tuner.tracking.live import MlflowTracker, StudyRunInfo
+    from tuner.tracking.live import MlflowTracker
+    from tuner.tracking.run_info import StudyRunInfo
 
     text = noop_spec("noop_overhead", trials=30)
     spec = parse_spec(text)
@@ -88,7 +89,7 @@ def full_tuner(trials: int, directory: Path) -> tuple[float, int]:
     tracker = MlflowTracker(uri, StudyRunInfo("overhead", "overhead @ cpu", {}, {}, ("latency_p50_s",), ("minimize",)))
     tracker.wait_started()  # MLflow's import and schema creation are a one-off, not per trial
     directory.mkdir(parents=True, exist_ok=True)
-    coordinator = Coordinator(opened=opened, runner=SubprocessRunner(), slots=[Slot(0, None, 1)], home=directory,
+    coordinator = Coordinator(study=opened.study, spec=opened.spec, runner=SubprocessRunner(), slots=[Slot(0, None, 1)], home=directory,
                               device="cpu", plan=plan_constraints(spec, {}), budget_trials=trials,
                               wall_time_s=None, listeners=[tracker])
     started = time.perf_counter()

@@ -111,13 +111,14 @@ def extra_methods(declared: Mapping[str, HardwareType], budget: int) -> dict[str
 
 def _warm_start_from(source: HardwareType, budget: int) -> Any:
     def setup(opened: Any, context: Any) -> dict[str, Any]:
-        from tuner.study.warm_start import enqueue_front, load_prior, open_source
+        from tuner.search.warm_start import enqueue_front, load_prior, open_source
 
         target = Target.of(load_table(source))
         replay_once(target, Method("default", DEFAULT_SAMPLER), context.seed, budget, context.workdir / "source",
                     storage_url=opened.storage_url, study_name="warm-source")
-        enqueue_front(opened, open_source(opened.storage_url, "warm-source", opened.spec))
-        prior, _ = load_prior(opened, None)
+        source = open_source(opened.storage_url, "warm-source", opened.spec)
+        enqueue_front(opened.study, opened.spec, opened.storage_url, source)
+        prior, _ = load_prior(opened.study, opened.spec, opened.storage_url, None)
         return {"memory_prior": prior}
     return setup
 

@@ -27,6 +27,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from tuner.replay.hypervolume import trials_to_reach
+
 ROOT = Path(__file__).resolve().parents[1]
 # the start-up measured before the fix: the sidecars of the last commit before it (f0b7c1e), kept as a raw result
 BEFORE = ROOT / "bench" / "results" / "startup_before_preload.json"
@@ -40,11 +42,10 @@ def startup_s(sidecar: dict[str, Any]) -> float:
 
 
 def to_target(fractions: list[float], device_s: list[float], extra_per_trial: float) -> float | None:
-    """Device-seconds until ``fractions`` first reach :data:`TARGET`, each trial costing ``extra_per_trial`` more."""
-    for index, fraction in enumerate(fractions):
-        if fraction >= TARGET - 1e-12:
-            return device_s[index] + extra_per_trial * (index + 1)
-    return None
+    """Device-seconds until ``fractions`` first reach :data:`TARGET` (:func:`trials_to_reach`), each trial
+    costing ``extra_per_trial`` more; None when they never do."""
+    reached = trials_to_reach(fractions, TARGET)
+    return None if reached is None else device_s[reached - 1] + extra_per_trial * reached
 
 
 def main() -> int:

@@ -184,13 +184,13 @@ def test_the_known_offender_fails_again_if_typed_back():
 
 
 def test_a_settings_marker_holds_the_value_to_the_code_it_names():
-    marker = "<!-- figures: settings tuner/study/outage.py:DEFAULT_OUTAGE_BOUND_S -->"
+    marker = "<!-- figures: settings tuner/storage/outage.py:DEFAULT_OUTAGE_BOUND_S -->"
     assert _problems(f"## Outages\n\nAn outage is waited out for 120 s. {marker}\n") == []
     assert _stated(f"## Outages\n\nAn outage is waited out for 120 s.\n") == ["120 s"]
     wrong = _problems(f"## Outages\n\nAn outage is waited out for 90 s. {marker}\n")
     assert wrong == ["docs/example.md:3: '90 s' is no literal of the settings its marker names"]
     # a marker alone on a line covers the table (or paragraph) after it; units convert (50 ms = 0.05 s)
-    table = ("<!-- figures: settings tuner/study/outage.py:FIRST_WAIT_S,LONGEST_WAIT_S -->\n"
+    table = ("<!-- figures: settings tuner/storage/outage.py:FIRST_WAIT_S,LONGEST_WAIT_S -->\n"
              "| wait | value |\n| --- | --- |\n| first | 500 ms |\n| longest | 5 s |\n")
     assert _problems(f"## Outages\n\n{table}") == []
     assert _problems(f"## Outages\n\n{table.replace('5 s', '6 s')}") == [
@@ -200,9 +200,9 @@ def test_a_settings_marker_holds_the_value_to_the_code_it_names():
 def test_a_bad_marker_fails():
     missing = _problems("## A\n\nWaits 120 s. <!-- figures: settings tuner/nowhere.py:X -->\n")
     assert any("not PATH:NAME of a file of the project" in problem for problem in missing)
-    unknown = _problems("## A\n\nWaits 120 s. <!-- figures: settings tuner/study/outage.py:NO_SUCH_NAME -->\n")
-    assert any("'NO_SUCH_NAME' does not stand in tuner/study/outage.py" in problem for problem in unknown)
-    idle = _problems("## A\n\nWaits a while. <!-- figures: settings tuner/study/outage.py:LONGEST_WAIT_S -->\n")
+    unknown = _problems("## A\n\nWaits 120 s. <!-- figures: settings tuner/storage/outage.py:NO_SUCH_NAME -->\n")
+    assert any("'NO_SUCH_NAME' does not stand in tuner/storage/outage.py" in problem for problem in unknown)
+    idle = _problems("## A\n\nWaits a while. <!-- figures: settings tuner/storage/outage.py:LONGEST_WAIT_S -->\n")
     assert idle == ["docs/example.md:3: the figures marker covers no figure"]
     kind = _problems("## A\n\nWaits 5 s. <!-- figures: measured trust me -->\n")
     assert kind == ["docs/example.md:3: a figures marker is 'settings PATH:NAME ...' or 'source CITATION'",

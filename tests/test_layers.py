@@ -21,13 +21,15 @@ ROOT = Path(__file__).resolve().parents[1]
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("tuner.results", "tuner.host", "tuner.gpu", "tuner.pareto",  # foundation: data types, host facts, Pareto arithmetic,
      "tuner.secrets", "tuner.errors",                             # redaction and child environments, the exception tree,
-     "tuner.study.attributes"),  # the storage gateway's attribute names and trial readers (the front judges trials)
+     "tuner.storage.attributes"),  # the storage gateway's attribute names and trial readers (the front judges trials)
     ("tuner.spec",),
     ("tuner.evaluators",),
     ("tuner.workloads",),
     ("tuner.adapters",),
     ("tuner.runner",),
-    ("tuner.study",),
+    ("tuner.storage",),  # the storage gateway: Optuna's storage, attributes and internals, outages
+    ("tuner.search",),  # what to try next and what to skip
+    ("tuner.study",),  # the loop: create / load, ask -> run -> tell
     ("tuner.replay",),  # studies replayed against measured tables (the search-efficiency bench)
     ("tuner.front",),
     ("tuner.tracking",),
@@ -90,13 +92,13 @@ def _resolve(name: str, modules: set[str]) -> str | None:
     return None
 
 
-def import_edges(sources: dict[str, tuple[str, bool]]) -> list[Edge]:
-    """Every project-internal import (deferred ones included, TYPE_CHECKING ones not)."""
+def import_edges(sources: dict[str, tuple[str, bool]], type_only: bool = False) -> list[Edge]:
+    """Every project-internal import (deferred ones included; TYPE_CHECKING ones only with ``type_only``)."""
     modules = set(sources)
     edges: list[Edge] = []
     for module, (text, is_init) in sources.items():
         tree = ast.parse(text)
-        skipped = _type_checking_nodes(tree)
+        skipped = set() if type_only else _type_checking_nodes(tree)
         package = module if is_init else module.rpartition(".")[0]
         for node in ast.walk(tree):
             if id(node) in skipped:
@@ -178,6 +180,16 @@ def test_no_import_cycles_even_behind_deferred_imports() -> None:
     assert import_cycles(import_edges(project_sources())) == []
 
 
+def test_no_cycles_even_through_type_only_imports() -> None:
+    """A type named under ``if TYPE_CHECKING:`` may point up the layers (a view's type in a lower module's
+    hint), but two modules naming each other's types are one responsibility split wrongly: no new cycle.
+    One knot is known and left: the spec's helpers (space, names, export rule, workload block) hint the
+    ``StudySpec`` that validates through them; all five modules are the spec's one job."""
+    known = [["tuner.spec.export_rule", "tuner.spec.models", "tuner.spec.names", "tuner.spec.space",
+              "tuner.spec.workload"]]
+    assert import_cycles(import_edges(project_sources(), type_only=True)) == known
+
+
 @pytest.mark.parametrize("where", ["top", "deferred"])
 def test_a_reverse_import_is_caught(where: str) -> None:
     """Adding one import against the direction (spec -> study, which imports spec) fails both checks."""
@@ -208,3 +220,18 @@ def test_layout_tells_the_story() -> None:
     for init in sorted((ROOT / "tuner").rglob("__init__.py")):
         docstring = ast.get_docstring(ast.parse(init.read_text()))
         assert docstring and len(docstring) > 40, f"{init.relative_to(ROOT)} needs a docstring"
+
+
+MAX_PACKAGE_MODULES = 15  # modules besides __init__.py, directly in one package
+MAX_PACKAGE_LINES = 3000  # lines of those modules together
+
+
+def test_no_package_is_a_crowded_room() -> None:
+    """One job per package: none holds more than 15 modules or 3,000 lines (a subpackage counts apart)."""
+    crowded = []
+    for init in sorted((ROOT / "tuner").rglob("__init__.py")):
+        modules = [p for p in init.parent.glob("*.py") if p.name != "__init__.py"]
+        lines = sum(len(p.read_text().splitlines()) for p in modules)
+        if len(modules) > MAX_PACKAGE_MODULES or lines > MAX_PACKAGE_LINES:
+            crowded.append(f"{init.parent.relative_to(ROOT)}: {len(modules)} modules, {lines} lines")
+    assert crowded == []

@@ -140,7 +140,7 @@ def test_child_environment_defaults_to_os_environ(monkeypatch: pytest.MonkeyPatc
 
 
 def test_there_is_one_implementation() -> None:
-    from tuner.study import storage
+    from tuner.storage import opening as storage
 
     assert storage.redact_url is redact_url
 
@@ -154,7 +154,8 @@ def test_the_module_is_foundation_standard_library_only() -> None:
 
 
 def test_a_storage_that_cannot_be_opened_names_no_password() -> None:
-    from tuner.study.storage import StudyError, open_storage
+    from tuner.storage.opening import open_storage
+    from tuner.errors import StudyError
 
     with pytest.raises(StudyError) as caught:
         open_storage(f"postgresql+psycopg://:{SECRET}@127.0.0.1:9/db?password={SECRET}2")

@@ -1,13 +1,13 @@
 """One storage gateway names Optuna's attributes (issue 25); one module uses Optuna's private API (issue 36).
 
-Attributes. Trial and study attributes are read and written through :mod:`tuner.study.attributes`
-(every name, the readers of a stored trial), :mod:`tuner.study.records` (typed records)
-and :mod:`tuner.study.store` / :mod:`tuner.study.store_rows` (typed writes). No other module of
+Attributes. Trial and study attributes are read and written through :mod:`tuner.storage.attributes`
+(every name, the readers of a stored trial), :mod:`tuner.storage.records` (typed records)
+and :mod:`tuner.storage.store` / :mod:`tuner.storage.store_rows` (typed writes). No other module of
 ``tuner/`` has ``user_attr`` / ``system_attr`` anywhere on a line (``user_attrs``, ``set_user_attr``,
 ``system_attrs``, ``set_trial_user_attr``, ``get_study_system_attrs`` ..., comments and
 docstrings included: ``grep -rn "user_attrs\\|set_user_attr\\|system_attrs" tuner/`` finds the gateway only).
 
-Private API. Every use of Optuna's private API is in :mod:`tuner.study.optuna_private` (:data:`PRIVATE_API`),
+Private API. Every use of Optuna's private API is in :mod:`tuner.storage.optuna_private` (:data:`PRIVATE_API`),
 whose docstring lists each name. The names are not listed here: :func:`optuna_private_names` collects them from
 the installed Optuna's own source (every single-underscore name one of its classes defines: a method, a class
 attribute, an attribute set on ``self``). Every other module of ``tuner/`` is parsed and must not contain:
@@ -41,11 +41,11 @@ import optuna
 
 ROOT = Path(__file__).resolve().parents[1]
 
-GATEWAY = frozenset({"tuner/study/attributes.py", "tuner/study/records.py", "tuner/study/store.py",
-                     "tuner/study/store_rows.py"})
-PRIVATE_API = "tuner/study/optuna_private.py"
+GATEWAY = frozenset({"tuner/storage/attributes.py", "tuner/storage/records.py", "tuner/storage/store.py",
+                     "tuner/storage/store_rows.py"})
+PRIVATE_API = "tuner/storage/optuna_private.py"
 WRAPS_OPTUNA_METHODS = frozenset({
-    "tuner/study/tolerant_storage.py",  # subclasses Optuna's RDBStorage: wraps its methods (attribute ones too) by name
+    "tuner/storage/tolerant_storage.py",  # subclasses Optuna's RDBStorage: wraps its methods (attribute ones too) by name
 })
 
 ATTRIBUTE_WORDS = re.compile(r"user_attr|system_attr")
@@ -250,7 +250,7 @@ def _modules() -> list[Path]:
 
 def test_only_the_gateway_names_attributes_and_only_one_module_uses_optuna_private_api() -> None:
     found = [line for path in _modules() for line in violations(path)]
-    assert not found, ("read and write attributes through tuner.study.attributes / records / store; use Optuna's "
+    assert not found, ("read and write attributes through tuner.storage.attributes / records / store; use Optuna's "
                        f"private API only in {PRIVATE_API} (a function there, the name in its docstring):\n"
                        + "\n".join(found))
 
@@ -261,7 +261,7 @@ def test_the_gateway_exists_and_is_what_it_says() -> None:
         path = ROOT / relative
         assert path.is_file(), relative
         assert len(path.read_text().splitlines()) < 400, f"{relative}: split it (house style: < ~400 lines)"
-    assert any(ATTRIBUTE_WORDS.search(line) for line in (ROOT / "tuner/study/store.py").read_text().splitlines())
+    assert any(ATTRIBUTE_WORDS.search(line) for line in (ROOT / "tuner/storage/store.py").read_text().splitlines())
     assert {"_storage", "_sample", "_rng", "_backend", "_get_unvisited_grid_ids"} <= optuna_private_names().every
 
 

@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from tuner.spec.loading import load_spec
     from tuner.spec.models import SpecError, StudySpec
     from tuner.study.listeners import Summary
-    from tuner.study.storage import StudyError
+    from tuner.errors import StudyError
     from tuner.study.studies import OpenStudy
 
 _PUBLIC: dict[str, str] = {
@@ -36,7 +36,7 @@ _PUBLIC: dict[str, str] = {
     "export_config": "tuner.api",
     "OpenStudy": "tuner.study.studies",
     "Summary": "tuner.study.listeners",
-    "StudyError": "tuner.study.storage",
+    "StudyError": "tuner.storage.opening",
     "ExportError": "tuner.ship.export",
 }
 

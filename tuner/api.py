@@ -6,7 +6,7 @@ Same defaults as the CLI: the tuner home is ``--home`` / ``$TUNER_HOME`` /
 ``./studies``, the storage ``$TUNER_STORAGE`` or SQLite under the home, MLflow
 ``$MLFLOW_TRACKING_URI`` or ``sqlite:///mlflow/mlflow.db``. Errors are the
 package's own: :class:`~tuner.spec.models.SpecError`,
-:class:`~tuner.study.storage.StudyError`, :class:`~tuner.ship.export.ExportError`
+:class:`~tuner.errors.StudyError`, :class:`~tuner.ship.export.ExportError`
 (and :class:`ValueError` for ``device: cuda`` on a host without a GPU).
 """
 
@@ -17,7 +17,7 @@ from pathlib import Path
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, StudySpec
 from tuner.study.listeners import Summary
-from tuner.study.storage import storage_url, tuner_home
+from tuner.storage.opening import storage_url, tuner_home
 from tuner.study.studies import OpenStudy
 
 
@@ -31,14 +31,14 @@ def create_study(spec: str | Path, *, study_name: str | None = None, storage: st
     ``device_hours`` override the spec's budget. ``warm_start`` names a finished study of the same spec
     on other hardware (in ``warm_start_storage``, default ``storage``): its front is queued
     after the reference and baseline, its memory evidence informs the memory model
-    (:mod:`tuner.study.warm_start`). Raises ``SpecError`` for a spec a run could not start
+    (:mod:`tuner.search.warm_start`). Raises ``SpecError`` for a spec a run could not start
     on this host (the same checks as ``tuner validate``) and ``StudyError`` when the name exists
     or the warm-start study is missing, measured nothing or has other parameters.
     """
     from tuner.gpu import gpu_type
     from tuner.study import studies
     from tuner.study.preflight import check_runnable
-    from tuner.study.warm_start import enqueue_front, open_source
+    from tuner.search.warm_start import enqueue_front, open_source
 
     path = Path(spec)
     loaded: StudySpec = load_spec(path)
@@ -54,7 +54,7 @@ def create_study(spec: str | Path, *, study_name: str | None = None, storage: st
     opened = studies.create_study(loaded, text, url, name, sampler or loaded.sampler.name, trials,
                                   studies.study_attributes(loaded, text, device, kind), device_hours=device_hours)
     if source is not None:
-        enqueue_front(opened, source)
+        enqueue_front(opened.study, opened.spec, opened.storage_url, source)
     return opened
 
 
@@ -82,7 +82,7 @@ def run_study(opened: OpenStudy, *, home: str | Path | None = None, workers: int
     from tuner.gpu import resolve_device
     from tuner.session.run import RunOptions, run_session
     from tuner.session.text import TextSession
-    from tuner.study.records import StudyRecord
+    from tuner.storage.records import StudyRecord
 
     device = StudyRecord.of(opened.study).device or resolve_device(opened.spec.workload.device)
     options = RunOptions(tuner_home(home), device, workers, mlflow_uri, use_mlflow, memory_model=memory_model,

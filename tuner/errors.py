@@ -19,9 +19,9 @@ that raises it::
     │   ├── TableError                           a replay table (tuner.replay.table)
     │   └── AuthError                            a service token or an unsafe bind (tuner.fleet.auth)
     ├── StudyError (RuntimeError)                a study or storage: unknown, taken, unreachable
-    │   ├── StudyLocked                          another live coordinator holds it (tuner.study.lock)
-    │   ├── StorageUnavailable                   unreachable past the outage bound (tuner.study.outage)
-    │   └── StorageMisconfigured                 refused a login, a database, a permission: at once (tuner.study.outage)
+    │   ├── StudyLocked                          another live coordinator holds it (tuner.storage.lock)
+    │   ├── StorageUnavailable                   unreachable past the outage bound (tuner.storage.outage)
+    │   └── StorageMisconfigured                 refused a login, a database, a permission: at once (tuner.storage.outage)
     ├── WorkloadError                            raised inside a trial; the worker turns it into an outcome
     │   ├── InvalidSetting (ValueError)          INVALID (tuner.workloads.base)
     │   ├── CommandOutOfMemory (MemoryError)     OOM (tuner.adapters.command)

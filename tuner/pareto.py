@@ -4,9 +4,9 @@ Only *feasible, measured* trials take part: state COMPLETE, every constraint
 a number <= 0 and none that could not be evaluated (:func:`constraints_hold`),
 and values that are real measurements (not OOM / TIMEOUT placeholders, not
 copies of another trial). :func:`feasible_measurement` is that test; the front,
-the ranks, the export (:func:`tuner.study.records.record_feasible`) and the views
+the ranks, the export (:func:`tuner.storage.records.record_feasible`) and the views
 all apply it. Ranks come from non-dominated sorting (rank 0 is the front).
-A stored trial's attributes are read through :mod:`tuner.study.attributes` (the storage gateway;
+A stored trial's attributes are read through :mod:`tuner.storage.attributes` (the storage gateway;
 ``named_constraints`` is its, kept importable from here).
 """
 
@@ -16,7 +16,7 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from tuner.study.attributes import duplicate_of, is_placeholder, named_constraints, unavailable_constraints_of
+from tuner.storage.attributes import duplicate_of, is_placeholder, named_constraints, unavailable_constraints_of
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -76,7 +76,7 @@ def feasible_measurement(complete: bool, values: Sequence[float] | None, placeho
     """COMPLETE, real values (no placeholder), not a copy, and :func:`constraints_hold`.
 
     What "feasible, measured" means everywhere: :func:`is_measured_feasible` (a frozen trial)
-    and :func:`tuner.study.records.record_feasible` (a stored record) are this test.
+    and :func:`tuner.storage.records.record_feasible` (a stored record) are this test.
     """
     return (complete and values is not None and not placeholder and duplicate_of is None
             and constraints_hold(constraints, unavailable))

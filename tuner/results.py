@@ -14,7 +14,7 @@ Outcomes
 ``INVALID``  the setting was rejected (a spec rule, or the workload refused it)
              and nothing was measured.
 ``SKIPPED_PREDICTED_OOM``  never run: the study's memory model
-             (:mod:`tuner.study.feasibility`) predicted it would run out of memory.
+             (:mod:`tuner.search.feasibility`) predicted it would run out of memory.
              Recorded by the coordinator like a rule-refused INVALID (free, an
              infeasible point for the sampler); a worker never reports it.
 """

@@ -26,7 +26,7 @@ not. This script measures them on this host, per declared table (``hardware_type
   MLflow; the memory model off;
 * the settings: the reference and the baseline (what every study runs first), then settings
   drawn (seed 0) from the table's OK rows no slower than its median latency (to keep this quick);
-* each run's recorded ``cost`` (:func:`tuner.study.cost.trial_cost`: the worker's reported
+* each run's recorded ``cost`` (:func:`tuner.storage.cost.trial_cost`: the worker's reported
   ``phases_s`` and the runner's ``wall_time_s``; ``startup`` = wall - warm-up - measured -
   evaluation - finish) is one sample;
 * the sidecar's ``trial_overhead_s`` gets the median start-up and evaluation (seconds) over the
@@ -128,10 +128,10 @@ def run_trials(table: Any, settings: Sequence[dict[str, Any]], threads: int, one
     from tuner.replay.table import replay_spec
     from tuner.runner.base import Slot
     from tuner.runner.choice import make_runner
-    from tuner.study import attributes as names
+    from tuner.storage import attributes as names
     from tuner.study.coordinator import Coordinator
-    from tuner.study.objectives import plan_constraints
-    from tuner.study.store import enqueue
+    from tuner.search.objectives import plan_constraints
+    from tuner.storage.store import enqueue
     from tuner.study.studies import create_study
 
     spec, text = replay_spec(table, len(settings), "random", {}, seed=0)
@@ -144,7 +144,7 @@ def run_trials(table: Any, settings: Sequence[dict[str, Any]], threads: int, one
     runner = make_runner(spec, preload)
     described = f"{type(runner).__name__}(launcher={getattr(runner, 'launcher', 'n/a')}, preload={preload})"
     try:
-        Coordinator(opened=opened, runner=runner, slots=[Slot(0, None, threads)], home=home, device="cpu",
+        Coordinator(study=opened.study, spec=opened.spec, runner=runner, slots=[Slot(0, None, threads)], home=home, device="cpu",
                     plan=plan_constraints(spec, {}), budget_trials=len(settings), wall_time_s=None,
                     memory_model=False).run()
     finally:
@@ -156,7 +156,7 @@ def run_trials(table: Any, settings: Sequence[dict[str, Any]], threads: int, one
 def sample_of(table: Any, trial: Any, onednn: bool = True) -> dict[str, Any]:
     """One run's sample: its outcome, wall and phase seconds (the recorded ``cost``), latencies, and
     (with oneDNN off, see :func:`onednn_off`) (:func:`onednn_off`)."""
-    from tuner.study import attributes as names
+    from tuner.storage import attributes as names
 
     cost = names.cost_of(trial) or {}
     phases = {p: round(float(s), 3) for p, s in (cost.get("phases_device_s") or {}).items()}

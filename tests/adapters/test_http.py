@@ -11,7 +11,7 @@ import pytest
 
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Slot, TrialRequest
-from tuner.runner.inline import InlineRunner
+from tuner.testing.inline_runner import InlineRunner
 from tuner.spec.adapters import HttpSpec
 
 PROMPTS = ["what colour is the circle", "how many beeps are there",

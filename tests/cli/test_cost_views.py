@@ -25,8 +25,8 @@ import yaml
 
 from tuner.cli.main import main
 from tuner.front.cost import device_s_text
-from tuner.study.cost import SECONDS_PER_HOUR
-from tuner.study.records import TrialRecord
+from tuner.storage.cost import SECONDS_PER_HOUR
+from tuner.storage.records import TrialRecord
 
 SPEC = """\
 name: cost_demo
@@ -265,7 +265,7 @@ def test_the_mlflow_study_run_shows_the_same_cost_live_and_rebuilt(study: tuple[
 
 def test_the_service_views_show_the_same_cost(study: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
     from tuner.fleet.study_views import study_list, study_summary, trial_page
-    from tuner.study.storage import open_storage
+    from tuner.storage.opening import open_storage
 
     root, _ = study
     status_cost = json.loads(cli(root, capsys, "status", STUDY, "--json"))["cost"]

@@ -65,7 +65,7 @@ def _assert_the_front_reads_at_80_columns(study: optuna.Study, stdout: str) -> N
     import re
 
     from tuner.front.choice import front_of
-    from tuner.study.records import TrialRecord, record_feasible
+    from tuner.storage.records import TrialRecord, record_feasible
 
     lines = stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("Pareto front ("))
@@ -90,7 +90,7 @@ def _assert_the_spec_rule_chose(study: optuna.Study, exported: dict, stdout: str
     from tuner.front.choice import front_of
     from tuner.spec.export_rule import parse_policy
     from tuner.spec.loading import load_spec
-    from tuner.study.records import TrialRecord, record_feasible
+    from tuner.storage.records import TrialRecord, record_feasible
 
     rule = load_spec(ROOT / "search_spaces" / "avatar_demo.yaml").export_rule
     assert rule.source == "spec" and rule.policy is not None, "the demo declares its choice"

@@ -9,7 +9,7 @@ import optuna
 import pytest
 
 from tuner.cli.main import main
-from tuner.study.records import TrialRecord, study_cost_of
+from tuner.storage.records import TrialRecord, study_cost_of
 
 SPEC = """\
 name: device_budget

@@ -27,7 +27,7 @@ import pytest
 import yaml
 from offline_model_study import run_exported, run_tuner
 
-from tuner.study.records import trial_records
+from tuner.storage.records import trial_records
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "search_spaces" / "av_omni_tiny_cpu.yaml"

@@ -17,7 +17,7 @@ import pytest
 
 from tuner.cli.main import main
 from tuner.cli.status_view import compact_params
-from tuner.study.records import TrialRecord
+from tuner.storage.records import TrialRecord
 
 SPEC = """\
 name: show_demo

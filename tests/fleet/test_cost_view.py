@@ -15,8 +15,8 @@ import pytest
 
 from service_harness import Service, service, storage_url  # noqa: F401 - service and storage_url are fixtures
 from tuner.cli.status_view import status_document, status_trials
-from tuner.study.cost import SECONDS_PER_HOUR
-from tuner.study.records import TrialRecord
+from tuner.storage.cost import SECONDS_PER_HOUR
+from tuner.storage.records import TrialRecord
 from tuner.study.studies import load_study
 
 SPEC = """\

@@ -22,10 +22,11 @@ import optuna
 import pytest
 
 from tuner.study.reference import sha256_file
-from tuner.study.records import TrialRecord
+from tuner.storage.records import TrialRecord
 from tuner.testing.mlflow_server import running_mlflow_server
 from tuner.testing.postgres import PostgresCluster
-from tuner.tracking.views import StudyRunInfo, child_payload
+from tuner.tracking.views import child_payload
+from tuner.tracking.run_info import StudyRunInfo
 
 SPEC = Path(__file__).parents[1] / "specs" / "fake_ok.yaml"
 EXPERIMENT = "fake_demo @ cpu"  # <spec name> @ <gpu type>

@@ -10,8 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from tuner.study.storage import (GRACE_PERIOD_ENV, GRACE_PERIOD_S, HEARTBEAT_ENV, HEARTBEAT_INTERVAL_S, StudyError,
-                                 driver_url, open_storage)
+from tuner.errors import StudyError
+from tuner.storage.opening import (GRACE_PERIOD_ENV, GRACE_PERIOD_S, HEARTBEAT_ENV, HEARTBEAT_INTERVAL_S, driver_url,
+                                   open_storage)
 from tuner.testing.postgres import PostgresCluster, running_postgres
 
 pytestmark = pytest.mark.postgres

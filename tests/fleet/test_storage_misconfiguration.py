@@ -23,8 +23,8 @@ import pytest
 from fleet_harness import create_and_start_workers, fake_spec, fleet_env, host_logs, kill_leftovers, study_trials, wait_for
 
 from tuner.host import free_port
-from tuner.study.outage import OUTAGE_BOUND_ENV, StorageMisconfigured, is_transient, misconfiguration
-from tuner.study.storage import close_storage, open_storage
+from tuner.storage.outage import OUTAGE_BOUND_ENV, StorageMisconfigured, is_transient, misconfiguration
+from tuner.storage.opening import close_storage, open_storage
 from tuner.testing.postgres import PostgresCluster
 
 pytestmark = [pytest.mark.postgres]

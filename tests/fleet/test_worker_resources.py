@@ -65,7 +65,7 @@ def test_a_polling_worker_holds_no_connection_per_poll(postgres_url: str, gc_off
     from sqlalchemy.pool import NullPool
 
     from tuner.fleet.worker import open_studies
-    from tuner.study.storage import driver_url, open_storage
+    from tuner.storage.opening import driver_url, open_storage
 
     open_storage(postgres_url).engine.dispose()  # the tables exist: every poll below reads only
     database = postgres_url.rsplit("/", 1)[-1]
@@ -94,7 +94,7 @@ def test_a_storage_whose_tables_another_process_creates_at_once_opens(postgres_u
     from sqlalchemy import create_engine, text
     from sqlalchemy.pool import NullPool
 
-    from tuner.study.storage import driver_url, open_storage
+    from tuner.storage.opening import driver_url, open_storage
 
     other = create_engine(driver_url(postgres_url), poolclass=NullPool)
     watcher = create_engine(driver_url(postgres_url), poolclass=NullPool)

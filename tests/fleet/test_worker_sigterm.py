@@ -22,7 +22,7 @@ from pathlib import Path
 from tuner.cli.worker_command import _stop_on_sigterm
 from tuner.fleet.worker import WorkerOptions, run_worker
 from tuner.session.events import Quiet
-from tuner.study.storage import open_storage
+from tuner.storage.opening import open_storage
 
 url = "sqlite:///" + sys.argv[1]
 open_storage(url)  # an empty storage: no study to join, the worker waits

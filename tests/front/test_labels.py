@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from tuner.front.labels import format_number, metric_label, metric_unit, metric_value_text
 from tuner.front.report import objective_labels
-from tuner.study.records import TrialRecord
+from tuner.storage.records import TrialRecord
 
 
 def test_labels_spell_out_units_and_never_look_like_minutes() -> None:

@@ -11,7 +11,8 @@ import pytest
 from optuna._hypervolume import compute_hypervolume
 from optuna.distributions import FloatDistribution
 
-from tuner.replay.hypervolume import REFERENCE, Normalizer, hypervolume_curve, nondominated, trials_to_reach
+from tuner.replay.hypervolume import (REACH_TOLERANCE, REFERENCE, Normalizer, hypervolume_curve, nondominated,
+                                      trials_to_reach)
 
 
 def test_a_hand_computed_case() -> None:
@@ -77,3 +78,11 @@ def test_trials_to_reach_counts_from_one() -> None:
     assert trials_to_reach(fractions, 0.95) == 4
     assert trials_to_reach(fractions, 0.9) == 3
     assert trials_to_reach([0.1], 0.5) is None and not math.isnan(trials_to_reach(fractions, 1.0) or 0)
+
+
+def test_trials_to_reach_counts_the_first_entry_at_the_target_within_rounding() -> None:
+    assert trials_to_reach([0.5, 0.95, 0.99], 0.95) == 2  # equal reaches it (not strictly above)
+    assert trials_to_reach([0.5, 1.0 - REACH_TOLERANCE / 2], 1.0) == 2  # a rounding error below still does
+    assert trials_to_reach([0.5, 1.0 - 10 * REACH_TOLERANCE], 1.0) is None
+    assert trials_to_reach([0.96, 0.5, 0.97], 0.95) == 1  # the first reach, whatever follows
+    assert trials_to_reach([], 0.95) is None

@@ -26,8 +26,8 @@ from tuner.replay.table import MeasuredTable, load_hardware_types, load_table
 from tuner.results import Outcome
 from tuner.runner.base import Slot, TrialRequest
 from tuner.runner.phases import INFO_KEY
-from tuner.study.attributes import cost_of, is_measured
-from tuner.study.cost import device_s_of, trial_cost
+from tuner.storage.attributes import cost_of, is_measured
+from tuner.storage.cost import device_s_of, trial_cost
 
 ROOT = Path(__file__).resolve().parents[2]
 OVERHEAD = {"startup": 2.0, "evaluation": 0.5, "source": "test: SYNTHETIC"}

@@ -16,7 +16,7 @@ import pytest
 
 from tuner.results import Outcome
 from tuner.runner.base import Runner, Slot, TrialRequest
-from tuner.runner.inline import InlineRunner
+from tuner.testing.inline_runner import InlineRunner
 from tuner.runner.subprocess import SubprocessRunner, slot_environment
 from tuner.runner.warm import WarmRunner
 from tuner.spec.adapters import CommandSpec, PythonSpec

@@ -13,9 +13,9 @@ from tuner.runner.recorded_env import is_recorded, recorded_environment, recorde
 from tuner.secrets import MASK
 from tuner.ship.provenance_block import recorded_env
 from tuner.spec.loading import parse_spec
-from tuner.study import attributes as names
-from tuner.study import store, store_rows
-from tuner.study.records import TrialRecord, full_record, study_record_env, trial_records
+from tuner.storage import attributes as names
+from tuner.storage import store, store_rows
+from tuner.storage.records import TrialRecord, full_record, study_record_env, trial_records
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tuner.results import Outcome
-from tuner.runner.inline import InlineRunner
+from tuner.testing.inline_runner import InlineRunner
 from tuner.runner.subprocess import SubprocessRunner
 from tuner.testing.runner_conformance import (ISOLATION_CASES, RUNNER_CASES, RunnerCase,
                                               check_runner_case, make_request)

@@ -21,7 +21,7 @@ from process_tree_helpers import make_runner
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import ScratchPolicy, Slot, TrialRequest, with_trial_disk_usage
 from tuner.spec.adapters import CommandSpec
-from tuner.study.records import trial_records
+from tuner.storage.records import trial_records
 
 SLOT = Slot(0, None, 1)
 MB = 1_000_000

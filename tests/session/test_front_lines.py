@@ -12,7 +12,7 @@ from tuner.cli.session import ConsoleSession
 from tuner.session.events import FrontSummary
 from tuner.session.front_lines import front_lines, marks_chosen
 from tuner.session.text import TextSession
-from tuner.study.records import TrialRecord
+from tuner.storage.records import TrialRecord
 
 SHARED = {"batch_size": 1, "precision": "bf16_autocast_with_tf32_matmul"}
 """Parameters every front trial has alike."""

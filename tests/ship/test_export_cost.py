@@ -2,7 +2,7 @@
 
 A study is stored in memory with the attributes a run writes: two measured settings on a two-GPU
 slot, one that ran out of memory, a copy and a predicted OOM that ran nothing. The export's block
-must sum them as :func:`tuner.study.cost.study_cost` does, in GPU-hours, name the chosen trial's own
+must sum them as :func:`tuner.storage.cost.study_cost` does, in GPU-hours, name the chosen trial's own
 device-seconds and the budget, and round-trip through the ``tuner.config/v1`` schema; a file exported
 before the block existed must still load (``tuner check`` reads old files).
 """

@@ -21,8 +21,9 @@ import yaml
 from tuner.front.choice import front_of
 from tuner.ship.export import choose
 from tuner.spec.loading import parse_spec
-from tuner.study.records import TrialRecord, record_feasible
-from tuner.tracking.views import CHOSEN_TAG, StudyRunInfo, chosen_view
+from tuner.storage.records import TrialRecord, record_feasible
+from tuner.tracking.views import CHOSEN_TAG, chosen_view
+from tuner.tracking.run_info import StudyRunInfo
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""}

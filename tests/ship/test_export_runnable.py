@@ -34,7 +34,7 @@ from tuner.runner.samples import SHEET_FRAMES, contact_sheet, evenly_spaced, fir
 from tuner.secrets import MASK
 from tuner.ship.config_schema import load_config
 from tuner.ship.export import build_config
-from tuner.study.records import TrialRecord
+from tuner.storage.records import TrialRecord
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docs" / "examples" / "run_exported.py"

@@ -21,7 +21,7 @@ import pytest
 import yaml
 
 from tuner.front.choice import within_spread
-from tuner.study.records import TrialRecord, record_feasible
+from tuner.storage.records import TrialRecord, record_feasible
 
 ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""}
 ENV.pop("TUNER_FAKE_LATENCY_CV", None)

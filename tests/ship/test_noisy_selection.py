@@ -15,7 +15,7 @@ from tuner.front.report import front_table
 from tuner.ship.config_schema import validate_config
 from tuner.ship.export import build_config, choose, noise_warnings
 from tuner.front.choice import parse_policy, prefer_stable, select, within_spread
-from tuner.study.records import NOISY_CV, TrialRecord
+from tuner.storage.records import NOISY_CV, TrialRecord
 
 DIRECTIONS = ["minimize", "maximize"]
 NAMES = ["latency_p50_s", "psnr_db"]

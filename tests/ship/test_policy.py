@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from tuner.front.choice import PolicyError, parse_policy, select, select_profile
-from tuner.study.records import TrialRecord
+from tuner.storage.records import TrialRecord
 
 
 def record(number: int, latency: float, quality: float, vram: float | None = None, role: str = "search") -> TrialRecord:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -10,15 +9,15 @@ import pytest
 import yaml
 
 from tuner.runner.base import Slot
-from tuner.runner.inline import InlineRunner
+from tuner.testing.inline_runner import InlineRunner
 from tuner.ship.export import build_config
 from tuner.spec.loading import parse_spec
 from tuner.study.coordinator import Coordinator
-from tuner.study.objectives import plan_constraints
-from tuner.study.records import TrialRecord, record_feasible
+from tuner.search.objectives import plan_constraints
+from tuner.storage.records import TrialRecord, record_feasible
 from tuner.study.studies import OpenStudy, create_study
 from tuner.tracking.ui import StudyLocation, run_url
-from tuner.tracking.views import study_run_info
+from tuner.tracking.run_info import study_run_info
 
 SPEC_TEXT = (Path(__file__).parents[1] / "specs" / "fake_ok.yaml").read_text().replace("trials: 8", "trials: 3")
 SECRET = "s3cretPW"
@@ -39,7 +38,7 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[OpenStudy, Trial
     opened = create_study(spec, SPEC_TEXT, f"sqlite:///{home / 'studies.db'}", "s", "random", None,  # type: ignore[arg-type]
                           {"spec_name": spec.name})
     plan = plan_constraints(spec, {"gpu_memory_gb": None, "host_memory_gb": 24.0})
-    Coordinator(opened=opened, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=home, device="cpu", plan=plan,
+    Coordinator(study=opened.study, spec=opened.spec, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=home, device="cpu", plan=plan,
                 budget_trials=opened.study.user_attrs["budget_trials"], wall_time_s=None).run()
     records = [TrialRecord.from_trial(t) for t in opened.study.get_trials(deepcopy=False)]
     return opened, next(r for r in records if record_feasible(r))
@@ -58,7 +57,7 @@ def test_an_export_names_the_storage_without_its_password(finished: tuple[OpenSt
 def test_mlflow_tags_name_the_storage_without_its_password(finished: tuple[OpenStudy, TrialRecord], url: str,
                                                            shown: str) -> None:
     opened, _ = finished
-    info = study_run_info(dataclasses.replace(opened, storage_url=url))
+    info = study_run_info(opened.study, opened.spec, url)
     assert info.tags["tuner.storage"] == shown
     assert not any(SECRET in str(value) for value in [*info.tags.values(), *info.params.values()])
 

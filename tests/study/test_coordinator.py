@@ -11,11 +11,11 @@ from optuna.trial import TrialState
 
 from tuner.pareto import named_constraints
 from tuner.runner.base import Slot
-from tuner.runner.inline import InlineRunner
+from tuner.testing.inline_runner import InlineRunner
 from tuner.spec.loading import parse_spec
 from tuner.study.coordinator import Coordinator
-from tuner.study.heartbeats import HOST
-from tuner.study.objectives import plan_constraints
+from tuner.storage.heartbeats import HOST
+from tuner.search.objectives import plan_constraints
 from tuner.study.studies import create_study, load_study
 
 SPEC_TEXT = (Path(__file__).parents[1] / "specs" / "fake_ok.yaml").read_text()
@@ -29,7 +29,7 @@ def open_new(tmp_path: Path, text: str = SPEC_TEXT, trials: int | None = None, s
 
 def coordinator(opened, tmp_path: Path, budget: int | None = None, slots: int = 1) -> Coordinator:
     plan = plan_constraints(opened.spec, {"gpu_memory_gb": None, "host_memory_gb": 24.0})
-    return Coordinator(opened=opened, runner=InlineRunner(), slots=[Slot(i, None, 1) for i in range(slots)],
+    return Coordinator(study=opened.study, spec=opened.spec, runner=InlineRunner(), slots=[Slot(i, None, 1) for i in range(slots)],
                        home=tmp_path, device="cpu", plan=plan,
                        budget_trials=budget or opened.study.user_attrs["budget_trials"], wall_time_s=None)
 
@@ -136,7 +136,7 @@ def test_samplers(tmp_path: Path, sampler: str) -> None:
 
 
 def test_existing_study_name_is_refused(tmp_path: Path) -> None:
-    from tuner.study.storage import StudyError
+    from tuner.errors import StudyError
 
     open_new(tmp_path)
     with pytest.raises(StudyError, match="already exists"):

@@ -16,7 +16,8 @@ import pytest
 import tuner.study.studies as studies
 from tuner.cli.main import main
 from tuner.spec.loading import load_spec
-from tuner.study.storage import StudyError, open_storage
+from tuner.storage.opening import open_storage
+from tuner.errors import StudyError
 
 SPEC = Path(__file__).resolve().parents[1] / "specs" / "fake_ok.yaml"
 

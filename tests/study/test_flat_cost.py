@@ -6,7 +6,7 @@ event, as ``bench/growth.py`` counts them) and reads of a trial's stored attribu
 (``FrozenTrial.user_attrs``: every scan over a study's trials goes through it), per trial of the
 coordinator's steady loop — from the first trial it told to the last — in a study of 10 finished
 trials and in one of 1,000. The large study is filled in one transaction
-(:func:`tuner.study.store.add_finished_trials`) with copies of a trial the coordinator measured, so
+(:func:`tuner.storage.store.add_finished_trials`) with copies of a trial the coordinator measured, so
 every copy carries a real trial's attributes (environment, provenance, log tail, worker info).
 """
 
@@ -23,11 +23,11 @@ from optuna.trial import FrozenTrial, create_trial
 
 from tuner.results import TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
-from tuner.runner.inline import InlineRunner
+from tuner.testing.inline_runner import InlineRunner
 from tuner.spec.loading import parse_spec
-from tuner.study import store
+from tuner.storage import store
 from tuner.study.coordinator import Coordinator
-from tuner.study.objectives import plan_constraints
+from tuner.search.objectives import plan_constraints
 from tuner.study.studies import OpenStudy, create_study
 from tuner.testing.noop_spec import noop_spec
 
@@ -41,7 +41,7 @@ def new_study(tmp_path: Path, name: str) -> OpenStudy:
 
 def coordinator(opened: OpenStudy, home: Path, budget: int, runner: Runner | None = None,
                 listeners: list[Any] | None = None) -> Coordinator:
-    return Coordinator(opened=opened, runner=runner or InlineRunner(), slots=[Slot(0, None, 1)], home=home,
+    return Coordinator(study=opened.study, spec=opened.spec, runner=runner or InlineRunner(), slots=[Slot(0, None, 1)], home=home,
                        device="cpu", plan=plan_constraints(opened.spec, {}), budget_trials=budget, wall_time_s=None,
                        listeners=listeners or [])
 

@@ -20,12 +20,12 @@ import pytest
 import tuner.study.coordinator as coordinator_module
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
-from tuner.runner.inline import InlineRunner
+from tuner.testing.inline_runner import InlineRunner
 from tuner.spec.loading import parse_spec
-from tuner.study import store
+from tuner.storage import store
 from tuner.study.coordinator import TICK_S, Coordinator
 from tuner.study.listeners import Summary
-from tuner.study.objectives import plan_constraints
+from tuner.search.objectives import plan_constraints
 from tuner.study.studies import OpenStudy, create_study
 from tuner.study.wakeup import Wakeup
 from tuner.testing.noop_spec import noop_spec
@@ -75,7 +75,7 @@ class Ticks:
 def waiting_coordinator(tmp_path: Path, runner: Runner, ticks: Ticks) -> tuple[Coordinator, OpenStudy]:
     text = noop_spec("idle", trials=1)
     opened = create_study(parse_spec(text), text, f"sqlite:///{tmp_path / 'idle.db'}", "idle", "random", 1, {})
-    coordinator = Coordinator(opened=opened, runner=runner, slots=[Slot(0, None, 1)], home=tmp_path, device="cpu",
+    coordinator = Coordinator(study=opened.study, spec=opened.spec, runner=runner, slots=[Slot(0, None, 1)], home=tmp_path, device="cpu",
                               plan=plan_constraints(opened.spec, {}), budget_trials=1, wall_time_s=None,
                               listeners=[ticks])
     return coordinator, opened

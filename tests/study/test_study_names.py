@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 
 from tuner.spec.loading import parse_spec
-from tuner.study.storage import StudyError
-from tuner.study.studies import (check_study_name, create_study, default_study_name, load_study,
-                                 study_directory)
+from tuner.errors import StudyError
+from tuner.storage.opening import check_study_name
+from tuner.study.studies import create_study, default_study_name, load_study, study_directory
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_OK = ROOT / "tests" / "specs" / "fake_ok.yaml"

@@ -13,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tuner.study.records import TrialRecord
-from tuner.tracking.views import StudyRunInfo, build_front_views, child_payload, ranks_of
+from tuner.storage.records import TrialRecord
+from tuner.tracking.views import build_front_views, child_payload, ranks_of
+from tuner.tracking.run_info import StudyRunInfo
 
 INFO = StudyRunInfo("g1", "fake_demo @ NVIDIA H200", {"tuner.device": "cuda"}, {}, ("latency_p50_s", "psnr_db"),
                     ("minimize", "maximize"), {"parameters": {"steps": {}}}, device="cuda", budget_device_hours=2.0)

@@ -24,11 +24,11 @@ from optuna.trial import TrialState
 
 from tuner.pareto import Point, front_trials, is_measured_feasible, named_constraints, pareto_ranks
 from tuner.runner.base import Slot
-from tuner.runner.inline import InlineRunner
+from tuner.testing.inline_runner import InlineRunner
 from tuner.spec.loading import parse_spec
 from tuner.study.coordinator import Coordinator
-from tuner.study.objectives import plan_constraints
-from tuner.study.records import TrialRecord
+from tuner.search.objectives import plan_constraints
+from tuner.storage.records import TrialRecord
 from tuner.study.studies import OpenStudy, create_study
 from tuner.tracking.dashboard import default_view_url, refresh_view
 from tuner.host import free_port
@@ -55,7 +55,7 @@ def run_small_study(home: Path) -> OpenStudy:
     for setting in (OOM, INFEASIBLE, COPIED, COPIED):
         opened.study.enqueue_trial(setting)
     plan = plan_constraints(spec, {"gpu_memory_gb": None, "host_memory_gb": 24.0})
-    Coordinator(opened=opened, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=home, device="cpu",
+    Coordinator(study=opened.study, spec=opened.spec, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=home, device="cpu",
                 plan=plan, budget_trials=6, wall_time_s=None).run()
     return opened
 

@@ -138,13 +138,14 @@ def test_a_coordinator_killed_while_logging_a_trial_leaves_one_complete_run_per_
 def _log_a_second_complete_run(client: Any, cwd: Path, number: int) -> None:
     """A second complete run of trial ``number``, as a tuner without the repair left one (10 runs for 9 trials),
     written by the tuner's own writer."""
-    from tuner.study.records import TrialRecord
+    from tuner.storage.records import TrialRecord
     from tuner.study.studies import load_study
-    from tuner.tracking.views import child_payload, rank_payload, ranks_of, study_run_info
+    from tuner.tracking.views import child_payload, rank_payload, ranks_of
+    from tuner.tracking.run_info import study_run_info
     from tuner.tracking.writer import log_child
 
     opened = load_study(f"sqlite:///{cwd / 'studies' / 'studies.db'}", "s", read_only=True)
-    info = study_run_info(opened)
+    info = study_run_info(opened.study, opened.spec, opened.storage_url)
     records = [TrialRecord.from_trial(t) for t in opened.study.trials]
     ranks = ranks_of(records, info.directions)
     runs = trial_runs(client)

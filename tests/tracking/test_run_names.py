@@ -6,7 +6,7 @@ import json
 from dataclasses import replace
 from datetime import datetime
 
-from tuner.study.records import TrialRecord
+from tuner.storage.records import TrialRecord
 from tuner.tracking.comparison import (
     child_run_name,
     comparison_view,
@@ -16,7 +16,8 @@ from tuner.tracking.comparison import (
     trials_table,
 )
 from tuner.tracking.ui import StudyLocation, compare_url
-from tuner.tracking.views import StudyRunInfo, build_front_views, child_payload, rank_update, ranks_of
+from tuner.tracking.views import build_front_views, child_payload, rank_update, ranks_of
+from tuner.tracking.run_info import StudyRunInfo
 
 INFO = StudyRunInfo("s1", "fake_demo @ cpu", {"tuner.device": "cpu"}, {}, ("latency_p50_s", "stlpips_alex"),
                     ("minimize", "minimize"), {"parameters": {"steps": {}, "size": {}}})

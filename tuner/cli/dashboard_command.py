@@ -21,7 +21,9 @@ from rich.markup import escape
 
 from tuner.cli.app import HomeOption, StorageOption, app, err, fail, listen_port, out
 from tuner.secrets import redact_text
-from tuner.study.storage import StudyError, list_studies, redact_url, storage_url, tuner_home
+from tuner.storage.opening import list_studies, storage_url, tuner_home
+from tuner.errors import StudyError
+from tuner.secrets import redact_url
 
 if TYPE_CHECKING:
     from tuner.tracking.dashboard import ViewReport
@@ -43,7 +45,7 @@ def dashboard(
     startup_timeout: float = typer.Option(60.0, "--startup-timeout", min=1.0, help="Seconds to wait for the server."),
 ) -> None:
     """Open optuna-dashboard on a view of STUDY (or every study) where best trials are tuner's front (Ctrl-C stops it)."""
-    from tuner.study.studies import check_study_name
+    from tuner.storage.opening import check_study_name
     from tuner.tracking.dashboard import default_view_url
 
     root = tuner_home(home)

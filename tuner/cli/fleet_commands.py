@@ -19,7 +19,8 @@ import typer
 from tuner.cli.app import DeviceHoursOption, HomeOption, StorageOption, app, err, fail, out
 from tuner.secrets import redact_url
 from tuner.spec.models import SpecError
-from tuner.study.storage import StudyError, storage_url, tuner_home
+from tuner.storage.opening import storage_url, tuner_home
+from tuner.errors import StudyError
 
 TokenFileOption = typer.Option(None, "--token-file", help="File holding the bearer token (else env TUNER_TOKEN).")
 

@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from tuner.study.records import TrialRecord
+from tuner.storage.records import TrialRecord
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial

@@ -13,7 +13,7 @@ it, what was actually executed; the trial's files and the tail of its log.
 Where a trial's files are: ``<home>/<study>/trial_<number:05d>/`` (``result.json``,
 ``worker.log``, ``sample/``), written by the coordinator that ran it. On another host, or
 under another ``--home``, they are absent: the log tail then comes from the storage
-(its last :data:`tuner.study.records.LOG_TAIL_STORED_CHARS` characters). Logs and
+(its last :data:`tuner.storage.records.LOG_TAIL_STORED_CHARS` characters). Logs and
 invocations pass through :func:`tuner.secrets.redact_text` before they are shown.
 
 Registered on :data:`tuner.cli.app.app` when imported (by :mod:`tuner.cli.main`).
@@ -34,8 +34,9 @@ from tuner.front.cost import trial_cost_lines
 from tuner.secrets import redact_text
 from tuner.spec.metrics import objective_units
 from tuner.spec.models import SpecError
-from tuner.study.records import StudyRecord, full_record
-from tuner.study.storage import StudyError, storage_url, tuner_home
+from tuner.storage.records import StudyRecord, full_record
+from tuner.storage.opening import storage_url, tuner_home
+from tuner.errors import StudyError
 from tuner.study.studies import OpenStudy, load_study, study_directory
 
 if TYPE_CHECKING:

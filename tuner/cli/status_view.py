@@ -33,8 +33,8 @@ from tuner.front.cost import (
 )
 from tuner.results import Outcome
 from tuner.spec.metrics import objective_units
-from tuner.study.cost import SECONDS_PER_HOUR, device_unit
-from tuner.study.records import StudyRecord, TrialRecord
+from tuner.storage.cost import SECONDS_PER_HOUR, device_unit
+from tuner.storage.records import StudyRecord, TrialRecord
 
 if TYPE_CHECKING:
     from tuner.study.studies import OpenStudy
@@ -218,7 +218,7 @@ def status_trials(opened: "OpenStudy") -> list[StatusTrial]:
 def status_document(opened: "OpenStudy", trials: Sequence[StatusTrial], all_trials: Sequence[StatusTrial]) -> dict[str, Any]:
     """``--json``: the study's summary and ``trials`` (filtered and sorted as asked), every field whole.
 
-    ``cost``: the study's :meth:`tuner.study.cost.StudyCost.as_dict` (every trial, whatever the filter),
+    ``cost``: the study's :meth:`tuner.storage.cost.StudyCost.as_dict` (every trial, whatever the filter),
     with its ``unit`` (GPU-h / CPU-h) and ``budget_device_hours``."""
     records = [t.record for t in all_trials]
     names = opened.spec.objective_names
@@ -280,9 +280,9 @@ def _summary(opened: "OpenStudy", every: Sequence[StatusTrial], shown: int, want
 def study_list_entries(url: str) -> list[dict[str, Any]]:
     """``tuner status`` without a study: every study of the storage at ``url`` (in the storage's order) as
     ``{"study", "trials", "used_device_h", "wasted_device_h", "unit"}`` (device-hours its runs used / wasted,
-    :func:`tuner.study.cost.study_cost`; ``unit``: GPU-h or CPU-h); none when its SQLite file is missing."""
-    from tuner.study.storage import missing_sqlite_file, open_storage
-    from tuner.study.store import trials_of
+    :func:`tuner.storage.cost.study_cost`; ``unit``: GPU-h or CPU-h); none when its SQLite file is missing."""
+    from tuner.storage.opening import missing_sqlite_file, open_storage
+    from tuner.storage.store import trials_of
 
     if missing_sqlite_file(url) is not None:
         return []

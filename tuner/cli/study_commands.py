@@ -15,10 +15,11 @@ from rich.table import Table
 from tuner.cli.app import DeviceHoursOption, HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, finite, out
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, SpecError, spec_json_schema
-from tuner.study import attributes as names
-from tuner.study.guards import measurement_settings
-from tuner.study.records import StudyRecord
-from tuner.study.storage import StudyError, storage_url, tuner_home
+from tuner.storage import attributes as names
+from tuner.search.guards import measurement_settings
+from tuner.storage.records import StudyRecord
+from tuner.storage.opening import storage_url, tuner_home
+from tuner.errors import StudyError
 from tuner.study.studies import load_study
 
 if TYPE_CHECKING:
@@ -107,9 +108,9 @@ def run(
     """Create a study from SPEC and run it until its budget is spent."""
     from tuner.gpu import gpu_type
     from tuner.session.run import RunOptions
-    from tuner.study.store import set_study_attribute
+    from tuner.storage.store import set_study_attribute
     from tuner.study.studies import create_study, default_study_name, study_attributes
-    from tuner.study.warm_start import enqueue_front, open_source
+    from tuner.search.warm_start import enqueue_front, open_source
 
     spec, text, device = _load_runnable(spec_path, sampler)
     root = tuner_home(home)
@@ -131,7 +132,7 @@ def run(
         set_study_attribute(opened.study, names.BUDGET_WALL_TIME_S, wall_time or None)
     out.print(f"study [bold]{name}[/] in {_shown(url)} — sampler {chosen}, device {device}, workers {workers}")
     if source is not None:
-        record = enqueue_front(opened, source)
+        record = enqueue_front(opened.study, opened.spec, opened.storage_url, source)
         out.print(f"warm start from [bold]{source.study_name}[/]: {record['front_enqueued']} front setting(s) "
                   f"queued after the reference and baseline ({record['dropped']} outside this spec's space, "
                   f"{record['already_queued']} already queued); {record['observations']} memory observations")
@@ -249,6 +250,6 @@ def schema(output: Path = typer.Option(Path("search_spaces/schema.json"), "--out
 
 
 def _shown(url: str) -> str:
-    from tuner.study.storage import redact_url
+    from tuner.secrets import redact_url
 
     return redact_url(url)

@@ -17,11 +17,13 @@ from rich.table import Table
 
 from tuner.cli.app import HomeOption, MlflowOption, StorageOption, app, err, fail, listen_port, out
 from tuner.spec.models import SpecError
-from tuner.study.storage import StudyError, redact_url, storage_url, tuner_home
+from tuner.storage.opening import storage_url, tuner_home
+from tuner.errors import StudyError
+from tuner.secrets import redact_url
 from tuner.study.studies import load_study
 
 if TYPE_CHECKING:
-    from tuner.study.records import TrialRecord
+    from tuner.storage.records import TrialRecord
 
 VRAM_METRICS = ("peak_vram_device_gb", "peak_vram_gb", "peak_vram_nvml_gb")  # device memory: what decides an OOM first (first with values)
 
@@ -34,7 +36,7 @@ def front(
 ) -> None:
     """Print the study's Pareto front as a table (objectives, key metrics measured here, noisy flag, params)."""
     from tuner.front.report import front_table
-    from tuner.study.records import NOISY_CV, TrialRecord, record_feasible
+    from tuner.storage.records import NOISY_CV, TrialRecord, record_feasible
     from tuner.tracking.views import ranks_of
 
     url = storage_url(storage, tuner_home(home))
@@ -211,11 +213,11 @@ def ui(
 ) -> None:
     """Start the MLflow UI on the configured store and print the study run's URL and its trials' comparison view
     (Ctrl-C stops it)."""
-    from tuner.study.storage import list_studies
+    from tuner.storage.opening import list_studies
     from tuner.tracking.live import mlflow_missing, tracking_uri
     from tuner.tracking.ui import (UiError, compare_url, locate_study, run_url, start_server, stop_server,
                                   wait_healthy)
-    from tuner.tracking.views import study_run_info
+    from tuner.tracking.run_info import study_run_info
 
     missing = mlflow_missing("tuner ui")
     if missing is not None:
@@ -229,7 +231,8 @@ def ui(
         name = study or (names[-1] if names else None)
         if name is not None:
             opened = load_study(url, name, read_only=True)
-            location = locate_study(uri, study_run_info(opened).experiment_name, name)
+            info = study_run_info(opened.study, opened.spec, opened.storage_url)
+            location = locate_study(uri, info.experiment_name, name)
     except (StudyError, SpecError) as error:
         fail(str(error))
     if uri.startswith(("http://", "https://")):

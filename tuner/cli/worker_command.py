@@ -16,7 +16,8 @@ import typer
 
 from tuner.cli.app import HomeOption, MlflowOption, StorageOption, app, err, fail, out
 from tuner.spec.models import SpecError
-from tuner.study.storage import StudyError, storage_url, tuner_home
+from tuner.storage.opening import storage_url, tuner_home
+from tuner.errors import StudyError
 
 
 def _parse_gpus(text: str | None) -> list[int] | None:
@@ -61,7 +62,7 @@ def worker(
     """Run trials of a shared study (or of every open study for this host) on this host's slots."""
     from tuner.cli.session import ConsoleSession
     from tuner.fleet.worker import WorkerOptions, run_worker
-    from tuner.study.studies import check_study_name
+    from tuner.storage.opening import check_study_name
 
     chosen = _parse_gpus(gpus)
     root = tuner_home(home)

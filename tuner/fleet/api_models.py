@@ -4,7 +4,7 @@ Every error answer is :class:`ErrorBody`: ``{"detail": "<one line>"}``. Times ar
 strings (UTC where the storage keeps UTC), budgets and counts are numbers of trials (a device
 budget: device-hours), objective values are in their metric's unit (``None`` when not a finite
 number). Costs are device-seconds (``_s``) or device-hours (``_h``): GPU-hours for a CUDA study,
-CPU-slot hours otherwise (``unit``); see :mod:`tuner.study.cost`.
+CPU-slot hours otherwise (``unit``); see :mod:`tuner.storage.cost`.
 """
 
 from __future__ import annotations
@@ -69,7 +69,7 @@ class FrontPoint(_Model):
 
 
 class CostSummary(_Model):
-    """What a study's runs have cost so far, every worker together (:mod:`tuner.study.cost`).
+    """What a study's runs have cost so far, every worker together (:mod:`tuner.storage.cost`).
 
     ``used + wasted = recorded``: the sum of the trials' recorded ``device_s``, in hours;
     ``avoided`` is an estimate, never part of it.

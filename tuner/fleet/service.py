@@ -44,8 +44,9 @@ from tuner.fleet.auth import bearer_guard
 from tuner.fleet.study_views import study_list, study_summary, trial_page
 from tuner.fleet.submission import Refused, exists, submit
 from tuner.secrets import redact_text, redact_url
-from tuner.study.storage import StudyError, open_storage
-from tuner.study.studies import check_study_name
+from tuner.storage.opening import open_storage
+from tuner.errors import StudyError
+from tuner.storage.opening import check_study_name
 
 if TYPE_CHECKING:
     import optuna
@@ -220,7 +221,7 @@ def _studies_router(storage: Any, storage_url: str, guard: Callable[..., Any],
         """Mark the study cancelled: workers finish the trial in flight, then stop proposing."""
         import time
 
-        from tuner.study.store import cancel_study
+        from tuner.storage.store import cancel_study
 
         study = load(name)
         cancel_study(study, time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
@@ -280,7 +281,7 @@ def _export(study: "optuna.Study", storage_url: str, profile: str | None, policy
     from fastapi.responses import Response
 
     from tuner.ship.export import ExportError, build_config, choose
-    from tuner.study.records import StudyRecord, TrialRecord, record_feasible
+    from tuner.storage.records import StudyRecord, TrialRecord, record_feasible
 
     if profile is not None and policy is not None:
         raise HTTPException(400, "give profile or policy, not both")

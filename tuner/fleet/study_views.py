@@ -8,7 +8,7 @@ Contracts:
   ``host:pid``, ``host``, written when a trial starts; trials without them are
   left out: their worker is unknown), ``cancelled``, the Pareto front
   (:func:`tuner.pareto.front_trials`) and what its runs cost (:func:`cost_summary`: device-hours
-  used / wasted / avoided, :mod:`tuner.study.cost`, the figures ``tuner status`` prints).
+  used / wasted / avoided, :mod:`tuner.storage.cost`, the figures ``tuner status`` prints).
 * :func:`trial_page` -- one :class:`TrialEntry` per trial by number (with its ``device_s``), a page of them.
 * :func:`study_list` -- every study of the storage, from study attributes, trial counts and the
   device-hours its runs used.
@@ -28,10 +28,10 @@ from tuner.fleet.api_models import (CostSummary, FrontPoint, StudyList, StudyLis
 from tuner.front.cost import budget_hours, cost_of_records
 from tuner.pareto import front_trials
 from tuner.secrets import redact_text
-from tuner.study.attributes import host_of, is_measured, role_of, worker_of
-from tuner.study.cost import SECONDS_PER_HOUR, device_unit
-from tuner.study.records import StudyRecord, TrialRecord
-from tuner.study.store import trials_of
+from tuner.storage.attributes import host_of, is_measured, role_of, worker_of
+from tuner.storage.cost import SECONDS_PER_HOUR, device_unit
+from tuner.storage.records import StudyRecord, TrialRecord
+from tuner.storage.store import trials_of
 
 if TYPE_CHECKING:
     import optuna
@@ -95,7 +95,7 @@ def front_points(trials: Sequence["FrozenTrial"], directions: Sequence[str]) -> 
 
 
 def cost_summary(records: Sequence[TrialRecord], stored: StudyRecord) -> CostSummary:
-    """What the study's runs cost (:meth:`tuner.study.cost.StudyCost.as_dict`'s hours and counts), its unit
+    """What the study's runs cost (:meth:`tuner.storage.cost.StudyCost.as_dict`'s hours and counts), its unit
     and device-hour budget."""
     figures = cost_of_records(records).as_dict()
     return CostSummary(unit=device_unit(stored.device), budget_device_hours=budget_hours(stored.budget_device_hours),

@@ -13,7 +13,7 @@ line) at the first problem; nothing is written to the storage before every check
    the sampler and the spec file, not this host, which may have no GPU) -- 400;
 4. the GPU type agrees with ``workload.device`` (``cpu`` for a CPU spec, given for any
    other) -- 400;
-5. the name is a valid study name (:func:`tuner.study.studies.check_study_name`:
+5. the name is a valid study name (:func:`tuner.storage.opening.check_study_name`:
    no path separator, no ``..``) -- 400; and no study has it yet -- 409.
 
 The study is created by :func:`tuner.study.studies.create_study` with the provenance of
@@ -32,10 +32,12 @@ from tuner.errors import TunerError
 from tuner.fleet.api_models import SubmitRequest
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SamplerName, SpecError, StudySpec
-from tuner.study import attributes as names
+from tuner.storage import attributes as names
 from tuner.study.preflight import check_runnable
-from tuner.study.storage import StudyError, redact_url
-from tuner.study.studies import check_study_name, create_study, default_study_name, study_attributes
+from tuner.errors import StudyError
+from tuner.secrets import redact_url
+from tuner.storage.opening import check_study_name
+from tuner.study.studies import create_study, default_study_name, study_attributes
 
 if TYPE_CHECKING:
     import optuna

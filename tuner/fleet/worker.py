@@ -23,9 +23,9 @@ from typing import Any, Sequence
 
 from tuner.session.events import Notice, SessionListener
 from tuner.session.signals import INTERRUPTED_EXIT
-from tuner.study.errors import StudyError
+from tuner.errors import StudyError
 from tuner.study.listeners import Summary
-from tuner.study.optuna_private import RDB_STORAGE_MODULE
+from tuner.storage.optuna_private import RDB_STORAGE_MODULE
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def open_studies(url: str, gpu_type: str | None = None) -> list[OpenStudyInfo]:
     Reads the storage only (never creates it): a missing SQLite file has no studies. Its connections are
     closed before it returns (a waiting worker calls this every poll).
     """
-    from tuner.study.storage import close_storage, missing_sqlite_file, open_storage
+    from tuner.storage.opening import close_storage, missing_sqlite_file, open_storage
 
     if missing_sqlite_file(url) is not None:
         return []
@@ -58,10 +58,10 @@ def open_studies(url: str, gpu_type: str | None = None) -> list[OpenStudyInfo]:
 
 def _open_in(storage: Any, gpu_type: str | None) -> list[OpenStudyInfo]:
     """:func:`open_studies` of an opened storage."""
-    from tuner.study.attributes import cost_of, is_measured
-    from tuner.study.cost import device_budget_s, device_s_of
-    from tuner.study.records import StudyRecord
-    from tuner.study.store import trials_of
+    from tuner.storage.attributes import cost_of, is_measured
+    from tuner.storage.cost import device_budget_s, device_s_of
+    from tuner.storage.records import StudyRecord
+    from tuner.storage.store import trials_of
 
     found: list[OpenStudyInfo] = []
     for summary in storage.get_all_studies():
@@ -126,8 +126,8 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
     read, or a GPU study meets a host without GPUs.
     """
     from tuner.gpu import gpu_type
-    from tuner.study.heartbeats import HOST
-    from tuner.study.storage import redact_url
+    from tuner.storage.heartbeats import HOST
+    from tuner.secrets import redact_url
 
     kind = gpu_type()
     _import_what_a_join_needs()
@@ -160,8 +160,8 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
 
 
 JOIN_MODULES = ("tuner.session.run", "tuner.study.coordinator", "tuner.study.studies", "tuner.runner.choice",
-                "tuner.runner.subprocess", "tuner.evaluators.registry", "tuner.study.objectives",
-                "tuner.study.samplers", "optuna.samplers", RDB_STORAGE_MODULE, "sqlalchemy.orm")
+                "tuner.runner.subprocess", "tuner.evaluators.registry", "tuner.search.objectives",
+                "tuner.search.samplers", "optuna.samplers", RDB_STORAGE_MODULE, "sqlalchemy.orm")
 
 
 def _import_what_a_join_needs() -> None:
@@ -177,10 +177,10 @@ def _import_what_a_join_needs() -> None:
 def _join(name: str, kind: str, options: WorkerOptions, listener: SessionListener) -> Summary:
     """Run study ``name`` here as one session of one slot per GPU (or one CPU share)."""
     from tuner.session.run import RunOptions, run_session
-    from tuner.study.records import StudyRecord
-    from tuner.study.heartbeats import worker_id
-    from tuner.study.storage import close_storage
-    from tuner.study.store import backend_of
+    from tuner.storage.records import StudyRecord
+    from tuner.storage.heartbeats import worker_id
+    from tuner.storage.opening import close_storage
+    from tuner.storage.store import backend_of
     from tuner.study.studies import load_study
 
     opened = load_study(options.storage_url, name, seed_salt=worker_id())  # hosts joining at once: own seeds

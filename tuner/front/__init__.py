@@ -7,6 +7,6 @@ latency-throughput curve. Reads stored trial records only.
 * :mod:`.throughput` -- the latency-throughput curve over batch size and its knee;
 * :mod:`.cost` -- what the study cost (device-hours used / wasted / avoided) as every view words it.
 
-May import: :mod:`tuner.study` (records) and below. The Pareto arithmetic
+May import: :mod:`tuner.storage` (records) and below. The Pareto arithmetic
 itself is the foundation module :mod:`tuner.pareto`.
 """

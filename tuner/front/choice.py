@@ -39,7 +39,7 @@ from typing import Sequence
 
 from tuner.pareto import Point, knee_point, pareto_ranks
 from tuner.spec.export_rule import PROFILES, ExportRule, Policy, PolicyError, parse_policy
-from tuner.study.records import TrialRecord
+from tuner.storage.records import TrialRecord
 
 __all__ = ["PROFILES", "Choice", "Policy", "PolicyError", "choose_by_rule", "eligible", "front_of", "parse_policy",
            "prefer_stable", "profile_policy", "ranking_keys", "select", "select_profile", "speed_objective",

@@ -1,13 +1,13 @@
 """A study's cost as every view shows it: its lines, its MLflow metrics, the export's block, a trial's figures.
 
-The sums are :func:`tuner.study.cost.study_cost`'s (its module docstring is the contract:
+The sums are :func:`tuner.storage.cost.study_cost`'s (its module docstring is the contract:
 ``used`` = runs measured OK, ``wasted`` = runs that ended OOM / TIMEOUT / CRASH / INVALID or were
 given back, ``avoided`` = an estimate of what copies, predicted OOMs and refused settings did not
 spend). This module only words and shapes them, from the same stored trials, so ``tuner run``'s
 summary, ``tuner status``, ``tuner show``, the MLflow study run, the service and the export agree.
 
 Units: device-seconds (keys ending ``_s``) and device-hours (``_h``): a GPU-hour for a CUDA study, a
-CPU-slot hour otherwise (:func:`tuner.study.cost.device_unit`). ``used + wasted`` is exactly the sum
+CPU-slot hour otherwise (:func:`tuner.storage.cost.device_unit`). ``used + wasted`` is exactly the sum
 of the trials' recorded ``device_s`` (``recorded``); ``avoided`` is never part of it.
 """
 
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from tuner.study.cost import (
+from tuner.storage.cost import (
     SECONDS_PER_HOUR,
     StudyCost,
     device_budget_s,
@@ -24,7 +24,7 @@ from tuner.study.cost import (
     study_cost,
     summary_line,
 )
-from tuner.study.records import TrialRecord
+from tuner.storage.records import TrialRecord
 
 __all__ = ["cost_of_records", "budget_hours", "cost_lines", "cost_metrics", "device_s_text", "trial_cost_lines",
            "trial_cost_document", "export_cost_block", "runs_counted"]
@@ -49,7 +49,7 @@ def runs_counted(cost: StudyCost) -> int:
 
 
 def cost_lines(cost: StudyCost, device: str | None, budget_device_hours: float | None = None) -> list[str]:
-    """The lines a view prints: :func:`tuner.study.cost.summary_line` with the recorded device-seconds
+    """The lines a view prints: :func:`tuner.storage.cost.summary_line` with the recorded device-seconds
     the sums add up to; then how ``avoided`` was estimated (when something was avoided) and the runs
     whose cost is unknown (when there are any)."""
     lines = [f"{summary_line(cost, device, budget_device_hours)}; {_seconds(cost.recorded_s)} device-s recorded "

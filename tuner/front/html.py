@@ -13,7 +13,7 @@ from typing import Sequence
 
 from tuner.front.labels import metric_label
 from tuner.front.report import objective_labels
-from tuner.study.records import TrialRecord, record_feasible
+from tuner.storage.records import TrialRecord, record_feasible
 
 
 def hover_text(record: TrialRecord, names: Sequence[str]) -> str:

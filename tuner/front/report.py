@@ -13,13 +13,13 @@ from typing import Any, Sequence
 
 from tuner.front.labels import metric_label
 from tuner.spec.metrics import unit_of
-from tuner.study.records import TrialRecord, record_feasible
+from tuner.storage.records import TrialRecord, record_feasible
 
 
 def front_table(records: Sequence[TrialRecord], front: set[int], objective_names: Sequence[str]) -> list[dict[str, Any]]:
     """One row per front trial: number, role, objective values, ``noisy``, ``device_s``, params (``param.<name>``).
 
-    ``noisy`` is :attr:`TrialRecord.noisy` (latency CV above :data:`tuner.study.records.NOISY_CV`):
+    ``noisy`` is :attr:`TrialRecord.noisy` (latency CV above :data:`tuner.storage.records.NOISY_CV`):
     a front point whose latency is not to be taken as a fact. ``device_s``: the device-seconds its run
     held (:attr:`TrialRecord.device_s`; None when unknown).
     """

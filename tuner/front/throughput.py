@@ -18,7 +18,7 @@ from typing import Sequence
 
 from tuner.front.labels import metric_label
 from tuner.front.report import figure_png, new_figure
-from tuner.study.records import TrialRecord, record_feasible
+from tuner.storage.records import TrialRecord, record_feasible
 
 BATCH_KEY = "batch_size"
 LATENCY_METRIC = "latency_p50_s"

@@ -13,6 +13,6 @@ search efficiency of samplers can be measured in seconds instead of hours.
 * :mod:`.methods` -- a benchmark method (sampler + coordinator options + setup) and one replay;
 * :mod:`.report` -- trials-to-fraction statistics, tables, plots and raw curves.
 
-May import: :mod:`tuner.study`, :mod:`tuner.runner`, :mod:`tuner.spec` and the foundation
+May import: :mod:`tuner.study`, :mod:`tuner.search`, :mod:`tuner.storage`, :mod:`tuner.runner`, :mod:`tuner.spec` and the foundation
 modules. Only ``bench/search_efficiency.py`` (and tests) import it.
 """

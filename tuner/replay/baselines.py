@@ -12,7 +12,7 @@ They answer "how much better than the obvious is the tuner's search?":
   the reference does not set starts at its first value. Deterministic (no seed); settings already
   in the study (the reference, the baseline) are skipped, as a person would not measure them
   twice. It marks itself :attr:`~SweepSampler.exhausted` once every setting was proposed, like
-  :func:`tuner.study.samplers.AskTellGridSampler` (the coordinator reads ``sampler.exhausted``).
+  :func:`tuner.search.samplers.AskTellGridSampler` (the coordinator reads ``sampler.exhausted``).
 * :class:`HillClimbSampler` — Triton Model Analyzer's quick search made multi-objective (a Pareto
   local search): it starts from the spec's baseline (measured second, after the reference) and
   proposes an unvisited neighbour — one parameter one step up or down in its ordered values —
@@ -38,7 +38,7 @@ import optuna
 from tuner.pareto import front_trials
 from tuner.spec.candidate import canonical_key
 from tuner.spec.space import distributions, grid
-from tuner.study.attributes import enqueued_params
+from tuner.storage.attributes import enqueued_params
 
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution

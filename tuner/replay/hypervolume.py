@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Hashable, Iterable, Mapping, Sequence, TypeVar
 
 from tuner.pareto import dominates, hypervolume, is_measured_feasible
-from tuner.study.attributes import is_measured
+from tuner.storage.attributes import is_measured
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
 EPSILON = 1e-3
 REFERENCE = 1.0 + EPSILON
 LOG_SCALED_PREFIXES = ("latency_",)
+REACH_TOLERANCE = 1e-12
+"""How far below a target a fraction may be and still reach it (:func:`trials_to_reach`): a volume is a
+float sum of boxes, so a study that found the whole front may sit a rounding error below 1."""
 K = TypeVar("K", bound=Hashable)
 
 
@@ -104,9 +107,17 @@ def hypervolume_curve(trials: Sequence["FrozenTrial"], normalizer: Normalizer) -
 
 
 def trials_to_reach(fractions: Sequence[float], target: float) -> int | None:
-    """The number of measured trials after which ``fractions`` (hypervolume / the front's) first
-    reaches ``target`` (e.g. 0.95); None when it never does."""
+    """The number of measured trials after which a study first reached ``target``; None when it never did.
+
+    ``fractions``: the study's found hypervolume over the exhaustive front's after each measured trial
+    (entry ``i`` after trial ``i + 1``, as :func:`hypervolume_curve` divided by the front's volume), a
+    unitless fraction in [0, 1]; ``target`` on the same scale (e.g. 0.95). Returns the 1-based count
+    ``i + 1`` of the first entry ``>= target - REACH_TOLERANCE`` (reached or passed: higher is better,
+    and equal counts); later entries, even lower ones, do not matter. The one definition of "first
+    reached": the replay report and the benches map the count to device-seconds themselves
+    (``device_s[count - 1]``, the cumulative device-seconds after that trial).
+    """
     for index, fraction in enumerate(fractions):
-        if fraction >= target - 1e-12:
+        if fraction >= target - REACH_TOLERANCE:
             return index + 1
     return None

@@ -11,8 +11,9 @@ study is a method in a few lines::
     def warm(opened, context):  # replay a source study into the same storage, start from it
         replay_once(source_target, Method("tpe", "tpe"), context.seed, 100, context.workdir / "source",
                     storage_url=opened.storage_url, study_name="source")
-        enqueue_front(opened, open_source(opened.storage_url, "source", opened.spec))
-        return {"memory_prior": load_prior(opened, ...)}
+        source = open_source(opened.storage_url, "source", opened.spec)
+        enqueue_front(opened.study, opened.spec, opened.storage_url, source)
+        return {"memory_prior": load_prior(opened.study, opened.spec, opened.storage_url, ...)}
     Method("tpe-warm", "tpe", setup=warm)
 
 :func:`replay_once` creates a fresh study in a SQLite file under a scratch directory (the tuner
@@ -36,11 +37,11 @@ from tuner.replay.table import MeasuredTable, exhaustive_front, feasible_values,
 from tuner.results import Outcome
 from tuner.runner.base import Slot
 from tuner.spec.models import SamplerName
-from tuner.study.attributes import cost_of, is_measured, outcome_of
+from tuner.storage.attributes import cost_of, is_measured, outcome_of
 from tuner.study.coordinator import Coordinator
-from tuner.study.cost import device_s_of
-from tuner.study.objectives import plan_constraints
-from tuner.study.samplers import make_sampler
+from tuner.storage.cost import device_s_of
+from tuner.search.objectives import plan_constraints
+from tuner.search.samplers import make_sampler
 from tuner.study.studies import OpenStudy, create_study
 
 if TYPE_CHECKING:
@@ -67,7 +68,7 @@ class SetupContext:
 class Method:
     """How one benchmark method searches (see the module docstring).
 
-    ``sampler``: an Optuna sampler name of :func:`tuner.study.samplers.make_sampler` (its
+    ``sampler``: an Optuna sampler name of :func:`tuner.search.samplers.make_sampler` (its
     ``options`` go into the replay spec's sampler block, so ``make_sampler``'s defaults apply to
     the rest) or a key of :data:`BASELINE_SAMPLERS`. ``setup`` runs on the opened study before
     the coordinator; what it returns (a mapping or None) is added to ``coordinator_options``.
@@ -181,7 +182,7 @@ def replay_once(target: Target, method: Method, seed: int, budget: int, workdir:
     if method.setup is not None:
         options.update(method.setup(opened, SetupContext(table, seed, workdir)) or {})
     runner = ReplayRunner(table)
-    coordinator = Coordinator(opened=opened, runner=runner, slots=[Slot(0, None, 1)], home=workdir, device="cpu",
+    coordinator = Coordinator(study=opened.study, spec=opened.spec, runner=runner, slots=[Slot(0, None, 1)], home=workdir, device="cpu",
                               plan=plan_constraints(spec, {}), budget_trials=trials, wall_time_s=None, **options)
     summary = coordinator.run()
     recorded = opened.study.get_trials(deepcopy=False)
@@ -194,7 +195,7 @@ def replay_once(target: Target, method: Method, seed: int, budget: int, workdir:
 
 
 def cost_curve(trials: "list[FrozenTrial]") -> list[float]:
-    """Cumulative device-seconds (:mod:`tuner.study.cost`) after each trial that ran a workload, in
+    """Cumulative device-seconds (:mod:`tuner.storage.cost`) after each trial that ran a workload, in
     trial-number order: aligned with :func:`~tuner.replay.hypervolume.hypervolume_curve`."""
     spent, curve = 0.0, []
     for trial in sorted(trials, key=lambda t: t.number):

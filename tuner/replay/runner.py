@@ -6,7 +6,7 @@ is :func:`tuner.replay.table.replayed_result`: the recorded outcome and metrics;
 recorded peak host memory is above the hardware type's declared cap; CRASH ("not in table") for
 a setting the table lacks (a table still being measured). Its ``wall_time_s`` and phases are MODELLED
 (:mod:`tuner.replay.cost_model`): what the trial would have held the device, so the study's
-cost accounting (:mod:`tuner.study.cost`) applies to a replay unchanged.
+cost accounting (:mod:`tuner.storage.cost`) applies to a replay unchanged.
 
 Runner contract (:mod:`tuner.runner.base`), the parts that apply: ``run`` never raises (a lookup
 error becomes CRASH with the reason), may be called from several threads at once (the table is

@@ -21,7 +21,7 @@ records no peak it could pass on, e.g. to a warm start's memory model).
 
 **Feasible** (the exhaustive front's population): the recorded outcome is OK, the peak is within
 the cap, both objectives are available and every non-memory constraint of the spec holds —
-judged by :func:`tuner.study.objectives.judge` on the replayed result, so the front computed
+judged by :func:`tuner.search.objectives.judge` on the replayed result, so the front computed
 here is exactly the one a replayed study can reach.
 """
 
@@ -44,7 +44,7 @@ from tuner.spec.loading import load_spec, parse_spec
 from tuner.spec.metrics import catalogue_entry
 from tuner.spec.models import SamplerName, StudySpec
 from tuner.spec.space import grid
-from tuner.study.objectives import judge, plan_constraints
+from tuner.search.objectives import judge, plan_constraints
 
 HARDWARE_TYPES_PATH = Path(__file__).resolve().parents[2] / "bench" / "tables" / "hardware_types.yaml"
 FIXED_COLUMNS = ("outcome", "reason", "latency_p50_s", "latency_repeats", "peak_rss_gb")

@@ -3,7 +3,6 @@
 * :mod:`.base` -- the :class:`~.base.Runner` interface, ``TrialRequest``, ``Slot``, slot planning;
 * :mod:`.subprocess` (+ :mod:`.forkserver`, :mod:`.forkclient`) -- a fresh worker per trial;
 * :mod:`.warm` (+ :mod:`.warm_worker`) -- one long-lived worker per slot that keeps the model;
-* :mod:`.inline` -- the same code path in-process, for tests;
 * :mod:`.choice` -- fresh or warm runner for a spec;
 * :mod:`.worker` -- inside the worker: set up, measure, evaluate, classify the outcome;
 * :mod:`.samples` -- output samples the worker writes (contact sheet, GIF, answer text);

@@ -44,7 +44,7 @@ import selectors
 import signal
 import sys
 import traceback
-from typing import Any
+from typing import Any, Callable
 
 
 CUDA_CHECK_VARIABLE = "PYTORCH_NVML_BASED_CUDA_CHECK"
@@ -109,12 +109,12 @@ def _status(wait_status: int) -> int:
     return os.WEXITSTATUS(wait_status)
 
 
-def serve(preload: list[str]) -> None:
-    """Preload ``preload`` modules, then fork a child per request until stdin closes."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides (see the module docstring)
-    from tuner.runner.worker import _die_with_parent
+def _preload(preload: list[str]) -> str | None:
+    """Import each ``MODULE[:NAME]`` entry of ``preload`` on one thread, calling ``NAME`` when it is a
+    warm-up function, and warm the provenance cache for the workload's modules.
 
-    _die_with_parent()
+    An entry that fails is reported on stderr and skipped (the trial's child will crash on it). Returns
+    why no forked child can use CUDA (the server initialised it while preloading an entry), else None."""
     # No thread pools may exist when we fork (OpenMP's is not fork-safe): the server computes
     # on one thread; each child sets its slot's thread count before its first parallel op.
     for variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
@@ -146,6 +146,39 @@ def serve(preload: list[str]) -> None:
     # module a trial's provenance names); the worker's own modules are left out — mapping PIL to its
     # distribution alone scans every installed one (~0.5 s)
     warm_cache([entry.partition(":")[0] for entry in preload if ":" in entry])
+    return cuda_problem
+
+
+def _drain(fd: int) -> None:
+    """Read the non-blocking ``fd`` (the signal wake-up pipe) until it is empty."""
+    try:
+        while os.read(fd, 512):
+            pass
+    except BlockingIOError:
+        pass
+
+
+def _reap(ids: dict[int, int], reply: Callable[[dict[str, Any]], None]) -> None:
+    """Reply ``{"id", "status"}`` for every child in ``ids`` (pid → request id) that has exited, without
+    blocking, and forget it; ``status`` is the exit code, or minus the signal number."""
+    while ids:
+        try:
+            pid, wait_status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            break
+        if pid == 0:
+            break
+        if pid in ids:
+            reply({"id": ids.pop(pid), "status": _status(wait_status)})
+
+
+def serve(preload: list[str]) -> None:
+    """Preload ``preload`` modules, then fork a child per request until stdin closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides (see the module docstring)
+    from tuner.runner.worker import _die_with_parent
+
+    _die_with_parent()
+    cuda_problem = _preload(preload)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)
     os.set_blocking(wake_read, False)
@@ -165,11 +198,7 @@ def serve(preload: list[str]) -> None:
     while True:
         for key, _ in selector.select():
             if key.data == "child":
-                try:
-                    while os.read(wake_read, 512):
-                        pass
-                except BlockingIOError:
-                    pass
+                _drain(wake_read)
             else:
                 chunk = os.read(sys.stdin.fileno(), 65536)
                 if not chunk:
@@ -184,15 +213,7 @@ def serve(preload: list[str]) -> None:
                         _child(message, cuda_problem)
                     ids[pid] = message["id"]
                     reply({"id": message["id"], "pid": pid})
-        while ids:
-            try:
-                pid, wait_status = os.waitpid(-1, os.WNOHANG)
-            except ChildProcessError:
-                break
-            if pid == 0:
-                break
-            if pid in ids:
-                reply({"id": ids.pop(pid), "status": _status(wait_status)})
+        _reap(ids, reply)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 A worker marks the moment each phase begins (:class:`PhaseClock`); the phases are
 consecutive, so their durations add up to the worker's own time. The runner's
 ``wall_time_s`` is seen from outside (process start to exit, or the warm worker's
-round trip) and is larger; :func:`tuner.study.cost.trial_cost` charges the
+round trip) and is larger; :func:`tuner.storage.cost.trial_cost` charges the
 difference to ``startup``. Phases, in order (seconds, wall clock):
 
 ``startup``     importing the workload and its ``setup`` (the model's load); outside the

@@ -3,7 +3,7 @@
 Captured by the worker (:mod:`tuner.runner.worker`) at the end of every trial it
 reports, *after* the measurement (loading cuDNN or hashing weights never shows in a
 trial's latency or peak memory), and stored per trial by
-:func:`tuner.study.records.result_attributes` as the user attributes ``env`` and
+:func:`tuner.storage.records.result_attributes` as the user attributes ``env`` and
 ``runtime``. :func:`git_state` and :func:`package_versions` also give a study its
 ``provenance`` attribute at creation (:func:`tuner.study.studies.study_attributes`).
 

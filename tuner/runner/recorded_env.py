@@ -1,7 +1,7 @@
 """Which environment variables a trial records: an allow-list, nothing else.
 
 A trial's ``env`` record (written by the worker, :func:`tuner.runner.worker.trial_provenance`;
-stored as a side record, :mod:`tuner.study.records`; exported as ``env`` in ``best.yaml``) holds
+stored as a side record, :mod:`tuner.storage.records`; exported as ``env`` in ``best.yaml``) holds
 only the variables that can change a measurement's performance or results:
 
 * :data:`ALLOWED` -- the built-in allow-list: CUDA, cuBLAS and cuDNN switches (``CUDA_*``,

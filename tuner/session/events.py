@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from tuner.study.listeners import Listener
-    from tuner.study.records import TrialRecord
+    from tuner.storage.records import TrialRecord
 
 NoticeKind = Literal[
     # setting up a run

@@ -15,11 +15,14 @@ from typing import TYPE_CHECKING, Sequence
 from tuner.secrets import redact_text
 from tuner.session.events import FrontSummary, Notice, SessionListener
 from tuner.study.listeners import Summary
-from tuner.study.records import StudyRecord, TrialRecord
-from tuner.study.storage import redact_url
-from tuner.study.studies import OpenStudy, study_directory
+from tuner.storage.records import StudyRecord, TrialRecord
+from tuner.secrets import redact_url
+from tuner.study.studies import study_directory
 
 if TYPE_CHECKING:
+    import optuna
+
+    from tuner.spec.models import StudySpec
     from tuner.front.choice import Choice
     from tuner.ship.export import ExportError
     from tuner.tracking.live import MlflowTracker
@@ -37,22 +40,22 @@ def close_tracker(tracker: "MlflowTracker", study_name: str, listener: SessionLi
                                   f"storage with 'tuner sync-mlflow {study_name}'"))
 
 
-def choose_export(opened: OpenStudy) -> "Choice | ExportError":
+def choose_export(study: "optuna.Study") -> "Choice | ExportError":
     """The trial the study's export rule chooses (:func:`tuner.ship.export.choose`), or why none can be:
     chosen once per run, for the closing front's mark and for ``best.yaml``."""
     from tuner.ship.export import ExportError, choose
 
     try:
-        return choose(opened.study)
+        return choose(study)
     except ExportError as error:
         return error
 
 
-def say_summary(opened: OpenStudy, summary: Summary, listener: SessionListener,
+def say_summary(study: "optuna.Study", spec: "StudySpec", summary: Summary, listener: SessionListener,
                 chosen: "Choice | ExportError") -> None:
     """Why the run stopped early or was interrupted (when it was), the counts, the cost (:func:`say_cost`)
     and the Pareto front, ``chosen`` (:func:`choose_export`) marked."""
-    study_name = opened.study.study_name
+    study_name = study.study_name
     if summary.failure is not None:
         listener.on_notice(Notice.emphasised("study_stopped", "", "study stopped:", f" {summary.failure}"))
     if summary.interrupted:
@@ -62,20 +65,20 @@ def say_summary(opened: OpenStudy, summary: Summary, listener: SessionListener,
     listener.on_notice(Notice.emphasised(
         "summary", "study ", summary.study_name, f": {summary.measured} measured ({summary.ran} this run), "
         f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}"))
-    records = [TrialRecord.from_trial(t) for t in opened.study.get_trials(deepcopy=False)]
-    say_cost(opened, records, listener)
-    listener.on_front(front_summary(opened, records, summary.front, chosen))
+    records = [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)]
+    say_cost(StudyRecord.of(study), records, listener)
+    listener.on_front(front_summary(spec, records, summary.front, chosen))
 
 
-def front_summary(opened: OpenStudy, records: Sequence[TrialRecord], front: Sequence[int],
+def front_summary(spec: "StudySpec", records: Sequence[TrialRecord], front: Sequence[int],
                   chosen: "Choice | ExportError") -> FrontSummary:
-    """The closing front of ``opened``'s study: the trials numbered ``front`` among ``records`` (best first on
+    """The closing front of a study of ``spec``: the trials numbered ``front`` among ``records`` (best first on
     the first objective), the trial its export rule chooses marked (none when nothing can be chosen), its
     measured baseline and reference, speed-ups on the first objective measured in seconds."""
     from tuner.front.choice import Choice
     from tuner.spec.metrics import objective_units
 
-    names, directions = opened.spec.objective_names, [o.direction for o in opened.spec.objectives]
+    names, directions = spec.objective_names, [o.direction for o in spec.objectives]
     by_number = {r.number: r for r in records}
     sign = -1.0 if directions[0] == "maximize" else 1.0
     shown = sorted((by_number[n] for n in front if n in by_number),
@@ -92,30 +95,28 @@ def front_summary(opened: OpenStudy, records: Sequence[TrialRecord], front: Sequ
                         roles.get("baseline"), roles.get("reference"), speed, record)
 
 
-def say_cost(opened: OpenStudy, records: Sequence[TrialRecord], listener: SessionListener) -> None:
-    """What the study has cost so far (every run, every host): device-hours used / wasted / avoided, the
+def say_cost(stored: StudyRecord, records: Sequence[TrialRecord], listener: SessionListener) -> None:
+    """What the study (``stored``, its ``records``) has cost so far (every run, every host): device-hours used / wasted / avoided, the
     device-seconds they add up to, the budget when set, and how ``avoided`` was estimated
     (:func:`tuner.front.cost.cost_lines`); ``summary`` notices."""
     from tuner.front.cost import budget_hours, cost_lines, cost_of_records
 
-    stored = StudyRecord.of(opened.study)
     lines = cost_lines(cost_of_records(records), stored.device, budget_hours(stored.budget_device_hours))
     for line in lines:
         listener.on_notice(Notice("summary", line))
 
 
-def export_best(opened: OpenStudy, home: Path, listener: SessionListener,
+def export_best(study: "optuna.Study", storage_url: str, home: Path, listener: SessionListener,
                 chosen: "Choice | ExportError") -> Path | None:
     """Export the trial the study's export rule chooses (:func:`tuner.ship.export.choose`; a noisy one replaced
     by a stable one) to ``<home>/<study>/best.yaml``; its path, or None (one warning) when nothing can be
     chosen. The notice names the rule."""
     from tuner.ship.export import ExportError, build_config, write_config
 
-    study = opened.study
     try:
         if isinstance(chosen, ExportError):
             raise chosen
-        document = build_config(study, chosen.record, opened.storage_url, chosen.policy, chosen.profile,
+        document = build_config(study, chosen.record, storage_url, chosen.policy, chosen.profile,
                                 replaced_noisy=chosen.replaced.number if chosen.replaced else None, rule=chosen.rule)
         path = write_config(document, study_directory(home, study.study_name) / "best.yaml")
     except ExportError as error:
@@ -129,25 +130,24 @@ def export_best(opened: OpenStudy, home: Path, listener: SessionListener,
     return path
 
 
-def refresh_dashboard_view(opened: OpenStudy, home: Path, listener: SessionListener) -> None:
-    """Bring the study's optuna-dashboard view (:mod:`tuner.tracking.dashboard`, ``<home>/dashboard.db``)
+def refresh_dashboard_view(storage_url: str, study_name: str, home: Path, listener: SessionListener) -> None:
+    """Bring the optuna-dashboard view of the study ``study_name`` in ``storage_url`` (:mod:`tuner.tracking.dashboard`, ``<home>/dashboard.db``)
     up to date; a failure is one warning, never the study's (the view is rebuilt by ``tuner dashboard``)."""
     from tuner.tracking.dashboard import default_view_url, refresh_view
 
     try:
-        refresh_view(opened.storage_url, opened.study.study_name, default_view_url(home))
+        refresh_view(storage_url, study_name, default_view_url(home))
     except Exception as error:  # noqa: BLE001 - a view never fails the study
         listener.on_notice(Notice("dashboard_stale", f"dashboard view not refreshed ({type(error).__name__}: "
                                   f"{redact_text(str(error))[:200]}): rebuild it with 'tuner dashboard "
-                                  f"{opened.study.study_name} --refresh-only'"))
+                                  f"{study_name} --refresh-only'"))
 
 
-def say_where(opened: OpenStudy, tracker: "MlflowTracker | None", listener: SessionListener) -> None:
-    """Where to look next: the MLflow run (when tracked) and the storage."""
-    name = opened.study.study_name
+def say_where(name: str, storage_url: str, tracker: "MlflowTracker | None", listener: SessionListener) -> None:
+    """Where to look next for the study ``name``: the MLflow run (when tracked) and the storage."""
     if tracker is not None and tracker.run_id is not None:
         listener.on_notice(Notice("mlflow_run", f"MLflow: {redact_url(tracker.uri)} — experiment "
                                   f"'{tracker.info.experiment_name}', run {tracker.run_id} (browse with: tuner ui "
                                   f"{name})"))
-    listener.on_notice(Notice("storage", f"storage: {redact_url(opened.storage_url)} — inspect with 'tuner status "
+    listener.on_notice(Notice("storage", f"storage: {redact_url(storage_url)} — inspect with 'tuner status "
                               f"{name}'"))

@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 
 if TYPE_CHECKING:
     from tuner.session.events import FrontSummary
-    from tuner.study.records import TrialRecord
+    from tuner.storage.records import TrialRecord
 
 MIN_WIDTH = 60
 """The narrowest width :func:`front_lines` promises to fit (narrower: best effort)."""

@@ -1,12 +1,12 @@
 """One run of a study on this host (``tuner run`` / ``resume`` / ``worker``, ``tuner.run_study``): open, run, finish.
 
 :func:`run_session` holds the study's lock on this host's devices throughout
-(:mod:`tuner.study.lock`), records the run (or resume, with its overrides) as a study
+(:mod:`tuner.storage.lock`), records the run (or resume, with its overrides) as a study
 event, wires the parts (:mod:`.wiring`), runs the
 :class:`~tuner.study.coordinator.Coordinator` (Ctrl-C / SIGTERM stop it: :mod:`.signals`)
 and finishes (:mod:`.finish`). A storage failure anywhere becomes one
-:class:`~tuner.study.storage.StudyError` line naming the resume command (a refusal — login, database,
-permission — its :class:`~tuner.study.outage.StorageMisconfigured`, at once).
+:class:`~tuner.errors.StudyError` line naming the resume command (a refusal — login, database,
+permission — its :class:`~tuner.storage.outage.StorageMisconfigured`, at once).
 """
 
 from __future__ import annotations
@@ -21,19 +21,20 @@ from tuner.session.finish import (choose_export, close_tracker, export_best, ref
 from tuner.session.signals import stop_on_signals
 from tuner.session.wiring import (connect_tracker, host_facts, memory_prior, reference_store, resources,
                                   say_disabled_constraints, slots_for)
-from tuner.study import attributes as names
-from tuner.study import store
+from tuner.storage import attributes as names
+from tuner.storage import store
 from tuner.study.listeners import Listener, Summary
-from tuner.study.lock import lock_for
-from tuner.study.outage import StorageMisconfigured, misconfiguration
-from tuner.study.records import StudyRecord
-from tuner.study.storage import StudyError, redact_url
+from tuner.storage.lock import lock_for
+from tuner.storage.outage import StorageMisconfigured, misconfiguration
+from tuner.storage.records import StudyRecord
+from tuner.errors import StudyError
+from tuner.secrets import redact_url
 from tuner.study.studies import OpenStudy
 
 if TYPE_CHECKING:
     from tuner.runner.base import Slot
-    from tuner.study.feasibility import Observation
-    from tuner.study.objectives import ConstraintPlan
+    from tuner.search.feasibility import Observation
+    from tuner.search.objectives import ConstraintPlan
     from tuner.tracking.live import MlflowTracker
 
 
@@ -43,7 +44,7 @@ class RunOptions:
     ``tuner resume``) are applied once the lock is held and recorded as a study event. ``gpus`` (``tuner
     worker --gpus``): the GPUs this run may use, one slot per GPU (per set of ``gpus_per_trial``), instead
     of ``workers`` slots over every visible GPU; on a CPU study they only name its shares (one slot each).
-    ``memory_model``: skip settings predicted to run out of memory (:mod:`tuner.study.feasibility`), a
+    ``memory_model``: skip settings predicted to run out of memory (:mod:`tuner.search.feasibility`), a
     warm-started study's source evidence as its prior, read from ``warm_start_storage`` when given (else
     the source's recorded storage). ``mlflow_uri`` None: ``$MLFLOW_TRACKING_URI`` or the local store.
     ``dashboard_view``: bring ``<home>/dashboard.db`` (the optuna-dashboard view) up to date at the end; a
@@ -96,7 +97,7 @@ def run_session(opened: OpenStudy, options: RunOptions, listener: SessionListene
 
 def _locked_run(opened: OpenStudy, options: RunOptions, listener: SessionListener) -> Summary:
     """Wire, run and finish, the lock held."""
-    from tuner.study.objectives import ensure_metric_names, plan_constraints
+    from tuner.search.objectives import ensure_metric_names, plan_constraints
     from tuner.tracking.live import tracking_uri
 
     study = opened.study
@@ -105,19 +106,20 @@ def _locked_run(opened: OpenStudy, options: RunOptions, listener: SessionListene
     say_disabled_constraints(plan, listener)
     store.set_study_attribute(study, names.DISABLED_CONSTRAINTS, dict(plan.disabled))
     ensure_metric_names(study, opened.spec)  # a study made before metric names were stored gets them (dashboards)
-    slots = slots_for(opened, options.device, options.workers, options.gpus, listener)
-    tracker = connect_tracker(opened, tracking_uri(options.mlflow_uri), listener) if options.use_mlflow else None
-    prior = (memory_prior(opened, plan, facts["gpu_memory_gb"], options.warm_start_storage, listener)
+    slots = slots_for(opened.spec.workload, options.device, options.workers, options.gpus, listener)
+    tracker = (connect_tracker(study, opened.spec, opened.storage_url, tracking_uri(options.mlflow_uri), listener)
+               if options.use_mlflow else None)
+    prior = (memory_prior(study, opened.spec, opened.storage_url, plan, facts["gpu_memory_gb"], options.warm_start_storage, listener)
              if options.memory_model else [])
     summary = _run_coordinator(opened, options, plan, slots, tracker, prior, listener)
     if tracker is not None:
         close_tracker(tracker, study.study_name, listener)
-    chosen = choose_export(opened)  # once: the front's mark and best.yaml are the same trial
-    say_summary(opened, summary, listener, chosen)
-    export_best(opened, options.home, listener, chosen)
+    chosen = choose_export(study)  # once: the front's mark and best.yaml are the same trial
+    say_summary(study, opened.spec, summary, listener, chosen)
+    export_best(study, opened.storage_url, options.home, listener, chosen)
     if options.dashboard_view:
-        refresh_dashboard_view(opened, options.home, listener)
-    say_where(opened, tracker, listener)
+        refresh_dashboard_view(opened.storage_url, study.study_name, options.home, listener)
+    say_where(study.study_name, opened.storage_url, tracker, listener)
     return summary
 
 
@@ -128,7 +130,7 @@ def _run_coordinator(opened: OpenStudy, options: RunOptions, plan: "ConstraintPl
     from tuner.evaluators.registry import warm_ups
     from tuner.runner.choice import make_runner
     from tuner.study.coordinator import Coordinator
-    from tuner.study.cost import device_budget_s
+    from tuner.storage.cost import device_budget_s
     from tuner.tracking.live import tracking_uri
 
     study, spec = opened.study, opened.spec
@@ -136,10 +138,11 @@ def _run_coordinator(opened: OpenStudy, options: RunOptions, plan: "ConstraintPl
     stored = StudyRecord.of(study)
     runner = make_runner(spec, warm_ups(spec.used_metrics))
     coordinator = Coordinator(
-        opened=opened, runner=runner, slots=slots, home=options.home, device=options.device, plan=plan,
+        study=study, spec=spec, runner=runner, slots=slots, home=options.home, device=options.device, plan=plan,
         budget_trials=stored.budget_trials, wall_time_s=stored.budget_wall_time_s, listeners=listeners,
         budget_device_s=device_budget_s(stored.budget_device_hours),
-        reference_store=reference_store(opened, tracking_uri(options.mlflow_uri) if tracker is not None else None),
+        reference_store=reference_store(spec.name, stored.gpu_type,
+                                        tracking_uri(options.mlflow_uri) if tracker is not None else None),
         memory_model=options.memory_model, memory_prior=prior)
     try:
         with stop_on_signals(coordinator.interrupt, listener):
@@ -156,7 +159,7 @@ def storage_cause(error: BaseException) -> str | None:
     from optuna.exceptions import StorageInternalError
     from sqlalchemy.exc import DBAPIError
 
-    from tuner.study.outage import StorageUnavailable
+    from tuner.storage.outage import StorageUnavailable
 
     chain: list[BaseException] = []
     current: BaseException | None = error

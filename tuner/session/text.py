@@ -59,7 +59,7 @@ class TrialLines:
 
     def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,
                  elapsed_s: float) -> None:
-        from tuner.study.records import TrialRecord
+        from tuner.storage.records import TrialRecord
 
         record = TrialRecord.from_trial(trial)
         print(f"[{done}{'' if total is None else f'/{total}'}] trial {record.number} {record.role} {record.outcome}"

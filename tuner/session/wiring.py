@@ -9,14 +9,17 @@ import psutil
 
 from tuner.runner.base import Slot, plan_slots
 from tuner.session.events import Notice, SessionListener
-from tuner.study.objectives import ConstraintPlan
-from tuner.study.storage import redact_url
-from tuner.study.studies import OpenStudy
+from tuner.search.objectives import ConstraintPlan
+from tuner.secrets import redact_url
 
 if TYPE_CHECKING:
     import urllib.request
 
-    from tuner.study.feasibility import Observation
+    import optuna
+
+    from tuner.spec.models import StudySpec
+    from tuner.spec.workload import WorkloadSpec
+    from tuner.search.feasibility import Observation
     from tuner.study.reference import ReferenceStore
     from tuner.tracking.live import MlflowTracker
 
@@ -35,14 +38,13 @@ def say_disabled_constraints(plan: ConstraintPlan, listener: SessionListener) ->
         listener.on_notice(Notice("constraint_disabled", f"constraint on {metric} disabled: {reason}"))
 
 
-def slots_for(opened: OpenStudy, device: str, workers: int, gpus: Sequence[int] | None,
+def slots_for(workload: "WorkloadSpec", device: str, workers: int, gpus: Sequence[int] | None,
               listener: SessionListener) -> list[Slot]:
-    """This run's slots: ``workers`` over every visible GPU (or CPU shares), or one per GPU (per set of
+    """This run's slots for ``workload`` (the spec's workload block): ``workers`` over every visible GPU (or CPU shares), or one per GPU (per set of
     ``gpus_per_trial``) of ``gpus``. On a busy CPU host, the idle cores are shared out (one warning)."""
     from tuner.gpu import visible_gpu_indices
     from tuner.host import idle_cores
 
-    workload = opened.spec.workload
     cores = None
     if device == "cpu" and workload.torch_threads is None:
         idle, total = idle_cores()
@@ -104,16 +106,16 @@ def mlflow_reachable(uri: str, timeout_s: float = 5.0) -> str | None:
         return f"{type(error).__name__}: {getattr(error, 'reason', error)}"
 
 
-def connect_tracker(opened: OpenStudy, uri: str, listener: SessionListener) -> "MlflowTracker | None":
-    """A live MLflow tracker of the study's parent run (the run id recorded on the study), or None (one
+def connect_tracker(study: "optuna.Study", spec: "StudySpec", storage_url: str, uri: str,
+                    listener: SessionListener) -> "MlflowTracker | None":
+    """A live MLflow tracker at ``uri`` of the parent run of ``study`` (of ``spec``, stored at ``storage_url``) (the run id recorded on the study), or None (one
     warning) when MLflow is not installed, the server is unreachable or the run cannot start: the study
     runs without it."""
-    from tuner.study.records import StudyRecord, TrialRecord
-    from tuner.study.store import record_mlflow_run
+    from tuner.storage.records import StudyRecord, TrialRecord
+    from tuner.storage.store import record_mlflow_run
     from tuner.tracking.live import MlflowTracker, mlflow_missing
-    from tuner.tracking.views import study_run_info
+    from tuner.tracking.run_info import study_run_info
 
-    study = opened.study
     missing = mlflow_missing("MLflow logging")
     if missing is not None:
         listener.on_notice(Notice("mlflow_missing", f"{missing}; the study runs without it (rebuild its views "
@@ -127,7 +129,7 @@ def connect_tracker(opened: OpenStudy, uri: str, listener: SessionListener) -> "
         return None
     stored = StudyRecord.of(study)
     known = stored.mlflow_run_id if stored.mlflow_uri == redact_url(uri) else None
-    tracker = MlflowTracker(uri, study_run_info(opened),
+    tracker = MlflowTracker(uri, study_run_info(study, spec, storage_url),
                             [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)], known)
     run_id = tracker.wait_started()
     if run_id is not None and stored.mlflow_run_id != run_id:
@@ -140,25 +142,27 @@ def connect_tracker(opened: OpenStudy, uri: str, listener: SessionListener) -> "
     return tracker
 
 
-def reference_store(opened: OpenStudy, uri: str | None) -> "ReferenceStore":
-    """Where the reference output is shared between hosts: the study's MLflow experiment when the
-    study is tracked (artifacts through the tracking server), else this host's disk."""
+def reference_store(spec_name: str, gpu_type: str | None, uri: str | None) -> "ReferenceStore":
+    """Where the reference output is shared between hosts: the study's MLflow experiment (``<spec_name> @
+    <gpu_type>``) when the study is tracked at ``uri`` (artifacts through the tracking server), else this
+    host's disk."""
     from tuner.study.reference import LocalReferenceStore
 
     if uri is None:
         return LocalReferenceStore()
     from tuner.tracking.reference_artifact import MlflowReferenceStore
 
-    return MlflowReferenceStore.for_study(uri, opened)
+    return MlflowReferenceStore.for_study(uri, spec_name, gpu_type)
 
 
-def memory_prior(opened: OpenStudy, plan: ConstraintPlan, gpu_memory_gb: float | None,
+def memory_prior(study: "optuna.Study", spec: "StudySpec", storage_url: str, plan: ConstraintPlan, gpu_memory_gb: float | None,
                  warm_start_storage: str | None, listener: SessionListener) -> list["Observation"]:
-    """The memory model's prior (a warm start's source evidence), and one line on what the model knows."""
-    from tuner.study.feasibility import memory_limits
-    from tuner.study.warm_start import load_prior
+    """The memory model's prior for ``study`` (of ``spec``, stored at ``storage_url``: a warm start's source
+    evidence), and one line on what the model knows."""
+    from tuner.search.feasibility import memory_limits
+    from tuner.search.warm_start import load_prior
 
-    prior, notes = load_prior(opened, gpu_memory_gb, warm_start_storage)
+    prior, notes = load_prior(study, spec, storage_url, gpu_memory_gb, warm_start_storage)
     for note in notes:
         listener.on_notice(Notice("warm_start", note))
     limits = ", ".join(f"{metric} <= {limit:.4g} GB" for metric, limit in memory_limits(plan).items())

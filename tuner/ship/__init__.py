@@ -8,6 +8,6 @@
 * :mod:`.check` -- ``tuner check``: re-measure the config against its baseline, a CI gate;
 * :mod:`.stats` -- its statistic: exact Mann-Whitney test and Hodges-Lehmann speed-up with interval.
 
-May import: :mod:`tuner.tracking`, :mod:`tuner.front`, :mod:`tuner.study` and below;
+May import: :mod:`tuner.tracking`, :mod:`tuner.front`, :mod:`tuner.study`, :mod:`tuner.search`, :mod:`tuner.storage` and below;
 never :mod:`tuner.cli`.
 """

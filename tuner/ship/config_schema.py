@@ -7,8 +7,8 @@ schema is the contract production tooling reads
 second; ``speedup`` is baseline latency / chosen latency (> 1: faster);
 ``quality_delta`` is chosen − baseline in the metric's unit.
 
-Noise (issue 11): ``spread.noisy`` is :attr:`tuner.study.records.TrialRecord.noisy`
-(latency CV above :data:`tuner.study.records.NOISY_CV`); ``warnings`` lists, in
+Noise (issue 11): ``spread.noisy`` is :attr:`tuner.storage.records.TrialRecord.noisy`
+(latency CV above :data:`tuner.storage.records.NOISY_CV`); ``warnings`` lists, in
 words, why a number in the document is not to be taken as a fact (a noisy shipped
 trial, a noisy baseline under the speed-up); ``selection.replaced_noisy_trial`` is
 the noisy trial the policy picked and the exporter replaced by this stable one
@@ -28,7 +28,7 @@ trial recorded none); ``env`` is the allow-listed environment the trial ran with
 
 What finding the setting cost (issue 26), added to v1 the same way: ``provenance.cost``
 (:class:`CostBlock`, ``null`` in files exported before it): the study's device-hours used /
-wasted / avoided at export time (:mod:`tuner.study.cost`), the trials in each, and the chosen
+wasted / avoided at export time (:mod:`tuner.storage.cost`), the trials in each, and the chosen
 trial's own device-seconds.
 """
 

@@ -20,13 +20,13 @@ The choice (:func:`choose`): an explicit trial, a policy expression, a profile o
 best on one objective, given on the command line; else the rule of the study's spec
 (``export:``, :mod:`tuner.spec.export_rule`), by default the knee of the front
 (:func:`tuner.front.choice.choose_by_rule`). ``selection.rule`` names the rule and where
-it came from. Feasible is :func:`tuner.study.records.record_feasible`, the
+it came from. Feasible is :func:`tuner.storage.records.record_feasible`, the
 front's own test: a trial with a constraint that could not be evaluated (its memory not
 measured) is never exported. A study without a feasible measured trial
 raises :class:`ExportError` saying what its trials did.
 
 Noisy numbers are not facts: a pick that is noisy (latency CV above
-:data:`tuner.study.records.NOISY_CV`) is replaced by a stable trial within its
+:data:`tuner.storage.records.NOISY_CV`) is replaced by a stable trial within its
 spread (:func:`tuner.front.choice.prefer_stable`; not for an explicit ``--trial``),
 and the document's ``warnings`` say when the shipped trial or the baseline under
 the speed-up is noisy anyway (:func:`noise_warnings`).
@@ -51,8 +51,8 @@ from tuner.front.choice import Choice, PolicyError, choose_by_rule, front_of, pr
 from tuner.ship.provenance_block import provenance_fields, recorded_device, recorded_env
 from tuner.spec.export_rule import DEFAULT_RULE, ExportRule
 from tuner.spec.loading import parse_spec
-from tuner.study.attributes import ENV, RUNTIME, attributes_of
-from tuner.study.records import NOISY_CV, StudyRecord, TrialRecord, record_feasible, trial_records
+from tuner.storage.attributes import ENV, RUNTIME, attributes_of
+from tuner.storage.records import NOISY_CV, StudyRecord, TrialRecord, record_feasible, trial_records
 
 if TYPE_CHECKING:
     import optuna
@@ -71,7 +71,7 @@ def _records(study: "optuna.Study") -> list[TrialRecord]:
 
 def _measuring_attributes(study: "optuna.Study", trials: "list[optuna.trial.FrozenTrial]",
                           record: TrialRecord) -> Mapping[str, Any]:
-    """User attributes and side records (:func:`~tuner.study.records.trial_records`) of the trial of ``study`` that
+    """User attributes and side records (:func:`~tuner.storage.records.trial_records`) of the trial of ``study`` that
     measured ``record``'s setting (itself, or the original of a copy); ``record``'s own ``env`` / ``runtime``
     when that trial is not among ``trials``."""
     number = record.duplicate_of if record.duplicate_of is not None else record.number

@@ -16,7 +16,7 @@
 
 ``env`` is the trial's recorded environment: the allow-listed variables and the spec's
 ``record_env``, secrets masked (:mod:`tuner.runner.recorded_env`; an older trial's whole
-environment is filtered the same way when read, :func:`tuner.study.records.trial_records`);
+environment is filtered the same way when read, :func:`tuner.storage.records.trial_records`);
 null when not recorded.
 
 Reads plain mappings only (JSON from the storage); a malformed value is left out,
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tuner.study.attributes import DEVICE, ENV, INVOCATION, PROVENANCE, RUNTIME
+from tuner.storage.attributes import DEVICE, ENV, INVOCATION, PROVENANCE, RUNTIME
 
 __all__ = ["provenance_fields", "runtime_block", "recorded_env", "recorded_device"]
 
@@ -76,7 +76,7 @@ def runtime_block(runtime: Mapping[str, Any]) -> dict[str, Any]:
 
 def provenance_fields(study_attrs: Mapping[str, Any], trial_attrs: Mapping[str, Any]) -> dict[str, Any]:
     """``{"source", "git", "packages", "runtime", "weights", "weights_identity"}`` for the export's ``provenance`` (see module
-    docs). ``trial_attrs``: the user attributes and side records (:func:`tuner.study.records.trial_records`) of the
+    docs). ``trial_attrs``: the user attributes and side records (:func:`tuner.storage.records.trial_records`) of the
     trial that measured the setting."""
     runtime = _mapping(trial_attrs.get(RUNTIME))
     if runtime is not None:
@@ -94,7 +94,7 @@ def provenance_fields(study_attrs: Mapping[str, Any], trial_attrs: Mapping[str, 
 
 def recorded_env(trial_attrs: Mapping[str, Any]) -> dict[str, str] | None:
     """The allow-listed environment the trial ran with (secrets masked; as read by
-    :func:`tuner.study.records.trial_records`), or None when not recorded."""
+    :func:`tuner.storage.records.trial_records`), or None when not recorded."""
     env = _mapping(trial_attrs.get(ENV))
     return None if env is None else {str(name): str(value) for name, value in env.items()}
 

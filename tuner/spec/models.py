@@ -48,7 +48,7 @@ class _Parameter(_Strict):
     """What every parameter may say: ``memory``, how a setting's peak memory moves as the value grows
     (for a bool, from false to true; for strings, along the listed choices) — ``increases``,
     ``decreases`` or ``none`` (no effect). Only the memory model reads it
-    (:mod:`tuner.study.feasibility`); unset, numbers and ``W*H`` resolutions increase, the rest
+    (:mod:`tuner.search.feasibility`); unset, numbers and ``W*H`` resolutions increase, the rest
     must be equal."""
 
     memory: MemoryTrend | None = None
@@ -259,7 +259,7 @@ class MeasurementSpec(_Strict):
 
 class BudgetSpec(_Strict):
     """When the study stops: after ``trials`` measured trials, ``wall_time_s`` of this invocation and/or
-    ``device_hours`` (device-hours the study's runs held, every host: :mod:`tuner.study.cost`)."""
+    ``device_hours`` (device-hours the study's runs held, every host: :mod:`tuner.storage.cost`)."""
 
     trials: int | None = Field(default=None, ge=1)
     wall_time_s: float | None = Field(default=None, gt=0, allow_inf_nan=False)

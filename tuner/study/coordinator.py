@@ -50,27 +50,28 @@ from tuner.runner.base import Runner, Slot, TrialRequest
 from tuner.spec.candidate import Candidate
 from tuner.spec.metrics import QUALITY_METRIC_NAMES
 from tuner.spec.space import resolve, suggest
-from tuner.study import attributes as names
-from tuner.study import store
-from tuner.study.claims import claim_setting, claims_for
+from tuner.storage import attributes as names
+from tuner.storage import store
+from tuner.storage.claims import claim_setting, claims_for
 from tuner.study.coordinator_state import Held, InFlight, LoopState, result_of
-from tuner.study.cost import device_budget_verdict, trial_cost
-from tuner.study.feasibility import FeasibilityModel, Observation
-from tuner.study.guards import (StudyStop, measurement_settings, reference_stop, same_failure_stop, trial_timeout_s,
+from tuner.storage.cost import device_budget_verdict, trial_cost
+from tuner.search.feasibility import FeasibilityModel, Observation
+from tuner.search.guards import (StudyStop, measurement_settings, reference_stop, same_failure_stop, trial_timeout_s,
                                  unwritable)
-from tuner.study.heartbeats import HOST, Heartbeats, reclaim_stale, worker_id
+from tuner.storage.heartbeats import HOST, Heartbeats, reclaim_stale, worker_id
 from tuner.study.listeners import Listener, Summary
-from tuner.study.objectives import ConstraintPlan
+from tuner.search.objectives import ConstraintPlan
 from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore, reference_settings
 from tuner.study.shared import EXCLUSIVE_ROLES, ORIGINAL_LOST, SharedView, queue_reference, settle_copies
 from tuner.study.snapshot import StudySnapshot
-from tuner.study.studies import OpenStudy, study_directory
+from tuner.study.studies import study_directory
 from tuner.study.trial_recording import TrialRecorder
 from tuner.study.wakeup import Wakeup
 
 if TYPE_CHECKING:
     import optuna
-    from optuna.trial import FrozenTrial
+
+    from tuner.spec.models import StudySpec
 
 EXHAUSTED_AFTER = 100
 INTERRUPT_GRACE_S = 3.0
@@ -81,9 +82,10 @@ TICK_S = 5.0  # the longest one wait for a trial in flight lasts (listeners tick
 
 @dataclass
 class Coordinator:
-    """Runs ``opened`` until its budget is spent. See the module docstring."""
+    """Runs ``study`` (created from ``spec``) until its budget is spent. See the module docstring."""
 
-    opened: OpenStudy
+    study: "optuna.Study"
+    spec: StudySpec
     runner: Runner
     slots: list[Slot]
     home: Path
@@ -95,11 +97,9 @@ class Coordinator:
     reference_store: ReferenceStore = field(default_factory=LocalReferenceStore)  # how hosts share the output
     memory_model: bool = True  # skip settings predicted to run out of memory (:mod:`.feasibility`)
     memory_prior: Sequence[Observation] = ()  # its evidence from a warm-start study on other hardware
-    budget_device_s: float | None = None  # device-seconds the study's runs may hold, every host (tuner.study.cost)
+    budget_device_s: float | None = None  # device-seconds the study's runs may hold, every host (tuner.storage.cost)
 
     def __post_init__(self) -> None:
-        self.study = self.opened.study
-        self.spec = self.opened.spec
         self.directions = [o.direction for o in self.spec.objectives]
         self.study_dir = study_directory(self.home, self.study.study_name)
         self.quality_metrics = sorted(self.spec.used_metrics & QUALITY_METRIC_NAMES)
@@ -233,7 +233,7 @@ class Coordinator:
         return False
 
     def _device_budget_spent(self, state: LoopState, view: SharedView) -> bool:
-        """Whether the device-hour budget stops new trials (:func:`~tuner.study.cost.device_budget_verdict`)."""
+        """Whether the device-hour budget stops new trials (:func:`~tuner.storage.cost.device_budget_verdict`)."""
         verdict = device_budget_verdict(self.budget_device_s, view.spent_device_s,
                                         len(state.inflight) + view.running_elsewhere, view.median_run_device_s)
         if verdict == "wait":

@@ -15,8 +15,8 @@ from typing import TYPE_CHECKING
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Slot
 from tuner.spec.candidate import Candidate
-from tuner.study import store
-from tuner.study.guards import StudyStop
+from tuner.storage import store
+from tuner.search.guards import StudyStop
 from tuner.study.shared import EXCLUSIVE_ROLES, Twin
 
 if TYPE_CHECKING:
@@ -118,7 +118,7 @@ class LoopState:
                 interrupted: bool) -> "Summary":
         """Tell ``listeners`` the study's trials and front (``snapshot``, refreshed by the caller); what this
         run did."""
-        from tuner.study import attributes as names
+        from tuner.storage import attributes as names
         from tuner.study.listeners import Summary
 
         trials, front = snapshot.trials, snapshot.front()

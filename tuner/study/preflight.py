@@ -112,7 +112,7 @@ def _sampler(spec: StudySpec, name: SamplerName, refuse: Any) -> None:
     import optuna
 
     from tuner.spec.space import distributions
-    from tuner.study.samplers import make_sampler, sampler_class
+    from tuner.search.samplers import make_sampler, sampler_class
 
     options_key = ("sampler", "options")
     try:

@@ -12,7 +12,7 @@ Contract with the coordinator:
 
 * After the reference trial succeeds (its output saved at ``path``)::
 
-      attrs = store.publish(study_name, trial_number, path)  # recorded on the trial (tuner.study.store.record_result)
+      attrs = store.publish(study_name, trial_number, path)  # recorded on the trial (tuner.storage.store.record_result)
 
   ``attrs`` always holds ``reference_output_sha256`` (hex SHA-256 of the file) and
   ``reference_output_uri`` (where other hosts get it; a ``file://`` URI when only this
@@ -39,8 +39,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
 
 from tuner.runner.provenance import sha256_file
-from tuner.study import attributes as names
-from tuner.study.attributes import attributes_of
+from tuner.storage import attributes as names
+from tuner.storage.attributes import attributes_of
 
 if TYPE_CHECKING:
     from tuner.spec.models import StudySpec

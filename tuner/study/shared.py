@@ -18,9 +18,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
 
-from tuner.study import attributes as names
-from tuner.study import store
-from tuner.study.guards import successful_reference
+from tuner.storage import attributes as names
+from tuner.storage import store
+from tuner.search.guards import successful_reference
 from tuner.study.snapshot import StudySnapshot
 
 if TYPE_CHECKING:
@@ -44,7 +44,7 @@ class SharedView:
     measured_by_key: dict[str, "FrozenTrial"] = field(default_factory=dict)  # measured with values
     finished_by_key: dict[str, "FrozenTrial"] = field(default_factory=dict)  # measured, values or not
     running_keys: frozenset[str] = frozenset()
-    spent_device_s: float = 0.0  # device-seconds the study's runs held (every host; tuner.study.cost)
+    spent_device_s: float = 0.0  # device-seconds the study's runs held (every host; tuner.storage.cost)
     median_run_device_s: float | None = None  # a run's median device-seconds (None: no run recorded yet)
 
     @staticmethod

@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Sequence
 
 from tuner.pareto import dominates, is_measured_feasible
 from tuner.results import Outcome
-from tuner.study import attributes as names
-from tuner.study.cost import device_s_of
-from tuner.study.guards import SAME_FAILURE_STOP, successful_reference
+from tuner.storage import attributes as names
+from tuner.storage.cost import device_s_of
+from tuner.search.guards import SAME_FAILURE_STOP, successful_reference
 
 if TYPE_CHECKING:
     import optuna
@@ -56,7 +56,7 @@ class StudySnapshot:
         self.finished_by_key: dict[str, "FrozenTrial"] = {}  # measured, values or not, by candidate key
         self.measured_values: list[list[float]] = []  # values of OK, real (not placeholder) measurements
         self.references: list["FrozenTrial"] = []  # finished reference trials, by number
-        self.spent_device_s = 0.0  # device-seconds held by the finished trials' runs (tuner.study.cost)
+        self.spent_device_s = 0.0  # device-seconds held by the finished trials' runs (tuner.storage.cost)
         self._costs: list[float] = []  # those device-seconds, sorted (for the median)
         self._first_measured: list["FrozenTrial"] = []  # the lowest-numbered measured trials (SAME_FAILURE_STOP)
         self._measured_ok: "FrozenTrial | None" = None  # a measured OK trial, once there is one
@@ -106,11 +106,11 @@ class StudySnapshot:
 
     @property
     def successful_reference(self) -> "FrozenTrial | None":
-        """The first reference that ran OK with real values (:func:`tuner.study.guards.successful_reference`)."""
+        """The first reference that ran OK with real values (:func:`tuner.search.guards.successful_reference`)."""
         return successful_reference(self.references)
 
     def same_failure_evidence(self) -> list["FrozenTrial"]:
-        """What :func:`tuner.study.guards.same_failure_stop` needs: the first measured trials (by number) and
+        """What :func:`tuner.search.guards.same_failure_stop` needs: the first measured trials (by number) and
         one OK measured trial when there is one — its verdict on these is its verdict on the whole study."""
         return self._first_measured + ([self._measured_ok] if self._measured_ok is not None else [])
 

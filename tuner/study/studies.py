@@ -7,8 +7,8 @@ package versions) and the MLflow run id. Each trial's user
 attributes hold its role (``reference`` / ``baseline`` / ``search``), its
 candidate key, outcome, reason, log tail, metrics (with units and reasons for
 unavailable ones), derived values, timings, and what the trial ran with:
-``env`` and ``runtime``. Every name is a constant of :mod:`tuner.study.attributes`; they are
-written through :mod:`tuner.study.store` and read through :mod:`tuner.study.records`.
+``env`` and ``runtime``. Every name is a constant of :mod:`tuner.storage.attributes`; they are
+written through :mod:`tuner.storage.store` and read through :mod:`tuner.storage.records`.
 """
 
 from __future__ import annotations
@@ -19,36 +19,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner.spec.loading import parse_spec
 from tuner.spec.models import SamplerName, StudySpec, spec_hash
-from tuner.study import attributes as names
-from tuner.study.records import StudyRecord
-from tuner.study.samplers import make_sampler
-from tuner.study.lock import ensure_tuner_tables
-from tuner.study.objectives import ensure_metric_names
-from tuner.study.storage import StudyError, missing_sqlite_file, open_storage, redact_url
-from tuner.study.store import enqueue, record_study_created
+from tuner.storage import attributes as names
+from tuner.search.samplers import make_sampler
+from tuner.storage.lock import ensure_tuner_tables
+from tuner.search.objectives import ensure_metric_names
+from tuner.storage.opening import STUDY_NAME_MAX, check_study_name, open_storage, open_stored_study
+from tuner.errors import StudyError
+from tuner.secrets import redact_url
+from tuner.storage.store import enqueue, record_study_created
 
 if TYPE_CHECKING:
     import optuna
-
-
-STUDY_NAME_MAX = 128
-_STUDY_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,%d}" % (STUDY_NAME_MAX - 1))
-
-
-def check_study_name(name: str) -> str:
-    """``name`` when it is a valid study name, else StudyError (one line).
-
-    A study name is also a directory under the tuner home (trial files, exports), so it
-    is one path segment: letters, digits, ``_``, ``-``, ``.``, at most
-    :data:`STUDY_NAME_MAX` characters, not starting with ``.`` (no ``..``, no hidden name).
-    """
-    if not _STUDY_NAME.fullmatch(name):
-        shown = repr(name) if len(name) <= 80 else f"{name[:80]!r}... ({len(name)} characters)"
-        raise StudyError(f"study name {shown} is not allowed: use letters, digits, '_', '-', '.' "
-                         f"(at most {STUDY_NAME_MAX} characters, not starting with '.')")
-    return name
 
 
 def study_directory(home: Path, name: str) -> Path:
@@ -140,29 +122,17 @@ def load_study(url: str, name: str, sampler: SamplerName | None = None, read_onl
                seed_salt: str | None = None) -> OpenStudy:
     """Load a study created by tuner, rebuilding its spec and sampler from the storage; StudyError
     when ``name`` is not a valid study name (checked before the storage is opened) or not there.
-    ``read_only``: for commands that only read (see :func:`~tuner.study.storage.open_storage`).
+    ``read_only``: for commands that only read (see :func:`~tuner.storage.opening.open_storage`).
 
     The sampler's seed is the spec's seed plus the number of trials stored, so a resumed study does not
     replay its first proposals; ``seed_salt`` (a fleet worker's identity, ``host:pid``) is mixed in too, so
     workers that load one study at the same moment do not propose the same settings."""
     import optuna
 
-    check_study_name(name)
-    if missing_sqlite_file(url) is not None:
-        raise StudyError(f"no study '{name}' in {redact_url(url)} (that storage does not exist yet: run a study "
-                         "first, or check --home / --storage)")
-    storage = open_storage(url, create=False, read_only=read_only)
-    names = [s.study_name for s in storage.get_all_studies()]
-    if name not in names:
-        known = ", ".join(names[-5:]) or "none"
-        raise StudyError(f"no study '{name}' in {redact_url(url)} (latest: {known})")
-    probe = optuna.load_study(study_name=name, storage=storage)
-    stored = StudyRecord.of(probe)
-    spec_text = stored.spec_yaml
-    if not spec_text:
-        raise StudyError(f"study '{name}' was not created by tuner (no spec stored with it)")
-    spec = parse_spec(spec_text, source=f"{name} (stored spec)")
+    stored = open_stored_study(url, name, read_only=read_only)
+    spec = stored.spec
     chosen: SamplerName = sampler or stored.sampler or spec.sampler.name  # type: ignore[assignment]
-    study = optuna.load_study(study_name=name, storage=storage,
-                              sampler=make_sampler(chosen, spec, sampler_seed(spec.seed, len(probe.trials), seed_salt)))
-    return OpenStudy(study, spec, spec_text, url, created=False)
+    seed = sampler_seed(spec.seed, len(stored.study.trials), seed_salt)
+    study = optuna.load_study(study_name=name, storage=stored.storage,
+                              sampler=make_sampler(chosen, spec, seed))
+    return OpenStudy(study, spec, stored.spec_text, url, created=False)

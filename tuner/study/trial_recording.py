@@ -1,7 +1,7 @@
 """How a coordinator tells a trial it holds: measured, a copy, never run, or given back.
 
 :func:`tell_measured` records a result the runner returned, judged into a
-:class:`~tuner.study.objectives.Verdict` (values and graded constraints, or FAIL).
+:class:`~tuner.search.objectives.Verdict` (values and graded constraints, or FAIL).
 :func:`tell_copy` and :func:`tell_unrun` record trials that ran nothing: a copy of a
 measured setting, a setting a rule refuses (INVALID) or one the memory model skips
 (SKIPPED_PREDICTED_OOM). :func:`give_back` records a trial that did not run to the end
@@ -9,7 +9,7 @@ as INTERRUPTED and queues its setting again. Only ``measured`` trials count agai
 
 :class:`TrialRecorder` is how a coordinator uses them: it judges results, tells its listeners each
 trial recorded, and drops (one line to the listeners) a write to a trial another coordinator took
-over as stale meanwhile (:data:`~tuner.study.heartbeats.TAKEN_OVER`).
+over as stale meanwhile (:data:`~tuner.storage.heartbeats.TAKEN_OVER`).
 """
 
 from __future__ import annotations
@@ -21,11 +21,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from tuner.results import Outcome, TrialResult
-from tuner.study import attributes as names
-from tuner.study import store
-from tuner.study.heartbeats import TAKEN_OVER, taken_over
+from tuner.storage import attributes as names
+from tuner.storage import store
+from tuner.storage.heartbeats import TAKEN_OVER, taken_over
 from tuner.study.listeners import Listener
-from tuner.study.objectives import ConstraintPlan, judge, wall
+from tuner.search.objectives import ConstraintPlan, judge, wall
 from tuner.study.reference import ReferenceHandOff
 from tuner.study.snapshot import StudySnapshot
 
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from tuner.spec.models import StudySpec
-    from tuner.study.objectives import Verdict
+    from tuner.search.objectives import Verdict
 
 
 def measured_count(study: "optuna.Study") -> int:

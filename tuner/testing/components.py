@@ -28,7 +28,7 @@ REQUIRE_ENV = "TUNER_REQUIRE_COMPONENTS"
 
 # Skip reasons CI still accepts under REQUIRE_ENV (case-insensitive regex search on the reason):
 # - CUDA / GPU / NVML: the CI machine has no GPU; those tests run on a GPU host (bench/gpu_check.sh).
-# - chattr: tests/study/test_guards.py makes a directory immutable with ``chattr +i``, which depends on
+# - chattr: tests/search/test_guards.py makes a directory immutable with ``chattr +i``, which depends on
 #   the host's filesystem (overlayfs and tmpfs lack the attribute) and on CAP_LINUX_IMMUTABLE, neither
 #   of which a package install can provide; the test's other case (a file in the way) still runs.
 ALLOWED_SKIPS: dict[str, str] = {
@@ -104,7 +104,7 @@ COMPONENTS: tuple[Component, ...] = (
               "install the Debian packages chromium and chromium-driver", _chromium),
     Component("espeak-ng", "real speech for the lip-sync tests, tests/evaluators/test_lipsync.py",
               "install the Debian package espeak-ng", _espeak),
-    Component("postgresql", "the PostgreSQL storage tests, tests/fleet and tests/study/test_store_batch.py",
+    Component("postgresql", "the PostgreSQL storage tests, tests/fleet and tests/storage/test_store_batch.py",
               "install the Debian package postgresql", _postgres),
     Component("mlflow server", "the real MLflow server of tuner.testing.mlflow_server, tests/tracking and tests/fleet",
               "pip install -e '.[test]'", _mlflow_server),

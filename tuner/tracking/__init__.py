@@ -8,6 +8,6 @@
 * :mod:`.sync` -- ``tuner sync-mlflow``: rebuild every view from the storage;
 * :mod:`.ui` -- ``tuner ui``: an ``mlflow server`` on 127.0.0.1 for the configured store.
 
-May import: :mod:`tuner.front`, :mod:`tuner.study` and below; never :mod:`tuner.ship`
+May import: :mod:`tuner.front`, :mod:`tuner.study`, :mod:`tuner.search`, :mod:`tuner.storage` and below; never :mod:`tuner.ship`
 or :mod:`tuner.cli`.
 """

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from tuner.front.cost import cost_lines, cost_of_records, device_s_text
 from tuner.front.labels import format_number, metric_label, metric_value_text
 from tuner.spec.metrics import objective_units
-from tuner.study.records import TrialRecord, record_feasible
+from tuner.storage.records import TrialRecord, record_feasible
 
 if TYPE_CHECKING:
-    from tuner.tracking.views import StudyRunInfo
+    from tuner.tracking.run_info import StudyRunInfo
 
 SEPARATOR = " · "
 FRONT_WORD = "front"

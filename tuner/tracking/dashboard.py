@@ -61,12 +61,13 @@ from typing import TYPE_CHECKING, Any, Iterator, Sequence
 
 from tuner.pareto import front_trials, is_measured_feasible, named_constraints
 from tuner.secrets import redact_url
-from tuner.study import attributes as names
-from tuner.study.attributes import attributes_of
-from tuner.study.objectives import constraint_order
-from tuner.study.records import StudyRecord
-from tuner.study.storage import StudyError, open_storage
-from tuner.study.store import (delete_study, new_frozen_trial, set_study_attribute, stored_differently, study_id,
+from tuner.storage import attributes as names
+from tuner.storage.attributes import attributes_of
+from tuner.search.objectives import constraint_order
+from tuner.storage.records import StudyRecord
+from tuner.storage.opening import open_storage
+from tuner.errors import StudyError
+from tuner.storage.store import (delete_study, new_frozen_trial, set_study_attribute, stored_differently, study_id,
                                update_unfinished)
 
 if TYPE_CHECKING:

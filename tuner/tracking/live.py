@@ -39,10 +39,10 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tuner.study.records import TrialRecord
+from tuner.storage.records import TrialRecord
 from tuner.tracking.comparison import study_span_ms
+from tuner.tracking.run_info import StudyRunInfo
 from tuner.tracking.views import (
-    StudyRunInfo,
     build_front_views,
     child_payload,
     metric_key,
@@ -70,7 +70,7 @@ if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
     from optuna.trial import FrozenTrial
 
-__all__ = ["MlflowTracker", "StudyRunInfo", "tracking_uri", "default_tracking_uri", "artifact_root_for",
+__all__ = ["MlflowTracker", "tracking_uri", "default_tracking_uri", "artifact_root_for",
            "metric_key", "prepare_http_client", "mlflow_missing"]
 
 log = logging.getLogger("tuner.tracking")

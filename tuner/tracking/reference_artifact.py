@@ -39,16 +39,13 @@ from typing import TYPE_CHECKING, Any, Mapping
 from tuner.runner.provenance import sha256_file
 from tuner.study.reference import (PUBLISH_ERROR_ATTR, SHA256_ATTR, URI_ATTR, local_attributes, missing_reason,
                                    short, verified_local)
-from tuner.study.attributes import REFERENCE_OUTPUT_RUN_ID
-from tuner.study.records import StudyRecord
+from tuner.storage.attributes import REFERENCE_OUTPUT_RUN_ID
 from tuner.tracking.live import prepare_http_client
-from tuner.tracking.views import experiment_name
+from tuner.tracking.run_info import experiment_name
 from tuner.tracking.writer import ensure_experiment
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
-
-    from tuner.study.studies import OpenStudy
 
 RUN_ID_ATTR = REFERENCE_OUTPUT_RUN_ID
 ARTIFACT_DIR = "reference"
@@ -72,11 +69,10 @@ class MlflowReferenceStore:
     downloads: int = field(default=0, init=False)
 
     @classmethod
-    def for_study(cls, tracking_uri: str, opened: "OpenStudy") -> "MlflowReferenceStore":
-        """The store for ``opened``: its experiment is ``<spec name> @ <gpu type>``, as the live tracker's."""
-        stored = StudyRecord.of(opened.study).gpu_type
-        gpu = str(stored if stored is not None else "cpu")
-        return cls(tracking_uri, experiment_name(opened.spec.name, gpu))
+    def for_study(cls, tracking_uri: str, spec_name: str, gpu_type: str | None) -> "MlflowReferenceStore":
+        """The store of a study of the spec ``spec_name`` on ``gpu_type`` (None: a CPU study): its experiment is
+        ``<spec name> @ <gpu type>``, as the live tracker's."""
+        return cls(tracking_uri, experiment_name(spec_name, str(gpu_type if gpu_type is not None else "cpu")))
 
     def _client(self) -> "MlflowClient":
         from mlflow.tracking import MlflowClient

@@ -16,10 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tuner.study.records import StudyRecord, TrialRecord
-from tuner.study.store import record_mlflow_run
+from tuner.storage.records import StudyRecord, TrialRecord
+from tuner.storage.store import record_mlflow_run
 from tuner.tracking.comparison import study_span_ms, trial_times_ms
 from tuner.tracking.live import prepare_http_client
+from tuner.tracking.run_info import study_run_info
 from tuner.tracking.views import (
     build_front_views,
     child_payload,
@@ -27,7 +28,6 @@ from tuner.tracking.views import (
     rank_update,
     ranks_of,
     study_comparison_view,
-    study_run_info,
 )
 from tuner.tracking.writer import (
     child_runs,
@@ -69,7 +69,7 @@ def sync_study(opened: "OpenStudy", uri: str) -> SyncReport:
 
     prepare_http_client(uri)
     client = MlflowClient(uri)
-    info = study_run_info(opened)
+    info = study_run_info(opened.study, opened.spec, opened.storage_url)
     study = opened.study
     stored = StudyRecord.of(study)
     known = stored.mlflow_run_id if stored.mlflow_uri == redact_url(uri) else None

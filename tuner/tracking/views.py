@@ -4,9 +4,7 @@ Pure functions, no MLflow import: :mod:`tuner.tracking.writer` writes what these
 build, both live (:class:`~tuner.tracking.live.MlflowTracker`) and on rebuild
 (``tuner sync-mlflow``), so a rebuilt study shows exactly what a live one does.
 
-* :func:`study_run_info` — the experiment name ``<spec name> @ <gpu type>``, the
-  parent run's tags (spec hash, sampler, storage URL without secrets, workload,
-  GPU / host fingerprint as ``host.*``) and params (the search space).
+* the parent run's identity comes from :mod:`tuner.tracking.run_info`.
 * :func:`child_payload` — a trial's child run: params (``derived.*`` for derived
   values), every available metric (unit in the name), constraint violations
   (``constraint.*``), the device-seconds its run held (``device_s``), outcome / role / reason tags,
@@ -31,17 +29,16 @@ from __future__ import annotations
 import csv
 import io
 import json
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
 
 from tuner.front.choice import PolicyError, choose_by_rule
-from tuner.front.cost import budget_hours, cost_metrics, cost_of_records
+from tuner.front.cost import cost_metrics, cost_of_records
 from tuner.front.report import columns, front_csv, front_table, hypervolume_png, pairwise_pngs
 from tuner.front.throughput import throughput_png
 from tuner.pareto import Point, hypervolume_history, pareto_ranks
-from tuner.spec.export_rule import DEFAULT_RULE, ExportRule
 from tuner.spec.metrics import objective_units
-from tuner.study.records import StudyRecord, TrialRecord, record_feasible
+from tuner.storage.records import TrialRecord, record_feasible
 from tuner.tracking.comparison import (
     NOTE_TAG,
     RUN_NAME_TAG,
@@ -53,9 +50,8 @@ from tuner.tracking.comparison import (
     trial_times_ms,
     trials_table,
 )
+from tuner.tracking.run_info import StudyRunInfo
 
-if TYPE_CHECKING:
-    from tuner.study.studies import OpenStudy
 
 HOST_TAG_KEYS = ("tuner.device", "tuner.gpu_type", "host.hostname", "host.gpu_name", "host.driver_version",
                  "host.torch_version", "host.cpu_model")
@@ -64,50 +60,6 @@ TABLE_FILE = "front.json"  # an MLflow table: pandas "split" JSON, listed in the
 CHOSEN_TAG = "tuner.chosen"  # the study run's mark of the trial its export rule chooses (chosen_view)
 TRIALS_TABLE_FILE = "trials.json"  # every trial (key params, objectives, outcome, front flag): an MLflow table
 TABLE_FILES = (TABLE_FILE, TRIALS_TABLE_FILE)
-
-
-@dataclass(frozen=True)
-class StudyRunInfo:
-    """What the parent run needs: names, tags and the search space; the device (``cuda`` / ``cpu``: the
-    unit of its cost, else the ``tuner.device`` tag's) and the device-hour budget (None: none)."""
-
-    study_name: str
-    experiment_name: str
-    tags: Mapping[str, str]
-    params: Mapping[str, str]
-    objective_names: tuple[str, ...] = ()
-    directions: tuple[str, ...] = ()
-    search_space: Mapping[str, Any] = field(default_factory=dict)
-    device: str | None = None
-    budget_device_hours: float | None = None
-    export_rule: ExportRule = DEFAULT_RULE
-
-
-def study_run_info(opened: "OpenStudy") -> StudyRunInfo:
-    """The parent run's identity, tags and params for ``opened`` (from the storage only)."""
-    from tuner.secrets import redact_url
-
-    study, spec = opened.study, opened.spec
-    stored = StudyRecord.of(study)
-    gpu_type = str(stored.gpu_type if stored.gpu_type is not None else "cpu")
-    tags = {"tuner.study": study.study_name, "tuner.spec_name": spec.name,
-            "tuner.spec_hash": str(stored.spec_hash), "tuner.sampler": str(stored.sampler),
-            "tuner.storage": redact_url(opened.storage_url), "tuner.device": str(stored.device),
-            "tuner.gpu_type": gpu_type, "tuner.workload": str(stored.workload_class),
-            **{f"host.{k}": str(v) for k, v in stored.fingerprint.items()}}
-    space = {name: json.loads(p.model_dump_json()) for name, p in spec.parameters.items()}
-    params = {f"space.{name}": json.dumps(value, sort_keys=True) for name, value in space.items()}
-    params.update({f"objective.{o.metric}": o.direction for o in spec.objectives})
-    return StudyRunInfo(study.study_name, experiment_name(spec.name, gpu_type), tags,
-                        params, tuple(spec.objective_names), tuple(o.direction for o in spec.objectives),
-                        {"parameters": space, "derived": dict(spec.derived),
-                         "rules": [r.model_dump() for r in spec.rules]},
-                        stored.device, budget_hours(stored.budget_device_hours), spec.export_rule)
-
-
-def experiment_name(family: str, gpu_type: str) -> str:
-    """One experiment per (workload family, GPU type): ``avatar_demo @ NVIDIA H200``."""
-    return f"{family} @ {gpu_type}"
 
 
 def metric_key(name: str, unit: str) -> str:

@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
 
 from tuner.tracking.comparison import ComparisonView
-from tuner.tracking.views import TABLE_FILES, ChildPayload, FrontViews, StudyRunInfo
+from tuner.tracking.views import TABLE_FILES, ChildPayload, FrontViews
+from tuner.tracking.run_info import StudyRunInfo
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
