@@ -152,6 +152,11 @@ def _links(document: Mapping[str, Any]) -> list[str]:
         peak = document["predicted_peak_gb"]
         lines.append(f"predicted OOM: {f'peak {peak:.2f} GB, ' if peak is not None else ''}"
                      f"from {document['prediction_witness']}")
+    compared = document.get("compared_with")
+    if compared:
+        shape = ", ".join(f"{name}={value}" for name, value in (compared.get("shape") or {}).items())
+        by = f"trial {compared['trial']}" if compared.get("trial") is not None else "not measured"
+        lines.append(f"compared with: the reference at {shape} ({by})")
     if document["fingerprint_note"]:
         lines.append(f"host differs from the reference's: {document['fingerprint_note']}")
     if document["noisy"]:

@@ -92,7 +92,7 @@ def trial_document(record: TrialRecord, names: Sequence[str], units: Mapping[str
         "duplicate_of": record.duplicate_of, "warm_start_from": record.warm_start_from,
         "predicted_peak_gb": record.predicted_peak_gb, "prediction_witness": record.prediction_witness,
         "host": record.host, "slot": record.slot, "worker": record.worker,
-        "fingerprint_note": record.fingerprint_note,
+        "fingerprint_note": record.fingerprint_note, "compared_with": record.compared_with,
         "datetime_start": record.datetime_start, "datetime_complete": record.datetime_complete,
         "wall_time_s": record.wall_time_s, "eval_time_s": record.eval_time_s,
         "samples": dict(record.samples),

@@ -31,6 +31,7 @@ class EvalContext:
     settings: Mapping[str, Any] = field(default_factory=dict)
     reference_settings: Mapping[str, Any] | None = None
     device: str = "cpu"
+    reference_missing: str | None = None  # why there is no reference output (the unavailable metrics' reason)
 
 
 QualityFunction = Callable[[Any, Any, EvalContext], list[Metric]]

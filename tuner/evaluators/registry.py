@@ -87,7 +87,8 @@ def evaluate_quality(names: Iterable[str], output: Any, reference: Any | None,
         if not requested:
             continue
         if family.needs_reference and reference is None:
-            metrics.extend(Metric.unavailable(n, *family.metrics[n], "no reference output in this study")
+            reason = context.reference_missing or "no reference output in this study"
+            metrics.extend(Metric.unavailable(n, *family.metrics[n], reason)
                            for n in requested)
             continue
         without_modules = _not_installed(family, requested)

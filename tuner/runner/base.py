@@ -95,6 +95,7 @@ class TrialRequest:
     save_output: str | None = None
     compare_with_self: bool = False
     reference_settings: dict[str, Any] | None = None
+    reference_missing: str | None = None  # why there is no reference output to compare with (the metrics' reason)
     workload_options: dict[str, Any] = field(default_factory=dict)
     record_env: list[str] = field(default_factory=list)
 

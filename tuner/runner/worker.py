@@ -267,7 +267,8 @@ def _quality_metrics(request: TrialRequest, output: "WorkloadOutput") -> list[Me
     reference = WorkloadOutput.load(Path(request.reference_output)) if request.reference_output else None
     if request.compare_with_self:
         reference = output
-    context = EvalContext(request.inputs, request.settings, request.reference_settings, request.device)
+    context = EvalContext(request.inputs, request.settings, request.reference_settings, request.device,
+                          request.reference_missing)
     return list(evaluate_quality(request.quality_metrics, output, reference, context))
 
 

@@ -26,6 +26,7 @@ from tuner.spec.export_rule import ExportRule, ExportSpec, check_export_rule, pa
 from tuner.spec.expressions import ExpressionError, compile_expression
 from tuner.spec.metrics import known_metric
 from tuner.spec.names import check_expression_cost, check_expression_names
+from tuner.spec.reference_shape import ReferenceShapeSpec, check_reference_shape
 from tuner.spec.space import check_setting
 from tuner.spec.workload import WorkloadSpec, check_adapter_names
 
@@ -293,6 +294,8 @@ class StudySpec(_Strict):
     constraints: list[Constraint] = Field(default_factory=list)
     report: list[str] = Field(default_factory=list)
     reference: dict[str, Any] | None = None
+    reference_shape: ReferenceShapeSpec | None = None
+    """Which parameters change what is generated (:mod:`tuner.spec.reference_shape`): a reference per shape."""
     baseline: dict[str, Any] | None = None
     measurement: MeasurementSpec = Field(default_factory=MeasurementSpec)
     budget: BudgetSpec
@@ -353,6 +356,9 @@ class StudySpec(_Strict):
                 problem = check_setting(self, setting)
                 if problem:
                     raise ValueError(f"{role}: {problem}")
+        problem = check_reference_shape(self)
+        if problem:
+            raise ValueError(problem)
         check_adapter_names(self)
         check_export_rule(self)
         return self

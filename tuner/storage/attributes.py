@@ -54,6 +54,7 @@ PREDICTED_PEAK_GB = "predicted_peak_gb"  # SKIPPED_PREDICTED_OOM: the memory mod
 PREDICTION_WITNESS = "prediction_witness"  # ... and the trial it comes from
 FINGERPRINT_NOTE = "fingerprint_note"  # how this host differs from the reference's, when it does
 REFERENCE_OUTPUT = "reference_output"  # the reference trial's output path on its host
+COMPARED_WITH = "compared_with"  # {"trial": n, "shape": {...}}: the reference at the trial's shape (tuner.study.shapes)
 REFERENCE_OUTPUT_SHA256 = "reference_output_sha256"
 REFERENCE_OUTPUT_URI = "reference_output_uri"
 REFERENCE_OUTPUT_BYTES = "reference_output_bytes"

@@ -148,6 +148,7 @@ class TrialRecord:
     host: str | None = None  # where the trial ran (every coordinator writes these when it starts a trial)
     worker: str | None = None
     fingerprint_note: str | None = None  # how this host differs from the reference's, when it does
+    compared_with: Mapping[str, Any] | None = None  # the reference at its shape: {"trial": n, "shape": {...}}
     warm_start_from: str | None = None  # the study whose front queued this setting (a warm start)
     predicted_peak_gb: float | None = None  # SKIPPED_PREDICTED_OOM: the memory model's prediction (None: an OOM)
     prediction_witness: str | None = None  # ... and the trial it comes from ("trial 7", "warm_start:<study> trial 7")
@@ -191,6 +192,7 @@ class TrialRecord:
             host=attrs.get(names.HOST),
             worker=attrs.get(names.WORKER),
             fingerprint_note=attrs.get(names.FINGERPRINT_NOTE),
+            compared_with=attrs.get(names.COMPARED_WITH),
             warm_start_from=attrs.get(names.WARM_START_FROM),
             predicted_peak_gb=attrs.get(names.PREDICTED_PEAK_GB),
             prediction_witness=attrs.get(names.PREDICTION_WITNESS),

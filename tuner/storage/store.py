@@ -174,9 +174,12 @@ def record_candidate(trial: Trial, key: str, derived: Mapping[str, Any]) -> None
     set_trial_attributes(trial, {names.CANDIDATE_KEY: key, names.DERIVED: dict(derived)})
 
 
-def record_slot(trial: Trial, label: str) -> None:
-    """Record the slot the trial runs on."""
+def record_slot(trial: Trial, label: str, compared_with: Mapping[str, Any] | None = None) -> None:
+    """Record the slot the trial runs on, and (a study with a reference per shape) the trial whose output its
+    quality is compared with and that trial's shape: ``{"trial": number or None, "shape": {name: value}}``."""
     trial.set_user_attr(names.SLOT, label)
+    if compared_with is not None:
+        trial.set_user_attr(names.COMPARED_WITH, dict(compared_with))
 
 
 def record_result(trial: Trial, result: "TrialResult", slot: str, placeholder: bool, *,

@@ -56,16 +56,17 @@ from tuner.storage.claims import claim_setting, claims_for
 from tuner.study.coordinator_state import Held, InFlight, LoopState, result_of
 from tuner.storage.cost import device_budget_verdict, trial_cost
 from tuner.search.feasibility import FeasibilityModel, Observation
-from tuner.search.guards import (StudyStop, measurement_settings, reference_stop, same_failure_stop, trial_timeout_s,
-                                 unwritable)
+from tuner.search.guards import (StudyStop, reference_stop, same_failure_stop, unwritable)
 from tuner.storage.heartbeats import HOST, Heartbeats, reclaim_stale, worker_id
 from tuner.study.listeners import Listener, Summary
 from tuner.search.objectives import ConstraintPlan
 from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore, reference_settings
+from tuner.study.shapes import Comparison, ShapeReferences
 from tuner.study.shared import EXCLUSIVE_ROLES, ORIGINAL_LOST, SharedView, queue_reference, settle_copies
 from tuner.study.snapshot import StudySnapshot
 from tuner.study.studies import study_directory
 from tuner.study.trial_recording import TrialRecorder
+from tuner.study.trial_request import trial_request
 from tuner.study.wakeup import Wakeup
 
 if TYPE_CHECKING:
@@ -106,6 +107,7 @@ class Coordinator:
         self._interrupt = threading.Event()
         self._claims = claims_for(self.study)
         self._handoff = ReferenceHandOff(self.reference_store, self.study_dir / "reference_output.npz")
+        self._shapes = ShapeReferences(self.study, self.spec, self.study_dir, self.reference_store)
         self._feasibility = FeasibilityModel(self.spec, self.plan, self.memory_prior, enabled=self.memory_model)
         self._snapshot = StudySnapshot(self.study, self.directions)
         self._fed = 0  # how many of the snapshot's finished trials the memory model has seen
@@ -149,6 +151,7 @@ class Coordinator:
                 if not state.inflight:
                     if self._look_again(state, stopping):
                         continue
+                    self._let_go(state)  # trials parked for a shape's reference that can no longer run
                     break
                 self._collect(state, self._wait(state))
         return self._summary(state)
@@ -206,12 +209,19 @@ class Coordinator:
         state.blocked = False
         while state.free_slots and not state.exclusive and not self._stopping(state) and self._may_start(state, view):
             if state.held is None:
+                state.held = self._shapes.unpark(state.parked, self._snapshot)
+            if state.held is None:
+                if state.parked_count() >= len(self.slots) and not self._snapshot.waiting():
+                    break  # as many wait for their shape's reference as there are slots: no more proposals
+                parked = state.parked_count()
                 state.held = self._propose(view, state)
                 if state.held is None:
-                    state.idle_proposals += 1
+                    state.idle_proposals += int(state.parked_count() == parked)
                     continue
             if not self._start_held(state, view, pool):
                 break
+        if state.parked and not state.inflight and any(key in view.running_keys for key in state.parked):
+            state.blocked = True  # a shape's reference runs on another host: wait for it
 
     def _may_start(self, state: LoopState, view: SharedView) -> bool:
         """Whether another trial may start now; when not, why (``state.blocked``, ``state.stopped``)."""
@@ -252,14 +262,17 @@ class Coordinator:
         state.held = None
         state.idle_proposals = 0
         slot = state.take_slot(role)
-        request = self._request(trial, candidate, role)
+        comparison = self._shapes.comparison(trial.number, candidate, self._snapshot, names.attributes_of(self.study))
+        request = self._request(trial, candidate, role, comparison)
         problem = unwritable(Path(request.workdir))
         if problem is not None:
             self._recorder.give_back(trial, candidate.params, role, problem)
             state.failure = StudyStop(problem)
             state.untake_slot(slot)
             return False
-        if not self._assign(trial, slot):
+        reference = self._snapshot.successful_reference
+        compared = self._shapes.compared_with(comparison, trial.number, role, reference)
+        if not self._assign(trial, slot, compared):
             state.untake_slot(slot)
             return True
         future = pool.submit(self.runner.run, request, slot)
@@ -278,6 +291,10 @@ class Coordinator:
             for twin, twin_candidate in state.waiting.pop(key):
                 self._recorder.give_back(twin, twin_candidate.params, "search", "not copied: the study "
                                          "stopped before the setting it repeats was measured")
+        for key in list(state.parked):
+            for trial, candidate, role in state.parked.pop(key):
+                self._recorder.give_back(trial, candidate.params, role, "not started: the study stopped before "
+                                         "the reference at its shape was measured")
 
     def _beat_and_reclaim(self, state: LoopState) -> None:
         """Beat for the trials held here when a beat is due; every :data:`RECLAIM_EVERY_S` while a slot here
@@ -382,34 +399,30 @@ class Coordinator:
             return None
         holder = claim_setting(self.study, self._claims, trial.number, candidate.key, role)
         if holder is None:
-            return trial, candidate, role
+            parked = self._shapes.park((trial, candidate, role), state.parked, self._snapshot, state.keys_in_flight(),
+                                       view.running_keys) if role != names.REFERENCE else False
+            return None if parked else (trial, candidate, role)
         if names.is_measured(holder) and holder.values is not None:
             self._recorder.copy(trial, holder)
         else:
             state.waiting.setdefault(candidate.key, []).append((trial, candidate))  # copied once it is measured
         return None
 
-    def _assign(self, trial: "optuna.Trial", slot: Slot) -> bool:
-        """Record the slot ``trial`` starts on; False when the trial was taken over meanwhile."""
+    def _assign(self, trial: "optuna.Trial", slot: Slot, compared_with: Mapping[str, Any] | None) -> bool:
+        """Record the slot ``trial`` starts on (and what its quality is compared with, when the study has a
+        reference per shape); False when the trial was taken over meanwhile."""
         assigned = False
         with self._recorder.holding(trial.number):
-            store.record_slot(trial, slot.label)
+            store.record_slot(trial, slot.label, compared_with)
             assigned = True
         return assigned
 
-    def _request(self, trial: "optuna.Trial", candidate: Candidate, role: str) -> TrialRequest:
-        trial_dir = self.study_dir / f"trial_{trial.number:05d}"
-        save = str(self.study_dir / "reference_output.npz") if role == "reference" else None
+    def _request(self, trial: "optuna.Trial", candidate: Candidate, role: str,
+                 comparison: Comparison | None = None) -> TrialRequest:
         stored = names.attributes_of(self.study)  # the resume's overrides of the timeout and the measurement
-        references = self._snapshot.references  # the finished ones: a search trial starts after the reference
-        return TrialRequest(
-            study_name=self.study.study_name, trial_number=trial.number,
-            workload_class=self.spec.workload.target, settings=candidate.settings,
-            workload_options=self.spec.workload.options,
-            inputs=dict(self.spec.inputs), seed=self.spec.seed, device=self.device,
-            measurement=measurement_settings(self.spec, stored),
-            timeout_s=trial_timeout_s(self.spec, role, stored, references),
-            workdir=str(trial_dir), quality_metrics=self.quality_metrics,
-            reference_output=self._reference_output(stored) if role != "reference" else None,
-            save_output=save, compare_with_self=role == "reference",
-            reference_settings=reference_settings(self.spec), record_env=list(self.spec.record_env))
+        if comparison is None or (comparison.compared_with or {}).get("trial") == "reference":
+            reference = role == names.REFERENCE  # compared with the spec's reference (or it is the reference)
+            comparison = Comparison(str(self.study_dir / "reference_output.npz") if reference else None, reference,
+                                    None if reference else self._reference_output(stored), reference_settings(self.spec))
+        return trial_request(self.study.study_name, self.spec, trial.number, candidate, role, self.device,
+                             self.study_dir, stored, self._snapshot.references, self.quality_metrics, comparison)

@@ -51,6 +51,7 @@ class LoopState:
     inflight: dict["Future[TrialResult]", InFlight] = field(default_factory=dict)
     waiting: dict[str, list[Twin]] = field(default_factory=dict)  # candidate key -> proposals to copy once measured
     held: Held | None = None
+    parked: dict[str, list[Held]] = field(default_factory=dict)  # shape reference key -> proposals waiting for it
     exclusive: bool = False  # the reference or the baseline runs here: nothing else starts
     cancelled: bool = False  # the study attribute ``cancelled`` was seen
     blocked: bool = False  # this turn nothing could start because of other hosts: look again after a pause
@@ -66,7 +67,12 @@ class LoopState:
         """Storage ids of the RUNNING trials this loop holds: in flight, set aside, or held back."""
         ids = {store.trial_id(job.trial) for job in self.inflight.values()}
         ids |= {store.trial_id(trial) for twins in self.waiting.values() for trial, _ in twins}
+        ids |= {store.trial_id(held[0]) for parked in self.parked.values() for held in parked}
         return ids | ({store.trial_id(self.held[0])} if self.held is not None else set())
+
+    def parked_count(self) -> int:
+        """How many proposals wait for their shape's reference (:mod:`tuner.study.shapes`)."""
+        return sum(len(parked) for parked in self.parked.values())
 
     def keys_in_flight(self) -> set[str]:
         """Candidate keys of the trials in flight here (their set-aside twins settle when they end)."""
@@ -108,7 +114,7 @@ class LoopState:
         if interrupted and self.interrupted_at is None:
             return 0.0
         due = [now + tick_s, beat_due, self.reclaim_due(reclaim_every_s)]
-        if self.free_slots or self.waiting or self.held is not None:
+        if self.free_slots or self.waiting or self.parked or self.held is not None:
             due.append(self.last_look + poll_s)
         if self.interrupted_at is not None and self.interrupted_at + grace_s > now:
             due.append(self.interrupted_at + grace_s)  # then the runner is closed, once a tick after

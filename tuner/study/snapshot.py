@@ -104,6 +104,12 @@ class StudySnapshot:
             return None
         return costs[middle] if len(costs) % 2 else (costs[middle - 1] + costs[middle]) / 2
 
+    def waiting(self) -> bool:
+        """Whether a setting waits in the study's queue (an enqueued trial not asked yet), as last read."""
+        from optuna.trial import TrialState
+
+        return any(trial.state == TrialState.WAITING for trial in self.unfinished)
+
     @property
     def successful_reference(self) -> "FrozenTrial | None":
         """The first reference that ran OK with real values (:func:`tuner.search.guards.successful_reference`)."""

@@ -85,7 +85,7 @@ class TrialRecorder:
         frozen = None
         with self.holding(trial.number):
             verdict = judge(self.spec, self.plan, result, self._measured_values())
-            hands_over = role == names.REFERENCE and bool(result.output_path)  # the output every quality metric needs
+            hands_over = bool(result.output_path)  # a reference's output (the spec's, or a shape's): later trials need it
             frozen = tell_measured(self.study, trial, slot, result, verdict,
                                    reference_output=result.output_path if hands_over else None,
                                    published=self._publish(trial, result) if hands_over else None,

@@ -1,0 +1,98 @@
+"""A reference per output shape: the spec's ``reference_shape`` block and what it says of a setting.
+
+A diffusion model given another frame count or resolution generates other content (other latent noise,
+other motion), so a quality metric that compares a 9-frame video with the first 9 frames of a 17-frame
+reference compares two different videos. The spec says which parameters change what is generated::
+
+    reference_shape:
+      per: [num_frames, height, width]   # each value of these gets its own reference
+      same_content: []                   # these only resize the same scene: compared resized
+
+A trial is then compared with the reference setting *at the trial's shape*: every reference value, the
+``per`` parameters taken from the trial (:func:`reference_at`). The default reference is the one at the
+reference's own shape; another shape's reference is measured once, when a trial first needs it. A
+``same_content`` parameter keeps the resized comparison with the reference (a talking head at two
+resolutions driven by the same image and audio shows the same scene) -- a choice the spec writes, never a
+default.
+
+Pure functions of the spec; no storage, no runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ReferenceShapeSpec(BaseModel):
+    """``per``: parameters whose value changes what is generated (a reference per value combination);
+    ``same_content``: parameters that only change the size of the same scene (compared resized)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    per: list[str] = Field(default_factory=list)
+    same_content: list[str] = Field(default_factory=list)
+
+
+class SpecWithReference(Protocol):
+    """What these functions read of a :class:`~tuner.spec.models.StudySpec` (which validates through them)."""
+
+    @property
+    def parameters(self) -> Mapping[str, Any]: ...
+
+    @property
+    def reference(self) -> dict[str, Any] | None: ...
+
+    @property
+    def reference_shape(self) -> ReferenceShapeSpec | None: ...
+
+
+@dataclass(frozen=True)
+class ShapeReference:
+    """The reference a setting is compared with: ``shape`` (the ``per`` parameters' values, in the spec's
+    order), the reference's ``params`` at that shape, and whether that is the spec's own reference."""
+
+    shape: dict[str, Any]
+    params: dict[str, Any]
+    default: bool
+
+    @property
+    def label(self) -> str:
+        """``num_frames=5, height=48`` (empty for a spec without ``per``)."""
+        return ", ".join(f"{name}={value}" for name, value in self.shape.items())
+
+
+def check_reference_shape(spec: SpecWithReference) -> str | None:
+    """Why the spec's ``reference_shape`` block is wrong (``key: problem``), or None when fine (or absent)."""
+    block = spec.reference_shape
+    if block is None:
+        return None
+    for key in ("per", "same_content"):
+        names = getattr(block, key)
+        unknown = [name for name in names if name not in spec.parameters]
+        if unknown:
+            return f"reference_shape.{key}: {unknown} are not parameters (known: {sorted(spec.parameters)})"
+        if len(set(names)) != len(names):
+            return f"reference_shape.{key}: a parameter is named twice: {names}"
+    both = sorted(set(block.per) & set(block.same_content))
+    if both:
+        return f"reference_shape: {both} named in both per and same_content (a parameter is one or the other)"
+    if block.per and spec.reference is None:
+        return "reference_shape.per: a reference per shape needs a reference setting (reference:)"
+    return None
+
+
+def reference_at(spec: SpecWithReference, params: Mapping[str, Any]) -> ShapeReference | None:
+    """The reference that a setting with ``params`` is compared with; None for a spec without a reference.
+
+    Without ``reference_shape.per`` it is always the spec's reference (``default``). With it, the ``per``
+    parameters come from ``params`` and every other value from the reference; ``default`` when that is
+    the reference's own shape."""
+    if spec.reference is None:
+        return None
+    per = spec.reference_shape.per if spec.reference_shape is not None else []
+    shape = {name: params.get(name, spec.reference.get(name)) for name in per}
+    at_shape = {**spec.reference, **shape}
+    return ShapeReference(shape, at_shape, all(spec.reference.get(name) == shape[name] for name in per))

@@ -1,0 +1,40 @@
+"""What a worker is asked to do for one trial: the :class:`~tuner.runner.base.TrialRequest` the loop builds.
+
+The setting and its inputs, the measurement (the spec's, with a resume's overrides), the timeout (by role,
+from the finished references), where the trial's files go, and how its quality is compared
+(:class:`~tuner.study.shapes.Comparison`: the spec's reference, a shape's, or itself).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
+
+from tuner.runner.base import TrialRequest
+from tuner.search.guards import measurement_settings, trial_timeout_s
+
+if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
+    from tuner.spec.candidate import Candidate
+    from tuner.spec.models import StudySpec
+    from tuner.study.shapes import Comparison
+
+
+def trial_request(study_name: str, spec: "StudySpec", number: int, candidate: "Candidate", role: str, device: str,
+                  study_dir: Path, stored: Mapping[str, Any], references: Sequence["FrozenTrial"],
+                  quality_metrics: list[str], comparison: "Comparison") -> TrialRequest:
+    """The request for trial ``number`` of ``role`` running ``candidate`` on ``device``; ``stored``: the study's
+    attributes (a resume's overrides of the timeout and the measurement); ``references``: the finished
+    references (the timeout of a search trial follows theirs); files under ``study_dir/trial_<number>``."""
+    return TrialRequest(
+        study_name=study_name, trial_number=number,
+        workload_class=spec.workload.target, settings=candidate.settings,
+        workload_options=spec.workload.options,
+        inputs=dict(spec.inputs), seed=spec.seed, device=device,
+        measurement=measurement_settings(spec, stored),
+        timeout_s=trial_timeout_s(spec, role, stored, references),
+        workdir=str(study_dir / f"trial_{number:05d}"), quality_metrics=quality_metrics,
+        reference_output=comparison.reference_output, save_output=comparison.save_output,
+        compare_with_self=comparison.compare_with_self, reference_settings=comparison.reference_settings,
+        reference_missing=comparison.reference_missing, record_env=list(spec.record_env))
