@@ -77,7 +77,7 @@ def test_run_logs_mlflow_exports_and_reports_status(tmp_path: Path) -> None:
     child = next(r for r in children if r.data.tags["tuner.role"] == "baseline")
     assert child.data.tags["tuner.outcome"] == "OK"
     assert child.data.tags["tuner.gpu_type"] == "cpu" and child.data.tags["host.hostname"]
-    assert child.data.params["noise"] == "5" and child.data.params["derived.frames"] == "4"
+    assert child.data.params["noise"] == "5" and child.data.params["derived.total_frames"] == "4"
     assert child.data.metrics["latency_p50_s"] > 0 and "psnr_db" in child.data.metrics
     assert "peak_vram_gb" not in child.data.metrics, "an unavailable metric is not logged as a number"
     artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}

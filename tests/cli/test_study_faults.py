@@ -111,8 +111,8 @@ def gated_spec(tmp_path: Path) -> Path:
     spec = tmp_path / "gated.yaml"
     text = (SPECS / "fake_ok.yaml").read_text()
     spec.write_text(text.replace("  timeout_s: 20\n", "  timeout_s: 600\n  timeout_mode: fixed\n")
-                    .replace('  frames: "4 * batch_size"\n',
-                             '  frames: "4 * batch_size"\n'
+                    .replace('  total_frames: "4 * batch_size"\n',
+                             '  total_frames: "4 * batch_size"\n'
                              '  gate: "not (noise <= 5 and batch_size == 1 and sleep_s >= 0.02)"\n'))
     assert "timeout_mode: fixed" in spec.read_text() and "gate:" in spec.read_text()
     return spec

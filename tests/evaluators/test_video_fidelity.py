@@ -57,13 +57,35 @@ def test_one_perfect_frame_is_capped_not_infinite() -> None:
     assert math.isfinite(value) and value == pytest.approx((PSNR_CAP_DB + 34.15) / 2, abs=0.5)
 
 
-def test_alignment_first_request_common_frames_and_reference_size() -> None:
+def test_alignment_first_request_and_reference_size() -> None:
     reference = with_noise(grey_video(frames=3, size=32), sigma=20.0)
     candidate = np.stack([reference.repeat(2, axis=1).repeat(2, axis=2)] * 2)  # (2, 3, 64, 64, 3)
-    candidate = np.concatenate([candidate, candidate[:, :1]], axis=1)  # 4 frames
     cand, ref = aligned_pair(candidate, reference)
     assert cand.shape == ref.shape == (3, 32, 32, 3)
     assert psnr_db(candidate, reference) > 25.0
+
+
+def test_another_frame_count_is_never_truncated() -> None:
+    """A 4-frame video is another video than the 3-frame reference (issue 39): unavailable, with the reason."""
+    reference = with_noise(grey_video(frames=3, size=32), sigma=20.0)
+    longer = np.concatenate([reference, reference[:1]], axis=0)  # the reference's 3 frames, then one more
+    with pytest.raises(ValueError, match="4 frames and its reference 3"):
+        aligned_pair(longer, reference)
+    metrics = metrics_by_name(video_fidelity_metrics(WorkloadOutput(video=longer), WorkloadOutput(video=reference),
+                                                     EvalContext(resize_to_reference=True)))
+    assert metrics["psnr_db"].value is None and "never truncated" in (metrics["psnr_db"].reason or "")
+    assert "reference_shape.per" in (metrics["ssim"].reason or "")
+
+
+def test_another_size_is_resized_only_when_the_spec_says_it_is_the_same_scene() -> None:
+    reference = with_noise(grey_video(frames=3, size=32), sigma=20.0)
+    larger = WorkloadOutput(video=reference.repeat(2, axis=1).repeat(2, axis=2))
+    undeclared = metrics_by_name(video_fidelity_metrics(larger, WorkloadOutput(video=reference), EvalContext()))
+    assert undeclared["psnr_db"].value is None
+    assert "64x64 px and its reference's 32x32" in (undeclared["psnr_db"].reason or "")
+    declared = metrics_by_name(video_fidelity_metrics(larger, WorkloadOutput(video=reference),
+                                                      EvalContext(resize_to_reference=True)))
+    assert declared["psnr_db"].value is not None and declared["psnr_db"].value > 25.0
 
 
 def test_ssim_window_fits_small_frames() -> None:

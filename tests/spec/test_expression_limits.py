@@ -150,7 +150,7 @@ def test_a_limit_in_a_spec_names_file_line_and_key() -> None:
 
 
 def test_a_limit_at_run_time_makes_the_candidate_invalid() -> None:
-    text = GOOD.replace('frames: "4 * batch_size"', 'frames: "len(str(noise) * (10**8 if noise == 10 else 1))"')
+    text = GOOD.replace('total_frames: "4 * batch_size"', 'total_frames: "len(str(noise) * (10**8 if noise == 10 else 1))"')
     spec = parse_spec(text)
     candidate, reason = resolve(spec, {"sleep_s": 0.01, "noise": 10, "batch_size": 1})
     assert candidate is None and reason is not None

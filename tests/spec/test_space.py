@@ -23,8 +23,8 @@ def test_distributions_follow_the_spec() -> None:
 def test_derived_values_and_rules() -> None:
     candidate, problem = resolve(SPEC, {"sleep_s": 0.01, "noise": 5, "batch_size": 2})
     assert problem is None and candidate is not None
-    assert candidate.derived["frames"] == 8
-    assert candidate.settings["frames"] == 8 and candidate.settings["noise"] == 5
+    assert candidate.derived["total_frames"] == 8
+    assert candidate.settings["total_frames"] == 8 and candidate.settings["noise"] == 5
     rejected, why = resolve(SPEC, {"sleep_s": 0.01, "noise": 40, "batch_size": 2})
     assert rejected is None and why == "noise 40 with batch 2 is refused by a rule"
 

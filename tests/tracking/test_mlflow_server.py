@@ -106,8 +106,8 @@ def write_gated_spec(folder: Path) -> Path:
     baseline, sleep_s 0.5 with noise 0 / 5, run free); a fixed timeout far above any wait of the test."""
     spec = write_slow_spec(folder)
     spec.write_text(spec.read_text().replace("  timeout_s: 20\n", "  timeout_s: 600\n  timeout_mode: fixed\n")
-                    .replace('  frames: "4 * batch_size"\n',
-                             '  frames: "4 * batch_size"\n'
+                    .replace('  total_frames: "4 * batch_size"\n',
+                             '  total_frames: "4 * batch_size"\n'
                              '  gate: "not (noise <= 5 and batch_size == 1 and sleep_s >= 0.5)"\n'))
     assert "timeout_mode: fixed" in spec.read_text() and "gate:" in spec.read_text()
     return spec

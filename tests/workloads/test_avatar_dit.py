@@ -44,9 +44,9 @@ def generate(params: Mapping[str, Any], ctx: RunContext) -> WorkloadOutput:
 @pytest.mark.parametrize("params, inputs, video_shape", [
     ({}, {}, (1, 24, 64, 64, 3)),
     ({"infer_frames": 8, "num_clip": 2, "batch_size": 2}, {}, (2, 16, 64, 64, 3)),
-    ({"infer_frames": 5, "resolution": 48}, {}, (1, 25, 64, 64, 3)),
+    ({"infer_frames": 5, "resolution": 48}, {}, (1, 24, 64, 64, 3)),  # 5 clips x 5 frames, cut to the audio's 24
     ({"infer_frames": 4, "sample_steps": 1}, {"audio_seconds": 1.5, "fps": 10, "output_size": 40},
-     (1, 16, 40, 40, 3)),
+     (1, 15, 40, 40, 3)),  # 4 clips x 4 frames, cut to the audio's 15
 ])
 def test_output_shapes(params: dict[str, Any], inputs: dict[str, Any], video_shape: tuple[int, ...],
                        tmp_path: Path) -> None:
@@ -57,8 +57,8 @@ def test_output_shapes(params: dict[str, Any], inputs: dict[str, Any], video_sha
     assert output.audio_rate == AUDIO_RATE_HZ
     assert output.audio is not None and output.audio.dtype == np.float32
     assert len(output.audio) == round(inputs.get("audio_seconds", 2.0) * AUDIO_RATE_HZ)
-    assert output.counters["frames"] == video_shape[1]
-    assert output.counters["clips"] * params.get("infer_frames", 12) == video_shape[1]
+    generated = output.counters["clips"] * params.get("infer_frames", 12)
+    assert output.counters["frames"] == generated >= video_shape[1], "generated frames are counted before the cut"
 
 
 def test_run_is_deterministic_and_seeded(tmp_path: Path) -> None:

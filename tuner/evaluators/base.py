@@ -32,6 +32,7 @@ class EvalContext:
     reference_settings: Mapping[str, Any] | None = None
     device: str = "cpu"
     reference_missing: str | None = None  # why there is no reference output (the unavailable metrics' reason)
+    resize_to_reference: bool = False  # frames of another size are the same scene (reference_shape.same_content)
 
 
 QualityFunction = Callable[[Any, Any, EvalContext], list[Metric]]

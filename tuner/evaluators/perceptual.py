@@ -24,8 +24,9 @@ Both models are built while ``torch.hub.download_url_to_file`` is replaced by a 
 that raises, so even a library change that tried to fetch weights could not reach the
 network.
 
-Frames: :func:`tuner.evaluators.video.aligned_pair` (first request, first ``min(T)`` frames,
-candidate bilinearly resized to the reference's size), scaled from 0..255 to [-1, 1],
+Frames: :func:`tuner.evaluators.video.aligned_pair` (first request; another frame count is unavailable,
+never truncated; another size bilinearly resized to the reference's only where the spec declares it the same
+scene: :func:`tuner.evaluators.video.comparable_reason`), scaled from 0..255 to [-1, 1],
 run in batches of :data:`FRAMES_PER_BATCH` frames under ``torch.inference_mode`` in eval
 mode; the metric is the mean of the per-frame distances. Models are cached per process
 (per metric, device and weights file). Frames whose shorter side is below the network's
@@ -48,7 +49,7 @@ import numpy as np
 
 from tuner.errors import HostError
 from tuner.evaluators.base import EvalContext
-from tuner.evaluators.video import aligned_pair, missing_video_reason
+from tuner.evaluators.video import aligned_pair, comparable_reason
 from tuner.results import Direction, Metric
 
 if TYPE_CHECKING:
@@ -279,7 +280,7 @@ def perceptual_metrics(output: Any, reference: Any, context: EvalContext) -> lis
     (``lpips_alex``) the AlexNet checkpoint is not on this machine.
     """
     candidate, ref = output.video, reference.video
-    missing = missing_video_reason(candidate, ref)
+    missing = comparable_reason(candidate, ref, context.resize_to_reference)
     if missing is not None:
         return [Metric.unavailable(name, unit, direction, missing)
                 for name, (unit, direction) in PERCEPTUAL_METRICS.items()]

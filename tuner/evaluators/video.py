@@ -2,11 +2,16 @@
 
 Alignment
 ---------
-Both videos are brought to a common shape before comparing (:func:`aligned_pair`):
-the first request of a batch, the first ``min(frames)`` frames, and, when sizes
-differ, the candidate resized to the reference's size with one fixed resampler
-(bilinear, no antialiasing, half-pixel centres, via :func:`numpy` interpolation on a
-separable grid). Frames are uint8 RGB, values 0..255.
+Both videos are compared frame by frame (:func:`aligned_pair`), the first request of a batch
+each. A video of another frame count is another video (a diffusion model given another frame
+count generates other content): it is never truncated to the shorter one, and every metric is
+unavailable with the reason (:func:`comparable_reason`). Frames of another size are resized to the
+reference's only when the spec says the size parameter shows the same scene
+(``reference_shape.same_content``: ``EvalContext.resize_to_reference``), with one fixed resampler
+(bilinear, no antialiasing, half-pixel centres, via :func:`numpy` interpolation on a separable
+grid); otherwise the metrics are unavailable with the reason. A spec that varies the shape declares
+``reference_shape.per`` and each trial is compared with the reference at its own shape
+(:mod:`tuner.study.shapes`). Frames are uint8 RGB, values 0..255.
 
 Metrics (all per frame with scikit-image, then the plain mean over frames)
 -------------------------------------------------------------------------
@@ -116,13 +121,38 @@ def resize_bilinear(frames: np.ndarray, height: int, width: int) -> np.ndarray:
 def aligned_pair(candidate: np.ndarray, reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The two videos as float64 (T, H, W, C) arrays of one shape (see module docs)."""
     cand, ref = first_request(candidate), first_request(reference)
-    frames = min(len(cand), len(ref))
-    if frames == 0:
+    if len(cand) == 0 or len(ref) == 0:
         raise ValueError("a video has no frames")
+    if len(cand) != len(ref):
+        raise ValueError(frame_count_reason(len(cand), len(ref)))
     if cand.shape[-1] != ref.shape[-1]:
         raise ValueError(f"channel counts differ: candidate {cand.shape[-1]}, reference {ref.shape[-1]}")
-    cand, ref = cand[:frames], ref[:frames]
     return resize_bilinear(cand, ref.shape[1], ref.shape[2]), ref.astype(np.float64)
+
+
+def frame_count_reason(candidate_frames: int, reference_frames: int) -> str:
+    """Why videos of two frame counts are not compared (one line)."""
+    return (f"the output has {candidate_frames} frames and its reference {reference_frames}: another frame count is "
+            f"another video, never truncated (declare the parameter in reference_shape.per)")
+
+
+def comparable_reason(candidate: np.ndarray | None, reference: np.ndarray | None,
+                      resize_to_reference: bool) -> str | None:
+    """Why two videos cannot be compared frame by frame, or None when they can: a video missing or not uint8,
+    another frame count, or (unless ``resize_to_reference``) frames of another size."""
+    missing = missing_video_reason(candidate, reference)
+    if missing is not None or candidate is None or reference is None:
+        return missing or "no video"
+    cand, ref = first_request(np.asarray(candidate)), first_request(np.asarray(reference))
+    if cand.ndim != 4 or ref.ndim != 4:
+        return None  # aligned_pair says what is wrong with the layout
+    if len(cand) != len(ref):
+        return frame_count_reason(len(cand), len(ref))
+    if cand.shape[1:3] != ref.shape[1:3] and not resize_to_reference:
+        return (f"the output's frames are {cand.shape[1]}x{cand.shape[2]} px and its reference's "
+                f"{ref.shape[1]}x{ref.shape[2]}: declare the parameter in reference_shape.per (or in "
+                f"reference_shape.same_content when it only resizes the same scene)")
+    return None
 
 
 def mouth_box_pixels(box: MouthBox, height: int, width: int) -> tuple[int, int, int, int]:
@@ -250,7 +280,7 @@ def video_fidelity_metrics(output: Any, reference: Any, context: EvalContext) ->
     region is too small, or (mouth metrics) ``context.inputs`` has no valid ``mouth_box``.
     """
     candidate, ref = output.video, reference.video
-    missing = missing_video_reason(candidate, ref)
+    missing = comparable_reason(candidate, ref, context.resize_to_reference)
     if missing is not None:
         return [Metric.unavailable(name, unit, direction, missing)
                 for name, (unit, direction) in VIDEO_METRICS.items()]

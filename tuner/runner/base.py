@@ -96,6 +96,7 @@ class TrialRequest:
     compare_with_self: bool = False
     reference_settings: dict[str, Any] | None = None
     reference_missing: str | None = None  # why there is no reference output to compare with (the metrics' reason)
+    resize_to_reference: bool = False  # frames of another size show the same scene: resized (same_content)
     workload_options: dict[str, Any] = field(default_factory=dict)
     record_env: list[str] = field(default_factory=list)
 

@@ -268,7 +268,7 @@ def _quality_metrics(request: TrialRequest, output: "WorkloadOutput") -> list[Me
     if request.compare_with_self:
         reference = output
     context = EvalContext(request.inputs, request.settings, request.reference_settings, request.device,
-                          request.reference_missing)
+                          request.reference_missing, request.resize_to_reference)
     return list(evaluate_quality(request.quality_metrics, output, reference, context))
 
 

@@ -84,6 +84,13 @@ def check_reference_shape(spec: SpecWithReference) -> str | None:
     return None
 
 
+def resized_comparison(spec: SpecWithReference, params: Mapping[str, Any], reference: Mapping[str, Any]) -> bool:
+    """Whether a setting's frames are compared resized with its reference's: it differs from ``reference`` in a
+    ``same_content`` parameter (the same scene at another size). Never without that declaration."""
+    same = spec.reference_shape.same_content if spec.reference_shape is not None else []
+    return any(params.get(name) != reference.get(name) for name in same)
+
+
 def reference_at(spec: SpecWithReference, params: Mapping[str, Any]) -> ShapeReference | None:
     """The reference that a setting with ``params`` is compared with; None for a spec without a reference.
 

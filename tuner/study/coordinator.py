@@ -49,6 +49,7 @@ from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
 from tuner.spec.candidate import Candidate
 from tuner.spec.metrics import QUALITY_METRIC_NAMES
+from tuner.spec.reference_shape import resized_comparison
 from tuner.spec.space import resolve, suggest
 from tuner.storage import attributes as names
 from tuner.storage import store
@@ -423,6 +424,8 @@ class Coordinator:
         if comparison is None or (comparison.compared_with or {}).get("trial") == "reference":
             reference = role == names.REFERENCE  # compared with the spec's reference (or it is the reference)
             comparison = Comparison(str(self.study_dir / "reference_output.npz") if reference else None, reference,
-                                    None if reference else self._reference_output(stored), reference_settings(self.spec))
+                                    None if reference else self._reference_output(stored), reference_settings(self.spec),
+                                    resize_to_reference=resized_comparison(self.spec, candidate.params,
+                                                                           self.spec.reference or {}))
         return trial_request(self.study.study_name, self.spec, trial.number, candidate, role, self.device,
                              self.study_dir, stored, self._snapshot.references, self.quality_metrics, comparison)

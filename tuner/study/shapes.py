@@ -20,11 +20,11 @@ that trial's shape (``tuner show`` names it). At most as many trials are parked 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from tuner.spec.reference_shape import ShapeReference, reference_at
+from tuner.spec.reference_shape import ShapeReference, reference_at, resized_comparison
 from tuner.spec.space import resolve
 from tuner.storage import attributes as names
 from tuner.storage import store
@@ -65,6 +65,7 @@ class Comparison:
     reference_settings: dict[str, Any] | None = None
     reference_missing: str | None = None
     compared_with: dict[str, Any] | None = None
+    resize_to_reference: bool = False
 
 
 class ShapeReferences:
@@ -128,18 +129,22 @@ class ShapeReferences:
         if target is None:
             own = reference_at(self.spec, candidate.params)
             assert own is not None
-            return Comparison(compared_with={"trial": "reference", "shape": own.shape})
+            return Comparison(compared_with={"trial": "reference", "shape": own.shape},
+                              resize_to_reference=resized_comparison(self.spec, candidate.params, own.params))
         shape = target.reference.shape
+        resize = resized_comparison(self.spec, candidate.params, target.reference.params)
         if target.key is None:
             return Comparison(reference_settings=target.settings, compared_with={"trial": None, "shape": shape},
                               reference_missing=f"no reference at {target.reference.label}: the reference setting "
-                                                f"at this shape is not runnable ({target.problem})")
+                                                f"at this shape is not runnable ({target.problem})",
+                              resize_to_reference=resize)
         if target.key == candidate.key:
             return Comparison(save_output=str(self.output_path(target.key)), compare_with_self=True,
                               reference_settings=target.settings,
                               compared_with={"trial": trial_number, "shape": shape})
         self._ended_keys(snapshot)
-        return self._fetched(target, self._ended.get(target.key, []), study_attrs)
+        fetched = self._fetched(target, self._ended.get(target.key, []), study_attrs)
+        return replace(fetched, resize_to_reference=resize)
 
     def compared_with(self, comparison: Comparison | None, number: int, role: str,
                       reference: "FrozenTrial | None") -> dict[str, Any] | None:

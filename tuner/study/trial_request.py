@@ -37,4 +37,5 @@ def trial_request(study_name: str, spec: "StudySpec", number: int, candidate: "C
         workdir=str(study_dir / f"trial_{number:05d}"), quality_metrics=quality_metrics,
         reference_output=comparison.reference_output, save_output=comparison.save_output,
         compare_with_self=comparison.compare_with_self, reference_settings=comparison.reference_settings,
-        reference_missing=comparison.reference_missing, record_env=list(spec.record_env))
+        reference_missing=comparison.reference_missing, resize_to_reference=comparison.resize_to_reference,
+        record_env=list(spec.record_env))

@@ -47,9 +47,11 @@ same noise at every batch size. Seeds below 1,000,000 were never trained on
 (:mod:`.data`). The architecture comes from the checkpoint; a ``model`` input
 is refused.
 
-Output: ``video`` uint8 (batch_size, num_clip * infer_frames, output_size,
-output_size, 3); ``audio`` the input audio (float32, 16 kHz); counters
-``frames`` (per request), ``clips``, ``tokens_per_clip``, ``dit_forwards`` and
+Output: ``video`` uint8 (batch_size, frames, output_size, output_size, 3), the generated
+``num_clip * infer_frames`` frames cut to the audio's duration (``ceil(audio_seconds * fps)``
+frames: a talking head ends with its audio, so every ``infer_frames`` gives a video of one
+length and one content, compared frame by frame with the reference's); ``audio`` the input
+audio (float32, 16 kHz); counters ``frames`` (generated per request, before the cut), ``clips``, ``tokens_per_clip``, ``dit_forwards`` and
 ``dit_gflops`` (analytic matmul FLOPs of all DiT forwards of the call).
 """
 
@@ -219,7 +221,7 @@ class AvatarDiTWorkload(Workload):
             conditioning = self._conditioning(settings, inputs, context.seed, device)
             draw_noise = self._noise_source(settings, context.seed, device)
             video = generate_video(self._model, self._codec, conditioning, draw_noise, plan, side)
-            video_array = video.cpu().numpy()
+            video_array = video.cpu().numpy()[:, :math.ceil(inputs.audio_seconds * inputs.fps)]
         config = self._model.config
         forwards = settings.num_clip * settings.sample_steps
         flops = config.forward_flops(settings.resolution, settings.infer_frames, settings.batch_size)
