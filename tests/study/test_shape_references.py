@@ -70,6 +70,11 @@ def test_each_trial_is_compared_with_the_reference_at_its_own_shape(tmp_path: Pa
     assert psnr(noisy_four)["value"] < 40, "compared with the clean 4-frame video, not itself"
     roles = sorted(t.user_attrs["role"] for t in ran)
     assert roles.count("reference") == 1
+    copies = [t for t in study.trials if t.user_attrs.get("duplicate_of") is not None]
+    assert copies, "the grid proposes the queued shape reference's setting again: a copy"
+    for copy in copies:
+        original = study.trials[copy.user_attrs["duplicate_of"]]
+        assert copy.user_attrs["compared_with"] == original.user_attrs["compared_with"], "a copy says what it copied"
     not_interrupted = [t for t in study.trials if t.user_attrs.get("outcome") == "INTERRUPTED"]
     assert not_interrupted == [], "nothing parked was left behind"
 
