@@ -2,7 +2,7 @@
 
 Two figures, each a ratio measured in this run:
 
-1. **Samples** (:func:`tuner.runner.samples.write_samples`, written while the trial's slot is held): CPU
+1. **Samples** (:func:`tuner.runner.measure.samples.write_samples`, written while the trial's slot is held): CPU
    milliseconds per trial for three videos — the no-op fleet's tiny one (4 frames of 16x16), a smooth
    33-frame 256x256 clip (a gradient that moves) and a noisy one (the same with uniform noise: the worst
    case for a GIF palette) — with the tuner's encoding (each GIF frame quantized by Pillow's fast
@@ -65,8 +65,8 @@ def pillow_defaults(video: np.ndarray, folder: Path) -> None:
 
 
 def tuner_encoding(video: np.ndarray, folder: Path) -> None:
-    """The tuner's samples (:func:`tuner.runner.samples.write_samples`)."""
-    from tuner.runner.samples import write_samples
+    """The tuner's samples (:func:`tuner.runner.measure.samples.write_samples`)."""
+    from tuner.runner.measure.samples import write_samples
     from tuner.workloads.base import WorkloadOutput
 
     written = write_samples(WorkloadOutput(video=video, items=1), folder)

@@ -81,6 +81,10 @@ class TrialResult:
     from outside (process start to exit), seconds. ``invocation`` is what an
     adapter actually executed (for a command: the exact argv, env overrides and
     working directory), in the shape :func:`tuner.ship.invocation.render_invocation` gives.
+    ``per_input`` (a trial of several inputs, the spec's ``cases``): input name -> that input's metrics;
+    ``metrics`` then holds their mean (a peak: their maximum) and the asked ``:worst`` / ``:p<NN>`` figures
+    (:mod:`tuner.runner.measure.inputs`). ``cliffs``: one line per input worse than the mean by more than the
+    spec's ``cliff_margins``.
     """
 
     outcome: Outcome
@@ -91,8 +95,10 @@ class TrialResult:
     eval_time_s: float = 0.0
     output_path: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
-    samples: dict[str, str] = field(default_factory=dict)  # sample name -> file (tuner.runner.samples)
+    samples: dict[str, str] = field(default_factory=dict)  # sample name -> file (tuner.runner.measure.samples)
     invocation: dict[str, Any] | None = None  # what ran natively (argv, env, cwd / target / url), see tuner.ship.invocation
+    per_input: dict[str, dict[str, Metric]] = field(default_factory=dict)
+    cliffs: list[str] = field(default_factory=list)
 
     def metric_value(self, name: str) -> float | None:
         """The metric's value, or None when absent or unavailable."""
@@ -108,5 +114,7 @@ class TrialResult:
     def from_json(text: str) -> "TrialResult":
         payload = json.loads(text)
         metrics = {name: Metric(**m) for name, m in payload.pop("metrics", {}).items()}
+        per_input = {case: {name: Metric(**m) for name, m in figures.items()}
+                     for case, figures in payload.pop("per_input", {}).items()}
         outcome = Outcome(payload.pop("outcome"))
-        return TrialResult(outcome=outcome, metrics=metrics, **payload)
+        return TrialResult(outcome=outcome, metrics=metrics, per_input=per_input, **payload)

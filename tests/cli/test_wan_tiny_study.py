@@ -25,7 +25,7 @@ from PIL import Image
 
 pytest.importorskip("diffusers")
 
-from tuner.runner.samples import contact_sheet, first_item_frames  # noqa: E402
+from tuner.runner.measure.samples import contact_sheet, first_item_frames  # noqa: E402
 from tuner.storage.records import trial_records  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]

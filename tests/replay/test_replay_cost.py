@@ -25,7 +25,7 @@ from tuner.replay.runner import ReplayRunner
 from tuner.replay.table import MeasuredTable, load_hardware_types, load_table
 from tuner.results import Outcome
 from tuner.runner.base import Slot, TrialRequest
-from tuner.runner.phases import INFO_KEY
+from tuner.runner.measure.phases import INFO_KEY
 from tuner.storage.attributes import cost_of, is_measured
 from tuner.storage.cost import device_s_of, trial_cost
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from tuner.runner.samples import write_samples
+from tuner.runner.measure.samples import write_samples
 from tuner.workloads.base import WorkloadOutput
 
 

@@ -30,7 +30,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from tuner.runner.samples import SHEET_FRAMES, contact_sheet, evenly_spaced, first_item_frames
+from tuner.runner.measure.samples import SHEET_FRAMES, contact_sheet, evenly_spaced, first_item_frames
 from tuner.secrets import MASK
 from tuner.ship.config_schema import load_config
 from tuner.ship.export import build_config

@@ -8,7 +8,7 @@ import pytest
 
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SpecError
-from tuner.spec.reference_shape import reference_at, resized_comparison
+from tuner.spec.quality.reference_shape import reference_at, resized_comparison
 
 SPEC = """
 name: shapes

@@ -13,7 +13,7 @@ import pytest
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
 from tuner.testing.inline_runner import InlineRunner
-from tuner.runner.phases import INFO_KEY, PHASES, PhaseClock
+from tuner.runner.measure.phases import INFO_KEY, PHASES, PhaseClock
 from tuner.spec.loading import SpecError, parse_spec
 from tuner.study.coordinator import Coordinator
 from tuner.storage.cost import (CostedTrial, device_budget_verdict, slot_devices, study_cost, summary_line,

@@ -5,7 +5,8 @@ where and when it ran (host, slot, worker, times); what its run cost (``cost``: 
 = wall seconds x the slot's devices, split by phase: :func:`tuner.front.cost.trial_cost_lines`);
 copy-of, warm-start and predicted-OOM
 links; the WHOLE reason; params and derived values; objectives and every stored metric
-with units (an unavailable metric with its reason); constraints (feasible when <= 0);
+with units (an unavailable metric with its reason); a trial of several inputs: each input's figures and the
+cliffs flagged (:mod:`tuner.front.spread`); constraints (feasible when <= 0);
 samples' paths; the setting's native invocation (rendered from the spec stored with the
 study by :func:`tuner.ship.invocation.render_invocation`) and, when the worker recorded
 it, what was actually executed; the trial's files and the tail of its log.
@@ -31,6 +32,7 @@ import typer
 from tuner.cli.app import HomeOption, StorageOption, app, fail, out
 from tuner.cli.status_view import trial_document
 from tuner.front.cost import trial_cost_lines
+from tuner.front.spread import spread_lines
 from tuner.secrets import redact_text
 from tuner.spec.metrics import objective_units
 from tuner.spec.models import SpecError
@@ -119,6 +121,8 @@ def render_trial(document: Mapping[str, Any]) -> list[str]:
                                                "of an untrained network, not output quality)" if random else ""))
     body = _pairs("params", document["params"]) + _pairs("derived", document["derived"])
     body += _objectives(document) + _constraints(document["constraints"]) + _metrics(document["metrics"])
+    body += spread_lines(document.get("per_input") or {}, document["metrics"], document.get("cliffs") or [],
+                         [name.partition(":")[0] for name in document["objectives"]])
     body += _pairs("samples", document["samples"]) + _invocations(document) + _files(document)
     tail = document["log_tail"]
     if tail["lines"]:

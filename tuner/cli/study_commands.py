@@ -50,6 +50,8 @@ def _load_runnable(spec_path: Path, sampler: str | None = None, host: bool = Tru
 
     ``validate`` and ``run`` both come through here, so what validate passes, run starts.
     """
+    from tuner.spec.loading import key_line
+    from tuner.spec.quality.reference_shape import shape_warning
     from tuner.study.preflight import check_runnable
 
     if sampler is not None and sampler not in ("tpe", "nsga2", "gp", "random", "grid"):
@@ -60,6 +62,10 @@ def _load_runnable(spec_path: Path, sampler: str | None = None, host: bool = Tru
         device = check_runnable(spec, text, str(spec_path), sampler, host)  # type: ignore[arg-type]
     except SpecError as error:
         fail(str(error))
+    warning = shape_warning(spec, spec.measured_metrics)
+    if warning is not None:
+        typer.echo(f"{spec_path}:{key_line(text, ('reference_shape',)) if spec.reference_shape else 1}: "
+                   f"warning: {warning}", err=True)
     return spec, text, device
 
 

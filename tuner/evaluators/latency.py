@@ -37,11 +37,17 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import dataclass
-from typing import Callable, TypeVar
+from typing import Callable, Protocol, TypeVar
 
 import numpy as np
 
 from tuner.results import Metric
+
+
+class PhaseMarks(Protocol):
+    """Where :func:`measure_latency` notes when the timed repeats begin (a dict, a phase clock's marks)."""
+
+    def __setitem__(self, phase: str, at: float) -> None: ...
 
 T = TypeVar("T")
 
@@ -201,7 +207,7 @@ def measure_latency(
     settings: LatencySettings,
     clock: Callable[[], float] = time.perf_counter,
     deadline: float | None = None,
-    marks: dict[str, float] | None = None,
+    marks: "PhaseMarks | None" = None,
 ) -> tuple[LatencyStats, T]:
     """Time ``call`` under the protocol in the module docstring.
 

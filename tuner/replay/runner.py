@@ -24,7 +24,7 @@ from pathlib import Path
 
 from tuner.replay.cost_model import ReplayCostModel
 from tuner.replay.table import MeasuredTable
-from tuner.runner.phases import INFO_KEY
+from tuner.runner.measure.phases import INFO_KEY
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest, with_trial_disk_usage
 

@@ -78,6 +78,10 @@ class TrialRequest:
     non-empty the workload class is constructed with it as its one argument.
     ``record_env``: the spec's ``record_env`` (names or globs), recorded in the trial's
     ``env`` beside the built-in allow-list (:mod:`tuner.runner.recorded_env`).
+    ``input_sets``: several inputs (the spec's ``cases``), each ``{"name": ..., "inputs": {...}}``; every
+    one is run and measured, and quality compared with the same input's reference
+    (:mod:`tuner.runner.measure.inputs`); empty: the one ``inputs``. ``aggregates``: the ``<metric>:worst`` /
+    ``<metric>:p<NN>`` figures to report; ``cliff_margins``: metric -> margin for the cliff flags.
     """
 
     study_name: str
@@ -99,6 +103,9 @@ class TrialRequest:
     resize_to_reference: bool = False  # frames of another size show the same scene: resized (same_content)
     workload_options: dict[str, Any] = field(default_factory=dict)
     record_env: list[str] = field(default_factory=list)
+    input_sets: list[dict[str, Any]] = field(default_factory=list)
+    aggregates: list[str] = field(default_factory=list)
+    cliff_margins: dict[str, float] = field(default_factory=dict)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)

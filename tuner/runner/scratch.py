@@ -29,7 +29,7 @@ BYTES_PER_GB = 1e9
 TUNER_FILES = ("request.json", "result.json", "result.json.tmp", "worker.log")
 """Files of a trial directory the runner and the views read (``tuner show``, the MLflow tracker)."""
 TUNER_DIRS = ("sample", "command")
-"""Directories of a trial directory written for the tuner: samples (:mod:`tuner.runner.samples`) and
+"""Directories of a trial directory written for the tuner: samples (:mod:`tuner.runner.measure.samples`) and
 the command adapter's logs (:mod:`tuner.adapters.command`)."""
 NAMED_IN_NOTE = 5
 NAMED_IN_INFO = 20

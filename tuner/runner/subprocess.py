@@ -90,7 +90,7 @@ def slot_environment(slot: Slot, base: dict[str, str] | None = None) -> dict[str
 Launcher = Literal["fork", "exec"]
 WORKER_MODULES = ["tuner.runner.worker", "tuner.evaluators.latency", "tuner.evaluators.memory", "tuner.evaluators.registry",
                   "tuner.evaluators.video", "tuner.workloads.base", "numpy", "numpy.ma", "psutil",  # numpy.ma: np.percentile's
-                  "PIL.Image", "PIL.PngImagePlugin", "PIL.GifImagePlugin"]  # the samples (tuner.runner.samples)
+                  "PIL.Image", "PIL.PngImagePlugin", "PIL.GifImagePlugin"]  # the samples (tuner.runner.measure.samples)
 
 
 @dataclass(frozen=True)

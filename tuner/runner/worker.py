@@ -30,24 +30,19 @@ import os
 import signal
 import sys
 import time
-import math
 import traceback
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
-from tuner.results import Metric, Outcome, TrialResult
+from tuner.results import Outcome, TrialResult
 from tuner.runner.base import TrialRequest
+from tuner.runner.device_used import device_used
 from tuner.runner.reaper import TAG_ENV, kill_tagged
+from tuner.runner.measure.trial import MEASUREMENT_SHARE_OF_TIMEOUT, finite_metrics
 
 if TYPE_CHECKING:
-    from tuner.workloads.base import RunContext, Workload, WorkloadOutput
-
-MEASUREMENT_SHARE_OF_TIMEOUT = 0.7
-"""The share of a trial's ``timeout_s`` its latency measurement may use, counted from the worker's
-start: no warmup call or further repeat starts that would end later (:func:`tuner.evaluators.latency.measure_latency`).
-The rest is kept for evaluation and saving, so a setting slower than the timeout foresaw is recorded
-with fewer repeats (``cut_short``) instead of being killed with nothing measured."""
+    from tuner.workloads.base import RunContext, Workload
 
 _OOM_MARKERS = ("out of memory", "outofmemoryerror", "cuda error: out of memory", "cublas_status_alloc_failed")
 
@@ -74,13 +69,6 @@ def load_workload_class(path: str) -> type:
         return getattr(module, class_name)  # type: ignore[no-any-return]
     except AttributeError:
         raise AttributeError(f"module '{module_name}' has no attribute '{class_name}'") from None
-
-
-def finite_metrics(metrics: Mapping[str, Metric]) -> dict[str, Metric]:
-    """``metrics`` with every non-finite value made unavailable (reason ``non-finite value nan``)."""
-    return {name: (m if m.value is None or math.isfinite(m.value)
-                   else Metric.unavailable(m.name, m.unit, m.direction, f"non-finite value {m.value!r}"))
-            for name, m in metrics.items()}
 
 
 class TrialProcesses:
@@ -149,71 +137,46 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
     keyed by class and options, and torn down only when a trial fails; without
     it every trial builds and tears down its own workload. ``processes`` (a warm
     worker's): tags what the trial starts after ``setup`` (see :class:`TrialProcesses`).
+    A request of several inputs (``input_sets``) sets up, measures and evaluates each in turn, each within
+    its share of the measurement's time (:mod:`tuner.runner.measure.inputs` combines their figures).
     """
-    from tuner.evaluators.latency import LatencySettings, measure_latency
-    from tuner.evaluators.memory import PeakMemoryMonitor
-    from tuner.runner.device_used import device_used
-    from tuner.workloads.base import WorkloadOutput
-
-    from tuner.runner.phases import INFO_KEY, PhaseClock
+    from tuner.runner.measure.inputs import input_sets_of
+    from tuner.runner.measure.phases import INFO_KEY, PhaseClock
+    from tuner.runner.measure.trial import InputRun, References, measure_input, result_of
 
     started = time.perf_counter()
     phases = PhaseClock()
     context = _run_context(request)
-    measurement = dict(request.measurement)
-    memory_sample_hz = float(measurement.pop("memory_sample_hz", 100.0))
-    settings = LatencySettings(**measurement)
-    stage = "import"
+    stage = ["import"]
     workload: "Workload | None" = None
     try:
         key = f"{request.workload_class} {json.dumps(request.workload_options, sort_keys=True)}"
         kept = keep.pop(key, None) if keep is not None else None
         workload = running = kept if kept is not None else _new_workload(request)
         _apply_thread_limit()
-        stage = "setup"
-        running.setup(request.settings, context)
-        if processes is not None:
-            processes.begin()
-        stage = "run"
-        phases.mark("warmup")
-        with PeakMemoryMonitor(memory_sample_hz) as monitor:
-            stats, output = measure_latency(
-                lambda: running.run(request.settings, context), running.synchronize, settings,
-                deadline=started + MEASUREMENT_SHARE_OF_TIMEOUT * request.timeout_s, marks=phases.marks)
-        if not isinstance(output, WorkloadOutput):
-            raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
-        metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, running)
-        stage = "evaluate"
-        phases.mark("evaluation")
-        eval_started = time.perf_counter()
-        metrics.update({metric.name: metric for metric in _quality_metrics(request, output)})
-        eval_time_s = time.perf_counter() - eval_started
+        sets = input_sets_of(request)
+        references = References(request)
+        runs: list[InputRun] = []
+        eval_time_s = 0.0
+        for index, (name, inputs) in enumerate(sets):
+            deadline = started + MEASUREMENT_SHARE_OF_TIMEOUT * request.timeout_s * (index + 1) / len(sets)
+            begin = processes.begin if processes is not None and index == 0 else None
+            run, seconds = measure_input(request, running, replace(context, inputs=inputs), name, deadline,
+                                         phases, stage, references, begin)
+            runs.append(run)
+            eval_time_s += seconds
         phases.mark("finish")
-        from tuner.runner.samples import write_samples
-
-        samples = write_samples(output, context.workdir)
-        output_path = None
-        if request.save_output:
-            output.save(Path(request.save_output))
-            output_path = request.save_output
-        invocation = _invocation_of(running)
-        provenance = trial_provenance(request, running, context)
+        result = result_of(request, runs, context, eval_time_s, trial_provenance(request, running, context),
+                           _invocation_of(running))
         if keep is not None:
             keep[key], workload = running, None  # kept for the next trial: no teardown
-        return TrialResult(
-            outcome=Outcome.OK, metrics=finite_metrics(metrics), wall_time_s=time.perf_counter() - started,
-            invocation=invocation,
-            eval_time_s=eval_time_s, output_path=output_path, samples=samples.files,
-            info={"repeats": len(stats.samples_s), "converged": stats.converged, "warmup": stats.warmup,
-                  "device_used": device_used(monitor.nvml_devices),
-                  **({"cut_short": _cut_short_note(stats, settings, request.timeout_s)} if stats.cut_short else {}),
-                  **({"sample_problems": samples.problems} if samples.problems else {}), **provenance,
-                  INFO_KEY: phases.seconds()})
+        return replace(result, wall_time_s=time.perf_counter() - started,
+                       info={**result.info, INFO_KEY: phases.seconds()})
     except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
         if isinstance(error, KeyboardInterrupt):
             raise
-        outcome = classify_exception(error) if stage != "import" else Outcome.CRASH
-        reason = f"{stage}: {type(error).__name__}: {error}"
+        outcome = classify_exception(error) if stage[0] != "import" else Outcome.CRASH
+        reason = f"{stage[0]}: {type(error).__name__}: {error}"
         log_tail = traceback.format_exc()[-4000:]
         return TrialResult(outcome=outcome, reason=reason[:2000], log_tail=log_tail,
                            wall_time_s=time.perf_counter() - started, invocation=_invocation_of(workload),
@@ -244,40 +207,6 @@ def _new_workload(request: TrialRequest) -> "Workload":
     workload_class = load_workload_class(request.workload_class)
     workload: Workload = workload_class(request.workload_options) if request.workload_options else workload_class()
     return workload
-
-
-def _run_metrics(latency: list[Metric], memory: list[Metric], output: "WorkloadOutput",
-                 workload: "Workload") -> dict[str, Metric]:
-    """The run's own metrics by name: latency, peak memory, the output's counters (``count_<name>``)
-    and what the workload measured itself (:meth:`Workload.measured_metrics`), later ones winning."""
-    metrics = {m.name: m for m in [*latency, *memory]}
-    for name, value in output.counters.items():
-        metrics[f"count_{name}"] = Metric(f"count_{name}", float(value), "1", "minimize")
-    metrics.update({m.name: m for m in workload.measured_metrics()})
-    return metrics
-
-
-def _quality_metrics(request: TrialRequest, output: "WorkloadOutput") -> list[Metric]:
-    """The quality metrics the request names, of ``output`` against the reference output (the
-    reference trial against itself)."""
-    from tuner.evaluators.base import EvalContext
-    from tuner.evaluators.registry import evaluate_quality
-    from tuner.workloads.base import WorkloadOutput
-
-    reference = WorkloadOutput.load(Path(request.reference_output)) if request.reference_output else None
-    if request.compare_with_self:
-        reference = output
-    context = EvalContext(request.inputs, request.settings, request.reference_settings, request.device,
-                          request.reference_missing, request.resize_to_reference)
-    return list(evaluate_quality(request.quality_metrics, output, reference, context))
-
-
-def _cut_short_note(stats: Any, settings: Any, timeout_s: float) -> str:
-    """One line saying how a deadline shortened the measurement (``stats``: a cut-short ``LatencyStats``)."""
-    asked = (f"{settings.min_repeats}" if settings.min_repeats == settings.max_repeats
-             else f"{settings.min_repeats}-{settings.max_repeats}")
-    return (f"{len(stats.samples_s)} of {asked} repeats and {stats.warmup}/{settings.warmup} warmup fit in "
-            f"{MEASUREMENT_SHARE_OF_TIMEOUT:.0%} of the {timeout_s:.0f} s limit")
 
 
 WEIGHTS_HASH_CACHE = "weights_sha256.json"

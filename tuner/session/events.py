@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 NoticeKind = Literal[
     # setting up a run
     "constraint_disabled", "host_busy", "mlflow_missing", "mlflow_unreachable", "mlflow_failed", "warm_start",
-    "memory_model",
+    "memory_model", "inputs",
     # Ctrl-C / SIGTERM while it runs
     "stopping", "exiting",
     # finishing it

@@ -20,7 +20,7 @@ from tuner.session.finish import (choose_export, close_tracker, export_best, ref
                                   say_where)
 from tuner.session.signals import stop_on_signals
 from tuner.session.wiring import (connect_tracker, host_facts, memory_prior, reference_store, resources,
-                                  say_disabled_constraints, slots_for)
+                                  say_disabled_constraints, say_inputs, slots_for)
 from tuner.storage import attributes as names
 from tuner.storage import store
 from tuner.study.listeners import Listener, Summary
@@ -104,6 +104,7 @@ def _locked_run(opened: OpenStudy, options: RunOptions, listener: SessionListene
     facts = host_facts(options.device)
     plan = plan_constraints(opened.spec, facts)
     say_disabled_constraints(plan, listener)
+    say_inputs(opened.spec, listener)
     store.set_study_attribute(study, names.DISABLED_CONSTRAINTS, dict(plan.disabled))
     ensure_metric_names(study, opened.spec)  # a study made before metric names were stored gets them (dashboards)
     slots = slots_for(opened.spec.workload, options.device, options.workers, options.gpus, listener)
@@ -136,7 +137,7 @@ def _run_coordinator(opened: OpenStudy, options: RunOptions, plan: "ConstraintPl
     study, spec = opened.study, opened.spec
     listeners: list[Listener] = listener.trial_listeners() + ([tracker] if tracker is not None else [])
     stored = StudyRecord.of(study)
-    runner = make_runner(spec, warm_ups(spec.used_metrics))
+    runner = make_runner(spec, warm_ups(spec.measured_metrics))
     coordinator = Coordinator(
         study=study, spec=spec, runner=runner, slots=slots, home=options.home, device=options.device, plan=plan,
         budget_trials=stored.budget_trials, wall_time_s=stored.budget_wall_time_s, listeners=listeners,

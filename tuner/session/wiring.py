@@ -38,6 +38,23 @@ def say_disabled_constraints(plan: ConstraintPlan, listener: SessionListener) ->
         listener.on_notice(Notice("constraint_disabled", f"constraint on {metric} disabled: {reason}"))
 
 
+def say_inputs(spec: "StudySpec", listener: SessionListener) -> None:
+    """For a spec with ``cases``: one line saying how many inputs each measured trial runs and what that
+    multiplies (its measured time and device cost; each reference's too), and the worst-case figures asked."""
+    from tuner.spec.quality.cases import input_sets
+    from tuner.spec.metrics import split_aggregate
+
+    if spec.cases is None:
+        return
+    sets = input_sets(spec)
+    asked = sorted(name for name in spec.used_metrics if split_aggregate(name)[1] is not None)
+    listener.on_notice(Notice("inputs", (
+        f"inputs: every measured trial runs {len(sets)} inputs ({', '.join(s.name for s in sets)}): its warm-up, "
+        f"timed repeats and evaluation, and so its device time, are about {len(sets)}x one input's (each "
+        f"reference's too); a metric's figure is the mean over them" + (f", {', '.join(asked)} asked" if asked
+                                                                        else ""))))
+
+
 def slots_for(workload: "WorkloadSpec", device: str, workers: int, gpus: Sequence[int] | None,
               listener: SessionListener) -> list[Slot]:
     """This run's slots for ``workload`` (the spec's workload block): ``workers`` over every visible GPU (or CPU shares), or one per GPU (per set of

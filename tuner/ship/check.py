@@ -161,7 +161,7 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
     spec = parse_spec(config.check.spec_yaml, source="config check.spec_yaml")
     chosen_settings = _settings(spec, dict(config.params), "exported")
     baseline_settings = _settings(spec, dict(config.check.baseline), "baseline")
-    quality_metrics = sorted(spec.used_metrics & QUALITY_METRIC_NAMES)
+    quality_metrics = sorted(spec.measured_metrics & QUALITY_METRIC_NAMES)
     speed_metric = config.baseline.comparison.speed_metric
     workdir = _fresh_dir(_check_dir(home, config.provenance.study, config.provenance.trial))
     device = config.check.device
@@ -175,7 +175,7 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
                           if config.check.reference is not None else None)
     request = _request_maker(f"check-{config.provenance.study}", spec, device, workdir, quality_metrics,
                              reference_settings)
-    runner = make_runner(spec, warm_ups(spec.used_metrics))  # the same kind of worker as the study's
+    runner = make_runner(spec, warm_ups(spec.measured_metrics))  # the same kind of worker as the study's
     sides = {"baseline": SideMeasurement("baseline"), "chosen": SideMeasurement("chosen")}
     tests: dict[str, ShiftTest] = {}
     try:
@@ -231,8 +231,10 @@ def _request_maker(study_name: str, spec: Any, device: str, workdir: Path, quali
     """``request(label, settings, reference_output, as_reference=False)``: the check's next trial
     request, numbered in order, in ``workdir/<number>_<label>``; the reference run saves its output."""
     from tuner.runner.base import TrialRequest
+    from tuner.spec.quality.cases import request_input_fields
 
     counter = iter(range(10**6))
+    input_fields = request_input_fields(spec, spec.used_metrics)
 
     def request(label: str, settings: dict[str, Any], reference_output: str | None,
                 as_reference: bool = False) -> TrialRequest:
@@ -240,7 +242,7 @@ def _request_maker(study_name: str, spec: Any, device: str, workdir: Path, quali
         return TrialRequest(
             study_name=study_name, trial_number=number,
             workload_class=spec.workload.target, workload_options=spec.workload.options,
-            settings=settings, inputs=dict(spec.inputs), seed=spec.seed, device=device,
+            settings=settings, **input_fields, seed=spec.seed, device=device,
             measurement=spec.measurement.model_dump(), timeout_s=spec.workload.timeout_s,
             workdir=str(workdir / f"{number:03d}_{label}"), quality_metrics=quality_metrics,
             reference_output=reference_output, compare_with_self=as_reference,

@@ -22,6 +22,7 @@ metric no trial has recorded yet (an objective of an OOM-only study).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
@@ -88,14 +89,34 @@ RecordedMetrics = Mapping[str, Mapping[str, object]]
 """One trial's stored metrics: name -> ``{"value", "unit", "direction", "reason"}`` (``TrialRecord.metrics``)."""
 
 
+AGGREGATE_SUFFIX = re.compile(r"^(?P<base>[^:]+):(?P<how>worst|p(?P<percent>[1-9][0-9]?))$")
+"""``<metric>:worst`` / ``<metric>:p<NN>``: a figure over a trial's inputs (spec ``cases``) rather than their mean
+(:mod:`tuner.runner.measure.inputs`); the plain name is the mean."""
+
+
+def split_aggregate(name: str) -> tuple[str, str | None]:
+    """``("psnr_db", "worst")`` for ``psnr_db:worst``, ``("stlpips_alex", "p90")`` for ``stlpips_alex:p90``,
+    ``(name, None)`` for a plain name."""
+    match = AGGREGATE_SUFFIX.fullmatch(name)
+    return (match["base"], match["how"]) if match else (name, None)
+
+
+def base_metric(name: str) -> str:
+    """The metric an aggregate is taken of (``psnr_db`` for ``psnr_db:worst``); a plain name itself."""
+    return split_aggregate(name)[0]
+
+
 def known_metric(name: str) -> bool:
-    """True when some part of the worker can produce ``name``."""
+    """True when some part of the worker can produce ``name`` (an aggregate of such a metric included)."""
+    name = base_metric(name)
     return name in MEASURED_METRICS or name in QUALITY_METRIC_NAMES or name.startswith("count_")
 
 
 def catalogue_entry(name: str) -> tuple[str, Direction] | None:
     """(unit, direction) the catalogue gives ``name`` (``count_<name>``: ``("1", "minimize")``, as the
-    worker records counters); None for a name it does not know (an adapter's own metric)."""
+    worker records counters; an aggregate: its metric's); None for a name it does not know (an adapter's own
+    metric)."""
+    name = base_metric(name)
     if name in MEASURED_METRICS:
         return MEASURED_METRICS[name]
     for family in QUALITY_FAMILIES:
@@ -121,7 +142,7 @@ def unit_of(name: str, recorded: Iterable[RecordedMetrics] = ()) -> str:
     known = catalogue_entry(name)
     if known is not None:
         return known[0]
-    return next((unit for unit, suffix in UNIT_SUFFIXES.items() if name.endswith(suffix)), "")
+    return next((unit for unit, suffix in UNIT_SUFFIXES.items() if base_metric(name).endswith(suffix)), "")
 
 
 def objective_units(names: Iterable[str], recorded: Iterable[RecordedMetrics] = ()) -> dict[str, str]:

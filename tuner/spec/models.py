@@ -24,9 +24,10 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from tuner.errors import SpecError
 from tuner.spec.export_rule import ExportRule, ExportSpec, check_export_rule, parse_policy, rule_of
 from tuner.spec.expressions import ExpressionError, compile_expression
-from tuner.spec.metrics import known_metric
+from tuner.spec.quality.cases import CasesSpec, check_cases, input_keys
+from tuner.spec.metrics import base_metric, known_metric
 from tuner.spec.names import check_expression_cost, check_expression_names
-from tuner.spec.reference_shape import ReferenceShapeSpec, check_reference_shape
+from tuner.spec.quality.reference_shape import ReferenceShapeSpec, check_reference_shape
 from tuner.spec.space import check_setting
 from tuner.spec.workload import WorkloadSpec, check_adapter_names
 
@@ -287,6 +288,11 @@ class StudySpec(_Strict):
     description: str = ""
     workload: WorkloadSpec
     inputs: dict[str, Any] = Field(default_factory=dict)
+    cases: CasesSpec | None = None
+    """Several inputs, each measured trial running every one (:mod:`tuner.spec.quality.cases`): a list of input
+    mappings (each overriding ``inputs``, ``name`` labelling it) or ``{folder, as, glob}``."""
+    cliff_margins: dict[str, float] = Field(default_factory=dict)
+    """Metric -> margin (its unit): an input worse than the trial's mean by more is flagged a cliff."""
     parameters: dict[str, Parameter] = Field(min_length=1)
     derived: dict[str, str] = Field(default_factory=dict)
     rules: list[Rule] = Field(default_factory=list)
@@ -295,7 +301,7 @@ class StudySpec(_Strict):
     report: list[str] = Field(default_factory=list)
     reference: dict[str, Any] | None = None
     reference_shape: ReferenceShapeSpec | None = None
-    """Which parameters change what is generated (:mod:`tuner.spec.reference_shape`): a reference per shape."""
+    """Which parameters change what is generated (:mod:`tuner.spec.quality.reference_shape`): a reference per shape."""
     baseline: dict[str, Any] | None = None
     measurement: MeasurementSpec = Field(default_factory=MeasurementSpec)
     budget: BudgetSpec
@@ -339,14 +345,18 @@ class StudySpec(_Strict):
         clashes = set(self.parameters) & (set(self.derived) | set(self.inputs))
         if clashes:
             raise ValueError(f"names used both as parameter and derived/input: {sorted(clashes)}")
+        problem = check_cases(self, self.parameters, self.derived)
+        if problem:
+            raise ValueError(problem)
         metrics = [o.metric for o in self.objectives]
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"objectives repeat a metric: {metrics}")
         named = ([(f"objectives.{i}.metric", m) for i, m in enumerate(metrics)]
                  + [(f"constraints.{i}.metric", c.metric) for i, c in enumerate(self.constraints)]
-                 + [(f"report.{i}", m) for i, m in enumerate(self.report)])
+                 + [(f"report.{i}", m) for i, m in enumerate(self.report)]
+                 + [(f"cliff_margins.{m}", m) for m in self.cliff_margins])
         for key, metric in named:
-            if not known_metric(metric) and metric not in self.workload.declared_metrics():
+            if not known_metric(metric) and base_metric(metric) not in self.workload.declared_metrics():
                 raise ValueError(f"{key}: unknown metric '{metric}' (see the metric list in docs/specs.md)")
         check_expression_names(self)
         check_expression_cost(self)
@@ -368,12 +378,22 @@ class StudySpec(_Strict):
         return [o.metric for o in self.objectives]
 
     @property
+    def input_keys(self) -> set[str]:
+        """Every input name a trial may see (the shared ``inputs`` and each case's)."""
+        return input_keys(self)
+
+    @property
     def used_metrics(self) -> set[str]:
         """Every metric the spec names: objectives, constraints, ``report`` and the export policy."""
         named = {o.metric for o in self.objectives} | {c.metric for c in self.constraints} | set(self.report)
         if self.export is not None and self.export.policy is not None:
             named |= set(parse_policy(self.export.policy).metrics)
         return named
+
+    @property
+    def measured_metrics(self) -> set[str]:
+        """The metrics the worker must measure for :attr:`used_metrics` (an aggregate's metric for it)."""
+        return {base_metric(name) for name in self.used_metrics}
 
     @property
     def export_rule(self) -> ExportRule:

@@ -23,6 +23,7 @@ from tuner.spec.adapters import (
     output_path_problems,
     template_names,
 )
+from tuner.spec.quality.cases import listed_input_values
 from tuner.spec.outputs import audio_from_input_problem
 
 if TYPE_CHECKING:
@@ -129,14 +130,15 @@ class WorkloadSpec(_Strict):
 
 def check_adapter_names(spec: "StudySpec") -> None:
     """Every template placeholder and adapter name must be a parameter, derived value or input."""
-    known = set(spec.parameters) | set(spec.derived) | set(spec.inputs)
+    known = set(spec.parameters) | set(spec.derived) | spec.input_keys
     work = spec.workload
     block: Any = work.command or work.python or work.http
     extra: tuple[str, ...] = COMMAND_NAMES if work.command else HTTP_NAMES if work.http else ()
     if work.http is not None and work.http.prompts is not None:
-        prompts = spec.inputs.get(work.http.prompts)
-        if not isinstance(prompts, list) or not prompts:
-            raise ValueError(f"workload.http.prompts: input '{work.http.prompts}' must be a non-empty list")
+        for values in listed_input_values(spec):
+            prompts = values.get(work.http.prompts)
+            if not isinstance(prompts, list) or not prompts:
+                raise ValueError(f"workload.http.prompts: input '{work.http.prompts}' must be a non-empty list")
     for path, text in block.templates() if work.command or work.http else []:
         for name in template_names(text):
             if name not in known and name not in extra:
@@ -147,11 +149,12 @@ def check_adapter_names(spec: "StudySpec") -> None:
             parameter = spec.parameters.get(name)
             if name not in spec.derived and (parameter is None or parameter.type != "bool"):
                 raise ValueError(f"workload.command.{path}: '{name}' must be a bool parameter or a derived value")
-        for path, problem in output_path_problems(work.command, set(spec.inputs)):
+        for path, problem in output_path_problems(work.command, spec.input_keys):
             raise ValueError(f"workload.command.{path}: {problem}")
-        audio_problem = audio_from_input_problem(work.command.outputs, dict(spec.inputs))
-        if audio_problem is not None:
-            raise ValueError(f"workload.command.outputs.audio_from_input: {audio_problem}")
+        for values in listed_input_values(spec):
+            audio_problem = audio_from_input_problem(work.command.outputs, values)
+            if audio_problem is not None:
+                raise ValueError(f"workload.command.outputs.audio_from_input: {audio_problem}")
     if work.python is not None:
         for name in work.python.reload_on:
             if name not in spec.parameters and name not in spec.derived:

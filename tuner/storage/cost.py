@@ -3,7 +3,7 @@
 **Per trial** (:func:`trial_cost`, stored as the trial attribute ``cost`` when a run's result is
 told): ``device_s`` = the runner's wall time (seconds, process start to exit as seen from
 outside) × the devices of the slot it held (the GPUs of ``gpu:0,1`` = 2; a CPU slot counts as
-one device), split by phase (:mod:`tuner.runner.phases`): ``startup`` (process start, imports,
+one device), split by phase (:mod:`tuner.runner.measure.phases`): ``startup`` (process start, imports,
 the model's load, teardown: what the worker's phases leave of the wall time), ``warmup``,
 ``measured``, ``evaluation``, ``finish``, and ``unattributed`` (a worker killed or dead before
 it reported). The phases add up to ``device_s``.
@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from tuner.results import Outcome, TrialResult
-from tuner.runner.phases import INFO_KEY, PHASES
+from tuner.runner.measure.phases import INFO_KEY, PHASES
 
 SECONDS_PER_HOUR = 3600.0
 WASTED_OUTCOMES = (Outcome.OOM.value, Outcome.TIMEOUT.value, Outcome.CRASH.value, Outcome.INVALID.value,

@@ -55,6 +55,8 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
         for name, m in result.metrics.items()
     }
     cut_short = result.info.get("cut_short")
+    per_input = {case: {name: {"value": m.value, **({"reason": m.reason} if m.reason else {})}
+                        for name, m in figures.items()} for case, figures in result.per_input.items()}
     return {
         names.OUTCOME: result.outcome.value,
         names.REASON: result.reason,
@@ -64,6 +66,8 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
         names.OUTPUT_PATH: result.output_path,
         names.SAMPLES: dict(result.samples),
         **({names.CUT_SHORT: cut_short} if cut_short else {}),
+        **({names.PER_INPUT: per_input} if per_input else {}),
+        **({names.CLIFFS: list(result.cliffs)} if result.cliffs else {}),
     }
 
 
@@ -159,6 +163,8 @@ class TrialRecord:
     measured: bool = False  # a workload ran for it (it counts against the budget)
     log_tail: str | None = None  # the end of the worker's log, as stored (its last LOG_TAIL_STORED_CHARS)
     cost: Mapping[str, Any] | None = None  # device-seconds the run held, by phase (tuner.storage.cost.trial_cost)
+    per_input: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)  # input -> metric -> value
+    cliffs: tuple[str, ...] = ()  # inputs worse than the trial's mean by more than the spec's cliff_margins
 
     @staticmethod
     def from_trial(trial: "FrozenTrial", records: Mapping[str, Any] | None = None,
@@ -203,6 +209,8 @@ class TrialRecord:
             measured=bool(attrs.get(names.MEASURED)),
             log_tail=side.get(names.LOG_TAIL),
             cost=attrs.get(names.COST) if isinstance(attrs.get(names.COST), Mapping) else None,
+            per_input=dict(attrs.get(names.PER_INPUT) or {}),
+            cliffs=tuple(attrs.get(names.CLIFFS) or ()),
         )
 
     @property

@@ -216,9 +216,10 @@ def record_unrun(trial: Trial, outcome: str, reason: str | None, extra: Mapping[
 
 def record_copy(trial: Trial, original: "FrozenTrial") -> None:
     """Record ``trial`` as a copy of the measured ``original``: ``duplicate_of``, ``measured`` false (no
-    budget), and the original's outcome, reason, metrics, placeholder flag and ``compared_with`` (the reference
-    its metrics were computed against); its constraints when it has values (one transaction)."""
-    copied = (names.OUTCOME, names.REASON, names.METRICS, names.PLACEHOLDER_VALUES, names.COMPARED_WITH)
+    budget), and the original's outcome, reason, metrics, placeholder flag, ``compared_with`` (the reference
+    its metrics were computed against) and per-input figures; its constraints when it has values (one transaction)."""
+    copied = (names.OUTCOME, names.REASON, names.METRICS, names.PLACEHOLDER_VALUES, names.COMPARED_WITH,
+              names.PER_INPUT, names.CLIFFS)
     set_trial_attributes(trial, {names.DUPLICATE_OF: original.number, names.MEASURED: False,
                                  **{key: original.user_attrs[key] for key in copied if key in original.user_attrs}},
                          constraints=original.constraints if original.values is not None else None)

@@ -48,8 +48,9 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
 from tuner.spec.candidate import Candidate
+from tuner.spec.quality.cases import request_input_fields
 from tuner.spec.metrics import QUALITY_METRIC_NAMES
-from tuner.spec.reference_shape import resized_comparison
+from tuner.spec.quality.reference_shape import resized_comparison
 from tuner.spec.space import resolve, suggest
 from tuner.storage import attributes as names
 from tuner.storage import store
@@ -104,7 +105,8 @@ class Coordinator:
     def __post_init__(self) -> None:
         self.directions = [o.direction for o in self.spec.objectives]
         self.study_dir = study_directory(self.home, self.study.study_name)
-        self.quality_metrics = sorted(self.spec.used_metrics & QUALITY_METRIC_NAMES)
+        self.quality_metrics = sorted(self.spec.measured_metrics & QUALITY_METRIC_NAMES)
+        self._input_fields = request_input_fields(self.spec, self.spec.used_metrics)
         self._interrupt = threading.Event()
         self._claims = claims_for(self.study)
         self._handoff = ReferenceHandOff(self.reference_store, self.study_dir / "reference_output.npz")
@@ -428,4 +430,5 @@ class Coordinator:
                                     resize_to_reference=resized_comparison(self.spec, candidate.params,
                                                                            self.spec.reference or {}))
         return trial_request(self.study.study_name, self.spec, trial.number, candidate, role, self.device,
-                             self.study_dir, stored, self._snapshot.references, self.quality_metrics, comparison)
+                             self.study_dir, stored, self._snapshot.references, self.quality_metrics, comparison,
+                             self._input_fields)

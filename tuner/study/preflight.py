@@ -29,6 +29,7 @@ from typing import Any
 
 from tuner.spec.extras import (EXTRA_OF_MODULE, VIDEO_CONTAINER_MODULES, MissingExtra, install_command,
                           missing_modules, quality_modules)
+from tuner.spec.quality.cases import input_sets
 from tuner.spec.loading import key_line
 from tuner.spec.metrics import QUALITY_FAMILIES
 from tuner.spec.models import SamplerName, SpecError, StudySpec
@@ -58,6 +59,11 @@ def check_runnable(spec: StudySpec, spec_text: str, source: str, sampler: Sample
             raise refuse(path, problem)
     _extras(spec, refuse)
     _sampler(spec, sampler or spec.sampler.name, refuse)
+    try:
+        input_sets(spec)  # a cases folder that cannot be listed or is empty
+    except ValueError as error:
+        key, _, problem = str(error).partition(": ")
+        raise refuse(tuple(key.split(".")), problem) from None
     return device
 
 

@@ -1,6 +1,6 @@
 """A reference per output shape, in the loop: which reference a trial is compared with, and when it runs.
 
-With ``reference_shape.per`` in the spec (:mod:`tuner.spec.reference_shape`) a trial is compared with the
+With ``reference_shape.per`` in the spec (:mod:`tuner.spec.quality.reference_shape`) a trial is compared with the
 reference setting at its own shape. The spec's reference covers its own shape (:mod:`.reference`, as
 without ``per``). Another shape's reference is measured once, when a trial first needs it:
 
@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
-from tuner.spec.reference_shape import ShapeReference, reference_at, resized_comparison
+from tuner.spec.quality.reference_shape import ShapeReference, reference_at, resized_comparison
 from tuner.spec.space import resolve
 from tuner.storage import attributes as names
 from tuner.storage import store

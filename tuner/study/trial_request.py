@@ -23,15 +23,16 @@ if TYPE_CHECKING:
 
 def trial_request(study_name: str, spec: "StudySpec", number: int, candidate: "Candidate", role: str, device: str,
                   study_dir: Path, stored: Mapping[str, Any], references: Sequence["FrozenTrial"],
-                  quality_metrics: list[str], comparison: "Comparison") -> TrialRequest:
+                  quality_metrics: list[str], comparison: "Comparison", input_fields: Mapping[str, Any]) -> TrialRequest:
     """The request for trial ``number`` of ``role`` running ``candidate`` on ``device``; ``stored``: the study's
     attributes (a resume's overrides of the timeout and the measurement); ``references``: the finished
-    references (the timeout of a search trial follows theirs); files under ``study_dir/trial_<number>``."""
+    references (the timeout of a search trial follows theirs); files under ``study_dir/trial_<number>``;
+    ``input_fields``: the spec's inputs as a request carries them (:func:`tuner.spec.quality.cases.request_input_fields`)."""
     return TrialRequest(
         study_name=study_name, trial_number=number,
         workload_class=spec.workload.target, settings=candidate.settings,
         workload_options=spec.workload.options,
-        inputs=dict(spec.inputs), seed=spec.seed, device=device,
+        **input_fields, seed=spec.seed, device=device,
         measurement=measurement_settings(spec, stored),
         timeout_s=trial_timeout_s(spec, role, stored, references),
         workdir=str(study_dir / f"trial_{number:05d}"), quality_metrics=quality_metrics,

@@ -63,9 +63,12 @@ TABLE_FILES = (TABLE_FILE, TRIALS_TABLE_FILE)
 
 
 def metric_key(name: str, unit: str) -> str:
-    """Metric names carry their unit: ``latency_p50_s`` stays, ``psnr`` + dB -> ``psnr_db``."""
+    """Metric names carry their unit: ``latency_p50_s`` stays, ``psnr`` + dB -> ``psnr_db``; a figure over
+    inputs keeps it on its metric: ``psnr_db:worst`` -> ``psnr_db.worst`` (MLflow keys have no ``:``)."""
+    base, _, how = name.partition(":")
     suffix = {"s": "_s", "GB": "_gb", "dB": "_db"}.get(unit, "")
-    return name if not suffix or name.endswith(suffix) else f"{name}{suffix}"
+    key = base if not suffix or base.endswith(suffix) else f"{base}{suffix}"
+    return f"{key}.{how}" if how else key
 
 
 def safe_key(key: str) -> str:
@@ -121,6 +124,10 @@ def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str,
             metrics[key] = float(metric["value"])
         else:
             tags[f"unavailable.{safe_key(key)}"] = str(metric.get("reason", "unknown"))[:4000]
+    if not record.placeholder:
+        metrics.update(per_input_metrics(record))
+    if record.cliffs:
+        tags["tuner.cliffs"] = "; ".join(record.cliffs)[:4000]
     for key, value in record.constraints.items():
         metrics[f"constraint.{safe_key(key)}"] = float(value)
     if record.duplicate_of is None:
@@ -132,6 +139,14 @@ def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str,
     start, end = trial_times_ms(record)
     return ChildPayload(child_run_name(record, info, ranks or {}), tags, params, metrics, status,
                         dict(record.samples), start, end)
+
+
+def per_input_metrics(record: TrialRecord) -> dict[str, float]:
+    """Each input's available figures of a trial of several inputs: ``input.<input>.<metric key>``."""
+    return {f"input.{safe_key(case)}.{metric_key(name, str(record.metrics.get(name, {}).get('unit', '')))}":
+            float(figure["value"])
+            for case, figures in record.per_input.items() for name, figure in figures.items()
+            if figure.get("value") is not None}
 
 
 def trial_host_tags(record: TrialRecord, info: StudyRunInfo) -> dict[str, str]:

@@ -91,8 +91,8 @@ class WorkloadOutput:
     items: int = 1
     counters: dict[str, float] = field(default_factory=dict)
 
-    def save(self, path: Path) -> None:
-        """Write the output as an ``.npz`` file (the reference cache format)."""
+    def arrays(self) -> dict[str, Any]:
+        """The arrays :meth:`save` writes (``items``, and ``video`` / ``audio`` + ``audio_rate`` / ``text`` when set)."""
         arrays: dict[str, Any] = {"items": np.array(self.items)}
         if self.video is not None:
             arrays["video"] = self.video
@@ -101,20 +101,29 @@ class WorkloadOutput:
             arrays["audio_rate"] = np.array(self.audio_rate or 0)
         if self.text is not None:
             arrays["text"] = np.array(self.text, dtype=object)
+        return arrays
+
+    def save(self, path: Path) -> None:
+        """Write the output as an ``.npz`` file (the reference cache format)."""
         path.parent.mkdir(parents=True, exist_ok=True)
         with open(path, "wb") as handle:
-            np.savez_compressed(handle, **arrays)
+            np.savez_compressed(handle, **self.arrays())
+
+    @staticmethod
+    def from_arrays(data: Mapping[str, Any]) -> "WorkloadOutput":
+        """The output whose :meth:`arrays` are ``data`` (an opened ``.npz`` or a dict)."""
+        return WorkloadOutput(
+            video=data["video"] if "video" in data else None,
+            audio=data["audio"] if "audio" in data else None,
+            audio_rate=int(data["audio_rate"]) if "audio_rate" in data else None,
+            text=[str(t) for t in data["text"]] if "text" in data else None,
+            items=int(data["items"]),
+        )
 
     @staticmethod
     def load(path: Path) -> "WorkloadOutput":
         with np.load(path, allow_pickle=True) as data:
-            return WorkloadOutput(
-                video=data["video"] if "video" in data else None,
-                audio=data["audio"] if "audio" in data else None,
-                audio_rate=int(data["audio_rate"]) if "audio_rate" in data else None,
-                text=[str(t) for t in data["text"]] if "text" in data else None,
-                items=int(data["items"]),
-            )
+            return WorkloadOutput.from_arrays(data)
 
 
 class Workload(ABC):

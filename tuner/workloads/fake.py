@@ -47,6 +47,12 @@ class FakeWorkload(Workload):
     ``gate``: true for a setting whose runs wait at the test's gate (below; default
     false, and without :data:`GATE_DIR_ENV` it does nothing).
 
+    Inputs (optional; a spec's ``cases`` give each input its own): ``noise_gain`` multiplies ``noise``
+    (default 1); ``cliff_low`` / ``cliff_high`` / ``cliff_noise``: a setting whose ``noise`` lies in
+    ``[cliff_low, cliff_high]`` gets ``cliff_noise`` more on this input -- a SIMULATED quality cliff that one
+    input shows and the others hide. The counter ``cost_ms`` is the nominal cost (``sleep_s`` plus the extra
+    sleep, in ms, before any jitter): a deterministic stand-in for latency in tests of the front.
+
     Test hooks (environment variables, read on every run):
 
     * :data:`EXTRA_SLEEP_ENV` (seconds, default 0) adds a fixed cost to every run of
@@ -101,12 +107,21 @@ class FakeWorkload(Workload):
         batch = int(params.get("batch_size", 1))
         base = np.linspace(0, 255, size * size * 3).reshape(1, 1, size, size, 3)
         video = np.broadcast_to(base, (batch, frames, size, size, 3)).copy()
-        noise = float(params.get("noise", 0.0))
+        noise = _input_noise(float(params.get("noise", 0.0)), context.inputs)
         if noise:
             rng = np.random.default_rng(context.seed)
             video = video + rng.normal(0, noise, video.shape)
         return WorkloadOutput(video=np.clip(video, 0, 255).astype(np.uint8), items=batch,
-                              counters={"frames": frames * batch})
+                              counters={"frames": frames * batch, "cost_ms": round(cost_s * 1000, 6)})
+
+
+def _input_noise(noise: float, inputs: Mapping[str, Any]) -> float:
+    """The noise amplitude on this input: ``noise`` times ``noise_gain``, plus ``cliff_noise`` inside the cliff."""
+    amplitude = noise * float(inputs.get("noise_gain", 1.0))
+    low, high = inputs.get("cliff_low"), inputs.get("cliff_high")
+    if low is not None and high is not None and float(low) <= noise <= float(high):
+        amplitude += float(inputs.get("cliff_noise", 0.0))
+    return amplitude
 
 
 def _jitter(cv: float, rng: np.random.Generator | None = None) -> float:

@@ -26,30 +26,45 @@ WORKER_PHASES = PHASES[:-1]  # what a worker can report
 INFO_KEY = "phases_s"  # TrialResult.info key: phase -> seconds
 
 
-class PhaseClock:
-    """Marks when each phase begins; :meth:`seconds` gives each phase's duration up to now.
+class _Marks:
+    """The mapping view :func:`~tuner.evaluators.latency.measure_latency` writes: ``marks[phase] = at`` begins
+    ``phase`` at ``at`` (seconds on the clock's scale)."""
 
-    ``clock`` returns seconds (monotonic). Marking a phase that has begun already moves its start
-    (``measured`` is marked by the latency protocol when the warm-up ends). Phases never marked
-    last 0 s.
+    def __init__(self, clock: "PhaseClock") -> None:
+        self._clock = clock
+
+    def __setitem__(self, phase: str, at: float) -> None:
+        self._clock.begin(phase, at)
+
+
+class PhaseClock:
+    """Marks when each phase begins; :meth:`seconds` gives each phase's seconds up to now.
+
+    ``clock`` returns seconds (monotonic). A phase lasts until the next one begins; a phase that begins
+    again (a trial of several inputs warms up and measures each) adds to its seconds. ``measured`` is
+    marked by the latency protocol when a warm-up ends, through :attr:`marks`. Phases never begun last 0 s.
     """
 
     def __init__(self, clock: Callable[[], float] = time.perf_counter) -> None:
         self._clock = clock
-        self.marks: dict[str, float] = {"startup": clock()}
+        self._current = "startup"
+        self._since = clock()
+        self._totals = {phase: 0.0 for phase in WORKER_PHASES}
+        self.marks = _Marks(self)
 
     def mark(self, phase: str) -> None:
         """``phase`` (one of :data:`WORKER_PHASES`) begins now."""
+        self.begin(phase, self._clock())
+
+    def begin(self, phase: str, at: float) -> None:
+        """``phase`` begins at ``at`` (the clock's seconds); the phase running until then is charged to there."""
         if phase not in WORKER_PHASES:
             raise ValueError(f"unknown phase {phase!r}; phases: {WORKER_PHASES}")
-        self.marks[phase] = self._clock()
+        self._totals[self._current] += max(0.0, at - self._since)
+        self._current, self._since = phase, max(at, self._since)
 
     def seconds(self) -> dict[str, float]:
-        """Each worker phase's seconds up to now (a phase lasts until the next marked one begins)."""
-        now = self._clock()
-        begun = sorted((at, phase) for phase, at in self.marks.items())
-        durations = {phase: 0.0 for phase in WORKER_PHASES}
-        for index, (at, phase) in enumerate(begun):
-            end = begun[index + 1][0] if index + 1 < len(begun) else now
-            durations[phase] = round(max(0.0, end - at), 6)
-        return durations
+        """Each worker phase's seconds up to now."""
+        totals = dict(self._totals)
+        totals[self._current] += max(0.0, self._clock() - self._since)
+        return {phase: round(seconds, 6) for phase, seconds in totals.items()}

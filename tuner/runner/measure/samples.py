@@ -79,25 +79,25 @@ def contact_sheet(frames: np.ndarray) -> np.ndarray:
     return np.concatenate(tiles, axis=1)
 
 
-def _write_video_samples(video: np.ndarray, folder: Path, samples: Samples) -> None:
+def _write_video_samples(video: np.ndarray, folder: Path, samples: Samples, prefix: str = "") -> None:
     from PIL import Image
 
     frames = first_item_frames(video)
     if len(frames) == 0:
         samples.problems["video"] = "the output video has no frames"
         return
-    sheet = folder / "contact_sheet.png"
+    sheet = folder / f"{prefix}contact_sheet.png"
     Image.fromarray(contact_sheet(frames)).save(sheet, compress_level=PNG_COMPRESS_LEVEL)
-    samples.files["contact_sheet.png"] = str(sheet)
+    samples.files[sheet.name] = str(sheet)
     factor = enlargement(frames.shape[2])
     images = [Image.fromarray(_upscale(frames[i], factor)) for i in evenly_spaced(len(frames), GIF_FRAMES)]
     if images[0].width > MAX_GIF_WIDTH_PX:
         height = round(images[0].height * MAX_GIF_WIDTH_PX / images[0].width)
         images = [image.resize((MAX_GIF_WIDTH_PX, max(1, height))) for image in images]
-    gif = folder / "sample.gif"
+    gif = folder / f"{prefix}sample.gif"
     paletted = gif_frames(images)
     paletted[0].save(gif, save_all=True, append_images=paletted[1:], duration=GIF_FRAME_MS, loop=0)
-    samples.files["sample.gif"] = str(gif)
+    samples.files[gif.name] = str(gif)
 
 
 def gif_frames(images: list[Any]) -> list[Any]:
@@ -109,8 +109,9 @@ def gif_frames(images: list[Any]) -> list[Any]:
     return [image.quantize(colors=256, method=Image.Quantize.FASTOCTREE) for image in images]
 
 
-def write_samples(output: Any, workdir: Path) -> Samples:
-    """Write the samples of ``output`` (a :class:`~tuner.workloads.base.WorkloadOutput`) under ``workdir``."""
+def write_samples(output: Any, workdir: Path, prefix: str = "") -> Samples:
+    """Write the samples of ``output`` (a :class:`~tuner.workloads.base.WorkloadOutput`) under ``workdir``;
+    ``prefix`` starts each file's name (one input's of several: ``city.contact_sheet.png``)."""
     samples = Samples()
     folder = workdir / SAMPLE_DIR
     try:
@@ -120,14 +121,14 @@ def write_samples(output: Any, workdir: Path) -> Samples:
         return samples
     if getattr(output, "video", None) is not None:
         try:
-            _write_video_samples(np.asarray(output.video), folder, samples)
+            _write_video_samples(np.asarray(output.video), folder, samples, prefix)
         except Exception as error:  # noqa: BLE001 - a sample never fails a trial
             samples.problems["video"] = f"{type(error).__name__}: {error}"
     if getattr(output, "text", None):
         try:
-            answer = folder / "answer.txt"
+            answer = folder / f"{prefix}answer.txt"
             answer.write_text("\n".join(str(t) for t in output.text)[:MAX_ANSWER_CHARS] + "\n")
-            samples.files["answer.txt"] = str(answer)
+            samples.files[answer.name] = str(answer)
         except Exception as error:  # noqa: BLE001
             samples.problems["text"] = f"{type(error).__name__}: {error}"
     return samples

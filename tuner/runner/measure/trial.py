@@ -1,0 +1,188 @@
+"""Measuring a trial's inputs: set up, time, evaluate each, and the OK result they make together.
+
+:func:`tuner.runner.worker.execute` drives these, for the one input of a plain spec or each input of a spec
+with ``cases`` (:mod:`tuner.runner.measure.inputs` combines their figures). Each input: the workload's ``setup``
+with that input, the latency protocol (:func:`tuner.evaluators.latency.measure_latency`) within the input's
+share of the measurement's time, under a peak-memory monitor, then the quality evaluators against the same
+input's reference output (:class:`References`), timed apart.
+
+A metric whose value is not finite (NaN, +-inf) is reported unavailable, with the reason
+``non-finite value nan`` (:func:`finite_metrics`); the rest of the trial stands.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Mapping
+
+from tuner.results import Metric, Outcome, TrialResult
+from tuner.runner.base import TrialRequest
+from tuner.runner.device_used import device_used
+
+if TYPE_CHECKING:
+    from tuner.runner.measure.phases import PhaseClock
+    from tuner.workloads.base import RunContext, Workload, WorkloadOutput
+
+MEASUREMENT_SHARE_OF_TIMEOUT = 0.7
+"""The share of a trial's ``timeout_s`` its latency measurement may use, counted from the worker's
+start: no warmup call or further repeat starts that would end later (:func:`tuner.evaluators.latency.measure_latency`).
+The rest is kept for evaluation and saving, so a setting slower than the timeout foresaw is recorded
+with fewer repeats (``cut_short``) instead of being killed with nothing measured."""
+
+
+def finite_metrics(metrics: Mapping[str, Metric]) -> dict[str, Metric]:
+    """``metrics`` with every non-finite value made unavailable (reason ``non-finite value nan``)."""
+    return {name: (m if m.value is None or math.isfinite(m.value)
+                   else Metric.unavailable(m.name, m.unit, m.direction, f"non-finite value {m.value!r}"))
+            for name, m in metrics.items()}
+
+
+@dataclass
+class InputRun:
+    """One input's part of a trial: its ``name``, latency statistics, last output, metrics and the NVML devices
+    its memory monitor saw."""
+
+    name: str
+    stats: Any
+    output: "WorkloadOutput"
+    metrics: dict[str, Metric]
+    nvml_devices: list[int]
+
+
+class References:
+    """The reference outputs of a request by input name, loaded at the first evaluation that needs them."""
+
+    def __init__(self, request: TrialRequest) -> None:
+        self._request = request
+        self._loaded: "dict[str, WorkloadOutput] | None" = None
+
+    def of(self, name: str, output: "WorkloadOutput") -> "tuple[WorkloadOutput | None, str | None]":
+        """The reference output of input ``name`` (``output`` itself for the reference trial) and, when there is
+        none, why (else the request's own ``reference_missing``)."""
+        from tuner.runner.measure.inputs import load_outputs
+
+        if self._request.compare_with_self:
+            return output, None
+        if self._request.reference_output is None:
+            return None, self._request.reference_missing
+        if self._loaded is None:
+            self._loaded = load_outputs(Path(self._request.reference_output))
+        if name not in self._loaded:
+            held = ", ".join(repr(n) for n in self._loaded) or "none"
+            return None, f"the reference output holds no input {name!r} (its inputs: {held})"
+        return self._loaded[name], None
+
+
+def measure_input(request: TrialRequest, running: "Workload", context: "RunContext", name: str, deadline: float,
+                   phases: "PhaseClock", stage: list[str], references: References,
+                  after_setup: Callable[[], None] | None = None) -> tuple[InputRun, float]:
+    """Set up, measure and evaluate one input (``stage[0]`` says which step runs, for a failure's reason;
+    ``after_setup`` is called once ``setup`` returned); returns its run and the seconds its evaluation took."""
+    from tuner.evaluators.latency import LatencySettings, measure_latency
+    from tuner.evaluators.memory import PeakMemoryMonitor
+    from tuner.workloads.base import WorkloadOutput
+
+    measurement = dict(request.measurement)
+    memory_sample_hz = float(measurement.pop("memory_sample_hz", 100.0))
+    settings = LatencySettings(**measurement)
+    stage[0] = "setup"
+    phases.mark("startup")
+    running.setup(request.settings, context)
+    if after_setup is not None:
+        after_setup()
+    stage[0] = "run"
+    phases.mark("warmup")
+    with PeakMemoryMonitor(memory_sample_hz) as monitor:
+        stats, output = measure_latency(
+            lambda: running.run(request.settings, context), running.synchronize, settings,
+            deadline=deadline, marks=phases.marks)
+    if not isinstance(output, WorkloadOutput):
+        raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
+    metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, running)
+    stage[0] = "evaluate"
+    phases.mark("evaluation")
+    eval_started = time.perf_counter()
+    reference, missing = references.of(name, output)
+    metrics.update({metric.name: metric for metric in _quality_metrics(request, output, reference, missing,
+                                                                       context.inputs)})
+    return InputRun(name, stats, output, metrics, list(monitor.nvml_devices)), time.perf_counter() - eval_started
+
+
+def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext", eval_time_s: float,
+              provenance: Mapping[str, Any], invocation: dict[str, Any] | None) -> TrialResult:
+    """The OK result of ``runs``: their combined metrics (one input: its own), samples, the saved output, and the
+    trial's ``provenance`` and ``invocation`` (its wall time and phases are the caller's)."""
+    from tuner.runner.measure.inputs import cliff_lines, combine_inputs, save_outputs
+    from tuner.runner.measure.samples import Samples, write_samples
+
+    per_input = {run.name: finite_metrics(run.metrics) for run in runs}
+    several = list(per_input) != [""]
+    metrics = combine_inputs(per_input, request.aggregates)
+    samples = Samples()
+    for run in runs:
+        written = write_samples(run.output, context.workdir, f"{run.name}." if several else "")
+        samples.files.update(written.files)
+        samples.problems.update({f"{run.name}.{k}" if several else k: v for k, v in written.problems.items()})
+    output_path = None
+    if request.save_output:
+        save_outputs({run.name: run.output for run in runs}, Path(request.save_output))
+        output_path = request.save_output
+    settings = _latency_settings(request)
+    cut = next((run.stats for run in runs if run.stats.cut_short), None)
+    info: dict[str, Any] = {
+        "repeats": min(len(run.stats.samples_s) for run in runs),
+        "converged": all(run.stats.converged for run in runs), "warmup": min(run.stats.warmup for run in runs),
+        "device_used": device_used(sorted({d for run in runs for d in run.nvml_devices})),
+        **({"cut_short": _cut_short_note(cut, settings, request.timeout_s)} if cut is not None else {}),
+        **({"sample_problems": samples.problems} if samples.problems else {}),
+        **({"repeats_per_input": {run.name: len(run.stats.samples_s) for run in runs}} if several else {}),
+        **provenance}
+    return TrialResult(
+        outcome=Outcome.OK, metrics=finite_metrics(metrics), invocation=invocation,
+        eval_time_s=eval_time_s, output_path=output_path, samples=samples.files, info=info,
+        per_input=per_input if several else {},
+        cliffs=cliff_lines(per_input, metrics, request.cliff_margins) if several else [])
+
+
+def _latency_settings(request: TrialRequest) -> Any:
+    from tuner.evaluators.latency import LatencySettings
+
+    measurement = dict(request.measurement)
+    measurement.pop("memory_sample_hz", None)
+    return LatencySettings(**measurement)
+
+
+def _run_metrics(latency: list[Metric], memory: list[Metric], output: "WorkloadOutput",
+                 workload: "Workload") -> dict[str, Metric]:
+    """The run's own metrics by name: latency, peak memory, the output's counters (``count_<name>``)
+    and what the workload measured itself (:meth:`Workload.measured_metrics`), later ones winning."""
+    metrics = {m.name: m for m in [*latency, *memory]}
+    for name, value in output.counters.items():
+        metrics[f"count_{name}"] = Metric(f"count_{name}", float(value), "1", "minimize")
+    metrics.update({m.name: m for m in workload.measured_metrics()})
+    return metrics
+
+
+def _quality_metrics(request: TrialRequest, output: "WorkloadOutput", reference: "WorkloadOutput | None",
+                     missing: str | None, inputs: Mapping[str, Any]) -> list[Metric]:
+    """The quality metrics the request names, of ``output`` against ``reference`` (the same input's reference
+    output; None: ``missing`` says why) with that input's ``inputs``."""
+    from tuner.evaluators.base import EvalContext
+    from tuner.evaluators.registry import evaluate_quality
+
+    context = EvalContext(inputs, request.settings, request.reference_settings, request.device,
+                          missing, request.resize_to_reference)
+    return list(evaluate_quality(request.quality_metrics, output, reference, context))
+
+
+def _cut_short_note(stats: Any, settings: Any, timeout_s: float) -> str:
+    """One line saying how a deadline shortened the measurement (``stats``: a cut-short ``LatencyStats``)."""
+    asked = (f"{settings.min_repeats}" if settings.min_repeats == settings.max_repeats
+             else f"{settings.min_repeats}-{settings.max_repeats}")
+    return (f"{len(stats.samples_s)} of {asked} repeats and {stats.warmup}/{settings.warmup} warmup fit in "
+            f"{MEASUREMENT_SHARE_OF_TIMEOUT:.0%} of the {timeout_s:.0f} s limit")
+
+
