@@ -85,6 +85,8 @@ def wan_phase_spec(cuda: bool) -> tuple[dict[str, Any], list[tuple[str, dict[str
              "precision": "bf16" if cuda else "fp32"}
     settings = [(label, {**fixed, **values}) for label, values in (CUDA_SETTINGS if cuda else CPU_SETTINGS)]
     spec.pop("derived", None)
+    first = spec.pop("cases", [{}])[0]  # one prompt: the phase times settings within the device budget
+    spec["inputs"].update({key: value for key, value in first.items() if key != "name"})
     spec["parameters"] = {name: _categorical([s[name] for _, s in settings]) for name in settings[0][1]}
     spec["workload"].update(device="cuda" if cuda else "cpu", timeout_s=120 if cuda else 60, timeout_mode="fixed")
     spec["workload"]["python"]["kwargs"].update(architecture="wan2.1-t2v-1.3b" if cuda else "tiny",

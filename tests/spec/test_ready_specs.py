@@ -20,6 +20,7 @@ from tuner.runner.subprocess import SubprocessRunner
 from tuner.ship.invocation import render_invocation
 from tuner.spec.loading import load_spec, parse_spec
 from tuner.spec.models import IntParameter
+from tuner.spec.quality.cases import request_input_fields
 from tuner.spec.space import resolve
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -117,12 +118,14 @@ def test_wan_spec_runs_against_the_standin(name: str, tmp_path: Path) -> None:
             assert candidate is not None, problem
             request = TrialRequest(
                 study_name=name, trial_number=ulysses, workload_class=spec.workload.target,
-                settings=candidate.settings, inputs=dict(spec.inputs), seed=spec.seed, device="cpu",
+                settings=candidate.settings, **request_input_fields(spec), seed=spec.seed, device="cpu",
                 measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=120,
                 workdir=str(tmp_path / f"trial_{ulysses}"), workload_options=spec.workload.options)
             result = runner.run(request, Slot(0, None, 1))
             assert result.outcome is Outcome.OK, (result.reason, result.log_tail[-1500:])
-            assert result.invocation == render_invocation(spec, candidate.settings)
+            assert set(result.per_input) == {"boxing_cats", "coast_car", "rain_portrait"} if name == "wan_t2v" \
+                else {"studio", "street", "calm_room"}, "every prompt of the spec runs"
+            assert result.invocation == render_invocation(spec, candidate.settings)  # the first prompt's
     finally:
         runner.close()
 
@@ -143,7 +146,7 @@ def test_one_gpu_wan_specs_fit_one_gpu_and_run_against_the_standin(name: str, tm
         assert "--t5_cpu" in argv and argv[argv.index("--offload_model") + 1] == "True"
         request = TrialRequest(
             study_name=name, trial_number=1, workload_class=spec.workload.target,
-            settings=candidate.settings, inputs=dict(spec.inputs), seed=spec.seed, device="cpu",
+            settings=candidate.settings, **request_input_fields(spec), seed=spec.seed, device="cpu",
             measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=120,
             workdir=str(tmp_path / "trial"), workload_options=spec.workload.options)
         result = runner.run(request, Slot(0, None, 1))

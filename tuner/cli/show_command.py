@@ -34,7 +34,7 @@ from tuner.cli.status_view import trial_document
 from tuner.front.cost import trial_cost_lines
 from tuner.front.spread import spread_lines
 from tuner.secrets import redact_text
-from tuner.spec.metrics import objective_units
+from tuner.spec.metrics import NO_REFERENCE_METRICS, base_metric, objective_units
 from tuner.spec.models import SpecError
 from tuner.storage.records import StudyRecord, full_record
 from tuner.storage.opening import storage_url, tuner_home
@@ -203,8 +203,9 @@ def _metrics(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
         if metric.get("value") is None:
             lines.append(f"  {name.ljust(width)}  unavailable: {metric.get('reason') or 'no value recorded'}")
         else:
+            own = ", no reference: the output's own" if base_metric(name) in NO_REFERENCE_METRICS else ""
             lines.append(f"  {name.ljust(width)}  {_with_unit(metric['value'], metric.get('unit'))}"
-                         f"  ({metric.get('direction', '')})")
+                         f"  ({metric.get('direction', '')}{own})")
     return lines
 
 

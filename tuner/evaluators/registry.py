@@ -9,9 +9,10 @@ in one pass. A trial runs only the
 families whose metrics its spec uses, and the time each family takes is
 reported as ``eval_<family>_s`` — never charged to the candidate's latency.
 
-Families that compare with the reference report every metric unavailable when
-the study has no reference output; the lip-sync proxy needs only the
-candidate's own video and audio. A metric whose optional modules are not installed
+Without a reference output, every metric that compares with it is unavailable
+(with the reason); those a family computes from the trial's own output (the
+temporal ``flicker_mae`` / ``flicker_score`` / ``warping_error`` / ``seam_score``,
+the lip-sync proxy) are still computed. A metric whose optional modules are not installed
 (:func:`tuner.spec.extras.quality_modules`), or whose family fails on importing one, is
 unavailable with a reason naming the extra that installs it.
 """
@@ -38,6 +39,11 @@ class Family:
     metrics: dict[str, tuple[str, Direction]]
     needs_reference: bool = True
     warm_up: str | None = None
+    reference_free: frozenset[str] = frozenset()
+
+    def needs_reference_for(self, name: str) -> bool:
+        """Whether metric ``name`` compares with the reference output (else it is the output's own)."""
+        return self.needs_reference and name not in self.reference_free
 
     def load(self) -> QualityFunction:
         module, _, function = self.function_path.partition(":")
@@ -56,7 +62,7 @@ _FUNCTIONS: dict[str, tuple[str, str | None]] = {
 }
 
 FAMILIES: tuple[Family, ...] = tuple(
-    Family(f.name, _FUNCTIONS[f.name][0], f.metrics, f.needs_reference, _FUNCTIONS[f.name][1])
+    Family(f.name, _FUNCTIONS[f.name][0], f.metrics, f.needs_reference, _FUNCTIONS[f.name][1], f.reference_free)
     for f in QUALITY_FAMILIES)
 
 QUALITY_METRICS: dict[str, tuple[str, Direction, Family]] = {
@@ -86,11 +92,13 @@ def evaluate_quality(names: Iterable[str], output: Any, reference: Any | None,
         requested = sorted(wanted & set(family.metrics))
         if not requested:
             continue
-        if family.needs_reference and reference is None:
+        if reference is None:
             reason = context.reference_missing or "no reference output in this study"
             metrics.extend(Metric.unavailable(n, *family.metrics[n], reason)
-                           for n in requested)
-            continue
+                           for n in requested if family.needs_reference_for(n))
+            requested = [n for n in requested if not family.needs_reference_for(n)]  # the output's own figures
+            if not requested:
+                continue
         without_modules = _not_installed(family, requested)
         metrics.extend(Metric.unavailable(n, *family.metrics[n], without_modules[n]) for n in without_modules)
         requested = [n for n in requested if n not in without_modules]

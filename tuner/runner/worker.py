@@ -166,8 +166,7 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
             runs.append(run)
             eval_time_s += seconds
         phases.mark("finish")
-        result = result_of(request, runs, context, eval_time_s, trial_provenance(request, running, context),
-                           _invocation_of(running))
+        result = result_of(request, runs, context, eval_time_s, trial_provenance(request, running, context))
         if keep is not None:
             keep[key], workload = running, None  # kept for the next trial: no teardown
         return replace(result, wall_time_s=time.perf_counter() - started,

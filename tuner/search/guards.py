@@ -13,7 +13,8 @@
   ``workload.timeout_s``; search trials get ``max(timeout_s,``
   :data:`SEARCH_TIMEOUT_FACTOR` ``x the reference's wall time)``. A spec pins
   the timeout with ``workload.timeout_mode: fixed``. ``tuner resume --timeout
-  S`` replaces ``timeout_s`` (a study event records it).
+  S`` replaces ``timeout_s`` (a study event records it). ``timeout_s`` is per input: a trial of a spec
+  with ``cases`` (several inputs) gets it times their number.
 * **Measurement overrides.** ``tuner resume --warmup / --min-repeats /
   --max-repeats / --cv-target`` replace the stored spec's measurement settings
   from then on (:func:`measurement_settings`), also recorded as a study event.
@@ -90,9 +91,10 @@ def same_failure_stop(trials: Sequence["FrozenTrial"]) -> StudyStop | None:
 
 
 def trial_timeout_s(spec: "StudySpec", role: str, study_attrs: Mapping[str, Any],
-                    trials: Sequence["FrozenTrial"]) -> float:
-    """The wall-clock limit in seconds for a trial of ``role`` (see the module docstring)."""
-    base = float(study_attrs.get(TIMEOUT_OVERRIDE) or spec.workload.timeout_s)
+                    trials: Sequence["FrozenTrial"], inputs: int = 1) -> float:
+    """The wall-clock limit in seconds for a trial of ``role`` (see the module docstring) running ``inputs``
+    inputs (the spec's ``cases``): ``timeout_s`` is per input, so the base is ``inputs`` times it."""
+    base = float(study_attrs.get(TIMEOUT_OVERRIDE) or spec.workload.timeout_s) * max(1, inputs)
     if spec.workload.timeout_mode == "fixed":
         return base
     if role == REFERENCE:

@@ -40,7 +40,7 @@ from tuner.errors import TunerError
 from tuner.results import Outcome, TrialResult
 from tuner.ship.config_schema import ConfigV1, Spread
 from tuner.ship.stats import ShiftTest, shift_test
-from tuner.spec.metrics import QUALITY_METRIC_NAMES
+from tuner.spec.metrics import QUALITY_METRIC_NAMES, base_metric
 
 if TYPE_CHECKING:
     from tuner.runner.base import TrialRequest
@@ -162,6 +162,8 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
     chosen_settings = _settings(spec, dict(config.params), "exported")
     baseline_settings = _settings(spec, dict(config.check.baseline), "baseline")
     quality_metrics = sorted(spec.measured_metrics & QUALITY_METRIC_NAMES)
+    quality_figures = sorted({name for name in spec.used_metrics if base_metric(name) in QUALITY_METRIC_NAMES}
+                             | set(quality_metrics))  # with the figures over inputs (psnr_db:worst) the spec names
     speed_metric = config.baseline.comparison.speed_metric
     workdir = _fresh_dir(_check_dir(home, config.provenance.study, config.provenance.trial))
     device = config.check.device
@@ -192,7 +194,7 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
                 settings = baseline_settings if label == "baseline" else chosen_settings
                 result = runner.run(request(label, settings, reference_output), slot)
                 _require_ok(result, label)
-                _record(sides[label], result, speed_metric, quality_metrics)
+                _record(sides[label], result, speed_metric, quality_figures)
             if index + 1 < rounds:
                 continue
             tests = {name: shift_test(sides["baseline"].p50_s, sides["chosen"].p50_s, value, ALPHA)
@@ -204,7 +206,7 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
     finally:
         runner.close()
     report = _report(speed_metric, sides["baseline"], sides["chosen"], tests, expected, margin, workdir)
-    report.quality_drops = _quality(config, sides["baseline"], sides["chosen"], quality_metrics, max_quality_drop,
+    report.quality_drops = _quality(config, sides["baseline"], sides["chosen"], quality_figures, max_quality_drop,
                                     report.failures)
     return report
 
@@ -243,7 +245,8 @@ def _request_maker(study_name: str, spec: Any, device: str, workdir: Path, quali
             study_name=study_name, trial_number=number,
             workload_class=spec.workload.target, workload_options=spec.workload.options,
             settings=settings, **input_fields, seed=spec.seed, device=device,
-            measurement=spec.measurement.model_dump(), timeout_s=spec.workload.timeout_s,
+            measurement=spec.measurement.model_dump(),
+            timeout_s=spec.workload.timeout_s * max(1, len(input_fields["input_sets"])),
             workdir=str(workdir / f"{number:03d}_{label}"), quality_metrics=quality_metrics,
             reference_output=reference_output, compare_with_self=as_reference,
             save_output=str(workdir / "reference_output.npz") if as_reference else None,
@@ -333,7 +336,7 @@ def _quality(config: ConfigV1, base: SideMeasurement, chosen: SideMeasurement, m
     assert config.baseline is not None
     drops: dict[str, float] = {}
     for name, entry in config.baseline.comparison.quality_delta.items():
-        if name not in QUALITY_METRIC_NAMES:
+        if base_metric(name) not in QUALITY_METRIC_NAMES:
             continue  # not a quality metric (memory, throughput): not re-judged here
         lost = [f"the {side.label} side ({why})" for side in (chosen, base)
                 if (why := _why_missing(side, name, measured)) is not None]

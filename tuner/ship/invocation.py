@@ -18,7 +18,8 @@ YAML alone (``docs/examples/run_exported.py``): ``interface`` (``workload``: a
 ``context = RunContext(device, seed, inputs, workdir)``; ``factory``:
 ``model = target(**factory_kwargs); model.load(load_params); model.run(kwargs, inputs)``),
 ``factory_kwargs``, ``reload_on``, ``load_params``, ``inputs``, ``seed`` and ``device``.
-``kwargs`` stays the setting (parameters plus derived values) run() receives.
+``kwargs`` stays the setting (parameters plus derived values) run() receives. A spec with several inputs
+(``cases``) renders its first input's (one request).
 
 This module runs in the coordinator process: it never imports the workload
 (nor torch). Values are plain YAML-safe types.
@@ -31,6 +32,7 @@ from typing import Any, Mapping
 from tuner.adapters.http_request import body_template, http_concurrency, http_request_values
 from tuner.adapters.python import python_invocation
 from tuner.adapters.template import TemplateError, render_command, render_text, render_value
+from tuner.spec.quality.cases import first_input_values
 from tuner.spec.models import StudySpec
 
 
@@ -44,13 +46,13 @@ def render_invocation(spec: StudySpec, settings: Mapping[str, Any]) -> dict[str,
     work = spec.workload
     if work.command is not None:
         try:
-            rendered = render_command(work.options, settings, spec.inputs, spec.seed)
+            rendered = render_command(work.options, settings, first_input_values(spec), spec.seed)
         except TemplateError as error:
             raise ValueError(f"cannot render the command: {error}") from None
         return {"kind": "command", **rendered}
     if work.http is not None:
-        values = {**spec.inputs, **dict(settings)}
-        request = http_request_values(work.http.model_dump(mode="json"), spec.inputs, settings, 0)
+        values = {**first_input_values(spec), **dict(settings)}
+        request = http_request_values(work.http.model_dump(mode="json"), first_input_values(spec), settings, 0)
         try:
             return {"kind": "http", "url": render_text(work.http.url, values, "url"),
                     "api": work.http.api, "body": render_value(body_template(work.http.model_dump(mode="json")), request),
@@ -70,9 +72,9 @@ def runnable_invocation(spec: StudySpec, settings: Mapping[str, Any], device: st
     work = spec.workload
     if work.python is not None:
         return python_invocation(work.python.factory, work.python.kwargs, list(work.python.reload_on), settings,
-                                 spec.inputs, spec.seed, device)
+                                 first_input_values(spec), spec.seed, device)
     if work.adapter is None:
         return {"kind": "python", "interface": "workload", "target": work.target, "factory_kwargs": {},
-                "reload_on": [], "load_params": None, "kwargs": dict(settings), "inputs": dict(spec.inputs),
+                "reload_on": [], "load_params": None, "kwargs": dict(settings), "inputs": first_input_values(spec),
                 "seed": spec.seed, "device": device}
     return render_invocation(spec, settings)

@@ -49,8 +49,8 @@ Profile = Literal["fast", "balanced", "quality"]
 PROFILES: tuple[str, ...] = ("fast", "balanced", "quality")
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
     "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
-_CONDITION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*)\s*(<=|>=|==|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
-_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*$")
+_CONDITION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*(?::(?:worst|p[1-9][0-9]?))?)\s*(<=|>=|==|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?::(?:worst|p[1-9][0-9]?))?$")
 
 
 class PolicyError(InputError):

@@ -176,3 +176,11 @@ def missing_modules(modules: Iterable[str]) -> list[str]:
 def quality_modules(metric: str, family: str) -> tuple[str, ...]:
     """The optional modules metric ``metric`` of evaluator family ``family`` imports (none: ``()``)."""
     return METRIC_MODULES.get(metric) or FAMILY_MODULES.get(family, ())
+
+
+def quality_metric_installed(metric: str) -> bool:
+    """Whether the optional modules quality metric ``metric`` imports are installed (its family's, else none)."""
+    from tuner.spec.metrics import QUALITY_FAMILIES
+
+    family = next((f.name for f in QUALITY_FAMILIES if metric in f.metrics), "")
+    return not missing_modules(quality_modules(metric, family))

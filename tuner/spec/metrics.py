@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, Mapping
+from typing import Callable, Iterable, Mapping
 
 from tuner.results import Direction
 
@@ -50,6 +50,12 @@ class MetricFamily:
     name: str
     metrics: dict[str, tuple[str, Direction]]
     needs_reference: bool = True
+    reference_free: frozenset[str] = frozenset()
+    """Of a family that needs a reference, the metrics computed from the trial's own output alone."""
+
+    def needs_reference_for(self, name: str) -> bool:
+        """Whether metric ``name`` of this family compares with the reference output."""
+        return self.needs_reference and name not in self.reference_free
 
 
 QUALITY_FAMILIES: tuple[MetricFamily, ...] = (
@@ -59,9 +65,11 @@ QUALITY_FAMILIES: tuple[MetricFamily, ...] = (
     MetricFamily("perceptual", {"stlpips_alex": ("1", "minimize"), "lpips_alex": ("1", "minimize")}),
     MetricFamily("flicker", {
         "flicker_mae": ("levels", "minimize"), "flicker_score": ("1", "maximize"),
-        "flicker_ratio": ("1", "minimize")}),
-    MetricFamily("warping", {"warping_error": ("1", "minimize"), "warping_error_ratio": ("1", "minimize")}),
-    MetricFamily("seam", {"seam_score": ("1", "minimize"), "seam_score_ratio": ("1", "minimize")}),
+        "flicker_ratio": ("1", "minimize")}, reference_free=frozenset({"flicker_mae", "flicker_score"})),
+    MetricFamily("warping", {"warping_error": ("1", "minimize"), "warping_error_ratio": ("1", "minimize")},
+                 reference_free=frozenset({"warping_error"})),
+    MetricFamily("seam", {"seam_score": ("1", "minimize"), "seam_score_ratio": ("1", "minimize")},
+                 reference_free=frozenset({"seam_score"})),
     MetricFamily("lipsync", {
         "lipsync_lag_frames": ("frames", "minimize"), "lipsync_abs_lag_frames": ("frames", "minimize"),
         "lipsync_peak_corr": ("1", "maximize"), "lipsync_margin": ("1", "maximize"),
@@ -79,6 +87,32 @@ QUALITY_FAMILIES: tuple[MetricFamily, ...] = (
 
 QUALITY_METRIC_NAMES: frozenset[str] = frozenset(
     name for family in QUALITY_FAMILIES for name in family.metrics)
+
+NO_REFERENCE_METRICS: frozenset[str] = frozenset(
+    name for family in QUALITY_FAMILIES for name in family.metrics if not family.needs_reference_for(name))
+"""Quality metrics computed from a trial's own output alone (temporal stability, the lip-sync proxy)."""
+
+COMPANION_METRICS: tuple[str, ...] = ("flicker_mae", "flicker_score", "warping_error")
+"""No-reference temporal figures every trial of a study that compares videos with a reference reports beside
+them (:func:`trial_quality_metrics`): the literature's reference-free check, and the only temporal figure where a
+shape's reference could not run. ``seam_score`` joins them where the setting has a clip length (``infer_frames``)."""
+
+VIDEO_REFERENCE_FAMILIES = ("video", "perceptual", "flicker", "warping", "seam")
+
+
+def trial_quality_metrics(measured: Iterable[str], setting_names: Iterable[str],
+                          installed: Callable[[str], bool] = lambda name: True) -> list[str]:
+    """The quality metrics a trial computes: those of ``measured`` (a spec's measured metrics) and, when one of
+    them compares a video with the reference, the :data:`COMPANION_METRICS` (and ``seam_score`` when
+    ``setting_names`` -- parameters and derived values -- hold ``infer_frames``) whose modules are ``installed``."""
+    asked = set(measured) & QUALITY_METRIC_NAMES
+    compares_video = any(name in family.metrics and family.needs_reference_for(name)
+                         for family in QUALITY_FAMILIES if family.name in VIDEO_REFERENCE_FAMILIES
+                         for name in asked)
+    if compares_video:
+        companions = [*COMPANION_METRICS, *(["seam_score"] if "infer_frames" in set(setting_names) else [])]
+        asked |= {name for name in companions if installed(name)}
+    return sorted(asked)
 
 
 UNIT_SUFFIXES: dict[str, str] = {"s": "_s", "GB": "_gb", "dB": "_db", "items/s": "_items_per_s",

@@ -41,7 +41,7 @@ class WorkloadSpec(_Strict):
     given, or the adapter's class (:data:`tuner.spec.adapters.ADAPTER_CLASSES`).
     ``worker``: ``fresh`` (a new process per trial), ``warm`` (one long-lived
     process per slot that keeps the loaded model), ``auto`` (warm for ``python``).
-    ``timeout_s`` (seconds per trial) adapts by default: the reference gets 3x,
+    ``timeout_s`` (seconds per trial; per input of a spec with ``cases``) adapts by default: the reference gets 3x,
     search trials at least 3x the reference's wall time (:mod:`tuner.search.guards`);
     ``timeout_mode: fixed`` pins it.
     ``max_trial_dir_gb``: what a trial may leave in its directory (GB); past it, once the trial's

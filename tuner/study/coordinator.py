@@ -49,7 +49,8 @@ from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
 from tuner.spec.candidate import Candidate
 from tuner.spec.quality.cases import request_input_fields
-from tuner.spec.metrics import QUALITY_METRIC_NAMES
+from tuner.spec.extras import quality_metric_installed
+from tuner.spec.metrics import trial_quality_metrics
 from tuner.spec.quality.reference_shape import resized_comparison
 from tuner.spec.space import resolve, suggest
 from tuner.storage import attributes as names
@@ -105,7 +106,9 @@ class Coordinator:
     def __post_init__(self) -> None:
         self.directions = [o.direction for o in self.spec.objectives]
         self.study_dir = study_directory(self.home, self.study.study_name)
-        self.quality_metrics = sorted(self.spec.measured_metrics & QUALITY_METRIC_NAMES)
+        self.quality_metrics = trial_quality_metrics(self.spec.measured_metrics,
+                                                     {*self.spec.parameters, *self.spec.derived},
+                                                     quality_metric_installed)
         self._input_fields = request_input_fields(self.spec, self.spec.used_metrics)
         self._interrupt = threading.Event()
         self._claims = claims_for(self.study)

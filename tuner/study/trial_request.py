@@ -34,7 +34,7 @@ def trial_request(study_name: str, spec: "StudySpec", number: int, candidate: "C
         workload_options=spec.workload.options,
         **input_fields, seed=spec.seed, device=device,
         measurement=measurement_settings(spec, stored),
-        timeout_s=trial_timeout_s(spec, role, stored, references),
+        timeout_s=trial_timeout_s(spec, role, stored, references, len(input_fields.get("input_sets") or ()) or 1),
         workdir=str(study_dir / f"trial_{number:05d}"), quality_metrics=quality_metrics,
         reference_output=comparison.reference_output, save_output=comparison.save_output,
         compare_with_self=comparison.compare_with_self, reference_settings=comparison.reference_settings,

@@ -53,7 +53,9 @@ class OmniThinkerModel:
     ``video_height`` x ``video_width``, default 360 x 640), ``source_fps`` (default 25),
     ``audio`` (a file, resampled to 16 kHz; else a synthetic clip), ``question`` and
     ``system_prompt`` (tokenized when the weights directory has a tokenizer), else
-    ``prompt_tokens`` (default 16) seeded question ids after 32 seeded system-prompt ids.
+    ``prompt_tokens`` (default 16) seeded question ids after 32 seeded system-prompt ids;
+    ``media_seed`` (default the factory's ``seed``) seeds the synthetic clip, audio and question ids,
+    so each of a spec's ``cases`` can be another clip / question pair.
 
     Output: ``text`` = one answer per request, decoded by the tokenizer, or the new token ids
     joined by spaces (random weights have no tokenizer); counters ``video_tokens``,
@@ -129,7 +131,8 @@ class OmniThinkerModel:
             encode = self.tokenizer.encode
             return list(encode(system, add_special_tokens=False)), list(encode(str(inputs["question"]),
                                                                               add_special_tokens=False))
-        return seeded_text_ids(32, self.seed + 1), seeded_text_ids(int(inputs.get("prompt_tokens", 16)), self.seed)
+        seed = media_seed(inputs, self.seed)
+        return seeded_text_ids(32, self.seed + 1), seeded_text_ids(int(inputs.get("prompt_tokens", 16)), seed)
 
     def _source(self, settings: MediaSettings, inputs: Mapping[str, Any]) -> tuple[VideoSource, np.ndarray | None]:
         source_fps = float(inputs.get("source_fps", 25.0))
@@ -139,13 +142,13 @@ class OmniThinkerModel:
         else:
             video = VideoSource(int(round(float(inputs.get("video_seconds", 4.0)) * source_fps)), source_fps,
                                 int(inputs.get("video_height", 360)), int(inputs.get("video_width", 640)),
-                                seed=self.seed)
+                                seed=media_seed(inputs, self.seed))
         if settings.audio_seconds == 0:
             return video, None
         if inputs.get("audio"):
             samples, rate = read_audio(Path(str(inputs["audio"])))
             return video, resample_audio(samples, rate, AUDIO_RATE)
-        return video, synthetic_audio(settings.audio_seconds, self.seed)
+        return video, synthetic_audio(settings.audio_seconds, media_seed(inputs, self.seed))
 
     def prepare(self, params: Mapping[str, Any], inputs: Mapping[str, Any]) -> ThinkerInputs:
         """The ``generate`` inputs of this setting, on the device (built once per media setting)."""
@@ -214,3 +217,8 @@ def _until_eos(tokens: list[int]) -> list[int]:
 def make_omni_thinker(**kwargs: Any) -> OmniThinkerModel:
     """The factory named in ``av_omni.yaml`` / ``av_omni_tiny_cpu.yaml`` (kwargs: :class:`OmniThinkerModel`)."""
     return OmniThinkerModel(**kwargs)
+
+
+def media_seed(inputs: Mapping[str, Any], default: int) -> int:
+    """The seed of the synthetic clip, audio and question ids: ``inputs["media_seed"]``, else ``default``."""
+    return int(inputs.get("media_seed", default))

@@ -50,6 +50,7 @@ class InputRun:
     output: "WorkloadOutput"
     metrics: dict[str, Metric]
     nvml_devices: list[int]
+    invocation: dict[str, Any] | None = None  # what the workload executed for this input
 
 
 class References:
@@ -108,13 +109,16 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     reference, missing = references.of(name, output)
     metrics.update({metric.name: metric for metric in _quality_metrics(request, output, reference, missing,
                                                                        context.inputs)})
-    return InputRun(name, stats, output, metrics, list(monitor.nvml_devices)), time.perf_counter() - eval_started
+    invocation = dict(running.invocation) if running.invocation is not None else None
+    return (InputRun(name, stats, output, metrics, list(monitor.nvml_devices), invocation),
+            time.perf_counter() - eval_started)
 
 
 def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext", eval_time_s: float,
-              provenance: Mapping[str, Any], invocation: dict[str, Any] | None) -> TrialResult:
-    """The OK result of ``runs``: their combined metrics (one input: its own), samples, the saved output, and the
-    trial's ``provenance`` and ``invocation`` (its wall time and phases are the caller's)."""
+              provenance: Mapping[str, Any]) -> TrialResult:
+    """The OK result of ``runs``: their combined metrics (one input: its own), samples, the saved output, the
+    trial's ``provenance`` and the first input's invocation (what ``tuner show`` renders natively: one request);
+    its wall time and phases are the caller's."""
     from tuner.runner.measure.inputs import cliff_lines, combine_inputs, save_outputs
     from tuner.runner.measure.samples import Samples, write_samples
 
@@ -141,7 +145,7 @@ def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext"
         **({"repeats_per_input": {run.name: len(run.stats.samples_s) for run in runs}} if several else {}),
         **provenance}
     return TrialResult(
-        outcome=Outcome.OK, metrics=finite_metrics(metrics), invocation=invocation,
+        outcome=Outcome.OK, metrics=finite_metrics(metrics), invocation=runs[0].invocation,
         eval_time_s=eval_time_s, output_path=output_path, samples=samples.files, info=info,
         per_input=per_input if several else {},
         cliffs=cliff_lines(per_input, metrics, request.cliff_margins) if several else [])

@@ -170,3 +170,12 @@ def request_input_fields(spec: SpecWithCases, aggregates: set[str] | frozenset[s
             "input_sets": [{"name": s.name, "inputs": s.inputs} for s in sets] if spec.cases is not None else [],
             "aggregates": sorted(name for name in aggregates if split_aggregate(name)[1] is not None),
             "cliff_margins": dict(spec.cliff_margins)}
+
+
+def first_input_values(spec: SpecWithCases) -> dict[str, Any]:
+    """The inputs of the first input set (what a native invocation of one request shows): the shared inputs with
+    the first case's on top; a folder's first file (its ``folder/glob`` pattern when it cannot be listed)."""
+    try:
+        return dict(input_sets(spec)[0].inputs)
+    except ValueError:
+        return listed_input_values(spec)[0]

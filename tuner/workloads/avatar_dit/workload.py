@@ -40,8 +40,9 @@ Inputs (``context.inputs``)
 is presented at this size, bilinear, no antialiasing), ``portrait_seed``
 (``context.seed``), ``weights`` (path of a checkpoint; default the committed
 ``weights/avatar_dit.pt``; a missing file raises
-:class:`~.checkpoint.WeightsMissing` naming the training command). The audio is
-synthesised from ``context.seed``; initial noise comes from one CPU generator per
+:class:`~.checkpoint.WeightsMissing` naming the training command), ``audio_seed``
+(``context.seed``: another utterance per seed). The audio is
+synthesised from ``audio_seed``; initial noise comes from one CPU generator per
 request seeded from ``context.seed`` and the request index, so request 0 gets the
 same noise at every batch size. Seeds below 1,000,000 were never trained on
 (:mod:`.data`). The architecture comes from the checkpoint; a ``model`` input
@@ -94,6 +95,7 @@ class AvatarInputs:
     output_size: int
     portrait_seed: int
     weights: Path
+    audio_seed: int = 0
 
     @staticmethod
     def from_context(context: RunContext) -> "AvatarInputs":
@@ -112,6 +114,7 @@ class AvatarInputs:
                 output_size=as_integer(inputs.get("output_size", 64), "output_size", minimum=1),
                 portrait_seed=as_integer(inputs.get("portrait_seed", context.seed), "portrait_seed", minimum=0),
                 weights=Path(weights).expanduser().resolve(),
+                audio_seed=as_integer(inputs.get("audio_seed", context.seed), "audio_seed", minimum=0),
             )
         except ValueError as error:
             raise InvalidSetting(f"avatar_dit inputs: {error}") from error
@@ -262,9 +265,9 @@ class AvatarDiTWorkload(Workload):
             self._built_for = key
         assert self._model is not None
         settings = AvatarSettings.from_params(params, inputs, self._model.config, device)
-        audio_key = (inputs.audio_seconds, context.seed)
+        audio_key = (inputs.audio_seconds, inputs.audio_seed)
         if self._audio_key != audio_key:
-            self._audio = synth_speech_audio(inputs.audio_seconds, context.seed, AUDIO_RATE_HZ)
+            self._audio = synth_speech_audio(inputs.audio_seconds, inputs.audio_seed, AUDIO_RATE_HZ)
             self._audio_key = audio_key
         return device, inputs, settings
 
