@@ -52,16 +52,16 @@ from tuner.spec.quality.cases import request_input_fields
 from tuner.spec.extras import quality_metric_installed
 from tuner.spec.metrics import trial_quality_metrics
 from tuner.spec.quality.reference_shape import resized_comparison
-from tuner.spec.space import resolve, suggest
 from tuner.storage import attributes as names
 from tuner.storage import store
-from tuner.storage.claims import claim_setting, claims_for
-from tuner.study.coordinator_state import Held, InFlight, LoopState, result_of
+from tuner.storage.claims import claims_for
+from tuner.study.coordinator_state import InFlight, LoopState, result_of
 from tuner.storage.cost import device_budget_verdict, trial_cost
 from tuner.search.feasibility import FeasibilityModel, Observation
 from tuner.search.guards import (StudyStop, reference_stop, same_failure_stop, unwritable)
-from tuner.storage.heartbeats import HOST, Heartbeats, reclaim_stale, worker_id
+from tuner.storage.heartbeats import Heartbeats, reclaim_stale
 from tuner.study.listeners import Listener, Summary
+from tuner.study.placement import Placement
 from tuner.search.objectives import ConstraintPlan
 from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore, reference_settings
 from tuner.study.shapes import Comparison, ShapeReferences
@@ -173,6 +173,8 @@ class Coordinator:
         for listener in self.listeners:
             listener.on_start(self.study.study_name, self._snapshot.measured, self.budget_trials)
         self._heartbeats = Heartbeats(self.study)
+        self._placement = Placement(self.study, self.spec, self._recorder, self._heartbeats, self._feasibility,
+                                    self._claims, self._shapes, self._snapshot)
         return LoopState(started=started, free_slots=list(self.slots), last_reclaim=time.monotonic())
 
     def _stopping(self, state: LoopState) -> bool:
@@ -220,7 +222,7 @@ class Coordinator:
                 if state.parked_count() >= len(self.slots) and not self._snapshot.waiting():
                     break  # as many wait for their shape's reference as there are slots: no more proposals
                 parked = state.parked_count()
-                state.held = self._propose(view, state)
+                state.held = self._placement.propose(view, state)
                 if state.held is None:
                     state.idle_proposals += int(state.parked_count() == parked)
                     continue
@@ -378,42 +380,6 @@ class Coordinator:
         return state.summary(self.study.study_name, self._snapshot, self.listeners, self._interrupt.is_set())
 
     # -------------------------------------------------------------- per trial
-    def _propose(self, view: SharedView, state: LoopState) -> Held | None:
-        """Ask for a candidate: it when it must run here; None when recorded (or set aside to be copied)."""
-        trial = self.study.ask()
-        held = None
-        with self._recorder.holding(trial.number):
-            held = self._place(trial, view, state)
-        return held
-
-    def _place(self, trial: "optuna.Trial", view: SharedView, state: LoopState) -> Held | None:
-        """Resolve, record and claim the asked ``trial``: it when it must run here (see :meth:`_propose`)."""
-        role = store.start_trial(trial, HOST, worker_id())
-        self._heartbeats.start(store.trial_id(trial))
-        params = suggest(trial, self.spec)
-        candidate, problem = resolve(self.spec, params)
-        if candidate is None:
-            self._recorder.unrun(trial, Outcome.INVALID, problem, {})
-            return None
-        store.record_candidate(trial, candidate.key, candidate.derived)
-        if candidate.key in view.measured_by_key and role == "search":
-            self._recorder.copy(trial, view.measured_by_key[candidate.key])
-            return None
-        prediction = self._feasibility.predict(candidate.params)
-        if prediction.skip and role not in EXCLUSIVE_ROLES:
-            self._recorder.unrun(trial, Outcome.SKIPPED_PREDICTED_OOM, prediction.reason, prediction.attributes())
-            return None
-        holder = claim_setting(self.study, self._claims, trial.number, candidate.key, role)
-        if holder is None:
-            parked = self._shapes.park((trial, candidate, role), state.parked, self._snapshot, state.keys_in_flight(),
-                                       view.running_keys) if role != names.REFERENCE else False
-            return None if parked else (trial, candidate, role)
-        if names.is_measured(holder) and holder.values is not None:
-            self._recorder.copy(trial, holder)
-        else:
-            state.waiting.setdefault(candidate.key, []).append((trial, candidate))  # copied once it is measured
-        return None
-
     def _assign(self, trial: "optuna.Trial", slot: Slot, compared_with: Mapping[str, Any] | None) -> bool:
         """Record the slot ``trial`` starts on (and what its quality is compared with, when the study has a
         reference per shape); False when the trial was taken over meanwhile."""

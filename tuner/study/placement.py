@@ -1,0 +1,80 @@
+"""Where an asked trial goes: never run (a rule refuses it, or the memory model predicts an OOM), copied (its
+setting is measured already, here or on another host), parked (its shape's reference is not measured yet), or
+held to run on this host.
+
+:class:`Placement` is the coordinator's one step from ``study.ask()`` to that answer; it records what it decides
+(:class:`~tuner.study.trial_recording.TrialRecorder`) and claims the setting fleet-wide (:mod:`tuner.storage.claims`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tuner.results import Outcome
+from tuner.spec.space import resolve, suggest
+from tuner.storage import attributes as names
+from tuner.storage import store
+from tuner.storage.claims import claim_setting
+from tuner.storage.heartbeats import HOST, Heartbeats, worker_id
+from tuner.study.coordinator_state import Held, LoopState
+from tuner.study.shared import EXCLUSIVE_ROLES, SharedView
+
+if TYPE_CHECKING:
+    import optuna
+
+    from tuner.search.feasibility import FeasibilityModel
+    from tuner.spec.models import StudySpec
+    from tuner.study.shapes import ShapeReferences
+    from tuner.study.snapshot import StudySnapshot
+    from tuner.study.trial_recording import TrialRecorder
+
+
+@dataclass
+class Placement:
+    """Asks ``study`` for a trial and places it (see the module docstring)."""
+
+    study: "optuna.Study"
+    spec: "StudySpec"
+    recorder: "TrialRecorder"
+    heartbeats: Heartbeats
+    feasibility: "FeasibilityModel"
+    claims: Any
+    shapes: "ShapeReferences"
+    snapshot: "StudySnapshot"
+
+    def propose(self, view: SharedView, state: LoopState) -> Held | None:
+        """Ask for a candidate: it when it must run here; None when recorded (or set aside to be copied)."""
+        trial = self.study.ask()
+        held = None
+        with self.recorder.holding(trial.number):
+            held = self.place(trial, view, state)
+        return held
+
+    def place(self, trial: "optuna.Trial", view: SharedView, state: LoopState) -> Held | None:
+        """Resolve, record and claim the asked ``trial``: it when it must run here (see :meth:`propose`)."""
+        role = store.start_trial(trial, HOST, worker_id())
+        self.heartbeats.start(store.trial_id(trial))
+        params = suggest(trial, self.spec)
+        candidate, problem = resolve(self.spec, params)
+        if candidate is None:
+            self.recorder.unrun(trial, Outcome.INVALID, problem, {})
+            return None
+        store.record_candidate(trial, candidate.key, candidate.derived)
+        if candidate.key in view.measured_by_key and role == "search":
+            self.recorder.copy(trial, view.measured_by_key[candidate.key])
+            return None
+        prediction = self.feasibility.predict(candidate.params)
+        if prediction.skip and role not in EXCLUSIVE_ROLES:
+            self.recorder.unrun(trial, Outcome.SKIPPED_PREDICTED_OOM, prediction.reason, prediction.attributes())
+            return None
+        holder = claim_setting(self.study, self.claims, trial.number, candidate.key, role)
+        if holder is None:
+            parked = self.shapes.park((trial, candidate, role), state.parked, self.snapshot, state.keys_in_flight(),
+                                      view.running_keys) if role != names.REFERENCE else False
+            return None if parked else (trial, candidate, role)
+        if names.is_measured(holder) and holder.values is not None:
+            self.recorder.copy(trial, holder)
+        else:
+            state.waiting.setdefault(candidate.key, []).append((trial, candidate))  # copied once it is measured
+        return None
