@@ -39,6 +39,7 @@ def _trial_row(trial: Any, side: dict[str, Any]) -> dict[str, Any]:
            "device_used": attrs.get("device_used") or info.get("device_used") or "not recorded",
            "warm_worker_pid": info.get("warm_worker_pid"), "duplicate_of": attrs.get("duplicate_of"),
            "weights_identity": (attrs.get("runtime") or {}).get("weights_identity"),
+           "compared_with": attrs.get("compared_with"),
            "metrics": {key: entry.get("value") for key, entry in dict(attrs.get("metrics", {})).items()}}
     if attrs.get("outcome") != "OK":
         row["log_tail"] = str(attrs.get("log_tail") or "")[-LOG_TAIL_CHARS:]

@@ -14,8 +14,10 @@ outcome, p50 latency (s) and its CV, allocator and device peak (GB, 1e9 bytes), 
 (dB) of the video against the reference setting's at the trial's frame count (``reference_shape.per``: the
 17-frame setting against the reference setting at 17 frames, measured once) -- with random weights that is
 agreement with the reference output of an untrained network, not image quality -- and
-the weights identity the trial recorded. Ratios: each variant's p50 over the base
-setting's (or, for the cache, over 8 steps uncached).
+the weights identity and ``compared_with`` (the reference trial and its shape) the trial recorded;
+``like_with_like`` is true when every OK trial was compared with a reference of its own frame count (the
+phase is ``ok`` only then). One prompt (the shipped spec's first case): the phase times settings within the
+device budget. Ratios: each variant's p50 over the base setting's (or, for the cache, over 8 steps uncached).
 
 ``--cpu-plumbing`` runs the same code on the ``tiny`` architecture at 32x32 with three
 settings (fp32): it proves the phase's plumbing and diffusers under the image guard, and
@@ -122,17 +124,21 @@ def phase_wan21_diffusers(ctx: PhaseContext) -> dict[str, Any]:
         metrics = r["metrics"]
         trials.append({"number": r["number"], "setting": _label_of(r["params"], settings), "outcome": r["outcome"],
                        "reason": r["reason"], "params": r["params"], "weights": r.get("weights_identity"),
+                       "compared_with": r.get("compared_with"),
                        **{k: metrics.get(k) for k in ("latency_p50_s", "latency_cv", "peak_vram_gb",
                                                       "peak_vram_device_gb", "psnr_db")}})
     p50 = {t["setting"]: t["latency_p50_s"] for t in trials if t["outcome"] == "OK" and t["setting"]}
     ratios = {name: (p50[top] / p50[bottom] if p50.get(top) and p50.get(bottom) else None)
               for name, (top, bottom) in RATIOS.items()}
     ok_trials = sum(1 for t in trials if t["outcome"] == "OK")
+    like_with_like = all((t["compared_with"] or {}).get("shape") == {"num_frames": t["params"]["num_frames"]}
+                         for t in trials if t["outcome"] == "OK")  # each video against a reference of its frames
     cfg = ratios["cfg_on_over_off"]
     return {"device": ctx.device, "architecture": spec["workload"]["python"]["kwargs"]["architecture"],
             "resolution": f"{settings[0][1]['width']}x{settings[0][1]['height']}",
             "precision": settings[0][1]["precision"], "trials": trials, "ok_trials": ok_trials,
             "settings_planned": len(settings), "latency_ratios": ratios, "failures": failures(rows),
+            "like_with_like": like_with_like,
             "quality_note": "psnr_db with random weights: agreement with the reference setting's output of an "
                             "untrained network, not image quality",
-            "ok": ok_trials == len(settings) and (not ctx.cuda or (cfg is not None and cfg > 1.0))}
+            "ok": ok_trials == len(settings) and like_with_like and (not ctx.cuda or (cfg is not None and cfg > 1.0))}

@@ -151,6 +151,7 @@ def test_cpu_plumbing_runs_every_phase_with_only_the_image_and_carried_packages(
     assert {t["precision"] for t in avatar["trials"] if t["role"] in ("reference", "baseline")} == {"fp32", "bf16"}
     wan = phases["wan21_diffusers"]["figures"]  # diffusers' real WanPipeline under the image guard
     assert wan["ok_trials"] == 3 and all(t["weights"] == "random:tiny:0" for t in wan["trials"])
+    assert wan["like_with_like"] and all(t["compared_with"]["shape"] == {"num_frames": 5} for t in wan["trials"])
     assert wan["latency_ratios"]["more_steps_over_base"] > 0 and wan["latency_ratios"]["cfg_on_over_off"] > 0
     slots = phases["slot_pinning"]["figures"]["trials"]
     assert len(slots) >= 3 and all(t["slot"] == "cpu:0" and t["cuda_visible_devices"] == "" for t in slots)
