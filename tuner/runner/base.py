@@ -82,6 +82,7 @@ class TrialRequest:
     one is run and measured, and quality compared with the same input's reference
     (:mod:`tuner.runner.measure.inputs`); empty: the one ``inputs``. ``aggregates``: the ``<metric>:worst`` /
     ``<metric>:p<NN>`` figures to report; ``cliff_margins``: metric -> margin for the cliff flags.
+    ``cost``: the spec's ``cost`` block (:mod:`tuner.spec.price`): the price metrics from the throughput.
     """
 
     study_name: str
@@ -106,6 +107,7 @@ class TrialRequest:
     input_sets: list[dict[str, Any]] = field(default_factory=list)
     aggregates: list[str] = field(default_factory=list)
     cliff_margins: dict[str, float] = field(default_factory=dict)
+    cost: dict[str, Any] = field(default_factory=dict)  # the spec's cost block: prices per device-hour
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)

@@ -250,7 +250,7 @@ def _request_maker(study_name: str, spec: Any, device: str, workdir: Path, quali
             workdir=str(workdir / f"{number:03d}_{label}"), quality_metrics=quality_metrics,
             reference_output=reference_output, compare_with_self=as_reference,
             save_output=str(workdir / "reference_output.npz") if as_reference else None,
-            reference_settings=reference_settings)
+            reference_settings=reference_settings, cost=spec.cost.model_dump() if spec.cost is not None else {})
 
     return request
 

@@ -40,6 +40,9 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "peak_vram_device_gb": ("GB", "minimize"),  # what decides an OOM: max(NVML, reserved) (tuner.evaluators.memory)
     "peak_rss_gb": ("GB", "minimize"),
     "trial_disk_gb": ("GB", "minimize"),  # what the trial left in its directory (du-style, 1e9 bytes)
+    "outputs_per_device_hour": ("1/h", "maximize"),  # throughput x 3600 / the slot's devices (tuner.spec.price)
+    "cost_per_output_usd": ("USD", "minimize"),  # the spec's device-hour price / outputs_per_device_hour
+    "cost_per_1k_outputs_usd": ("USD", "minimize"),
 }
 
 
@@ -116,7 +119,7 @@ def trial_quality_metrics(measured: Iterable[str], setting_names: Iterable[str],
 
 
 UNIT_SUFFIXES: dict[str, str] = {"s": "_s", "GB": "_gb", "dB": "_db", "items/s": "_items_per_s",
-                                 "frames": "_frames"}
+                                 "frames": "_frames", "USD": "_usd"}
 """Unit -> the suffix a metric name carries for it (``latency_p50_s``)."""
 
 RecordedMetrics = Mapping[str, Mapping[str, object]]

@@ -26,6 +26,7 @@ from tuner.spec.export_rule import ExportRule, ExportSpec, check_export_rule, pa
 from tuner.spec.expressions import ExpressionError, compile_expression
 from tuner.spec.quality.cases import CasesSpec, check_cases, input_keys
 from tuner.spec.metrics import base_metric, known_metric
+from tuner.spec.price import CostSpec
 from tuner.spec.names import check_expression_cost, check_expression_names
 from tuner.spec.quality.reference_shape import ReferenceShapeSpec, check_reference_shape
 from tuner.spec.space import check_setting
@@ -308,6 +309,8 @@ class StudySpec(_Strict):
     sampler: SamplerSpec = Field(default_factory=SamplerSpec)
     export: ExportSpec | None = None
     seed: int = 0
+    cost: CostSpec | None = None
+    """USD per device-hour (:mod:`tuner.spec.price`): each trial's cost per output from its throughput."""
     record_env: list[str] = Field(default_factory=list)
     """Environment variables each trial records beside the built-in allow-list
     (:mod:`tuner.runner.recorded_env`): names or simple globs (:data:`RECORD_ENV_PATTERN`)."""
@@ -345,7 +348,7 @@ class StudySpec(_Strict):
         clashes = set(self.parameters) & (set(self.derived) | set(self.inputs))
         if clashes:
             raise ValueError(f"names used both as parameter and derived/input: {sorted(clashes)}")
-        problem = check_cases(self, self.parameters, self.derived)
+        problem = check_cases(self, self.parameters, self.derived) or (self.cost.check() if self.cost else None)
         if problem:
             raise ValueError(problem)
         metrics = [o.metric for o in self.objectives]
@@ -358,6 +361,10 @@ class StudySpec(_Strict):
         for key, metric in named:
             if not known_metric(metric) and base_metric(metric) not in self.workload.declared_metrics():
                 raise ValueError(f"{key}: unknown metric '{metric}' (see the metric list in docs/specs.md)")
+        priced = [base_metric(m) for _, m in named if base_metric(m) in ("cost_per_output_usd", "cost_per_1k_outputs_usd")]
+        if priced and self.cost is None:
+            raise ValueError(f"cost: the spec names {priced[0]} but gives no price (cost: {{gpu_hour_usd: ...}}, "
+                             "or cpu_hour_usd for a CPU study)")
         check_expression_names(self)
         check_expression_cost(self)
         for role in ("reference", "baseline"):

@@ -39,4 +39,4 @@ def trial_request(study_name: str, spec: "StudySpec", number: int, candidate: "C
         reference_output=comparison.reference_output, save_output=comparison.save_output,
         compare_with_self=comparison.compare_with_self, reference_settings=comparison.reference_settings,
         reference_missing=comparison.reference_missing, resize_to_reference=comparison.resize_to_reference,
-        record_env=list(spec.record_env))
+        record_env=list(spec.record_env), cost=spec.cost.model_dump() if spec.cost is not None else {})

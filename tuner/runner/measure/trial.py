@@ -125,6 +125,7 @@ def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext"
     per_input = {run.name: finite_metrics(run.metrics) for run in runs}
     several = list(per_input) != [""]
     metrics = combine_inputs(per_input, request.aggregates)
+    metrics.update({m.name: m for m in _priced(request, metrics.get("throughput_items_per_s"))})
     samples = Samples()
     for run in runs:
         written = write_samples(run.output, context.workdir, f"{run.name}." if several else "")
@@ -149,6 +150,26 @@ def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext"
         eval_time_s=eval_time_s, output_path=output_path, samples=samples.files, info=info,
         per_input=per_input if several else {},
         cliffs=cliff_lines(per_input, metrics, request.cliff_margins) if several else [])
+
+
+def _priced(request: TrialRequest, throughput: Metric | None) -> list[Metric]:
+    """The price metrics (:mod:`tuner.spec.price`) when the spec or the environment gives a price; else none."""
+    import os
+
+    from tuner.spec.price import CPU_PRICE_ENV, GPU_PRICE_ENV, device_hour_price, price_metrics
+
+    if not request.cost and not os.environ.get(GPU_PRICE_ENV) and not os.environ.get(CPU_PRICE_ENV):
+        return []
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+    devices = len([d for d in visible.split(",") if d.strip()]) if request.device == "cuda" and visible else 1
+    gpu_name = None
+    if request.device == "cuda":
+        from tuner.gpu import gpu_type
+
+        gpu_name = gpu_type()
+    price, why = device_hour_price(request.cost, request.device, gpu_name, os.environ)
+    value = throughput.value if throughput is not None and throughput.available else None
+    return price_metrics(value, price, why, devices)
 
 
 def _latency_settings(request: TrialRequest) -> Any:
