@@ -201,9 +201,19 @@ class PeakMemoryMonitor:
             candidates.append(sampler.peak_rss_bytes)
         return max(candidates)
 
+    def _activity_metrics(self) -> list[Metric]:
+        """GPU utilization and power over the window (:mod:`tuner.evaluators.device_activity`)."""
+        sampler = self._sampler
+        if sampler is None:
+            from tuner.evaluators.device_activity import DeviceActivity
+
+            return DeviceActivity().metrics(SAMPLER_OFF)
+        return sampler.activity.metrics(_unread_reason(sampler))
+
     def metrics(self) -> list[Metric]:
         """``peak_vram_gb``, ``peak_vram_reserved_gb``, ``peak_vram_nvml_gb``, ``peak_vram_device_gb``,
-        ``peak_rss_gb`` (GB, minimize), ``memory_samples`` (count) and ``memory_sample_hz`` (Hz, the
+        ``peak_rss_gb`` (GB, minimize), the devices' ``gpu_util_mean_pct`` / ``gpu_util_peak_pct`` (%) and
+        ``gpu_power_mean_w`` (W), ``memory_samples`` (count) and ``memory_sample_hz`` (Hz, the
         average achieved rate, fast and slow phases together).
         Raises RuntimeError before the block has exited."""
         if not self._exited:
@@ -231,6 +241,7 @@ class PeakMemoryMonitor:
             _gb_metric("peak_rss_gb", self._peak_rss_bytes, "no RSS readable"),
             Metric("memory_samples", float(sampler.samples if sampler else 0), "count", "maximize"),
         ]
+        metrics += self._activity_metrics()
         achieved_hz = sampler.achieved_hz if sampler is not None else None
         if achieved_hz is None:
             metrics.append(Metric.unavailable(
@@ -239,6 +250,17 @@ class PeakMemoryMonitor:
         else:
             metrics.append(Metric("memory_sample_hz", achieved_hz, "Hz", "maximize"))
         return metrics
+
+
+def _unread_reason(sampler: "ProcessTreeSampler | None") -> str | None:
+    """Why the sampler read no GPU utilization or power (None when it read NVML)."""
+    if sampler is None:
+        return SAMPLER_OFF
+    if sampler.nvml_reason is not None:
+        return sampler.nvml_reason
+    if sampler.simulated:
+        return "a simulated device: NVML reports no utilization or power for it"
+    return None
 
 
 def _gb_metric(name: str, value_bytes: int | None, reason: str) -> Metric:

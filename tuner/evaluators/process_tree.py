@@ -25,6 +25,7 @@ from types import TracebackType
 from typing import Any, Callable
 
 from tuner import gpu
+from tuner.evaluators.device_activity import DeviceActivity
 from tuner.evaluators.proc_tree import ProcTree, PsutilTree
 
 SLOW_HZ = 10.0
@@ -88,6 +89,7 @@ class ProcessTreeSampler:
         self._peak_rss_bytes: int | None = None
         self._peak_nvml_bytes: int | None = None
         self._nvml_devices: set[int] = set()
+        self.activity = DeviceActivity()  # utilization and power of the devices the tree holds memory on
         self._samples = 0
         self._started_at: float | None = None
         self._stopped_at: float | None = None
@@ -157,6 +159,11 @@ class ProcessTreeSampler:
         """NVML indices on which NVML saw the tree hold memory in any sample (sorted; [] when none)."""
         with self._lock:
             return sorted(self._nvml_devices)
+
+    @property
+    def simulated(self) -> bool:
+        """Whether a ``gpu_probe`` stands in for NVML (test support)."""
+        return self._gpu_probe is not None
 
     @property
     def nvml_reason(self) -> str | None:
@@ -252,6 +259,8 @@ class ProcessTreeSampler:
         added = self._tree.update(full) if marks or settling else False
         rss, exited = self._tree.sample(marks)
         nvml = self._tree_nvml_bytes(list(self._tree.members))
+        if self._pynvml is not None:
+            self.activity.sample(self._pynvml, self._handles, self.nvml_devices, now)
         with self._lock:
             self._samples += 1
             if added or exited:

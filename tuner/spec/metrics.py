@@ -40,6 +40,10 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "peak_vram_device_gb": ("GB", "minimize"),  # what decides an OOM: max(NVML, reserved) (tuner.evaluators.memory)
     "peak_rss_gb": ("GB", "minimize"),
     "trial_disk_gb": ("GB", "minimize"),  # what the trial left in its directory (du-style, 1e9 bytes)
+    "gpu_util_mean_pct": ("%", "maximize"),  # NVML utilization of the trial's devices over the measurement
+    "gpu_util_peak_pct": ("%", "maximize"),
+    "gpu_power_mean_w": ("W", "minimize"),  # their summed board power, mean over the measurement
+    "energy_per_output_j": ("J", "minimize"),  # gpu_power_mean_w / throughput_items_per_s
     "outputs_per_device_hour": ("1/h", "maximize"),  # throughput x 3600 / the slot's devices (tuner.spec.price)
     "cost_per_output_usd": ("USD", "minimize"),  # the spec's device-hour price / outputs_per_device_hour
     "cost_per_1k_outputs_usd": ("USD", "minimize"),

@@ -103,6 +103,8 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     if not isinstance(output, WorkloadOutput):
         raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
     metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, running)
+    metrics["energy_per_output_j"] = energy_per_output(metrics.get("gpu_power_mean_w"),
+                                                       metrics.get("throughput_items_per_s"))
     stage[0] = "evaluate"
     phases.mark("evaluation")
     eval_started = time.perf_counter()
@@ -150,6 +152,17 @@ def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext"
         eval_time_s=eval_time_s, output_path=output_path, samples=samples.files, info=info,
         per_input=per_input if several else {},
         cliffs=cliff_lines(per_input, metrics, request.cliff_margins) if several else [])
+
+
+def energy_per_output(power: Metric | None, throughput: Metric | None) -> Metric:
+    """Joules per output: the devices' mean power (W) over the items served per second; unavailable with the
+    power's (or the throughput's) reason. The power is the measurement window's mean, warm-up included."""
+    if power is None or not power.available or power.value is None:
+        return Metric.unavailable("energy_per_output_j", "J", "minimize",
+                                  (power.reason if power is not None else None) or "no power read")
+    if throughput is None or not throughput.available or not (throughput.value or 0) > 0:
+        return Metric.unavailable("energy_per_output_j", "J", "minimize", "no measured throughput")
+    return Metric("energy_per_output_j", float(power.value) / float(throughput.value or 1), "J", "minimize")
 
 
 def _priced(request: TrialRequest, throughput: Metric | None) -> list[Metric]:
