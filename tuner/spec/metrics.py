@@ -44,6 +44,11 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "gpu_util_peak_pct": ("%", "maximize"),
     "gpu_power_mean_w": ("W", "minimize"),  # their summed board power, mean over the measurement
     "energy_per_output_j": ("J", "minimize"),  # gpu_power_mean_w / throughput_items_per_s
+    "time_to_first_chunk_s": ("s", "minimize"),  # a chunked workload's (tuner.evaluators.streaming)
+    "chunk_latency_p50_s": ("s", "minimize"),
+    "chunk_latency_p95_s": ("s", "minimize"),
+    "real_time_factor": ("1", "maximize"),  # seconds of output per second of compute
+    "stall_count": ("count", "minimize"),  # chunks later than a viewer who started at the first one needs them
     "outputs_per_device_hour": ("1/h", "maximize"),  # throughput x 3600 / the slot's devices (tuner.spec.price)
     "cost_per_output_usd": ("USD", "minimize"),  # the spec's device-hour price / outputs_per_device_hour
     "cost_per_1k_outputs_usd": ("USD", "minimize"),

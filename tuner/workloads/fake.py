@@ -21,6 +21,8 @@ from typing import Any, Mapping
 import numpy as np
 
 from tuner.errors import WorkloadError
+from tuner.evaluators.streaming import ChunkClock
+from tuner.results import Metric
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
 EXTRA_SLEEP_ENV = "TUNER_FAKE_EXTRA_SLEEP_S"
@@ -50,7 +52,10 @@ class FakeWorkload(Workload):
     Inputs (optional; a spec's ``cases`` give each input its own): ``noise_gain`` multiplies ``noise``
     (default 1); ``cliff_low`` / ``cliff_high`` / ``cliff_noise``: a setting whose ``noise`` lies in
     ``[cliff_low, cliff_high]`` gets ``cliff_noise`` more on this input -- a SIMULATED quality cliff that one
-    input shows and the others hide. The counter ``cost_ms`` is the nominal cost (``sleep_s`` plus the extra
+    input shows and the others hide. ``chunks`` (default 0: none) splits the run's sleep into that many chunks
+    of ``chunk_output_s`` seconds of output each (default 0.2), timed by a
+    :class:`~tuner.evaluators.streaming.ChunkClock` (its figures are the trial's); ``late_chunk`` /
+    ``late_by_s`` delay one chunk on purpose (a SIMULATED stall). The counter ``cost_ms`` is the nominal cost (``sleep_s`` plus the extra
     sleep, in ms, before any jitter): a deterministic stand-in for latency in tests of the front.
 
     Test hooks (environment variables, read on every run):
@@ -77,6 +82,24 @@ class FakeWorkload(Workload):
     the same sequence on every invocation, still distinct between trials.
     """
 
+    _chunks: ChunkClock | None = None
+
+    def _sleep(self, seconds: float, params: Mapping[str, Any]) -> None:
+        """Sleep ``seconds`` in one piece, or in ``chunks`` timed pieces (see the class doc)."""
+        chunks = int(params.get("chunks", 0))
+        if chunks <= 0:
+            time.sleep(seconds)
+            return
+        self._chunks = ChunkClock()
+        self._chunks.begin()
+        for index in range(chunks):
+            time.sleep(seconds / chunks + (float(params.get("late_by_s", 0.0))
+                                           if index == int(params.get("late_chunk", -1)) else 0.0))
+            self._chunks.chunk(float(params.get("chunk_output_s", 0.2)))
+
+    def measured_metrics(self) -> list[Metric]:
+        return self._chunks.metrics() if self._chunks is not None else []
+
     def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
         if params.get("behaviour", "ok") not in BEHAVIOURS:
             raise InvalidSetting(f"unknown behaviour {params.get('behaviour')!r}")
@@ -102,7 +125,7 @@ class FakeWorkload(Workload):
             _wait_at_gate(Path(gate))
         cost_s = float(params.get("sleep_s", 0.001)) + float(os.environ.get(EXTRA_SLEEP_ENV, "0") or 0)
         cv = max(float(params.get("jitter_cv", 0.0)), float(os.environ.get(LATENCY_CV_ENV, "0") or 0))
-        time.sleep(cost_s * _jitter(cv, _seeded_rng(context)))
+        self._sleep(cost_s * _jitter(cv, _seeded_rng(context)), params)
         frames, size = int(params.get("frames", 4)), int(params.get("size", 16))
         batch = int(params.get("batch_size", 1))
         base = np.linspace(0, 255, size * size * 3).reshape(1, 1, size, size, 3)

@@ -107,7 +107,8 @@ def motion_context(latents: torch.Tensor, motion_frames: int) -> torch.Tensor:
 
 def generate_video(model: AvatarDiT, codec: PixelShuffleCodec, conditioning: Conditioning,
                    draw_noise: Callable[[int], torch.Tensor], plan: GenerationPlan,
-                   side: torch.cuda.Stream | None = None) -> torch.Tensor:
+                   side: torch.cuda.Stream | None = None,
+                   on_clip: Callable[[int], None] | None = None) -> torch.Tensor:
     """All clips, chained and decoded: uint8 (B, num_clip * infer_frames, S, S, 3) on the device.
 
     ``draw_noise(clip_index)`` returns that clip's initial noise (B, C, T, h, w).
@@ -116,6 +117,8 @@ def generate_video(model: AvatarDiT, codec: PixelShuffleCodec, conditioning: Con
     the end in one batch (higher peak memory). ``side``: a CUDA stream on which
     finished clips are decoded while the next clip denoises (used only with
     ``online_decode``); the result is ready on the current stream on return.
+    ``on_clip(k)`` is called once clip ``k``'s pixels are queued, on the stream that makes them (a chunk
+    clock marks it there); without ``online_decode`` every clip's call comes after the one final decode.
     """
     motion_frames = model.config.motion_frames
     reference = conditioning.reference.expand(plan.batch_size, -1, -1, -1, -1)
@@ -133,15 +136,23 @@ def generate_video(model: AvatarDiT, codec: PixelShuffleCodec, conditioning: Con
             pieces.append(latents)
         elif side is None:
             pieces.append(decode_to_pixels(codec, latents, plan.output_size, plan.precision))
+            if on_clip is not None:
+                on_clip(clip)
         else:
             pieces.append(_decode_on_side_stream(codec, latents, plan, side))
+            if on_clip is not None:
+                with torch.cuda.stream(side):
+                    on_clip(clip)
     if side is not None:
         main = torch.cuda.current_stream(device)
         main.wait_stream(side)
         for piece in pieces:
             piece.record_stream(main)  # made on the side stream, read by the main one
     if not plan.online_decode:
-        return decode_to_pixels(codec, torch.cat(pieces, dim=2), plan.output_size, plan.precision)
+        pixels = decode_to_pixels(codec, torch.cat(pieces, dim=2), plan.output_size, plan.precision)
+        for clip in range(plan.num_clip if on_clip is not None else 0):
+            on_clip(clip)  # type: ignore[misc]
+        return pixels
     return torch.cat(pieces, dim=1)
 
 

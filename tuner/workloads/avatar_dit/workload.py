@@ -67,6 +67,8 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
+from tuner.evaluators.streaming import ChunkClock
+from tuner.results import Metric
 from tuner.workloads.avatar_dit.checkpoint import DEFAULT_WEIGHTS, load_checkpoint
 from tuner.workloads.avatar_dit.inputs import (
     AUDIO_RATE_HZ, frame_audio_features, render_portraits, synth_speech_audio, windowed_audio_features)
@@ -193,6 +195,7 @@ class AvatarDiTWorkload(Workload):
         self._model: AvatarDiT | None = None
         self._codec = PixelShuffleCodec()
         self._audio_key: tuple[float, int] | None = None
+        self._chunks: ChunkClock | None = None
         self._audio: np.ndarray | None = None
         self._conditionings: dict[tuple[int, int, AvatarInputs, int], Conditioning] = {}
         self._decode_stream: torch.cuda.Stream | None = None
@@ -215,6 +218,14 @@ class AvatarDiTWorkload(Workload):
         """
         device, inputs, settings = self._prepare(params, context)
         assert self._model is not None and self._audio is not None
+        chunks = self._chunks = ChunkClock(torch.cuda if device.type == "cuda" else None)
+        chunks.begin()
+        kept = math.ceil(inputs.audio_seconds * inputs.fps)  # frames the video keeps: the audio's duration
+
+        def clip_ready(clip: int) -> None:
+            frames = max(0, min(settings.infer_frames, kept - clip * settings.infer_frames))
+            chunks.chunk(frames / inputs.fps)
+
         plan = GenerationPlan(
             batch_size=settings.batch_size, infer_frames=settings.infer_frames, num_clip=settings.num_clip,
             sample_steps=settings.sample_steps, precision=settings.precision,
@@ -223,7 +234,7 @@ class AvatarDiTWorkload(Workload):
         with torch.inference_mode():
             conditioning = self._conditioning(settings, inputs, context.seed, device)
             draw_noise = self._noise_source(settings, context.seed, device)
-            video = generate_video(self._model, self._codec, conditioning, draw_noise, plan, side)
+            video = generate_video(self._model, self._codec, conditioning, draw_noise, plan, side, clip_ready)
             video_array = video.cpu().numpy()[:, :math.ceil(inputs.audio_seconds * inputs.fps)]
         config = self._model.config
         forwards = settings.num_clip * settings.sample_steps
@@ -237,6 +248,10 @@ class AvatarDiTWorkload(Workload):
                 "dit_forwards": float(forwards),
                 "dit_gflops": forwards * flops / 1e9,
             })
+
+    def measured_metrics(self) -> list[Metric]:
+        """The last call's streaming figures: each clip is a chunk (:mod:`tuner.evaluators.streaming`)."""
+        return self._chunks.metrics() if self._chunks is not None else []
 
     def declared_weights(self, context: RunContext) -> Mapping[str, Path]:
         """The checkpoint ``run`` reads: ``inputs["weights"]`` or the committed ``weights/avatar_dit.pt``."""
