@@ -53,7 +53,7 @@ def pillow_defaults(video: np.ndarray, folder: Path) -> None:
     """The encoding before: the same frames, saved with Pillow's own defaults (adaptive palette, zlib 6)."""
     from PIL import Image
 
-    from tuner.runner import samples
+    from tuner.runner.measure import samples
 
     frames = samples.first_item_frames(video)
     Image.fromarray(samples.contact_sheet(frames)).save(folder / "contact_sheet.png")

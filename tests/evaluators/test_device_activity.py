@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from tuner import gpu
-from tuner.evaluators.device_activity import DeviceActivity
+from tuner.evaluators.runtime.device_activity import DeviceActivity
 from tuner.evaluators.memory import PeakMemoryMonitor
 from tuner.results import Metric
 from tuner.runner.measure.trial import energy_per_output

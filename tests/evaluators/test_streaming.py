@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from tuner.evaluators.streaming import ChunkClock
+from tuner.evaluators.runtime.streaming import ChunkClock
 from tuner.runner.base import TrialRequest
 from tuner.runner.worker import execute
 

@@ -43,16 +43,19 @@ SPEC_TEXT = ((ROOT / "tests" / "specs" / "fake_ok.yaml").read_text()
 OBJECTIVES = ["latency_p50_s", "psnr_db"]
 OOM = {"sleep_s": 0.001, "noise": 5, "batch_size": 1, "behaviour": "device_oom"}
 INFEASIBLE = {"sleep_s": 0.001, "noise": 40, "batch_size": 1, "behaviour": "ok"}  # fastest of all: not dominated
-COPIED = {"sleep_s": 0.002, "noise": 0, "batch_size": 1, "behaviour": "ok"}  # on the front, proposed twice
+COPIED = {"sleep_s": 0.006, "noise": 0, "batch_size": 1, "behaviour": "ok"}  # on the front, proposed twice
+SLOWER = {"sleep_s": 0.015, "noise": 10, "batch_size": 1, "behaviour": "ok"}  # the sixth run
 STARTUP_TIMEOUT_S = 120.0
 
 
 def run_small_study(home: Path) -> OpenStudy:
-    """Reference, baseline, an OOM, an infeasible measurement, a setting and its copy, then TPE (6 runs)."""
+    """Reference, baseline, an OOM, an infeasible measurement, a setting and its copy, and a slower setting (6
+    runs). Every run is enqueued: a sampled one could land beside the infeasible setting's 1 ms and, on a loaded
+    machine, be measured faster than it."""
     spec = parse_spec(SPEC_TEXT)
     opened = create_study(spec, SPEC_TEXT, f"sqlite:///{home / 'studies.db'}", "s", "tpe", 6,
                           {"spec_name": spec.name})
-    for setting in (OOM, INFEASIBLE, COPIED, COPIED):
+    for setting in (OOM, INFEASIBLE, COPIED, COPIED, SLOWER):
         opened.study.enqueue_trial(setting)
     plan = plan_constraints(spec, {"gpu_memory_gb": None, "host_memory_gb": 24.0})
     Coordinator(study=opened.study, spec=opened.spec, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=home, device="cpu",

@@ -202,10 +202,10 @@ class PeakMemoryMonitor:
         return max(candidates)
 
     def _activity_metrics(self) -> list[Metric]:
-        """GPU utilization and power over the window (:mod:`tuner.evaluators.device_activity`)."""
+        """GPU utilization and power over the window (:mod:`tuner.evaluators.runtime.device_activity`)."""
         sampler = self._sampler
         if sampler is None:
-            from tuner.evaluators.device_activity import DeviceActivity
+            from tuner.evaluators.runtime.device_activity import DeviceActivity
 
             return DeviceActivity().metrics(SAMPLER_OFF)
         return sampler.activity.metrics(_unread_reason(sampler))

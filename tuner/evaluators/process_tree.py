@@ -25,7 +25,7 @@ from types import TracebackType
 from typing import Any, Callable
 
 from tuner import gpu
-from tuner.evaluators.device_activity import DeviceActivity
+from tuner.evaluators.runtime.device_activity import DeviceActivity
 from tuner.evaluators.proc_tree import ProcTree, PsutilTree
 
 SLOW_HZ = 10.0

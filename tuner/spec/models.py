@@ -249,6 +249,9 @@ class MeasurementSpec(_Strict):
     """Rate of the process-tree memory sampler (RSS and NVML of the trial's processes), Hz;
     >= 50 to catch short peaks, or 0 to turn it off (allocator peaks and the RSS
     high-water mark remain; ``peak_vram_nvml_gb`` is then unavailable)."""
+    bare_twin: int = Field(default=0, ge=0, le=50)
+    """Bare calls timed after the measured repeats, in the same worker with the same loaded workload and no
+    memory sampler (:mod:`tuner.evaluators.runtime.bare_twin`): ``bare_p50_s`` and ``twin_ratio``; 0: none."""
 
     @model_validator(mode="after")
     def _check(self) -> "MeasurementSpec":

@@ -21,7 +21,7 @@ from typing import Any, Mapping
 import numpy as np
 
 from tuner.errors import WorkloadError
-from tuner.evaluators.streaming import ChunkClock
+from tuner.evaluators.runtime.streaming import ChunkClock
 from tuner.results import Metric
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
@@ -54,7 +54,7 @@ class FakeWorkload(Workload):
     ``[cliff_low, cliff_high]`` gets ``cliff_noise`` more on this input -- a SIMULATED quality cliff that one
     input shows and the others hide. ``chunks`` (default 0: none) splits the run's sleep into that many chunks
     of ``chunk_output_s`` seconds of output each (default 0.2), timed by a
-    :class:`~tuner.evaluators.streaming.ChunkClock` (its figures are the trial's); ``late_chunk`` /
+    :class:`~tuner.evaluators.runtime.streaming.ChunkClock` (its figures are the trial's); ``late_chunk`` /
     ``late_by_s`` delay one chunk on purpose (a SIMULATED stall). The counter ``cost_ms`` is the nominal cost (``sleep_s`` plus the extra
     sleep, in ms, before any jitter): a deterministic stand-in for latency in tests of the front.
 

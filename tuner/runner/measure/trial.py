@@ -88,6 +88,7 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
 
     measurement = dict(request.measurement)
     memory_sample_hz = float(measurement.pop("memory_sample_hz", 100.0))
+    bare_twin = int(measurement.pop("bare_twin", 0) or 0)
     settings = LatencySettings(**measurement)
     stage[0] = "setup"
     phases.mark("startup")
@@ -105,6 +106,13 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, running)
     metrics["energy_per_output_j"] = energy_per_output(metrics.get("gpu_power_mean_w"),
                                                        metrics.get("throughput_items_per_s"))
+    if bare_twin:
+        from tuner.evaluators.runtime.bare_twin import bare_timings, twin_metrics
+        from tuner.evaluators.cuda_api import active_cuda
+
+        seconds = bare_timings(lambda: running.run(request.settings, context), running.synchronize, bare_twin,
+                               deadline, active_cuda())
+        metrics.update({m.name: m for m in twin_metrics(seconds, metrics.get("latency_p50_s"))})
     stage[0] = "evaluate"
     phases.mark("evaluation")
     eval_started = time.perf_counter()
@@ -190,6 +198,7 @@ def _latency_settings(request: TrialRequest) -> Any:
 
     measurement = dict(request.measurement)
     measurement.pop("memory_sample_hz", None)
+    measurement.pop("bare_twin", None)
     return LatencySettings(**measurement)
 
 

@@ -67,7 +67,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
-from tuner.evaluators.streaming import ChunkClock
+from tuner.evaluators.runtime.streaming import ChunkClock
 from tuner.results import Metric
 from tuner.workloads.avatar_dit.checkpoint import DEFAULT_WEIGHTS, load_checkpoint
 from tuner.workloads.avatar_dit.inputs import (
@@ -250,7 +250,7 @@ class AvatarDiTWorkload(Workload):
             })
 
     def measured_metrics(self) -> list[Metric]:
-        """The last call's streaming figures: each clip is a chunk (:mod:`tuner.evaluators.streaming`)."""
+        """The last call's streaming figures: each clip is a chunk (:mod:`tuner.evaluators.runtime.streaming`)."""
         return self._chunks.metrics() if self._chunks is not None else []
 
     def declared_weights(self, context: RunContext) -> Mapping[str, Path]:
