@@ -81,8 +81,8 @@ def run_avatar(tmp_path: Path, name: str, online_decode: bool) -> dict[str, Any]
 def test_the_avatar_streams_its_clips_when_it_decodes_online(tmp_path: Path) -> None:
     online = run_avatar(tmp_path, "online", True)
     offline = run_avatar(tmp_path, "offline", False)
-    # 24 frames in clips of 6: online, each clip is ready as it is made (gaps of about one clip's work each);
-    # offline, every clip comes with the one final decode (gaps of nothing after the first)
-    assert online["chunk_latency_p50_s"] > 0.3 * online["time_to_first_chunk_s"], "online: clips one by one"
+    # 24 frames in clips of 6: online, each clip is ready as it is made (a gap of one clip's work); offline,
+    # every clip comes with the one final decode (no work between the clips' marks)
+    assert online["chunk_latency_p50_s"] > 3 * offline["chunk_latency_p50_s"], "online: clips one by one"
     assert offline["chunk_latency_p50_s"] < 0.1 * offline["time_to_first_chunk_s"], "offline: all clips at once"
     assert online["real_time_factor"] > 0 and offline["real_time_factor"] > 0

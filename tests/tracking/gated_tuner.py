@@ -34,7 +34,8 @@ def main() -> None:
         if stopped or number is None or int(number) < first:
             return
         stopped.append(int(number))
-        (gate / "arrived").write_text(number)
+        (gate / "arrived.tmp").write_text(number)
+        (gate / "arrived.tmp").replace(gate / "arrived")  # whole when it appears: the test reads it at once
         while not (gate / "open").exists():
             time.sleep(POLL_S)
 
