@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 import numpy as np
 
 from tuner.results import Metric
+from tuner.spec.metrics import split_aggregate
 
 if TYPE_CHECKING:
     from tuner.runner.base import TrialRequest
@@ -42,11 +43,6 @@ def input_sets_of(request: "TrialRequest") -> list[tuple[str, dict[str, Any]]]:
     if not request.input_sets:
         return [("", dict(request.inputs))]
     return [(str(entry["name"]), dict(entry["inputs"])) for entry in request.input_sets]
-
-
-def _split(name: str) -> tuple[str, str | None]:
-    head, _, how = name.partition(":")
-    return (head, how) if how else (name, None)
 
 
 def percentile_of_badness(values: Sequence[float], percent: float, direction: str) -> float:
@@ -90,7 +86,7 @@ def combine_inputs(per_input: Mapping[str, Mapping[str, Metric]], aggregates: Se
     if len(per_input) == 1:
         combined = dict(next(iter(per_input.values())))
     for wanted in aggregates:
-        base, how = _split(wanted)
+        base, how = split_aggregate(wanted)
         if how is None or base not in names:
             continue
         figures = [(case, metrics.get(base) or _missing(base, metrics, per_input)) for case, metrics in

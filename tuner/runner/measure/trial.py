@@ -82,14 +82,13 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
                   after_setup: Callable[[], None] | None = None) -> tuple[InputRun, float]:
     """Set up, measure and evaluate one input (``stage[0]`` says which step runs, for a failure's reason;
     ``after_setup`` is called once ``setup`` returned); returns its run and the seconds its evaluation took."""
-    from tuner.evaluators.latency import LatencySettings, measure_latency
+    from tuner.evaluators.latency import measure_latency
     from tuner.evaluators.memory import PeakMemoryMonitor
     from tuner.workloads.base import WorkloadOutput
 
-    measurement = dict(request.measurement)
-    memory_sample_hz = float(measurement.pop("memory_sample_hz", 100.0))
-    bare_twin = int(measurement.pop("bare_twin", 0) or 0)
-    settings = LatencySettings(**measurement)
+    memory_sample_hz = float(request.measurement.get("memory_sample_hz", 100.0))
+    bare_twin = int(request.measurement.get("bare_twin", 0) or 0)
+    settings = latency_settings(request)
     stage[0] = "setup"
     phases.mark("startup")
     running.setup(request.settings, context)
@@ -145,7 +144,7 @@ def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext"
     if request.save_output:
         save_outputs({run.name: run.output for run in runs}, Path(request.save_output))
         output_path = request.save_output
-    settings = _latency_settings(request)
+    settings = latency_settings(request)
     cut = next((run.stats for run in runs if run.stats.cut_short), None)
     info: dict[str, Any] = {
         "repeats": min(len(run.stats.samples_s) for run in runs),
@@ -193,7 +192,8 @@ def _priced(request: TrialRequest, throughput: Metric | None) -> list[Metric]:
     return price_metrics(value, price, why, devices)
 
 
-def _latency_settings(request: TrialRequest) -> Any:
+def latency_settings(request: TrialRequest) -> Any:
+    """The latency protocol's settings: the request's measurement less the sampler's rate and the bare twin."""
     from tuner.evaluators.latency import LatencySettings
 
     measurement = dict(request.measurement)
