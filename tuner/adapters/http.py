@@ -79,6 +79,8 @@ def _extract(document: Any, path: str) -> Any:
 class HttpWorkload(Workload):
     """Measures the spec's ``http`` service (see module docs). ``options`` = the block as plain data."""
 
+    concurrent_calls = 64  # each call sends its own requests; sustained streams add up with ``concurrency``
+
     def __init__(self, options: Mapping[str, Any]) -> None:
         self.options = dict(options)
         self.invocation: dict[str, Any] | None = None

@@ -14,7 +14,8 @@
   :data:`SEARCH_TIMEOUT_FACTOR` ``x the reference's wall time)``. A spec pins
   the timeout with ``workload.timeout_mode: fixed``. ``tuner resume --timeout
   S`` replaces ``timeout_s`` (a study event records it). ``timeout_s`` is per input: a trial of a spec
-  with ``cases`` (several inputs) gets it times their number.
+  with ``cases`` (several inputs) gets it times their number; ``measurement.sustained`` adds
+  :data:`SUSTAINED_TIMEOUT_FACTOR` x its levels' seconds to it.
 * **Measurement overrides.** ``tuner resume --warmup / --min-repeats /
   --max-repeats / --cv-target`` replace the stored spec's measurement settings
   from then on (:func:`measurement_settings`), also recorded as a study event.
@@ -38,6 +39,9 @@ if TYPE_CHECKING:
 
 REFERENCE_TIMEOUT_FACTOR = 3.0
 SEARCH_TIMEOUT_FACTOR = 3.0
+SUSTAINED_TIMEOUT_FACTOR = 2.0
+"""A spec with ``measurement.sustained`` adds this x its levels' seconds to ``timeout_s`` (per input): the
+levels' windows, the calls in flight at each window's end, inside the measurement's share of the timeout."""
 SAME_FAILURE_STOP = 3
 
 
@@ -94,7 +98,9 @@ def trial_timeout_s(spec: "StudySpec", role: str, study_attrs: Mapping[str, Any]
                     trials: Sequence["FrozenTrial"], inputs: int = 1) -> float:
     """The wall-clock limit in seconds for a trial of ``role`` (see the module docstring) running ``inputs``
     inputs (the spec's ``cases``): ``timeout_s`` is per input, so the base is ``inputs`` times it."""
-    base = float(study_attrs.get(TIMEOUT_OVERRIDE) or spec.workload.timeout_s) * max(1, inputs)
+    sustained = spec.measurement.sustained
+    extra = SUSTAINED_TIMEOUT_FACTOR * sustained.total_s if sustained is not None else 0.0
+    base = (float(study_attrs.get(TIMEOUT_OVERRIDE) or spec.workload.timeout_s) + extra) * max(1, inputs)
     if spec.workload.timeout_mode == "fixed":
         return base
     if role == REFERENCE:

@@ -3,11 +3,39 @@ blocks (fields of :class:`~tuner.spec.models.StudySpec`)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
 class _Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class SustainedSpec(_Strict):
+    """Sustained load after the measured repeats (:mod:`tuner.evaluators.runtime.sustained`): each level of
+    ``streams`` concurrent streams driven for ``duration_s`` seconds; the knee is where one more level raises
+    throughput by less than ``knee_gain`` (a fraction)."""
+
+    streams: list[int] = Field(default_factory=lambda: [1], min_length=1, max_length=16)
+    duration_s: float = Field(default=10.0, gt=0, le=3600, allow_inf_nan=False)
+    knee_gain: float = Field(default=0.10, gt=0, le=10, allow_inf_nan=False)
+
+    @field_validator("streams", mode="before")
+    @classmethod
+    def _one_or_many(cls, value: object) -> object:
+        return [value] if isinstance(value, int) and not isinstance(value, bool) else value
+
+    @model_validator(mode="after")
+    def _ascending(self) -> "SustainedSpec":
+        if any(n < 1 or n > 256 for n in self.streams):
+            raise ValueError(f"sustained.streams must lie in 1..256 (got {self.streams})")
+        if list(self.streams) != sorted(set(self.streams)):
+            raise ValueError(f"sustained.streams must ascend without repeats (got {self.streams})")
+        return self
+
+    @property
+    def total_s(self) -> float:
+        """The seconds every level's window takes together (the calls in flight at each end come on top)."""
+        return len(self.streams) * self.duration_s
 
 
 class MeasurementSpec(_Strict):
@@ -26,6 +54,10 @@ class MeasurementSpec(_Strict):
     bare_twin: int = Field(default=0, ge=0, le=50)
     """Bare calls timed after the measured repeats, in the same worker with the same loaded workload and no
     memory sampler (:mod:`tuner.evaluators.runtime.bare_twin`): ``bare_p50_s`` and ``twin_ratio``; 0: none."""
+    sustained: SustainedSpec | None = None
+    """Sustained load at one or more stream counts after the measured repeats, under the memory sampler
+    (:mod:`tuner.evaluators.runtime.sustained`); None: none. Each trial's timeout grows by twice its levels'
+    seconds (:func:`tuner.search.guards.trial_timeout_s`)."""
 
     @model_validator(mode="after")
     def _check(self) -> "MeasurementSpec":

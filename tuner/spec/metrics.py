@@ -51,6 +51,10 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "chunk_latency_p95_s": ("s", "minimize"),
     "real_time_factor": ("1", "maximize"),  # seconds of output per second of compute
     "stall_count": ("count", "minimize"),  # chunks later than a viewer who started at the first one needs them
+    "sustained_throughput_per_hour": ("items/h", "maximize"),  # measurement.sustained, at the knee over streams
+    "sustained_latency_p50_s": ("s", "minimize"),
+    "sustained_latency_p95_s": ("s", "minimize"),
+    "sustained_streams": ("streams", "maximize"),  # the knee: more streams raise throughput < knee_gain
     "outputs_per_device_hour": ("1/h", "maximize"),  # throughput x 3600 / the slot's devices (tuner.spec.price)
     "cost_per_output_usd": ("USD", "minimize"),  # the spec's device-hour price / outputs_per_device_hour
     "cost_per_1k_outputs_usd": ("USD", "minimize"),

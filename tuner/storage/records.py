@@ -165,6 +165,7 @@ class TrialRecord:
     cost: Mapping[str, Any] | None = None  # device-seconds the run held, by phase (tuner.storage.cost.trial_cost)
     per_input: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)  # input -> metric -> value
     cliffs: tuple[str, ...] = ()  # inputs worse than the trial's mean by more than the spec's cliff_margins
+    sustained: Any = None  # measurement.sustained's levels (a list; by input name for several inputs), when it ran
 
     @staticmethod
     def from_trial(trial: "FrozenTrial", records: Mapping[str, Any] | None = None,
@@ -211,6 +212,7 @@ class TrialRecord:
             cost=attrs.get(names.COST) if isinstance(attrs.get(names.COST), Mapping) else None,
             per_input=dict(attrs.get(names.PER_INPUT) or {}),
             cliffs=tuple(attrs.get(names.CLIFFS) or ()),
+            sustained=(side.get(names.WORKER_INFO) or {}).get("sustained"),
         )
 
     @property

@@ -31,6 +31,8 @@ Contract
 * ``measured_metrics`` (optional) returns the metrics the workload measured
   itself during the last ``run`` (a program's printed figures, a service's
   per-request latencies); the worker adds them to the trial's. Default: none.
+* ``concurrent_calls`` (optional, default 1) bounds how many ``run`` calls may
+  overlap in one process (the streams of ``measurement.sustained``).
 * ``invocation`` (optional) is what the workload last executed natively (argv,
   a python target and its arguments, a URL), set by ``setup`` / ``run``; the
   worker stores it as the trial's ``invocation``. Default: None.
@@ -133,6 +135,11 @@ class Workload(ABC):
     """What the workload last executed natively (``{"kind": "command", "argv": ..., "env": ...}``, a python
     target and its arguments, a URL), set by ``setup`` / ``run``; stored as the trial's ``invocation``
     (:mod:`tuner.ship.invocation`). None: nothing to record."""
+
+    concurrent_calls: int = 1
+    """How many ``run`` calls of one loaded workload may overlap in one process (threads): the bound of
+    ``measurement.sustained``'s streams (:mod:`tuner.evaluators.runtime.sustained`). Default 1: calls that share
+    state (a scheduler, a clock of chunks) must not overlap; a workload whose calls are independent raises it."""
 
     def setup(self, params: Mapping[str, Any], context: RunContext) -> None:
         """Load weights / build the model for ``params``. Not timed. Default: nothing."""

@@ -9,10 +9,12 @@ limit), a real segmentation fault, a real hang, a refused setting.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import math
 import os
 import resource
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -47,7 +49,9 @@ class FakeWorkload(Workload):
     ``batch_size``: requests per run; ``jitter_cv``: coefficient of variation of
     the simulated latency (default 0) — a setting whose timing is noisy;
     ``gate``: true for a setting whose runs wait at the test's gate (below; default
-    false, and without :data:`GATE_DIR_ENV` it does nothing).
+    false, and without :data:`GATE_DIR_ENV` it does nothing); ``device_slots``: a SIMULATED device that
+    serves that many overlapping calls at once (default 0: unbounded), so sustained load over more
+    streams queues (:mod:`tuner.evaluators.runtime.sustained`: the knee).
 
     Inputs (optional; a spec's ``cases`` give each input its own): ``noise_gain`` multiplies ``noise``
     (default 1); ``cliff_low`` / ``cliff_high`` / ``cliff_noise``: a setting whose ``noise`` lies in
@@ -83,6 +87,7 @@ class FakeWorkload(Workload):
     """
 
     _chunks: ChunkClock | None = None
+    concurrent_calls = 64  # calls share no state but the chunk clock (``chunks``: one stream's figures)
 
     def _sleep(self, seconds: float, params: Mapping[str, Any]) -> None:
         """Sleep ``seconds`` in one piece, or in ``chunks`` timed pieces (see the class doc)."""
@@ -125,7 +130,8 @@ class FakeWorkload(Workload):
             _wait_at_gate(Path(gate))
         cost_s = float(params.get("sleep_s", 0.001)) + float(os.environ.get(EXTRA_SLEEP_ENV, "0") or 0)
         cv = max(float(params.get("jitter_cv", 0.0)), float(os.environ.get(LATENCY_CV_ENV, "0") or 0))
-        self._sleep(cost_s * _jitter(cv, _seeded_rng(context)), params)
+        with _device_slot(int(params.get("device_slots", 0) or 0)):
+            self._sleep(cost_s * _jitter(cv, _seeded_rng(context)), params)
         frames, size = int(params.get("frames", 4)), int(params.get("size", 16))
         batch = int(params.get("batch_size", 1))
         base = np.linspace(0, 255, size * size * 3).reshape(1, 1, size, size, 3)
@@ -136,6 +142,19 @@ class FakeWorkload(Workload):
             video = video + rng.normal(0, noise, video.shape)
         return WorkloadOutput(video=np.clip(video, 0, 255).astype(np.uint8), items=batch,
                               counters={"frames": frames * batch, "cost_ms": round(cost_s * 1000, 6)})
+
+
+_SLOTS: dict[int, threading.BoundedSemaphore] = {}
+_SLOTS_LOCK = threading.Lock()
+
+
+def _device_slot(slots: int) -> Any:
+    """A SIMULATED device of ``slots`` execution slots (0: unbounded): at most that many calls of this process
+    spend their cost at once; the others queue, as work queues on a saturated GPU."""
+    if slots <= 0:
+        return contextlib.nullcontext()
+    with _SLOTS_LOCK:
+        return _SLOTS.setdefault(slots, threading.BoundedSemaphore(slots))
 
 
 def _input_noise(noise: float, inputs: Mapping[str, Any]) -> float:

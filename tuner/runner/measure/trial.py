@@ -51,6 +51,7 @@ class InputRun:
     metrics: dict[str, Metric]
     nvml_devices: list[int]
     invocation: dict[str, Any] | None = None  # what the workload executed for this input
+    sustained: list[dict[str, Any]] | None = None  # measurement.sustained: each level's figures
 
 
 class References:
@@ -100,9 +101,18 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
         stats, output = measure_latency(
             lambda: running.run(request.settings, context), running.synchronize, settings,
             deadline=deadline, marks=phases.marks)
-    if not isinstance(output, WorkloadOutput):
-        raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
-    metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, running)
+        if not isinstance(output, WorkloadOutput):
+            raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
+        own = {m.name: m for m in running.measured_metrics()}  # the timed calls', before the load's calls
+        load = _sustained(request, running, context, deadline, stats) if request.measurement.get("sustained") else None
+    metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, own)
+    curve = None
+    if load is not None:
+        from tuner.evaluators.runtime.sustained import curve_rows, sustained_metrics
+
+        gain = float(request.measurement["sustained"].get("knee_gain", 0.10))
+        metrics.update({m.name: m for m in sustained_metrics(load, gain)})
+        curve = curve_rows(load, gain)
     metrics["energy_per_output_j"] = energy_per_output(metrics.get("gpu_power_mean_w"),
                                                        metrics.get("throughput_items_per_s"))
     if bare_twin:
@@ -119,8 +129,22 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     metrics.update({metric.name: metric for metric in _quality_metrics(request, output, reference, missing,
                                                                        context.inputs)})
     invocation = dict(running.invocation) if running.invocation is not None else None
-    return (InputRun(name, stats, output, metrics, list(monitor.nvml_devices), invocation),
+    return (InputRun(name, stats, output, metrics, list(monitor.nvml_devices), invocation, curve),
             time.perf_counter() - eval_started)
+
+
+def _sustained(request: TrialRequest, running: "Workload", context: "RunContext", deadline: float,
+               stats: Any) -> list[Any]:
+    """The levels of ``measurement.sustained`` driven on the loaded workload (:mod:`.runtime.sustained`)."""
+    from tuner.evaluators.runtime.sustained import drive
+
+    block = request.measurement["sustained"]
+    streams = block.get("streams", [1])
+    return drive(lambda: running.run(request.settings, context), running.synchronize,
+                 lambda output: int(getattr(output, "items", 1) or 1),
+                 [int(n) for n in ([streams] if isinstance(streams, int) else streams)],
+                 float(block.get("duration_s", 10.0)), int(getattr(running, "concurrent_calls", 1) or 1),
+                 deadline, max(stats.samples_s, default=0.0))
 
 
 def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext", eval_time_s: float,
@@ -153,12 +177,21 @@ def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext"
         **({"cut_short": _cut_short_note(cut, settings, request.timeout_s)} if cut is not None else {}),
         **({"sample_problems": samples.problems} if samples.problems else {}),
         **({"repeats_per_input": {run.name: len(run.stats.samples_s) for run in runs}} if several else {}),
+        **_sustained_info(runs, several),
         **provenance}
     return TrialResult(
         outcome=Outcome.OK, metrics=finite_metrics(metrics), invocation=runs[0].invocation,
         eval_time_s=eval_time_s, output_path=output_path, samples=samples.files, info=info,
         per_input=per_input if several else {},
         cliffs=cliff_lines(per_input, metrics, request.cliff_margins) if several else [])
+
+
+def _sustained_info(runs: list[InputRun], several: bool) -> dict[str, Any]:
+    """``{"sustained": levels}`` (by input name when ``several``) of the runs that drove sustained load."""
+    loaded = {run.name: run.sustained for run in runs if run.sustained is not None}
+    if not loaded:
+        return {}
+    return {"sustained": loaded if several else next(iter(loaded.values()))}
 
 
 def energy_per_output(power: Metric | None, throughput: Metric | None) -> Metric:
@@ -199,17 +232,18 @@ def latency_settings(request: TrialRequest) -> Any:
     measurement = dict(request.measurement)
     measurement.pop("memory_sample_hz", None)
     measurement.pop("bare_twin", None)
+    measurement.pop("sustained", None)
     return LatencySettings(**measurement)
 
 
 def _run_metrics(latency: list[Metric], memory: list[Metric], output: "WorkloadOutput",
-                 workload: "Workload") -> dict[str, Metric]:
+                 own: Mapping[str, Metric]) -> dict[str, Metric]:
     """The run's own metrics by name: latency, peak memory, the output's counters (``count_<name>``)
-    and what the workload measured itself (:meth:`Workload.measured_metrics`), later ones winning."""
+    and what the workload measured itself (``own``: :meth:`Workload.measured_metrics`), later ones winning."""
     metrics = {m.name: m for m in [*latency, *memory]}
     for name, value in output.counters.items():
         metrics[f"count_{name}"] = Metric(f"count_{name}", float(value), "1", "minimize")
-    metrics.update({m.name: m for m in workload.measured_metrics()})
+    metrics.update(own)
     return metrics
 
 

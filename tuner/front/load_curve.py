@@ -1,0 +1,49 @@
+"""A trial's sustained-load curve (``measurement.sustained``), as ``tuner show`` prints it.
+
+One row per level of streams: the calls completed, items per hour, latency p50 / p95 (s), and what stopped a
+level (a failed call, the workload's bound on overlapping calls, the measurement window); the knee -- the level
+whose figures are the trial's ``sustained_*`` metrics (:func:`tuner.evaluators.runtime.sustained.knee`) -- is
+marked ``*`` (the worker flags its row). Lines stay within 80 columns: a
+level's note goes on its own line under the table.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any, Mapping, Sequence
+
+WIDTH = 80
+
+
+def _number(value: Any, digits: str = ".4g") -> str:
+    return format(value, digits) if isinstance(value, (int, float)) else "-"
+
+
+def _table(levels: Sequence[Mapping[str, Any]], indent: str) -> list[str]:
+    rows = [["streams", "calls", "items/h", "p50 (s)", "p95 (s)"]]
+    notes = []
+    for level in levels:
+        mark = "*" if level.get("knee") else " "
+        rows.append([f"{mark}{level.get('streams')}", str(level.get("calls", 0)),
+                     _number(level.get("throughput_per_hour"), ".5g"), _number(level.get("latency_p50_s")),
+                     _number(level.get("latency_p95_s"))])
+        problem = level.get("error") or level.get("note")
+        if problem:
+            notes += textwrap.wrap(f"{level.get('streams')} streams: {problem}", WIDTH,
+                                   initial_indent=indent + "  ", subsequent_indent=indent + "    ")
+    widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
+    return [indent + "  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows] + notes
+
+
+def load_lines(sustained: Any) -> list[str]:
+    """The lines of the curve (none when the trial ran no sustained load). ``sustained``: the stored levels (a
+    list of level rows, the knee's with ``"knee": true``; or input name -> list for a trial of several inputs)."""
+    if not sustained:
+        return []
+    title = "sustained load (*: the knee, past which streams add less than knee_gain):"
+    if isinstance(sustained, Mapping):
+        lines = [title]
+        for name, levels in sustained.items():
+            lines += [f"  input {name}:", *_table(levels, "    ")]
+        return lines
+    return [title, *_table(sustained, "  ")]
