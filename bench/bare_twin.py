@@ -5,7 +5,9 @@ tuner's measurement (warm-up, timed repeats, the memory sampler at 100 Hz), then
 of the same loaded call (:mod:`tuner.evaluators.runtime.bare_twin`). Settings: the simulated asynchronous device's
 kernel of 20 ms and 5 ms (``tuner.testing.simulated_workloads``; a simulated device, not a GPU), the fake sleep
 workload (10 ms), the built-in avatar (CPU, 32 px, 1 and 4 steps) and the tiny Wan pipeline through diffusers
-(CPU, 32x32, 5 frames). The goal: ratio <= 1.05 on each.
+(CPU, 32x32, 5 frames). The goal: ratio <= 1.05 on each. Beside it, where the workload splits its call
+(:mod:`tuner.evaluators.runtime.spans`): the medians of its ``prepare`` / ``model`` / ``postprocess`` spans and
+what lay outside them -- the attribution of the tuner's figure against a bare timing of the model call alone.
 
 Usage: ``python bench/bare_twin.py [--repeats 7]``; raw figures in ``bench/results/bare_twin.json``;
 ``--report`` prints the table from them, measuring nothing.
@@ -37,6 +39,7 @@ SETTINGS: list[tuple[str, str, dict[str, Any], dict[str, Any], str, list[str]]] 
     ("avatar, 32 px, 4 steps", AVATAR, {"infer_frames": 6, "sample_steps": 4, "resolution": 32}, AVATAR_INPUTS,
      "cpu", []),
 ]
+SPANS = ("prepare_s", "model_s", "postprocess_s", "outside_spans_s")  # tuner.evaluators.runtime.spans
 WAN = ("tiny Wan (diffusers), 32x32, 5 frames, 2 steps", "tuner.adapters.python:PythonAdapterWorkload",
        {"num_frames": 5, "height": 32, "width": 32, "num_inference_steps": 2, "guidance_scale": 5.0,
         "precision": "fp32"}, {"prompt": "A cat walks on the grass."}, "cpu", [])
@@ -64,20 +67,22 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             finally:
                 runner.close()
             figures = {name: result.metrics[name].value if name in result.metrics else None
-                       for name in ("latency_p50_s", "bare_p50_s", "twin_ratio", "latency_cv")}
+                       for name in ("latency_p50_s", "bare_p50_s", "twin_ratio", "latency_cv", *SPANS)}
             rows.append({"setting": label, "outcome": result.outcome.value, "reason": result.reason, **figures})
     return {"repeats": args.repeats, "rows": rows}
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
     lines = [provenance(result) + f"; {result['repeats']} tuner repeats and {result['repeats']} bare calls each", "",
-             "| setting | tuner p50 s | bare p50 s | tuner / bare |", "| --- | --- | --- | --- |"]
+             "| setting | tuner p50 s | bare p50 s | tuner / bare | prepare s | model s | postprocess s | outside s |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
     for row in result["rows"]:
         if row["outcome"] != "OK" or row["twin_ratio"] is None:
-            lines.append(f"| {row['setting']} | {row['outcome']}: {row['reason']} | | |")
+            lines.append(f"| {row['setting']} | {row['outcome']}: {row['reason']} | | | | | | |")
             continue
+        split = " | ".join(f"{row[name]:.4f}" if row.get(name) is not None else "-" for name in SPANS)
         lines.append(f"| {row['setting']} | {row['latency_p50_s']:.4f} | {row['bare_p50_s']:.4f} | "
-                     f"{row['twin_ratio']:.3f} |")
+                     f"{row['twin_ratio']:.3f} | {split} |")
     worst = max((row["twin_ratio"] for row in result["rows"] if row["twin_ratio"] is not None), default=None)
     if worst is not None:
         lines += ["", f"worst ratio {worst:.3f} (goal <= 1.05)"]

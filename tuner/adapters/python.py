@@ -131,6 +131,11 @@ class PythonAdapterWorkload(Workload):
         else:
             super().synchronize()
 
+    def call_spans(self) -> Mapping[str, float] | None:
+        """The model's ``call_spans()`` (seconds of its last ``run`` by span), when it has one; else None."""
+        spans = getattr(self.model, "call_spans", None)
+        return dict(spans()) if callable(spans) else None
+
     def declared_weights(self, context: RunContext) -> Mapping[str, Path]:
         """The model's ``declared_weights(inputs)``, when it has one; else none."""
         declare = getattr(self.model, "declared_weights", None)

@@ -46,6 +46,10 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "energy_per_output_j": ("J", "minimize"),  # gpu_power_mean_w / throughput_items_per_s
     "bare_p50_s": ("s", "minimize"),  # measurement.bare_twin: the same call, nothing of the tuner around it
     "twin_ratio": ("1", "minimize"),  # latency_p50_s / bare_p50_s
+    "prepare_s": ("s", "minimize"),  # a measured call's spans, medians (tuner.evaluators.runtime.spans)
+    "model_s": ("s", "minimize"),  # the model's own work: what a bare timing of the model call measures
+    "postprocess_s": ("s", "minimize"),  # the model's result to the returned output (host copy, uint8)
+    "outside_spans_s": ("s", "minimize"),  # latency_p50_s less the spans: glue and the timing itself
     "time_to_first_chunk_s": ("s", "minimize"),  # a chunked workload's (tuner.evaluators.runtime.streaming)
     "chunk_latency_p50_s": ("s", "minimize"),
     "chunk_latency_p95_s": ("s", "minimize"),

@@ -31,6 +31,8 @@ Contract
 * ``measured_metrics`` (optional) returns the metrics the workload measured
   itself during the last ``run`` (a program's printed figures, a service's
   per-request latencies); the worker adds them to the trial's. Default: none.
+* ``call_spans`` (optional) splits the last ``run``'s seconds into the model's
+  work and what surrounds it (``model_s``, ``postprocess_s`` ...). Default: None.
 * ``concurrent_calls`` (optional, default 1) bounds how many ``run`` calls may
   overlap in one process (the streams of ``measurement.sustained``).
 * ``invocation`` (optional) is what the workload last executed natively (argv,
@@ -166,6 +168,12 @@ class Workload(ABC):
     def weights_identity(self, context: RunContext) -> str | None:
         """What identifies weights that are no file (``random:<preset>:<seed>``, ``path:<dir>``), recorded as
         the trial's ``runtime.weights_identity`` (called after ``setup``, not timed). Default: None."""
+        return None
+
+    def call_spans(self) -> Mapping[str, float] | None:
+        """Seconds of the last ``run`` by span (``prepare`` / ``model`` / ``postprocess``:
+        :mod:`tuner.evaluators.runtime.spans`), read by the worker after each timed repeat; None: the
+        workload splits nothing (the default)."""
         return None
 
     def measured_metrics(self) -> list[Metric]:

@@ -48,6 +48,7 @@ from tuner.adapters.factories.wan_knobs import (CacheChoice, cache_config, calib
                                                 check_attention_backend, compile_mode, compile_transformer, place)
 from tuner.adapters.factories.wan_presets import (SCHEDULERS, build_transformer, build_vae, make_scheduler,
                                                   preset_named, random_text_embedding)
+from tuner.evaluators.runtime.spans import CallSpans
 from tuner.workloads.base import InvalidSetting, WorkloadOutput
 
 _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
@@ -74,6 +75,7 @@ class DiffusersVideoModel:
         self._embeddings: dict[tuple[str, int], Any] = {}
         self._applied: dict[str, Any] = {}
         self._calibrated: dict[tuple[Any, ...], list[float]] = {}
+        self._spans = CallSpans()
 
     # -- weights -----------------------------------------------------------------------------------------
     def weights_identity(self, inputs: Mapping[str, Any]) -> str:
@@ -151,6 +153,7 @@ class DiffusersVideoModel:
 
         if self.pipe is None:
             raise RuntimeError("run() before load()")
+        self._spans.begin()
         frames, height, width = int(params["num_frames"]), int(params["height"]), int(params["width"])
         self._check_shape(frames, height, width)
         batch = int(params.get("batch_size", params.get("num_videos_per_prompt", 1)))
@@ -169,14 +172,23 @@ class DiffusersVideoModel:
         call.update(self._text(inputs, batch))
         self._configure(params)
         self._apply_cache(CacheChoice.from_params(params), call, guidance > 1.0)
-        result = self.pipe(**call, generator=torch.Generator(device="cpu").manual_seed(self.seed))
+        generator = torch.Generator(device="cpu").manual_seed(self.seed)
+        self._spans.mark("prepare")
+        result = self.pipe(**call, generator=generator)  # output_type "np": it ends in the host copy
+        self._spans.mark("model")
         video = np.asarray(result.frames)
         if video.ndim == 4:
             video = video[None]
         video = (np.clip(video, 0.0, 1.0) * 255).round().astype(np.uint8)
+        self._spans.mark("postprocess")
         return WorkloadOutput(video=video, items=video.shape[0],
                               counters={"frames": float(video.shape[1]), "steps": float(call["num_inference_steps"]),
                                         "cfg": float(guidance > 1.0)})
+
+    def call_spans(self) -> dict[str, float]:
+        """The last call's seconds: ``prepare`` (text, scheduler, cache hooks, generator), ``model`` (the pipeline
+        call, decode and its host copy included) and ``postprocess`` (to uint8) -- :mod:`tuner.evaluators.runtime.spans`."""
+        return self._spans.seconds()
 
     def _check_shape(self, frames: int, height: int, width: int) -> None:
         temporal = int(getattr(self.pipe, "vae_scale_factor_temporal", 4))

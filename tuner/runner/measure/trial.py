@@ -85,6 +85,7 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     ``after_setup`` is called once ``setup`` returned); returns its run and the seconds its evaluation took."""
     from tuner.evaluators.latency import measure_latency
     from tuner.evaluators.memory import PeakMemoryMonitor
+    from tuner.evaluators.runtime.spans import span_metrics
     from tuner.workloads.base import WorkloadOutput
 
     memory_sample_hz = float(request.measurement.get("memory_sample_hz", 100.0))
@@ -97,15 +98,22 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
         after_setup()
     stage[0] = "run"
     phases.mark("warmup")
+    spans: list[Mapping[str, float]] = []
+
+    def call() -> Any:
+        output = running.run(request.settings, context)
+        spans.append(running.call_spans() or {})
+        return output
+
     with PeakMemoryMonitor(memory_sample_hz) as monitor:
-        stats, output = measure_latency(
-            lambda: running.run(request.settings, context), running.synchronize, settings,
-            deadline=deadline, marks=phases.marks)
+        stats, output = measure_latency(call, running.synchronize, settings, deadline=deadline, marks=phases.marks)
         if not isinstance(output, WorkloadOutput):
             raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
         own = {m.name: m for m in running.measured_metrics()}  # the timed calls', before the load's calls
         load = _sustained(request, running, context, deadline, stats) if request.measurement.get("sustained") else None
     metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, own)
+    metrics.update({m.name: m for m in span_metrics(spans[len(spans) - len(stats.samples_s):],
+                                                    metrics.get("latency_p50_s"))})
     curve = None
     if load is not None:
         from tuner.evaluators.runtime.sustained import curve_rows, sustained_metrics

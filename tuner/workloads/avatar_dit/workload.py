@@ -67,6 +67,7 @@ from typing import Any, Callable, Mapping
 import numpy as np
 import torch
 
+from tuner.evaluators.runtime.spans import CallSpans
 from tuner.evaluators.runtime.streaming import ChunkClock
 from tuner.results import Metric
 from tuner.workloads.avatar_dit.checkpoint import DEFAULT_WEIGHTS, load_checkpoint
@@ -196,6 +197,7 @@ class AvatarDiTWorkload(Workload):
         self._codec = PixelShuffleCodec()
         self._audio_key: tuple[float, int] | None = None
         self._chunks: ChunkClock | None = None
+        self._spans: CallSpans | None = None
         self._audio: np.ndarray | None = None
         self._conditionings: dict[tuple[int, int, AvatarInputs, int], Conditioning] = {}
         self._decode_stream: torch.cuda.Stream | None = None
@@ -216,6 +218,8 @@ class AvatarDiTWorkload(Workload):
         the reference portrait and the audio windows, which later calls reuse
         (the worker's warmup absorbs it).
         """
+        spans = self._spans = CallSpans(torch.cuda if torch.cuda.is_available() and torch.cuda.is_initialized() else None)
+        spans.begin()
         device, inputs, settings = self._prepare(params, context)
         assert self._model is not None and self._audio is not None
         chunks = self._chunks = ChunkClock(torch.cuda if device.type == "cuda" else None)
@@ -234,8 +238,11 @@ class AvatarDiTWorkload(Workload):
         with torch.inference_mode():
             conditioning = self._conditioning(settings, inputs, context.seed, device)
             draw_noise = self._noise_source(settings, context.seed, device)
+            spans.mark("prepare")
             video = generate_video(self._model, self._codec, conditioning, draw_noise, plan, side, clip_ready)
+            spans.mark("model")
             video_array = video.cpu().numpy()[:, :math.ceil(inputs.audio_seconds * inputs.fps)]
+            spans.mark("postprocess")
         config = self._model.config
         forwards = settings.num_clip * settings.sample_steps
         flops = config.forward_flops(settings.resolution, settings.infer_frames, settings.batch_size)
@@ -248,6 +255,11 @@ class AvatarDiTWorkload(Workload):
                 "dit_forwards": float(forwards),
                 "dit_gflops": forwards * flops / 1e9,
             })
+
+    def call_spans(self) -> Mapping[str, float] | None:
+        """The last call's seconds: ``prepare`` (settings, conditioning and noise), ``model`` (sampling and decode
+        of every clip) and ``postprocess`` (the host copy): :mod:`tuner.evaluators.runtime.spans`."""
+        return self._spans.seconds() if self._spans is not None else None
 
     def measured_metrics(self) -> list[Metric]:
         """The last call's streaming figures: each clip is a chunk (:mod:`tuner.evaluators.runtime.streaming`)."""
