@@ -132,7 +132,7 @@ def test_failure_classification_reads_the_piped_stream(tmp_path: Path) -> None:
 
 def test_a_process_left_holding_the_pipe_does_not_hold_the_call(tmp_path: Path) -> None:
     """The program starts a SIMULATED helper that keeps its stdout open for 20 s and exits at once: the call
-    ends within the tap's grace, the helper's later lines still reach the log, and the chunk counts."""
+    ends within the tap's grace (not when the helper closes the pipe), and the chunk counts."""
     helper = ("import subprocess, sys, time; "
               "p = subprocess.Popen([sys.executable, '-c', "
               "'import time; time.sleep(1.5); print(\"helper still here\", flush=True); time.sleep(20)']); "
@@ -148,6 +148,12 @@ def test_a_process_left_holding_the_pipe_does_not_hold_the_call(tmp_path: Path) 
             os.kill(helper_pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+
+
+def test_a_program_that_cannot_start_is_a_crash_with_chunks_too(tmp_path: Path) -> None:
+    block = {"pattern": MARKER}
+    result = run(command_request(tmp_path, [str(tmp_path / "no_such_program")], {}, chunks=block))
+    assert result.outcome is Outcome.CRASH and "cannot start" in str(result.reason), result.reason
 
 
 # --------------------------------------------------------------------------- the spec

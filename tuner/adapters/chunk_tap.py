@@ -61,32 +61,34 @@ class ChunkTap:
         self._lines = 0
         self._stop_at: float | None = None
         self._thread: threading.Thread | None = None
+        self._log: IO[bytes] | None = None
 
-    def begin(self) -> None:
-        """The call starts now (call just before starting the program)."""
+    def begin(self, log_path: Path) -> None:
+        """The call starts now: open its log file for the marker stream (call just before starting the program)."""
+        self._log = open(log_path, "wb", buffering=0)
         self._clock.begin()
 
-    def follow(self, pipe: IO[bytes], log_path: Path) -> None:
-        """Read ``pipe`` (the program's marker stream) into ``log_path`` on a daemon thread."""
-        log = open(log_path, "wb", buffering=0)
-        self._thread = threading.Thread(target=self._read, args=(pipe, log), daemon=True,
-                                        name=f"chunk-tap-{log_path.name}")
+    def follow(self, pipe: IO[bytes]) -> None:
+        """Read ``pipe`` (the program's marker stream) into the log on a daemon thread."""
+        assert self._log is not None, "begin() first"
+        self._thread = threading.Thread(target=self._read, args=(pipe, self._log), daemon=True, name="chunk-tap")
         self._thread.start()
 
     def finish(self) -> None:
-        """The program has exited: wait for the rest of its lines (at most :data:`EXIT_GRACE_S` without
-        end of file)."""
+        """The program has exited (or never started): wait for the rest of its lines (at most
+        :data:`EXIT_GRACE_S` without end of file)."""
         self._stop_at = time.monotonic() + EXIT_GRACE_S
         if self._thread is not None:
             self._thread.join(EXIT_GRACE_S + 1.0)
+        elif self._log is not None:
+            self._log.close()
 
     def metrics(self) -> list[Metric]:
         """The call's :data:`~tuner.spec.metrics.STREAMING_METRICS`, or each unavailable with the reason."""
         reason = self._problem
         if reason is None and self._markers == 0:
             reason = (f"the program printed no chunk marker: none of its {self._lines} {self.stream} line(s) "
-                      f"matches chunks.pattern {self.pattern!r} (a program that buffers its output prints it only "
-                      f"at exit: flush after each marker)")
+                      f"matches chunks.pattern {self.pattern!r}")
         if reason is None:
             return self._clock.metrics()
         return [Metric.unavailable(name, *_catalogued(name), reason) for name in STREAMING_METRICS]

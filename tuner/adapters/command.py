@@ -179,17 +179,19 @@ class CommandWorkload(Workload):
             sinks = {name: subprocess.PIPE if name == piped else files.enter_context(open(path, "wb"))
                      for name, path in logs.items()}
             if tap is not None:
-                tap.begin()
+                tap.begin(logs[tap.stream])
             try:
                 process = subprocess.Popen(self.invocation["argv"], cwd=self._run_dir, env=env,
                                            stdin=subprocess.DEVNULL, stdout=sinks["stdout"], stderr=sinks["stderr"])
             except OSError as error:
+                if tap is not None:
+                    tap.finish()
                 raise CommandFailed(f"cannot start {self.invocation['argv'][0]!r}: {error}") from None
-            if tap is not None:
-                pipe = process.stdout if piped == "stdout" else process.stderr
-                assert pipe is not None
-                tap.follow(pipe, logs[tap.stream])
             try:
+                if tap is not None:
+                    pipe = process.stdout if piped == "stdout" else process.stderr
+                    assert pipe is not None
+                    tap.follow(pipe)
                 return process.wait()
             finally:
                 if process.poll() is None:
