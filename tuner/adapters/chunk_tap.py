@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import IO, Any, Mapping
 
 from tuner.evaluators.runtime.streaming import ChunkClock
-from tuner.results import Metric
+from tuner.results import Direction, Metric
 from tuner.spec.metrics import STREAMING_METRICS, catalogue_entry
 
 EXIT_GRACE_S = 1.0
@@ -148,7 +148,7 @@ class ChunkTap:
         self._clock.chunk(output_s)
 
 
-def _catalogued(name: str) -> tuple[str, Any]:
+def _catalogued(name: str) -> tuple[str, Direction]:
     """(unit, direction) of a streaming figure."""
     entry = catalogue_entry(name)
     assert entry is not None, name
