@@ -12,7 +12,11 @@ Built by the worker from the spec's ``workload.command`` block
   so the worker's process-tree memory sampler counts it and its children
   (torchrun's ranks), and a trial timeout kills them all (the runner finds even
   those in other sessions by their process tag, :mod:`tuner.runner.reaper`);
-* keeps stdout and stderr per call in ``<trial>/command/call_<n>.stdout|.stderr``;
+* keeps stdout and stderr per call in ``<trial>/command/call_<n>.stdout|.stderr``; with a
+  ``chunks`` block, the markers' stream goes through a pipe that a :class:`~tuner.adapters.chunk_tap.ChunkTap`
+  reads as the program prints (into the same log file), timing each marker line as a chunk
+  (``PYTHONUNBUFFERED=1`` is set unless the spec's ``env`` says otherwise, so a Python program's
+  markers are not held in its buffer); the streaming figures of the last call are measured metrics;
 * classifies a failure (non-zero exit or death by a signal), first rule that holds:
 
   1. INVALID -- a log line shows the program refused its arguments: a line
@@ -59,10 +63,12 @@ import os
 import re
 import signal
 import subprocess
+from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
+from tuner.adapters.chunk_tap import ChunkTap
 from tuner.adapters.media import MediaError, is_container, read_audio, read_container_audio, read_text, read_video
 from tuner.adapters.template import TemplateError, command_values, render_command, render_text
 from tuner.errors import WorkloadError
@@ -103,6 +109,7 @@ class CommandWorkload(Workload):
         self._log_dir: Path | None = None
         self._calls = 0
         self._found: dict[str, float] = {}
+        self._tap: ChunkTap | None = None
         patterns = list(DEFAULT_OOM_PATTERNS) + list(self.options.get("oom_patterns", []))
         self._oom = re.compile("|".join(f"(?:{p})" for p in patterns), re.MULTILINE)
         refusals = list(DEFAULT_INVALID_PATTERNS) + list(self.options.get("invalid_patterns", []))
@@ -131,20 +138,11 @@ class CommandWorkload(Workload):
         self._calls += 1
         stdout_path = self._log_dir / f"call_{self._calls}.stdout"
         stderr_path = self._log_dir / f"call_{self._calls}.stderr"
-        env = {**child_environment(), **self.invocation["env"]}  # never the tuner's secrets; the spec's env wins
+        unbuffered = {"PYTHONUNBUFFERED": "1"} if self.options.get("chunks") else {}  # markers as printed
+        env = {**child_environment(), **unbuffered, **self.invocation["env"]}  # no tuner secrets; the spec's env wins
+        self._tap = ChunkTap(self.options["chunks"]) if self.options.get("chunks") else None
         oom_kills_before = oom_kill_count()
-        with open(stdout_path, "wb") as out, open(stderr_path, "wb") as err:
-            try:
-                process = subprocess.Popen(self.invocation["argv"], cwd=self._run_dir, env=env,
-                                           stdin=subprocess.DEVNULL, stdout=out, stderr=err)
-            except OSError as error:
-                raise CommandFailed(f"cannot start {self.invocation['argv'][0]!r}: {error}") from None
-            try:
-                returncode = process.wait()
-            finally:
-                if process.poll() is None:
-                    process.kill()
-                    process.wait()
+        returncode = self._launch(env, {"stdout": stdout_path, "stderr": stderr_path}, self._tap)
         stdout = stdout_path.read_text(errors="replace")
         stderr = stderr_path.read_text(errors="replace")
         if returncode != 0:
@@ -158,7 +156,8 @@ class CommandWorkload(Workload):
         return self._read_outputs(outputs, stdout, context.inputs)
 
     def measured_metrics(self) -> list[Metric]:
-        """The declared regex metrics of the last call (unavailable, with a reason, when not printed)."""
+        """The declared regex metrics of the last call (unavailable, with a reason, when not printed), and
+        with a ``chunks`` block its streaming figures (:mod:`tuner.adapters.chunk_tap`)."""
         metrics = []
         for declared in self.options.get("metrics", []):
             name = declared["name"]
@@ -168,9 +167,39 @@ class CommandWorkload(Workload):
                                                   f"the program printed no line matching {declared['regex']!r}"))
             else:
                 metrics.append(Metric(name, value, declared["unit"], declared["direction"]))
-        return metrics
+        return metrics + (self._tap.metrics() if self._tap is not None else [])
 
     # ----------------------------------------------------------------- helpers
+    def _launch(self, env: dict[str, str], logs: dict[str, Path], tap: ChunkTap | None) -> int:
+        """Run the program to its exit, its ``stdout`` / ``stderr`` into the ``logs`` files (the chunk markers'
+        stream through ``tap``, read as it is printed); its exit status."""
+        assert self.invocation is not None
+        piped = tap.stream if tap is not None else None
+        with ExitStack() as files:
+            sinks = {name: subprocess.PIPE if name == piped else files.enter_context(open(path, "wb"))
+                     for name, path in logs.items()}
+            if tap is not None:
+                tap.begin(logs[tap.stream])
+            try:
+                process = subprocess.Popen(self.invocation["argv"], cwd=self._run_dir, env=env,
+                                           stdin=subprocess.DEVNULL, stdout=sinks["stdout"], stderr=sinks["stderr"])
+            except OSError as error:
+                if tap is not None:
+                    tap.finish()
+                raise CommandFailed(f"cannot start {self.invocation['argv'][0]!r}: {error}") from None
+            try:
+                if tap is not None:
+                    pipe = process.stdout if piped == "stdout" else process.stderr
+                    assert pipe is not None
+                    tap.follow(pipe)
+                return process.wait()
+            finally:
+                if process.poll() is None:
+                    process.kill()
+                    process.wait()
+                if tap is not None:
+                    tap.finish()
+
     def _output_paths(self, params: Mapping[str, Any], context: RunContext) -> dict[str, Path]:
         """kind -> rendered output path; InvalidSetting when one resolves outside the trial directory."""
         assert self._run_dir is not None

@@ -30,6 +30,7 @@ from typing import Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from tuner.spec.metrics import STREAMING_METRICS
 from tuner.spec.outputs import (  # noqa: F401 - OUTPUT_KINDS, output_syntax_problem: re-exported
     OUTPUT_KINDS,
     CommandOutputs,
@@ -133,6 +134,37 @@ class CommandMetric(_Strict):
         return value
 
 
+class ChunkMarkers(_Strict):
+    """Chunk markers: each ``stream`` line that ``pattern`` matches (``re.search``) is a chunk ready at the
+    moment the line is read; its seconds of output are the named group ``seconds``, else ``output_s``."""
+
+    pattern: str = Field(min_length=1)
+    stream: Literal["stdout", "stderr"] = "stdout"
+    output_s: float | None = Field(default=None, ge=0, allow_inf_nan=False)
+
+    @field_validator("pattern")
+    @classmethod
+    def _marker(cls, value: str) -> str:
+        try:
+            compiled = re.compile(value)
+        except re.error as error:
+            raise ValueError(f"pattern {value!r} does not compile: {error}") from None
+        others = sorted(set(compiled.groupindex) - {"seconds"})
+        if others:
+            raise ValueError(f"pattern {value!r}: named group {others[0]!r} is not read (only (?P<seconds>...), "
+                             f"the chunk's seconds of output)")
+        if compiled.search("") is not None:
+            raise ValueError(f"pattern {value!r} matches an empty line, so every line would count as a chunk")
+        return value
+
+    @model_validator(mode="after")
+    def _duration(self) -> "ChunkMarkers":
+        if self.output_s is None and "seconds" not in re.compile(self.pattern).groupindex:
+            raise ValueError(f"pattern {self.pattern!r} has no (?P<seconds>...) group, so give output_s "
+                             f"(the seconds of output each chunk holds)")
+        return self
+
+
 class CommandSpec(_Strict):
     """A program run once per measured call, without a shell (see docs/adapters.md).
 
@@ -140,7 +172,8 @@ class CommandSpec(_Strict):
     (built-in argparse / click patterns plus invalid_patterns) or its exit status
     is in invalid_exit_codes, OOM when a line matches an out-of-memory message
     (built-in plus oom_patterns); patterns are regular expressions searched line
-    by line in stderr and stdout.
+    by line in stderr and stdout. ``chunks`` makes the program's marker lines a stream of chunks
+    (time to first chunk, real-time factor, stalls: :mod:`tuner.adapters.chunk_tap`).
     """
 
     argv: list[ArgvItem] = Field(min_length=1)
@@ -152,6 +185,7 @@ class CommandSpec(_Strict):
     invalid_patterns: list[str] = Field(default_factory=list)
     invalid_exit_codes: list[int] = Field(default_factory=lambda: [2])
     gpus: int = Field(default=1, ge=1)
+    chunks: ChunkMarkers | None = None
 
     @field_validator("oom_patterns", "invalid_patterns")
     @classmethod
@@ -171,6 +205,9 @@ class CommandSpec(_Strict):
         names = [m.name for m in self.metrics]
         if len(set(names)) != len(names):
             raise ValueError(f"metrics repeat a name: {names}")
+        clash = sorted(set(names) & set(STREAMING_METRICS)) if self.chunks is not None else []
+        if clash:
+            raise ValueError(f"metrics: {clash[0]!r} is a streaming figure the chunks block reports; rename it")
         problem = _cwd_problem(self)
         if problem is not None:
             raise ValueError(problem)

@@ -64,6 +64,11 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "cost_per_1k_outputs_usd": ("USD", "minimize"),
 }
 
+STREAMING_METRICS = ("time_to_first_chunk_s", "chunk_latency_p50_s", "chunk_latency_p95_s", "real_time_factor",
+                     "stall_count")
+"""The figures of a chunked call (:mod:`tuner.evaluators.runtime.streaming`); a command reports them from the
+marker lines of its ``chunks`` block."""
+
 
 @dataclass(frozen=True)
 class MetricFamily:

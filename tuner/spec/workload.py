@@ -23,6 +23,7 @@ from tuner.spec.adapters import (
     output_path_problems,
     template_names,
 )
+from tuner.spec.metrics import STREAMING_METRICS, base_metric
 from tuner.spec.quality.cases import listed_input_values
 from tuner.spec.outputs import audio_from_input_problem
 
@@ -151,6 +152,10 @@ def check_adapter_names(spec: "StudySpec") -> None:
                 raise ValueError(f"workload.command.{path}: '{name}' must be a bool parameter or a derived value")
         for path, problem in output_path_problems(work.command, spec.input_keys):
             raise ValueError(f"workload.command.{path}: {problem}")
+        streamed = sorted({base_metric(name) for name in spec.used_metrics} & set(STREAMING_METRICS))
+        if streamed and work.command.chunks is None:
+            raise ValueError(f"workload.command: the spec names {streamed[0]}, which a command reports from the "
+                             f"chunk markers it prints: declare chunks: {{pattern: 'chunk ready', output_s: 0.5}}")
         for values in listed_input_values(spec):
             audio_problem = audio_from_input_problem(work.command.outputs, values)
             if audio_problem is not None:
