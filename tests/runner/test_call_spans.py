@@ -81,3 +81,30 @@ def test_the_span_clock_and_its_medians() -> None:
     assert metrics["span_warmup_only_s"] == 0.0, "an unknown span keeps its own name"
     assert metrics["outside_spans_s"] == pytest.approx(5.0 - (3.0 + 0.5 + 0.5 + 0.0))
     assert span_metrics([{}, {}], None) == []
+
+
+def test_compile_asks_for_its_warmup_and_refuses_cuda_graphs_with_offload() -> None:
+    pytest.importorskip("diffusers")
+    from tuner.adapters.factories.diffusers_video import DiffusersVideoModel
+    from tuner.workloads.base import InvalidSetting
+
+    model = DiffusersVideoModel(weights="random", architecture="tiny", device="cuda")  # refused before any build
+    with pytest.raises(InvalidSetting, match="CUDA graphs"):
+        model.load({"compile": "reduce-overhead", "offload": "model"})
+    model._compile = "reduce-overhead"
+    shape = {"num_frames": 5, "height": 32, "width": 32, "guidance_scale": 5.0}
+    assert model.warmup_calls(shape) == 3, "compile, record, first replay"
+    model._compiled_shapes.add((5, 32, 32, 1, True))
+    assert model.warmup_calls(shape) == 0, "a shape already run compiled needs none"
+    assert model.warmup_calls({**shape, "guidance_scale": 1.0}) == 3, "CFG off halves the batch: a new graph"
+    model._compile = "default"
+    assert model.warmup_calls({**shape, "num_frames": 9}) == 1
+    model._compile = "none"
+    assert model.warmup_calls({**shape, "num_frames": 9}) == 0
+
+
+def test_the_worker_runs_the_warmup_a_workload_asks_for(tmp_path: Path) -> None:
+    result = run_trial(tmp_path, "tuner.workloads.fake:SimulatedCompilingWorkload", {"needs": 4}, {})
+    assert result.outcome is Outcome.OK, (result.reason, result.log_tail[-1500:])
+    assert result.info["warmup"] == 4, "max(measurement.warmup 1, the workload's 4)"
+    assert result.info["repeats"] == 3 and result.metrics["count_calls"].value == 4 + 3, "then the timed repeats"

@@ -131,6 +131,11 @@ class PythonAdapterWorkload(Workload):
         else:
             super().synchronize()
 
+    def warmup_calls(self, params: Mapping[str, Any]) -> int:
+        """The model's ``warmup_calls(params)``, when it has one; else 0."""
+        needed = getattr(self.model, "warmup_calls", None)
+        return int(needed(dict(params))) if callable(needed) else 0
+
     def call_spans(self) -> Mapping[str, float] | None:
         """The model's ``call_spans()`` (seconds of its last ``run`` by span), when it has one; else None."""
         spans = getattr(self.model, "call_spans", None)

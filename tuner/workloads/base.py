@@ -31,6 +31,8 @@ Contract
 * ``measured_metrics`` (optional) returns the metrics the workload measured
   itself during the last ``run`` (a program's printed figures, a service's
   per-request latencies); the worker adds them to the trial's. Default: none.
+* ``warmup_calls`` (optional) raises the warm-up calls a setting gets (compiling,
+  CUDA graph capture). Default: 0.
 * ``call_spans`` (optional) splits the last ``run``'s seconds into the model's
   work and what surrounds it (``model_s``, ``postprocess_s`` ...). Default: None.
 * ``concurrent_calls`` (optional, default 1) bounds how many ``run`` calls may
@@ -169,6 +171,12 @@ class Workload(ABC):
         """What identifies weights that are no file (``random:<preset>:<seed>``, ``path:<dir>``), recorded as
         the trial's ``runtime.weights_identity`` (called after ``setup``, not timed). Default: None."""
         return None
+
+    def warmup_calls(self, params: Mapping[str, Any]) -> int:
+        """Untimed calls the setting ``params`` needs first (called after ``setup``): torch.compile's first call of
+        a shape, CUDA graphs' recording. The worker runs ``max(measurement.warmup, this)`` warm-up calls, so that
+        work is start-up, never latency. Default: 0."""
+        return 0
 
     def call_spans(self) -> Mapping[str, float] | None:
         """Seconds of the last ``run`` by span (``prepare`` / ``model`` / ``postprocess``:

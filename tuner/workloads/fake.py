@@ -210,3 +210,20 @@ class NoOpWorkload(Workload):
 
     def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
         return WorkloadOutput()
+
+
+class SimulatedCompilingWorkload(Workload):
+    """A SIMULATED compiled model (no compiler runs): its first ``needs`` calls (parameter, default 3) stand for
+    torch.compile compiling and CUDA graphs recording, and it asks the worker for that many warm-up calls
+    (:meth:`Workload.warmup_calls`). Counter ``calls``: the calls this instance served, this one included."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def warmup_calls(self, params: Mapping[str, Any]) -> int:
+        return max(0, int(params.get("needs", 3)) - self.calls)
+
+    def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
+        self.calls += 1
+        return WorkloadOutput(counters={"calls": float(self.calls)})
+

@@ -45,7 +45,8 @@ import numpy as np
 
 from tuner.adapters.factories import import_named, torch_dtype
 from tuner.adapters.factories.wan_knobs import (CacheChoice, cache_config, calibrate_mag_ratios,
-                                                check_attention_backend, compile_mode, compile_transformer, place)
+                                                check_attention_backend, compile_mode, compile_transformer, place,
+                                                CUDA_GRAPH_MODES)
 from tuner.adapters.factories.wan_presets import (SCHEDULERS, build_transformer, build_vae, make_scheduler,
                                                   preset_named, random_text_embedding)
 from tuner.evaluators.runtime.spans import CallSpans
@@ -76,6 +77,7 @@ class DiffusersVideoModel:
         self._applied: dict[str, Any] = {}
         self._calibrated: dict[tuple[Any, ...], list[float]] = {}
         self._spans = CallSpans()
+        self._compile, self._compiled_shapes = "none", set[tuple[Any, ...]]()
 
     # -- weights -----------------------------------------------------------------------------------------
     def weights_identity(self, inputs: Mapping[str, Any]) -> str:
@@ -104,6 +106,9 @@ class DiffusersVideoModel:
             check_attention_backend(str(backend), self.device, dtype)
         if offload != "none" and not self.device.startswith("cuda"):
             raise InvalidSetting(f"offload {offload!r} needs an accelerator; the trial runs on {self.device}")
+        if mode in CUDA_GRAPH_MODES and offload != "none":
+            raise InvalidSetting(f"compile {mode!r} records CUDA graphs, which replay fixed weight addresses; "
+                                 f"offload {offload!r} moves the weights between calls: not together")
         pipe = self._build_random(dtype, vae_dtype) if self.preset is not None else self._read(dtype, vae_dtype)
         if hasattr(pipe, "set_progress_bar_config"):
             pipe.set_progress_bar_config(disable=True)
@@ -115,6 +120,7 @@ class DiffusersVideoModel:
         for denoiser in denoisers:
             compile_transformer(denoiser, mode, self.compile_scope)
         self.pipe, self._applied = pipe, {"loaded_scheduler": getattr(pipe, "scheduler", None)}
+        self._compile, self._compiled_shapes = mode, set()
 
     def _build_random(self, dtype: Any, vae_dtype: Any) -> Any:
         from diffusers import WanPipeline
@@ -181,9 +187,19 @@ class DiffusersVideoModel:
             video = video[None]
         video = (np.clip(video, 0.0, 1.0) * 255).round().astype(np.uint8)
         self._spans.mark("postprocess")
+        self._compiled_shapes.add(_shape_key(params))
         return WorkloadOutput(video=video, items=video.shape[0],
                               counters={"frames": float(video.shape[1]), "steps": float(call["num_inference_steps"]),
                                         "cfg": float(guidance > 1.0)})
+
+    def warmup_calls(self, params: Mapping[str, Any]) -> int:
+        """Untimed calls this setting needs before its timings mean anything: with torch.compile, the first call
+        of a new shape compiles (1), and CUDA graphs (``reduce-overhead``, ``max-autotune``) also record and
+        first replay (3); none for a shape already run compiled, or without compile. The worker runs at least
+        this many warm-up calls, so compiling counts as the trial's start-up, never as its latency."""
+        if self._compile == "none" or _shape_key(params) in self._compiled_shapes:
+            return 0
+        return 3 if self._compile in CUDA_GRAPH_MODES else 1
 
     def call_spans(self) -> dict[str, float]:
         """The last call's seconds: ``prepare`` (text, scheduler, cache hooks, generator), ``model`` (the pipeline
@@ -322,6 +338,13 @@ class _TextHolder:
         import torch
 
         self.tokenizer, self.text_encoder, self._execution_device = tokenizer, text_encoder, torch.device("cpu")
+
+
+def _shape_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What decides the denoiser's input shapes: a compiled graph serves one such key."""
+    return (params.get("num_frames"), params.get("height"), params.get("width"),
+            params.get("batch_size", params.get("num_videos_per_prompt", 1)),
+            float(params.get("guidance_scale", 5.0)) > 1.0)
 
 
 def _dtype_keyword() -> str:

@@ -44,6 +44,8 @@ CACHE_DEFAULTS: dict[str, dict[str, float]] = {
 
 OFFLOADS = ("none", "model", "group_block", "group_leaf", "sequential")
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
+"""The torch.compile modes that record CUDA graphs (on a CUDA device)."""
 _CUDA_ONLY_PREFIXES = ("flash", "_flash", "sage", "_sage", "xformers", "_native_flash", "_native_efficient",
                        "_native_cudnn", "aiter")
 _TAYLORSEER_WAN = (r"blocks\.\d+\.attn1", r"blocks\.\d+\.attn2", r"blocks\.\d+\.ffn")

@@ -12,6 +12,7 @@ A metric whose value is not finite (NaN, +-inf) is reported unavailable, with th
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from dataclasses import dataclass
@@ -96,6 +97,9 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     running.setup(request.settings, context)
     if after_setup is not None:
         after_setup()
+    needed = int(running.warmup_calls(request.settings) or 0)
+    if needed > settings.warmup:  # compiling, CUDA graph capture: start-up, never latency
+        settings = dataclasses.replace(settings, warmup=needed)
     stage[0] = "run"
     phases.mark("warmup")
     spans: list[Mapping[str, float]] = []
