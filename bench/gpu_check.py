@@ -1,9 +1,10 @@
-"""One prepared run of the tuner's CUDA paths on a real GPU, phase by phase; figures to ``gpu_check.json``.
+"""One prepared run of the tuner's CUDA paths on a real GPU, phase by phase; figures to ``gpu_check_run<N>.json``.
 
-Run through ``bench/gpu_check.sh`` (finds the interpreter and the carried wheels,
-says so in one line and exits 0 on a machine without an NVIDIA GPU, bounds the
-whole run to 7 minutes). The phases (:data:`gpu_check_phases.PLAN`, in order of
-value, each with its own cap) run one after another, each in a child process
+Run through ``bench/gpu_check.sh --run 1`` and ``--run 2`` (finds the interpreter and the carried wheels,
+says so in one line and exits 0 on a machine without an NVIDIA GPU, bounds each run to
+:data:`gpu_check_plan.RUN_LIMIT_S`, install included, so both runs fit one GPU window). The phases
+(:data:`gpu_check_plan.PLAN`, in order of value, each with its own cap and the runs it belongs to; ``--run N``
+takes run N's, ``--phases`` names some, neither takes all) run one after another, each in a child process
 (``bench/gpu_check_phases.py``) started in a session of its own:
 
 * a phase past its cap is killed with everything it started -- its process tree
@@ -11,22 +12,22 @@ value, each with its own cap) run one after another, each in a child process
   (:mod:`tuner.runner.reaper`) -- recorded as ``timed_out``, and the next phase runs;
 * a phase whose cap no longer fits the remaining ``--budget-s`` is skipped, with the
   reason;
-* ``gpu_check.json`` (in ``--out``, else ``$OUT``, else ``./gpu_check_out``) is
-  rewritten atomically before and after every phase, so a kill keeps every finished
-  phase. Each phase records ``status`` (pending / running / ok / failed / timed_out /
+* the JSON (``gpu_check_run<N>.json`` for ``--run N``, else ``gpu_check.json``; in ``--out``, else ``$OUT``,
+  else ``./gpu_check_out``) is rewritten atomically before and after every phase, so a kill keeps every
+  finished phase. Each phase records ``status`` (pending / running / ok / failed / timed_out /
   skipped / interrupted), ``ok``, ``seconds``, ``cap_s``, its ``figures``, and on
   failure ``error`` and ``log_tail`` (the phase's own log; failed trials carry
   their worker log's tail in ``figures.failures``);
 * nothing is deleted: the phases' tuner homes (studies, trial directories,
-  worker logs) stay in ``--work`` (default ``/tmp/gpu_check_work/<UTC time>``),
-  and their text logs are packed into ``gpu_check_logs.tar.gz`` beside the JSON
+  worker logs) stay in ``--work`` (default ``/tmp/gpu_check_work/<UTC time>[-run<N>]``),
+  and their text logs are packed into ``gpu_check[_run<N>]_logs.tar.gz`` beside the JSON
   after a failed phase and at the end.
 
 This process never imports torch, so it holds no CUDA context while trials run;
 its children inherit ``PYTORCH_NVML_BASED_CUDA_CHECK=1``. No network is used.
 ``--cpu-plumbing`` runs every phase on the CPU with host stand-ins (tests); its
 figures say nothing about a GPU.
-Usage: ``python bench/gpu_check.py [--out DIR] [--work DIR] [--cpu-plumbing] [--phases NAMES]
+Usage: ``python bench/gpu_check.py [--run N | --phases NAMES] [--out DIR] [--work DIR] [--cpu-plumbing]
 [--budget-s S] [--cap-scale F]``; exit status 0 when every selected phase ran and passed.
 """
 
@@ -46,7 +47,8 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
-from gpu_check_phases import PLAN, PhasePlan, die_with_parent, write_json_atomically  # noqa: E402
+from gpu_check_phases import die_with_parent, write_json_atomically  # noqa: E402
+from gpu_check_plan import FINISH_MARGIN_S, PLAN, RUN_LIMIT_S, PhasePlan, run_phases  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PHASES_SCRIPT = ROOT / "bench" / "gpu_check_phases.py"
@@ -65,8 +67,13 @@ def _interrupt(signum: int, frame: object) -> None:
     raise Interrupted(signal.Signals(signum).name)
 
 
-def select_phases(names: str | None) -> list[PhasePlan]:
-    """The plan's phases named (or lettered) in the comma list ``names``, in plan order; all when None."""
+def select_phases(names: str | None, run: int | None = None) -> list[PhasePlan]:
+    """Prepared run ``run``'s phases, else the plan's phases named (or lettered) in the comma list ``names``, in
+    plan order; all when neither is given."""
+    if run is not None:
+        if names:
+            raise SystemExit("gpu_check: --run and --phases exclude each other")
+        return run_phases(run)
     if not names:
         return list(PLAN)
     wanted = {name.strip() for name in names.split(",") if name.strip()}
@@ -171,10 +178,10 @@ def run_phase(phase: PhasePlan, device: str, work: Path, cap_s: float) -> dict[s
     return record
 
 
-def write_log_bundle(work: Path, out: Path) -> Path:
-    """Pack the text logs, specs, results and storages under ``work`` into ``out/gpu_check_logs.tar.gz``
+def write_log_bundle(work: Path, out: Path, stem: str = "gpu_check") -> Path:
+    """Pack the text logs, specs, results and storages under ``work`` into ``out/<stem>_logs.tar.gz``
     (each text file's last 512 KiB, storages whole up to 4 MiB, 12 MiB in all, newest files first)."""
-    path = out / "gpu_check_logs.tar.gz"
+    path = out / f"{stem}_logs.tar.gz"
     temporary = path.with_name(path.name + ".tmp")
     files = sorted((p for p in work.rglob("*") if p.is_file() and p.suffix in BUNDLE_SUFFIXES),
                    key=_modified, reverse=True)
@@ -218,21 +225,25 @@ def shown(record: dict[str, Any]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="Directory of gpu_check.json (default $OUT, "
-                                                                "else ./gpu_check_out).")
+    parser.add_argument("--out", type=Path, default=None, help="Directory of the JSON (default $OUT, else "
+                                                                "./gpu_check_out).")
     parser.add_argument("--work", type=Path, default=None, help="Kept tuner homes of the phases (default "
                                                                  "/tmp/gpu_check_work/<UTC time>).")
     parser.add_argument("--cpu-plumbing", action="store_true", help="Every phase on the CPU with stand-ins (tests).")
+    parser.add_argument("--run", type=int, default=None, help="A prepared run's phases (1: the new and most "
+                                                               "valuable, 2: the rest); JSON gpu_check_run<N>.json.")
     parser.add_argument("--phases", default=None, help="Comma list of phase names or letters (default: all).")
-    parser.add_argument("--budget-s", type=float, default=400.0, help="Seconds for all phases; a phase whose cap "
-                                                                       "no longer fits is skipped.")
+    parser.add_argument("--budget-s", type=float, default=float(RUN_LIMIT_S - FINISH_MARGIN_S),
+                        help="Seconds for all phases; a phase whose cap no longer fits is skipped (default: a "
+                             "run's limit less the finish margin; gpu_check.sh passes what its run has left).")
     parser.add_argument("--cap-scale", type=float, default=1.0, help="Multiply every cap (slow CPU test machines).")
     args = parser.parse_args(argv)
     started = time.monotonic()
-    phases = select_phases(args.phases)
+    phases = select_phases(args.phases, args.run)
     out = args.out or Path(os.environ.get("OUT") or "gpu_check_out")
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
-    work = args.work or Path("/tmp/gpu_check_work") / stamp
+    stem = "gpu_check" if args.run is None else f"gpu_check_run{args.run}"
+    work = args.work or Path("/tmp/gpu_check_work") / (stamp if args.run is None else f"{stamp}-run{args.run}")
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
     os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "bench"), str(ROOT),
@@ -240,12 +251,13 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     device = "cpu" if args.cpu_plumbing else "cuda"
     report: dict[str, Any] = {
-        "mode": "cpu-plumbing" if args.cpu_plumbing else "gpu", "started": stamp, "budget_s": args.budget_s,
-        "cap_scale": args.cap_scale, "work_dir": str(work.resolve()), "finished": False, "ok": None,
-        "plan": [{"letter": p.letter, "name": p.name, "cap_s": p.cap_s * args.cap_scale, "checks": p.summary}
-                 for p in phases],
+        "mode": "cpu-plumbing" if args.cpu_plumbing else "gpu", "run": args.run, "run_limit_s": RUN_LIMIT_S,
+        "started": stamp, "budget_s": args.budget_s, "cap_scale": args.cap_scale, "work_dir": str(work.resolve()),
+        "finished": False, "ok": None,
+        "plan": [{"letter": p.letter, "name": p.name, "cap_s": p.cap_s * args.cap_scale, "checks": p.summary,
+                  "runs": list(p.runs)} for p in phases],
         "phases": {p.name: {"status": "pending", "ok": None} for p in phases}}
-    path = out / "gpu_check.json"
+    path = out / f"{stem}.json"
 
     def save() -> None:
         report["elapsed_s"] = round(time.monotonic() - started, 1)
@@ -279,15 +291,15 @@ def main(argv: list[str] | None = None) -> int:
             save()
             print(f"gpu_check: [{phase.letter}] {phase.name}: {shown(report['phases'][phase.name])}", flush=True)
             if not record.get("ok"):
-                write_log_bundle(work, out)
+                write_log_bundle(work, out, stem)
     except Interrupted as signal_name:
         report["interrupted"] = str(signal_name)
     failed = [name for name, record in report["phases"].items() if not record.get("ok")]
     report.update(finished="interrupted" not in report, ok=not failed)
     save()
-    write_log_bundle(work, out)
+    bundle = write_log_bundle(work, out, stem)
     print(f"gpu_check: {'every phase OK' if not failed else 'NOT OK: ' + ', '.join(failed)}; "
-          f"{report['elapsed_s']:.0f} s; figures in {path}, logs in {out / 'gpu_check_logs.tar.gz'}, "
+          f"{report['elapsed_s']:.0f} s; figures in {path}, logs in {bundle}, "
           f"homes in {work}", flush=True)
     return 0 if not failed else 1
 

@@ -1,7 +1,7 @@
-"""The phases of ``bench/gpu_check.py``: what each one runs, the figures it keeps, its time cap.
+"""The phases of ``bench/gpu_check.py``: what each one runs and the figures it keeps.
 
-:data:`PLAN` lists them in order of value (a GPU window may end before the last);
-``gpu_check.py`` runs each one in a child process of its own (``python
+:data:`gpu_check_plan.PLAN` lists them in order of value, with their caps and the prepared run each
+belongs to; ``gpu_check.py`` runs each one in a child process of its own (``python
 bench/gpu_check_phases.py PHASE ...``, this module's :func:`main`) that it kills,
 workers and all, at the phase's cap. A phase returns ``{"ok": bool, ...figures}``;
 the child writes it (or the error and traceback) to ``--result`` as JSON.
@@ -25,12 +25,13 @@ import subprocess
 import sys
 import time
 import traceback
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Callable
 
 import yaml
 
+from gpu_check_omni import phase_av_llm_omni
 from gpu_check_study import PhaseContext, failures, study_rows
 from gpu_check_wan import phase_wan21_diffusers
 
@@ -42,31 +43,6 @@ SPIKE = {"cuda": 2.0, "cpu": 0.25}
 """GiB held by the ``vram_spike`` phase's spike (host memory on the CPU)."""
 CARRY = {"cuda": (8.0, 1.0), "cpu": (0.5, 0.05)}
 """GiB of the carry-over probe's large then small trial."""
-
-
-@dataclass(frozen=True)
-class PhasePlan:
-    """One phase: ``name`` (also its JSON key), ``letter`` (its place), ``cap_s`` (seconds, the child
-    is killed after it), ``summary`` (what it checks)."""
-
-    name: str
-    letter: str
-    cap_s: float
-    summary: str
-
-
-PLAN: tuple[PhasePlan, ...] = (
-    PhasePlan("device_facts", "a", 30, "GPU, driver, torch and CUDA from NVML; no CUDA context before the trials"),
-    PhasePlan("latency_truth", "b", 60, "reported p50 of a 20 and a 100 ms CUDA sleep kernel within 2 %"),
-    PhasePlan("vram_spike", "c", 45, "a 2 GiB, 50 ms spike caught by the allocator peak and the NVML sampler"),
-    PhasePlan("carry_over", "d", 45, "one warm worker, 8 GiB then 1 GiB: the small trial's peaks are its own"),
-    PhasePlan("sampler_cost", "e", 75, "p50 latency with the memory sampler at 100 Hz and off"),
-    PhasePlan("avatar", "f", 90, "the avatar demo on CUDA: precision x streams x steps, bf16 against fp32"),
-    PhasePlan("wan21_diffusers", "g", 120, "Wan2.1-T2V-1.3B (diffusers, random weights, bf16, 480p): steps, CFG, "
-              "frames, batch, First-Block Cache, VAE tiling, one knob at a time"),
-    PhasePlan("slot_pinning", "h", 45, "the Live Avatar stand-in, gpus: 1: the device each trial really used"),
-    PhasePlan("gpu_tests", "i", 90, "pytest -m gpu on the test files that hold GPU tests"),
-)
 
 
 def _sleep_workload(ctx: PhaseContext, timeout_s: float = 60) -> dict[str, Any]:
@@ -339,7 +315,8 @@ def phase_gpu_tests(ctx: PhaseContext) -> dict[str, Any]:
 PHASES: dict[str, Callable[[PhaseContext], dict[str, Any]]] = {
     "device_facts": phase_device_facts, "latency_truth": phase_latency_truth, "vram_spike": phase_vram_spike,
     "carry_over": phase_carry_over, "sampler_cost": phase_sampler_cost, "avatar": phase_avatar,
-    "wan21_diffusers": phase_wan21_diffusers, "slot_pinning": phase_slot_pinning, "gpu_tests": phase_gpu_tests}
+    "wan21_diffusers": phase_wan21_diffusers, "av_llm_omni": phase_av_llm_omni, "slot_pinning": phase_slot_pinning,
+    "gpu_tests": phase_gpu_tests}
 
 
 def die_with_parent() -> None:

@@ -40,7 +40,10 @@ def _trial_row(trial: Any, side: dict[str, Any]) -> dict[str, Any]:
            "warm_worker_pid": info.get("warm_worker_pid"), "duplicate_of": attrs.get("duplicate_of"),
            "weights_identity": (attrs.get("runtime") or {}).get("weights_identity"),
            "compared_with": attrs.get("compared_with"),
-           "metrics": {key: entry.get("value") for key, entry in dict(attrs.get("metrics", {})).items()}}
+           "phases_s": (attrs.get("cost") or {}).get("phases_device_s") or {},
+           "metrics": {key: entry.get("value") for key, entry in dict(attrs.get("metrics", {})).items()},
+           "unavailable": {key: entry.get("reason") for key, entry in dict(attrs.get("metrics", {})).items()
+                           if entry.get("value") is None}}
     if attrs.get("outcome") != "OK":
         row["log_tail"] = str(attrs.get("log_tail") or "")[-LOG_TAIL_CHARS:]
     return row
@@ -67,6 +70,14 @@ def study_rows(spec: dict[str, Any], ctx: PhaseContext, name: str, share: float 
     finished = [trial for trial in opened.study.get_trials() if trial.state.is_finished()]
     side = trial_records(opened.study, finished)
     return [_trial_row(trial, side[trial.number]) for trial in finished]
+
+
+def metric_figures(row: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    """``row``'s values of the metrics ``names`` (None when absent or unavailable), and under ``unavailable`` the
+    reason of each one the trial reported unavailable (e.g. NVML's utilization on a CPU)."""
+    figures: dict[str, Any] = {name: row["metrics"].get(name) for name in names}
+    figures["unavailable"] = {name: row["unavailable"][name] for name in names if name in row["unavailable"]}
+    return figures
 
 
 def failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:

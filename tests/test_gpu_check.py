@@ -1,10 +1,14 @@
 """bench/gpu_check.sh, gpu_check.py and the wheels they carry, checked without a GPU.
 
 * without a GPU the script says so in one line and exits 0; without the tuner and without
-  wheels, in one line and exits 1 (no ``pip install`` from a registry);
-* ``gpu_check.py --cpu-plumbing`` runs every phase on host stand-ins, in an interpreter that
-  sees only the GPU image's packages and the carried wheels (bench/gpu_wheels_check.py's
-  import guard), and writes the phase structure;
+  wheels, in one line and exits 1 (no ``pip install`` from a registry); wheels installed by an
+  earlier run on the machine are reused;
+* the plan: two prepared runs whose phase caps, with the install and finish margins, fit the
+  script's 6-minute limit, together holding every phase;
+* ``gpu_check.py --cpu-plumbing --run 1`` and ``--run 2`` run their phases on host stand-ins (the
+  tiny Wan pipeline with the bare twin, the tiny Omni thinker for the 7B), in an interpreter that
+  sees only the GPU image's packages and the carried wheels (bench/gpu_wheels_check.py's import
+  guard), and write ``gpu_check_run1.json`` / ``gpu_check_run2.json``; the report tool reads both;
 * the JSON is rewritten after every phase: a SIGKILL or SIGTERM after the first phase keeps
   it; a phase past its cap is killed, workers and all, and the next one runs; a phase whose
   cap no longer fits the budget is skipped;
@@ -17,8 +21,10 @@ deadlines, and caps are scaled up (or, for the overrun, down to a fraction of a 
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -33,8 +39,10 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 CHECK = BENCH / "gpu_check.py"
-PHASE_NAMES = ["device_facts", "latency_truth", "vram_spike", "carry_over", "sampler_cost", "avatar",
-               "wan21_diffusers", "slot_pinning", "gpu_tests"]
+RUN_PHASES = {1: ["device_facts", "wan21_diffusers", "av_llm_omni"],
+              2: ["device_facts", "latency_truth", "vram_spike", "carry_over", "sampler_cost", "avatar",
+                  "slot_pinning", "gpu_tests"]}
+NVML_MISSING = "NVML unavailable"
 
 
 def _gpu_listed() -> bool:
@@ -44,8 +52,8 @@ def _gpu_listed() -> bool:
     return listed.returncode == 0 and any(line.startswith("GPU ") for line in listed.stdout.splitlines())
 
 
-def _report(out: Path) -> dict[str, Any]:
-    return json.loads((out / "gpu_check.json").read_text())
+def _report(out: Path, name: str = "gpu_check.json") -> dict[str, Any]:
+    return json.loads((out / name).read_text())
 
 
 def _wait_for(condition: Any, what: str, timeout_s: float = 600.0) -> Any:
@@ -119,21 +127,147 @@ def test_without_the_tuner_and_without_wheels_it_says_so_in_one_line_and_exits_1
     assert "pip" not in done.stderr
 
 
-def test_cpu_plumbing_runs_every_phase_with_only_the_image_and_carried_packages(tmp_path: Path,
-                                                                               import_guard: Path) -> None:
-    """Every phase on host stand-ins, in the phase order, each with ok, status, seconds and figures."""
-    out, work = tmp_path / "out", tmp_path / "work"
-    done = subprocess.run([sys.executable, str(CHECK), "--cpu-plumbing", "--out", str(out), "--work", str(work),
-                           "--budget-s", "100000", "--cap-scale", "20"], capture_output=True, text=True,
-                          timeout=1800, check=False, cwd=ROOT, env=_guarded_env(import_guard))
-    report = _report(out)
-    phases = report["phases"]
+def test_wheels_installed_by_an_earlier_run_are_reused_while_they_are_the_same(tmp_path: Path) -> None:
+    """Run 2 on the warm machine after run 1: the site run 1 installed (its stamp names the same wheels) is put on
+    PYTHONPATH without pip, and the run's options reach gpu_check.py with the time left of 360 s less 20; other
+    wheels than the stamp's are installed again (here pip is missing: the script says so and exits 1)."""
+    (tmp_path / "bench").mkdir()
+    shutil.copy(BENCH / "gpu_check.sh", tmp_path / "bench" / "gpu_check.sh")
+    (tmp_path / "bench" / "gpu_check.py").write_text("import sys, tuner.api, optuna\nprint('stub', sys.argv[1:])\n")
+    (tmp_path / ".whl").mkdir()
+    (tmp_path / ".whl" / "fake-0-py3-none-any.whl").write_bytes(b"not a wheel")
+    site = tmp_path / "site"
+    (site / "tuner").mkdir(parents=True)
+    for stub in ("tuner/__init__.py", "tuner/api.py", "optuna.py"):
+        (site / stub).write_text("")
+    stamp = subprocess.run(["bash", "-c", "sha256sum .whl/*.whl | sha256sum | cut -d' ' -f1"], cwd=tmp_path,
+                           capture_output=True, text=True, check=True).stdout.strip()
+    (site / ".gpu_check_wheels").write_text(stamp + "\n")
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-standin)'\n")
+    (fake_bin / "python").write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")  # -S: no site-packages
+    for name in ("nvidia-smi", "python"):
+        (fake_bin / name).chmod(0o755)
+    env = {"PATH": f"{fake_bin}:/usr/bin:/bin", "PYTHON": str(fake_bin / "python"), "GPU_CHECK_SITE": str(site)}
+    done = subprocess.run(["bash", str(tmp_path / "bench" / "gpu_check.sh"), "--run", "2"], capture_output=True,
+                          text=True, timeout=120, check=False, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    reused, ran = done.stdout.splitlines()
+    assert "already installed" in reused and "reused" in reused
+    arguments = ast.literal_eval(ran.removeprefix("stub "))
+    assert arguments[0] == "--budget-s" and 300 <= int(arguments[1]) <= 340 and arguments[2:] == ["--run", "2"]
+    (site / ".gpu_check_wheels").write_text("another set\n")
+    again = subprocess.run(["bash", str(tmp_path / "bench" / "gpu_check.sh"), "--run", "2"], capture_output=True,
+                           text=True, timeout=120, check=False, env=env)
+    assert again.returncode == 1 and "installing ./.whl" in again.stdout and "stub" not in again.stdout, again.stdout
+
+
+def _bench_module(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
+    monkeypatch.setattr(sys, "path", [str(BENCH), *sys.path])  # undone after the test
+    import importlib
+
+    return importlib.import_module(name)
+
+
+def test_the_two_runs_hold_every_phase_and_each_fits_the_limit_with_the_install(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each run's caps + the install margin + the finish margin <= 360 s, the limit gpu_check.sh applies;
+    device_facts opens both runs; every phase of the plan is in a run and has a function."""
+    plan = _bench_module("gpu_check_plan", monkeypatch)
+    phases = _bench_module("gpu_check_phases", monkeypatch)
+    script = (BENCH / "gpu_check.sh").read_text()
+    assert re.search(r"^limit=(\d+)$", script, re.M).group(1) == str(plan.RUN_LIMIT_S) == "360"
+    assert re.search(r"^finish=(\d+)$", script, re.M).group(1) == str(plan.FINISH_MARGIN_S)
+    assert plan.RUNS == (1, 2)
+    assert plan.MACHINE_START_S + len(plan.RUNS) * plan.RUN_LIMIT_S <= plan.GPU_WINDOW_S == 900  # one 15-min window
+    for run in plan.RUNS:
+        names = [p.name for p in plan.run_phases(run)]
+        assert names == RUN_PHASES[run]
+        caps = sum(p.cap_s for p in plan.run_phases(run))
+        assert caps <= plan.phase_budget_s() == plan.RUN_LIMIT_S - plan.INSTALL_MARGIN_S - plan.FINISH_MARGIN_S
+        assert caps + plan.INSTALL_MARGIN_S + plan.FINISH_MARGIN_S <= 360, (run, caps)
+    assert {p.name for p in plan.PLAN} == set(phases.PHASES) == set(RUN_PHASES[1]) | set(RUN_PHASES[2])
+    assert len({p.letter for p in plan.PLAN}) == len(plan.PLAN)
+    check = _bench_module("gpu_check", monkeypatch)
+    assert [p.name for p in check.select_phases(None, 2)] == RUN_PHASES[2]
+    assert [p.name for p in check.select_phases("j,a")] == ["device_facts", "av_llm_omni"]
+    with pytest.raises(SystemExit, match="exclude each other"):
+        check.select_phases("a", 1)
+    with pytest.raises(SystemExit, match="unknown run 3; the runs are 1, 2"):
+        check.select_phases(None, 3)
+
+
+@pytest.fixture(scope="module")
+def plumbing_runs(tmp_path_factory: pytest.TempPathFactory, import_guard: Path) -> dict[str, Any]:
+    """Both prepared runs in --cpu-plumbing mode, one after the other into one $OUT (as on a warm machine)."""
+    base = tmp_path_factory.mktemp("plumbing")
+    out = base / "out"
+    done = {}
+    for run in (1, 2):
+        done[run] = subprocess.run([sys.executable, str(CHECK), "--cpu-plumbing", "--run", str(run), "--work",
+                                    str(base / f"work{run}"), "--budget-s", "100000", "--cap-scale", "20"],
+                                   capture_output=True, text=True, timeout=1200, check=False, cwd=ROOT,
+                                   env={**_guarded_env(import_guard), "OUT": str(out)})
+    return {"out": out, "base": base, "done": done}
+
+
+def _plumbing_run(runs: dict[str, Any], run: int) -> dict[str, Any]:
+    done = runs["done"][run]
+    report = _report(runs["out"], f"gpu_check_run{run}.json")
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-3000:]
-    assert report["mode"] == "cpu-plumbing" and report["finished"] and report["ok"]
-    assert list(phases) == PHASE_NAMES and [p["name"] for p in report["plan"]] == PHASE_NAMES
-    for name, phase in phases.items():
+    assert report["mode"] == "cpu-plumbing" and report["run"] == run and report["run_limit_s"] == 360
+    assert report["finished"] and report["ok"] and "gpu_check: every phase OK" in done.stdout
+    assert list(report["phases"]) == RUN_PHASES[run] and [p["name"] for p in report["plan"]] == RUN_PHASES[run]
+    assert all(run in p["runs"] for p in report["plan"])
+    for name, phase in report["phases"].items():
         assert phase["status"] == "ok" and phase["ok"] is True and phase["seconds"] > 0, (name, phase)
         assert "figures" in phase and "error" not in phase, (name, phase)
+    assert (runs["out"] / f"gpu_check_run{run}_logs.tar.gz").stat().st_size > 0
+    return report["phases"]
+
+
+def test_cpu_plumbing_run_1_the_wan_settings_with_twin_and_activity_and_the_av_llm(
+        plumbing_runs: dict[str, Any]) -> None:
+    """Run 1 on host stand-ins, under the image guard: the tiny Wan pipeline measured with the bare twin (a
+    ratio per setting; utilization, power and joules per video unavailable with NVML's reason on a CPU) and the
+    tiny Omni thinker standing in for the 7B over fps x max_frames x max_new_tokens."""
+    phases = _plumbing_run(plumbing_runs, 1)
+    assert phases["device_facts"]["figures"]["cuda_initialised"] is False
+    wan = phases["wan21_diffusers"]["figures"]  # diffusers' real WanPipeline under the image guard
+    assert wan["ok_trials"] == 3 and all(t["weights"] == "random:tiny:0" for t in wan["trials"])
+    assert wan["like_with_like"] and all(t["compared_with"]["shape"] == {"num_frames": 5} for t in wan["trials"])
+    assert wan["latency_ratios"]["more_steps_over_base"] > 0 and wan["latency_ratios"]["cfg_on_over_off"] > 0
+    assert wan["measurement"]["bare_twin"] == wan["measurement"]["max_repeats"] == 2 and wan["twin_goal"] == 1.03
+    assert set(wan["twin_ratios"]) == {"reference: more steps", "base", "cfg off"}
+    for trial in wan["trials"]:
+        assert trial["bare_p50_s"] > 0 and trial["twin_ratio"] == pytest.approx(
+            trial["latency_p50_s"] / trial["bare_p50_s"])
+        for name in ("gpu_util_mean_pct", "gpu_util_peak_pct", "gpu_power_mean_w", "joules_per_video"):
+            assert trial[name] is None and NVML_MISSING in trial["unavailable"][name], (name, trial)
+    assert wan["twin_ratio_worst"] == max(wan["twin_ratios"].values()) and wan["activity_recorded"] is False
+    assert wan["twin_within_goal"] is (wan["twin_ratio_worst"] <= 1.03)
+    omni = phases["av_llm_omni"]["figures"]  # transformers' real Qwen2.5-Omni thinker under the image guard
+    assert omni["architecture"] == "tiny" and "tiny" in omni["stand_in"] and omni["precision"] == "fp32"
+    assert omni["ok_trials"] == 3 and omni["full_answers"] and omni["load_s"] > 0
+    trials = {t["setting"]: t for t in omni["trials"]}
+    assert list(trials) == ["reference: more frames, longer answer", "base", "short answer"]
+    assert [(t["video_fps"], t["max_frames"], t["max_new_tokens"]) for t in trials.values()] == [
+        (2.0, 8, 8), (1.0, 4, 8), (1.0, 4, 2)]
+    for trial in trials.values():
+        assert trial["weights"] == "random:tiny:0" and trial["latency_p50_s"] > 0 and trial["new_tokens_per_s"] > 0
+        assert trial["count_new_tokens"] == trial["max_new_tokens"] and trial["count_audio_tokens"] > 0
+        assert trial["count_frames"] == trial["max_frames"] and 0 <= trial["text_f1"] <= 1
+        assert trial["energy_per_output_j"] is None and NVML_MISSING in trial["unavailable"]["energy_per_output_j"]
+    assert trials["reference: more frames, longer answer"]["count_video_tokens"] == 2 * trials["base"][
+        "count_video_tokens"]
+    assert trials["reference: more frames, longer answer"]["text_f1"] == 1.0
+    assert omni["latency_ratios"]["longer_answer_over_short"] > 0 and omni["decode_ms_per_token"] is not None
+    assert list((plumbing_runs["base"] / "work1" / "av_llm_omni" / "gpu_av_llm_omni").glob("trial_*/worker.log"))
+
+
+def test_cpu_plumbing_run_2_the_checks_of_the_first_lease(plumbing_runs: dict[str, Any]) -> None:
+    phases = _plumbing_run(plumbing_runs, 2)
     latency = phases["latency_truth"]["figures"]["trials"]
     assert sorted(t["kernel_ms"] for t in latency) == [20, 100]
     for trial in latency:  # a sleep never ends early; the error is a finite comparison of two measurements
@@ -149,18 +283,34 @@ def test_cpu_plumbing_runs_every_phase_with_only_the_image_and_carried_packages(
     avatar = phases["avatar"]["figures"]
     assert avatar["ok_trials"] == 3 and avatar["fp32_over_bf16_latency"] > 0
     assert {t["precision"] for t in avatar["trials"] if t["role"] in ("reference", "baseline")} == {"fp32", "bf16"}
-    wan = phases["wan21_diffusers"]["figures"]  # diffusers' real WanPipeline under the image guard
-    assert wan["ok_trials"] == 3 and all(t["weights"] == "random:tiny:0" for t in wan["trials"])
-    assert wan["like_with_like"] and all(t["compared_with"]["shape"] == {"num_frames": 5} for t in wan["trials"])
-    assert wan["latency_ratios"]["more_steps_over_base"] > 0 and wan["latency_ratios"]["cfg_on_over_off"] > 0
     slots = phases["slot_pinning"]["figures"]["trials"]
     assert len(slots) >= 3 and all(t["slot"] == "cpu:0" and t["cuda_visible_devices"] == "" for t in slots)
     assert all(t["nvml_indices"] == "not recorded" or isinstance(t["nvml_indices"], list) for t in slots)
     tests = phases["gpu_tests"]["figures"]
     assert "tests/test_gpu.py" in tests["files"] and tests["counts"].get("skipped", 0) >= 1
-    assert "gpu_check: every phase OK" in done.stdout
-    assert (out / "gpu_check_logs.tar.gz").stat().st_size > 0
-    assert list((work / "latency_truth" / "gpu_latency_truth").glob("trial_*/worker.log")), "homes are kept"
+    assert list((plumbing_runs["base"] / "work2" / "latency_truth" / "gpu_latency_truth").glob(
+        "trial_*/worker.log")), "homes are kept"
+
+
+def test_the_report_reads_both_runs_and_the_first_leases_files(plumbing_runs: dict[str, Any]) -> None:
+    assert [plumbing_runs["done"][run].returncode for run in (1, 2)] == [0, 0]
+    done = subprocess.run([sys.executable, str(BENCH / "gpu_check_report.py"), str(plumbing_runs["out"])],
+                          capture_output=True, text=True, timeout=120, check=True)
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("Machine: cpu") and len([line for line in lines if line.startswith("Machine")]) == 1
+    rows = [line for line in lines if line.startswith("| gpu_check_run")]
+    assert [row.split("|")[2].strip() for row in rows] == [f"`{name}`" for run in (1, 2) for name in RUN_PHASES[run]]
+    assert any("`wan21_diffusers` | ok" in row and "worst tuner / bare p50" in row for row in rows)
+    assert any("`av_llm_omni` | ok" in row and "tiny: 3 of 3 settings OK" in row for row in rows)
+    wan_head = next(line for line in lines if line.startswith("| setting | p50 s"))
+    assert "tuner / bare" in wan_head and "J per video" in wan_head
+    omni_rows = [line for line in lines if line.startswith("| short answer |")]
+    assert len(omni_rows) == 1 and omni_rows[0].count("n/a") >= 4  # peaks, utilization, power, joules on a CPU
+    assert "decode cost" in done.stdout
+    first = subprocess.run([sys.executable, str(BENCH / "gpu_check_report.py"),
+                            str(ROOT / "bench" / "results" / "gpu_h200_2026-12-04")], capture_output=True, text=True,
+                           timeout=120, check=True).stdout
+    assert first.startswith("Machine: NVIDIA H200") and "| 17 frames | 1.508 |" in first and "n/a" not in first
 
 
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
@@ -207,11 +357,16 @@ def test_a_phase_past_its_cap_is_killed_and_the_next_one_runs(tmp_path: Path) ->
     _wait_for(lambda: not _processes_under(work), "the killed phases' processes to end", timeout_s=120)
 
 
-def test_a_phase_whose_cap_no_longer_fits_the_budget_is_skipped(tmp_path: Path) -> None:
+def test_a_phase_whose_cap_no_longer_fits_the_budget_is_skipped(tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """A budget 1 s under the second phase's cap (and over the first's): the second is skipped however fast the
+    first ran."""
+    caps = {p.letter: p.cap_s for p in _bench_module("gpu_check_plan", monkeypatch).PLAN}
+    assert caps["b"] - 1 >= caps["a"]
     out = tmp_path / "out"
     done = subprocess.run([sys.executable, str(CHECK), "--cpu-plumbing", "--out", str(out), "--work",
-                           str(tmp_path / "work"), "--phases", "a,b", "--budget-s", "40"], capture_output=True,
-                          text=True, timeout=600, check=False, cwd=ROOT)
+                           str(tmp_path / "work"), "--phases", "a,b", "--budget-s", str(caps["b"] - 1)],
+                          capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
     report = _report(out)
     assert report["phases"]["device_facts"]["status"] == "ok", done.stdout + done.stderr
     skipped = report["phases"]["latency_truth"]
