@@ -196,9 +196,16 @@ def phase_sampler_cost(ctx: PhaseContext) -> dict[str, Any]:
             "ok": len(measured) == 2}
 
 
+AVATAR_METRICS = ("latency_p50_s", "latency_cv", "peak_vram_gb", "psnr_db", "sustained_throughput_per_hour",
+                  "sustained_latency_p95_s", "gpu_util_mean_pct", "model_s", "postprocess_s", "time_to_first_chunk_s",
+                  "real_time_factor")
+"""The figures each avatar trial keeps: one-call latency, the sustained probe, utilization, spans, streaming."""
+
+
 def phase_avatar(ctx: PhaseContext) -> dict[str, Any]:
     """The avatar demo reduced to precision x streams x steps (6 trials on CUDA, 3 small ones on the CPU):
-    outcomes, latency per setting, bf16 (baseline) against fp32 (reference) at the same setting."""
+    outcomes, latency per setting, bf16 (baseline) against fp32 (reference) at the same setting; each trial also
+    runs the sustained-load probe (``measurement.sustained``, one stream for 2 s) and reports its spans."""
     spec = yaml.safe_load((ROOT / "search_spaces" / "avatar_demo.yaml").read_text())
     frames, steps, resolution, batch = (24, [4, 8], 96, 4) if ctx.cuda else (6, [1], 32, 1)
     spec["workload"].update(device=ctx.device, timeout_s=60, timeout_mode="fixed")
@@ -221,10 +228,14 @@ def phase_avatar(ctx: PhaseContext) -> dict[str, Any]:
     spec["constraints"], spec["report"] = [], []
     if not ctx.cuda:
         spec["measurement"] = {"warmup": 0, "min_repeats": 1, "max_repeats": 1}
+    # the sustained-load probe: each setting driven back to back for a short window (one stream: the avatar's
+    # calls share state), its throughput per hour beside the one-call figures, utilization under load
+    spec["measurement"] = {**spec.get("measurement", {}),
+                           "sustained": {"streams": [1], "duration_s": 2.0 if ctx.cuda else 0.3}}
     rows = [r for r in study_rows(spec, ctx, "gpu_avatar") if r["duplicate_of"] is None]
     trials = [{"number": r["number"], "role": r["role"], "outcome": r["outcome"], "reason": r["reason"],
                **{k: r["params"].get(k) for k in ("precision", "streams", "sample_steps")},
-               **{k: r["metrics"].get(k) for k in ("latency_p50_s", "latency_cv", "peak_vram_gb", "psnr_db")}}
+               **{k: r["metrics"].get(k) for k in AVATAR_METRICS}}
               for r in rows]
     by_role = {t["role"]: t for t in trials if t["role"] in ("reference", "baseline")}
     fp32, bf16 = (by_role.get("reference") or {}).get("latency_p50_s"), (by_role.get("baseline") or {}).get(

@@ -9,7 +9,7 @@ phase of a run is skipped for time unless the install or an earlier phase overra
 most valuable (the Wan settings with the bare twin, utilization and joules per video; the audio-visual LLM at
 full size), run 2 the checks that passed on the first H200 and guard against regressions; ``device_facts`` opens
 both, so each run's JSON names its machine. A phase belongs to the runs its :attr:`PhasePlan.runs` lists: adding
-one to a run (e.g. a sustained-load probe, once ``measurement.sustained`` exists) is one line of :data:`PLAN`,
+one to a run is one line of :data:`PLAN` (the sustained-load probe rides in the avatar phase, 2 s per setting),
 plus its function in ``gpu_check_phases.PHASES``; the run's caps must still fit (tests/test_gpu_check.py).
 """
 
@@ -55,7 +55,8 @@ PLAN: tuple[PhasePlan, ...] = (
     PhasePlan("vram_spike", "c", 30, "a 2 GiB, 50 ms spike caught by the allocator peak and the NVML sampler", (2,)),
     PhasePlan("carry_over", "d", 30, "one warm worker, 8 GiB then 1 GiB: the small trial's peaks are its own", (2,)),
     PhasePlan("sampler_cost", "e", 50, "p50 latency with the memory sampler at 100 Hz and off", (2,)),
-    PhasePlan("avatar", "f", 55, "the avatar demo on CUDA: precision x streams x steps, bf16 against fp32", (2,)),
+    PhasePlan("avatar", "f", 55, "the avatar demo on CUDA: precision x streams x steps, bf16 against fp32; the "
+              "sustained-load probe (one stream, 2 s per setting) and the spans of each call", (2,)),
     PhasePlan("slot_pinning", "h", 25, "the Live Avatar stand-in, gpus: 1: the device each trial really used", (2,)),
     PhasePlan("gpu_tests", "i", 55, "pytest -m gpu on the test files that hold GPU tests", (2,)),
 )
