@@ -67,11 +67,13 @@ def test_a_cost_objective_needs_a_price_and_a_price_must_be_positive() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(300)
-def test_a_study_records_the_cost_of_each_output(tmp_path: Path) -> None:
+@pytest.mark.parametrize("flag, price", [([], 0.36), (["--cpu-hour-usd", "0.72"], 0.72)])
+def test_a_study_records_the_cost_of_each_output(tmp_path: Path, flag: list[str], price: float) -> None:
+    """The spec's price, or the command line's in its place."""
     spec = tmp_path / "priced.yaml"
     spec.write_text(SPEC.replace("COST", "cost: {cpu_hour_usd: 0.36}"))
-    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "p", "--no-mlflow"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "p", "--no-mlflow",
+                           *flag], cwd=tmp_path, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
     study = optuna.load_study(study_name="p", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
     measured = [t for t in study.trials if t.user_attrs.get("measured")]
@@ -80,8 +82,8 @@ def test_a_study_records_the_cost_of_each_output(tmp_path: Path) -> None:
         metrics = {name: entry["value"] for name, entry in trial.user_attrs["metrics"].items()}
         per_hour = metrics["throughput_items_per_s"] * 3600  # one CPU slot: one device
         assert metrics["outputs_per_device_hour"] == pytest.approx(per_hour)
-        assert metrics["cost_per_output_usd"] == pytest.approx(0.36 / per_hour)
-        assert metrics["cost_per_1k_outputs_usd"] == pytest.approx(360 / per_hour)
+        assert metrics["cost_per_output_usd"] == pytest.approx(price / per_hour)
+        assert metrics["cost_per_1k_outputs_usd"] == pytest.approx(1000 * price / per_hour)
         assert trial.values[0] == pytest.approx(metrics["cost_per_output_usd"])
     cheap = min(measured, key=lambda t: t.values[0])
     assert cheap.params["sleep_s"] == 0.01, "the faster setting makes the cheaper output"

@@ -29,6 +29,12 @@ if TYPE_CHECKING:
 MemoryModelOption = typer.Option(True, "--memory-model/--no-memory-model",
                                  help="Skip settings predicted to run out of memory (from the OOMs and memory peaks "
                                       "measured so far, and a warm start's), recorded SKIPPED_PREDICTED_OOM.")
+GpuHourOption = typer.Option(None, "--gpu-hour-usd", min=0.0, metavar="USD",
+                             help="Price of one GPU-hour for the cost metrics (cost_per_output_usd...): replaces "
+                                  "the spec's cost block for this run, as TUNER_GPU_HOUR_USD does.")
+CpuHourOption = typer.Option(None, "--cpu-hour-usd", min=0.0, metavar="USD",
+                             help="Price of one CPU slot-hour for the cost metrics of a CPU study, as "
+                                  "TUNER_CPU_HOUR_USD does.")
 WarmStartStorageOption = typer.Option(None, "--warm-start-storage", metavar="URL",
                                       help="Storage of the --warm-start study (default: this run's storage).")
 
@@ -110,8 +116,11 @@ def run(
                                              help="A finished study of the same spec on other hardware: its "
                                                   "front runs first, its memory evidence informs the memory model."),
     warm_start_storage: Optional[str] = WarmStartStorageOption,
+    gpu_hour_usd: Optional[float] = GpuHourOption,
+    cpu_hour_usd: Optional[float] = CpuHourOption,
 ) -> None:
     """Create a study from SPEC and run it until its budget is spent."""
+    _price_override(gpu_hour_usd, cpu_hour_usd)
     from tuner.gpu import gpu_type
     from tuner.session.run import RunOptions
     from tuner.storage.store import set_study_attribute
@@ -147,6 +156,18 @@ def run(
                                warm_start_storage=source_url if warm_start_storage else None))
 
 
+def _price_override(gpu_hour_usd: float | None, cpu_hour_usd: float | None) -> None:
+    """``--gpu-hour-usd`` / ``--cpu-hour-usd``: the prices every worker of this run reads
+    (:data:`tuner.spec.price.GPU_PRICE_ENV`, :data:`~tuner.spec.price.CPU_PRICE_ENV`)."""
+    import os
+
+    from tuner.spec.price import CPU_PRICE_ENV, GPU_PRICE_ENV
+
+    for name, value in ((GPU_PRICE_ENV, gpu_hour_usd), (CPU_PRICE_ENV, cpu_hour_usd)):
+        if value is not None:
+            os.environ[name] = repr(float(value))
+
+
 @app.command()
 def resume(
     study: str = typer.Argument(..., help="Study name."),
@@ -167,8 +188,11 @@ def resume(
     cv_target: Optional[float] = typer.Option(None, "--cv-target", min=0.0001, help="Stop repeating below this CV."),
     memory_model: bool = MemoryModelOption,
     warm_start_storage: Optional[str] = WarmStartStorageOption,
+    gpu_hour_usd: Optional[float] = GpuHourOption,
+    cpu_hour_usd: Optional[float] = CpuHourOption,
 ) -> None:
     """Continue a study (after a crash or kill, with a larger --trials, or a larger --timeout)."""
+    _price_override(gpu_hour_usd, cpu_hour_usd)
     from tuner.session.run import RunOptions
 
     root = tuner_home(home)
