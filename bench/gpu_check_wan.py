@@ -76,7 +76,7 @@ TWIN_GOAL = 1.03
 """Largest tuner / bare p50 ratio the tuner aims at on a GPU (issue 40)."""
 TRIAL_METRICS = ("latency_p50_s", "latency_cv", "bare_p50_s", "twin_ratio", "peak_vram_gb", "peak_vram_device_gb",
                  "psnr_db", "gpu_util_mean_pct", "gpu_util_peak_pct", "gpu_power_mean_w", "energy_per_output_j",
-                 "prepare_s", "model_s", "postprocess_s", "outside_spans_s")  # the spans: where the p50 goes
+                 "gpu_sm_clock_mean_mhz", "prepare_s", "model_s", "postprocess_s", "outside_spans_s")  # the spans: where the p50 goes
 """The metrics each trial's figures keep (with the reason of those unavailable)."""
 
 RATIOS: dict[str, tuple[str, str]] = {

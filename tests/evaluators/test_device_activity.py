@@ -68,6 +68,12 @@ class SimulatedPynvml:
     def nvmlDeviceGetPowerUsage(self, handle: int) -> int:
         return 250_000 if handle == 1 else 90_000  # mW
 
+    NVML_CLOCK_SM = 1
+
+    def nvmlDeviceGetClockInfo(self, handle: int, clock: int) -> int:
+        assert clock == self.NVML_CLOCK_SM
+        return 1755 if handle == 1 else 345  # MHz
+
 
 def by_name(metrics: list[Metric]) -> dict[str, Metric]:
     return {m.name: m for m in metrics}
@@ -81,6 +87,7 @@ def test_utilization_and_power_of_the_trials_own_device(monkeypatch: pytest.Monk
     assert metrics["gpu_util_mean_pct"].value == pytest.approx(80.0)
     assert metrics["gpu_util_peak_pct"].value == pytest.approx(80.0)
     assert metrics["gpu_power_mean_w"].value == pytest.approx(250.0), "another job's device does not count"
+    assert metrics["gpu_sm_clock_mean_mhz"].value == pytest.approx(1755.0)
     energy = energy_per_output(metrics["gpu_power_mean_w"], Metric("throughput_items_per_s", 0.5, "items/s", "maximize"))
     assert energy.value == pytest.approx(500.0)  # 250 W at 0.5 videos per second: 500 J per video
 
@@ -89,7 +96,7 @@ def test_on_a_cpu_the_figures_are_unavailable_with_the_reason() -> None:
     with PeakMemoryMonitor(sample_hz=50) as monitor:
         time.sleep(0.05)
     metrics = by_name(monitor.metrics())
-    for name in ("gpu_util_mean_pct", "gpu_util_peak_pct", "gpu_power_mean_w"):
+    for name in ("gpu_util_mean_pct", "gpu_util_peak_pct", "gpu_power_mean_w", "gpu_sm_clock_mean_mhz"):
         assert metrics[name].value is None and "NVML" in str(metrics[name].reason), metrics[name]
     energy = energy_per_output(metrics["gpu_power_mean_w"], Metric("throughput_items_per_s", 2.0, "items/s", "maximize"))
     assert energy.value is None and energy.reason == metrics["gpu_power_mean_w"].reason

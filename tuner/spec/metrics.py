@@ -42,6 +42,7 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "trial_disk_gb": ("GB", "minimize"),  # what the trial left in its directory (du-style, 1e9 bytes)
     "gpu_util_mean_pct": ("%", "maximize"),  # NVML utilization of the trial's devices over the measurement
     "gpu_util_peak_pct": ("%", "maximize"),
+    "gpu_sm_clock_mean_mhz": ("MHz", "maximize"),  # their mean SM clock: below boost under load is throttling
     "gpu_power_mean_w": ("W", "minimize"),  # their summed board power, mean over the measurement
     "energy_per_output_j": ("J", "minimize"),  # gpu_power_mean_w / throughput_items_per_s
     "bare_p50_s": ("s", "minimize"),  # measurement.bare_twin: the same call, nothing of the tuner around it

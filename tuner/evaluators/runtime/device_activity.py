@@ -7,7 +7,8 @@ NVML saw the tree hold memory on count (the trial's own; another job's GPU is no
 
 Figures (:meth:`DeviceActivity.metrics`), over the monitored window (the measurement: warm-up and timed repeats):
 ``gpu_util_mean_pct`` / ``gpu_util_peak_pct`` (the devices' mean of NVML's ``gpu`` utilization, %), and
-``gpu_power_mean_w`` (their summed board power, W). Each is unavailable with the reason where NVML is not
+``gpu_power_mean_w`` (their summed board power, W), ``gpu_sm_clock_mean_mhz`` (their mean SM clock, MHz: a
+clock below the board's boost under load is throttling, power or heat). Each is unavailable with the reason where NVML is not
 read (a CPU trial, no driver) or read nothing.
 """
 
@@ -23,7 +24,7 @@ ACTIVITY_EVERY_S = 0.1
 
 
 class DeviceActivity:
-    """Running means and the peak of utilization and power (see the module docstring)."""
+    """Running means and the peak of utilization, power and the SM clock (see the module docstring)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
@@ -34,6 +35,9 @@ class DeviceActivity:
         self._power_sum_w = 0.0
         self._power_reads = 0
         self._problem: str | None = None
+        self._clock_sum_mhz = 0.0
+        self._clock_reads = 0
+        self._clock_problem: str | None = None
 
     def sample(self, pynvml: Any, handles: Sequence[Any], devices: Sequence[int], now: float) -> None:
         """Read utilization and power of ``devices`` (NVML indices into ``handles``) unless read in the last
@@ -41,9 +45,13 @@ class DeviceActivity:
         if not devices or now - self._read_at < ACTIVITY_EVERY_S:
             return
         self._read_at = now
-        utilizations, watts = [], 0.0
+        utilizations, watts, clocks = [], 0.0, []
         powered = 0
         for index in devices:
+            try:
+                clocks.append(float(pynvml.nvmlDeviceGetClockInfo(handles[index], getattr(pynvml, "NVML_CLOCK_SM", 1))))
+            except Exception as error:  # noqa: BLE001 - pynvml.NVMLError (not supported on this device)
+                self._clock_problem = f"SM clock: {error}"
             try:
                 utilizations.append(float(pynvml.nvmlDeviceGetUtilizationRates(handles[index]).gpu))
             except Exception as error:  # noqa: BLE001 - pynvml.NVMLError (not supported on this device)
@@ -62,6 +70,9 @@ class DeviceActivity:
             if powered:
                 self._power_sum_w += watts
                 self._power_reads += 1
+            if clocks:
+                self._clock_sum_mhz += sum(clocks) / len(clocks)
+                self._clock_reads += 1
 
     @property
     def power_mean_w(self) -> float | None:
@@ -75,10 +86,12 @@ class DeviceActivity:
         with self._lock:
             util_mean = self._util_sum / self._util_reads if self._util_reads else None
             util_peak = self._util_peak
+            clock_mean = self._clock_sum_mhz / self._clock_reads if self._clock_reads else None
         why = unread or self._problem or "NVML saw no GPU memory of this trial's processes: no device to read"
         return [_metric("gpu_util_mean_pct", util_mean, "%", "maximize", why),
                 _metric("gpu_util_peak_pct", util_peak, "%", "maximize", why),
-                _metric("gpu_power_mean_w", self.power_mean_w, "W", "minimize", why)]
+                _metric("gpu_power_mean_w", self.power_mean_w, "W", "minimize", why),
+                _metric("gpu_sm_clock_mean_mhz", clock_mean, "MHz", "maximize", unread or self._clock_problem or why)]
 
 
 def _metric(name: str, value: float | None, unit: str, direction: str, why: str) -> Metric:
