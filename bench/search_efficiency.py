@@ -116,8 +116,8 @@ def _warm_start_from(source: HardwareType, budget: int) -> Any:
         target = Target.of(load_table(source))
         replay_once(target, Method("default", DEFAULT_SAMPLER), context.seed, budget, context.workdir / "source",
                     storage_url=opened.storage_url, study_name="warm-source")
-        source = open_source(opened.storage_url, "warm-source", opened.spec)
-        enqueue_front(opened.study, opened.spec, opened.storage_url, source)
+        warm = open_source(opened.storage_url, "warm-source", opened.spec)
+        enqueue_front(opened.study, opened.spec, opened.storage_url, warm)
         prior, _ = load_prior(opened.study, opened.spec, opened.storage_url, None)
         return {"memory_prior": prior}
     return setup
