@@ -150,7 +150,7 @@ def verdicts(by_table: Mapping[str, tuple[int, Mapping[str, Mapping[str, Any]]]]
     names = {n for _, summaries in by_table.values() for n in summaries if n != "default-v1"}
     for name in sorted(names):
         wins, goal = [], []
-        for label, (front, summaries) in by_table.items():
+        for _label, (front, summaries) in by_table.items():
             s, base = summaries.get(name), summaries.get("default-v1")
             if s is None or base is None:
                 continue

@@ -53,9 +53,8 @@ def layer_of(module: str) -> int:
     best: tuple[int, int] | None = None
     for index, prefixes in enumerate(LAYERS):
         for prefix in prefixes:
-            if module == prefix or module.startswith(prefix + "."):
-                if best is None or len(prefix) > best[1]:
-                    best = (index, len(prefix))
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
     if best is None:
         raise AssertionError(f"{module} belongs to no layer: add it to LAYERS")
     return best[0]

@@ -18,13 +18,18 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tuner.api import create_study, export_config, load_study, run_study
-    from tuner.ship.export import ExportError
-    from tuner.spec.loading import load_spec
-    from tuner.spec.models import SpecError, StudySpec
-    from tuner.study.listeners import Summary
-    from tuner.errors import StudyError
-    from tuner.study.studies import OpenStudy
+    # the names import tuner offers, loaded on first use (__getattr__); aliased as themselves: re-exported
+    from tuner.api import create_study as create_study
+    from tuner.api import export_config as export_config
+    from tuner.api import load_study as load_study
+    from tuner.api import run_study as run_study
+    from tuner.errors import StudyError as StudyError
+    from tuner.ship.export import ExportError as ExportError
+    from tuner.spec.loading import load_spec as load_spec
+    from tuner.spec.models import SpecError as SpecError
+    from tuner.spec.models import StudySpec as StudySpec
+    from tuner.study.listeners import Summary as Summary
+    from tuner.study.studies import OpenStudy as OpenStudy
 
 _PUBLIC: dict[str, str] = {
     "load_spec": "tuner.spec.loading",

@@ -32,7 +32,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
                     break
             except OSError:
                 if process.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"stand-in service did not start: {log.read_text(errors='replace')}")
+                    raise RuntimeError(f"stand-in service did not start: {log.read_text(errors='replace')}") from None
                 time.sleep(0.2)
         yield base
     finally:

@@ -123,7 +123,7 @@ def hostile_specs(directory: Path) -> dict[str, tuple[Path, str]]:
 
 def new_files(root: Path, before: set[Path], allowed: list[Path]) -> list[Path]:
     """Files under ``root`` that were not there ``before`` and are not under an ``allowed`` place."""
-    now = {p for p in root.rglob("*")}
+    now = set(root.rglob("*"))
     return sorted(p for p in now - before
                   if not any(p == a or a in p.parents for a in allowed))
 

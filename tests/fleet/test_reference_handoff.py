@@ -102,7 +102,7 @@ def test_published_on_one_host_fetched_once_on_another_tampering_refused(server:
     assert attrs["reference_output_sha256"] == expected
     assert attrs["reference_output_uri"].startswith("mlflow-artifacts:/"), "proxied: it goes through the server"
     assert attrs["reference_output_uri"].endswith(f"/{ARTIFACT_DIR}/{NAME}")
-    stored = [p for p in server.artifacts.rglob(NAME)]
+    stored = list(server.artifacts.rglob(NAME))
     assert len(stored) == 1 and sha256_file(stored[0]) == expected, "the artifact lies in the artifacts destination"
     original.unlink()  # no shared file system: host B never sees A's file
 

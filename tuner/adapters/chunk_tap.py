@@ -65,7 +65,7 @@ class ChunkTap:
 
     def begin(self, log_path: Path) -> None:
         """The call starts now: open its log file for the marker stream (call just before starting the program)."""
-        self._log = open(log_path, "wb", buffering=0)
+        self._log = open(log_path, "wb", buffering=0)  # noqa: SIM115 - open for the call, closed by finish()
         self._clock.begin()
 
     def follow(self, pipe: IO[bytes]) -> None:

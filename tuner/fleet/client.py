@@ -36,7 +36,7 @@ def check_server_url(server: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ServiceError(f"--server {redact_url(server)}: not an http(s)://HOST:PORT address of 'tuner serve'")
     try:
-        parts.port
+        _ = parts.port  # urllib checks the port only when it is read
     except ValueError:
         raise ServiceError(f"--server {redact_url(server)}: the port is not a number from 0 to 65535") from None
     return server.strip().rstrip("/")

@@ -80,9 +80,9 @@ def _child(message: dict[str, Any], cuda_problem: str | None = None) -> None:
         os.dup2(log, 2)
         os.close(log)
         os.close(null)
-        sys.stdin = open(0, closefd=False)
-        sys.stdout = open(1, "w", buffering=1, closefd=False)
-        sys.stderr = open(2, "w", buffering=1, closefd=False)
+        sys.stdin = open(0, closefd=False)  # noqa: SIM115 - the trial's standard streams, for its whole life
+        sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115
+        sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)  # the server ignores it; the trial must not
         signal.set_wakeup_fd(-1)

@@ -109,7 +109,7 @@ class FlagItem(_Strict):
         return value
 
 
-ArgvItem = Union[str, FlagItem]
+ArgvItem = str | FlagItem
 
 
 class CommandMetric(_Strict):

@@ -210,12 +210,10 @@ def _impossible(metric: str, conditions: list[Condition]) -> str | None:
     low, high = metric_range(metric)
     low_open = high_open = False
     for c in conditions:
-        if c.op in (">=", ">", "=="):
-            if c.bound > low or (c.bound == low and c.op == ">"):
-                low, low_open = c.bound, c.op == ">"
-        if c.op in ("<=", "<", "=="):
-            if c.bound < high or (c.bound == high and c.op == "<"):
-                high, high_open = c.bound, c.op == "<"
+        if c.op in (">=", ">", "==") and (c.bound > low or (c.bound == low and c.op == ">")):
+            low, low_open = c.bound, c.op == ">"
+        if c.op in ("<=", "<", "==") and (c.bound < high or (c.bound == high and c.op == "<")):
+            high, high_open = c.bound, c.op == "<"
     if low < high or (low == high and not (low_open or high_open)):
         return None
     natural = metric_range(metric)

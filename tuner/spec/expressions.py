@@ -227,8 +227,8 @@ def _check_constants(expression: Expression) -> None:
         if isinstance(node, ast.Name):
             return False
         if isinstance(node, ast.Call):
-            return all([constant(a) for a in node.args])
-        return all([constant(c) for c in ast.iter_child_nodes(node)])  # a list: visit every child
+            return all([constant(a) for a in node.args])  # noqa: C419 - a list: visit every argument
+        return all([constant(c) for c in ast.iter_child_nodes(node)])  # noqa: C419 - a list: visit every child
 
     def visit(node: ast.AST) -> None:
         if constant(node):

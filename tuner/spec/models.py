@@ -21,7 +21,7 @@ from typing import Annotated, Any, Literal, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from tuner.errors import SpecError
+from tuner.errors import SpecError as SpecError  # re-exported: tuner.spec.models.SpecError
 from tuner.spec.export_rule import ExportRule, ExportSpec, check_export_rule, parse_policy, rule_of
 from tuner.spec.expressions import ExpressionError, compile_expression
 from tuner.spec.quality.cases import CasesSpec, check_cases, input_keys
@@ -138,7 +138,7 @@ def _narrowed_high(low: float, high: float, step: float) -> float | None:
     return float((span // unit) * unit + _decimal(low))
 
 
-Choice = Union[bool, int, float, str, None]
+Choice = bool | int | float | str | None
 
 
 class CategoricalParameter(_Parameter):

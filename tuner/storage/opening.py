@@ -48,7 +48,7 @@ HEARTBEAT_ENV = "TUNER_HEARTBEAT_S"  # overrides HEARTBEAT_INTERVAL_S (whole sec
 GRACE_PERIOD_ENV = "TUNER_GRACE_PERIOD_S"  # overrides GRACE_PERIOD_S (whole seconds > 0)
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")  # opened as postgresql+psycopg://
 STUDY_NAME_MAX = 128
-_STUDY_NAME = re.compile(r"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{0,%d}" % (STUDY_NAME_MAX - 1))
+_STUDY_NAME = re.compile(rf"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{{0,{STUDY_NAME_MAX - 1}}}")
 __all__ = ["tuner_home", "check_study_name", "open_stored_study", "StoredStudy", "default_storage_url", "storage_url", "open_storage",
            "list_studies", "close_storage", "driver_url", "heartbeat_settings", "DEFAULT_HOME", "STORAGE_ENV", "HOME_ENV",
            "SQLITE_BUSY_TIMEOUT_ENV", "HEARTBEAT_INTERVAL_S", "GRACE_PERIOD_S", "HEARTBEAT_ENV", "GRACE_PERIOD_ENV"]

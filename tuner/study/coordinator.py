@@ -370,7 +370,7 @@ class Coordinator:
             if job.role == "reference":
                 state.failure = state.failure or reference_stop(self.study.study_name, frozen)
             state.failure = state.failure or same_failure_stop(self._snapshot.same_failure_evidence())
-            for twin, twin_candidate in state.waiting.pop(job.candidate.key, []):
+            for twin, _candidate in state.waiting.pop(job.candidate.key, []):
                 self._recorder.copy(twin, frozen)
             self._recorder.notify(frozen)
 

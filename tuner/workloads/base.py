@@ -119,8 +119,8 @@ class WorkloadOutput:
     def from_arrays(data: Mapping[str, Any]) -> "WorkloadOutput":
         """The output whose :meth:`arrays` are ``data`` (an opened ``.npz`` or a dict)."""
         return WorkloadOutput(
-            video=data["video"] if "video" in data else None,
-            audio=data["audio"] if "audio" in data else None,
+            video=data.get("video"),
+            audio=data.get("audio"),
             audio_rate=int(data["audio_rate"]) if "audio_rate" in data else None,
             text=[str(t) for t in data["text"]] if "text" in data else None,
             items=int(data["items"]),

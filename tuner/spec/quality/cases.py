@@ -95,9 +95,8 @@ def check_cases(spec: SpecWithCases, parameters: Mapping[str, Any], derived: Map
         twice = sorted({name for name in names if names.count(name) > 1})
         if twice:
             return f"cases: the name {twice[0]!r} is used twice (names: {names})"
-    elif isinstance(cases, CasesFolder):
-        if cases.as_ in parameters or cases.as_ in derived:
-            return f"cases.as: {cases.as_!r} is a parameter or derived value, not an input"
+    elif isinstance(cases, CasesFolder) and (cases.as_ in parameters or cases.as_ in derived):
+        return f"cases.as: {cases.as_!r} is a parameter or derived value, not an input"
     for metric, margin in spec.cliff_margins.items():
         if not margin > 0:
             return f"cliff_margins.{metric}: the margin must be > 0, got {margin}"
