@@ -32,7 +32,7 @@ import typer
 from tuner.cli.app import HomeOption, StorageOption, app, fail, out
 from tuner.cli.status_view import trial_document
 from tuner.front.cost import trial_cost_lines
-from tuner.front.load_curve import load_lines
+from tuner.front.load_curve import load_lines, prediction_lines
 from tuner.front.spread import spread_lines
 from tuner.secrets import redact_text
 from tuner.spec.metrics import NO_REFERENCE_METRICS, base_metric, objective_units
@@ -124,6 +124,7 @@ def render_trial(document: Mapping[str, Any]) -> list[str]:
     body += _objectives(document) + _constraints(document["constraints"]) + _metrics(document["metrics"])
     body += spread_lines(document.get("per_input") or {}, document["metrics"], document.get("cliffs") or [],
                          [name.partition(":")[0] for name in document["objectives"]])
+    body += prediction_lines(document.get("prediction"), document["metrics"])
     body += load_lines(document.get("sustained"))
     body += _pairs("samples", document["samples"]) + _invocations(document) + _files(document)
     tail = document["log_tail"]

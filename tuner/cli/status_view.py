@@ -98,6 +98,7 @@ def trial_document(record: TrialRecord, names: Sequence[str], units: Mapping[str
         "samples": dict(record.samples),
         "per_input": {case: dict(figures) for case, figures in record.per_input.items()}, "cliffs": list(record.cliffs),
         "device_s": record.device_s, "cost": trial_cost_document(record), "sustained": record.sustained,
+        "prediction": record.prediction,
     }
 
 

@@ -1,4 +1,5 @@
-"""A trial's sustained-load curve (``measurement.sustained``), as ``tuner show`` prints it.
+"""A trial's sustained-load curve (``measurement.sustained``) and what was predicted of it before it ran, as
+``tuner show`` prints them.
 
 One row per level of streams: the calls completed, items per hour, latency p50 / p95 (s), and what stopped a
 level (a failed call, the workload's bound on overlapping calls, the measurement window); the knee -- the level
@@ -47,3 +48,21 @@ def load_lines(sustained: Any) -> list[str]:
             lines += [f"  input {name}:", *_table(levels, "    ")]
         return lines
     return [title, *_table(sustained, "  ")]
+
+
+def prediction_lines(prediction: Mapping[str, Mapping[str, Any]] | None, metrics: Mapping[str, Any]) -> list[str]:
+    """What was predicted before the trial ran, with its interval and the measured error (none: no prediction;
+    :mod:`tuner.search.prediction`)."""
+    if not prediction:
+        return []
+    from tuner.search.prediction import prediction_errors
+
+    errors = prediction_errors(prediction, metrics)
+    fitted = max(int(p.get("fitted_on", 0)) for p in prediction.values())
+    lines = [f"predicted before it ran (fitted on {fitted} trials"
+             f"{' and a warm start' if any(p.get('prior') for p in prediction.values()) else ''}):"]
+    for name, p in prediction.items():
+        unit = (metrics.get(name) or {}).get("unit", "")
+        error = f"; measured {errors[name]:+.0%}" if name in errors else ""
+        lines.append(f"  {name} {p['value']:.4g} {unit} [{p['low']:.4g}, {p['high']:.4g}]{error}".rstrip())
+    return lines

@@ -52,6 +52,7 @@ UNAVAILABLE_CONSTRAINTS = "unavailable_constraints"  # constraint key -> why it 
 WARM_START_FROM = "warm_start_from"  # a setting a warm start queued: the source study's name
 PREDICTED_PEAK_GB = "predicted_peak_gb"  # SKIPPED_PREDICTED_OOM: the memory model's prediction
 PREDICTION_WITNESS = "prediction_witness"  # ... and the trial it comes from
+PREDICTION = "prediction"  # latency / memory predicted before the trial ran (tuner.search.prediction), by metric
 FINGERPRINT_NOTE = "fingerprint_note"  # how this host differs from the reference's, when it does
 REFERENCE_OUTPUT = "reference_output"  # the reference trial's output path on its host
 PER_INPUT = "per_input"  # a trial of several inputs (spec cases): input -> metric -> {value[, reason]}

@@ -165,6 +165,7 @@ class TrialRecord:
     cost: Mapping[str, Any] | None = None  # device-seconds the run held, by phase (tuner.storage.cost.trial_cost)
     per_input: Mapping[str, Mapping[str, Mapping[str, Any]]] = field(default_factory=dict)  # input -> metric -> value
     cliffs: tuple[str, ...] = ()  # inputs worse than the trial's mean by more than the spec's cliff_margins
+    prediction: Mapping[str, Mapping[str, Any]] | None = None  # predicted before it ran (tuner.search.prediction)
     sustained: Any = None  # measurement.sustained's levels (a list; by input name for several inputs), when it ran
 
     @staticmethod
@@ -213,6 +214,7 @@ class TrialRecord:
             per_input=dict(attrs.get(names.PER_INPUT) or {}),
             cliffs=tuple(attrs.get(names.CLIFFS) or ()),
             sustained=(side.get(names.WORKER_INFO) or {}).get("sustained"),
+            prediction=attrs.get(names.PREDICTION),
         )
 
     @property

@@ -174,6 +174,12 @@ def record_candidate(trial: Trial, key: str, derived: Mapping[str, Any]) -> None
     set_trial_attributes(trial, {names.CANDIDATE_KEY: key, names.DERIVED: dict(derived)})
 
 
+def record_prediction(trial: Trial, prediction: Mapping[str, Any]) -> None:
+    """Record what was predicted of the setting before it ran (:mod:`tuner.search.prediction`), by metric."""
+    if prediction:
+        trial.set_user_attr(names.PREDICTION, dict(prediction))
+
+
 def record_slot(trial: Trial, label: str, compared_with: Mapping[str, Any] | None = None) -> None:
     """Record the slot the trial runs on, and (a study with a reference per shape) the trial whose output its
     quality is compared with and that trial's shape: ``{"trial": number or None, "shape": {name: value}}``."""

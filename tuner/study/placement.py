@@ -8,8 +8,8 @@ held to run on this host.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Mapping
 
 from tuner.results import Outcome
 from tuner.spec.space import resolve, suggest
@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     import optuna
 
     from tuner.search.feasibility import FeasibilityModel
+    from tuner.search.prediction import OutcomePredictor
     from tuner.spec.models import StudySpec
     from tuner.study.shapes import ShapeReferences
     from tuner.study.snapshot import StudySnapshot
@@ -42,6 +43,15 @@ class Placement:
     claims: Any
     shapes: "ShapeReferences"
     snapshot: "StudySnapshot"
+    predictor: "OutcomePredictor | None" = None  # latency and memory before a run (:mod:`tuner.search.prediction`)
+    _fed: int = field(default=0, repr=False)  # the snapshot's finished trials the predictor has seen
+
+    def __post_init__(self) -> None:
+        if self.predictor is None:
+            from tuner.search.prediction import OutcomePredictor
+            from tuner.spec.space import distributions
+
+            self.predictor = OutcomePredictor(self.spec, distributions(self.spec))
 
     def propose(self, view: SharedView, state: LoopState) -> Held | None:
         """Ask for a candidate: it when it must run here; None when recorded (or set aside to be copied)."""
@@ -72,9 +82,19 @@ class Placement:
         if holder is None:
             parked = self.shapes.park((trial, candidate, role), state.parked, self.snapshot, state.keys_in_flight(),
                                       view.running_keys) if role != names.REFERENCE else False
+            if not parked:
+                self._predict(trial, candidate.params)
             return None if parked else (trial, candidate, role)
         if names.is_measured(holder) and holder.values is not None:
             self.recorder.copy(trial, holder)
         else:
             state.waiting.setdefault(candidate.key, []).append((trial, candidate))  # copied once it is measured
         return None
+
+    def _predict(self, trial: "optuna.Trial", params: "Mapping[str, Any]") -> None:
+        """Record the setting's predicted latency and memory on ``trial``, from the trials finished so far."""
+        assert self.predictor is not None
+        finished = self.snapshot.finished_log
+        self.predictor.update(finished[self._fed:])
+        self._fed = len(finished)
+        store.record_prediction(trial, {name: p.record() for name, p in self.predictor.predict(params).items()})

@@ -128,6 +128,7 @@ def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str,
         metrics.update(per_input_metrics(record))
     if record.cliffs:
         tags["tuner.cliffs"] = "; ".join(record.cliffs)[:4000]
+    metrics.update(prediction_metrics(record))
     for key, value in record.constraints.items():
         metrics[f"constraint.{safe_key(key)}"] = float(value)
     if record.duplicate_of is None:
@@ -295,3 +296,20 @@ def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo,
     route = study_comparison_view(records, info).route(experiment_id) if experiment_id is not None else None
     tags[NOTE_TAG] = study_description(records, info, ranks, route, chosen)
     return FrontViews(ranks, front, artifacts, table, metrics, tags)
+
+
+def prediction_metrics(record: TrialRecord) -> dict[str, float]:
+    """What was predicted of the trial before it ran (``predicted.<metric>``, ``.low``, ``.high``) and, once
+    measured, the error (``prediction_error.<metric>``: measured / predicted - 1): :mod:`tuner.search.prediction`."""
+    from tuner.search.prediction import prediction_errors
+
+    out: dict[str, float] = {}
+    for name, predicted in (record.prediction or {}).items():
+        for part, key in (("value", f"predicted.{name}"), ("low", f"predicted.{name}.low"),
+                          ("high", f"predicted.{name}.high")):
+            if isinstance(predicted.get(part), (int, float)):
+                out[key] = float(predicted[part])
+    if record.duplicate_of is None and not record.placeholder:
+        out.update({f"prediction_error.{name}": error
+                    for name, error in prediction_errors(record.prediction, record.metrics).items()})
+    return out

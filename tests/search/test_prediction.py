@@ -1,0 +1,101 @@
+"""Predict before measuring (issue 38, item 2): each setting's latency and memory with an interval, fitted on
+the study's own measured trials, recorded on the trial before it runs and read beside the measurement (show,
+MLflow). A multiplicative cost (steps x frames) is a sum in the model's log features, so it extrapolates."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import optuna
+import pytest
+
+from tuner.search.prediction import LATENCY, OutcomePredictor, memory_metric, prediction_errors
+from tuner.spec.loading import parse_spec
+from tuner.spec.space import distributions
+from tuner.storage.records import TrialRecord
+from tuner.tracking.views import prediction_metrics
+
+SPEC = """
+name: predicted
+workload: {class: "tuner.workloads.fake:FakeWorkload", timeout_s: 60}
+parameters:
+  sleep_s: {type: float, low: 0.004, high: 0.04, log: true}
+  frames: {type: int, low: 2, high: 16}
+  batch_size: {type: categorical, choices: [1, 2]}
+objectives:
+  - {metric: latency_p50_s, direction: minimize}
+  - {metric: peak_rss_gb, direction: minimize}
+constraints: [{metric: peak_rss_gb, max: 64}]
+measurement: {warmup: 0, min_repeats: 3, max_repeats: 3}
+budget: {trials: 10}
+sampler: {name: random}
+seed: 3
+"""
+
+
+def finished(params: dict[str, Any], latency: float, peak: float) -> optuna.trial.FrozenTrial:
+    trial = optuna.trial.create_trial(
+        params=params, distributions=distributions(parse_spec(SPEC)), values=[latency, peak],
+        user_attrs={"measured": True, "outcome": "OK",
+                    "metrics": {LATENCY: {"value": latency, "unit": "s"}, "peak_rss_gb": {"value": peak, "unit": "GB"}}})
+    return trial
+
+
+def test_a_multiplicative_cost_is_predicted_within_its_interval() -> None:
+    spec = parse_spec(SPEC)
+    predictor = OutcomePredictor(spec, distributions(spec))
+    assert memory_metric(spec) == "peak_rss_gb", "the peak the constraints limit"
+
+    def cost(sleep_s: float, frames: int, batch: int) -> float:
+        return 0.5 * sleep_s * frames * batch
+
+    seen = [(0.004, 2, 1), (0.04, 16, 2), (0.01, 4, 1), (0.02, 8, 2), (0.008, 12, 1), (0.03, 3, 2)]
+    assert predictor.predict({"sleep_s": 0.01, "frames": 4, "batch_size": 1}) == {}, "nothing before any run"
+    predictor.update([finished({"sleep_s": s, "frames": f, "batch_size": b}, cost(s, f, b), 0.1 + 0.01 * f)
+                      for s, f, b in seen])
+    unseen = {"sleep_s": 0.015, "frames": 10, "batch_size": 2}
+    predicted = predictor.predict(unseen)
+    latency = predicted[LATENCY]
+    truth = cost(0.015, 10, 2)
+    assert latency.fitted_on == 6 and not latency.prior
+    assert latency.value == pytest.approx(truth, rel=0.15), "the log features carry the product"
+    assert latency.low <= latency.value <= latency.high
+    assert "peak_rss_gb" in predicted
+
+
+def test_errors_are_measured_over_predicted() -> None:
+    prediction = {LATENCY: {"value": 2.0, "low": 1.5, "high": 2.5, "fitted_on": 4, "prior": False}}
+    assert prediction_errors(prediction, {LATENCY: {"value": 2.2}}) == {LATENCY: pytest.approx(0.1)}
+    assert prediction_errors(prediction, {LATENCY: {"value": None, "reason": "x"}}) == {}
+    assert prediction_errors(None, {}) == {}
+
+
+def test_a_study_records_each_prediction_and_its_error(tmp_path: Path) -> None:
+    spec = tmp_path / "predicted.yaml"
+    spec.write_text(SPEC)
+    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "p", "--no-mlflow"],
+                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    study = optuna.load_study(study_name="p", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
+    measured = [t for t in study.trials if t.user_attrs.get("measured") and t.user_attrs.get("outcome") == "OK"]
+    predicted = [t for t in measured if t.user_attrs.get("prediction")]
+    assert len(measured) >= 8 and len(predicted) >= len(measured) - 3, "every run after the first three"
+    assert all(t.number > min(m.number for m in measured) for t in predicted)
+    errors = [abs(prediction_errors(t.user_attrs["prediction"], t.user_attrs["metrics"])[LATENCY])
+              for t in predicted]
+    # the fake's latency is its sleep: a model of log(sleep_s) predicts it closely (generous: a loaded machine)
+    assert sorted(errors)[len(errors) // 2] < 0.5
+    record = TrialRecord.from_trial(predicted[-1])
+    logged = prediction_metrics(record)
+    assert {f"predicted.{LATENCY}", f"prediction_error.{LATENCY}", f"predicted.{LATENCY}.low"} <= set(logged)
+    shown = subprocess.run([sys.executable, "-m", "tuner", "show", "p", str(predicted[-1].number)], cwd=tmp_path,
+                           capture_output=True, text=True, timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "predicted before it ran (fitted on" in shown.stdout
+    line = next(line for line in shown.stdout.splitlines() if line.strip().startswith(LATENCY + " ")
+                and "[" in line)
+    assert "measured" in line and math.isfinite(float(line.split()[1]))

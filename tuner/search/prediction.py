@@ -1,0 +1,172 @@
+"""Predict before measuring: each setting's latency and peak memory, with an interval, before it runs.
+
+A study's own measured OK trials (and, on a warm start, the source study's: another GPU type) fit one model per
+predicted metric: log(metric) ridge-linear in the setting's features (:func:`setting_features`: a number's log
+over its range, so steps x frames x passes -- a call's multiplicative cost structure -- is a sum; a categorical's
+choices one-hot, a numeric categorical's log value besides; a source trial's "other hardware" column, whose
+weight is the hardware's scale once this study has measured enough to tell it). The interval is the
+leave-one-out residuals' :data:`INTERVAL` quantiles around the prediction (exact for ridge: ``e_i / (1 - h_ii)``),
+so it widens with the fit's real errors, not an assumed noise. No prediction before :data:`MIN_FIT` local runs.
+
+Predicted: ``latency_p50_s`` and the study's memory figure (:func:`memory_metric`: the peak its constraints
+limit, else the device peak, else the host's). The coordinator records each prediction on the trial it is about
+to run (attribute ``prediction``: ``{metric: {"value", "low", "high", "fitted_on", "prior"}}``); the views read
+it beside the measurement (:func:`prediction_errors`: measured / predicted - 1).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+
+from tuner.results import Outcome
+from tuner.storage.attributes import is_measured, metrics_of, outcome_of
+
+if TYPE_CHECKING:
+    import numpy as np
+    from optuna.distributions import BaseDistribution
+    from optuna.trial import FrozenTrial
+
+    from tuner.spec.models import StudySpec
+
+MIN_FIT = 3
+"""Fewest local measured OK trials (with the metric) before a metric is predicted."""
+INTERVAL = (0.1, 0.9)
+"""Quantiles of the leave-one-out log residuals that bound a prediction's interval."""
+RIDGE = 0.01
+"""Ridge penalty on the standardised-by-range features (an intercept is not penalised)."""
+LATENCY = "latency_p50_s"
+MEMORY_FALLBACKS = ("peak_vram_device_gb", "peak_rss_gb")
+
+
+def memory_metric(spec: "StudySpec") -> str:
+    """The memory figure to predict: the first ``peak_*_gb`` a constraint limits, else the device peak."""
+    for constraint in spec.constraints:
+        if constraint.metric.startswith("peak_") and constraint.metric.endswith("_gb") and constraint.max is not None:
+            return constraint.metric
+    return MEMORY_FALLBACKS[0]
+
+
+def setting_features(params: Mapping[str, Any], space: Mapping[str, "BaseDistribution"], prior: bool) -> list[float]:
+    """One setting's feature row (see the module docstring), in ``space`` order, then the prior column."""
+    from optuna.distributions import CategoricalDistribution
+
+    row: list[float] = []
+    for name, distribution in space.items():
+        value = params.get(name)
+        if isinstance(distribution, CategoricalDistribution):
+            choices = list(distribution.choices)
+            row.extend(1.0 if value == choice else 0.0 for choice in choices[1:])
+            numbers = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+            if len(numbers) == len(choices) and min(numbers) > 0 and max(numbers) > min(numbers):
+                row.append(_scaled_log(value, min(numbers), max(numbers)))
+            continue
+        low, high = float(distribution.low), float(distribution.high)  # type: ignore[attr-defined]
+        if high <= low:
+            continue
+        number = float(value) if isinstance(value, (int, float)) else low
+        row.append(_scaled_log(number, low, high) if low > 0 else (number - low) / (high - low))
+    row.append(1.0 if prior else 0.0)
+    return row
+
+
+def _scaled_log(value: Any, low: float, high: float) -> float:
+    number = float(value) if isinstance(value, (int, float)) and value > 0 else low
+    return (math.log(number) - math.log(low)) / (math.log(high) - math.log(low))
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """A predicted ``value`` with its interval ``[low, high]`` (the metric's units), the local runs it was fitted
+    on and whether runs of another GPU type (a warm start's) took part."""
+
+    value: float
+    low: float
+    high: float
+    fitted_on: int
+    prior: bool
+
+    def record(self) -> dict[str, Any]:
+        return {"value": self.value, "low": self.low, "high": self.high, "fitted_on": self.fitted_on,
+                "prior": self.prior}
+
+
+class LogRidge:
+    """log(y) ridge-linear in the feature rows, with leave-one-out residuals for the interval."""
+
+    def __init__(self, rows: "np.ndarray", logs: "np.ndarray") -> None:
+        import numpy as np
+
+        self.mean_x, self.mean_y = rows.mean(axis=0), float(logs.mean())
+        centred = rows - self.mean_x
+        inverse = np.linalg.inv(centred.T @ centred + RIDGE * np.eye(rows.shape[1]))
+        self.coef = inverse @ centred.T @ (logs - self.mean_y)
+        fitted = self.mean_y + centred @ self.coef
+        leverage = np.einsum("ij,jk,ik->i", centred, inverse, centred) + 1.0 / len(logs)
+        self.loo = (logs - fitted) / np.clip(1.0 - leverage, 1e-6, None)
+
+    def predict(self, row: Sequence[float]) -> tuple[float, float, float]:
+        """The predicted log value and its interval's low and high logs."""
+        import numpy as np
+
+        centre = self.mean_y + float((np.asarray(row) - self.mean_x) @ self.coef)
+        low, high = np.quantile(self.loo, INTERVAL) if len(self.loo) else (0.0, 0.0)
+        return centre, centre + min(0.0, float(low)), centre + max(0.0, float(high))
+
+
+class OutcomePredictor:
+    """The study's latency and memory predictions (see the module docstring). ``prior``: a warm start's source
+    trials (another GPU type), taken as evidence with the "other hardware" column set."""
+
+    def __init__(self, spec: "StudySpec", space: Mapping[str, "BaseDistribution"],
+                 prior: Iterable["FrozenTrial"] = ()) -> None:
+        self.metrics = (LATENCY, memory_metric(spec))
+        self._space = dict(space)
+        self._samples: dict[str, list[tuple[list[float], float, bool]]] = {name: [] for name in self.metrics}
+        self._models: dict[str, LogRidge | None] = {}
+        self.update(prior, prior=True)
+
+    def update(self, finished: Iterable["FrozenTrial"], prior: bool = False) -> None:
+        """Take in finished trials (each once): the measured OK ones with a positive figure are evidence."""
+        for trial in finished:
+            if not is_measured(trial) or outcome_of(trial) != Outcome.OK.value:
+                continue
+            figures = metrics_of(trial)
+            row = setting_features(trial.params, self._space, prior)
+            for name in self.metrics:
+                value = (figures.get(name) or {}).get("value")
+                if isinstance(value, (int, float)) and value > 0:
+                    self._samples[name].append((row, math.log(value), prior))
+                    self._models.pop(name, None)
+
+    def predict(self, params: Mapping[str, Any]) -> dict[str, Prediction]:
+        """The predictions for a setting, by metric; a metric with fewer than :data:`MIN_FIT` local runs: none."""
+        import numpy as np
+
+        out: dict[str, Prediction] = {}
+        for name in self.metrics:
+            samples = self._samples[name]
+            local = sum(1 for _, _, prior in samples if not prior)
+            if local < MIN_FIT:
+                continue
+            if name not in self._models:
+                self._models[name] = LogRidge(np.asarray([row for row, _, _ in samples]),
+                                              np.asarray([log for _, log, _ in samples]))
+            model = self._models[name]
+            assert model is not None
+            centre, low, high = model.predict(setting_features(params, self._space, prior=False))
+            out[name] = Prediction(math.exp(centre), math.exp(low), math.exp(high), local,
+                                   any(prior for _, _, prior in samples))
+        return out
+
+
+def prediction_errors(prediction: Mapping[str, Any] | None, metrics: Mapping[str, Any]) -> dict[str, float]:
+    """measured / predicted - 1 per predicted metric the trial measured (a fraction; +0.1: 10 % slower or bigger)."""
+    errors: dict[str, float] = {}
+    for name, predicted in (prediction or {}).items():
+        measured = (metrics.get(name) or {}).get("value")
+        value = predicted.get("value") if isinstance(predicted, Mapping) else None
+        if isinstance(measured, (int, float)) and isinstance(value, (int, float)) and value > 0:
+            errors[name] = float(measured) / float(value) - 1.0
+    return errors
