@@ -34,7 +34,7 @@ from tuner.cli.status_view import trial_document
 from tuner.front.cost import trial_cost_lines
 from tuner.front.spread import spread_lines
 from tuner.secrets import redact_text
-from tuner.spec.metrics import NO_REFERENCE_METRICS, base_metric, objective_units
+from tuner.spec.metrics import NO_REFERENCE_METRICS, base_metric, has_direction, objective_units
 from tuner.spec.models import SpecError
 from tuner.storage.records import StudyRecord, full_record
 from tuner.storage.opening import storage_url, tuner_home
@@ -120,7 +120,7 @@ def render_trial(document: Mapping[str, Any]) -> list[str]:
         head.append(f"weights: {identity}" + (" (random: quality metrics are agreement with the reference setting "
                                                "of an untrained network, not output quality)" if random else ""))
     body = _pairs("params", document["params"]) + _pairs("derived", document["derived"])
-    body += _objectives(document) + _constraints(document["constraints"]) + _metrics(document["metrics"])
+    body += _objectives(document) + _constraints(document["constraints"]) + render_metric_lines(document["metrics"])
     body += spread_lines(document.get("per_input") or {}, document["metrics"], document.get("cliffs") or [],
                          [name.partition(":")[0] for name in document["objectives"]])
     body += _pairs("samples", document["samples"]) + _invocations(document) + _files(document)
@@ -194,7 +194,10 @@ def _constraints(constraints: Mapping[str, float]) -> list[str]:
         f"  {name} = {value:.4g} ({'ok' if value <= 0 else 'violated'})" for name, value in constraints.items()]
 
 
-def _metrics(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def render_metric_lines(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``metrics:`` and one line a stored metric: its value with its unit and, when a direction means something
+    for it (:func:`tuner.spec.metrics.has_direction`: not a counter), the better direction; an unavailable one's
+    reason."""
     if not metrics:
         return ["metrics: none recorded"]
     width = max(len(name) for name in metrics)
@@ -203,9 +206,11 @@ def _metrics(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
         if metric.get("value") is None:
             lines.append(f"  {name.ljust(width)}  unavailable: {metric.get('reason') or 'no value recorded'}")
         else:
-            own = ", no reference: the output's own" if base_metric(name) in NO_REFERENCE_METRICS else ""
-            lines.append(f"  {name.ljust(width)}  {_with_unit(metric['value'], metric.get('unit'))}"
-                         f"  ({metric.get('direction', '')}{own})")
+            notes = [str(metric.get("direction") or "")] if has_direction(name) else []
+            if base_metric(name) in NO_REFERENCE_METRICS:
+                notes.append("no reference: the output's own")
+            shown = f"  ({', '.join(note for note in notes if note)})" if any(notes) else ""
+            lines.append(f"  {name.ljust(width)}  {_with_unit(metric['value'], metric.get('unit'))}{shown}")
     return lines
 
 

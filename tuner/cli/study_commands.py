@@ -6,13 +6,15 @@ Registered on :data:`tuner.cli.app.app` when imported (by :mod:`tuner.cli.main`)
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
 from rich.table import Table
 
-from tuner.cli.app import DeviceHoursOption, HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, finite, out
+from tuner.cli.app import (DeviceHoursOption, HomeOption, MlflowOption, StorageOption, WallTimeOption, app, counted, err,
+                           fail, finite, out)
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, SpecError, spec_json_schema
 from tuner.storage import attributes as names
@@ -88,8 +90,10 @@ def validate(
     """Check a spec as 'tuner run' would on this host (sampler, workload import, device); runs nothing."""
     spec, _, device = _load_runnable(spec_path, host=not spec_only)
     where = "spec only" if spec_only else f"device {device}"
-    out.print(f"{spec_path}: ok ({where}) — {len(spec.parameters)} parameters, {len(spec.objectives)} objectives, "
-              f"{len(spec.constraints)} constraints, {len(spec.rules)} rules")
+    counts = ", ".join(counted(len(items), noun) for items, noun in (
+        (spec.parameters, "parameter"), (spec.objectives, "objective"), (spec.constraints, "constraint"),
+        (spec.rules, "rule")))
+    out.print(f"{spec_path}: ok ({where}) — {counts}")
 
 
 @app.command()
@@ -118,6 +122,7 @@ def run(
     from tuner.study.studies import create_study, default_study_name, study_attributes
     from tuner.search.warm_start import enqueue_front, open_source
 
+    started = time.monotonic()  # the wall-time budget counts from here: the whole command keeps it
     spec, text, device = _load_runnable(spec_path, sampler)
     root = tuner_home(home)
     url = storage_url(storage, root)
@@ -144,7 +149,7 @@ def run(
                   f"{record['already_queued']} already queued); {record['observations']} memory observations")
     _finish(opened, RunOptions(root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, {},
                                memory_model=memory_model,
-                               warm_start_storage=source_url if warm_start_storage else None))
+                               warm_start_storage=source_url if warm_start_storage else None, started=started))
 
 
 @app.command()
@@ -171,6 +176,7 @@ def resume(
     """Continue a study (after a crash or kill, with a larger --trials, or a larger --timeout)."""
     from tuner.session.run import RunOptions
 
+    started = time.monotonic()  # the wall-time budget counts from here
     root = tuner_home(home)
     url = storage_url(storage, root)
     try:
@@ -201,7 +207,7 @@ def resume(
     out.print(f"resuming [bold]{study}[/] in {_shown(url)}")
     source_url = storage_url(warm_start_storage, root) if warm_start_storage else None
     _finish(opened, RunOptions(root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, overrides,
-                               memory_model=memory_model, warm_start_storage=source_url))
+                               memory_model=memory_model, warm_start_storage=source_url, started=started))
 
 
 @app.command()

@@ -28,6 +28,16 @@ if TYPE_CHECKING:
     from tuner.tracking.live import MlflowTracker
 
 MLFLOW_CLOSE_TIMEOUT_S = 20.0  # at exit, wait at most this long for MLflow; the views can be rebuilt
+FINISH_RESERVE_S = 10.0
+"""Of a wall-time budget, the seconds kept for what follows the last trial (MLflow's last writes, the summary,
+the export, the dashboard view): about what the demo's finish takes on a loaded 2-core machine."""
+FINISH_RESERVE_SHARE = 0.1  # never more than this share of the budget (a budget of seconds, in tests)
+
+
+def finish_reserve_s(wall_time_s: float | None) -> float:
+    """Seconds of a ``wall_time_s`` budget kept for the finish: :data:`FINISH_RESERVE_S`, at most
+    :data:`FINISH_RESERVE_SHARE` of it (0 without a budget)."""
+    return 0.0 if not wall_time_s else min(FINISH_RESERVE_S, FINISH_RESERVE_SHARE * wall_time_s)
 
 
 def close_tracker(tracker: "MlflowTracker", study_name: str, listener: SessionListener) -> None:
