@@ -86,6 +86,7 @@ def front_summary(spec: "StudySpec", records: Sequence[TrialRecord], front: Sequ
     the first objective), the trial its export rule chooses marked (none when nothing can be chosen), its
     measured baseline and reference, speed-ups on the first objective measured in seconds."""
     from tuner.front.choice import Choice
+    from tuner.front.headline import headline, measured_roles
     from tuner.spec.metrics import objective_units
 
     names, directions = spec.objective_names, [o.direction for o in spec.objectives]
@@ -94,15 +95,15 @@ def front_summary(spec: "StudySpec", records: Sequence[TrialRecord], front: Sequ
     shown = sorted((by_number[n] for n in front if n in by_number),
                    key=lambda r: (sign * (r.values or (0.0,))[0], r.number))
     units = objective_units(names, (r.metrics for r in records))
-    roles = {r.role: r for r in records
-             if r.outcome == "OK" and r.duplicate_of is None and r.role in ("baseline", "reference")}
+    roles = measured_roles(records)
+    speed = next((n for n in names if units.get(n) == "s"), None)
     if isinstance(chosen, Choice):
         number, rule, record = chosen.record.number, chosen.rule, chosen.record
+        said = headline(record, roles.get("baseline"), roles.get("reference"), chosen.policy, speed)
     else:
-        number, rule, record = None, None, None
-    speed = next((n for n in names if units.get(n) == "s"), None)
+        number, rule, record, said = None, None, None, None
     return FrontSummary(tuple(names), tuple(directions), units, tuple(shown), number, rule,
-                        roles.get("baseline"), roles.get("reference"), speed, record)
+                        roles.get("baseline"), roles.get("reference"), speed, record, said)
 
 
 def say_cost(stored: StudyRecord, records: Sequence[TrialRecord], listener: SessionListener) -> None:
