@@ -23,9 +23,11 @@ Registered on :data:`tuner.cli.app.app` when imported (by :mod:`tuner.cli.main`)
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import typer
 
@@ -73,8 +75,24 @@ def show(
     if as_json:
         typer.echo(json.dumps(document, indent=2, default=str))
         return
-    for line in render_trial(document):
+    for line in fit_lines(render_trial(document), out.width):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def fit_lines(lines: Sequence[str], width: int) -> list[str]:
+    """``lines`` with each one wider than ``width`` broken between words, continued under its own indentation
+    plus two blanks (a log tail line's continuation marked ``  : `` where its lines are ``  | ``); a word wider
+    than the line is broken too (a long path)."""
+    fitted: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            fitted.append(line)
+            continue
+        lead = re.match(r"\s*(\| )?", line)
+        indent = (lead.group(0) if lead else "").replace("|", ":") + "  "
+        fitted += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
+                                drop_whitespace=True) or [line[:width]]
+    return fitted
 
 
 def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: int) -> dict[str, Any]:

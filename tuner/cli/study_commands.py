@@ -224,7 +224,7 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print every trial (or study) as JSON, nothing cut."),
 ) -> None:
     """List studies, or show one study's trials: one line a trial (objectives with units, front marker, params)."""
-    from tuner.cli.status_view import render_status, study_list_entries
+    from tuner.cli.status_view import aligned, render_status, study_list_entries
 
     url = storage_url(storage, tuner_home(home))
     try:
@@ -233,14 +233,14 @@ def status(
             if as_json:
                 typer.echo(json.dumps(studies, indent=2))
                 return
-            table = Table("study", "trials", "used device-h", "wasted device-h")
-            for entry in studies:
-                table.add_row(entry["study"], str(entry["trials"]), f"{entry['used_device_h']:.4g} {entry['unit']}",
-                              f"{entry['wasted_device_h']:.4g} {entry['unit']}")
-            out.print(table)
+            rows = [["study", "trials", "used", "wasted"]] + [
+                [entry["study"], str(entry["trials"]), f"{entry['used_device_h']:.4g} {entry['unit']}",
+                 f"{entry['wasted_device_h']:.4g} {entry['unit']}"] for entry in studies]
+            for line in aligned(rows, {1, 2, 3}):
+                out.print(line, markup=False, highlight=False, soft_wrap=True)
             return
         opened = load_study(url, study, read_only=True)
-        lines = render_status(opened, sort, outcome, as_json)
+        lines = render_status(opened, sort, outcome, as_json, out.width)
     except (StudyError, SpecError, ValueError) as error:
         fail(str(error))
     if as_json:

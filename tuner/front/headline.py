@@ -46,7 +46,10 @@ def rule_misses(record: TrialRecord, policy_text: str | None) -> list[str]:
             misses.append(f"{condition.metric} not measured (the rule asks {condition.op} {condition.bound:g})")
             continue
         opposite = {"<=": ">", "<": ">=", ">=": "<", ">": "<="}.get(condition.op, "vs")
-        far = f" ({value / condition.bound:.1f}x the bound)" if value > 0 and condition.bound > 0 else ""
+        if condition.op in ("<=", "<"):
+            far = f" ({value / condition.bound:.1f}x the bound)" if value > 0 and condition.bound > 0 else ""
+        else:
+            far = f" ({condition.bound - value:.4g} short)"
         misses.append(f"{condition.metric} {value:.4g} {opposite} {condition.bound:g}{far}")
     return misses
 

@@ -91,6 +91,7 @@ class FrontSummary:
     speed_metric: str | None = None
     chosen_record: "TrialRecord | None" = None
     headline: "Headline | None" = None
+    extra_metrics: tuple[str, ...] = ()  # metrics shown after the objectives (``tuner front``: p95, memory ...)
 
     @property
     def comparator(self) -> "TrialRecord | None":

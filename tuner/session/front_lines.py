@@ -198,14 +198,17 @@ def wrap_items(items: Sequence[str], width: int, first: str, indent: str, sep: s
 
 
 def _rows(summary: "FrontSummary") -> list[list[str]]:
-    """The table's cells: a header, then one row per front trial (mark, trial, role, objectives,
-    speed-up, flag)."""
-    rows = [["", "trial", "role", *summary.objective_names, "speed-up", ""]]
+    """The table's cells: a header, then one row per front trial (mark, trial, role, objectives, the
+    summary's extra metrics, speed-up, flag)."""
+    rows = [["", "trial", "role", *summary.objective_names, *summary.extra_metrics, "speed-up", ""]]
     for record in summary.front:
         values = []
         for index, name in enumerate(summary.objective_names):
             value = objective_value(record, name, index)
             values.append("-" if value is None else _value(summary, name, value))
+        for name in summary.extra_metrics:
+            extra = record.metric_value(name)
+            values.append("-" if extra is None else _value(summary, name, extra))
         speedup = summary.speedup(record)
         rows.append([MARK if record.number == summary.chosen else "", str(record.number), record.role_shown, *values,
                      "-" if speedup is None else f"{speedup:.2f}x", "NOISY" if record.noisy else ""])
