@@ -91,7 +91,7 @@ def test_the_eta_respects_the_wall_time_budget() -> None:
     display.on_trial(_told([10.26, 0.0], "reference"), 1, 16, 1, 83.0)
     text = buffer.getvalue()
     assert "ETA 3m07s" in text and "20m" not in text, text
-    assert "wall-time budget 4m30s" in text, text
+    assert "4m30s of wall time for trials" in text, text
 
 
 def test_plain_lines_fit_80_columns_without_trailing_spaces() -> None:

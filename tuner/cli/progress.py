@@ -93,7 +93,7 @@ class ProgressDisplay:
         else:
             counted = f"{done}/{total} trials measured" if total is not None else \
                 f"{done} trials measured so far (no trial budget)"
-            budget = "" if wall_left_s is None else f"; wall-time budget {format_duration(wall_left_s)}"
+            budget = "" if wall_left_s is None else f", {format_duration(wall_left_s)} of wall time for trials"
             self._plain(f"study {study_name}: {counted}{budget}")
             if self._units:
                 self._plain("objectives: " + ", ".join(_labelled(name, unit) for name, unit in self._units.items()))

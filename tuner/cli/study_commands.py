@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
 from tuner.cli.app import (DeviceHoursOption, HomeOption, MlflowOption, StorageOption, WallTimeOption, app, counted, err,
@@ -141,12 +142,13 @@ def run(
         fail(str(error))
     if wall_time is not None:
         set_study_attribute(opened.study, names.BUDGET_WALL_TIME_S, wall_time or None)
-    out.print(f"study [bold]{name}[/] in {_shown(url)} — sampler {chosen}, device {device}, workers {workers}")
+    _say(f"study [bold]{escape(name)}[/] in {escape(_shown(url))} — sampler {chosen}, device {device}, "
+         f"workers {workers}")
     if source is not None:
         record = enqueue_front(opened.study, opened.spec, opened.storage_url, source)
-        out.print(f"warm start from [bold]{source.study_name}[/]: {record['front_enqueued']} front setting(s) "
-                  f"queued after the reference and baseline ({record['dropped']} outside this spec's space, "
-                  f"{record['already_queued']} already queued); {record['observations']} memory observations")
+        _say(f"warm start from [bold]{escape(source.study_name)}[/]: {record['front_enqueued']} front setting(s) "
+             f"queued after the reference and baseline ({record['dropped']} outside this spec's space, "
+             f"{record['already_queued']} already queued); {record['observations']} memory observations")
     _finish(opened, RunOptions(root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, {},
                                memory_model=memory_model,
                                warm_start_storage=source_url if warm_start_storage else None, started=started))
@@ -204,7 +206,7 @@ def resume(
             fail(str(error))
         overrides[names.MEASUREMENT_OVERRIDES] = merged
     device = stored.device or _resolve_device(opened.spec.workload.device)
-    out.print(f"resuming [bold]{study}[/] in {_shown(url)}")
+    _say(f"resuming [bold]{escape(study)}[/] in {escape(_shown(url))}")
     source_url = storage_url(warm_start_storage, root) if warm_start_storage else None
     _finish(opened, RunOptions(root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, overrides,
                                memory_model=memory_model, warm_start_storage=source_url, started=started))
@@ -259,6 +261,16 @@ def schema(output: Path = typer.Option(Path("search_spaces/schema.json"), "--out
     except OSError as error:
         fail(f"cannot write the schema to {output}: {error.strerror or error}")
     out.print(f"wrote {output}")
+
+
+def _say(markup: str) -> None:
+    """One line of rich ``markup`` on ``out``, broken between words at its width without trailing blanks."""
+    from rich.text import Text
+
+    from tuner.cli.session import fitted_text
+
+    for line in fitted_text(Text.from_markup(markup), out):
+        out.print(line, soft_wrap=True)
 
 
 def _shown(url: str) -> str:
