@@ -61,3 +61,52 @@ def test_running_trials_are_shown_and_the_clock_moves(monkeypatch) -> None:  # t
     after = io.StringIO()
     Console(file=after, width=200).print(display._render())
     assert "running:" not in after.getvalue(), "a finished trial leaves the running list"
+
+
+def _told(values: list[float], role: str = "search", reason: str | None = None) -> "optuna.trial.FrozenTrial":
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    trial = study.ask()
+    trial.set_user_attr("outcome", "OK")
+    trial.set_user_attr("role", role)
+    if reason:
+        trial.set_user_attr("reason", reason)
+    return study.tell(trial, values)
+
+
+def test_the_header_names_the_objectives_and_each_line_gives_their_units() -> None:
+    buffer = io.StringIO()
+    display = ProgressDisplay(Console(file=buffer, width=80), live=False)
+    display.on_start("demo", 0, 16, None, ["latency_p50_s", "stlpips_alex"])
+    display.on_trial(_told([1.769, 0.1062], "baseline"), 2, 16, 2, 95.0)
+    lines = buffer.getvalue().splitlines()
+    assert "objectives: latency_p50_s [s], stlpips_alex" in lines, lines
+    assert any(line.startswith("[2/16] trial 0 baseline OK 1.769 s, 0.1062 |") for line in lines), lines
+
+
+def test_the_eta_respects_the_wall_time_budget() -> None:
+    """16 trials, the reference alone took 83 s: the trial count says 20 min, the 270 s budget leaves 187 s."""
+    buffer = io.StringIO()
+    display = ProgressDisplay(Console(file=buffer, width=80), live=False)
+    display.on_start("demo", 0, 16, 270.0, ["latency_p50_s", "stlpips_alex"])
+    display.on_trial(_told([10.26, 0.0], "reference"), 1, 16, 1, 83.0)
+    text = buffer.getvalue()
+    assert "ETA 3m07s" in text and "20m" not in text, text
+    assert "4m30s of wall time for trials" in text, text
+
+
+def test_plain_lines_fit_80_columns_without_trailing_spaces() -> None:
+    buffer = io.StringIO()
+    display = ProgressDisplay(Console(file=buffer, width=80), live=False)
+    display.on_start("avatar_demo-cpu-20261206-010418", 0, 16, 270.0, ["latency_p50_s", "stlpips_alex"])
+    display.on_trial_start(12, "search", "cpu:0", 248.0)
+    display.on_trial(_told([1.5, 0.1], "search"), 9, 16, 4, 123.0)
+    long_reason = "the worker exited with status 1: " + "x" * 30 + " a long explanation of what went wrong " * 3
+    study = optuna.create_study(directions=["minimize", "minimize"])
+    trial = study.ask()
+    trial.set_user_attr("outcome", "CRASH")
+    trial.set_user_attr("reason", long_reason)
+    display.on_trial(study.tell(trial, state=optuna.trial.TrialState.FAIL), 10, 16, 4, 150.0)
+    lines = buffer.getvalue().splitlines()
+    assert lines and all(len(line) <= 80 for line in lines), [line for line in lines if len(line) > 80]
+    assert all(line == line.rstrip() for line in lines), [line for line in lines if line != line.rstrip()]
+    assert any("[10/16] trial 0 search CRASH" in line for line in lines), lines

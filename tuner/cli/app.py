@@ -4,7 +4,7 @@ options, and :func:`fail` (one clear line on stderr, exit status 2)."""
 from __future__ import annotations
 
 import math
-from typing import NoReturn
+from typing import Any, NoReturn
 
 import typer
 from rich.console import Console
@@ -12,6 +12,24 @@ from rich.console import Console
 from tuner.errors import EXIT_USER_ERROR
 from tuner.secrets import redact_text
 
+def _flags_show_no_type() -> None:
+    """Typer's rich help prints a type after every option, ``<bool>`` after a flag too (``--help <bool>``,
+    ``--no-mlflow <bool>``), though a flag takes no value: a flag's type column is left empty (options that
+    take a value keep theirs). Applied once, when the app is built."""
+    from typer.core import TyperOption
+
+    shown = TyperOption.display_type_rich
+    if getattr(shown, "tuner_flags_untyped", False):
+        return
+
+    def display_type_rich(self: TyperOption, ctx: Any) -> str | None:
+        return None if self.is_flag and self.metavar is None else shown(self, ctx)
+
+    display_type_rich.tuner_flags_untyped = True  # type: ignore[attr-defined]
+    TyperOption.display_type_rich = display_type_rich  # type: ignore[method-assign]
+
+
+_flags_show_no_type()
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="Auto-tune inference settings of video and audio-visual models.")
 out = Console()
@@ -33,6 +51,11 @@ DeviceHoursOption = typer.Option(None, "--device-hours", min=0.000001, callback=
                                  help="Device-hours (GPU-hours; CPU-slot hours on a CPU) the study's runs may "
                                       "hold, every host together (overrides the spec's budget.device_hours).")
 MlflowOption = typer.Option(None, "--mlflow-uri", help="MLflow tracking URI (env MLFLOW_TRACKING_URI; default sqlite under ./mlflow).")
+
+
+def counted(count: int, noun: str) -> str:
+    """``1 rule``, ``2 rules``, ``0 rules``: ``count`` and ``noun`` (its plural by ``s``)."""
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def fail(message: str) -> NoReturn:

@@ -10,7 +10,7 @@ session so (``tuner run`` / ``resume``; ``tuner worker`` through :mod:`tuner.fle
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rich.console import Console
 from rich.markup import escape
@@ -27,14 +27,8 @@ from tuner.study.studies import OpenStudy
 if TYPE_CHECKING:
     from tuner.study.listeners import Listener
 
-SOFT_WRAPPED: frozenset[NoticeKind] = frozenset({
-    "warm_start", "study_stopped", "interrupted", "export_warning", "dashboard_stale", "worker_started",
-    "mlflow_missing"})
-"""Kinds printed as one logical line, never wrapped at the console's width (long paths, reasons, URLs)."""
-
-UNHIGHLIGHTED: frozenset[NoticeKind] = frozenset({
-    "study_stopped", "interrupted", "worker_started", "worker_moves_on", "mlflow_missing"})
-"""Kinds printed without rich's automatic highlighting (numbers, paths)."""
+CONTINUATION = "  "
+"""Where a notice broken at the console's width continues."""
 
 EMPHASIS_STYLE: dict[NoticeKind, str] = {"study_stopped": "bold red"}
 """How a notice's emphasised span looks (default: bold)."""
@@ -65,19 +59,33 @@ class ConsoleSession:
         return [ProgressDisplay(self.err)]
 
     def on_notice(self, notice: Notice) -> None:
+        """``notice`` broken between words at its console's width (a word wider, a long path, is folded),
+        continued indented, no line ending in blanks: the same in a terminal and a pipe."""
         console = self.err if notice.diagnostic else self.out
-        options: dict[str, Any] = {}
-        if notice.kind in SOFT_WRAPPED:
-            options["soft_wrap"] = True
-        if notice.kind in UNHIGHLIGHTED:
-            options["highlight"] = False
-        console.print(markup(notice), **options)
+        for line in fitted_text(Text.from_markup(markup(notice)), console):
+            console.print(line, soft_wrap=True)
 
     def on_front(self, summary: FrontSummary) -> None:
         """The front as :func:`~tuner.session.front_lines.front_lines` at ``out``'s width, printed
         as is (no markup, highlighting or rich wrapping), the chosen trial's row and line bold."""
         for line in front_lines(summary, self.out.width):
             self.out.print(Text(line, style="bold" if marks_chosen(line) else ""), highlight=False, soft_wrap=True)
+
+
+def fitted_text(text: Text, console: Console) -> list[Text]:
+    """``text`` as lines of at most ``console.width`` characters, broken between words (a wider word folded),
+    lines after the first indented by :data:`CONTINUATION`, trailing blanks removed."""
+    width = max(console.width, 20)
+    first = text.wrap(console, width, overflow="fold")[0] if text.plain else Text("")
+    lines = [first]
+    cut = len(first.plain)
+    cut += len(text.plain[cut:]) - len(text.plain[cut:].lstrip(" "))
+    if cut < len(text.plain):
+        lines += [Text(CONTINUATION) + part for part in text[cut:].wrap(console, width - len(CONTINUATION),
+                                                                           overflow="fold")]
+    for line in lines:
+        line.rstrip()
+    return lines
 
 
 def run_in_terminal(opened: OpenStudy, options: RunOptions, out: Console, err: Console) -> Summary:

@@ -23,9 +23,11 @@ Registered on :data:`tuner.cli.app.app` when imported (by :mod:`tuner.cli.main`)
 from __future__ import annotations
 
 import json
+import re
 import shlex
+import textwrap
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional
+from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
 
 import typer
 
@@ -35,7 +37,7 @@ from tuner.front.cost import trial_cost_lines
 from tuner.front.load_curve import load_lines, prediction_lines
 from tuner.front.spread import spread_lines
 from tuner.secrets import redact_text
-from tuner.spec.metrics import NO_REFERENCE_METRICS, base_metric, objective_units
+from tuner.spec.metrics import NO_REFERENCE_METRICS, base_metric, has_direction, objective_units
 from tuner.spec.models import SpecError
 from tuner.storage.records import StudyRecord, full_record
 from tuner.storage.opening import storage_url, tuner_home
@@ -74,8 +76,24 @@ def show(
     if as_json:
         typer.echo(json.dumps(document, indent=2, default=str))
         return
-    for line in render_trial(document):
+    for line in fit_lines(render_trial(document), out.width):
         out.print(line, markup=False, highlight=False, soft_wrap=True)
+
+
+def fit_lines(lines: Sequence[str], width: int) -> list[str]:
+    """``lines`` with each one wider than ``width`` broken between words, continued under its own indentation
+    plus two blanks (a log tail line's continuation marked ``  : `` where its lines are ``  | ``); a word wider
+    than the line is broken too (a long path)."""
+    fitted: list[str] = []
+    for line in lines:
+        if len(line) <= width:
+            fitted.append(line)
+            continue
+        lead = re.match(r"\s*(\| )?", line)
+        indent = (lead.group(0) if lead else "").replace("|", ":") + "  "
+        fitted += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
+                                drop_whitespace=True) or [line[:width]]
+    return fitted
 
 
 def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: int) -> dict[str, Any]:
@@ -121,7 +139,7 @@ def render_trial(document: Mapping[str, Any]) -> list[str]:
         head.append(f"weights: {identity}" + (" (random: quality metrics are agreement with the reference setting "
                                                "of an untrained network, not output quality)" if random else ""))
     body = _pairs("params", document["params"]) + _pairs("derived", document["derived"])
-    body += _objectives(document) + _constraints(document["constraints"]) + _metrics(document["metrics"])
+    body += _objectives(document) + _constraints(document["constraints"]) + render_metric_lines(document["metrics"])
     body += spread_lines(document.get("per_input") or {}, document["metrics"], document.get("cliffs") or [],
                          [name.partition(":")[0] for name in document["objectives"]])
     body += prediction_lines(document.get("prediction"), document["metrics"])
@@ -197,7 +215,10 @@ def _constraints(constraints: Mapping[str, float]) -> list[str]:
         f"  {name} = {value:.4g} ({'ok' if value <= 0 else 'violated'})" for name, value in constraints.items()]
 
 
-def _metrics(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+def render_metric_lines(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``metrics:`` and one line a stored metric: its value with its unit and, when a direction means something
+    for it (:func:`tuner.spec.metrics.has_direction`: not a counter), the better direction; an unavailable one's
+    reason."""
     if not metrics:
         return ["metrics: none recorded"]
     width = max(len(name) for name in metrics)
@@ -206,9 +227,11 @@ def _metrics(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
         if metric.get("value") is None:
             lines.append(f"  {name.ljust(width)}  unavailable: {metric.get('reason') or 'no value recorded'}")
         else:
-            own = ", no reference: the output's own" if base_metric(name) in NO_REFERENCE_METRICS else ""
-            lines.append(f"  {name.ljust(width)}  {_with_unit(metric['value'], metric.get('unit'))}"
-                         f"  ({metric.get('direction', '')}{own})")
+            notes = [str(metric.get("direction") or "")] if has_direction(name) else []
+            if base_metric(name) in NO_REFERENCE_METRICS:
+                notes.append("no reference: the output's own")
+            shown = f"  ({', '.join(note for note in notes if note)})" if any(notes) else ""
+            lines.append(f"  {name.ljust(width)}  {_with_unit(metric['value'], metric.get('unit'))}{shown}")
     return lines
 
 

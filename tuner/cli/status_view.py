@@ -21,6 +21,7 @@ and the device-hours each has used.
 from __future__ import annotations
 
 import json
+import textwrap
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
@@ -32,6 +33,7 @@ from tuner.front.cost import (
     trial_cost_document,
 )
 from tuner.results import Outcome
+from tuner.session.front_lines import wrap_items
 from tuner.spec.metrics import objective_units
 from tuner.storage.cost import SECONDS_PER_HOUR, device_unit
 from tuner.storage.records import StudyRecord, TrialRecord
@@ -181,8 +183,13 @@ def _orderable(value: Any) -> tuple[int, Any] | None:
     return (1, str(value))
 
 
-def status_lines(trials: Sequence[StatusTrial], names: Sequence[str], units: Mapping[str, str]) -> list[str]:
-    """The table: a header and one line a trial, columns padded to their widest cell (the last not)."""
+def status_lines(trials: Sequence[StatusTrial], names: Sequence[str], units: Mapping[str, str],
+                 width: int | None = None) -> list[str]:
+    """The table: a header and one line a trial, columns padded to their widest cell (the last not).
+
+    When a line would be wider than ``width`` (an 80-column terminal, a pipe), each trial's row keeps its
+    number, outcome, role, objectives, front mark and ``dev-s``, and its host/slot, parameters and note are
+    stacked on indented lines under it, wrapped to ``width`` (a word wider stands alone)."""
     headers = ["#", "outcome", "role", *(f"{n} [{units[n]}]" if units.get(n) not in (None, "", "1") else n
                                          for n in names), "front", "dev-s", "where", "params", "note"]
     rows = []
@@ -195,9 +202,32 @@ def status_lines(trials: Sequence[StatusTrial], names: Sequence[str], units: Map
                      compact_params(record.params) or "-",
                      trial_note(record)])
     numeric = {0, *range(3, 3 + len(names)), 4 + len(names)}
-    widths = [max(len(row[i]) for row in [headers, *rows]) for i in range(len(headers))]
+    lines = aligned([headers, *rows], numeric)
+    if width is None or all(len(line) <= width for line in lines):
+        return lines
+    kept = len(headers) - 3  # where, params and note go under the row
+    stacked = [aligned([headers[:kept], *(row[:kept] for row in rows)], numeric)[0]]
+    for row, line in zip(rows, aligned([headers[:kept], *(row[:kept] for row in rows)], numeric)[1:]):
+        where, params, note = row[kept:]
+        stacked.append(line)
+        stacked += wrap_items(params.split(" ") if params != "-" else [], width, STACK_INDENT + f"on {where}: ",
+                              STACK_INDENT, sep=" ") or [STACK_INDENT + f"on {where}"]
+        if note:
+            stacked += textwrap.wrap(note, width, initial_indent=STACK_INDENT, subsequent_indent=STACK_INDENT,
+                                     break_long_words=False, break_on_hyphens=False)
+    return stacked
+
+
+STACK_INDENT = "    "
+"""Where a stacked trial's host/slot, parameters and note start, under its row."""
+
+
+def aligned(rows: Sequence[Sequence[str]], numeric: set[int]) -> list[str]:
+    """``rows`` as lines, columns padded to their widest cell (numbers right-aligned), the last cell unpadded,
+    no trailing blanks."""
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
     lines = []
-    for row in [headers, *rows]:
+    for row in rows:
         cells = [cell.rjust(widths[i]) if i in numeric else cell.ljust(widths[i]) for i, cell in enumerate(row)]
         lines.append("  ".join(cells[:-1]) + ("  " + cells[-1] if row[-1] else ""))
     return [line.rstrip() for line in lines]
@@ -241,8 +271,9 @@ def status_document(opened: "OpenStudy", trials: Sequence[StatusTrial], all_tria
 
 
 def render_status(opened: "OpenStudy", sort: str | None, outcomes: Sequence[str] | None,
-                  as_json: bool) -> list[str]:
-    """The lines ``tuner status STUDY`` prints (JSON: one document). Raises ``ValueError`` for a bad
+                  as_json: bool, width: int | None = None) -> list[str]:
+    """The lines ``tuner status STUDY`` prints (JSON: one document), at most ``width`` columns where a line can be
+    broken (:func:`status_lines`; None: one line a trial, however wide). Raises ``ValueError`` for a bad
     ``--sort`` column or ``--outcome`` name (the command turns it into one line, exit 2)."""
     wanted = parse_outcomes(outcomes)
     every = status_trials(opened)
@@ -255,9 +286,13 @@ def render_status(opened: "OpenStudy", sort: str | None, outcomes: Sequence[str]
     stored = StudyRecord.of(opened.study)
     lines = [f"study {opened.study.study_name} (spec {stored.spec_name}, device {stored.device}, "
              f"sampler {stored.sampler})"]
-    lines += status_lines(chosen, names, objective_units(names, (t.record.metrics for t in every)))
+    lines += status_lines(chosen, names, objective_units(names, (t.record.metrics for t in every)), width)
     lines += _summary(opened, every, len(chosen), wanted)
-    return lines
+    if width is None:
+        return lines
+    return [part for line in lines for part in (textwrap.wrap(line, width, subsequent_indent=STACK_INDENT,
+                                                             break_long_words=False, break_on_hyphens=False)
+                                                if len(line) > width else [line])]
 
 
 def _summary(opened: "OpenStudy", every: Sequence[StatusTrial], shown: int, wanted: set[str]) -> list[str]:

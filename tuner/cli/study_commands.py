@@ -6,13 +6,16 @@ Registered on :data:`tuner.cli.app.app` when imported (by :mod:`tuner.cli.main`)
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Optional
 
 import typer
+from rich.markup import escape
 from rich.table import Table
 
-from tuner.cli.app import DeviceHoursOption, HomeOption, MlflowOption, StorageOption, WallTimeOption, app, err, fail, finite, out
+from tuner.cli.app import (DeviceHoursOption, HomeOption, MlflowOption, StorageOption, WallTimeOption, app, counted, err,
+                           fail, finite, out)
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, SpecError, spec_json_schema
 from tuner.storage import attributes as names
@@ -94,8 +97,10 @@ def validate(
     """Check a spec as 'tuner run' would on this host (sampler, workload import, device); runs nothing."""
     spec, _, device = _load_runnable(spec_path, host=not spec_only)
     where = "spec only" if spec_only else f"device {device}"
-    out.print(f"{spec_path}: ok ({where}) — {len(spec.parameters)} parameters, {len(spec.objectives)} objectives, "
-              f"{len(spec.constraints)} constraints, {len(spec.rules)} rules")
+    counts = ", ".join(counted(len(items), noun) for items, noun in (
+        (spec.parameters, "parameter"), (spec.objectives, "objective"), (spec.constraints, "constraint"),
+        (spec.rules, "rule")))
+    out.print(f"{spec_path}: ok ({where}) — {counts}")
 
 
 @app.command()
@@ -127,6 +132,7 @@ def run(
     from tuner.study.studies import create_study, default_study_name, study_attributes
     from tuner.search.warm_start import enqueue_front, open_source
 
+    started = time.monotonic()  # the wall-time budget counts from here: the whole command keeps it
     spec, text, device = _load_runnable(spec_path, sampler)
     root = tuner_home(home)
     url = storage_url(storage, root)
@@ -145,15 +151,16 @@ def run(
         fail(str(error))
     if wall_time is not None:
         set_study_attribute(opened.study, names.BUDGET_WALL_TIME_S, wall_time or None)
-    out.print(f"study [bold]{name}[/] in {_shown(url)} — sampler {chosen}, device {device}, workers {workers}")
+    _say(f"study [bold]{escape(name)}[/] in {escape(_shown(url))} — sampler {chosen}, device {device}, "
+         f"workers {workers}")
     if source is not None:
         record = enqueue_front(opened.study, opened.spec, opened.storage_url, source)
-        out.print(f"warm start from [bold]{source.study_name}[/]: {record['front_enqueued']} front setting(s) "
-                  f"queued after the reference and baseline ({record['dropped']} outside this spec's space, "
-                  f"{record['already_queued']} already queued); {record['observations']} memory observations")
+        _say(f"warm start from [bold]{escape(source.study_name)}[/]: {record['front_enqueued']} front setting(s) "
+             f"queued after the reference and baseline ({record['dropped']} outside this spec's space, "
+             f"{record['already_queued']} already queued); {record['observations']} memory observations")
     _finish(opened, RunOptions(root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, {},
                                memory_model=memory_model,
-                               warm_start_storage=source_url if warm_start_storage else None))
+                               warm_start_storage=source_url if warm_start_storage else None, started=started))
 
 
 def _price_override(gpu_hour_usd: float | None, cpu_hour_usd: float | None) -> None:
@@ -195,6 +202,7 @@ def resume(
     _price_override(gpu_hour_usd, cpu_hour_usd)
     from tuner.session.run import RunOptions
 
+    started = time.monotonic()  # the wall-time budget counts from here
     root = tuner_home(home)
     url = storage_url(storage, root)
     try:
@@ -222,10 +230,10 @@ def resume(
             fail(str(error))
         overrides[names.MEASUREMENT_OVERRIDES] = merged
     device = stored.device or _resolve_device(opened.spec.workload.device)
-    out.print(f"resuming [bold]{study}[/] in {_shown(url)}")
+    _say(f"resuming [bold]{escape(study)}[/] in {escape(_shown(url))}")
     source_url = storage_url(warm_start_storage, root) if warm_start_storage else None
     _finish(opened, RunOptions(root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, overrides,
-                               memory_model=memory_model, warm_start_storage=source_url))
+                               memory_model=memory_model, warm_start_storage=source_url, started=started))
 
 
 @app.command()
@@ -242,7 +250,7 @@ def status(
     as_json: bool = typer.Option(False, "--json", help="Print every trial (or study) as JSON, nothing cut."),
 ) -> None:
     """List studies, or show one study's trials: one line a trial (objectives with units, front marker, params)."""
-    from tuner.cli.status_view import render_status, study_list_entries
+    from tuner.cli.status_view import aligned, render_status, study_list_entries
 
     url = storage_url(storage, tuner_home(home))
     try:
@@ -251,14 +259,14 @@ def status(
             if as_json:
                 typer.echo(json.dumps(studies, indent=2))
                 return
-            table = Table("study", "trials", "used device-h", "wasted device-h")
-            for entry in studies:
-                table.add_row(entry["study"], str(entry["trials"]), f"{entry['used_device_h']:.4g} {entry['unit']}",
-                              f"{entry['wasted_device_h']:.4g} {entry['unit']}")
-            out.print(table)
+            rows = [["study", "trials", "used", "wasted"]] + [
+                [entry["study"], str(entry["trials"]), f"{entry['used_device_h']:.4g} {entry['unit']}",
+                 f"{entry['wasted_device_h']:.4g} {entry['unit']}"] for entry in studies]
+            for line in aligned(rows, {1, 2, 3}):
+                out.print(line, markup=False, highlight=False, soft_wrap=True)
             return
         opened = load_study(url, study, read_only=True)
-        lines = render_status(opened, sort, outcome, as_json)
+        lines = render_status(opened, sort, outcome, as_json, out.width)
     except (StudyError, SpecError, ValueError) as error:
         fail(str(error))
     if as_json:
@@ -277,6 +285,16 @@ def schema(output: Path = typer.Option(Path("search_spaces/schema.json"), "--out
     except OSError as error:
         fail(f"cannot write the schema to {output}: {error.strerror or error}")
     out.print(f"wrote {output}")
+
+
+def _say(markup: str) -> None:
+    """One line of rich ``markup`` on ``out``, broken between words at its width without trailing blanks."""
+    from rich.text import Text
+
+    from tuner.cli.session import fitted_text
+
+    for line in fitted_text(Text.from_markup(markup), out):
+        out.print(line, soft_wrap=True)
 
 
 def _shown(url: str) -> str:

@@ -8,6 +8,7 @@ status 2; ``tuner check`` exits 1 on a regression (a CI gate).
 from __future__ import annotations
 
 import signal
+import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -34,8 +35,13 @@ def front(
     storage: Optional[str] = StorageOption,
     home: Optional[Path] = HomeOption,
 ) -> None:
-    """Print the study's Pareto front as a table (objectives, key metrics measured here, noisy flag, params)."""
-    from tuner.front.report import front_table
+    """Print the study's Pareto front: objectives with units, key metrics measured here, the speed-up, the
+    trial its export rule chooses marked *, varying params under each trial (as the run's closing front)."""
+    from dataclasses import replace
+
+    from tuner.cli.session import ConsoleSession
+    from tuner.session.finish import choose_export, front_summary
+    from tuner.spec.metrics import objective_units
     from tuner.storage.records import NOISY_CV, TrialRecord, record_feasible
     from tuner.tracking.views import ranks_of
 
@@ -47,24 +53,17 @@ def front(
     records = [TrialRecord.from_trial(t) for t in opened.study.get_trials(deepcopy=False)]
     names = opened.spec.objective_names
     ranks = ranks_of(records, [o.direction for o in opened.spec.objectives])
-    on_front = {n for n, rank in ranks.items() if rank == 0}
-    rows = front_table(records, on_front, names)
-    by_number = {r.number: r for r in records}
-    extra = _extra_columns([by_number[row["trial"]] for row in rows], names)
-    table = Table(title=f"Pareto front of {study}", title_justify="left")
-    for column in ("trial", "role", *names, *extra, "noisy"):
-        table.add_column(column, no_wrap=True)  # numbers are never cut; the params column wraps
-    table.add_column("params", overflow="fold")
-    for row in rows:
-        record = by_number[row["trial"]]
-        shown = [_number(record.metric_value(m)) for m in extra]
-        table.add_row(str(row["trial"]), row["role"], *(_number(row.get(n)) for n in names), *shown,
-                      "NOISY" if row["noisy"] else "-", ", ".join(f"{k}={v}" for k, v in record.params.items()))
-    (out if out.is_terminal else Console(width=240)).print(table)  # piped or captured: no 80-column squeeze
+    on_front = [n for n, rank in ranks.items() if rank == 0]
+    summary = front_summary(opened.spec, records, on_front, choose_export(opened.study))
+    extra = _extra_columns(list(summary.front), names)
+    units = {**summary.units, **objective_units(extra, (r.metrics for r in records))}
+    ConsoleSession(out, err).on_front(replace(summary, extra_metrics=tuple(extra), units=units))
     feasible = sum(1 for r in records if record_feasible(r))
-    noisy = sum(1 for row in rows if row["noisy"])
-    out.print(f"{len(rows)} on the front of {feasible} feasible measured trials ({len(records)} recorded)"
-              + (f"; {noisy} of them NOISY (latency CV > {NOISY_CV:g}): their latencies are not facts" if noisy else ""))
+    noisy = sum(1 for r in summary.front if r.noisy)
+    said = (f"{len(summary.front)} on the front of {feasible} feasible measured trials ({len(records)} recorded)"
+            + (f"; {noisy} of them NOISY (latency CV > {NOISY_CV:g}): their latencies are not facts" if noisy else ""))
+    for line in textwrap.wrap(said, max(out.width, 40), break_long_words=False):
+        out.print(line, markup=False, highlight=False, soft_wrap=True)
 
 
 def _extra_columns(front: list["TrialRecord"], names: list[str]) -> list[str]:

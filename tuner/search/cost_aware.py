@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 from tuner.results import Outcome
 from tuner.storage.attributes import cost_of, is_measured, outcome_of
@@ -143,15 +143,18 @@ class CostModel:
 
     @staticmethod
     def fit(trials: Sequence["FrozenTrial"], space: Mapping[str, "BaseDistribution"],
-            ridge: float = 1.0) -> "CostModel | None":
-        """Fitted on the measured OK runs among ``trials`` with a positive recorded ``device_s`` and
-        every parameter of ``space``; None with fewer than :data:`MIN_FIT_RUNS` such runs."""
+            ridge: float = 1.0, seconds_of: Callable[["FrozenTrial"], float | None] | None = None,
+            min_runs: int = MIN_FIT_RUNS) -> "CostModel | None":
+        """Fitted on the measured OK runs among ``trials`` with a positive ``seconds_of(trial)`` (default: the
+        recorded ``device_s``) and every parameter of ``space``; None with fewer than ``min_runs`` such runs."""
         import numpy as np
 
         internal: dict[str, list[float]] = {name: [] for name in space}
         targets: list[float] = []
         for trial in trials:
-            seconds = device_s_of(cost_of(trial)) if is_measured(trial) else None
+            if not is_measured(trial):
+                continue
+            seconds = seconds_of(trial) if seconds_of is not None else device_s_of(cost_of(trial))
             if not seconds or seconds <= 0 or outcome_of(trial) != Outcome.OK.value:
                 continue
             if not all(name in trial.params for name in space):
@@ -159,7 +162,7 @@ class CostModel:
             for name, distribution in space.items():
                 internal[name].append(distribution.to_internal_repr(trial.params[name]))
             targets.append(math.log(seconds))
-        if len(targets) < MIN_FIT_RUNS:
+        if len(targets) < min_runs:
             return None
         x = features({k: np.asarray(v) for k, v in internal.items()}, space)
         y = np.asarray(targets)

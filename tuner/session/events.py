@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
+    from tuner.front.headline import Headline
     from tuner.study.listeners import Listener
     from tuner.storage.records import TrialRecord
 
@@ -73,8 +74,10 @@ class FrontSummary:
     chosen), ``rule``: that rule's text and where it came from (``knee (default: ...)``).
     ``baseline`` / ``reference``: the study's measured baseline and reference trials (None when the
     spec has none or they were not measured). ``speed_metric``: the metric speed-ups are taken on
-    (baseline / trial, > 1 = faster; None when no objective is in seconds). ``chosen_record``: the chosen
-    trial's record (it may lie off the front: a policy chooses among every feasible trial).
+    (comparator / trial, > 1 = faster; None when no objective is in seconds). ``chosen_record``: the chosen
+    trial's record (it may lie off the front: a policy chooses among every feasible trial). ``headline``: what
+    the chosen trial's speed-up is stated against (:mod:`tuner.front.headline`: the baseline when it meets the
+    export rule, else the reference); every speed-up of the summary is taken against the same comparator.
     """
 
     objective_names: tuple[str, ...]
@@ -87,12 +90,20 @@ class FrontSummary:
     reference: "TrialRecord | None" = None
     speed_metric: str | None = None
     chosen_record: "TrialRecord | None" = None
+    headline: "Headline | None" = None
+    extra_metrics: tuple[str, ...] = ()  # metrics shown after the objectives (``tuner front``: p95, memory ...)
+
+    @property
+    def comparator(self) -> "TrialRecord | None":
+        """The trial speed-ups are taken against: the headline's, else the baseline."""
+        return self.headline.comparator if self.headline is not None else self.baseline
 
     def speedup(self, record: "TrialRecord") -> float | None:
-        """Baseline / ``record`` on :attr:`speed_metric` (None when either is missing or zero)."""
-        if self.speed_metric is None or self.baseline is None:
+        """Comparator / ``record`` on :attr:`speed_metric` (None when either is missing or zero)."""
+        comparator = self.comparator
+        if self.speed_metric is None or comparator is None:
             return None
-        mine, theirs = record.metric_value(self.speed_metric), self.baseline.metric_value(self.speed_metric)
+        mine, theirs = record.metric_value(self.speed_metric), comparator.metric_value(self.speed_metric)
         return theirs / mine if mine and theirs is not None and mine > 0 else None
 
 

@@ -28,6 +28,16 @@ if TYPE_CHECKING:
     from tuner.tracking.live import MlflowTracker
 
 MLFLOW_CLOSE_TIMEOUT_S = 20.0  # at exit, wait at most this long for MLflow; the views can be rebuilt
+FINISH_RESERVE_S = 10.0
+"""Of a wall-time budget, the seconds kept for what follows the last trial (MLflow's last writes, the summary,
+the export, the dashboard view): about what the demo's finish takes on a loaded 2-core machine."""
+FINISH_RESERVE_SHARE = 0.1  # never more than this share of the budget (a budget of seconds, in tests)
+
+
+def finish_reserve_s(wall_time_s: float | None) -> float:
+    """Seconds of a ``wall_time_s`` budget kept for the finish: :data:`FINISH_RESERVE_S`, at most
+    :data:`FINISH_RESERVE_SHARE` of it (0 without a budget)."""
+    return 0.0 if not wall_time_s else min(FINISH_RESERVE_S, FINISH_RESERVE_SHARE * wall_time_s)
 
 
 def close_tracker(tracker: "MlflowTracker", study_name: str, listener: SessionListener) -> None:
@@ -76,6 +86,7 @@ def front_summary(spec: "StudySpec", records: Sequence[TrialRecord], front: Sequ
     the first objective), the trial its export rule chooses marked (none when nothing can be chosen), its
     measured baseline and reference, speed-ups on the first objective measured in seconds."""
     from tuner.front.choice import Choice
+    from tuner.front.headline import headline, measured_roles
     from tuner.spec.metrics import objective_units
 
     names, directions = spec.objective_names, [o.direction for o in spec.objectives]
@@ -84,15 +95,15 @@ def front_summary(spec: "StudySpec", records: Sequence[TrialRecord], front: Sequ
     shown = sorted((by_number[n] for n in front if n in by_number),
                    key=lambda r: (sign * (r.values or (0.0,))[0], r.number))
     units = objective_units(names, (r.metrics for r in records))
-    roles = {r.role: r for r in records
-             if r.outcome == "OK" and r.duplicate_of is None and r.role in ("baseline", "reference")}
+    roles = measured_roles(records)
+    speed = next((n for n in names if units.get(n) == "s"), None)
     if isinstance(chosen, Choice):
         number, rule, record = chosen.record.number, chosen.rule, chosen.record
+        said = headline(record, roles.get("baseline"), roles.get("reference"), chosen.policy, speed)
     else:
-        number, rule, record = None, None, None
-    speed = next((n for n in names if units.get(n) == "s"), None)
+        number, rule, record, said = None, None, None, None
     return FrontSummary(tuple(names), tuple(directions), units, tuple(shown), number, rule,
-                        roles.get("baseline"), roles.get("reference"), speed, record)
+                        roles.get("baseline"), roles.get("reference"), speed, record, said)
 
 
 def say_cost(stored: StudyRecord, records: Sequence[TrialRecord], listener: SessionListener) -> None:

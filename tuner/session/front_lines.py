@@ -65,6 +65,10 @@ def front_lines(summary: "FrontSummary", width: int) -> list[str]:
     count = f"{len(front)} trial{'' if len(front) == 1 else 's'}"
     objectives = [f"{name} ({_direction(direction)}{_unit_suffix(summary, name, ', ')})"
                   for name, direction in zip(summary.objective_names, summary.directions)]
+    comparator = summary.comparator
+    if comparator is not None and summary.speed_metric is not None:
+        against = summary.headline.against if summary.headline is not None else "baseline"
+        objectives.append(f"speed-up vs the {against} (trial {comparator.number})")
     lines = wrap_items(objectives, width, f"Pareto front ({count}): ", CONTINUATION_INDENT)
     varying, shared = split_params(front)
     rows = _rows(summary)
@@ -110,7 +114,8 @@ def split_params(front: Sequence["TrialRecord"]) -> tuple[list[str], dict[str, A
 
 
 def chosen_text(summary: "FrontSummary") -> str:
-    """The closing line, unwrapped: which trial the rule chose, its speed-up over the baseline and,
+    """The closing line, unwrapped: which trial the rule chose, its speed-up (over the baseline when it meets the
+    export rule, else the reference, and how the baseline fails it: :attr:`FrontSummary.headline`) and,
     for each objective but the speed metric, its value beside the reference's and the baseline's.
     A chosen trial off the front says so, with all its objective values (when its record is known:
     on the front, or the baseline or reference)."""
@@ -127,6 +132,8 @@ def chosen_text(summary: "FrontSummary") -> str:
     baseline = summary.baseline
     if baseline is not None and baseline.number == number:
         parts.append("the baseline itself: the rule found nothing faster that meets it")
+    elif summary.headline is not None and summary.headline.chosen.number == number:
+        parts.append(summary.headline.text())
     elif speedup is not None and baseline is not None:
         faster = f"{speedup:.2f}x faster" if speedup >= 1 else f"{1 / speedup:.2f}x slower"
         parts.append(f"{faster} than the baseline (trial {baseline.number})")
@@ -191,14 +198,17 @@ def wrap_items(items: Sequence[str], width: int, first: str, indent: str, sep: s
 
 
 def _rows(summary: "FrontSummary") -> list[list[str]]:
-    """The table's cells: a header, then one row per front trial (mark, trial, role, objectives,
-    speed-up, flag)."""
-    rows = [["", "trial", "role", *summary.objective_names, "speed-up", ""]]
+    """The table's cells: a header, then one row per front trial (mark, trial, role, objectives, the
+    summary's extra metrics, speed-up, flag)."""
+    rows = [["", "trial", "role", *summary.objective_names, *summary.extra_metrics, "speed-up", ""]]
     for record in summary.front:
         values = []
         for index, name in enumerate(summary.objective_names):
             value = objective_value(record, name, index)
             values.append("-" if value is None else _value(summary, name, value))
+        for name in summary.extra_metrics:
+            extra = record.metric_value(name)
+            values.append("-" if extra is None else _value(summary, name, extra))
         speedup = summary.speedup(record)
         rows.append([MARK if record.number == summary.chosen else "", str(record.number), record.role_shown, *values,
                      "-" if speedup is None else f"{speedup:.2f}x", "NOISY" if record.noisy else ""])

@@ -11,13 +11,14 @@ permission — its :class:`~tuner.storage.outage.StorageMisconfigured`, at once)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import time
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 from tuner.session.events import Quiet, SessionListener
-from tuner.session.finish import (choose_export, close_tracker, export_best, refresh_dashboard_view, say_summary,
-                                  say_where)
+from tuner.session.finish import (choose_export, close_tracker, export_best, finish_reserve_s, refresh_dashboard_view,
+                                  say_summary, say_where)
 from tuner.session.signals import stop_on_signals
 from tuner.session.wiring import (connect_tracker, host_facts, memory_prior, reference_store, resources,
                                   say_disabled_constraints, say_inputs, slots_for)
@@ -49,7 +50,9 @@ class RunOptions:
     the source's recorded storage). ``mlflow_uri`` None: ``$MLFLOW_TRACKING_URI`` or the local store.
     ``dashboard_view``: bring ``<home>/dashboard.db`` (the optuna-dashboard view) up to date at the end; a
     fleet worker does not (it reads and copies the whole study, on every host, each time a study is spent:
-    ``tuner dashboard`` builds the view where someone browses it)."""
+    ``tuner dashboard`` builds the view where someone browses it). ``started``: the ``time.monotonic()`` at which
+    the invocation began (the command's start): the study's wall-time budget counts from it, so that the
+    whole command keeps it (None: from when :func:`run_session` is called)."""
 
     home: Path
     device: str
@@ -61,6 +64,7 @@ class RunOptions:
     memory_model: bool = True
     warm_start_storage: str | None = None
     dashboard_view: bool = True
+    started: float | None = None
 
 
 def run_session(opened: OpenStudy, options: RunOptions, listener: SessionListener | None = None) -> Summary:
@@ -73,6 +77,8 @@ def run_session(opened: OpenStudy, options: RunOptions, listener: SessionListene
     ``StorageMisconfigured``, naming the storage, when it refused a login, a database or a permission.
     """
     said = listener if listener is not None else Quiet()
+    if options.started is None:
+        options = replace(options, started=time.monotonic())
     study = opened.study
     lock = lock_for(study, resources(options.device, options.gpus))
     lock.acquire()  # StudyLocked (a StudyError) when another live coordinator runs this study
@@ -144,7 +150,8 @@ def _run_coordinator(opened: OpenStudy, options: RunOptions, plan: "ConstraintPl
         budget_device_s=device_budget_s(stored.budget_device_hours),
         reference_store=reference_store(spec.name, stored.gpu_type,
                                         tracking_uri(options.mlflow_uri) if tracker is not None else None),
-        memory_model=options.memory_model, memory_prior=prior)
+        memory_model=options.memory_model, memory_prior=prior, wall_started=options.started,
+        finish_reserve_s=finish_reserve_s(stored.budget_wall_time_s))
     try:
         with stop_on_signals(coordinator.interrupt, listener):
             return coordinator.run()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import shutil
 import sys
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, Sequence, TextIO
 
 from tuner.session.events import FrontSummary, Notice
 from tuner.session.front_lines import front_lines
@@ -50,7 +50,8 @@ class TrialLines:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
-    def on_start(self, study_name: str, done: int, total: int | None) -> None:
+    def on_start(self, study_name: str, done: int, total: int | None, wall_left_s: float | None = None,
+                 objectives: Sequence[str] = ()) -> None:
         print(f"study {study_name}: {done}{'' if total is None else f'/{total}'} trials measured",
               file=self.stream, flush=True)
 

@@ -96,6 +96,20 @@ class Baseline(_Model):
     comparison: Comparison
 
 
+class Headline(_Model):
+    """What the chosen trial's speed-up is stated against (:mod:`tuner.front.headline`): the baseline when it meets
+    the export rule, else the reference; ``speedup`` = comparator / chosen on ``speed_metric``; how the baseline
+    fails the rule (``baseline_misses``; ``baseline_meets_rule`` null without a baseline)."""
+
+    against: Literal["baseline", "reference"]
+    trial: int
+    speed_metric: str | None
+    speedup: float | None
+    text: str
+    baseline_meets_rule: bool | None
+    baseline_misses: list[str]
+
+
 class Selection(_Model):
     """How the trial was chosen: the policy text, the rule in words with where it came from (the spec's
     ``export``, the command line, the default; None in files exported before rules), the profile if any,
@@ -108,6 +122,7 @@ class Selection(_Model):
     front_size: int
     on_front: bool
     replaced_noisy_trial: int | None = None
+    headline: Headline | None = None  # added to v1 with a default: files exported before it still load
 
 
 class PythonInvocation(_Model):

@@ -20,7 +20,8 @@ The choice (:func:`choose`): an explicit trial, a policy expression, a profile o
 best on one objective, given on the command line; else the rule of the study's spec
 (``export:``, :mod:`tuner.spec.export_rule`), by default the knee of the front
 (:func:`tuner.front.choice.choose_by_rule`). ``selection.rule`` names the rule and where
-it came from. Feasible is :func:`tuner.storage.records.record_feasible`, the
+it came from; ``selection.headline`` what its speed-up is stated against (the baseline when it meets the rule,
+else the reference, and how the baseline fails it: :mod:`tuner.front.headline`). Feasible is :func:`tuner.storage.records.record_feasible`, the
 front's own test: a trial with a constraint that could not be evaluated (its memory not
 measured) is never exported. A study without a feasible measured trial
 raises :class:`ExportError` saying what its trials did.
@@ -48,6 +49,7 @@ from tuner.secrets import redact_url
 from tuner.ship.config_schema import SCHEMA, validate_config
 from tuner.ship.invocation import runnable_invocation
 from tuner.front.choice import Choice, PolicyError, choose_by_rule, front_of, prefer_stable, speed_objective
+from tuner.front.headline import headline
 from tuner.ship.provenance_block import provenance_fields, recorded_device, recorded_env
 from tuner.spec.export_rule import DEFAULT_RULE, ExportRule
 from tuner.spec.loading import parse_spec
@@ -201,11 +203,16 @@ def noise_warnings(record: TrialRecord, base: TrialRecord | None, speedup: float
     return warnings
 
 
+def _speed_metric(names: list[str], records: list[TrialRecord]) -> str:
+    """The metric speed-ups are taken on: the first objective in seconds, else ``latency_p50_s``."""
+    speed = speed_objective(names, records) if names else 0
+    return names[speed] if names and any(
+        (r.metrics.get(names[speed]) or {}).get("unit") == "s" for r in records) else "latency_p50_s"
+
+
 def _comparison(chosen: TrialRecord, base: TrialRecord, names: list[str], directions: list[str],
                 records: list[TrialRecord]) -> dict[str, Any]:
-    speed = speed_objective(names, records) if names else 0
-    speed_metric = names[speed] if names and any(
-        (r.metrics.get(names[speed]) or {}).get("unit") == "s" for r in records) else "latency_p50_s"
+    speed_metric = _speed_metric(names, records)
     fast, slow = chosen.metric_value(speed_metric), base.metric_value(speed_metric)
     speedup = slow / fast if fast and slow is not None and fast > 0 else None
     deltas: dict[str, Any] = {}
@@ -240,13 +247,16 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
     by_role = {r.role: r for r in records if r.outcome == "OK" and r.duplicate_of is None and r.role != "search"}
     base = by_role.get("baseline")
     comparison = _comparison(record, base, names, directions, records) if base is not None else None
+    said = headline(record, base, by_role.get("reference"), policy, comparison["speed_metric"] if comparison else
+                    _speed_metric(names, records))
     document: dict[str, Any] = {
         "schema": SCHEMA,
         "workload": stored.workload_class,
         "selection": {"policy": policy or f"trial {record.number}", "rule": rule or policy or f"trial {record.number}",
                       "profile": profile,
                       "feasible_trials": len(feasible), "front_size": len(front),
-                      "on_front": record.number in front, "replaced_noisy_trial": replaced_noisy},
+                      "on_front": record.number in front, "replaced_noisy_trial": replaced_noisy,
+                      "headline": said.document() if said is not None else None},
         "params": dict(record.params),
         "derived": dict(record.derived),
         "invocation": _invocation(stored.spec_yaml, {**record.params, **record.derived},

@@ -174,6 +174,18 @@ def known_metric(name: str) -> bool:
     return name in MEASURED_METRICS or name in QUALITY_METRIC_NAMES or name.startswith("count_")
 
 
+INSTRUMENT_COUNTS: frozenset[str] = frozenset({"memory_samples", "memory_sample_hz"})
+"""Figures about the measurement itself (how often the memory sampler looked), recorded beside the metrics."""
+
+
+def has_direction(name: str) -> bool:
+    """Whether a better direction means something for ``name``: False for counters -- a workload's
+    ``count_<name>`` (frames, tokens it reports) and :data:`INSTRUMENT_COUNTS` -- which are facts about a run,
+    not figures of merit (their stored direction is a placeholder the storage needs); True otherwise."""
+    name = base_metric(name)
+    return not name.startswith("count_") and name not in INSTRUMENT_COUNTS
+
+
 def catalogue_entry(name: str) -> tuple[str, Direction] | None:
     """(unit, direction) the catalogue gives ``name`` (``count_<name>``: ``("1", "minimize")``, as the
     worker records counters; an aggregate: its metric's); None for a name it does not know (an adapter's own

@@ -26,7 +26,8 @@ Budget: ``budget_trials`` counts trials that ran a workload (reference and basel
 every host; trials running elsewhere hold budget, so coordinators together overshoot by at most
 the slots in flight. Rule-rejected, copied and skipped trials do not count. ``budget_device_s``
 counts the device-seconds the study's runs held (:mod:`.cost`), the same way. ``wall_time_s``
-limits this invocation; the study attribute ``cancelled`` stops proposing everywhere (trials in
+limits this invocation, counted from ``wall_started`` with ``finish_reserve_s`` of it kept for the finish: no
+trial starts that its predicted duration would carry past it (:mod:`.wall_budget`); the study attribute ``cancelled`` stops proposing everywhere (trials in
 flight finish);
 100 proposals in a row that need no run end the study as exhausted. Early stops
 (a failed reference, the same failure on every first run) and adaptive timeouts
@@ -52,6 +53,7 @@ from tuner.spec.quality.cases import request_input_fields
 from tuner.spec.extras import quality_metric_installed
 from tuner.spec.metrics import trial_quality_metrics
 from tuner.spec.quality.reference_shape import resized_comparison
+from tuner.spec.space import distributions
 from tuner.storage import attributes as names
 from tuner.storage import store
 from tuner.storage.claims import claims_for
@@ -71,6 +73,7 @@ from tuner.study.studies import study_directory
 from tuner.study.trial_recording import TrialRecorder
 from tuner.study.trial_request import trial_request
 from tuner.study.wakeup import Wakeup
+from tuner.study.wall_budget import WallBudget
 
 if TYPE_CHECKING:
     import optuna
@@ -102,6 +105,8 @@ class Coordinator:
     memory_model: bool = True  # skip settings predicted to run out of memory (:mod:`.feasibility`)
     memory_prior: Sequence[Observation] = ()  # its evidence from a warm-start study on other hardware
     budget_device_s: float | None = None  # device-seconds the study's runs may hold, every host (tuner.storage.cost)
+    wall_started: float | None = None  # monotonic time ``wall_time_s`` counts from (None: the loop's start)
+    finish_reserve_s: float = 0.0  # of ``wall_time_s``, seconds kept for what follows the loop (.wall_budget)
 
     def __post_init__(self) -> None:
         self.directions = [o.direction for o in self.spec.objectives]
@@ -116,6 +121,7 @@ class Coordinator:
         self._shapes = ShapeReferences(self.study, self.spec, self.study_dir, self.reference_store)
         self._feasibility = FeasibilityModel(self.spec, self.plan, self.memory_prior, enabled=self.memory_model)
         self._snapshot = StudySnapshot(self.study, self.directions)
+        self._space = distributions(self.spec)  # what the wall budget's duration forecast reads
         self._fed = 0  # how many of the snapshot's finished trials the memory model has seen
 
     def interrupt(self) -> None:
@@ -165,13 +171,15 @@ class Coordinator:
     def _begin(self) -> LoopState:
         """Recover stale trials, queue a failed reference again, tell the listeners; the loop's state."""
         started = time.monotonic()
+        self._wall = WallBudget(self.wall_time_s, self.wall_started or started, self.finish_reserve_s)
         self._recorder = TrialRecorder(self.study, self.spec, self.plan, self._handoff, self.listeners,
                                        self.budget_trials, started, self._snapshot)
         self.recover_interrupted()
         queue_reference(self.study, self.spec)
         self._snapshot.refresh()
         for listener in self.listeners:
-            listener.on_start(self.study.study_name, self._snapshot.measured, self.budget_trials)
+            listener.on_start(self.study.study_name, self._snapshot.measured, self.budget_trials, self._wall.left_s(),
+                              self.spec.objective_names)
         self._heartbeats = Heartbeats(self.study)
         self._placement = Placement(self.study, self.spec, self._recorder, self._heartbeats, self._feasibility,
                                     self._claims, self._shapes, self._snapshot)
@@ -240,8 +248,8 @@ class Coordinator:
             pass
         elif view.exclusive_elsewhere or view.reference_pending_elsewhere:
             state.blocked = True  # the reference or baseline runs alone on another host
-        elif self.wall_time_s is not None and time.monotonic() - state.started >= self.wall_time_s:
-            state.stopped = "wall time spent"
+        elif self._wall.stop_reason() is not None:
+            state.stopped = self._wall.stop_reason() or ""
         elif getattr(self.study.sampler, "exhausted", False):
             state.stopped = "grid exhausted: every setting was proposed"
         elif state.idle_proposals >= EXHAUSTED_AFTER:
@@ -267,6 +275,11 @@ class Coordinator:
         if role in EXCLUSIVE_ROLES and (state.inflight or view.running_elsewhere):
             state.blocked = not state.inflight
             return False  # run it alone once the slots drain, here and elsewhere
+        if role != names.REFERENCE and not self._wall.admits(trial.number, candidate.params,
+                                                             self._snapshot.finished_log, self._space):
+            self._recorder.give_back(trial, candidate.params, role, f"not started: {self._wall.refused}")
+            state.held, state.stopped = None, self._wall.refused or ""
+            return False
         state.held = None
         state.idle_proposals = 0
         slot = state.take_slot(role)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Protocol, Sequence
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -12,7 +12,10 @@ if TYPE_CHECKING:
 class Listener(Protocol):
     """Receives progress and finished trials (the live display, the tracker)."""
 
-    def on_start(self, study_name: str, done: int, total: int | None) -> None: ...
+    def on_start(self, study_name: str, done: int, total: int | None, wall_left_s: float | None = None,
+                 objectives: Sequence[str] = ()) -> None:
+        """A run begins: ``done`` of ``total`` trials measured; ``wall_left_s``: seconds its wall-time budget leaves
+        for trials (None: no limit); ``objectives``: their names, in the order of a trial's values."""
 
     def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,
                  elapsed_s: float) -> None: ...

@@ -37,7 +37,7 @@ import queue
 import threading
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from tuner.storage.records import TrialRecord
 from tuner.tracking.comparison import study_span_ms
@@ -143,7 +143,8 @@ class MlflowTracker:
         self._queue.put(("start", None))
 
     # Listener ------------------------------------------------------------
-    def on_start(self, study_name: str, done: int, total: int | None) -> None:
+    def on_start(self, study_name: str, done: int, total: int | None, wall_left_s: float | None = None,
+                 objectives: Sequence[str] = ()) -> None:
         pass
 
     def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,

@@ -21,7 +21,8 @@ build, both live (:class:`~tuner.tracking.live.MlflowTracker`) and on rebuild
   ``cost_recorded_device_h`` (= used + wasted: the trials' ``device_s`` summed, in hours) and
   ``cost_wasted_runs``, refreshed with the front; the tag ``tuner.cost`` says it in one line. The tag
   ``tuner.chosen`` names the trial the export rule chooses and the rule (:func:`chosen_view`); the
-  description says it too and marks that trial in its front table.
+  description says it too and marks that trial in its front table. The tag ``tuner.headline`` states
+  its speed-up against the baseline when the baseline meets the rule, else the reference (:func:`headline_view`).
 """
 
 from __future__ import annotations
@@ -58,6 +59,7 @@ HOST_TAG_KEYS = ("tuner.device", "tuner.gpu_type", "host.hostname", "host.gpu_na
 INFEASIBLE_RANK = "infeasible"
 TABLE_FILE = "front.json"  # an MLflow table: pandas "split" JSON, listed in the run's mlflow.loggedArtifacts
 CHOSEN_TAG = "tuner.chosen"  # the study run's mark of the trial its export rule chooses (chosen_view)
+HEADLINE_TAG = "tuner.headline"  # what the chosen trial's speed-up is stated against (headline_view)
 TRIALS_TABLE_FILE = "trials.json"  # every trial (key params, objectives, outcome, front flag): an MLflow table
 TABLE_FILES = (TABLE_FILE, TRIALS_TABLE_FILE)
 
@@ -217,6 +219,26 @@ def chosen_view(records: Sequence[TrialRecord], info: StudyRunInfo) -> tuple[int
     return choice.record.number, f"trial {choice.record.number} by {choice.rule}"[:4000]
 
 
+def headline_view(records: Sequence[TrialRecord], info: StudyRunInfo) -> str:
+    """The ``tuner.headline`` tag: the chosen trial's speed-up against the baseline when it meets the export rule,
+    else the reference, and how the baseline fails it (:mod:`tuner.front.headline`, as the closing summary and
+    ``best.yaml`` say it); ``none: <why>`` when nothing is chosen or there is nothing to compare with."""
+    from tuner.front.headline import headline, measured_roles
+
+    feasible = [r for r in records if record_feasible(r)]
+    try:
+        choice = choose_by_rule(feasible, info.objective_names, info.directions, info.export_rule)
+    except PolicyError as error:
+        return f"none: {error}"[:4000]
+    units = objective_units(info.objective_names, (r.metrics for r in records))
+    speed = next((n for n in info.objective_names if units.get(n) == "s"), None)
+    roles = measured_roles(records)
+    said = headline(choice.record, roles.get("baseline"), roles.get("reference"), choice.policy, speed)
+    if said is None:
+        return "none: the study has no measured baseline or reference"
+    return f"trial {choice.record.number}: {said.text()}"[:4000]
+
+
 def cost_views(records: Sequence[TrialRecord], info: StudyRunInfo) -> tuple[dict[str, float], str]:
     """The study run's cost metrics (:func:`tuner.front.cost.cost_metrics`, device-hours) and its one-line
     summary (the ``tuner.cost`` tag), from ``records``: the same figures ``tuner status`` prints."""
@@ -282,6 +304,7 @@ def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo,
                "feasible_trials": float(len(history)), "hypervolume": history[-1][1] if history else 0.0}
     cost, tags["tuner.cost"] = cost_views(records, info)
     chosen, tags[CHOSEN_TAG] = chosen_view(records, info)
+    tags[HEADLINE_TAG] = headline_view(records, info)
     metrics.update(cost)
     keys = columns(rows)
     table = {key: [row.get(key) for row in rows] for key in keys}
