@@ -113,6 +113,26 @@ def test_a_workload_without_structure_reports_none(tmp_path: Path) -> None:
     assert "call_structure" not in result.info
 
 
+def test_on_a_device_the_timeline_times_the_queue_not_the_host() -> None:
+    """CUDA events on the simulated asynchronous device: the host marks at once, the intervals are the kernels'."""
+    from tuner.testing.simulated_cuda import SimulatedCudaDevice
+
+    device = SimulatedCudaDevice()
+
+    class Api:
+        @staticmethod
+        def Event(enable_timing: bool = False) -> Any:
+            return device.event()
+
+    timeline = Timeline(Api())
+    timeline.start()
+    for name, seconds in (("step", 0.05), ("step", 0.02), ("decode", 0.03)):
+        device.launch(seconds)
+        timeline.mark(name)
+    assert [name for name, _ in timeline.intervals()] == ["step", "step", "decode"]
+    assert [s for _, s in timeline.intervals()] == pytest.approx([0.05, 0.02, 0.03], abs=0.01)
+
+
 def test_the_timeline_and_the_medians() -> None:
     ticks = iter([0.0, 1.0, 3.0, 4.0, 4.5])
     timeline = Timeline(clock=lambda: next(ticks))
