@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import inspect
 import time
+from functools import lru_cache
 from typing import Any
 
 from tuner.evaluators.runtime.structure import Timeline, named
@@ -54,7 +55,7 @@ class PipelineClock:
         step (2 with CFG), recorded as a count."""
         self._passes = int(passes_per_step)
         timeline = self._timeline
-        if "callback_on_step_end" in inspect.signature(pipe.__call__).parameters:
+        if _takes_step_callback(type(pipe)):
             kwargs["callback_on_step_end"] = self._step_end
         prepare = getattr(pipe, "prepare_latents", None)
 
@@ -132,6 +133,12 @@ class GenerateClock:
         return {"phases": {"prefill": sum(prefills), "finish": sum(named(intervals, "finish"))},
                 "series": {"tokens": tokens},
                 "counts": {"new_token_steps": len(tokens) + len(prefills), "generate_calls": self._calls}}
+
+
+@lru_cache(maxsize=None)
+def _takes_step_callback(pipeline_type: type) -> bool:
+    """Whether a pipeline class's ``__call__`` takes ``callback_on_step_end``."""
+    return "callback_on_step_end" in inspect.signature(pipeline_type.__call__).parameters
 
 
 class _TokenMarks:
