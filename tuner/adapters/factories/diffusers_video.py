@@ -216,7 +216,8 @@ class DiffusersVideoModel:
 
     def call_structure(self) -> dict[str, Any] | None:
         """The last call's structure (:mod:`.call_clocks`): ``text`` (the prompt embeddings: UMT5 on the CPU at a
-        prompt's first call, else a cache lookup, ~0), ``setup``, each denoising step (``steps``; 1 + CFG denoiser
+        prompt's first call, else a cache lookup, ~0; a non-Wan pipeline encodes its prompt strings inside the call,
+        in ``setup``), ``setup``, each denoising step (``steps``; 1 + CFG denoiser
         passes each: ``passes_per_step``), ``denoise`` (their sum) and ``decode`` -- all inside ``model`` but
         ``text`` (inside ``prepare``). CUDA events on a CUDA device (no synchronisation in the call), else the
         host clock."""

@@ -213,7 +213,8 @@ class OmniThinkerModel:
 
     def call_spans(self) -> dict[str, float]:
         """The last call's seconds: ``prepare`` (the kept inputs, built at a new media setting), ``model``
-        (``generate`` and its ids' host copy) and ``postprocess`` (answers decoded): :mod:`tuner.evaluators.runtime.spans`."""
+        (``generate`` and its ids' host copy) and ``postprocess`` (answers decoded):
+        :mod:`tuner.evaluators.runtime.spans`."""
         return self._spans.seconds()
 
     def call_structure(self) -> dict[str, Any] | None:

@@ -261,7 +261,8 @@ class AVQAWorkload(Workload):
         intervals = self._timeline.intervals()
         encode, prefill = sum(named(intervals, "encode")), named(intervals, "prefill")
         tokens = named(intervals, "token")
-        return {"phases": {"prefill": encode + sum(prefill), "encode": encode, "finish": sum(named(intervals, "finish"))},
+        finish = sum(named(intervals, "finish"))
+        return {"phases": {"prefill": encode + sum(prefill), "encode": encode, "finish": finish},
                 "series": {"tokens": tokens},
                 "counts": {"new_token_steps": len(tokens) + len(prefill), "batches": len(prefill)}}
 
