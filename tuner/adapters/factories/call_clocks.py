@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import inspect
 import time
-from functools import lru_cache
 from typing import Any
 
 from tuner.evaluators.runtime.structure import Timeline, named
@@ -135,10 +134,14 @@ class GenerateClock:
                 "counts": {"new_token_steps": len(tokens) + len(prefills), "generate_calls": self._calls}}
 
 
-@lru_cache(maxsize=None)
+_STEP_CALLBACK: dict[type, bool] = {}
+
+
 def _takes_step_callback(pipeline_type: type) -> bool:
-    """Whether a pipeline class's ``__call__`` takes ``callback_on_step_end``."""
-    return "callback_on_step_end" in inspect.signature(pipeline_type.__call__).parameters
+    """Whether a pipeline class's ``__call__`` takes ``callback_on_step_end`` (read once per class)."""
+    if pipeline_type not in _STEP_CALLBACK:
+        _STEP_CALLBACK[pipeline_type] = "callback_on_step_end" in inspect.signature(pipeline_type.__call__).parameters
+    return _STEP_CALLBACK[pipeline_type]
 
 
 class _TokenMarks:
