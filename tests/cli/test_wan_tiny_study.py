@@ -69,7 +69,7 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Path]
 @pytest.mark.slow
 @pytest.mark.timeout(900)  # about 1 minute on an idle 2-core machine
 def test_a_real_wan_study_measures_every_setting_in_one_warm_worker(study: tuple[optuna.Study, Path]) -> None:
-    trials, _ = study
+    trials, home = study
     measured = [t for t in trials.trials if t.user_attrs.get("measured")]
     assert len(measured) >= 2 * len(STEPS) - 2, [(t.number, t.user_attrs.get("outcome")) for t in trials.trials]
     problems = [(t.number, t.user_attrs.get("outcome"), t.user_attrs.get("reason")) for t in measured
@@ -88,6 +88,12 @@ def test_a_real_wan_study_measures_every_setting_in_one_warm_worker(study: tuple
         assert value(trial, "peak_rss_gb") > 0.1, "peak host memory of every trial"
         assert value(trial, "count_steps") == trial.params["num_inference_steps"] and value(trial, "count_frames") == 9
         assert 0 < value(trial, "ssim") <= 1 and value(trial, "psnr_db") > 10, "compared with the reference"
+        structure = side[trial.number]["worker_info"]["call_structure"]  # issue 38: the call's cost structure
+        assert structure["steps"] == trial.params["num_inference_steps"] and structure["passes_per_step"] == 2
+        assert value(trial, "denoise_s") + value(trial, "decode_s") <= value(trial, "model_s") * 1.05
+        assert value(trial, "denoise_step_s") > 0 and value(trial, "text_s") >= 0
+    shown = run_tuner("show", "s", str(measured[-1].number), cwd=home).stdout
+    assert "denoise_step_s" in shown and "decode_s" in shown, "tuner show lists the structure's metrics"
 
 
 @pytest.mark.slow

@@ -21,6 +21,8 @@ the model reads; the worker records their sha256 with each trial (export provena
 An optional ``weights_identity(inputs) -> str`` says which weights ran:
 ``random:<preset>:<seed>`` for a network built from its config with seeded random
 weights, ``path:<dir>`` for a weights directory; recorded as ``runtime.weights_identity``.
+Optional ``call_spans()`` and ``call_structure()`` report the last ``run``'s spans and cost structure
+(:mod:`tuner.evaluators.runtime.spans`, :mod:`tuner.evaluators.runtime.structure`).
 
 Counters ``adapter_loads`` (loads by this process so far) and ``adapter_calls``
 are added to every output, so a study shows how often its model was loaded.
@@ -140,6 +142,12 @@ class PythonAdapterWorkload(Workload):
         """The model's ``call_spans()`` (seconds of its last ``run`` by span), when it has one; else None."""
         spans = getattr(self.model, "call_spans", None)
         return dict(spans()) if callable(spans) else None
+
+    def call_structure(self) -> Mapping[str, Any] | None:
+        """The model's ``call_structure()`` (phases and per-step seconds of its last ``run``), when it has one;
+        else None."""
+        structure = getattr(self.model, "call_structure", None)
+        return dict(structure()) if callable(structure) else None
 
     def declared_weights(self, context: RunContext) -> Mapping[str, Path]:
         """The model's ``declared_weights(inputs)``, when it has one; else none."""

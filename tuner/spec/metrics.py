@@ -51,6 +51,9 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "model_s": ("s", "minimize"),  # the model's own work: what a bare timing of the model call measures
     "postprocess_s": ("s", "minimize"),  # the model's result to the returned output (host copy, uint8)
     "outside_spans_s": ("s", "minimize"),  # latency_p50_s less the spans: glue and the timing itself
+    # a call's cost structure, medians (tuner.evaluators.runtime.structure): phases inside model_s, one step / token
+    **{name: ("s", "minimize") for name in ("text_s", "denoise_s", "denoise_step_s", "decode_s", "prefill_s",
+                                            "decode_token_s")},
     "time_to_first_chunk_s": ("s", "minimize"),  # a chunked workload's (tuner.evaluators.runtime.streaming)
     "chunk_latency_p50_s": ("s", "minimize"),
     "chunk_latency_p95_s": ("s", "minimize"),

@@ -35,6 +35,8 @@ Contract
   CUDA graph capture). Default: 0.
 * ``call_spans`` (optional) splits the last ``run``'s seconds into the model's
   work and what surrounds it (``model_s``, ``postprocess_s`` ...). Default: None.
+* ``call_structure`` (optional) reports the last ``run``'s cost structure: its
+  phases and per-step seconds (denoising steps, new tokens). Default: None.
 * ``concurrent_calls`` (optional, default 1) bounds how many ``run`` calls may
   overlap in one process (the streams of ``measurement.sustained``).
 * ``invocation`` (optional) is what the workload last executed natively (argv,
@@ -182,6 +184,13 @@ class Workload(ABC):
         """Seconds of the last ``run`` by span (``prepare`` / ``model`` / ``postprocess``:
         :mod:`tuner.evaluators.runtime.spans`), read by the worker after each timed repeat; None: the
         workload splits nothing (the default)."""
+        return None
+
+    def call_structure(self) -> Mapping[str, Any] | None:
+        """The last ``run``'s cost structure -- ``{"phases": {name: s}, "series": {name: [s, ...]}, "counts":
+        {...}}``, :mod:`tuner.evaluators.runtime.structure` (text encoding, each denoising step, the decode;
+        prefill, each new token) -- read by the worker after each timed repeat; None: the workload knows no
+        structure (the default: a command, an HTTP service), its cost stays a black box."""
         return None
 
     def measured_metrics(self) -> list[Metric]:

@@ -35,7 +35,8 @@ Output: ``text`` = one answer per question, decoded up to its end. Counters ``ne
 answer, the generated tokens before its first end-of-sequence or pad id, summed over answers: the
 EOS itself and the padding ``generate`` adds after an answer that ended early are not counted; the
 ids are the generation config's ``eos_token_id`` / ``pad_token_id``, else the tokenizer's) and
-``max_new_tokens_hit`` (answers cut by the limit).
+``max_new_tokens_hit`` (answers cut by the limit). Spans prepare / model / postprocess and the cost
+structure (prefill, each new token: :mod:`.call_clocks`) of each call.
 """
 
 from __future__ import annotations
@@ -47,7 +48,9 @@ import numpy as np
 
 from tuner.adapters.factories import import_named, torch_dtype
 from tuner.adapters.factories.av_inputs import resample_audio
+from tuner.adapters.factories.call_clocks import GenerateClock, device_cuda
 from tuner.adapters.media import read_audio, read_video
+from tuner.evaluators.runtime.spans import CallSpans
 from tuner.workloads.base import InvalidSetting, WorkloadOutput
 
 DEFAULT_MODEL_CLASS = "transformers:AutoModelForMultimodalLM"
@@ -104,6 +107,8 @@ class TransformersAVModel:
         self.processor: Any = None
         self.stops: frozenset[int] = frozenset()
         self.pad_id: int | None = None
+        self._spans = CallSpans()
+        self._clock: GenerateClock | None = None
 
     def load(self, static_params: Mapping[str, Any]) -> None:
         import transformers
@@ -202,18 +207,34 @@ class TransformersAVModel:
             raise InvalidSetting(f"batch_size must be >= 1, not {batch_size}")
         generation = self._generation(params)
         answers: list[list[int]] = []
+        self._spans.begin()
+        clock = self._clock = self._clock or GenerateClock(device_cuda(self.device))
+        clock.begin()
         for start in range(0, len(questions), batch_size):
             batch = self.prepare(questions[start:start + batch_size], params, inputs)
             if generation["do_sample"]:
                 torch.manual_seed(int(inputs.get("seed", 0)) + start)
+            self._spans.mark("prepare")
             with torch.inference_mode():
-                output = self.model.generate(**batch, **generation)
+                output = clock.generate(self.model, **batch, **generation).cpu()
+            self._spans.mark("model")
             answers += answer_tokens(output[:, batch["input_ids"].shape[1]:].tolist(), self.stops)
         texts = self.processor.tokenizer.batch_decode(answers, skip_special_tokens=True)
         limit = generation["max_new_tokens"]
         counters = {"new_tokens": float(sum(len(answer) for answer in answers)),
                     "max_new_tokens_hit": float(sum(len(answer) >= limit for answer in answers))}
+        self._spans.mark("postprocess")
         return WorkloadOutput(text=[str(text).strip() for text in texts], items=len(texts), counters=counters)
+
+    def call_spans(self) -> dict[str, float]:
+        """The last call's seconds over its batches: ``prepare`` (media read, the processor), ``model`` (``generate``
+        and its ids' host copy), ``postprocess`` (answers cut and decoded): :mod:`tuner.evaluators.runtime.spans`."""
+        return self._spans.seconds()
+
+    def call_structure(self) -> dict[str, Any] | None:
+        """The last call's structure over its batches (:mod:`.call_clocks`): ``prefill`` (encoders and prefill,
+        summed over the batches), ``tokens`` (each further decoding step), inside ``model``."""
+        return self._clock.report() if self._clock is not None else None
 
     def synchronize(self) -> None:
         import torch

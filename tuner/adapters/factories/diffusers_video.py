@@ -30,6 +30,8 @@ only), ``batch_size`` (videos per call), ``scheduler`` (unipc / dpm++ / euler) a
 ``cache`` with ``cache_threshold`` / ``cache_interval``, ``vae_tiling``, ``vae_slicing``. These
 apply without a reload (a cache's hooks are swapped when it changes). Inputs: ``prompt``,
 ``negative_prompt``. Output: uint8 video (B, T, H, W, 3); counters ``frames``, ``steps``, ``cfg``.
+Spans (``call_spans``): prepare / model / postprocess; cost
+structure (``call_structure``, :mod:`.call_clocks`): text, setup, each denoising step, decode.
 A setting the pipeline would refuse or silently change raises ``InvalidSetting``. MagCache
 without a ``mag_ratios`` kwarg calibrates its ratios by one uncached generation the first time a
 setting asks for it: the trial's first call, a warm-up call when ``measurement.warmup >= 1``.
@@ -38,12 +40,14 @@ setting asks for it: the trial's first call, a warm-up call when ``measurement.w
 from __future__ import annotations
 
 import gc
+import time
 from pathlib import Path
 from typing import Any, Mapping
 
 import numpy as np
 
 from tuner.adapters.factories import import_named, torch_dtype
+from tuner.adapters.factories.call_clocks import PipelineClock, device_cuda, host_seconds
 from tuner.adapters.factories.wan_knobs import (CacheChoice, cache_config, calibrate_mag_ratios,
                                                 check_attention_backend, compile_mode, compile_transformer, place,
                                                 CUDA_GRAPH_MODES)
@@ -77,6 +81,7 @@ class DiffusersVideoModel:
         self._applied: dict[str, Any] = {}
         self._calibrated: dict[tuple[Any, ...], list[float]] = {}
         self._spans = CallSpans()
+        self._clock: PipelineClock | None = None
         self._compile, self._compiled_shapes = "none", set[tuple[Any, ...]]()
 
     # -- weights -----------------------------------------------------------------------------------------
@@ -175,12 +180,15 @@ class DiffusersVideoModel:
             if getattr(self.pipe, "transformer_2", None) is None:
                 raise InvalidSetting("guidance_scale_2 is for the low-noise expert of a two-expert (Wan2.2 A14B) model")
             call["guidance_scale_2"] = float(params["guidance_scale_2"])
+        clock = self._clock = self._clock or PipelineClock(device_cuda(self.device))
+        text_started = time.perf_counter()
         call.update(self._text(inputs, batch))
+        clock.text(host_seconds(text_started))
         self._configure(params)
         self._apply_cache(CacheChoice.from_params(params), call, guidance > 1.0)
         generator = torch.Generator(device="cpu").manual_seed(self.seed)
         self._spans.mark("prepare")
-        result = self.pipe(**call, generator=generator)  # output_type "np": it ends in the host copy
+        result = clock.call(self.pipe, 2 if guidance > 1.0 else 1, **call, generator=generator)  # ends in a host copy
         self._spans.mark("model")
         video = np.asarray(result.frames)
         if video.ndim == 4:
@@ -205,6 +213,15 @@ class DiffusersVideoModel:
         """The last call's seconds: ``prepare`` (text, scheduler, cache hooks, generator), ``model`` (the pipeline
         call, decode and its host copy included) and ``postprocess`` (to uint8) -- :mod:`tuner.evaluators.runtime.spans`."""
         return self._spans.seconds()
+
+    def call_structure(self) -> dict[str, Any] | None:
+        """The last call's structure (:mod:`.call_clocks`): ``text`` (the prompt embeddings: UMT5 on the CPU at a
+        prompt's first call, else a cache lookup, ~0; a non-Wan pipeline encodes its prompt strings inside the call,
+        in ``setup``), ``setup``, each denoising step (``steps``; 1 + CFG denoiser
+        passes each: ``passes_per_step``), ``denoise`` (their sum) and ``decode`` -- all inside ``model`` but
+        ``text`` (inside ``prepare``). CUDA events on a CUDA device (no synchronisation in the call), else the
+        host clock."""
+        return self._clock.report() if self._clock is not None else None
 
     def _check_shape(self, frames: int, height: int, width: int) -> None:
         temporal = int(getattr(self.pipe, "vae_scale_factor_temporal", 4))

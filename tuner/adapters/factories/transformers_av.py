@@ -24,11 +24,13 @@ from typing import Any, Mapping
 import numpy as np
 
 from tuner.adapters.factories import torch_dtype
+from tuner.adapters.factories.call_clocks import GenerateClock, device_cuda
 from tuner.adapters.factories.av_inputs import (AUDIO_RATE, DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, MAX_POSITIONS,
                                                 MediaSettings, ThinkerInputs, VideoSource, build_inputs,
                                                 resample_audio, seeded_text_ids, synthetic_audio)
 from tuner.adapters.factories.omni_presets import TOKENS, build_random_thinker, load_thinker, load_tokenizer
 from tuner.adapters.media import read_audio, read_video
+from tuner.evaluators.runtime.spans import CallSpans
 from tuner.workloads.base import InvalidSetting, WorkloadOutput
 
 
@@ -62,7 +64,8 @@ class OmniThinkerModel:
     ``audio_tokens`` and ``prompt_tokens`` (per request), ``new_tokens`` (all requests),
     ``max_new_tokens_hit``, ``frames``, ``frame_height`` / ``frame_width`` (px). The inputs of
     the last setting are kept (tensors on the device): repeats time ``generate`` alone --
-    encoders, prefill and decoding -- not the synthetic media or the feature extraction.
+    encoders, prefill and decoding -- not the synthetic media or the feature extraction. Spans prepare /
+    model / postprocess and the cost structure (prefill, each new token: :mod:`.call_clocks`) of each call.
     """
 
     def __init__(self, weights: str = "random", architecture: str = "tiny", seed: int = 0, device: str = "cuda",
@@ -76,6 +79,8 @@ class OmniThinkerModel:
         self.tokenizer: Any = None
         self._inputs_key: tuple[Any, ...] | None = None
         self._inputs: ThinkerInputs | None = None
+        self._spans = CallSpans()
+        self._clock: GenerateClock | None = None
 
     @property
     def random(self) -> bool:
@@ -183,10 +188,16 @@ class OmniThinkerModel:
 
         if self.model is None:
             raise RuntimeError("run() before load()")
+        self._spans.begin()
+        clock = self._clock = self._clock or GenerateClock(device_cuda(self.device))
+        clock.begin()
         prepared = self.prepare(params, inputs)
         generation = self._generation(params, prepared.prompt_tokens)
+        self._spans.mark("prepare")
         with torch.inference_mode():
-            output = self.model.generate(**prepared.tensors, **generation)
+            output = clock.generate(self.model, **prepared.tensors, **generation)
+            output = output.cpu()
+        self._spans.mark("model")
         answers = [_until_eos(row) for row in output[:, prepared.prompt_tokens:].tolist()]
         if self.tokenizer is not None:
             texts = [str(text).strip() for text in self.tokenizer.batch_decode(answers, skip_special_tokens=True)]
@@ -197,7 +208,19 @@ class OmniThinkerModel:
                     "prompt_tokens": prepared.prompt_tokens, "new_tokens": sum(len(a) for a in answers),
                     "max_new_tokens_hit": sum(len(a) >= limit for a in answers), "frames": prepared.frames,
                     "frame_height": prepared.frame_size[0], "frame_width": prepared.frame_size[1]}
+        self._spans.mark("postprocess")
         return WorkloadOutput(text=texts, items=len(texts), counters={k: float(v) for k, v in counters.items()})
+
+    def call_spans(self) -> dict[str, float]:
+        """The last call's seconds: ``prepare`` (the kept inputs, built at a new media setting), ``model``
+        (``generate`` and its ids' host copy) and ``postprocess`` (answers decoded):
+        :mod:`tuner.evaluators.runtime.spans`."""
+        return self._spans.seconds()
+
+    def call_structure(self) -> dict[str, Any] | None:
+        """The last call's structure (:mod:`.call_clocks`): ``prefill`` (the encoders and the prefill: time to the
+        first new token's logits), ``tokens`` (each further decoding step), inside ``model``."""
+        return self._clock.report() if self._clock is not None else None
 
     def synchronize(self) -> None:
         import torch

@@ -53,6 +53,7 @@ class InputRun:
     nvml_devices: list[int]
     invocation: dict[str, Any] | None = None  # what the workload executed for this input
     sustained: list[dict[str, Any]] | None = None  # measurement.sustained: each level's figures
+    structure: dict[str, Any] | None = None  # the timed calls' cost structure (runtime.structure.structure_info)
 
 
 class References:
@@ -87,6 +88,7 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     from tuner.evaluators.latency import measure_latency
     from tuner.evaluators.memory import PeakMemoryMonitor
     from tuner.evaluators.runtime.spans import span_metrics
+    from tuner.evaluators.runtime.structure import structure_info, structure_metrics
     from tuner.workloads.base import WorkloadOutput
 
     memory_sample_hz = float(request.measurement.get("memory_sample_hz", 100.0))
@@ -103,10 +105,12 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     stage[0] = "run"
     phases.mark("warmup")
     spans: list[Mapping[str, float]] = []
+    structures: list[Mapping[str, Any]] = []
 
     def call() -> Any:
         output = running.run(request.settings, context)
         spans.append(running.call_spans() or {})
+        structures.append(running.call_structure() or {})
         return output
 
     with PeakMemoryMonitor(memory_sample_hz) as monitor:
@@ -116,8 +120,10 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
         own = {m.name: m for m in running.measured_metrics()}  # the timed calls', before the load's calls
         load = _sustained(request, running, context, deadline, stats) if request.measurement.get("sustained") else None
     metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, own)
-    metrics.update({m.name: m for m in span_metrics(spans[len(spans) - len(stats.samples_s):],
-                                                    metrics.get("latency_p50_s"))})
+    timed = len(stats.samples_s)
+    metrics.update({m.name: m for m in span_metrics(spans[len(spans) - timed:], metrics.get("latency_p50_s"))})
+    structure = structure_info(structures[len(structures) - timed:])
+    metrics.update({m.name: m for m in structure_metrics(structures[len(structures) - timed:])})
     curve = None
     if load is not None:
         from tuner.evaluators.runtime.sustained import curve_rows, sustained_metrics
@@ -141,7 +147,7 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     metrics.update({metric.name: metric for metric in _quality_metrics(request, output, reference, missing,
                                                                        context.inputs)})
     invocation = dict(running.invocation) if running.invocation is not None else None
-    return (InputRun(name, stats, output, metrics, list(monitor.nvml_devices), invocation, curve),
+    return (InputRun(name, stats, output, metrics, list(monitor.nvml_devices), invocation, curve, structure),
             time.perf_counter() - eval_started)
 
 
@@ -189,7 +195,7 @@ def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext"
         **({"cut_short": _cut_short_note(cut, settings, request.timeout_s)} if cut is not None else {}),
         **({"sample_problems": samples.problems} if samples.problems else {}),
         **({"repeats_per_input": {run.name: len(run.stats.samples_s) for run in runs}} if several else {}),
-        **_sustained_info(runs, several),
+        **_sustained_info(runs, several), **_structure_info(runs, several),
         **provenance}
     return TrialResult(
         outcome=Outcome.OK, metrics=finite_metrics(metrics), invocation=runs[0].invocation,
@@ -204,6 +210,14 @@ def _sustained_info(runs: list[InputRun], several: bool) -> dict[str, Any]:
     if not loaded:
         return {}
     return {"sustained": loaded if several else next(iter(loaded.values()))}
+
+
+def _structure_info(runs: list[InputRun], several: bool) -> dict[str, Any]:
+    """``{"call_structure": ...}`` (by input name when ``several``) of the runs whose workload reported one."""
+    known = {run.name: run.structure for run in runs if run.structure is not None}
+    if not known:
+        return {}
+    return {"call_structure": known if several else next(iter(known.values()))}
 
 
 def energy_per_output(power: Metric | None, throughput: Metric | None) -> Metric:

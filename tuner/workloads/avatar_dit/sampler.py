@@ -67,8 +67,9 @@ class GenerationPlan:
 
 
 def sample_clip(model: AvatarDiT, noise: torch.Tensor, context: torch.Tensor, audio: torch.Tensor,
-                sample_steps: int, precision: str) -> torch.Tensor:
-    """Euler-integrate one clip from ``noise`` (B, C, T, h, w) to fp32 latents of the same shape."""
+                sample_steps: int, precision: str, on_step: Callable[[], None] | None = None) -> torch.Tensor:
+    """Euler-integrate one clip from ``noise`` (B, C, T, h, w) to fp32 latents of the same shape; ``on_step()``
+    is called after each step's update is queued (a timeline marks it)."""
     x = noise.float()
     times = flow_times(sample_steps)
     for t, t_next in zip(times[:-1], times[1:]):
@@ -76,6 +77,8 @@ def sample_clip(model: AvatarDiT, noise: torch.Tensor, context: torch.Tensor, au
         with autocast_for(x.device, precision):
             predicted = model(x, context, t_batch, audio)
         x = x + (t_next - t) * predicted.float()
+        if on_step is not None:
+            on_step()
     return x
 
 
@@ -108,7 +111,8 @@ def motion_context(latents: torch.Tensor, motion_frames: int) -> torch.Tensor:
 def generate_video(model: AvatarDiT, codec: PixelShuffleCodec, conditioning: Conditioning,
                    draw_noise: Callable[[int], torch.Tensor], plan: GenerationPlan,
                    side: torch.cuda.Stream | None = None,
-                   on_clip: Callable[[int], None] | None = None) -> torch.Tensor:
+                   on_clip: Callable[[int], None] | None = None,
+                   mark: Callable[[str], None] | None = None) -> torch.Tensor:
     """All clips, chained and decoded: uint8 (B, num_clip * infer_frames, S, S, 3) on the device.
 
     ``draw_noise(clip_index)`` returns that clip's initial noise (B, C, T, h, w).
@@ -119,7 +123,11 @@ def generate_video(model: AvatarDiT, codec: PixelShuffleCodec, conditioning: Con
     ``online_decode``); the result is ready on the current stream on return.
     ``on_clip(k)`` is called once clip ``k``'s pixels are queued, on the stream that makes them (a chunk
     clock marks it there); without ``online_decode`` every clip's call comes after the one final decode.
+    ``mark(name)`` (a :class:`~tuner.evaluators.runtime.structure.Timeline`'s) ends an interval on the current
+    stream: ``clip`` (a clip's noise and context), ``step`` (each sampling step), ``decode`` (each decode on
+    the current stream; none for a decode on ``side``, which overlaps the next clip's steps).
     """
+    marked: Callable[[str], None] = mark or (lambda name: None)
     motion_frames = model.config.motion_frames
     reference = conditioning.reference.expand(plan.batch_size, -1, -1, -1, -1)
     motion = reference.expand(-1, -1, motion_frames, -1, -1)
@@ -130,12 +138,15 @@ def generate_video(model: AvatarDiT, codec: PixelShuffleCodec, conditioning: Con
         frames = slice(clip * plan.infer_frames, (clip + 1) * plan.infer_frames)
         context = torch.cat([reference, motion], dim=2)
         audio = conditioning.audio[frames].unsqueeze(0).expand(plan.batch_size, -1, -1, -1)
-        latents = sample_clip(model, draw_noise(clip), context, audio, plan.sample_steps, plan.precision)
+        noise = draw_noise(clip)
+        marked("clip")
+        latents = sample_clip(model, noise, context, audio, plan.sample_steps, plan.precision, lambda: marked("step"))
         motion = motion_context(latents, motion_frames)
         if not plan.online_decode:
             pieces.append(latents)
         elif side is None:
             pieces.append(decode_to_pixels(codec, latents, plan.output_size, plan.precision))
+            marked("decode")
             if on_clip is not None:
                 on_clip(clip)
         else:
@@ -150,6 +161,7 @@ def generate_video(model: AvatarDiT, codec: PixelShuffleCodec, conditioning: Con
             piece.record_stream(main)  # made on the side stream, read by the main one
     if not plan.online_decode:
         pixels = decode_to_pixels(codec, torch.cat(pieces, dim=2), plan.output_size, plan.precision)
+        marked("decode")
         for clip in range(plan.num_clip if on_clip is not None else 0):
             on_clip(clip)  # type: ignore[misc]
         return pixels

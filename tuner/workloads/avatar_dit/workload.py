@@ -53,7 +53,8 @@ Output: ``video`` uint8 (batch_size, frames, output_size, output_size, 3), the g
 frames: a talking head ends with its audio, so every ``infer_frames`` gives a video of one
 length and one content, compared frame by frame with the reference's); ``audio`` the input
 audio (float32, 16 kHz); counters ``frames`` (generated per request, before the cut), ``clips``, ``tokens_per_clip``, ``dit_forwards`` and
-``dit_gflops`` (analytic matmul FLOPs of all DiT forwards of the call).
+``dit_gflops`` (analytic matmul FLOPs of all DiT forwards of the call). Spans prepare / model / postprocess
+(``call_spans``) and the cost structure (``call_structure``): each sampling step, the decode.
 """
 
 from __future__ import annotations
@@ -68,6 +69,7 @@ import numpy as np
 import torch
 
 from tuner.evaluators.runtime.spans import CallSpans
+from tuner.evaluators.runtime.structure import Timeline, named
 from tuner.evaluators.runtime.streaming import ChunkClock
 from tuner.results import Metric
 from tuner.workloads.avatar_dit.checkpoint import DEFAULT_WEIGHTS, load_checkpoint
@@ -198,6 +200,8 @@ class AvatarDiTWorkload(Workload):
         self._audio_key: tuple[float, int] | None = None
         self._chunks: ChunkClock | None = None
         self._spans: CallSpans | None = None
+        self._timeline: Timeline | None = None
+        self._shape: tuple[int, bool] = (1, False)  # (clips, decode on the side stream) of the last call
         self._audio: np.ndarray | None = None
         self._conditionings: dict[tuple[int, int, AvatarInputs, int], Conditioning] = {}
         self._decode_stream: torch.cuda.Stream | None = None
@@ -239,7 +243,11 @@ class AvatarDiTWorkload(Workload):
             conditioning = self._conditioning(settings, inputs, context.seed, device)
             draw_noise = self._noise_source(settings, context.seed, device)
             spans.mark("prepare")
-            video = generate_video(self._model, self._codec, conditioning, draw_noise, plan, side, clip_ready)
+            timeline = self._timeline = Timeline(torch.cuda if device.type == "cuda" else None)
+            self._shape = (settings.num_clip, side is not None)
+            timeline.start()
+            video = generate_video(self._model, self._codec, conditioning, draw_noise, plan, side, clip_ready,
+                                   timeline.mark)
             spans.mark("model")
             video_array = video.cpu().numpy()[:, :math.ceil(inputs.audio_seconds * inputs.fps)]
             spans.mark("postprocess")
@@ -260,6 +268,22 @@ class AvatarDiTWorkload(Workload):
         """The last call's seconds: ``prepare`` (settings, conditioning and noise), ``model`` (sampling and decode
         of every clip) and ``postprocess`` (the host copy): :mod:`tuner.evaluators.runtime.spans`."""
         return self._spans.seconds() if self._spans is not None else None
+
+    def call_structure(self) -> Mapping[str, Any] | None:
+        """The last call's structure (:mod:`tuner.evaluators.runtime.structure`), inside ``model``: each sampling
+        step of every clip (``steps``, one DiT pass each), ``denoise`` (their sum), ``decode`` (every decode on the
+        main stream; absent with ``streams`` 2 on CUDA, where decoding overlaps the next clip's steps), ``clip``
+        (each clip's noise and context). CUDA events on CUDA (no synchronisation in the call), else the host
+        clock."""
+        if self._timeline is None:
+            return None
+        intervals = self._timeline.intervals()
+        steps = named(intervals, "step")
+        clips, side = self._shape
+        phases = {"denoise": sum(steps), "clip": sum(named(intervals, "clip")),
+                  **({} if side else {"decode": sum(named(intervals, "decode"))})}
+        return {"phases": phases, "series": {"steps": steps},
+                "counts": {"passes_per_step": 1, "clips": clips, "steps_per_clip": len(steps) // max(1, clips)}}
 
     def measured_metrics(self) -> list[Metric]:
         """The last call's streaming figures: each clip is a chunk (:mod:`tuner.evaluators.runtime.streaming`)."""

@@ -26,6 +26,7 @@ Contract of :func:`generate`
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 import torch
 
@@ -60,8 +61,10 @@ class Generation:
 class _Decoder:
     """Feeds one step at a time to the model, cached or recomputing the prefix."""
 
-    def __init__(self, model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]], use_cache: bool) -> None:
+    def __init__(self, model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]], use_cache: bool,
+                 mark: Callable[[str], None] | None = None) -> None:
         self.model, self.memory, self.use_cache = model, memory, use_cache
+        self.mark: Callable[[str], None] = mark or (lambda name: None)
         length = max(len(p) for p in prompts)
         self.tokens = torch.full((len(prompts), length), PAD, dtype=torch.long, device=memory.device)
         self.mask = torch.zeros((len(prompts), length), dtype=torch.bool, device=memory.device)
@@ -74,7 +77,9 @@ class _Decoder:
         self.calls = self.processed = 0
 
     def first_logits(self) -> torch.Tensor:
-        return self._run(self.tokens, self.positions, self.mask)
+        logits = self._run(self.tokens, self.positions, self.mask)
+        self.mark("prefill")
+        return logits
 
     def next_logits(self, token: torch.Tensor) -> torch.Tensor:
         """Append ``token`` (N,) to every row and return the logits after it (N, vocab)."""
@@ -84,8 +89,11 @@ class _Decoder:
         self.positions = torch.cat([self.positions, position], dim=1)
         self.mask = torch.cat([self.mask, ones], dim=1)
         if self.use_cache:
-            return self._run(token[:, None], position, ones)
-        return self._run(self.tokens, self.positions, self.mask)
+            logits = self._run(token[:, None], position, ones)
+        else:
+            logits = self._run(self.tokens, self.positions, self.mask)
+        self.mark("token")
+        return logits
 
     def reorder(self, rows: torch.Tensor) -> None:
         self.tokens, self.positions, self.mask = self.tokens[rows], self.positions[rows], self.mask[rows]
@@ -102,17 +110,20 @@ class _Decoder:
 
 
 def generate(model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]], settings: DecodingSettings,
-             generators: list[torch.Generator] | None = None) -> Generation:
-    """Answer tokens for each prompt (row ``i`` attends to ``memory[i]``); see module docs."""
+             generators: list[torch.Generator] | None = None,
+             mark: Callable[[str], None] | None = None) -> Generation:
+    """Answer tokens for each prompt (row ``i`` attends to ``memory[i]``); see module docs. ``mark(name)`` (a
+    :class:`~tuner.evaluators.runtime.structure.Timeline`'s) is called with ``prefill`` once the prompt's logits
+    are queued and ``token`` after each further decoding step's."""
     if settings.max_new_tokens < 1:
         raise ValueError("max_new_tokens must be >= 1")
     if settings.num_beams > 1:
         if settings.do_sample:
             raise ValueError("beam search with sampling is not supported")
-        return _beam_search(model, memory, prompts, settings)
+        return _beam_search(model, memory, prompts, settings, mark)
     if settings.do_sample and (generators is None or len(generators) != len(prompts)):
         raise ValueError("sampling needs one torch.Generator per prompt")
-    decoder = _Decoder(model, memory, prompts, settings.use_cache)
+    decoder = _Decoder(model, memory, prompts, settings.use_cache, mark)
     logits = decoder.first_logits()
     rows = len(prompts)
     answers: list[list[int]] = [[] for _ in range(rows)]
@@ -138,10 +149,10 @@ def generate(model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]], s
 
 
 def _beam_search(model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]],
-                 settings: DecodingSettings) -> Generation:
+                 settings: DecodingSettings, mark: Callable[[str], None] | None = None) -> Generation:
     beams, rows = settings.num_beams, len(prompts)
     expanded = [p for p in prompts for _ in range(beams)]
-    decoder = _Decoder(model, memory.repeat_interleave(beams, dim=0), expanded, settings.use_cache)
+    decoder = _Decoder(model, memory.repeat_interleave(beams, dim=0), expanded, settings.use_cache, mark)
     logits = decoder.first_logits()
     scores = torch.full((rows, beams), float("-inf"), device=memory.device)
     scores[:, 0] = 0.0  # all beams start identical: expand only the first

@@ -52,7 +52,8 @@ Output and counters
 ``frames_used``, ``audio_seconds_used``; totals over the call:
 ``prompt_tokens``, ``new_tokens`` (``<eos>`` included), ``max_new_tokens_hit``
 (answers that used every allowed token without ``<eos>``), ``decode_calls``
-(decoder forward passes) and ``decoded_tokens`` (token positions they processed).
+(decoder forward passes) and ``decoded_tokens`` (token positions they processed). Cost structure
+(``call_structure``): each batch's encoders and prefill, each new token's decoding step.
 Sampling draws from one generator per question seeded by ``context.seed`` and
 the question index, so every answer is reproducible and independent of
 ``batch_size``.
@@ -66,6 +67,7 @@ from typing import Any, Mapping
 
 import torch
 
+from tuner.evaluators.runtime.structure import Timeline, named
 from tuner.workloads.avqa.checkpoint import DEFAULT_WEIGHTS, LoadedModel, load_checkpoint
 from tuner.workloads.avqa.data import (
     CLIP_SECONDS_RANGE, DEFAULT_CLIP_SECONDS, NATIVE_AUDIO_RATE, NATIVE_FPS, Clip, Question, clip_facts,
@@ -190,6 +192,7 @@ class AVQAWorkload(Workload):
         self._loaded: LoadedModel | None = None
         self._loaded_key: tuple[str, str] | None = None
         self._clips: dict[tuple[int, float], Clip] = {}
+        self._timeline: Timeline | None = None
 
     @property
     def loaded(self) -> LoadedModel | None:
@@ -217,6 +220,8 @@ class AVQAWorkload(Workload):
                   "decode_calls": 0.0, "decoded_tokens": 0.0, "batches": 0.0}
         per_request: dict[str, float] = {}
         dtype = AUTOCAST_DTYPES[settings.precision]
+        timeline = self._timeline = Timeline(torch.cuda if device.type == "cuda" else None)
+        timeline.start()
         with torch.inference_mode(), torch.autocast(device.type, dtype=dtype or torch.float32,
                                                     enabled=dtype is not None):
             for start in range(0, len(questions), settings.batch_size):
@@ -225,12 +230,13 @@ class AVQAWorkload(Workload):
                                     settings.video_fps, settings.max_frames, settings.audio_sample_rate,
                                     settings.max_audio_seconds, device)
                 memory = model.encode_media(media.frames, media.frame_seconds, media.audio, media.audio_rate_hz)
+                timeline.mark("encode")
                 prompts = [tokenizer.prompt(q.text) for q in chunk]
                 generators = None
                 if settings.decoding.do_sample:
                     generators = [torch.Generator().manual_seed(
                         request_seed(context.seed, inputs.first_question + start + i)) for i in range(len(chunk))]
-                result = generate(model, memory, prompts, settings.decoding, generators)
+                result = generate(model, memory, prompts, settings.decoding, generators, timeline.mark)
                 answers += [tokenizer.decode(tokens) for tokens in result.tokens]
                 totals["prompt_tokens"] += sum(len(p) for p in prompts)
                 totals["new_tokens"] += sum(len(t) for t in result.tokens)
@@ -241,8 +247,24 @@ class AVQAWorkload(Workload):
                 per_request = {"media_tokens": float(memory.shape[1]),
                                "frames_used": float(media.frames.shape[1]),
                                "audio_seconds_used": float(media.audio_seconds)}
+                timeline.mark("finish")
         counters = {"questions": float(len(questions)), **per_request, **totals}
         return WorkloadOutput(text=answers, items=len(questions), counters=counters)
+
+    def call_structure(self) -> Mapping[str, Any] | None:
+        """The last call's structure over its batches (:mod:`tuner.evaluators.runtime.structure`): ``prefill``
+        (each batch's media encoding -- ``encode``, also apart -- and prompt forward: the time to its first
+        logits, summed), ``tokens`` (each further decoding step of every batch), ``finish`` (answers decoded).
+        CUDA events on CUDA (no synchronisation added), else the host clock."""
+        if self._timeline is None:
+            return None
+        intervals = self._timeline.intervals()
+        encode, prefill = sum(named(intervals, "encode")), named(intervals, "prefill")
+        tokens = named(intervals, "token")
+        finish = sum(named(intervals, "finish"))
+        return {"phases": {"prefill": encode + sum(prefill), "encode": encode, "finish": finish},
+                "series": {"tokens": tokens},
+                "counts": {"new_token_steps": len(tokens) + len(prefill), "batches": len(prefill)}}
 
     def declared_weights(self, context: RunContext) -> Mapping[str, Path]:
         """The checkpoint ``run`` reads: ``inputs["weights"]`` (relative to the working directory) or the
