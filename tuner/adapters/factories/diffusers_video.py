@@ -32,7 +32,9 @@ apply without a reload (a cache's hooks are swapped when it changes). Inputs: ``
 ``negative_prompt``. Output: uint8 video (B, T, H, W, 3); counters ``frames``, ``steps``, ``cfg``.
 A setting the pipeline would refuse or silently change raises ``InvalidSetting``. MagCache
 without a ``mag_ratios`` kwarg calibrates its ratios by one uncached generation the first time a
-setting asks for it: the trial's first call, a warm-up call when ``measurement.warmup >= 1``.
+setting asks for it: the trial's first call, a warm-up call when ``measurement.warmup >= 1`` or ``auto``.
+:meth:`DiffusersVideoModel.warmup_calls` is exact (``knows_warmup``): under ``measurement.warmup: auto`` a setting
+whose shape this load has run, with nothing to compile or calibrate, is timed without a warm-up.
 """
 
 from __future__ import annotations
@@ -177,7 +179,7 @@ class DiffusersVideoModel:
             call["guidance_scale_2"] = float(params["guidance_scale_2"])
         call.update(self._text(inputs, batch))
         self._configure(params)
-        self._apply_cache(CacheChoice.from_params(params), call, guidance > 1.0)
+        self._apply_cache(CacheChoice.from_params(params), call, guidance > 1.0, _calibration_key(params))
         generator = torch.Generator(device="cpu").manual_seed(self.seed)
         self._spans.mark("prepare")
         result = self.pipe(**call, generator=generator)  # output_type "np": it ends in the host copy
@@ -192,14 +194,21 @@ class DiffusersVideoModel:
                               counters={"frames": float(video.shape[1]), "steps": float(call["num_inference_steps"]),
                                         "cfg": float(guidance > 1.0)})
 
+    knows_warmup = True  # warmup_calls is exact: measurement.warmup auto skips a warm setting's warm-up
+
     def warmup_calls(self, params: Mapping[str, Any]) -> int:
-        """Untimed calls this setting needs before its timings mean anything: with torch.compile, the first call
-        of a new shape compiles (1), and CUDA graphs (``reduce-overhead``, ``max-autotune``) also record and
-        first replay (3); none for a shape already run compiled, or without compile. The worker runs at least
-        this many warm-up calls, so compiling counts as the trial's start-up, never as its latency."""
-        if self._compile == "none" or _shape_key(params) in self._compiled_shapes:
-            return 0
-        return 3 if self._compile in CUDA_GRAPH_MODES else 1
+        """Untimed calls this setting needs in this process before its timings mean anything (exact): a shape
+        not run since the load (the first call's lazy set-up, a larger allocator pool, kernels chosen per
+        shape) needs 1, or 3 with CUDA graphs (``reduce-overhead``, ``max-autotune``: compile, record, first
+        replay); MagCache's first call of a setting without cached ratios calibrates (1); anything else, none.
+        So compiling and calibrating count as the trial's start-up, never as its latency."""
+        calls = 0
+        if _shape_key(params) not in self._compiled_shapes:
+            calls = 3 if self._compile in CUDA_GRAPH_MODES else 1
+        if str(params.get("cache", "none")) == "magcache" and not self.mag_ratios \
+                and _calibration_key(params) not in self._calibrated:
+            calls = max(calls, 1)
+        return calls
 
     def call_spans(self) -> dict[str, float]:
         """The last call's seconds: ``prepare`` (text, scheduler, cache hooks, generator), ``model`` (the pipeline
@@ -280,8 +289,9 @@ class DiffusersVideoModel:
                 vae.disable_slicing()
             self._applied["vae"] = (tiling, slicing)
 
-    def _apply_cache(self, choice: CacheChoice, call: Mapping[str, Any], cfg: bool) -> None:
-        """Swap the denoisers' cache hooks when the method or its knob (or MagCache's steps) changed."""
+    def _apply_cache(self, choice: CacheChoice, call: Mapping[str, Any], cfg: bool, calibration: Any) -> None:
+        """Swap the denoisers' cache hooks when the method or its knob (or MagCache's steps) changed;
+        ``calibration``: the setting's MagCache calibration key (:func:`_calibration_key`)."""
         denoisers = _denoisers(self.pipe)
         key = (choice, call["num_inference_steps"] if choice.method == "magcache" else None)
         if key == self._applied.get("cache", ((CacheChoice(), None))):
@@ -296,7 +306,7 @@ class DiffusersVideoModel:
         if choice.method == "magcache":
             if len(denoisers) > 1:
                 raise InvalidSetting("magcache counts steps per denoiser: not with two experts (Wan2.2 A14B)")
-            ratios = self.mag_ratios or self._calibration(call, cfg)
+            ratios = self.mag_ratios or self._calibration(call, cfg, calibration)
         for denoiser in denoisers if choice.method != "none" else []:
             config = cache_config(choice, lambda: self.pipe.current_timestep, int(call["num_inference_steps"]), ratios)
             try:
@@ -305,12 +315,10 @@ class DiffusersVideoModel:
                 raise InvalidSetting(f"cache {choice.method!r}: {error}") from None
         self._applied["cache"] = key
 
-    def _calibration(self, call: Mapping[str, Any], cfg: bool) -> list[float]:
-        """MagCache ratios of this network for the call's settings, measured once per setting."""
+    def _calibration(self, call: Mapping[str, Any], cfg: bool, key: Any) -> list[float]:
+        """MagCache ratios of this network for the call's settings, measured once per setting (``key``)."""
         import torch
 
-        key = tuple(sorted((k, v) for k, v in call.items() if not k.endswith("embeds"))) + (
-            self._applied.get("scheduler"),)
         if key not in self._calibrated:
             self._calibrated[key] = calibrate_mag_ratios(
                 self.pipe.transformer, lambda: self.pipe(**call, generator=torch.Generator("cpu").manual_seed(self.seed)),
@@ -345,6 +353,12 @@ def _shape_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
     return (params.get("num_frames"), params.get("height"), params.get("width"),
             params.get("batch_size", params.get("num_videos_per_prompt", 1)),
             float(params.get("guidance_scale", 5.0)) > 1.0)
+
+
+def _calibration_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a MagCache calibration depends on: the call's shape, steps, guidance and scheduler."""
+    return tuple(params.get(name) for name in ("num_frames", "height", "width", "num_inference_steps", "guidance_scale",
+                                               "guidance_scale_2", "scheduler", "flow_shift"))
 
 
 def _dtype_keyword() -> str:

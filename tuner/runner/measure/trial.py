@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.runner.base import TrialRequest
 from tuner.runner.device_used import device_used
+from tuner.runner.measure.warmup import floor_of, planned_warmup
 
 if TYPE_CHECKING:
     from tuner.runner.measure.phases import PhaseClock
@@ -97,9 +98,9 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     running.setup(request.settings, context)
     if after_setup is not None:
         after_setup()
-    needed = int(running.warmup_calls(request.settings) or 0)
-    if needed > settings.warmup:  # compiling, CUDA graph capture: start-up, never latency
-        settings = dataclasses.replace(settings, warmup=needed)
+    # compiling, CUDA graph capture, a shape new to the process: start-up, never latency; none for a warm one
+    settings = dataclasses.replace(settings, warmup=planned_warmup(request.measurement.get("warmup"), running,
+                                                                   request.settings))
     stage[0] = "run"
     phases.mark("warmup")
     spans: list[Mapping[str, float]] = []
@@ -245,6 +246,8 @@ def latency_settings(request: TrialRequest) -> Any:
     measurement.pop("memory_sample_hz", None)
     measurement.pop("bare_twin", None)
     measurement.pop("sustained", None)
+    if "warmup" in measurement:
+        measurement["warmup"] = floor_of(measurement["warmup"])  # ``auto``: the trial's own is planned_warmup's
     return LatencySettings(**measurement)
 
 
