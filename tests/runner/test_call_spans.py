@@ -94,7 +94,7 @@ def test_compile_asks_for_its_warmup_and_refuses_cuda_graphs_with_offload() -> N
     model._compile = "reduce-overhead"
     shape = {"num_frames": 5, "height": 32, "width": 32, "guidance_scale": 5.0}
     assert model.warmup_calls(shape) == 3, "compile, record, first replay"
-    model._compiled_shapes.add((5, 32, 32, 1, True))
+    model._compiled_shapes.add((5, 32, 32, 1, True, None))
     assert model.warmup_calls(shape) == 0, "a shape already run compiled needs none"
     assert model.warmup_calls({**shape, "guidance_scale": 1.0}) == 3, "CFG off halves the batch: a new graph"
     model._compile = "default"

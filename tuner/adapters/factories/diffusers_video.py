@@ -27,8 +27,9 @@ group_block / group_leaf / sequential; the old ``cpu_offload: true`` = model), `
 pipeline would silently round anything else), ``num_inference_steps``, ``guidance_scale`` (CFG, two
 denoiser calls per step, only above 1), ``guidance_scale_2`` (low-noise expert; two-expert presets
 only), ``batch_size`` (videos per call), ``scheduler`` (unipc / dpm++ / euler) and ``flow_shift``,
-``cache`` with ``cache_threshold`` / ``cache_interval``, ``vae_tiling``, ``vae_slicing``. These
-apply without a reload (a cache's hooks are swapped when it changes). Inputs: ``prompt``,
+``cache`` with ``cache_threshold`` / ``cache_interval``, ``vae_tiling``, ``vae_slicing``, and
+``attention_backend`` when ``reload_on`` leaves it out (uncompiled only). These apply without a reload (a
+cache's hooks are swapped when it changes, the denoisers' attention backend set). Inputs: ``prompt``,
 ``negative_prompt``. Output: uint8 video (B, T, H, W, 3); counters ``frames``, ``steps``, ``cfg``.
 A setting the pipeline would refuse or silently change raises ``InvalidSetting``. MagCache
 without a ``mag_ratios`` kwarg calibrates its ratios by one uncached generation the first time a
@@ -48,7 +49,7 @@ import numpy as np
 from tuner.adapters.factories import import_named, torch_dtype
 from tuner.adapters.factories.wan_knobs import (CacheChoice, cache_config, calibrate_mag_ratios,
                                                 check_attention_backend, compile_mode, compile_transformer, place,
-                                                CUDA_GRAPH_MODES)
+                                                switch_attention_backend, CUDA_GRAPH_MODES)
 from tuner.adapters.factories.wan_presets import (SCHEDULERS, build_transformer, build_vae, make_scheduler,
                                                   preset_named, random_text_embedding)
 from tuner.evaluators.runtime.spans import CallSpans
@@ -80,6 +81,7 @@ class DiffusersVideoModel:
         self._calibrated: dict[tuple[Any, ...], list[float]] = {}
         self._spans = CallSpans()
         self._compile, self._compiled_shapes = "none", set[tuple[Any, ...]]()
+        self._backend: Any = None  # the denoisers' attention backend (None: diffusers' default)
 
     # -- weights -----------------------------------------------------------------------------------------
     def weights_identity(self, inputs: Mapping[str, Any]) -> str:
@@ -122,7 +124,7 @@ class DiffusersVideoModel:
         for denoiser in denoisers:
             compile_transformer(denoiser, mode, self.compile_scope)
         self.pipe, self._applied = pipe, {"loaded_scheduler": getattr(pipe, "scheduler", None)}
-        self._compile, self._compiled_shapes = mode, set()
+        self._compile, self._compiled_shapes, self._backend = mode, set(), backend
 
     def _build_random(self, dtype: Any, vae_dtype: Any) -> Any:
         from diffusers import WanPipeline
@@ -179,6 +181,10 @@ class DiffusersVideoModel:
             call["guidance_scale_2"] = float(params["guidance_scale_2"])
         call.update(self._text(inputs, batch))
         self._configure(params)
+        backend = params.get("attention_backend")
+        if backend is not None and backend != self._backend:  # not in reload_on: switched on the loaded model
+            switch_attention_backend(_denoisers(self.pipe), str(backend), self.device, self._compile != "none")
+            self._backend = backend
         self._apply_cache(CacheChoice.from_params(params), call, guidance > 1.0, _calibration_key(params))
         generator = torch.Generator(device="cpu").manual_seed(self.seed)
         self._spans.mark("prepare")
@@ -349,10 +355,11 @@ class _TextHolder:
 
 
 def _shape_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What decides the denoiser's input shapes: a compiled graph serves one such key."""
+    """What decides the denoiser's input shapes and kernels: a compiled graph serves one such key, and a key
+    this load has run needs no warm-up (the attention backend is part of it: other kernels)."""
     return (params.get("num_frames"), params.get("height"), params.get("width"),
             params.get("batch_size", params.get("num_videos_per_prompt", 1)),
-            float(params.get("guidance_scale", 5.0)) > 1.0)
+            float(params.get("guidance_scale", 5.0)) > 1.0, params.get("attention_backend"))
 
 
 def _calibration_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
