@@ -1,7 +1,7 @@
 """Warm up only what is new to the process (issue 38, item 4): ``measurement.warmup: auto`` makes the warm-up
-calls a workload that knows its warm-up asks for -- none for a setting already warm -- and the latency truth
-holds: a known-answer workload's p50 moves < 2 % whether the warm-up was skipped or made, while a warm-up
-wrongly skipped would move it."""
+calls a workload that knows its warm-up asks for -- none for a setting already warm -- and counts a warm-up
+call as fast as the repeats as one of them; the latency truth holds: a known-answer workload's p50 moves < 2 %
+whether the warm-up was skipped, counted or made, while a warm-up wrongly skipped would move it."""
 
 from __future__ import annotations
 
@@ -69,17 +69,24 @@ def test_a_skipped_or_counted_warmup_keeps_a_known_answer_p50(tmp_path: Path) ->
                    for number, (settings, warmup, repeats) in enumerate([
                        ({"shape": "a"}, AUTO, 5),                    # new to the process: warmed up once
                        ({"shape": "a"}, AUTO, 5),                    # warm: skipped
-                       ({"shape": "a"}, 1, 5),                       # warm, counted anyway: the spec's int
+                       ({"shape": "a"}, 1, 5),                       # warm, made anyway: the spec's int
+                       ({"shape": "c", "first_call_ms": 6}, AUTO, 2),  # new, its first call 3 % slower: counted
                        ({"shape": "b", "honest": False}, AUTO, 2)])]  # new, but claimed warm: the control
     finally:
         runner.close()
     for result in results:
         assert result.outcome is Outcome.OK, (result.reason, result.log_tail[-1500:])
-    assert [r.info["warmup"] for r in results] == [1, 0, 1, 0]
+    assert [r.info["warmup"] for r in results] == [1, 0, 1, 0, 0]
+    assert [r.info["warmup_counted"] for r in results] == [0, 0, 0, 1, 0], "only a first call as fast as the rest"
     assert len({r.info.get("warm_worker_pid") for r in results}) == 1, "one warm process"
     p50 = [float(r.metrics["latency_p50_s"].value) for r in results]
-    for value in p50[:3]:
+    for value in p50[:4]:
         assert abs(value - CALL_S) / CALL_S < TRUTH, f"p50 {value:.4f} s against the known {CALL_S} s"
     assert abs(p50[1] - p50[0]) / p50[0] < TRUTH and abs(p50[2] - p50[1]) / p50[1] < TRUTH
-    assert p50[3] > CALL_S * 1.5, "a warm-up wrongly skipped lands in the timed calls: the check has teeth"
-    assert results[1].info["phases_s"]["warmup"] < 0.05 < results[0].info["phases_s"]["warmup"]
+    assert p50[4] > CALL_S * 1.5, "a warm-up wrongly skipped lands in the timed calls: the check has teeth"
+    phases = [r.info["phases_s"] for r in results]
+    assert phases[1]["warmup"] < 0.05 < phases[0]["warmup"]
+    assert phases[3]["warmup"] < 0.05 and phases[3]["measured"] > 2 * CALL_S, "the counted call is measured time"
+    calls = [r.metrics["count_calls"].value for r in results]
+    assert results[3].metrics["repeats"].value == 2 and calls[3] - calls[2] == 2, \
+        "two samples from two calls: the counted warm-up saved one"

@@ -234,9 +234,10 @@ class ShapeWarmingWorkload(Workload):
     call of a ``shape`` (any value, default ``a``) in this process sleeps ``first_call_ms`` more (default 300),
     as a new shape's first call does. It knows its warm-up (:meth:`Workload.knows_warmup`): 1 for a shape new
     to the process, 0 for one already run -- unless ``honest`` is false (it then always claims 0). Counter
-    ``first_calls``: the shapes this process has run, this call's included."""
+    ``calls``: the calls this process has served, this one included."""
 
     shapes_run: set[str] = set()
+    calls = 0
 
     def knows_warmup(self) -> bool:
         return True
@@ -249,5 +250,6 @@ class ShapeWarmingWorkload(Workload):
         shape = str(params.get("shape", "a"))
         extra = 0.0 if shape in ShapeWarmingWorkload.shapes_run else float(params.get("first_call_ms", 300))
         ShapeWarmingWorkload.shapes_run.add(shape)
+        ShapeWarmingWorkload.calls += 1
         time.sleep((float(params.get("call_ms", 100)) + extra) / 1000.0)
-        return WorkloadOutput(counters={"first_calls": float(len(ShapeWarmingWorkload.shapes_run))})
+        return WorkloadOutput(counters={"calls": float(ShapeWarmingWorkload.calls)})

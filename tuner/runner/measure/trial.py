@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.runner.base import TrialRequest
 from tuner.runner.device_used import device_used
-from tuner.runner.measure.warmup import floor_of, planned_warmup
+from tuner.runner.measure.warmup import counted_within, floor_of, planned_warmup
 
 if TYPE_CHECKING:
     from tuner.runner.measure.phases import PhaseClock
@@ -99,8 +99,9 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     if after_setup is not None:
         after_setup()
     # compiling, CUDA graph capture, a shape new to the process: start-up, never latency; none for a warm one
-    settings = dataclasses.replace(settings, warmup=planned_warmup(request.measurement.get("warmup"), running,
-                                                                   request.settings))
+    asked = request.measurement.get("warmup")
+    settings = dataclasses.replace(settings, warmup=planned_warmup(asked, running, request.settings),
+                                   count_warmup_within=counted_within(asked))
     stage[0] = "run"
     phases.mark("warmup")
     spans: list[Mapping[str, float]] = []
@@ -114,6 +115,8 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
         stats, output = measure_latency(call, running.synchronize, settings, deadline=deadline, marks=phases.marks)
         if not isinstance(output, WorkloadOutput):
             raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
+        if stats.warmup_counted:  # the last warm-up call proved a repeat: measured time
+            phases.move(stats.samples_s[0], "warmup", "measured")
         own = {m.name: m for m in running.measured_metrics()}  # the timed calls', before the load's calls
         load = _sustained(request, running, context, deadline, stats) if request.measurement.get("sustained") else None
     metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, own)
@@ -186,6 +189,7 @@ def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext"
     info: dict[str, Any] = {
         "repeats": min(len(run.stats.samples_s) for run in runs),
         "converged": all(run.stats.converged for run in runs), "warmup": min(run.stats.warmup for run in runs),
+        "warmup_counted": sum(int(run.stats.warmup_counted) for run in runs),
         "device_used": device_used(sorted({d for run in runs for d in run.nvml_devices})),
         **({"cut_short": _cut_short_note(cut, settings, request.timeout_s)} if cut is not None else {}),
         **({"sample_problems": samples.problems} if samples.problems else {}),
