@@ -8,9 +8,11 @@ study's device time: measured calls, warm-ups, start-up (process start, the mode
 evaluation (quality scoring), finish (samples, saved output, provenance) and unattributed (killed workers).
 Issue 38 asks for measured calls >= 75 %.
 
-Usage: ``python bench/busy_device.py [--trials 14] [--label NAME] [--warmup N|auto]``: raw figures (the study's
-sums and one row per trial) to ``bench/results/busy_device.json`` (``--results`` another file); ``--report``
-prints the same lines from them and measures nothing. ``--warmup`` overrides the spec's ``measurement.warmup``.
+Usage: ``python bench/busy_device.py [--trials 14] [--label NAME] [--warmup N|auto] [--reload-on A,B]``: raw
+figures (the study's sums and one row per trial) to ``bench/results/busy_device.json`` (``--results`` another
+file); ``--report`` prints the same lines from them and measures nothing. ``--warmup`` and ``--reload-on``
+override the spec's ``measurement.warmup`` and ``workload.python.reload_on``: ``--warmup 1 --reload-on
+precision,attention_backend`` is the spec before issue 38 (every trial warmed up, a backend change reloads).
 """
 
 from __future__ import annotations
@@ -55,6 +57,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     spec = yaml.safe_load(SPEC.read_text())
     spec["budget"] = {**spec["budget"], "trials": args.trials, "wall_time_s": args.wall_s}
+    if args.reload_on is not None:
+        spec["workload"]["python"]["reload_on"] = [name for name in args.reload_on.split(",") if name]
     if args.warmup is not None:
         spec["measurement"] = {**spec["measurement"],
                                "warmup": args.warmup if args.warmup == "auto" else int(args.warmup)}
@@ -71,7 +75,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         side = trial_records(opened.study, trials)
         rows = [_trial_row(t, side.get(t.number, {})) for t in trials]
     return {"label": args.label, "spec": str(SPEC.relative_to(ROOT)), "trials_asked": args.trials,
-            "measurement": spec["measurement"], "study_wall_s": round(wall_s, 2),
+            "measurement": spec["measurement"], "reload_on": spec["workload"]["python"]["reload_on"], "study_wall_s": round(wall_s, 2),
             "recorded_device_s": round(cost.recorded_s, 3),
             "phases_device_s": {k: round(v, 3) for k, v in cost.phases_s.items()}, "trials": rows}
 
@@ -87,10 +91,16 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     share = shares(result["phases_device_s"])
     ran = [row for row in result["trials"] if row["device_s"]]
     met = "met" if share["measured"] >= TARGET_SHARE else "not met"
-    return [f"tiny Wan study in a warm worker ({result['label']}, measurement {result['measurement']}): "
+    first_start = ran[0]["phases_device_s"].get("startup", 0.0) if ran else 0.0
+    steady = dict(result["phases_device_s"], startup=result["phases_device_s"]["startup"] - first_start)
+    return [f"tiny Wan study in a warm worker ({result['label']}; warm-up {result['measurement']['warmup']}, "
+            f"reload on {', '.join(result.get('reload_on') or ['nothing'])}): "
             f"{len(ran)} runs, {result['recorded_device_s']:.0f} device-s recorded in {result['study_wall_s']:.0f} s",
             "device time: " + ", ".join(f"{phase} {share[phase]:.0%}" for phase in SHOWN),
             f"measured calls {share['measured']:.0%} of the device time (target >= {TARGET_SHARE:.0%}: {met})",
+            f"without the worker's one-time start ({first_start:.1f} s: interpreter, imports, model load): measured "
+            f"{shares(steady)['measured']:.0%}, warm-up {shares(steady)['warmup']:.0%}; "
+            f"{sum(row['warmup_calls'] or 0 for row in ran)} warm-up calls made in {len(ran)} runs",
             f"raw: {provenance(result)}"]
 
 
@@ -99,5 +109,7 @@ if __name__ == "__main__":
     parser.add_argument("--trials", type=int, default=14, help="measured trials (the spec's budget, default 14)")
     parser.add_argument("--wall-s", type=float, default=900.0, help="the study's wall-time budget (s)")
     parser.add_argument("--warmup", default=None, help="measurement.warmup: an int or auto (default: the spec's)")
+    parser.add_argument("--reload-on", default=None, help="workload.python.reload_on, comma-separated (default: the "
+                        "spec's); the before figure: precision,attention_backend")
     parser.add_argument("--label", default="now", help="a name for this run in the figures (before / after)")
     raw_results.main(parser, "busy_device.py", measure, report_lines)
