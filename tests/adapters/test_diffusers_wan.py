@@ -178,6 +178,30 @@ def test_a_static_knob_reloads_the_model_and_the_vae_keeps_its_own_dtype(tmp_pat
     workload.teardown()
 
 
+def test_the_attention_backend_switches_without_a_reload_and_warms_up_once(tmp_path: Path) -> None:
+    workload = PythonAdapterWorkload({"factory": FACTORY, "reload_on": ["precision"],
+                                      "kwargs": {"weights": "random", "architecture": "tiny", "device": "cpu"}})
+    context = RunContext(device="cpu", seed=0, inputs=INPUTS, workdir=tmp_path)
+    settings = {**SMALL, "precision": "fp32", "attention_backend": "native"}
+    workload.setup(settings, context)
+    loads = PythonAdapterWorkload.loads_in_process
+    assert workload.knows_warmup() and workload.warmup_calls(settings) == 1, "a shape new to the load"
+    native = workload.run(settings, context)
+    assert workload.warmup_calls(settings) == 0, "run once: warm"
+    math_backend = {**settings, "attention_backend": "_native_math"}
+    workload.setup(math_backend, context)
+    assert workload.warmup_calls(math_backend) == 1, "another backend: other kernels, warmed up once"
+    math = workload.run(math_backend, context)
+    assert PythonAdapterWorkload.loads_in_process == loads, "no reload"
+    assert workload.model._backend == "_native_math" and workload.warmup_calls(math_backend) == 0
+    assert native.video is not None and math.video is not None
+    assert np.abs(native.video.astype(int) - math.video.astype(int)).max() <= 2, "the same network, other kernels"
+    workload.model._compile = "default"
+    with pytest.raises(InvalidSetting, match="reload_on"):
+        workload.run(settings, context)
+    workload.teardown()
+
+
 def test_the_denoisers_work_grows_with_steps_and_frames(tiny: DiffusersVideoModel) -> None:
     """What a trial's latency is made of, counted, not timed: the denoiser runs once per step and CFG branch, and
     its token sequence grows with the latent frames (Wan's VAE: 4n+1 frames -> n+1 latent frames). How latency

@@ -179,6 +179,34 @@ def test_status_shows_each_trials_device_seconds_and_the_same_cost(study: tuple[
     assert line == cost_line(printed)[0], "status and the run's summary show the same figures"
 
 
+def test_status_shows_each_phases_share_of_the_device_time(study: tuple[Path, str],
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    root, _ = study
+    out = cli(root, capsys, "status", STUDY)
+    line = next(line for line in out.splitlines() if line.startswith("device time: "))
+    shares = {word: int(value) for word, value in re.findall(r"([a-z-]+) (\d+) %", line)}
+    assert list(shares) == ["measured", "warm-up", "start-up", "evaluation", "other"], line
+    phases: dict[str, float] = {}
+    for record in records(root):
+        for phase, seconds in ((record.cost or {}).get("phases_device_s") or {}).items():
+            phases[phase] = phases.get(phase, 0.0) + seconds
+    total = sum(phases.values())
+    assert shares["measured"] == round(100 * phases["measured"] / total), (line, phases)
+    assert shares["start-up"] == round(100 * phases["startup"] / total), (line, phases)
+    assert abs(sum(shares.values()) - 100) <= 3, "each share rounded on its own"
+
+
+def test_phase_shares_line_words_each_phase_and_none_without_phases() -> None:
+    from tuner.front.cost import phase_shares_line
+    from tuner.storage.cost import StudyCost
+
+    assert phase_shares_line(StudyCost()) is None
+    cost = StudyCost(phases_s={"startup": 8.0, "warmup": 9.0, "measured": 76.0, "evaluation": 5.0, "finish": 1.5,
+                               "unattributed": 0.5})
+    assert phase_shares_line(cost) == ("device time: measured 76 %, warm-up 9 %, start-up 8 %, evaluation 5 %, "
+                                       "other 2 %")
+
+
 def test_status_json_cost_adds_up_and_the_study_list_shows_the_hours_used(study: tuple[Path, str],
                                                                           capsys: pytest.CaptureFixture[str]) -> None:
     root, _ = study

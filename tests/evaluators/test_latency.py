@@ -50,6 +50,21 @@ def test_warmup_calls_are_not_timed() -> None:
     assert fake.calls == 5
 
 
+def test_a_last_warmup_as_fast_as_the_repeats_is_counted_and_a_slow_one_is_not() -> None:
+    stats, _, fake = measure([5.0, 1.03, 1.0, 1.0], warmup=2, min_repeats=2, max_repeats=3,
+                             count_warmup_within=0.04)
+    assert stats.samples_s == pytest.approx((1.03, 1.0)) and stats.warmup == 1 and stats.warmup_counted, "counted: first"
+    assert fake.calls == 3, "two samples from three calls: one call saved"
+    assert stats.p50_s == pytest.approx(1.015), "moved by half the share at most"
+    slow, _, fake = measure([1.2, 1.0, 1.0], warmup=1, min_repeats=2, max_repeats=2, count_warmup_within=0.04)
+    assert slow.samples_s == (1.0, 1.0) and slow.warmup == 1 and not slow.warmup_counted and fake.calls == 3
+    plain, _, _ = measure([1.0, 1.0, 1.0], warmup=1, min_repeats=2, max_repeats=2)
+    assert plain.samples_s == (1.0, 1.0) and not plain.warmup_counted, "without the setting, never counted"
+    _, _, fake = measure([1.0, 1.0], warmup=1, min_repeats=1, max_repeats=1, count_warmup_within=0.04)
+    counted = ["sync", "clock", "call", "sync", "clock"]  # the candidate is timed as a repeat is
+    assert fake.events[:5] == counted
+
+
 def test_each_repeat_is_synchronised_before_both_clock_reads() -> None:
     _, _, fake = measure([1.0] * 3, warmup=1, min_repeats=2, max_repeats=2)
     warmup = ["clock", "call", "sync", "clock"]  # a warmup call's device work ends inside it

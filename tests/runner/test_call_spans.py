@@ -94,13 +94,14 @@ def test_compile_asks_for_its_warmup_and_refuses_cuda_graphs_with_offload() -> N
     model._compile = "reduce-overhead"
     shape = {"num_frames": 5, "height": 32, "width": 32, "guidance_scale": 5.0}
     assert model.warmup_calls(shape) == 3, "compile, record, first replay"
-    model._compiled_shapes.add((5, 32, 32, 1, True))
+    model._compiled_shapes.add((5, 32, 32, 1, True, None))
     assert model.warmup_calls(shape) == 0, "a shape already run compiled needs none"
     assert model.warmup_calls({**shape, "guidance_scale": 1.0}) == 3, "CFG off halves the batch: a new graph"
     model._compile = "default"
     assert model.warmup_calls({**shape, "num_frames": 9}) == 1
     model._compile = "none"
-    assert model.warmup_calls({**shape, "num_frames": 9}) == 0
+    assert model.warmup_calls({**shape, "num_frames": 9}) == 1, "eager: a shape new to the load warms up once"
+    assert model.warmup_calls(shape) == 0, "eager: a shape already run needs none"
 
 
 def test_the_worker_runs_the_warmup_a_workload_asks_for(tmp_path: Path) -> None:

@@ -16,6 +16,10 @@ An optional ``unload()`` is called before a reload and at teardown, an optional
 ``synchronize()`` replaces the default torch CUDA sync. Timing is in-process
 with device synchronisation, and allocator peaks are read by the worker.
 
+An optional ``warmup_calls(params) -> int`` asks for untimed calls first (compiling a new shape);
+``knows_warmup = True`` on the model says that count is exact (``measurement.warmup: auto`` then skips the
+warm-up of a setting already warm: :mod:`tuner.runner.measure.warmup`).
+
 An optional ``declared_weights(inputs) -> {name: path}`` names the weight files
 the model reads; the worker records their sha256 with each trial (export provenance).
 An optional ``weights_identity(inputs) -> str`` says which weights ran:
@@ -137,6 +141,10 @@ class PythonAdapterWorkload(Workload):
         """The model's ``warmup_calls(params)``, when it has one; else 0."""
         needed = getattr(self.model, "warmup_calls", None)
         return int(needed(dict(params))) if callable(needed) else 0
+
+    def knows_warmup(self) -> bool:
+        """The model's ``knows_warmup`` (a bool: its ``warmup_calls`` is exact), when it has one; else False."""
+        return bool(getattr(self.model, "knows_warmup", False))
 
     def call_spans(self) -> Mapping[str, float] | None:
         """The model's ``call_spans()`` (seconds of its last ``run`` by span), when it has one; else None."""

@@ -30,6 +30,7 @@ from tuner.front.cost import (
     cost_lines,
     cost_of_records,
     device_s_text,
+    phase_shares_line,
     trial_cost_document,
 )
 from tuner.results import Outcome
@@ -302,8 +303,11 @@ def _summary(opened: "OpenStudy", every: Sequence[StatusTrial], shown: int, want
     front = sum(1 for t in every if t.on_front)
     lines = [f"{measured} measured of budget {stored.budget_trials}, {len(every)} recorded, {front} on the front"
              + (f", {skipped} skipped as predicted OOM (never run)" if skipped else "")]
-    lines += cost_lines(cost_of_records([t.record for t in every]), stored.device,
-                        budget_hours(stored.budget_device_hours))
+    cost = cost_of_records([t.record for t in every])
+    lines += cost_lines(cost, stored.device, budget_hours(stored.budget_device_hours))
+    shares = phase_shares_line(cost)
+    if shares is not None:
+        lines.append(shares)
     if wanted:
         lines.append(f"showing {shown} of {len(every)} trials (outcome {', '.join(sorted(wanted))})")
     warm = stored.warm_start

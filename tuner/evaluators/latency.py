@@ -12,6 +12,11 @@ Protocol (:func:`measure_latency`)::
        or  n >= min_repeats and sum(samples) >= max_seconds   (when set)
        or  n >= 1 and the next call would end past ``deadline``   (when given)
 
+With ``count_warmup_within`` set, the last warmup call is timed as a repeat is
+and counted as the first sample while it lies within that share of the timed
+repeats' median (``LatencySettings``): a first call as fast as the rest is not
+thrown away, and one that is slower stays a warmup.
+
 With a ``deadline`` (an absolute time on ``clock``) no call starts that is
 predicted to end after it: a further repeat is predicted to take as long as
 the longest timed repeat so far, a further warmup call as long as the last
@@ -73,7 +78,12 @@ class LatencySettings:
     the CV is at or below this (ratio, e.g. 0.05 = 5 %). ``noisy_cv``: a final
     CV above this flags the measurement as noisy. ``max_seconds``: optional
     budget of timed seconds after which no further repeat starts (min_repeats
-    are always run).
+    are always run). ``count_warmup_within`` (ratio, optional): the last warmup
+    call is timed like a repeat and counted as one -- the first of the samples --
+    while it lies within this share of the timed repeats' median (a first call
+    as fast as the rest is a measurement; a slow one, compiling or lazy set-up,
+    stays a warmup). Counted, it bounds how far the p50 moves: half this share
+    with two samples, less with more.
     """
 
     warmup: int = 1
@@ -82,6 +92,7 @@ class LatencySettings:
     cv_target: float = 0.05
     noisy_cv: float = 0.10
     max_seconds: float | None = None
+    count_warmup_within: float | None = None
 
     def __post_init__(self) -> None:
         _require_int("warmup", self.warmup, 0)
@@ -98,6 +109,8 @@ class LatencySettings:
             _require_ratio("max_seconds", self.max_seconds)
             if self.max_seconds == 0:
                 raise ValueError("LatencySettings.max_seconds must be > 0 (or None for no budget)")
+        if self.count_warmup_within is not None:
+            _require_ratio("count_warmup_within", self.count_warmup_within)
 
 
 def coefficient_of_variation(samples_s: list[float] | tuple[float, ...]) -> float | None:
@@ -120,7 +133,9 @@ class LatencyStats:
     metric :meth:`to_metrics` then reports ``latency_noisy`` as unavailable).
     ``converged`` is True when the final ``cv <= cv_target``. ``cut_short`` is
     True when a deadline stopped the warmup or the repeats before the settings
-    did (``warmup`` then counts the warmup calls actually made).
+    did (``warmup`` then counts the warmup calls actually made). ``warmup_counted``:
+    the last warmup call was counted as a repeat (``samples_s[0]``; ``warmup``
+    then excludes it: see ``LatencySettings.count_warmup_within``).
     """
 
     samples_s: tuple[float, ...]
@@ -133,10 +148,12 @@ class LatencyStats:
     noisy: bool
     converged: bool
     cut_short: bool = False
+    warmup_counted: bool = False
 
     @staticmethod
     def from_samples(samples_s: list[float] | tuple[float, ...], warmup: int,
-                     settings: LatencySettings, cut_short: bool = False) -> "LatencyStats":
+                     settings: LatencySettings, cut_short: bool = False,
+                     warmup_counted: bool = False) -> "LatencyStats":
         """Summarise ``samples_s`` (at least one) under ``settings``' thresholds."""
         if not samples_s:
             raise ValueError("LatencyStats needs at least one sample")
@@ -152,6 +169,7 @@ class LatencyStats:
             noisy=cv is not None and cv > settings.noisy_cv,
             converged=cv is not None and cv <= settings.cv_target,
             cut_short=cut_short,
+            warmup_counted=warmup_counted,
         )
 
     def to_metrics(self, items: int) -> list[Metric]:
@@ -222,15 +240,18 @@ def measure_latency(
     """
     warmup_done = 0
     last_warmup_s: float | None = None
-    for _ in range(settings.warmup):
+    for index in range(settings.warmup):
         if _past_deadline(clock, deadline, last_warmup_s):
             break
+        if index == settings.warmup - 1 and settings.count_warmup_within is not None:
+            synchronize()  # the candidate for counting is timed as a repeat is
         started = clock()
         call()
         synchronize()  # a warmup's kernels end inside the warmup: read as done, timed as they run
         warmup_done += 1
         last_warmup_s = clock() - started
     cut_short = warmup_done < settings.warmup
+    candidate = last_warmup_s if warmup_done == settings.warmup else None
     if marks is not None:
         marks["measured"] = clock()
     samples_s: list[float] = []
@@ -243,9 +264,20 @@ def measure_latency(
         if end < start:
             raise RuntimeError(f"clock went backwards: {start} -> {end}")
         samples_s.append(end - start)
-        if _should_stop(samples_s, settings):
+        counted = _counted(candidate, samples_s, settings.count_warmup_within)
+        if _should_stop(counted + samples_s, settings):
             break
         if _past_deadline(clock, deadline, max(samples_s)):
             cut_short = True
             break
-    return LatencyStats.from_samples(samples_s, warmup_done, settings, cut_short), result
+    return LatencyStats.from_samples(counted + samples_s, warmup_done - len(counted), settings, cut_short,
+                                     bool(counted)), result
+
+
+def _counted(candidate: float | None, samples_s: list[float], within: float | None) -> list[float]:
+    """``[candidate]`` (the last warmup call's seconds) when it counts as a repeat: it lies within ``within``
+    (a share) of the median of ``samples_s``; else ``[]``."""
+    if candidate is None or within is None or not samples_s:
+        return []
+    median = float(np.median(samples_s))
+    return [candidate] if abs(candidate - median) <= within * median else []

@@ -6,7 +6,7 @@ host measured (one device per slot, so device-seconds = seconds):
 * ``startup`` — the table's measured per-trial start-up (process start, imports, the model's
   load), ``trial_overhead_s.startup`` in the table's JSON sidecar (written by
   ``bench/tables/measure_overhead.py`` from real trials' recorded phases);
-* ``warmup`` — the spec's ``measurement.warmup`` calls at the setting's ``latency_p50_s``;
+* ``warmup`` — the spec's ``measurement.warmup`` calls (``auto``: one) at the setting's ``latency_p50_s``;
 * ``measured`` — the spec's ``measurement.min_repeats`` timed calls at ``latency_p50_s`` (a real
   trial may repeat more until its CV converges: not modelled, the same for every method);
 * ``evaluation`` — the sidecar's ``trial_overhead_s.evaluation`` (the quality evaluators);
@@ -26,6 +26,7 @@ from typing import Any, Mapping
 
 from tuner.replay.table import MeasuredRow, MeasuredTable
 from tuner.results import Outcome, TrialResult
+from tuner.runner.measure.warmup import floor_of
 
 OVERHEAD_KEY = "trial_overhead_s"
 
@@ -47,7 +48,8 @@ class ReplayCostModel:
         startup = float(overhead.get("startup", 0.0)) if measured else 0.0  # type: ignore[union-attr]
         evaluation = float(overhead.get("evaluation", 0.0)) if measured else 0.0  # type: ignore[union-attr]
         measurement = table.spec.measurement
-        return ReplayCostModel(startup, evaluation, measurement.warmup, measurement.min_repeats, measured)
+        warmup = floor_of(measurement.warmup)  # ``auto``: one call, as for a setting new to the process
+        return ReplayCostModel(startup, evaluation, warmup, measurement.min_repeats, measured)
 
     def phases(self, row: MeasuredRow | None, result: TrialResult) -> dict[str, float]:
         """Seconds per phase of the replayed ``result`` of ``row`` (see the module docstring)."""

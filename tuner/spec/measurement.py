@@ -3,6 +3,8 @@ blocks (fields of :class:`~tuner.spec.models.StudySpec`)."""
 
 from __future__ import annotations
 
+from typing import Annotated, Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 
@@ -41,7 +43,9 @@ class SustainedSpec(_Strict):
 class MeasurementSpec(_Strict):
     """Latency measurement: warmup calls, adaptive repeats until CV <= cv_target."""
 
-    warmup: int = Field(default=1, ge=0)
+    warmup: Annotated[int, Field(ge=0)] | Literal["auto"] = 1
+    """Untimed calls first; ``auto``: the calls the workload says the setting needs in its process (none for one
+    already warm), one where it cannot tell (:mod:`tuner.runner.measure.warmup`)."""
     min_repeats: int = Field(default=3, ge=1)
     max_repeats: int = Field(default=10, ge=1)
     cv_target: float = Field(default=0.05, gt=0, allow_inf_nan=False)

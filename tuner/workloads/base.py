@@ -32,7 +32,9 @@ Contract
   itself during the last ``run`` (a program's printed figures, a service's
   per-request latencies); the worker adds them to the trial's. Default: none.
 * ``warmup_calls`` (optional) raises the warm-up calls a setting gets (compiling,
-  CUDA graph capture). Default: 0.
+  CUDA graph capture). Default: 0. ``knows_warmup`` (optional, default False) says that
+  count is exact: under ``measurement.warmup: auto`` the worker then makes just those
+  (:mod:`tuner.runner.measure.warmup`), none for a setting already warm in the process.
 * ``call_spans`` (optional) splits the last ``run``'s seconds into the model's
   work and what surrounds it (``model_s``, ``postprocess_s`` ...). Default: None.
 * ``call_structure`` (optional) reports the last ``run``'s cost structure: its
@@ -179,6 +181,13 @@ class Workload(ABC):
         a shape, CUDA graphs' recording. The worker runs ``max(measurement.warmup, this)`` warm-up calls, so that
         work is start-up, never latency. Default: 0."""
         return 0
+
+    def knows_warmup(self) -> bool:
+        """True when :meth:`warmup_calls` is exact (called after ``setup``): every call it asks none for -- a
+        setting whose shape, backend, graph and calibration this process has run -- is as fast as one after a
+        warm-up. Then ``measurement.warmup: auto`` makes just those calls (:mod:`tuner.runner.measure.warmup`);
+        else ``auto`` makes at least one. Default: False."""
+        return False
 
     def call_spans(self) -> Mapping[str, float] | None:
         """Seconds of the last ``run`` by span (``prepare`` / ``model`` / ``postprocess``:

@@ -227,3 +227,29 @@ class SimulatedCompilingWorkload(Workload):
         self.calls += 1
         return WorkloadOutput(counters={"calls": float(self.calls)})
 
+
+
+class ShapeWarmingWorkload(Workload):
+    """A known-answer workload for warm-up truth: every call sleeps ``call_ms`` (default 100), and the first
+    call of a ``shape`` (any value, default ``a``) in this process sleeps ``first_call_ms`` more (default 300),
+    as a new shape's first call does. It knows its warm-up (:meth:`Workload.knows_warmup`): 1 for a shape new
+    to the process, 0 for one already run -- unless ``honest`` is false (it then always claims 0). Counter
+    ``calls``: the calls this process has served, this one included."""
+
+    shapes_run: set[str] = set()
+    calls = 0
+
+    def knows_warmup(self) -> bool:
+        return True
+
+    def warmup_calls(self, params: Mapping[str, Any]) -> int:
+        new = str(params.get("shape", "a")) not in ShapeWarmingWorkload.shapes_run
+        return int(new and bool(params.get("honest", True)))
+
+    def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
+        shape = str(params.get("shape", "a"))
+        extra = 0.0 if shape in ShapeWarmingWorkload.shapes_run else float(params.get("first_call_ms", 300))
+        ShapeWarmingWorkload.shapes_run.add(shape)
+        ShapeWarmingWorkload.calls += 1
+        time.sleep((float(params.get("call_ms", 100)) + extra) / 1000.0)
+        return WorkloadOutput(counters={"calls": float(ShapeWarmingWorkload.calls)})

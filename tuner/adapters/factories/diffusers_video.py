@@ -27,14 +27,17 @@ group_block / group_leaf / sequential; the old ``cpu_offload: true`` = model), `
 pipeline would silently round anything else), ``num_inference_steps``, ``guidance_scale`` (CFG, two
 denoiser calls per step, only above 1), ``guidance_scale_2`` (low-noise expert; two-expert presets
 only), ``batch_size`` (videos per call), ``scheduler`` (unipc / dpm++ / euler) and ``flow_shift``,
-``cache`` with ``cache_threshold`` / ``cache_interval``, ``vae_tiling``, ``vae_slicing``. These
-apply without a reload (a cache's hooks are swapped when it changes). Inputs: ``prompt``,
+``cache`` with ``cache_threshold`` / ``cache_interval``, ``vae_tiling``, ``vae_slicing``, and
+``attention_backend`` when ``reload_on`` leaves it out (uncompiled only). These apply without a reload (a
+cache's hooks are swapped when it changes, the denoisers' attention backend set). Inputs: ``prompt``,
 ``negative_prompt``. Output: uint8 video (B, T, H, W, 3); counters ``frames``, ``steps``, ``cfg``.
 Spans (``call_spans``): prepare / model / postprocess; cost
 structure (``call_structure``, :mod:`.call_clocks`): text, setup, each denoising step, decode.
 A setting the pipeline would refuse or silently change raises ``InvalidSetting``. MagCache
 without a ``mag_ratios`` kwarg calibrates its ratios by one uncached generation the first time a
-setting asks for it: the trial's first call, a warm-up call when ``measurement.warmup >= 1``.
+setting asks for it: the trial's first call, a warm-up call when ``measurement.warmup >= 1`` or ``auto``.
+:meth:`DiffusersVideoModel.warmup_calls` is exact (``knows_warmup``): under ``measurement.warmup: auto`` a setting
+whose shape this load has run, with nothing to compile or calibrate, is timed without a warm-up.
 """
 
 from __future__ import annotations
@@ -50,7 +53,7 @@ from tuner.adapters.factories import import_named, torch_dtype
 from tuner.adapters.factories.call_clocks import PipelineClock, device_cuda, host_seconds
 from tuner.adapters.factories.wan_knobs import (CacheChoice, cache_config, calibrate_mag_ratios,
                                                 check_attention_backend, compile_mode, compile_transformer, place,
-                                                CUDA_GRAPH_MODES)
+                                                switch_attention_backend, CUDA_GRAPH_MODES)
 from tuner.adapters.factories.wan_presets import (SCHEDULERS, build_transformer, build_vae, make_scheduler,
                                                   preset_named, random_text_embedding)
 from tuner.evaluators.runtime.spans import CallSpans
@@ -83,6 +86,7 @@ class DiffusersVideoModel:
         self._spans = CallSpans()
         self._clock: PipelineClock | None = None
         self._compile, self._compiled_shapes = "none", set[tuple[Any, ...]]()
+        self._backend: Any = None  # the denoisers' attention backend (None: diffusers' default)
 
     # -- weights -----------------------------------------------------------------------------------------
     def weights_identity(self, inputs: Mapping[str, Any]) -> str:
@@ -125,7 +129,7 @@ class DiffusersVideoModel:
         for denoiser in denoisers:
             compile_transformer(denoiser, mode, self.compile_scope)
         self.pipe, self._applied = pipe, {"loaded_scheduler": getattr(pipe, "scheduler", None)}
-        self._compile, self._compiled_shapes = mode, set()
+        self._compile, self._compiled_shapes, self._backend = mode, set(), backend
 
     def _build_random(self, dtype: Any, vae_dtype: Any) -> Any:
         from diffusers import WanPipeline
@@ -185,7 +189,11 @@ class DiffusersVideoModel:
         call.update(self._text(inputs, batch))
         clock.text(host_seconds(text_started))
         self._configure(params)
-        self._apply_cache(CacheChoice.from_params(params), call, guidance > 1.0)
+        backend = params.get("attention_backend")
+        if backend is not None and backend != self._backend:  # not in reload_on: switched on the loaded model
+            switch_attention_backend(_denoisers(self.pipe), str(backend), self.device, self._compile != "none")
+            self._backend = backend
+        self._apply_cache(CacheChoice.from_params(params), call, guidance > 1.0, _calibration_key(params))
         generator = torch.Generator(device="cpu").manual_seed(self.seed)
         self._spans.mark("prepare")
         result = clock.call(self.pipe, 2 if guidance > 1.0 else 1, **call, generator=generator)  # ends in a host copy
@@ -200,14 +208,21 @@ class DiffusersVideoModel:
                               counters={"frames": float(video.shape[1]), "steps": float(call["num_inference_steps"]),
                                         "cfg": float(guidance > 1.0)})
 
+    knows_warmup = True  # warmup_calls is exact: measurement.warmup auto skips a warm setting's warm-up
+
     def warmup_calls(self, params: Mapping[str, Any]) -> int:
-        """Untimed calls this setting needs before its timings mean anything: with torch.compile, the first call
-        of a new shape compiles (1), and CUDA graphs (``reduce-overhead``, ``max-autotune``) also record and
-        first replay (3); none for a shape already run compiled, or without compile. The worker runs at least
-        this many warm-up calls, so compiling counts as the trial's start-up, never as its latency."""
-        if self._compile == "none" or _shape_key(params) in self._compiled_shapes:
-            return 0
-        return 3 if self._compile in CUDA_GRAPH_MODES else 1
+        """Untimed calls this setting needs in this process before its timings mean anything (exact): a shape
+        not run since the load (the first call's lazy set-up, a larger allocator pool, kernels chosen per
+        shape) needs 1, or 3 with CUDA graphs (``reduce-overhead``, ``max-autotune``: compile, record, first
+        replay); MagCache's first call of a setting without cached ratios calibrates (1); anything else, none.
+        So compiling and calibrating count as the trial's start-up, never as its latency."""
+        calls = 0
+        if _shape_key(params) not in self._compiled_shapes:
+            calls = 3 if self._compile in CUDA_GRAPH_MODES else 1
+        if str(params.get("cache", "none")) == "magcache" and not self.mag_ratios \
+                and _calibration_key(params) not in self._calibrated:
+            calls = max(calls, 1)
+        return calls
 
     def call_spans(self) -> dict[str, float]:
         """The last call's seconds: ``prepare`` (text, scheduler, cache hooks, generator), ``model`` (the pipeline
@@ -297,8 +312,9 @@ class DiffusersVideoModel:
                 vae.disable_slicing()
             self._applied["vae"] = (tiling, slicing)
 
-    def _apply_cache(self, choice: CacheChoice, call: Mapping[str, Any], cfg: bool) -> None:
-        """Swap the denoisers' cache hooks when the method or its knob (or MagCache's steps) changed."""
+    def _apply_cache(self, choice: CacheChoice, call: Mapping[str, Any], cfg: bool, calibration: Any) -> None:
+        """Swap the denoisers' cache hooks when the method or its knob (or MagCache's steps) changed;
+        ``calibration``: the setting's MagCache calibration key (:func:`_calibration_key`)."""
         denoisers = _denoisers(self.pipe)
         key = (choice, call["num_inference_steps"] if choice.method == "magcache" else None)
         if key == self._applied.get("cache", ((CacheChoice(), None))):
@@ -313,7 +329,7 @@ class DiffusersVideoModel:
         if choice.method == "magcache":
             if len(denoisers) > 1:
                 raise InvalidSetting("magcache counts steps per denoiser: not with two experts (Wan2.2 A14B)")
-            ratios = self.mag_ratios or self._calibration(call, cfg)
+            ratios = self.mag_ratios or self._calibration(call, cfg, calibration)
         for denoiser in denoisers if choice.method != "none" else []:
             config = cache_config(choice, lambda: self.pipe.current_timestep, int(call["num_inference_steps"]), ratios)
             try:
@@ -322,12 +338,10 @@ class DiffusersVideoModel:
                 raise InvalidSetting(f"cache {choice.method!r}: {error}") from None
         self._applied["cache"] = key
 
-    def _calibration(self, call: Mapping[str, Any], cfg: bool) -> list[float]:
-        """MagCache ratios of this network for the call's settings, measured once per setting."""
+    def _calibration(self, call: Mapping[str, Any], cfg: bool, key: Any) -> list[float]:
+        """MagCache ratios of this network for the call's settings, measured once per setting (``key``)."""
         import torch
 
-        key = tuple(sorted((k, v) for k, v in call.items() if not k.endswith("embeds"))) + (
-            self._applied.get("scheduler"),)
         if key not in self._calibrated:
             self._calibrated[key] = calibrate_mag_ratios(
                 self.pipe.transformer, lambda: self.pipe(**call, generator=torch.Generator("cpu").manual_seed(self.seed)),
@@ -358,10 +372,17 @@ class _TextHolder:
 
 
 def _shape_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What decides the denoiser's input shapes: a compiled graph serves one such key."""
+    """What decides the denoiser's input shapes and kernels: a compiled graph serves one such key, and a key
+    this load has run needs no warm-up (the attention backend is part of it: other kernels)."""
     return (params.get("num_frames"), params.get("height"), params.get("width"),
             params.get("batch_size", params.get("num_videos_per_prompt", 1)),
-            float(params.get("guidance_scale", 5.0)) > 1.0)
+            float(params.get("guidance_scale", 5.0)) > 1.0, params.get("attention_backend"))
+
+
+def _calibration_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
+    """What a MagCache calibration depends on: the call's shape, steps, guidance and scheduler."""
+    return tuple(params.get(name) for name in ("num_frames", "height", "width", "num_inference_steps", "guidance_scale",
+                                               "guidance_scale_2", "scheduler", "flow_shift"))
 
 
 def _dtype_keyword() -> str:

@@ -172,6 +172,18 @@ def check_attention_backend(name: str, device: str, dtype: torch.dtype) -> None:
         raise InvalidSetting(str(error)) from None
 
 
+def switch_attention_backend(denoisers: list[Any], name: str, device: str, compiled: bool) -> None:
+    """Set the loaded ``denoisers``' attention backend to ``name`` without a reload (``attention_backend`` left
+    out of ``reload_on``); InvalidSetting where diffusers would refuse it here, or when the denoisers are
+    compiled (their graph holds the old backend: keep ``attention_backend`` in ``reload_on`` with ``compile``)."""
+    if compiled:
+        raise InvalidSetting("attention_backend switches without a reload only on an uncompiled model; with "
+                             "compile, name attention_backend in reload_on")
+    check_attention_backend(name, device, next(denoisers[0].parameters()).dtype)
+    for denoiser in denoisers:
+        denoiser.set_attention_backend(name)
+
+
 def place(pipe: Any, offload: str, device: str) -> None:
     """Put the pipeline on ``device``, or offload it (see module docs); InvalidSetting on a CPU."""
     if offload not in OFFLOADS:

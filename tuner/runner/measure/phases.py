@@ -63,6 +63,15 @@ class PhaseClock:
         self._totals[self._current] += max(0.0, at - self._since)
         self._current, self._since = phase, max(at, self._since)
 
+    def move(self, seconds: float, source: str, target: str) -> None:
+        """Charge ``seconds`` already spent in ``source`` to ``target`` instead (a warm-up call counted as a
+        measured repeat once the repeats showed it was one); at most what ``source`` holds."""
+        if source not in WORKER_PHASES or target not in WORKER_PHASES:
+            raise ValueError(f"unknown phase {source!r} or {target!r}; phases: {WORKER_PHASES}")
+        moved = min(max(0.0, seconds), self._totals[source])
+        self._totals[source] -= moved
+        self._totals[target] += moved
+
     def seconds(self) -> dict[str, float]:
         """Each worker phase's seconds up to now."""
         totals = dict(self._totals)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any, Callable, Mapping
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.runner.base import TrialRequest
 from tuner.runner.device_used import device_used
+from tuner.runner.measure.warmup import counted_within, floor_of, planned_warmup
 
 if TYPE_CHECKING:
     from tuner.runner.measure.phases import PhaseClock
@@ -99,9 +100,10 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
     running.setup(request.settings, context)
     if after_setup is not None:
         after_setup()
-    needed = int(running.warmup_calls(request.settings) or 0)
-    if needed > settings.warmup:  # compiling, CUDA graph capture: start-up, never latency
-        settings = dataclasses.replace(settings, warmup=needed)
+    # compiling, CUDA graph capture, a shape new to the process: start-up, never latency; none for a warm one
+    asked = request.measurement.get("warmup")
+    settings = dataclasses.replace(settings, warmup=planned_warmup(asked, running, request.settings),
+                                   count_warmup_within=counted_within(asked))
     stage[0] = "run"
     phases.mark("warmup")
     spans: list[Mapping[str, float]] = []
@@ -117,6 +119,8 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
         stats, output = measure_latency(call, running.synchronize, settings, deadline=deadline, marks=phases.marks)
         if not isinstance(output, WorkloadOutput):
             raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
+        if stats.warmup_counted:  # the last warm-up call proved a repeat: measured time
+            phases.move(stats.samples_s[0], "warmup", "measured")
         own = {m.name: m for m in running.measured_metrics()}  # the timed calls', before the load's calls
         load = _sustained(request, running, context, deadline, stats) if request.measurement.get("sustained") else None
     metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, own)
@@ -191,6 +195,7 @@ def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext"
     info: dict[str, Any] = {
         "repeats": min(len(run.stats.samples_s) for run in runs),
         "converged": all(run.stats.converged for run in runs), "warmup": min(run.stats.warmup for run in runs),
+        "warmup_counted": sum(int(run.stats.warmup_counted) for run in runs),
         "device_used": device_used(sorted({d for run in runs for d in run.nvml_devices})),
         **({"cut_short": _cut_short_note(cut, settings, request.timeout_s)} if cut is not None else {}),
         **({"sample_problems": samples.problems} if samples.problems else {}),
@@ -259,6 +264,8 @@ def latency_settings(request: TrialRequest) -> Any:
     measurement.pop("memory_sample_hz", None)
     measurement.pop("bare_twin", None)
     measurement.pop("sustained", None)
+    if "warmup" in measurement:
+        measurement["warmup"] = floor_of(measurement["warmup"])  # ``auto``: the trial's own is planned_warmup's
     return LatencySettings(**measurement)
 
 
