@@ -165,7 +165,7 @@ def phase_carry_over(ctx: PhaseContext) -> dict[str, Any]:
 def phase_sampler_cost(ctx: PhaseContext) -> dict[str, Any]:
     """The same sleep workload with ``measurement.memory_sample_hz`` 0 (off), then 100: p50 per setting and
     the on/off ratio, for one long kernel (GPU-bound) and many short ones (bound by the launch path)."""
-    from tuner.spec.measurement import MeasurementSpec
+    from tuner.spec.measure.measurement import MeasurementSpec
 
     if "memory_sample_hz" not in MeasurementSpec.model_fields:
         return {"ok": False, "error": "this tuner's spec has no measurement.memory_sample_hz (the switch of the "

@@ -15,7 +15,7 @@ from tuner.results import Outcome
 from tuner.runner.base import Slot, TrialRequest
 from tuner.runner.measure.warmup import AUTO, floor_of, planned_warmup
 from tuner.runner.warm import WarmRunner
-from tuner.spec.measurement import MeasurementSpec
+from tuner.spec.measure.measurement import MeasurementSpec
 from tuner.workloads.base import RunContext, Workload, WorkloadOutput
 
 CALL_S = 0.2  # the known answer: ShapeWarmingWorkload's call once its shape is warm

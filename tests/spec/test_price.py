@@ -12,7 +12,7 @@ import pytest
 
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SpecError
-from tuner.spec.price import device_hour_price, price_metrics
+from tuner.spec.measure.price import device_hour_price, price_metrics
 
 TABLE = {"gpu_hour_usd": {"H200": 3.79, "H100": 2.49, "H100 NVL": 2.99}, "cpu_hour_usd": 0.2}
 

@@ -165,10 +165,10 @@ def run(
 
 def _price_override(gpu_hour_usd: float | None, cpu_hour_usd: float | None) -> None:
     """``--gpu-hour-usd`` / ``--cpu-hour-usd``: the prices every worker of this run reads
-    (:data:`tuner.spec.price.GPU_PRICE_ENV`, :data:`~tuner.spec.price.CPU_PRICE_ENV`)."""
+    (:data:`tuner.spec.measure.price.GPU_PRICE_ENV`, :data:`~tuner.spec.measure.price.CPU_PRICE_ENV`)."""
     import os
 
-    from tuner.spec.price import CPU_PRICE_ENV, GPU_PRICE_ENV
+    from tuner.spec.measure.price import CPU_PRICE_ENV, GPU_PRICE_ENV
 
     for name, value in ((GPU_PRICE_ENV, gpu_hour_usd), (CPU_PRICE_ENV, cpu_hour_usd)):
         if value is not None:

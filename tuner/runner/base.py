@@ -82,7 +82,7 @@ class TrialRequest:
     one is run and measured, and quality compared with the same input's reference
     (:mod:`tuner.runner.measure.inputs`); empty: the one ``inputs``. ``aggregates``: the ``<metric>:worst`` /
     ``<metric>:p<NN>`` figures to report; ``cliff_margins``: metric -> margin for the cliff flags.
-    ``cost``: the spec's ``cost`` block (:mod:`tuner.spec.price`): the price metrics from the throughput.
+    ``cost``: the spec's ``cost`` block (:mod:`tuner.spec.measure.price`): the price metrics from the throughput.
     """
 
     study_name: str

@@ -118,7 +118,7 @@ def measurement_settings(spec: "StudySpec", study_attrs: Mapping[str, Any]) -> d
     """
     from pydantic import ValidationError
 
-    from tuner.spec.measurement import MeasurementSpec
+    from tuner.spec.measure.measurement import MeasurementSpec
 
     merged = {**spec.measurement.model_dump(), **dict(study_attrs.get(MEASUREMENT_OVERRIDES) or {})}
     try:

@@ -63,7 +63,7 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "sustained_latency_p50_s": ("s", "minimize"),
     "sustained_latency_p95_s": ("s", "minimize"),
     "sustained_streams": ("streams", "maximize"),  # the knee: more streams raise throughput < knee_gain
-    "outputs_per_device_hour": ("1/h", "maximize"),  # throughput x 3600 / the slot's devices (tuner.spec.price)
+    "outputs_per_device_hour": ("1/h", "maximize"),  # throughput x 3600 / the slot's devices (tuner.spec.measure.price)
     "cost_per_output_usd": ("USD", "minimize"),  # the spec's device-hour price / outputs_per_device_hour
     "cost_per_1k_outputs_usd": ("USD", "minimize"),
 }

@@ -26,8 +26,8 @@ from tuner.spec.export_rule import ExportRule, ExportSpec, check_export_rule, pa
 from tuner.spec.expressions import ExpressionError, compile_expression
 from tuner.spec.quality.cases import CasesSpec, check_cases, input_keys
 from tuner.spec.metrics import base_metric, known_metric
-from tuner.spec.measurement import BudgetSpec, MeasurementSpec
-from tuner.spec.price import CostSpec
+from tuner.spec.measure.measurement import BudgetSpec, MeasurementSpec
+from tuner.spec.measure.price import CostSpec
 from tuner.spec.names import check_expression_cost, check_expression_names
 from tuner.spec.quality.reference_shape import ReferenceShapeSpec, check_reference_shape
 from tuner.spec.space import check_setting
@@ -272,7 +272,7 @@ class StudySpec(_Strict):
     export: ExportSpec | None = None
     seed: int = 0
     cost: CostSpec | None = None
-    """USD per device-hour (:mod:`tuner.spec.price`): each trial's cost per output from its throughput."""
+    """USD per device-hour (:mod:`tuner.spec.measure.price`): each trial's cost per output from its throughput."""
     record_env: list[str] = Field(default_factory=list)
     """Environment variables each trial records beside the built-in allow-list
     (:mod:`tuner.runner.recorded_env`): names or simple globs (:data:`RECORD_ENV_PATTERN`)."""

@@ -237,10 +237,10 @@ def energy_per_output(power: Metric | None, throughput: Metric | None) -> Metric
 
 
 def _priced(request: TrialRequest, throughput: Metric | None) -> list[Metric]:
-    """The price metrics (:mod:`tuner.spec.price`) when the spec or the environment gives a price; else none."""
+    """The price metrics (:mod:`tuner.spec.measure.price`) when the spec or the environment gives a price; else none."""
     import os
 
-    from tuner.spec.price import CPU_PRICE_ENV, GPU_PRICE_ENV, device_hour_price, price_metrics
+    from tuner.spec.measure.price import CPU_PRICE_ENV, GPU_PRICE_ENV, device_hour_price, price_metrics
 
     if not request.cost and not os.environ.get(GPU_PRICE_ENV) and not os.environ.get(CPU_PRICE_ENV):
         return []

@@ -1,6 +1,6 @@
 """How many untimed warm-up calls a trial makes before its timed repeats.
 
-``measurement.warmup`` is an int or ``auto`` (:class:`tuner.spec.measurement.MeasurementSpec`):
+``measurement.warmup`` is an int or ``auto`` (:class:`tuner.spec.measure.measurement.MeasurementSpec`):
 
 * an int ``n``: ``max(n, workload.warmup_calls(params))`` -- the spec's calls are a floor, and the workload
   raises them for what it knows is new (torch.compile's first call of a shape, CUDA graph capture);
