@@ -170,12 +170,18 @@ def create_app(storage_url: str, token: str | None, allow_command_workloads: boo
     return app
 
 
-def _studies_router(storage: Any, storage_url: str, guard: Callable[..., Any],
-                    allow_command_workloads: bool) -> "APIRouter":
-    """The ``/api`` routes of :func:`create_app` (every one behind ``guard``, the bearer check)."""
+CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
+    403: {"model": ErrorBody, "description": "A command or python workload, not allowed here."},
+    409: {"model": ErrorBody, "description": "A study of that name exists."}}
+EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"application/yaml": {"schema": {"type": "string"}}}, "description": "The tuner.config/v1 YAML."},
+    409: {"model": ErrorBody, "description": "No feasible measured trial to export."}}
+
+
+def _study_loader(storage: Any) -> Callable[[str], Any]:
+    """``load(name)``: the stored study of that name, or an HTTP 400 (not a study name) / 404 (no such study)."""
     import optuna
-    from fastapi import APIRouter, Body, Depends, HTTPException, Query
-    from fastapi.responses import Response
+    from fastapi import HTTPException
 
     def load(name: str) -> "optuna.Study":
         try:
@@ -186,11 +192,19 @@ def _studies_router(storage: Any, storage_url: str, guard: Callable[..., Any],
             raise HTTPException(404, f"no study '{name}'")
         return optuna.load_study(study_name=name, storage=storage, sampler=optuna.samplers.RandomSampler())
 
+    return load
+
+
+def _studies_router(storage: Any, storage_url: str, guard: Callable[..., Any],
+                    allow_command_workloads: bool) -> "APIRouter":
+    """The ``/api`` routes of :func:`create_app` (every one behind ``guard``, the bearer check)."""
+    from fastapi import APIRouter, Body, Depends, HTTPException, Query
+    from fastapi.responses import Response
+
+    load = _study_loader(storage)
     api = APIRouter(prefix="/api", dependencies=[Depends(guard)], responses=ERROR_RESPONSES)
 
-    @api.post("/studies", status_code=201, response_model=StudySummary,
-              responses={403: {"model": ErrorBody, "description": "A command or python workload, not allowed here."},
-                         409: {"model": ErrorBody, "description": "A study of that name exists."}})
+    @api.post("/studies", status_code=201, response_model=StudySummary, responses=CREATE_RESPONSES)
     def create(request: SubmitRequest = Body(...)) -> StudySummary:
         """Create a study from a spec; workers on hosts of its GPU type pick it up."""
         try:
@@ -228,10 +242,7 @@ def _studies_router(storage: Any, storage_url: str, guard: Callable[..., Any],
         LOG.info(f"cancelled study {name}")
         return study_summary(study)
 
-    @api.get("/studies/{name}/export", response_class=Response, response_model=None,
-             responses={200: {"content": {"application/yaml": {"schema": {"type": "string"}}},
-                              "description": "The tuner.config/v1 YAML."},
-                        409: {"model": ErrorBody, "description": "No feasible measured trial to export."}})
+    @api.get("/studies/{name}/export", response_class=Response, response_model=None, responses=EXPORT_RESPONSES)
     def export(name: str, profile: Literal["fast", "balanced", "quality"] | None = None,
                policy: str | None = Query(None, max_length=POLICY_MAX_CHARS,
                                           description="e.g. 'minimize latency_p50_s subject to psnr_db >= 30', "

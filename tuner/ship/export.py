@@ -266,20 +266,10 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
         "metrics": _metrics_block(record),
         "spread": _spread(record),
         "timing": {"worker_wall_time_s": record.wall_time_s, "eval_time_s": record.eval_time_s},
-        "baseline": None if base is None else {
-            "trial": base.number, "params": dict(base.params), "derived": dict(base.derived),
-            "outcome": base.outcome, "metrics": _metrics_block(base), "spread": _spread(base),
-            "comparison": comparison},
+        "baseline": _baseline_block(base, comparison),
         "gpu": {str(k): str(v) for k, v in stored.fingerprint.items()},
-        "provenance": {
-            "study": study.study_name, "trial": record.number, "role": record.role,
-            "storage": redact_url(storage_url), "spec_name": stored.spec_name,
-            "spec_hash": stored.spec_hash, "sampler": stored.sampler,
-            "measured_at": record.datetime_complete,
-            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "tuner_version": _version(), **provenance_fields(study_attrs, measured),
-            "cost": export_cost_block(cost_of_records(records), stored.device, record,
-                                      budget_hours(stored.budget_device_hours))},
+        "provenance": _provenance_block(study.study_name, record, records, stored, storage_url,
+                                        {**provenance_fields(study_attrs, measured)}),
         "check": {"spec_yaml": stored.spec_yaml or "", "device": str(stored.device or "cpu"),
                   "reference": _settings_of(by_role.get("reference")),
                   "baseline": _settings_of(base)},
@@ -288,6 +278,28 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
         "env": recorded_env(measured),
     }
     return validate_config(document, f"export of trial {record.number}").to_document()
+
+
+def _baseline_block(base: TrialRecord | None, comparison: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The export's ``baseline``: the baseline trial's setting, figures and its comparison with the chosen one."""
+    if base is None:
+        return None
+    return {"trial": base.number, "params": dict(base.params), "derived": dict(base.derived),
+            "outcome": base.outcome, "metrics": _metrics_block(base), "spread": _spread(base),
+            "comparison": comparison}
+
+
+def _provenance_block(study_name: str, record: TrialRecord, records: list[TrialRecord], stored: StudyRecord,
+                      storage_url: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """The export's ``provenance``: where the chosen trial was measured, with what, at what cost."""
+    return {"study": study_name, "trial": record.number, "role": record.role,
+            "storage": redact_url(storage_url), "spec_name": stored.spec_name,
+            "spec_hash": stored.spec_hash, "sampler": stored.sampler,
+            "measured_at": record.datetime_complete,
+            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            "tuner_version": _version(), **fields,
+            "cost": export_cost_block(cost_of_records(records), stored.device, record,
+                                      budget_hours(stored.budget_device_hours))}
 
 
 def random_weights_warnings(trial_attrs: Mapping[str, Any]) -> list[str]:
