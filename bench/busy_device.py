@@ -42,11 +42,16 @@ def _trial_row(trial: Any, side: dict[str, Any]) -> dict[str, Any]:
     cost = record.cost or {}
     metric = (trial.user_attrs.get("metrics") or {}).get("latency_p50_s") or {}
     keep = ("precision", "attention_backend", "num_frames", "height", "width", "cache")
-    return {"number": trial.number, "role": trial.user_attrs.get("role"), "outcome": record.outcome,
-            "params": {k: trial.params.get(k) for k in keep if k in trial.params},
-            "device_s": record.device_s, "phases_device_s": dict(cost.get("phases_device_s") or {}),
-            "warmup_calls": (side.get("worker_info") or {}).get("warmup"),
-            "latency_p50_s": metric.get("value")}
+    return {
+        "number": trial.number,
+        "role": trial.user_attrs.get("role"),
+        "outcome": record.outcome,
+        "params": {k: trial.params.get(k) for k in keep if k in trial.params},
+        "device_s": record.device_s,
+        "phases_device_s": dict(cost.get("phases_device_s") or {}),
+        "warmup_calls": (side.get("worker_info") or {}).get("warmup"),
+        "latency_p50_s": metric.get("value"),
+    }
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -60,8 +65,10 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     if args.reload_on is not None:
         spec["workload"]["python"]["reload_on"] = [name for name in args.reload_on.split(",") if name]
     if args.warmup is not None:
-        spec["measurement"] = {**spec["measurement"],
-                               "warmup": args.warmup if args.warmup == "auto" else int(args.warmup)}
+        spec["measurement"] = {
+            **spec["measurement"],
+            "warmup": args.warmup if args.warmup == "auto" else int(args.warmup),
+        }
     with tempfile.TemporaryDirectory(prefix="busy_device_") as tmp:
         home = Path(tmp)
         path = home / "wan_tiny_busy.yaml"
@@ -74,10 +81,17 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         cost = cost_of_records([TrialRecord.from_trial(t) for t in trials])
         side = trial_records(opened.study, trials)
         rows = [_trial_row(t, side.get(t.number, {})) for t in trials]
-    return {"label": args.label, "spec": str(SPEC.relative_to(ROOT)), "trials_asked": args.trials,
-            "measurement": spec["measurement"], "reload_on": spec["workload"]["python"]["reload_on"], "study_wall_s": round(wall_s, 2),
-            "recorded_device_s": round(cost.recorded_s, 3),
-            "phases_device_s": {k: round(v, 3) for k, v in cost.phases_s.items()}, "trials": rows}
+    return {
+        "label": args.label,
+        "spec": str(SPEC.relative_to(ROOT)),
+        "trials_asked": args.trials,
+        "measurement": spec["measurement"],
+        "reload_on": spec["workload"]["python"]["reload_on"],
+        "study_wall_s": round(wall_s, 2),
+        "recorded_device_s": round(cost.recorded_s, 3),
+        "phases_device_s": {k: round(v, 3) for k, v in cost.phases_s.items()},
+        "trials": rows,
+    }
 
 
 def shares(phases: dict[str, float]) -> dict[str, float]:
@@ -93,15 +107,17 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     met = "met" if share["measured"] >= TARGET_SHARE else "not met"
     first_start = ran[0]["phases_device_s"].get("startup", 0.0) if ran else 0.0
     steady = dict(result["phases_device_s"], startup=result["phases_device_s"]["startup"] - first_start)
-    return [f"tiny Wan study in a warm worker ({result['label']}; warm-up {result['measurement']['warmup']}, "
-            f"reload on {', '.join(result.get('reload_on') or ['nothing'])}): "
-            f"{len(ran)} runs, {result['recorded_device_s']:.0f} device-s recorded in {result['study_wall_s']:.0f} s",
-            "device time: " + ", ".join(f"{phase} {share[phase]:.0%}" for phase in SHOWN),
-            f"measured calls {share['measured']:.0%} of the device time (target >= {TARGET_SHARE:.0%}: {met})",
-            f"without the worker's one-time start ({first_start:.1f} s: interpreter, imports, model load): measured "
-            f"{shares(steady)['measured']:.0%}, warm-up {shares(steady)['warmup']:.0%}; "
-            f"{sum(row['warmup_calls'] or 0 for row in ran)} warm-up calls made in {len(ran)} runs",
-            f"raw: {provenance(result)}"]
+    return [
+        f"tiny Wan study in a warm worker ({result['label']}; warm-up {result['measurement']['warmup']}, "
+        f"reload on {', '.join(result.get('reload_on') or ['nothing'])}): "
+        f"{len(ran)} runs, {result['recorded_device_s']:.0f} device-s recorded in {result['study_wall_s']:.0f} s",
+        "device time: " + ", ".join(f"{phase} {share[phase]:.0%}" for phase in SHOWN),
+        f"measured calls {share['measured']:.0%} of the device time (target >= {TARGET_SHARE:.0%}: {met})",
+        f"without the worker's one-time start ({first_start:.1f} s: interpreter, imports, model load): measured "
+        f"{shares(steady)['measured']:.0%}, warm-up {shares(steady)['warmup']:.0%}; "
+        f"{sum(row['warmup_calls'] or 0 for row in ran)} warm-up calls made in {len(ran)} runs",
+        f"raw: {provenance(result)}",
+    ]
 
 
 if __name__ == "__main__":
@@ -109,7 +125,11 @@ if __name__ == "__main__":
     parser.add_argument("--trials", type=int, default=14, help="measured trials (the spec's budget, default 14)")
     parser.add_argument("--wall-s", type=float, default=900.0, help="the study's wall-time budget (s)")
     parser.add_argument("--warmup", default=None, help="measurement.warmup: an int or auto (default: the spec's)")
-    parser.add_argument("--reload-on", default=None, help="workload.python.reload_on, comma-separated (default: the "
-                        "spec's); the before figure: precision,attention_backend")
+    parser.add_argument(
+        "--reload-on",
+        default=None,
+        help="workload.python.reload_on, comma-separated (default: the "
+        "spec's); the before figure: precision,attention_backend",
+    )
     parser.add_argument("--label", default="now", help="a name for this run in the figures (before / after)")
     raw_results.main(parser, "busy_device.py", measure, report_lines)

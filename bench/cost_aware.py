@@ -36,10 +36,11 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from tuner.replay.cost_model import ReplayCostModel, overhead_note
 from tuner.replay.hypervolume import trials_to_reach
@@ -59,7 +60,7 @@ TARGETS = (0.90, 0.95)
 AT_TRIALS = 40
 
 
-@lru_cache(maxsize=None)
+@cache
 def _target(label: str) -> Target:
     return Target.of(load_table(load_hardware_types()[label]))
 
@@ -68,10 +69,19 @@ def replay_job(label: str, method_name: str, seed: int, budget: int) -> dict[str
     """One replayed study (run in a worker process): its curves and counts."""
     with tempfile.TemporaryDirectory(prefix="tuner-cost-aware-") as scratch:
         replay = replay_once(_target(label), METHODS[method_name], seed, budget, Path(scratch))
-    return {"table": label, "method": method_name, "seed": seed, "overhead": overhead_note(_target(label).table),
-            "fractions": replay.fractions,
-            "device_s": replay.device_s, "trials": replay.trials, "runs": replay.runs,
-            "stopped_because": replay.stopped_because, "elapsed_s": replay.elapsed_s, "sampler_s": replay.sampler_s}
+    return {
+        "table": label,
+        "method": method_name,
+        "seed": seed,
+        "overhead": overhead_note(_target(label).table),
+        "fractions": replay.fractions,
+        "device_s": replay.device_s,
+        "trials": replay.trials,
+        "runs": replay.runs,
+        "stopped_because": replay.stopped_because,
+        "elapsed_s": replay.elapsed_s,
+        "sampler_s": replay.sampler_s,
+    }
 
 
 def first_reach(fractions: Sequence[float], device_s: Sequence[float], target: float) -> tuple[float, float]:
@@ -91,7 +101,8 @@ def summarise(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         summary[f"device_s_to_{key}"] = statistics.median(s for _, s in reached)
         summary[f"reached_{key}"] = sum(1 for t, _ in reached if math.isfinite(t))
     summary[f"hv_at_{AT_TRIALS}"] = statistics.median(
-        r["fractions"][min(AT_TRIALS, len(r["fractions"])) - 1] for r in runs)
+        r["fractions"][min(AT_TRIALS, len(r["fractions"])) - 1] for r in runs
+    )
     summary["device_s_total"] = statistics.median(r["device_s"][-1] for r in runs)
     return summary
 
@@ -112,16 +123,24 @@ def earlier_runs(path: Path, new: Sequence[Mapping[str, Any]], target: Target) -
     done, expected = {(r["method"], r["seed"]) for r in new}, reference_cost(target)
     earlier = [r for r in json.loads(path.read_text())["runs"] if (r["method"], r["seed"]) not in done]
     kept = [r for r in earlier if r["device_s"] and math.isclose(r["device_s"][0], expected, rel_tol=1e-9)]
-    print(f"  merged {len(kept)} earlier run(s) from {path.name}"
-          + (f"; left out {len(earlier) - len(kept)} replayed under another cost model" if len(kept) < len(earlier)
-             else ""), flush=True)
+    print(
+        f"  merged {len(kept)} earlier run(s) from {path.name}"
+        + (
+            f"; left out {len(earlier) - len(kept)} replayed under another cost model"
+            if len(kept) < len(earlier)
+            else ""
+        ),
+        flush=True,
+    )
     return kept
 
 
 def _finite(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
     """Summaries for JSON: a target never reached (infinite) is null."""
-    return {name: {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in s.items()}
-            for name, s in summaries.items()}
+    return {
+        name: {k: (None if isinstance(v, float) and not math.isfinite(v) else v) for k, v in s.items()}
+        for name, s in summaries.items()
+    }
 
 
 def _fmt(value: float, digits: int = 1) -> str:
@@ -131,16 +150,24 @@ def _fmt(value: float, digits: int = 1) -> str:
 def table_lines(label: str, front: int, summaries: Mapping[str, Mapping[str, Any]]) -> list[str]:
     """The printed table of one measured table (see the module docstring)."""
     base = summaries.get("default-v1")
-    lines = [f"{label}: front {front} settings (goal: 95 % in <= {3 * front} trials, <= 0.5x default-v1's device-s)",
-             f"| method | seeds | dev-s to 90 % | dev-s to 95 % (reached) | x default-v1 | cheaper seeds | trials to 95 % | "
-             f"HV@{AT_TRIALS} | dev-s total |", "|---|---|---|---|---|---|---|---|---|"]
+    lines = [
+        f"{label}: front {front} settings (goal: 95 % in <= {3 * front} trials, <= 0.5x default-v1's device-s)",
+        f"| method | seeds | dev-s to 90 % | dev-s to 95 % (reached) | x default-v1 | cheaper seeds | trials to 95 % | "
+        f"HV@{AT_TRIALS} | dev-s total |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
     for name, s in summaries.items():
-        ratio = (s["device_s_to_95"] / base["device_s_to_95"]) if base and math.isfinite(base["device_s_to_95"]) \
-            and base["device_s_to_95"] > 0 else math.nan
-        lines.append(f"| {name} | {s['seeds']} | {_fmt(s['device_s_to_90'])} | {_fmt(s['device_s_to_95'])} "
-                     f"({s['reached_95']}) | {_fmt(ratio, 2) if not math.isnan(ratio) else 'n/a'} | "
-                     f"{s.get('cheaper_seeds', '')} | "
-                     f"{_fmt(s['trials_to_95'], 0)} | {s[f'hv_at_{AT_TRIALS}']:.3f} | {s['device_s_total']:.1f} |")
+        ratio = (
+            (s["device_s_to_95"] / base["device_s_to_95"])
+            if base and math.isfinite(base["device_s_to_95"]) and base["device_s_to_95"] > 0
+            else math.nan
+        )
+        lines.append(
+            f"| {name} | {s['seeds']} | {_fmt(s['device_s_to_90'])} | {_fmt(s['device_s_to_95'])} "
+            f"({s['reached_95']}) | {_fmt(ratio, 2) if not math.isnan(ratio) else 'n/a'} | "
+            f"{s.get('cheaper_seeds', '')} | "
+            f"{_fmt(s['trials_to_95'], 0)} | {s[f'hv_at_{AT_TRIALS}']:.3f} | {s['device_s_total']:.1f} |"
+        )
     return lines
 
 
@@ -157,9 +184,15 @@ def verdicts(by_table: Mapping[str, tuple[int, Mapping[str, Mapping[str, Any]]]]
             cheaper = s["device_s_to_95"] < base["device_s_to_95"]
             kept = s[f"hv_at_{AT_TRIALS}"] >= base[f"hv_at_{AT_TRIALS}"] - 1e-9
             wins.append(cheaper and kept)
-            goal.append(cheaper and kept and s["device_s_to_95"] <= 0.5 * base["device_s_to_95"]
-                        and s["trials_to_95"] <= 3 * front)
-        verdict = "wins on every table" if wins and all(wins) else f"does not win on every table ({sum(wins)}/{len(wins)})"
+            goal.append(
+                cheaper
+                and kept
+                and s["device_s_to_95"] <= 0.5 * base["device_s_to_95"]
+                and s["trials_to_95"] <= 3 * front
+            )
+        verdict = (
+            "wins on every table" if wins and all(wins) else f"does not win on every table ({sum(wins)}/{len(wins)})"
+        )
         lines.append(f"{name}: {verdict}; meets the issue's goal on {sum(goal)}/{len(goal)} tables")
     return lines
 
@@ -170,8 +203,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--methods", default=",".join(METHODS), help=f"comma-separated of {', '.join(METHODS)}")
     parser.add_argument("--seeds", type=int, default=8)
     parser.add_argument("--first-seed", type=int, default=0, help="seeds first-seed .. first-seed + seeds - 1")
-    parser.add_argument("--merge", action="store_true", help="add the runs already in the results JSON (other "
-                        "seeds, same cost model) to the new ones")
+    parser.add_argument(
+        "--merge",
+        action="store_true",
+        help="add the runs already in the results JSON (other seeds, same cost model) to the new ones",
+    )
     parser.add_argument("--report", action="store_true", help="replay nothing: print the tables of the results JSON")
     parser.add_argument("--budget", type=int, help="trials per study (default: per table, see TABLES)")
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
@@ -182,15 +218,31 @@ def main(argv: Sequence[str] | None = None) -> int:
     if unknown:
         parser.error(f"unknown {unknown}")
     started = time.perf_counter()
-    print(f"cost-aware search (REPLAYED studies: simulated runs, modelled device-seconds)", flush=True)
-    jobs = [] if args.report else [(label, name, seed, args.budget or TABLES[label]) for label in labels
-                                   for name in names for seed in range(args.first_seed, args.first_seed + args.seeds)]
+    print("cost-aware search (REPLAYED studies: simulated runs, modelled device-seconds)", flush=True)
+    jobs = (
+        []
+        if args.report
+        else [
+            (label, name, seed, args.budget or TABLES[label])
+            for label in labels
+            for name in names
+            for seed in range(args.first_seed, args.first_seed + args.seeds)
+        ]
+    )
     results: list[dict[str, Any]] = []
     if jobs:
         with ProcessPoolExecutor(max_workers=args.jobs) as pool:
             results = list(pool.map(replay_job, *zip(*jobs)))
-    by_table = {label: report_table(label, [r for r in results if r["table"] == label], args.results_dir,
-                                    merge=args.merge or args.report, write=not args.report) for label in labels}
+    by_table = {
+        label: report_table(
+            label,
+            [r for r in results if r["table"] == label],
+            args.results_dir,
+            merge=args.merge or args.report,
+            write=not args.report,
+        )
+        for label in labels
+    }
     for line in verdicts(by_table):
         print(line, flush=True)
     if args.report:
@@ -200,8 +252,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def report_table(label: str, runs: list[dict[str, Any]], results_dir: Path, merge: bool,
-                 write: bool) -> tuple[int, dict[str, dict[str, Any]]]:
+def report_table(
+    label: str, runs: list[dict[str, Any]], results_dir: Path, merge: bool, write: bool
+) -> tuple[int, dict[str, dict[str, Any]]]:
     """Print one table's summaries (``runs`` plus, with ``merge``, the earlier ones); write its JSON."""
     target = _target(label)
     note = overhead_note(target.table)
@@ -217,25 +270,41 @@ def report_table(label: str, runs: list[dict[str, Any]], results_dir: Path, merg
         print(line, flush=True)
     if write:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps({"table": label, "front_size": target.front_size, "overhead": note,
-                                    "seeds": sorted({r["seed"] for r in runs}),
-                                    "methods": {n: dict(METHODS[n].options) for n in present},
-                                    "summaries": _finite(summaries), "runs": runs}, indent=1))
+        path.write_text(
+            json.dumps(
+                {
+                    "table": label,
+                    "front_size": target.front_size,
+                    "overhead": note,
+                    "seeds": sorted({r["seed"] for r in runs}),
+                    "methods": {n: dict(METHODS[n].options) for n in present},
+                    "summaries": _finite(summaries),
+                    "runs": runs,
+                },
+                indent=1,
+            )
+        )
         print(f"wrote {path.relative_to(ROOT) if path.is_relative_to(ROOT) else path}", flush=True)
     return target.front_size, summaries
 
 
 def recorded_time(labels: Sequence[str], results_dir: Path) -> str:
     """One line: how many replayed studies the results JSONs of ``labels`` hold and their replay wall time."""
-    runs = [run for label in labels for run in json.loads(
-        (results_dir / f"cost_aware_{label.replace(':', '_')}.json").read_text())["runs"]]
-    return (f"recorded: {len(runs)} replayed studies, {sum(run['elapsed_s'] for run in runs):.0f} s of replay "
-            "wall time in all")
+    runs = [
+        run
+        for label in labels
+        for run in json.loads((results_dir / f"cost_aware_{label.replace(':', '_')}.json").read_text())["runs"]
+    ]
+    return (
+        f"recorded: {len(runs)} replayed studies, {sum(run['elapsed_s'] for run in runs):.0f} s of replay "
+        "wall time in all"
+    )
 
 
 def paired_cheaper(runs: Sequence[Mapping[str, Any]], name: str) -> str:
     """``k/n``: of the n seeds replayed by both, those where ``name`` reached 95 % for fewer device-seconds
     than default-v1 on the same seed (same spec seed, same start-up draws)."""
+
     def cost(run: Mapping[str, Any]) -> float:
         return first_reach(run["fractions"], run["device_s"], 0.95)[1]
 

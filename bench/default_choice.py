@@ -33,9 +33,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from datetime import datetime, timezone
+from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -120,14 +121,25 @@ def measure() -> dict[str, Any]:
         def params_of(point: Any) -> Mapping[str, Any]:
             return table.rows[keys[point.number]].params
 
-        fastest = min(front, key=lambda p: (p.values[0] if directions[0] == "minimize" else -p.values[0],
-                                            turned(p.values[1], directions[1]), p.number))
+        fastest = min(
+            front,
+            key=lambda p: (
+                p.values[0] if directions[0] == "minimize" else -p.values[0],
+                turned(p.values[1], directions[1]),
+                p.number,
+            ),
+        )
         knee = knee_point(front, directions)
-        best = min(front, key=lambda p: (turned(p.values[1], directions[1]), turned(p.values[0], directions[0]),
-                                         p.number))
-        rows = [entry("baseline", spec.baseline), entry("reference", spec.reference),
-                entry("fastest (old default)", params_of(fastest)), entry("knee (new default)", params_of(knee)),
-                entry("best quality on the front", params_of(best))]
+        best = min(
+            front, key=lambda p: (turned(p.values[1], directions[1]), turned(p.values[0], directions[0]), p.number)
+        )
+        rows = [
+            entry("baseline", spec.baseline),
+            entry("reference", spec.reference),
+            entry("fastest (old default)", params_of(fastest)),
+            entry("knee (new default)", params_of(knee)),
+            entry("best quality on the front", params_of(best)),
+        ]
         threshold = THRESHOLDS.get(hardware.table)
         if threshold is not None:
             metric, limits = threshold
@@ -152,35 +164,39 @@ def measure() -> dict[str, Any]:
             "speedup_kept_pct": round(100 * (base_latency / k_raw[speed]) / (base_latency / f_raw[speed]), 1),
             "latency_cut_kept_pct": round(100 * (base_latency - k_raw[speed]) / (base_latency - f_raw[speed]), 1),
             "quality_loss_avoided_pct": round(100 * (1 - k_loss / f_loss), 1) if f_loss > 0 else None,
-            "knee_dominates_baseline": (k_raw[speed] <= base_latency
-                                        and turned(k_raw[quality], directions[1])
-                                        <= turned(base_row.values[quality], directions[1])
-                                        and (k_raw[speed], k_raw[quality]) != (base_latency, base_row.values[quality])),
+            "knee_dominates_baseline": (
+                k_raw[speed] <= base_latency
+                and turned(k_raw[quality], directions[1]) <= turned(base_row.values[quality], directions[1])
+                and (k_raw[speed], k_raw[quality]) != (base_latency, base_row.values[quality])
+            ),
         }
         assert f_row["rule"].startswith("fastest") and k_row["rule"].startswith("knee")
-        tables.append({
-            "table": label,
-            "csv": str(hardware.table_path.relative_to(ROOT)),
-            "spec": str(hardware.spec_path.relative_to(ROOT)) if hardware.spec_path.is_absolute()
-            else str(hardware.spec_path),
-            "fixed": dict(hardware.fixed),
-            "memory_cap_gb": hardware.memory_cap_gb,
-            "objectives": [{"metric": m, "direction": d} for m, d in zip(metrics, directions)],
-            "settings": len(table.rows),
-            "feasible": len(feasible),
-            "front_size": len(front),
-            "front": sorted(([sig(v) for v in p.values] for p in front), key=lambda v: v[0]),
-            "best_quality_on_front": sig(q_best if directions[1] == "minimize" else -q_best),
-            "rows": rows,
-            "knee_vs_fastest": knee_vs_fastest,
-        })
+        tables.append(
+            {
+                "table": label,
+                "csv": str(hardware.table_path.relative_to(ROOT)),
+                "spec": str(hardware.spec_path.relative_to(ROOT))
+                if hardware.spec_path.is_absolute()
+                else str(hardware.spec_path),
+                "fixed": dict(hardware.fixed),
+                "memory_cap_gb": hardware.memory_cap_gb,
+                "objectives": [{"metric": m, "direction": d} for m, d in zip(metrics, directions)],
+                "settings": len(table.rows),
+                "feasible": len(feasible),
+                "front_size": len(front),
+                "front": sorted(([sig(v) for v in p.values] for p in front), key=lambda v: v[0]),
+                "best_quality_on_front": sig(q_best if directions[1] == "minimize" else -q_best),
+                "rows": rows,
+                "knee_vs_fastest": knee_vs_fastest,
+            }
+        )
     return {
         "command": "python bench/default_choice.py",
         "report_command": "python bench/default_choice.py --report",
-        "generated": datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "generated": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "definitions": {
             "front": "non-dominated feasible settings of the table on the spec's two objectives "
-                     "(feasible as in tuner.replay.table.feasible_values)",
+            "(feasible as in tuner.replay.table.feasible_values)",
             "speedup": "baseline latency_p50_s / the setting's latency_p50_s",
             "quality_loss": "distance from the best quality objective value on the front, in its units",
             "speedup_kept_pct": "knee speed-up / fastest speed-up (both over the baseline)",
@@ -208,29 +224,42 @@ def markdown(result: Mapping[str, Any]) -> str:
         speed, quality = (o["metric"] for o in table["objectives"])
         direction = table["objectives"][1]["direction"]
         fixed = ", ".join(f"{k}={v}" for k, v in table["fixed"].items()) or "none"
-        lines += [f"**{table['table']}** (`{table['csv']}`; {table['settings']} settings, {table['feasible']} "
-                  f"feasible, {table['front_size']} on the front; {quality} {direction}d; fixed: {fixed})", "",
-                  f"| rule | {speed} | speed-up vs baseline | {quality} | quality loss | on front | setting |",
-                  "| --- | --- | --- | --- | --- | --- | --- |"]
+        lines += [
+            f"**{table['table']}** (`{table['csv']}`; {table['settings']} settings, {table['feasible']} "
+            f"feasible, {table['front_size']} on the front; {quality} {direction}d; fixed: {fixed})",
+            "",
+            f"| rule | {speed} | speed-up vs baseline | {quality} | quality loss | on front | setting |",
+            "| --- | --- | --- | --- | --- | --- | --- |",
+        ]
         for row in table["rows"]:
             name = f"**{row['rule']}**" if row["rule"].startswith("knee") else row["rule"]
             front = "yes" if row["on_front"] else ("no" if row["feasible"] else "infeasible")
-            lines.append(f"| {name} | {row[speed]} s | {row['speedup']}x | {quality_text(row, quality)} | "
-                         f"{row['quality_loss']} | {front} | {setting_text(row['params'])} |")
+            lines.append(
+                f"| {name} | {row[speed]} s | {row['speedup']}x | {quality_text(row, quality)} | "
+                f"{row['quality_loss']} | {front} | {setting_text(row['params'])} |"
+            )
         kvf = table["knee_vs_fastest"]
-        lines += ["", f"Knee against fastest: keeps {kvf['speedup_kept_pct']} % of its speed-up "
-                      f"({kvf['latency_cut_kept_pct']} % of its latency cut from the baseline), avoids "
-                      f"{kvf['quality_loss_avoided_pct']} % of its quality loss; knee dominates the baseline: "
-                      f"{'yes' if kvf['knee_dominates_baseline'] else 'no'}.", ""]
-    lines.append(f"Regenerate: `{result['command']}` (re-print: `{result['report_command']}`); "
-                 f"generated {result['generated']}.")
+        lines += [
+            "",
+            f"Knee against fastest: keeps {kvf['speedup_kept_pct']} % of its speed-up "
+            f"({kvf['latency_cut_kept_pct']} % of its latency cut from the baseline), avoids "
+            f"{kvf['quality_loss_avoided_pct']} % of its quality loss; knee dominates the baseline: "
+            f"{'yes' if kvf['knee_dominates_baseline'] else 'no'}.",
+            "",
+        ]
+    lines.append(
+        f"Regenerate: `{result['command']}` (re-print: `{result['report_command']}`); generated {result['generated']}."
+    )
     return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n", 1)[0])
-    parser.add_argument("--report", action="store_true",
-                        help=f"re-print the markdown from {RESULTS.relative_to(ROOT)} without reading the tables")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help=f"re-print the markdown from {RESULTS.relative_to(ROOT)} without reading the tables",
+    )
     args = parser.parse_args(argv)
     if args.report:
         result = json.loads(RESULTS.read_text())

@@ -40,51 +40,159 @@ from __future__ import annotations
 import math
 import re
 import sys
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report  # noqa: E402  (bench/report.py: the report blocks)
 
 ROOT = report.ROOT
 # Sections whose prose reads other sections' blocks: (document, section) -> the sections whose blocks it reads.
-READS = {("docs/benchmarks.md", "Warm start across hardware types"): ("bench/search_efficiency.py — trials to the front",),
-         ("docs/benchmarks.md", "The memory model on the tables"): ("bench/search_efficiency.py — trials to the front",),
-         ("docs/benchmarks.md", "Device-seconds to the front"): ("bench/search_efficiency.py — trials to the front",),
-         ("docs/models.md", "Known, left as they are"): ("What was measured where",),
-         ("docs/models/avatar_dit.md", "Reading the tables"): (
-             "Measured", "Quality vs knobs (held-out pairs, against ground truth at 64 x 64)",
-             "ST-LPIPS over sample_steps at 64 px, paired over 32 held-out pairs (seeds 100..131)",
-             "ST-LPIPS over sample_steps at 48 px, paired over 32 held-out pairs (seeds 100..131)",
-             "Lip-sync proxy (RMS vs mouth aperture, per-portrait mouth box)",
-             "Cost vs knobs (CPU, median of 5 runs after a warm-up)"),
-         ("docs/models/avqa.md", "Reading the tables"): ("Measurements", "Accuracy (exact match vs ground truth)", "Cost")}
+READS = {
+    ("docs/benchmarks.md", "Warm start across hardware types"): ("bench/search_efficiency.py — trials to the front",),
+    ("docs/benchmarks.md", "The memory model on the tables"): ("bench/search_efficiency.py — trials to the front",),
+    ("docs/benchmarks.md", "Device-seconds to the front"): ("bench/search_efficiency.py — trials to the front",),
+    ("docs/models.md", "Known, left as they are"): ("What was measured where",),
+    ("docs/models/avatar_dit.md", "Reading the tables"): (
+        "Measured",
+        "Quality vs knobs (held-out pairs, against ground truth at 64 x 64)",
+        "ST-LPIPS over sample_steps at 64 px, paired over 32 held-out pairs (seeds 100..131)",
+        "ST-LPIPS over sample_steps at 48 px, paired over 32 held-out pairs (seeds 100..131)",
+        "Lip-sync proxy (RMS vs mouth aperture, per-portrait mouth box)",
+        "Cost vs knobs (CPU, median of 5 runs after a warm-up)",
+    ),
+    ("docs/models/avqa.md", "Reading the tables"): ("Measurements", "Accuracy (exact match vs ground truth)", "Cost"),
+}
 # Names after which (or under which, as a table header) a dotted number is a version.
-VERSIONED = frozenset("""python cpython torch pytorch cuda cudnn nccl driver optuna optuna-dashboard mlflow diffusers
-transformers accelerate numpy torchvision lpips stlpips-pytorch opencv opencv-python-headless av pyav pip postgresql
-psycopg sqlalchemy fastapi uvicorn pydantic typer rich pillow scikit-image scipy plotly matplotlib sacrebleu selenium
-chromium espeak-ng ubuntu debian linux tuner.config schemathesis hypothesis mypy pytest safetensors huggingface-hub
-version""".split())
-_UNIT_FACTORS = {"ns": 1e-9, "µs": 1e-6, "us": 1e-6, "ms": 1e-3, "min": 60.0, "mins": 60.0, "minute": 60.0,
-                 "minutes": 60.0, "h": 3600.0, "hour": 3600.0, "hours": 3600.0, "day": 86400.0, "days": 86400.0,
-                 "KB": 1e3, "kB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12, "KiB": 2.0 ** 10, "MiB": 2.0 ** 20,
-                 "GiB": 2.0 ** 30, "TiB": 2.0 ** 40, "kHz": 1e3, "MHz": 1e6, "GHz": 1e9, "%": 0.01}
-UNITS = sorted({*_UNIT_FACTORS, "s", "sec", "secs", "second", "seconds", "bytes", "Hz", "fps", "dB", "W",
-                "device-s", "device-seconds", "device-hours", "CPU-s", "CPU-seconds", "CPU ms", "core-s",
-                "ms/token", "tokens/s", "trials/s", "samples/s", "it/s"}, key=len, reverse=True)
+VERSIONED = frozenset(
+    [
+        "python",
+        "cpython",
+        "torch",
+        "pytorch",
+        "cuda",
+        "cudnn",
+        "nccl",
+        "driver",
+        "optuna",
+        "optuna-dashboard",
+        "mlflow",
+        "diffusers",
+        "transformers",
+        "accelerate",
+        "numpy",
+        "torchvision",
+        "lpips",
+        "stlpips-pytorch",
+        "opencv",
+        "opencv-python-headless",
+        "av",
+        "pyav",
+        "pip",
+        "postgresql",
+        "psycopg",
+        "sqlalchemy",
+        "fastapi",
+        "uvicorn",
+        "pydantic",
+        "typer",
+        "rich",
+        "pillow",
+        "scikit-image",
+        "scipy",
+        "plotly",
+        "matplotlib",
+        "sacrebleu",
+        "selenium",
+        "chromium",
+        "espeak-ng",
+        "ubuntu",
+        "debian",
+        "linux",
+        "tuner.config",
+        "schemathesis",
+        "hypothesis",
+        "mypy",
+        "pytest",
+        "safetensors",
+        "huggingface-hub",
+        "version",
+    ]
+)
+_UNIT_FACTORS = {
+    "ns": 1e-9,
+    "µs": 1e-6,
+    "us": 1e-6,
+    "ms": 1e-3,
+    "min": 60.0,
+    "mins": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
+    "h": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
+    "day": 86400.0,
+    "days": 86400.0,
+    "KB": 1e3,
+    "kB": 1e3,
+    "MB": 1e6,
+    "GB": 1e9,
+    "TB": 1e12,
+    "KiB": 2.0**10,
+    "MiB": 2.0**20,
+    "GiB": 2.0**30,
+    "TiB": 2.0**40,
+    "kHz": 1e3,
+    "MHz": 1e6,
+    "GHz": 1e9,
+    "%": 0.01,
+}
+UNITS = sorted(
+    {
+        *_UNIT_FACTORS,
+        "s",
+        "sec",
+        "secs",
+        "second",
+        "seconds",
+        "bytes",
+        "Hz",
+        "fps",
+        "dB",
+        "W",
+        "device-s",
+        "device-seconds",
+        "device-hours",
+        "CPU-s",
+        "CPU-seconds",
+        "CPU ms",
+        "core-s",
+        "ms/token",
+        "tokens/s",
+        "trials/s",
+        "samples/s",
+        "it/s",
+    },
+    key=len,
+    reverse=True,
+)
 _NUM = r"(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:[eE][-−]?\d+)?(?![.,]?\d)(?!\.[\d*xX])"
 _UNIT = "|".join(re.escape(unit) for unit in UNITS if unit != "%")
-_RUN = re.compile(rf"(?<![\w.@/^#$])(?<!\w[-−])(?P<run>{_NUM}(?:\s?[–\-−]\s?{_NUM})*)"
-                  rf"(?:(?P<space>\s?)(?P<unit>%|(?:{_UNIT})(?![A-Za-z0-9_]))|(?P<ratio>[x×])(?![\w]))?(?![A-Za-z_])")
+_RUN = re.compile(
+    rf"(?<![\w.@/^#$])(?<!\w[-−])(?P<run>{_NUM}(?:\s?[–\-−]\s?{_NUM})*)"
+    rf"(?:(?P<space>\s?)(?P<unit>%|(?:{_UNIT})(?![A-Za-z0-9_]))|(?P<ratio>[x×])(?![\w]))?(?![A-Za-z_])"
+)
 _ONE = re.compile(_NUM)
 _SPAN = r"`(?:[^`\n]|\n(?!\n))*`"  # a code span: it may cross a line break, never a blank line
 _CODE = re.compile(rf"{_SPAN}|<!--.*?-->|\]\([^)\n]*\)|<https?://[^>\n]*>|https?://\S+")
 _MARKER = re.compile(r"<!--\s*figures:\s*(?P<kind>\S+)\s*(?P<args>.*?)\s*-->")
 _LITERAL = re.compile(r"(?<![\w.])\d[\d_]*(?:\.\d+)?(?:[eE][-+]?\d+)?")
-_VERSION_BEFORE = re.compile(r"(?:(?P<name>[A-Za-z][\w.+-]*)(?:\([^()]*\))?(?:\s+(?:from|between|since))?"
-                             r"\s*\(?\s*(?:[<>=!~]=?|==)?\s*v?"
-                             r"|(?<![\s(])(?:[<>=!~]=)v?|\bv)$")  # pip style (torch>=2.5) or v2.5
+_VERSION_BEFORE = re.compile(
+    r"(?:(?P<name>[A-Za-z][\w.+-]*)(?:\([^()]*\))?(?:\s+(?:from|between|since))?"
+    r"\s*\(?\s*(?:[<>=!~]=?|==)?\s*v?"
+    r"|(?<![\s(])(?:[<>=!~]=)v?|\bv)$"
+)  # pip style (torch>=2.5) or v2.5
 _LISTED = re.compile(r"(?<![\w.])(\d+(?:\.\d+)+)\s*(?:,|and|or|to|/|–|-|\(and|\(or)\s*(?:and\s+)?$")
 
 
@@ -140,8 +248,15 @@ def _is_version(plain: str, start: int, number: str) -> bool:
     return name is None or base in VERSIONED or base.rstrip("s").endswith("version")
 
 
-def line_figures(line: str, number: int, section: str, header: str = "", bare_cell: bool = False,
-                 before: str = "", shown: tuple[str, str] | None = None) -> list[Figure]:
+def line_figures(
+    line: str,
+    number: int,
+    section: str,
+    header: str = "",
+    bare_cell: bool = False,
+    before: str = "",
+    shown: tuple[str, str] | None = None,
+) -> list[Figure]:
     """The figures of one line (or table cell) as written: ``header`` is its table column's header, if any;
     ``bare_cell`` makes every number a figure (a cell of numbers only); ``before`` is the line above in
     the same paragraph (a version's name may end it); ``shown`` the line :func:`masked` and :func:`_plain`
@@ -205,7 +320,7 @@ def _markers(lines: Sequence[str], skipped: set[int]) -> list[Marker]:
         if i in skipped:
             continue
         for match in _MARKER.finditer(re.sub(_SPAN, lambda span: " " * len(span.group(0)), line)):  # not in code
-            if line[:match.start()].strip():
+            if line[: match.start()].strip():
                 covers: tuple[int, ...] = (i,)
             else:
                 end = next((j for j in range(i + 1, len(lines)) if not lines[j].strip()), len(lines))
@@ -232,7 +347,7 @@ def _literals(spec: str) -> tuple[set[float], list[str]]:
             for i in where:
                 indent = len(lines[i]) - len(lines[i].lstrip())
                 block = [lines[i]]
-                for following in lines[i + 1:]:
+                for following in lines[i + 1 :]:
                     if following.strip() and len(following) - len(following.lstrip()) <= indent:
                         break
                     block.append(following)
@@ -275,14 +390,16 @@ def document_figures(lines: Sequence[str]) -> tuple[list[Figure], set[int]]:
         if i not in skipped and line.lstrip().startswith(report.FENCE):
             fenced = not fenced
             skipped.add(i)
-        elif fenced:
-            skipped.add(i)
-        elif i not in skipped and _indented_code(line, lines[i - 1] if i else "", last_text, i - 1 in skipped):
+        elif (
+            fenced or i not in skipped and _indented_code(line, lines[i - 1] if i else "", last_text, i - 1 in skipped)
+        ):
             skipped.add(i)
         elif line.strip():
             last_text = line
-    prose = [i not in skipped and bool(line.strip()) and not line.startswith("#") and not line.lstrip().startswith("|")
-             for i, line in enumerate(lines)]
+    prose = [
+        i not in skipped and bool(line.strip()) and not line.startswith("#") and not line.lstrip().startswith("|")
+        for i, line in enumerate(lines)
+    ]
     # A paragraph is masked whole: a code span may cross a line break.
     shown_text = "\n".join(line if prose[i] else "" for i, line in enumerate(lines))
     masked_lines = masked(shown_text).split("\n")
@@ -337,8 +454,10 @@ def problems(doc: Path, text: str | None = None) -> list[str]:
         reads = (figure.section, *READS.get((name, figure.section), ()))
         printed = "\n".join(line for block in blocks if block.section in reads for line in block.body)
         if not _printed(printed, figure):
-            out.append(f"{name}:{figure.line}: section {figure.section!r} states {figure.text!r}, printed by none "
-                       "of its report blocks and under no figures marker")
+            out.append(
+                f"{name}:{figure.line}: section {figure.section!r} states {figure.text!r}, printed by none "
+                "of its report blocks and under no figures marker"
+            )
     return list(dict.fromkeys(out))
 
 

@@ -12,10 +12,12 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from fleet_sleep import ENV, Sampler, loadavg, measured_window, row_of, wait_for_logs
+
 from tuner.host import free_port
 
 
@@ -27,8 +29,9 @@ def require_grpc() -> None:
         raise SystemExit("--grpc needs grpcio (pip install grpcio; not a tuner dependency)") from None
 
 
-def grpc_ladder(pg: Any, counts: list[int], per_worker: int, sleep_s: float,
-                directory: Path) -> Iterator[tuple[str, dict[str, Any]]]:
+def grpc_ladder(
+    pg: Any, counts: list[int], per_worker: int, sleep_s: float, directory: Path
+) -> Iterator[tuple[str, dict[str, Any]]]:
     """Bare Optuna workers (ask, sleep ``sleep_s``, tell; the random sampler) on PostgreSQL directly
     ("optuna-postgres") and through ``optuna.storages.run_grpc_proxy_server`` over it ("optuna-grpc",
     the proxy's CPU in ``proxy_cpu_pct_of_core``): the storage layer the proxy changes, without the
@@ -52,8 +55,9 @@ def grpc_ladder(pg: Any, counts: list[int], per_worker: int, sleep_s: float,
             yield label, row
 
 
-def _bare_fleet(url: str, storage: str, workers: int, per_worker: int, sleep_s: float, home: Path,
-                server: subprocess.Popen | None) -> dict[str, Any]:
+def _bare_fleet(
+    url: str, storage: str, workers: int, per_worker: int, sleep_s: float, home: Path, server: subprocess.Popen | None
+) -> dict[str, Any]:
     """One run of ``workers`` bare Optuna worker processes on ``storage``; started, ready (connected),
     then released together by a file; the row as :func:`fleet_sleep.row_of` (plus the proxy's CPU)."""
     import optuna
@@ -65,9 +69,14 @@ def _bare_fleet(url: str, storage: str, workers: int, per_worker: int, sleep_s: 
     processes = []
     for log in logs:
         with open(log, "w") as sink:
-            processes.append(subprocess.Popen([sys.executable, __file__, "--worker", storage, name,
-                                               str(per_worker), str(sleep_s), str(go)], env=ENV, stdout=sink,
-                                              stderr=subprocess.STDOUT))
+            processes.append(
+                subprocess.Popen(
+                    [sys.executable, __file__, "--worker", storage, name, str(per_worker), str(sleep_s), str(go)],
+                    env=ENV,
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                )
+            )
     try:
         wait_for_logs(logs, processes, "ready", timeout_s=600)
         proxy = Sampler([server.pid]) if server is not None else None
@@ -126,11 +135,14 @@ def _grpc_server(url: str, port: int) -> None:
     optuna.storages.run_grpc_proxy_server(optuna.storages.get_storage(url), host="127.0.0.1", port=port)
 
 
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--worker", nargs=5, metavar=("STORAGE", "STUDY", "TRIALS", "SLEEP_S", "GO_FILE"),
-                        help="run one bare Optuna worker")
+    parser.add_argument(
+        "--worker",
+        nargs=5,
+        metavar=("STORAGE", "STUDY", "TRIALS", "SLEEP_S", "GO_FILE"),
+        help="run one bare Optuna worker",
+    )
     parser.add_argument("--server", nargs=2, metavar=("URL", "PORT"), help="run the gRPC proxy over URL")
     args = parser.parse_args()
     if args.worker:

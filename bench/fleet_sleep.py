@@ -82,8 +82,11 @@ def measured_window(url: str, name: str, measured: bool = True) -> tuple[int, fl
     ``measured``: only trials the tuner marked measured."""
     import optuna
 
-    done = [t for t in optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
-            if (t.user_attrs.get("measured") or not measured) and t.datetime_complete is not None]
+    done = [
+        t
+        for t in optuna.load_study(study_name=name, storage=url).get_trials(deepcopy=False)
+        if (t.user_attrs.get("measured") or not measured) and t.datetime_complete is not None
+    ]
     first = min(t.datetime_start for t in done if t.datetime_start is not None)
     last = max(t.datetime_complete for t in done if t.datetime_complete is not None)
     return len(done), max((last - first).total_seconds(), 1e-9), done
@@ -102,10 +105,29 @@ def sleep_fleet(url: str, workers: int, per_worker: int, sleep_s: float, directo
     processes = []
     for i, log in enumerate(logs):
         with open(log, "w") as sink:
-            processes.append(subprocess.Popen(
-                [sys.executable, "-m", "tuner", "worker", "--storage", url, "--gpus", "0", "--no-mlflow",
-                 "--poll", "1", "--home", str(home / f"h{i}")], env={**ENV, "TUNER_HOST": f"host{i}"},
-                stdout=sink, stderr=subprocess.STDOUT, cwd=home))
+            processes.append(
+                subprocess.Popen(
+                    [
+                        sys.executable,
+                        "-m",
+                        "tuner",
+                        "worker",
+                        "--storage",
+                        url,
+                        "--gpus",
+                        "0",
+                        "--no-mlflow",
+                        "--poll",
+                        "1",
+                        "--home",
+                        str(home / f"h{i}"),
+                    ],
+                    env={**ENV, "TUNER_HOST": f"host{i}"},
+                    stdout=sink,
+                    stderr=subprocess.STDOUT,
+                    cwd=home,
+                )
+            )
     try:
         wait_for_logs(logs, processes, "waiting", timeout_s=600)
         sampler, load_before = Sampler([p.pid for p in processes]), loadavg()
@@ -113,9 +135,13 @@ def sleep_fleet(url: str, workers: int, per_worker: int, sleep_s: float, directo
         make_study(url, name, workers * per_worker, home, sleep_spec("fleet_sleep", sleep_s, workers * per_worker))
         _enqueue_distinct(watch, name, workers * per_worker)
         connections = _Connections(watch)
-        _stop_when_done(logs, processes, sampler, lambda: connections.look() and _spent(watch, name,
-                                                                                        workers * per_worker),
-                        timeout_s=120 + 4 * per_worker * sleep_s * 3)
+        _stop_when_done(
+            logs,
+            processes,
+            sampler,
+            lambda: connections.look() and _spent(watch, name, workers * per_worker),
+            timeout_s=120 + 4 * per_worker * sleep_s * 3,
+        )
         cpu = sampler.percent_of_core()
         load_after = loadavg()
     finally:
@@ -146,8 +172,9 @@ class _Connections:
 
         gc.collect()
         with self.engine.connect() as connection:
-            count = connection.execute(text("select count(*) from pg_stat_activity where datname = "
-                                            "current_database()")).scalar_one()
+            count = connection.execute(
+                text("select count(*) from pg_stat_activity where datname = current_database()")
+            ).scalar_one()
         self.peak = max(self.peak, int(count))
         return True
 
@@ -163,8 +190,9 @@ def _enqueue_distinct(storage: Any, name: str, count: int) -> None:
         study.enqueue_trial({"x": x})
 
 
-def row_of(workers: int, done: list[Any], window_s: float, cpu: float, load_before: float,
-           load_after: float) -> dict[str, Any]:
+def row_of(
+    workers: int, done: list[Any], window_s: float, cpu: float, load_before: float, load_after: float
+) -> dict[str, Any]:
     """A result row from the finished trials (``FrozenTrial``) of one run; seconds, % of a core.
 
     ``cycle_s``: the median time from one trial's start to the next trial's start on the same worker (the
@@ -179,14 +207,25 @@ def row_of(workers: int, done: list[Any], window_s: float, cpu: float, load_befo
     for trial in done:
         if trial.user_attrs.get("worker"):
             by_worker.setdefault(str(trial.user_attrs["worker"]), []).append(trial.datetime_start)
-    cycles = [(b - a).total_seconds() for times in by_worker.values()
-              for a, b in list(zip(sorted(times), sorted(times)[1:]))[1:]]  # the first trial's start-up left out
-    return {"workers": workers, "trials": len(done), "window_s": round(window_s, 3),
-            "copies": sum(1 for t in done if t.user_attrs.get("duplicate_of") is not None),
-            "trials_per_s": len(done) / window_s, "mean_trial_s": sum(durations) / len(durations),
-            "cycle_s": statistics.median(cycles) if cycles else None, "cycles": len(cycles),
-            "join_spread_s": (starts[min(workers, len(starts)) - 1] - starts[0]).total_seconds(),
-            "worker_cpu_pct_of_core": cpu, "load_before": load_before, "load_after": load_after}
+    cycles = [
+        (b - a).total_seconds()
+        for times in by_worker.values()
+        for a, b in list(zip(sorted(times), sorted(times)[1:]))[1:]
+    ]  # the first trial's start-up left out
+    return {
+        "workers": workers,
+        "trials": len(done),
+        "window_s": round(window_s, 3),
+        "copies": sum(1 for t in done if t.user_attrs.get("duplicate_of") is not None),
+        "trials_per_s": len(done) / window_s,
+        "mean_trial_s": sum(durations) / len(durations),
+        "cycle_s": statistics.median(cycles) if cycles else None,
+        "cycles": len(cycles),
+        "join_spread_s": (starts[min(workers, len(starts)) - 1] - starts[0]).total_seconds(),
+        "worker_cpu_pct_of_core": cpu,
+        "load_before": load_before,
+        "load_after": load_after,
+    }
 
 
 def wait_for_logs(logs: list[Path], processes: list[subprocess.Popen], marker: str, timeout_s: float) -> None:
@@ -213,8 +252,9 @@ def _spent(storage: Any, name: str, budget: int) -> bool:
     return not running and sum(1 for t in trials if t.user_attrs.get("measured")) >= budget
 
 
-def _stop_when_done(logs: list[Path], processes: list[subprocess.Popen], sampler: Sampler, spent: Any,
-                    timeout_s: float) -> None:
+def _stop_when_done(
+    logs: list[Path], processes: list[subprocess.Popen], sampler: Sampler, spent: Any, timeout_s: float
+) -> None:
     """SIGTERM each worker as soon as its log says it waits again (its study spent) or ``spent()``
     (checked each second) says the study is, its CPU sampled just before; SystemExit when some still
     run after ``timeout_s``."""
@@ -226,15 +266,17 @@ def _stop_when_done(logs: list[Path], processes: list[subprocess.Popen], sampler
         if time.monotonic() - checked > 1.0:
             done, checked = spent(), time.monotonic()
         for i in list(running):
-            if (done or logs[i].read_text(errors="replace").count("waiting") > seen[i]
-                    or processes[i].poll() is not None):
+            if (
+                done
+                or logs[i].read_text(errors="replace").count("waiting") > seen[i]
+                or processes[i].poll() is not None
+            ):
                 sampler.sample(i)
                 processes[i].terminate()
                 running.discard(i)
         time.sleep(0.2)
     if running:
         tail = logs[min(running)].read_text(errors="replace")[-1500:]
-        raise SystemExit(f"{len(running)} workers still running after {timeout_s:.0f} s; worker "
-                         f"{min(running)}'s log ends:\n{tail}")
-
-
+        raise SystemExit(
+            f"{len(running)} workers still running after {timeout_s:.0f} s; worker {min(running)}'s log ends:\n{tail}"
+        )

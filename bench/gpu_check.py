@@ -79,8 +79,10 @@ def select_phases(names: str | None, run: int | None = None) -> list[PhasePlan]:
     wanted = {name.strip() for name in names.split(",") if name.strip()}
     known = {p.name for p in PLAN} | {p.letter for p in PLAN}
     if wanted - known:
-        raise SystemExit(f"gpu_check: unknown phase(s) {sorted(wanted - known)}; known: "
-                         + ", ".join(f"{p.letter}={p.name}" for p in PLAN))
+        raise SystemExit(
+            f"gpu_check: unknown phase(s) {sorted(wanted - known)}; known: "
+            + ", ".join(f"{p.letter}={p.name}" for p in PLAN)
+        )
     return [p for p in PLAN if p.name in wanted or p.letter in wanted]
 
 
@@ -150,17 +152,36 @@ def run_phase(phase: PhasePlan, device: str, work: Path, cap_s: float) -> dict[s
     started = time.monotonic()
     with log_path.open("ab") as log:
         process = subprocess.Popen(
-            [sys.executable, str(PHASES_SCRIPT), phase.name, "--device", device, "--home", str(home),
-             "--result", str(result_path), "--cap-s", f"{cap_s:.1f}"],
-            cwd=ROOT, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-            preexec_fn=die_with_parent)
+            [
+                sys.executable,
+                str(PHASES_SCRIPT),
+                phase.name,
+                "--device",
+                device,
+                "--home",
+                str(home),
+                "--result",
+                str(result_path),
+                "--cap-s",
+                f"{cap_s:.1f}",
+            ],
+            cwd=ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,
+        )
         try:
             process.wait(timeout=cap_s)
             record: dict[str, Any] = {}
         except subprocess.TimeoutExpired:
             killed = kill_phase(process)
-            record = {"status": "timed_out", "ok": False,
-                      "error": f"ran past its cap of {cap_s:.0f} s; killed with {killed} process(es) it started"}
+            record = {
+                "status": "timed_out",
+                "ok": False,
+                "error": f"ran past its cap of {cap_s:.0f} s; killed with {killed} process(es) it started",
+            }
         except BaseException:
             kill_phase(process)
             raise
@@ -170,8 +191,11 @@ def run_phase(phase: PhasePlan, device: str, work: Path, cap_s: float) -> dict[s
             record.update(json.loads(result_path.read_text()))
             record["status"] = "ok" if record.get("ok") else "failed"
         else:
-            record.update(status="failed", ok=False,
-                          error=f"the phase's process exited with {process.returncode} and wrote no result")
+            record.update(
+                status="failed",
+                ok=False,
+                error=f"the phase's process exited with {process.returncode} and wrote no result",
+            )
     record["seconds"] = seconds
     if not record.get("ok"):
         record["log_tail"] = log_tail(log_path)
@@ -183,8 +207,9 @@ def write_log_bundle(work: Path, out: Path, stem: str = "gpu_check") -> Path:
     (each text file's last 512 KiB, storages whole up to 4 MiB, 12 MiB in all, newest files first)."""
     path = out / f"{stem}_logs.tar.gz"
     temporary = path.with_name(path.name + ".tmp")
-    files = sorted((p for p in work.rglob("*") if p.is_file() and p.suffix in BUNDLE_SUFFIXES),
-                   key=_modified, reverse=True)
+    files = sorted(
+        (p for p in work.rglob("*") if p.is_file() and p.suffix in BUNDLE_SUFFIXES), key=_modified, reverse=True
+    )
     total = 0
     with tarfile.open(temporary, "w:gz") as bundle:
         for file in files:
@@ -217,25 +242,41 @@ def _modified(path: Path) -> float:
 
 def shown(record: dict[str, Any]) -> str:
     """A phase's record in one line: status, seconds and its scalar figures."""
-    figures = {k: v for k, v in (record.get("figures") or {}).items() if isinstance(v, (int, float, str, bool))
-               and v is not None}
+    figures = {
+        k: v
+        for k, v in (record.get("figures") or {}).items()
+        if isinstance(v, (int, float, str, bool)) and v is not None
+    }
     extra = f" error: {record['error']}" if record.get("error") else ""
     return f"{record['status'].upper()} in {record.get('seconds', 0):.1f} s {figures}{extra}"[:600]
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--out", type=Path, default=None, help="Directory of the JSON (default $OUT, else "
-                                                                "./gpu_check_out).")
-    parser.add_argument("--work", type=Path, default=None, help="Kept tuner homes of the phases (default "
-                                                                 "/tmp/gpu_check_work/<UTC time>).")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="Directory of the JSON (default $OUT, else ./gpu_check_out)."
+    )
+    parser.add_argument(
+        "--work",
+        type=Path,
+        default=None,
+        help="Kept tuner homes of the phases (default /tmp/gpu_check_work/<UTC time>).",
+    )
     parser.add_argument("--cpu-plumbing", action="store_true", help="Every phase on the CPU with stand-ins (tests).")
-    parser.add_argument("--run", type=int, default=None, help="A prepared run's phases (1: the new and most "
-                                                               "valuable, 2: the rest); JSON gpu_check_run<N>.json.")
+    parser.add_argument(
+        "--run",
+        type=int,
+        default=None,
+        help="A prepared run's phases (1: the new and most valuable, 2: the rest); JSON gpu_check_run<N>.json.",
+    )
     parser.add_argument("--phases", default=None, help="Comma list of phase names or letters (default: all).")
-    parser.add_argument("--budget-s", type=float, default=float(RUN_LIMIT_S - FINISH_MARGIN_S),
-                        help="Seconds for all phases; a phase whose cap no longer fits is skipped (default: a "
-                             "run's limit less the finish margin; gpu_check.sh passes what its run has left).")
+    parser.add_argument(
+        "--budget-s",
+        type=float,
+        default=float(RUN_LIMIT_S - FINISH_MARGIN_S),
+        help="Seconds for all phases; a phase whose cap no longer fits is skipped (default: a "
+        "run's limit less the finish margin; gpu_check.sh passes what its run has left).",
+    )
     parser.add_argument("--cap-scale", type=float, default=1.0, help="Multiply every cap (slow CPU test machines).")
     args = parser.parse_args(argv)
     started = time.monotonic()
@@ -246,17 +287,33 @@ def main(argv: list[str] | None = None) -> int:
     work = args.work or Path("/tmp/gpu_check_work") / (stamp if args.run is None else f"{stamp}-run{args.run}")
     out.mkdir(parents=True, exist_ok=True)
     work.mkdir(parents=True, exist_ok=True)
-    os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "bench"), str(ROOT),
-                                                             os.environ.get("PYTHONPATH")]))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(ROOT / "bench"), str(ROOT), os.environ.get("PYTHONPATH")])
+    )
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
     device = "cpu" if args.cpu_plumbing else "cuda"
     report: dict[str, Any] = {
-        "mode": "cpu-plumbing" if args.cpu_plumbing else "gpu", "run": args.run, "run_limit_s": RUN_LIMIT_S,
-        "started": stamp, "budget_s": args.budget_s, "cap_scale": args.cap_scale, "work_dir": str(work.resolve()),
-        "finished": False, "ok": None,
-        "plan": [{"letter": p.letter, "name": p.name, "cap_s": p.cap_s * args.cap_scale, "checks": p.summary,
-                  "runs": list(p.runs)} for p in phases],
-        "phases": {p.name: {"status": "pending", "ok": None} for p in phases}}
+        "mode": "cpu-plumbing" if args.cpu_plumbing else "gpu",
+        "run": args.run,
+        "run_limit_s": RUN_LIMIT_S,
+        "started": stamp,
+        "budget_s": args.budget_s,
+        "cap_scale": args.cap_scale,
+        "work_dir": str(work.resolve()),
+        "finished": False,
+        "ok": None,
+        "plan": [
+            {
+                "letter": p.letter,
+                "name": p.name,
+                "cap_s": p.cap_s * args.cap_scale,
+                "checks": p.summary,
+                "runs": list(p.runs),
+            }
+            for p in phases
+        ],
+        "phases": {p.name: {"status": "pending", "ok": None} for p in phases},
+    }
     path = out / f"{stem}.json"
 
     def save() -> None:
@@ -272,11 +329,16 @@ def main(argv: list[str] | None = None) -> int:
             cap_s = phase.cap_s * args.cap_scale
             left = args.budget_s - (time.monotonic() - started)
             if left < cap_s:
-                report["phases"][phase.name] = {"status": "skipped", "ok": False, "cap_s": cap_s,
-                                                "reason": f"budget: {left:.0f} s left of {args.budget_s:.0f} s, "
-                                                          f"the phase's cap is {cap_s:.0f} s"}
-                print(f"gpu_check: [{phase.letter}] {phase.name}: SKIPPED ({report['phases'][phase.name]['reason']})",
-                      flush=True)
+                report["phases"][phase.name] = {
+                    "status": "skipped",
+                    "ok": False,
+                    "cap_s": cap_s,
+                    "reason": f"budget: {left:.0f} s left of {args.budget_s:.0f} s, the phase's cap is {cap_s:.0f} s",
+                }
+                print(
+                    f"gpu_check: [{phase.letter}] {phase.name}: SKIPPED ({report['phases'][phase.name]['reason']})",
+                    flush=True,
+                )
                 save()
                 continue
             report["phases"][phase.name] = {"status": "running", "ok": None, "cap_s": cap_s}
@@ -284,8 +346,12 @@ def main(argv: list[str] | None = None) -> int:
             try:
                 record = run_phase(phase, device, work, cap_s)
             except Interrupted as signal_name:
-                report["phases"][phase.name] = {"status": "interrupted", "ok": False, "cap_s": cap_s,
-                                                "error": f"{signal_name} while it ran; killed"}
+                report["phases"][phase.name] = {
+                    "status": "interrupted",
+                    "ok": False,
+                    "cap_s": cap_s,
+                    "error": f"{signal_name} while it ran; killed",
+                }
                 raise
             report["phases"][phase.name] = {"cap_s": cap_s, **record}
             save()
@@ -298,9 +364,12 @@ def main(argv: list[str] | None = None) -> int:
     report.update(finished="interrupted" not in report, ok=not failed)
     save()
     bundle = write_log_bundle(work, out, stem)
-    print(f"gpu_check: {'every phase OK' if not failed else 'NOT OK: ' + ', '.join(failed)}; "
-          f"{report['elapsed_s']:.0f} s; figures in {path}, logs in {bundle}, "
-          f"homes in {work}", flush=True)
+    print(
+        f"gpu_check: {'every phase OK' if not failed else 'NOT OK: ' + ', '.join(failed)}; "
+        f"{report['elapsed_s']:.0f} s; figures in {path}, logs in {bundle}, "
+        f"homes in {work}",
+        flush=True,
+    )
     return 0 if not failed else 1
 
 

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from gpu_check_study import PhaseContext, failures, metric_figures, study_rows
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,10 +38,26 @@ ROOT = Path(__file__).resolve().parents[1]
 ARCHITECTURE = {"cuda": "qwen2.5-omni-7b", "cpu": "tiny"}
 """The thinker preset per device: the full-size 7B on a GPU, the tiny stand-in on the CPU."""
 
-INPUTS = {"cuda": {"video_seconds": 16.0, "source_fps": 25.0, "video_height": 360, "video_width": 640,
-                   "min_pixels": 100352, "prompt_tokens": 32, "media_seed": 0},
-          "cpu": {"video_seconds": 4.0, "source_fps": 25.0, "video_height": 168, "video_width": 224,
-                  "min_pixels": 3136, "prompt_tokens": 16, "media_seed": 0}}
+INPUTS = {
+    "cuda": {
+        "video_seconds": 16.0,
+        "source_fps": 25.0,
+        "video_height": 360,
+        "video_width": 640,
+        "min_pixels": 100352,
+        "prompt_tokens": 32,
+        "media_seed": 0,
+    },
+    "cpu": {
+        "video_seconds": 4.0,
+        "source_fps": 25.0,
+        "video_height": 168,
+        "video_width": 224,
+        "min_pixels": 3136,
+        "prompt_tokens": 16,
+        "media_seed": 0,
+    },
+}
 """The synthetic clip and prompt per device (one clip / question pair)."""
 
 _FIXED = {"num_beams": 1, "use_cache": True, "batch_size": 1, "attn_implementation": "sdpa"}
@@ -67,7 +82,8 @@ CPU_SETTINGS: tuple[tuple[str, dict[str, Any]], ...] = (  # 8 / 4 frames, 8 / 2 
 
 MEASUREMENT: dict[str, dict[str, Any]] = {
     "cuda": {"warmup": 1, "min_repeats": 2, "max_repeats": 3, "cv_target": 0.02},
-    "cpu": {"warmup": 1, "min_repeats": 1, "max_repeats": 1}}
+    "cpu": {"warmup": 1, "min_repeats": 1, "max_repeats": 1},
+}
 """The phase's measurement block per device."""
 
 RATIOS: dict[str, tuple[str, str]] = {
@@ -79,10 +95,24 @@ RATIOS: dict[str, tuple[str, str]] = {
 """Figure name -> (numerator label, denominator label), both p50 latencies (None when either did not run OK or is
 not in the run: the CPU run has the first only)."""
 
-TRIAL_METRICS = ("latency_p50_s", "latency_cv", "count_frames", "count_video_tokens", "count_audio_tokens",
-                 "count_prompt_tokens", "count_new_tokens", "count_max_new_tokens_hit", "peak_vram_gb",
-                 "peak_vram_device_gb", "peak_rss_gb", "text_f1", "gpu_util_mean_pct", "gpu_util_peak_pct",
-                 "gpu_power_mean_w", "energy_per_output_j")
+TRIAL_METRICS = (
+    "latency_p50_s",
+    "latency_cv",
+    "count_frames",
+    "count_video_tokens",
+    "count_audio_tokens",
+    "count_prompt_tokens",
+    "count_new_tokens",
+    "count_max_new_tokens_hit",
+    "peak_vram_gb",
+    "peak_vram_device_gb",
+    "peak_rss_gb",
+    "text_f1",
+    "gpu_util_mean_pct",
+    "gpu_util_peak_pct",
+    "gpu_power_mean_w",
+    "energy_per_output_j",
+)
 """The metrics each trial's figures keep (with the reason of those unavailable)."""
 
 
@@ -104,8 +134,10 @@ def omni_phase_spec(cuda: bool) -> tuple[dict[str, Any], list[tuple[str, dict[st
     if not cuda:
         spec["workload"]["torch_threads"] = 1
     spec["reference"], spec["baseline"] = settings[0][1], settings[1][1]
-    spec["objectives"] = [{"metric": "latency_p50_s", "direction": "minimize"},
-                          {"metric": "text_f1", "direction": "maximize"}]
+    spec["objectives"] = [
+        {"metric": "latency_p50_s", "direction": "minimize"},
+        {"metric": "text_f1", "direction": "maximize"},
+    ]
     spec["constraints"], spec["report"] = [], ["peak_vram_gb", "count_video_tokens", "count_new_tokens"]
     spec["measurement"] = dict(MEASUREMENT[device])
     spec["budget"], spec["sampler"] = {"trials": len(settings)}, {"name": "random"}
@@ -123,37 +155,63 @@ def _label_of(params: dict[str, Any], settings: list[tuple[str, dict[str, Any]]]
 def _trial(row: dict[str, Any], settings: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
     figures = metric_figures(row, TRIAL_METRICS)
     p50, new_tokens = figures["latency_p50_s"], figures["count_new_tokens"]
-    return {"number": row["number"], "setting": _label_of(row["params"], settings), "outcome": row["outcome"],
-            "reason": row["reason"], **{k: row["params"].get(k) for k in ("video_fps", "max_frames", "max_new_tokens")},
-            "weights": row.get("weights_identity"), "startup_s": row["phases_s"].get("startup"),
-            "new_tokens_per_s": new_tokens / p50 if p50 and new_tokens is not None else None, **figures}
+    return {
+        "number": row["number"],
+        "setting": _label_of(row["params"], settings),
+        "outcome": row["outcome"],
+        "reason": row["reason"],
+        **{k: row["params"].get(k) for k in ("video_fps", "max_frames", "max_new_tokens")},
+        "weights": row.get("weights_identity"),
+        "startup_s": row["phases_s"].get("startup"),
+        "new_tokens_per_s": new_tokens / p50 if p50 and new_tokens is not None else None,
+        **figures,
+    }
 
 
 def phase_av_llm_omni(ctx: PhaseContext) -> dict[str, Any]:
     """Run the phase (module docs); ``ok`` when every setting ran OK, each prompt held video and audio tokens and
     each answer was as long as asked (a random network's answer is decoded to ``max_new_tokens``)."""
     spec, settings = omni_phase_spec(ctx.cuda)
-    rows = [r for r in study_rows(spec, ctx, "gpu_av_llm_omni", share=0.8,
-                                  enqueue=[setting for _, setting in settings[2:]])
-            if r["duplicate_of"] is None]
+    rows = [
+        r
+        for r in study_rows(spec, ctx, "gpu_av_llm_omni", share=0.8, enqueue=[setting for _, setting in settings[2:]])
+        if r["duplicate_of"] is None
+    ]
     trials = [_trial(row, settings) for row in rows]
     ok_rows = [t for t in trials if t["outcome"] == "OK"]
     p50 = {t["setting"]: t["latency_p50_s"] for t in ok_rows if t["setting"]}
-    ratios = {name: (p50[top] / p50[bottom] if p50.get(top) and p50.get(bottom) else None)
-              for name, (top, bottom) in RATIOS.items()}
+    ratios = {
+        name: (p50[top] / p50[bottom] if p50.get(top) and p50.get(bottom) else None)
+        for name, (top, bottom) in RATIOS.items()
+    }
     by_label = dict(settings)
     tokens = by_label["base"]["max_new_tokens"] - by_label["short answer"]["max_new_tokens"]
-    decode = ((p50["base"] - p50["short answer"]) / tokens * 1000 if p50.get("base") and p50.get("short answer")
-              else None)
-    full_answers = all(t["count_new_tokens"] == t["max_new_tokens"] and (t["count_video_tokens"] or 0) > 0
-                       and (t["count_audio_tokens"] or 0) > 0 for t in ok_rows)
+    decode = (
+        (p50["base"] - p50["short answer"]) / tokens * 1000 if p50.get("base") and p50.get("short answer") else None
+    )
+    full_answers = all(
+        t["count_new_tokens"] == t["max_new_tokens"]
+        and (t["count_video_tokens"] or 0) > 0
+        and (t["count_audio_tokens"] or 0) > 0
+        for t in ok_rows
+    )
     reference = next((t for t in trials if t["setting"] == settings[0][0]), {})
-    return {"device": ctx.device, "architecture": ARCHITECTURE[ctx.device],
-            "stand_in": None if ctx.cuda else "the tiny thinker preset (39.6 M parameters) on the CPU: plumbing only",
-            "precision": settings[0][1]["precision"], "inputs": spec["inputs"], "measurement": spec["measurement"],
-            "load_s": reference.get("startup_s"), "trials": trials, "ok_trials": len(ok_rows),
-            "settings_planned": len(settings), "latency_ratios": ratios, "decode_ms_per_token": decode,
-            "full_answers": full_answers, "failures": failures(rows),
-            "quality_note": "text_f1 with random weights: agreement with the reference setting's token ids from an "
-                            "untrained network, not answer quality",
-            "ok": len(ok_rows) == len(settings) and full_answers}
+    return {
+        "device": ctx.device,
+        "architecture": ARCHITECTURE[ctx.device],
+        "stand_in": None if ctx.cuda else "the tiny thinker preset (39.6 M parameters) on the CPU: plumbing only",
+        "precision": settings[0][1]["precision"],
+        "inputs": spec["inputs"],
+        "measurement": spec["measurement"],
+        "load_s": reference.get("startup_s"),
+        "trials": trials,
+        "ok_trials": len(ok_rows),
+        "settings_planned": len(settings),
+        "latency_ratios": ratios,
+        "decode_ms_per_token": decode,
+        "full_answers": full_answers,
+        "failures": failures(rows),
+        "quality_note": "text_f1 with random weights: agreement with the reference setting's token ids from an "
+        "untrained network, not answer quality",
+        "ok": len(ok_rows) == len(settings) and full_answers,
+    }

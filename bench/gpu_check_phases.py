@@ -25,12 +25,12 @@ import subprocess
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import yaml
-
 from gpu_check_omni import phase_av_llm_omni
 from gpu_check_study import PhaseContext, failures, study_rows
 from gpu_check_wan import phase_wan21_diffusers
@@ -47,23 +47,38 @@ CARRY = {"cuda": (8.0, 1.0), "cpu": (0.5, 0.05)}
 
 def _sleep_workload(ctx: PhaseContext, timeout_s: float = 60) -> dict[str, Any]:
     name = "CudaSleepWorkload" if ctx.cuda else "HostSleepWorkload"
-    return {"class": f"gpu_check_workloads:{name}", "device": ctx.device, "timeout_s": timeout_s,
-            "timeout_mode": "fixed"}
+    return {
+        "class": f"gpu_check_workloads:{name}",
+        "device": ctx.device,
+        "timeout_s": timeout_s,
+        "timeout_mode": "fixed",
+    }
 
 
 def phase_device_facts(ctx: PhaseContext) -> dict[str, Any]:
     """NVML's view of the GPUs and of the processes on them (``coordinator_on_gpu``: the check's own
     coordinator holds a CUDA context, which it must not), and torch's build, without a CUDA context of
     its own (``PYTORCH_NVML_BASED_CUDA_CHECK=1``: ``is_available`` asks NVML)."""
-    from tuner.gpu import NvmlUnavailable, all_device_handles, device_process_memory, fingerprint, list_gpus, \
-        nvml_session
+    from tuner.gpu import (
+        NvmlUnavailable,
+        all_device_handles,
+        device_process_memory,
+        fingerprint,
+        list_gpus,
+        nvml_session,
+    )
 
-    facts: dict[str, Any] = {"fingerprint": fingerprint(), "gpus": [asdict(gpu) for gpu in list_gpus()],
-                             "python": sys.version.split()[0]}
+    facts: dict[str, Any] = {
+        "fingerprint": fingerprint(),
+        "gpus": [asdict(gpu) for gpu in list_gpus()],
+        "python": sys.version.split()[0],
+    }
     try:
         with nvml_session() as pynvml:
-            on_gpus = [{str(pid): used for pid, used in device_process_memory(pynvml, h).items()}
-                       for h in all_device_handles(pynvml)]
+            on_gpus = [
+                {str(pid): used for pid, used in device_process_memory(pynvml, h).items()}
+                for h in all_device_handles(pynvml)
+            ]
         facts["processes_on_gpus"] = on_gpus
         facts["coordinator_on_gpu"] = any(str(os.getppid()) in device for device in on_gpus)
     except NvmlUnavailable as error:
@@ -75,31 +90,56 @@ def phase_device_facts(ctx: PhaseContext) -> dict[str, Any]:
         import torch
     except ImportError as error:
         return {**facts, "ok": False, "error": f"torch cannot be imported: {error}"}
-    facts.update(torch=torch.__version__, torch_cuda=torch.version.cuda, torch_sees_cuda=torch.cuda.is_available(),
-                 torch_device_count=torch.cuda.device_count(), cuda_initialised=torch.cuda.is_initialized())
-    facts["ok"] = not facts["cuda_initialised"] and not facts.get("coordinator_on_gpu") and (
-        not ctx.cuda or (bool(facts["gpus"]) and facts["torch_sees_cuda"]))
+    facts.update(
+        torch=torch.__version__,
+        torch_cuda=torch.version.cuda,
+        torch_sees_cuda=torch.cuda.is_available(),
+        torch_device_count=torch.cuda.device_count(),
+        cuda_initialised=torch.cuda.is_initialized(),
+    )
+    facts["ok"] = (
+        not facts["cuda_initialised"]
+        and not facts.get("coordinator_on_gpu")
+        and (not ctx.cuda or (bool(facts["gpus"]) and facts["torch_sees_cuda"]))
+    )
     return facts
 
 
 def phase_latency_truth(ctx: PhaseContext) -> dict[str, Any]:
     """Reported p50 against the kernel's own duration (counter ``kernel_ms_previous``) at 20 and 100 ms."""
-    spec = {"workload": _sleep_workload(ctx), "parameters": {"kernel_ms": {"type": "categorical", "choices": [20, 100]}},
-            "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
-            "measurement": {"warmup": 2, "min_repeats": 7, "max_repeats": 15, "cv_target": 0.01},
-            "budget": {"trials": 2}, "sampler": {"name": "grid"}, "seed": 0}
+    spec = {
+        "workload": _sleep_workload(ctx),
+        "parameters": {"kernel_ms": {"type": "categorical", "choices": [20, 100]}},
+        "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
+        "measurement": {"warmup": 2, "min_repeats": 7, "max_repeats": 15, "cv_target": 0.01},
+        "budget": {"trials": 2},
+        "sampler": {"name": "grid"},
+        "seed": 0,
+    }
     rows = study_rows(spec, ctx, "gpu_latency_truth")
     trials = []
     for row in rows:
         reported, true = row["metrics"].get("latency_p50_s"), row["metrics"].get("count_kernel_ms_previous")
         error = abs(reported * 1000 - true) / true if reported is not None and true else None
-        trials.append({"kernel_ms": row["params"].get("kernel_ms"), "outcome": row["outcome"],
-                       "reported_ms": None if reported is None else reported * 1000, "true_ms": true,
-                       "error": error, "cv": row["metrics"].get("latency_cv"), "reason": row["reason"]})
+        trials.append(
+            {
+                "kernel_ms": row["params"].get("kernel_ms"),
+                "outcome": row["outcome"],
+                "reported_ms": None if reported is None else reported * 1000,
+                "true_ms": true,
+                "error": error,
+                "cv": row["metrics"].get("latency_cv"),
+                "reason": row["reason"],
+            }
+        )
     errors = [t["error"] for t in trials]
-    return {"trials": trials, "failures": failures(rows), "target": LATENCY_TARGET,
-            "max_error": max(errors) if errors and None not in errors else None,
-            "ok": len(trials) == 2 and all(e is not None and e <= LATENCY_TARGET for e in errors)}
+    return {
+        "trials": trials,
+        "failures": failures(rows),
+        "target": LATENCY_TARGET,
+        "max_error": max(errors) if errors and None not in errors else None,
+        "ok": len(trials) == 2 and all(e is not None and e <= LATENCY_TARGET for e in errors),
+    }
 
 
 def _spike_workload(ctx: PhaseContext) -> dict[str, Any]:
@@ -110,12 +150,18 @@ def _spike_workload(ctx: PhaseContext) -> dict[str, Any]:
 def phase_vram_spike(ctx: PhaseContext) -> dict[str, Any]:
     """A spike of ``SPIKE`` GiB for 50 ms against a 0 GiB baseline: allocator and NVML peaks (RSS on the CPU)."""
     spike_gib = SPIKE[ctx.device]
-    spec = {"workload": _spike_workload(ctx),
-            "parameters": {"spike_gib": {"type": "categorical", "choices": [0, spike_gib]},
-                           "spike_ms": {"type": "categorical", "choices": [50]}},
-            "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
-            "measurement": {"warmup": 0, "min_repeats": 3, "max_repeats": 3},
-            "budget": {"trials": 2}, "sampler": {"name": "grid"}, "seed": 0}
+    spec = {
+        "workload": _spike_workload(ctx),
+        "parameters": {
+            "spike_gib": {"type": "categorical", "choices": [0, spike_gib]},
+            "spike_ms": {"type": "categorical", "choices": [50]},
+        },
+        "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
+        "measurement": {"warmup": 0, "min_repeats": 3, "max_repeats": 3},
+        "budget": {"trials": 2},
+        "sampler": {"name": "grid"},
+        "seed": 0,
+    }
     rows = study_rows(spec, ctx, "gpu_vram_spike")
     by_size = {float(row["params"]["spike_gib"]): row["metrics"] for row in rows}
     spike, base = by_size.get(spike_gib, {}), by_size.get(0.0, {})
@@ -124,11 +170,17 @@ def phase_vram_spike(ctx: PhaseContext) -> dict[str, Any]:
     def rise(name: str) -> float | None:
         return spike[name] - base[name] if spike.get(name) is not None and base.get(name) is not None else None
 
-    figures = {"spike_gib": spike_gib, "spike_ms": 50, "allocator_peak_gb": spike.get("peak_vram_gb"),
-               "nvml_peak_gb": spike.get("peak_vram_nvml_gb"), "nvml_rise_gb": rise("peak_vram_nvml_gb"),
-               "rss_rise_gb": rise("peak_rss_gb"), "sample_hz": spike.get("memory_sample_hz"),
-               "failures": failures(rows)}
-    caught = ([figures["allocator_peak_gb"], figures["nvml_rise_gb"]] if ctx.cuda else [figures["rss_rise_gb"]])
+    figures = {
+        "spike_gib": spike_gib,
+        "spike_ms": 50,
+        "allocator_peak_gb": spike.get("peak_vram_gb"),
+        "nvml_peak_gb": spike.get("peak_vram_nvml_gb"),
+        "nvml_rise_gb": rise("peak_vram_nvml_gb"),
+        "rss_rise_gb": rise("peak_rss_gb"),
+        "sample_hz": spike.get("memory_sample_hz"),
+        "failures": failures(rows),
+    }
+    caught = [figures["allocator_peak_gb"], figures["nvml_rise_gb"]] if ctx.cuda else [figures["rss_rise_gb"]]
     return {**figures, "ok": len(rows) == 2 and all(v is not None and v >= want_gb for v in caught)}
 
 
@@ -138,28 +190,50 @@ def phase_carry_over(ctx: PhaseContext) -> dict[str, Any]:
     in the caching allocator (``release: false``), as a model's would."""
     large, small = CARRY[ctx.device]
     fixed = {"spike_ms": 50, "release": False}
-    spec = {"workload": {**_spike_workload(ctx), "worker": "warm"},
-            "parameters": {"spike_gib": {"type": "categorical", "choices": [large, small]},
-                           "spike_ms": {"type": "categorical", "choices": [50]},
-                           "release": {"type": "categorical", "choices": [False]}},
-            "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
-            "measurement": {"warmup": 0, "min_repeats": 3, "max_repeats": 3},
-            "reference": {"spike_gib": large, **fixed}, "baseline": {"spike_gib": small, **fixed},
-            "budget": {"trials": 2}, "sampler": {"name": "grid"}, "seed": 0}
+    spec = {
+        "workload": {**_spike_workload(ctx), "worker": "warm"},
+        "parameters": {
+            "spike_gib": {"type": "categorical", "choices": [large, small]},
+            "spike_ms": {"type": "categorical", "choices": [50]},
+            "release": {"type": "categorical", "choices": [False]},
+        },
+        "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
+        "measurement": {"warmup": 0, "min_repeats": 3, "max_repeats": 3},
+        "reference": {"spike_gib": large, **fixed},
+        "baseline": {"spike_gib": small, **fixed},
+        "budget": {"trials": 2},
+        "sampler": {"name": "grid"},
+        "seed": 0,
+    }
     rows = study_rows(spec, ctx, "gpu_carry_over")
     names = ("peak_vram_gb", "peak_vram_reserved_gb", "peak_vram_nvml_gb", "peak_rss_gb")
-    trials = [{"number": r["number"], "role": r["role"], "spike_gib": r["params"].get("spike_gib"),
-               "outcome": r["outcome"], "warm_worker_pid": r["warm_worker_pid"],
-               **{n: r["metrics"].get(n) for n in names}} for r in rows]
+    trials = [
+        {
+            "number": r["number"],
+            "role": r["role"],
+            "spike_gib": r["params"].get("spike_gib"),
+            "outcome": r["outcome"],
+            "warm_worker_pid": r["warm_worker_pid"],
+            **{n: r["metrics"].get(n) for n in names},
+        }
+        for r in rows
+    ]
     first = next((t for t in trials if t["role"] == "reference"), {})
     second = next((t for t in trials if t["role"] == "baseline"), {})
     compared = ("peak_vram_reserved_gb", "peak_vram_nvml_gb") if ctx.cuda else ("peak_rss_gb",)
     ratios = {n: second[n] / first[n] if second.get(n) is not None and first.get(n) else None for n in compared}
     one_worker = first.get("warm_worker_pid") is not None and first.get("warm_worker_pid") == second.get(
-        "warm_worker_pid")
-    return {"large_gib": large, "small_gib": small, "trials": trials, "one_worker": one_worker,
-            "small_over_large": ratios, "failures": failures(rows),
-            "ok": one_worker and all(v is not None and v < 0.5 for v in ratios.values())}
+        "warm_worker_pid"
+    )
+    return {
+        "large_gib": large,
+        "small_gib": small,
+        "trials": trials,
+        "one_worker": one_worker,
+        "small_over_large": ratios,
+        "failures": failures(rows),
+        "ok": one_worker and all(v is not None and v < 0.5 for v in ratios.values()),
+    }
 
 
 def phase_sampler_cost(ctx: PhaseContext) -> dict[str, Any]:
@@ -168,14 +242,23 @@ def phase_sampler_cost(ctx: PhaseContext) -> dict[str, Any]:
     from tuner.spec.measure.measurement import MeasurementSpec
 
     if "memory_sample_hz" not in MeasurementSpec.model_fields:
-        return {"ok": False, "error": "this tuner's spec has no measurement.memory_sample_hz (the switch of the "
-                                      "process-tree sampler); nothing measured"}
+        return {
+            "ok": False,
+            "error": "this tuner's spec has no measurement.memory_sample_hz (the switch of the "
+            "process-tree sampler); nothing measured",
+        }
     launches = 4000 if ctx.cuda else 50  # 5 µs kernels: the launch path, not the GPU, sets the pace
-    spec = {"workload": _sleep_workload(ctx),
-            "parameters": {"kernel_ms": {"type": "categorical", "choices": [20]},
-                           "launches": {"type": "categorical", "choices": [1, launches]}},
-            "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
-            "budget": {"trials": 2}, "sampler": {"name": "grid"}, "seed": 0}
+    spec = {
+        "workload": _sleep_workload(ctx),
+        "parameters": {
+            "kernel_ms": {"type": "categorical", "choices": [20]},
+            "launches": {"type": "categorical", "choices": [1, launches]},
+        },
+        "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
+        "budget": {"trials": 2},
+        "sampler": {"name": "grid"},
+        "seed": 0,
+    }
     p50: dict[str, dict[int, float | None]] = {}
     rows_all: list[dict[str, Any]] = []
     achieved: dict[str, Any] = {}
@@ -190,15 +273,31 @@ def phase_sampler_cost(ctx: PhaseContext) -> dict[str, Any]:
         on, off = p50["100"].get(n), p50["0"].get(n)
         ratio[str(n)] = on / off if on and off else None
     measured = [v for v in ratio.values() if v is not None]
-    return {"p50_s": p50, "on_over_off": ratio, "achieved_sample_hz": achieved, "order": "0 Hz first, then 100 Hz",
-            "max_cost": max(measured) - 1 if measured else None,
-            "cost_within_2_percent": bool(measured) and max(measured) <= 1.02, "failures": failures(rows_all),
-            "ok": len(measured) == 2}
+    return {
+        "p50_s": p50,
+        "on_over_off": ratio,
+        "achieved_sample_hz": achieved,
+        "order": "0 Hz first, then 100 Hz",
+        "max_cost": max(measured) - 1 if measured else None,
+        "cost_within_2_percent": bool(measured) and max(measured) <= 1.02,
+        "failures": failures(rows_all),
+        "ok": len(measured) == 2,
+    }
 
 
-AVATAR_METRICS = ("latency_p50_s", "latency_cv", "peak_vram_gb", "psnr_db", "sustained_throughput_per_hour",
-                  "sustained_latency_p95_s", "gpu_util_mean_pct", "model_s", "postprocess_s", "time_to_first_chunk_s",
-                  "real_time_factor")
+AVATAR_METRICS = (
+    "latency_p50_s",
+    "latency_cv",
+    "peak_vram_gb",
+    "psnr_db",
+    "sustained_throughput_per_hour",
+    "sustained_latency_p95_s",
+    "gpu_util_mean_pct",
+    "model_s",
+    "postprocess_s",
+    "time_to_first_chunk_s",
+    "real_time_factor",
+)
 """The figures each avatar trial keeps: one-call latency, the sustained probe, utilization, spans, streaming."""
 
 
@@ -216,37 +315,63 @@ def phase_avatar(ctx: PhaseContext) -> dict[str, Any]:
         "batch_size": {"type": "categorical", "choices": [batch]},
         "precision": {"type": "categorical", "choices": ["fp32", "bf16", "fp16"] if ctx.cuda else ["fp32", "bf16"]},
         "streams": {"type": "categorical", "choices": [1, 2]},
-        "online_decode": {"type": "categorical", "choices": [True]}}
-    fixed = {"infer_frames": frames, "sample_steps": steps[-1], "resolution": resolution, "batch_size": batch,
-             "streams": 1, "online_decode": True}
+        "online_decode": {"type": "categorical", "choices": [True]},
+    }
+    fixed = {
+        "infer_frames": frames,
+        "sample_steps": steps[-1],
+        "resolution": resolution,
+        "batch_size": batch,
+        "streams": 1,
+        "online_decode": True,
+    }
     spec["reference"], spec["baseline"] = {**fixed, "precision": "fp32"}, {**fixed, "precision": "bf16"}
     want = 6 if ctx.cuda else 3
     spec["budget"], spec["sampler"] = {"trials": want}, {"name": "grid"}
     # PSNR and no report metrics: no perceptual model (stlpips, 64 MB of wheels) travels to the GPU machine
-    spec["objectives"] = [{"metric": "latency_p50_s", "direction": "minimize"},
-                          {"metric": "psnr_db", "direction": "maximize"}]
+    spec["objectives"] = [
+        {"metric": "latency_p50_s", "direction": "minimize"},
+        {"metric": "psnr_db", "direction": "maximize"},
+    ]
     spec["constraints"], spec["report"] = [], []
     if not ctx.cuda:
         spec["measurement"] = {"warmup": 0, "min_repeats": 1, "max_repeats": 1}
     # the sustained-load probe: each setting driven back to back for a short window (one stream: the avatar's
     # calls share state), its throughput per hour beside the one-call figures, utilization under load
-    spec["measurement"] = {**spec.get("measurement", {}),
-                           "sustained": {"streams": [1], "duration_s": 2.0 if ctx.cuda else 0.3}}
+    spec["measurement"] = {
+        **spec.get("measurement", {}),
+        "sustained": {"streams": [1], "duration_s": 2.0 if ctx.cuda else 0.3},
+    }
     rows = [r for r in study_rows(spec, ctx, "gpu_avatar") if r["duplicate_of"] is None]
-    trials = [{"number": r["number"], "role": r["role"], "outcome": r["outcome"], "reason": r["reason"],
-               **{k: r["params"].get(k) for k in ("precision", "streams", "sample_steps")},
-               **{k: r["metrics"].get(k) for k in AVATAR_METRICS}}
-              for r in rows]
+    trials = [
+        {
+            "number": r["number"],
+            "role": r["role"],
+            "outcome": r["outcome"],
+            "reason": r["reason"],
+            **{k: r["params"].get(k) for k in ("precision", "streams", "sample_steps")},
+            **{k: r["metrics"].get(k) for k in AVATAR_METRICS},
+        }
+        for r in rows
+    ]
     by_role = {t["role"]: t for t in trials if t["role"] in ("reference", "baseline")}
-    fp32, bf16 = (by_role.get("reference") or {}).get("latency_p50_s"), (by_role.get("baseline") or {}).get(
-        "latency_p50_s")
+    fp32, bf16 = (
+        (by_role.get("reference") or {}).get("latency_p50_s"),
+        (by_role.get("baseline") or {}).get("latency_p50_s"),
+    )
     ratio = fp32 / bf16 if fp32 and bf16 else None
     spread = max((t.get("latency_cv") or 0.0) for t in by_role.values()) if by_role else 0.0
     distinct = ratio is not None and abs(ratio - 1.0) > max(0.03, 2 * spread)
     ok_trials = sum(1 for t in trials if t["outcome"] == "OK")
-    return {"device": ctx.device, "trials": trials, "ok_trials": ok_trials, "fp32_over_bf16_latency": ratio,
-            "bf16_distinct_from_fp32": distinct, "failures": failures(rows),
-            "ok": ok_trials >= want and (distinct or not ctx.cuda)}
+    return {
+        "device": ctx.device,
+        "trials": trials,
+        "ok_trials": ok_trials,
+        "fp32_over_bf16_latency": ratio,
+        "bf16_distinct_from_fp32": distinct,
+        "failures": failures(rows),
+        "ok": ok_trials >= want and (distinct or not ctx.cuda),
+    }
 
 
 def _pinned_index(row: dict[str, Any]) -> str | None:
@@ -265,7 +390,8 @@ def phase_slot_pinning(ctx: PhaseContext) -> dict[str, Any]:
     command = spec["workload"]["command"]
     argv = command["argv"]
     argv[argv.index("{checkout}/minimal_inference/s2v_streaming_interact.py")] = str(
-        ROOT / "standins" / "live_avatar_s2v_standin.py")
+        ROOT / "standins" / "live_avatar_s2v_standin.py"
+    )
     argv[0:1] = [sys.executable, str(ROOT / "standins" / "torchrun_standin.py")]
     argv[argv.index("out.mp4")] = "out.npz"
     command["outputs"]["video"] = "out.npz"
@@ -273,10 +399,11 @@ def phase_slot_pinning(ctx: PhaseContext) -> dict[str, Any]:
     command["gpus"] = 1
     ctx.home.mkdir(parents=True, exist_ok=True)
     audio = write_tone_wav(ctx.home / "speech.wav", 2.0, 16000)
-    spec["inputs"].update(checkout=str(ctx.home), ckpt_dir=str(ctx.home / "ckpt"), audio=str(audio),
-                          audio_seconds=2.0)
-    spec["objectives"] = [{"metric": "latency_p50_s", "direction": "minimize"},
-                          {"metric": "psnr_db", "direction": "maximize"}]
+    spec["inputs"].update(checkout=str(ctx.home), ckpt_dir=str(ctx.home / "ckpt"), audio=str(audio), audio_seconds=2.0)
+    spec["objectives"] = [
+        {"metric": "latency_p50_s", "direction": "minimize"},
+        {"metric": "psnr_db", "direction": "maximize"},
+    ]
     spec["constraints"], spec["report"] = [], []
     spec["budget"], spec["sampler"] = {"trials": 3}, {"name": "random"}
     rows = [r for r in study_rows(spec, ctx, "gpu_slot_pinning") if r["duplicate_of"] is None]
@@ -286,48 +413,104 @@ def phase_slot_pinning(ctx: PhaseContext) -> dict[str, Any]:
         used = r["device_used"] if isinstance(r["device_used"], dict) else {}
         nvml = used.get("nvml_indices", "not recorded")
         pinned = _pinned_index(r)
-        trials.append({"number": r["number"], "outcome": r["outcome"], "reason": r["reason"], "slot": r["slot"],
-                       "cuda_visible_devices": r["cuda_visible_devices"], "pinned_to": pinned,
-                       "cuda_device_order": used.get("cuda_device_order", "not recorded"),
-                       "torch_device": used.get("torch_device", "not recorded"), "nvml_indices": nvml,
-                       "on_its_device": not isinstance(nvml, list) or all(str(i) == pinned for i in nvml)})
-    pinned_ok = [t for t in trials if t["outcome"] in ("OK", "OOM") and t["pinned_to"] is not None
-                 and t["on_its_device"]]
-    return {"device": ctx.device, "trials": trials, "ran_trials": len(ran), "pinned_trials": len(pinned_ok),
-            "device_used_recorded": sum(1 for r in rows if isinstance(r["device_used"], dict)),
-            "failures": failures(rows),
-            "ok": len(rows) >= 3 and len(ran) == len(rows) and (len(pinned_ok) == len(ran) or not ctx.cuda)}
+        trials.append(
+            {
+                "number": r["number"],
+                "outcome": r["outcome"],
+                "reason": r["reason"],
+                "slot": r["slot"],
+                "cuda_visible_devices": r["cuda_visible_devices"],
+                "pinned_to": pinned,
+                "cuda_device_order": used.get("cuda_device_order", "not recorded"),
+                "torch_device": used.get("torch_device", "not recorded"),
+                "nvml_indices": nvml,
+                "on_its_device": not isinstance(nvml, list) or all(str(i) == pinned for i in nvml),
+            }
+        )
+    pinned_ok = [
+        t for t in trials if t["outcome"] in ("OK", "OOM") and t["pinned_to"] is not None and t["on_its_device"]
+    ]
+    return {
+        "device": ctx.device,
+        "trials": trials,
+        "ran_trials": len(ran),
+        "pinned_trials": len(pinned_ok),
+        "device_used_recorded": sum(1 for r in rows if isinstance(r["device_used"], dict)),
+        "failures": failures(rows),
+        "ok": len(rows) >= 3 and len(ran) == len(rows) and (len(pinned_ok) == len(ran) or not ctx.cuda),
+    }
 
 
 def phase_gpu_tests(ctx: PhaseContext) -> dict[str, Any]:
     """``pytest -m gpu`` on the test files that mark a GPU test (the rest of the suite imports packages the
     GPU machine lacks); the summary line's counts. On the CPU every one of them skips."""
-    files = sorted(str(path.relative_to(ROOT)) for path in (ROOT / "tests").rglob("test_*.py")
-                   if "pytest.mark.gpu" in path.read_text(errors="replace"))
-    command = [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "--rootdir", str(ROOT),
-               "--continue-on-collection-errors", *files]
+    files = sorted(
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tests").rglob("test_*.py")
+        if "pytest.mark.gpu" in path.read_text(errors="replace")
+    )
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "-q",
+        "-m",
+        "gpu",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(ROOT),
+        "--continue-on-collection-errors",
+        *files,
+    ]
     try:
-        done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=max(5.0, ctx.cap_s - 10),
-                              check=False, preexec_fn=die_with_parent)
+        done = subprocess.run(
+            command,
+            cwd=ROOT,
+            capture_output=True,
+            text=True,
+            timeout=max(5.0, ctx.cap_s - 10),
+            check=False,
+            preexec_fn=die_with_parent,
+        )
     except subprocess.TimeoutExpired as error:
-        output = (error.stdout or b"").decode(errors="replace") if isinstance(error.stdout, bytes) else (
-            error.stdout or "")
-        return {"files": files, "ok": False, "error": f"pytest ran past {ctx.cap_s - 10:.0f} s",
-                "tail": output.strip().splitlines()[-15:]}
+        output = (
+            (error.stdout or b"").decode(errors="replace") if isinstance(error.stdout, bytes) else (error.stdout or "")
+        )
+        return {
+            "files": files,
+            "ok": False,
+            "error": f"pytest ran past {ctx.cap_s - 10:.0f} s",
+            "tail": output.strip().splitlines()[-15:],
+        }
     tail = (done.stdout + done.stderr).strip().splitlines()[-15:]
-    counts = {kind: int(number) for number, kind in re.findall(
-        r"(\d+) (passed|failed|skipped|errors?|deselected)", tail[-1] if tail else "")}
+    counts = {
+        kind: int(number)
+        for number, kind in re.findall(r"(\d+) (passed|failed|skipped|errors?|deselected)", tail[-1] if tail else "")
+    }
     bad = counts.get("failed", 0) + counts.get("error", 0) + counts.get("errors", 0)
-    return {"files": files, "exit_code": done.returncode, "counts": counts, "tail": tail,
-            "ok": bad == 0 and (done.returncode == 0 and counts.get("passed", 0) > 0 if ctx.cuda
-                                else done.returncode in (0, 5))}
+    return {
+        "files": files,
+        "exit_code": done.returncode,
+        "counts": counts,
+        "tail": tail,
+        "ok": bad == 0
+        and (done.returncode == 0 and counts.get("passed", 0) > 0 if ctx.cuda else done.returncode in (0, 5)),
+    }
 
 
 PHASES: dict[str, Callable[[PhaseContext], dict[str, Any]]] = {
-    "device_facts": phase_device_facts, "latency_truth": phase_latency_truth, "vram_spike": phase_vram_spike,
-    "carry_over": phase_carry_over, "sampler_cost": phase_sampler_cost, "avatar": phase_avatar,
-    "wan21_diffusers": phase_wan21_diffusers, "av_llm_omni": phase_av_llm_omni, "slot_pinning": phase_slot_pinning,
-    "gpu_tests": phase_gpu_tests}
+    "device_facts": phase_device_facts,
+    "latency_truth": phase_latency_truth,
+    "vram_spike": phase_vram_spike,
+    "carry_over": phase_carry_over,
+    "sampler_cost": phase_sampler_cost,
+    "avatar": phase_avatar,
+    "wan21_diffusers": phase_wan21_diffusers,
+    "av_llm_omni": phase_av_llm_omni,
+    "slot_pinning": phase_slot_pinning,
+    "gpu_tests": phase_gpu_tests,
+}
 
 
 def die_with_parent() -> None:

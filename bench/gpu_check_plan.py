@@ -44,19 +44,38 @@ class PhasePlan:
 
 
 PLAN: tuple[PhasePlan, ...] = (
-    PhasePlan("device_facts", "a", 20, "GPU, driver, torch and CUDA from NVML; no CUDA context before the trials",
-              (1, 2)),
-    PhasePlan("wan21_diffusers", "g", 150, "Wan2.1-T2V-1.3B (diffusers, random weights, bf16, 480p): steps, CFG, "
-              "frames, batch, First-Block Cache, VAE tiling, one knob at a time; per setting the bare twin "
-              "(tuner p50 / bare p50), GPU utilization, power and joules per video", (1,)),
-    PhasePlan("av_llm_omni", "j", 130, "the Qwen2.5-Omni-7B thinker (transformers, random weights, bf16, built on "
-              "the GPU): fps x max_frames x max_new_tokens, a handful of settings", (1,)),
+    PhasePlan(
+        "device_facts", "a", 20, "GPU, driver, torch and CUDA from NVML; no CUDA context before the trials", (1, 2)
+    ),
+    PhasePlan(
+        "wan21_diffusers",
+        "g",
+        150,
+        "Wan2.1-T2V-1.3B (diffusers, random weights, bf16, 480p): steps, CFG, "
+        "frames, batch, First-Block Cache, VAE tiling, one knob at a time; per setting the bare twin "
+        "(tuner p50 / bare p50), GPU utilization, power and joules per video",
+        (1,),
+    ),
+    PhasePlan(
+        "av_llm_omni",
+        "j",
+        130,
+        "the Qwen2.5-Omni-7B thinker (transformers, random weights, bf16, built on "
+        "the GPU): fps x max_frames x max_new_tokens, a handful of settings",
+        (1,),
+    ),
     PhasePlan("latency_truth", "b", 35, "reported p50 of a 20 and a 100 ms CUDA sleep kernel within 2 %", (2,)),
     PhasePlan("vram_spike", "c", 30, "a 2 GiB, 50 ms spike caught by the allocator peak and the NVML sampler", (2,)),
     PhasePlan("carry_over", "d", 30, "one warm worker, 8 GiB then 1 GiB: the small trial's peaks are its own", (2,)),
     PhasePlan("sampler_cost", "e", 50, "p50 latency with the memory sampler at 100 Hz and off", (2,)),
-    PhasePlan("avatar", "f", 55, "the avatar demo on CUDA: precision x streams x steps, bf16 against fp32; the "
-              "sustained-load probe (one stream, 2 s per setting) and the spans of each call", (2,)),
+    PhasePlan(
+        "avatar",
+        "f",
+        55,
+        "the avatar demo on CUDA: precision x streams x steps, bf16 against fp32; the "
+        "sustained-load probe (one stream, 2 s per setting) and the spans of each call",
+        (2,),
+    ),
     PhasePlan("slot_pinning", "h", 25, "the Live Avatar stand-in, gpus: 1: the device each trial really used", (2,)),
     PhasePlan("gpu_tests", "i", 55, "pytest -m gpu on the test files that hold GPU tests", (2,)),
 )

@@ -46,12 +46,15 @@ def _decisive(name: str, figures: dict[str, Any]) -> str:
         facts = figures.get("fingerprint", {})
         return f"{facts.get('gpu_type')}, {facts.get('gpu_memory_gb')} GB, driver {facts.get('driver_version')}"
     if name == "latency_truth":
-        cells = [f"{t['kernel_ms']} ms kernel: {_num(_percent(t['error']), '+.2f')} %"
-                 for t in figures.get("trials", [])]
+        cells = [
+            f"{t['kernel_ms']} ms kernel: {_num(_percent(t['error']), '+.2f')} %" for t in figures.get("trials", [])
+        ]
         return "; ".join(cells)
     if name == "vram_spike":
-        return (f"{figures['spike_gib']} GiB for {figures['spike_ms']} ms: allocator "
-                f"{_num(figures['allocator_peak_gb'], '.2f')} GB, NVML rise {_num(figures['nvml_rise_gb'], '.2f')} GB")
+        return (
+            f"{figures['spike_gib']} GiB for {figures['spike_ms']} ms: allocator "
+            f"{_num(figures['allocator_peak_gb'], '.2f')} GB, NVML rise {_num(figures['nvml_rise_gb'], '.2f')} GB"
+        )
     if name == "carry_over":
         ratio = figures.get("small_over_large", {})
         return ", ".join(f"small / large {key} {_num(value, '.3f')}" for key, value in ratio.items())
@@ -65,8 +68,10 @@ def _decisive(name: str, figures: dict[str, Any]) -> str:
             text += f"; worst tuner / bare p50 {_num(figures['twin_ratio_worst'], '.3f')} (goal {figures['twin_goal']})"
         return text
     if name == "av_llm_omni":
-        return (f"{figures.get('architecture')}: {figures.get('ok_trials')} of {figures.get('settings_planned')} "
-                f"settings OK, built in {_num(figures.get('load_s'), '.1f')} s")
+        return (
+            f"{figures.get('architecture')}: {figures.get('ok_trials')} of {figures.get('settings_planned')} "
+            f"settings OK, built in {_num(figures.get('load_s'), '.1f')} s"
+        )
     if name == "slot_pinning":
         return f"every trial on its GPU: {all(t.get('on_its_device', True) for t in figures.get('trials', []))}"
     if name == "gpu_tests":
@@ -75,15 +80,20 @@ def _decisive(name: str, figures: dict[str, Any]) -> str:
 
 
 def _machine(facts: dict[str, Any]) -> str:
-    return (f"{facts.get('gpu_type')} ({facts.get('gpu_memory_gb')} GB), driver {facts.get('driver_version')}, CUDA "
-            f"{facts.get('cuda_driver_version')}, torch {facts.get('torch_version')}, Python "
-            f"{facts.get('python_version')}")
+    return (
+        f"{facts.get('gpu_type')} ({facts.get('gpu_memory_gb')} GB), driver {facts.get('driver_version')}, CUDA "
+        f"{facts.get('cuda_driver_version')}, torch {facts.get('torch_version')}, Python "
+        f"{facts.get('python_version')}"
+    )
 
 
 def _machine_lines(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
     """``Machine: ...`` once when every run names the same one, else one line per run."""
-    machines = [(name, _machine(data["phases"]["device_facts"]["figures"]["fingerprint"])) for name, data in runs
-                if (data["phases"].get("device_facts", {}).get("figures") or {}).get("fingerprint")]
+    machines = [
+        (name, _machine(data["phases"]["device_facts"]["figures"]["fingerprint"]))
+        for name, data in runs
+        if (data["phases"].get("device_facts", {}).get("figures") or {}).get("fingerprint")
+    ]
     if not machines:
         return []
     if len({machine for _, machine in machines}) == 1:
@@ -93,28 +103,47 @@ def _machine_lines(runs: list[tuple[str, dict[str, Any]]]) -> list[str]:
 
 def _wan_lines(wan: dict[str, Any]) -> list[str]:
     twin = "twin_ratios" in wan  # runs since the bare twin and NVML activity: their columns
-    lines = ["", f"Wan phase: {wan['architecture']}, {wan['resolution']}, {wan['precision']} (random weights: PSNR is "
-                 "agreement with the reference setting's output of an untrained network)."]
+    lines = [
+        "",
+        f"Wan phase: {wan['architecture']}, {wan['resolution']}, {wan['precision']} (random weights: PSNR is "
+        "agreement with the reference setting's output of an untrained network).",
+    ]
     if twin:
         measurement = wan.get("measurement", {})
         repeats = sorted({measurement.get("min_repeats"), measurement.get("max_repeats")}, key=str)
-        lines[-1] += (f" Each setting: {' to '.join(map(str, repeats))} tuner repeats after "
-                      f"{measurement.get('warmup')} warm-up, then {measurement.get('bare_twin')} bare calls.")
+        lines[-1] += (
+            f" Each setting: {' to '.join(map(str, repeats))} tuner repeats after "
+            f"{measurement.get('warmup')} warm-up, then {measurement.get('bare_twin')} bare calls."
+        )
     head = ["setting", "p50 s", "CV", "allocator peak GB", "device peak GB", "PSNR dB"]
     if twin:
         head += ["bare p50 s", "tuner / bare", "GPU util mean %", "peak %", "power W", "J per video"]
     lines += ["", "| " + " | ".join(head) + " |", "| " + " | ".join("---" for _ in head) + " |"]
     for trial in wan["trials"]:
-        cells = [str(trial["setting"]), _num(trial["latency_p50_s"], ".3f"), _num(trial["latency_cv"], ".3f"),
-                 _num(trial["peak_vram_gb"], ".2f"), _num(trial["peak_vram_device_gb"], ".2f"),
-                 _num(trial["psnr_db"], ".2f")]
+        cells = [
+            str(trial["setting"]),
+            _num(trial["latency_p50_s"], ".3f"),
+            _num(trial["latency_cv"], ".3f"),
+            _num(trial["peak_vram_gb"], ".2f"),
+            _num(trial["peak_vram_device_gb"], ".2f"),
+            _num(trial["psnr_db"], ".2f"),
+        ]
         if twin:
-            cells += [_num(trial.get("bare_p50_s"), ".3f"), _num(trial.get("twin_ratio"), ".3f"),
-                      _num(trial.get("gpu_util_mean_pct"), ".0f"), _num(trial.get("gpu_util_peak_pct"), ".0f"),
-                      _num(trial.get("gpu_power_mean_w"), ".0f"), _num(trial.get("joules_per_video"), ".0f")]
+            cells += [
+                _num(trial.get("bare_p50_s"), ".3f"),
+                _num(trial.get("twin_ratio"), ".3f"),
+                _num(trial.get("gpu_util_mean_pct"), ".0f"),
+                _num(trial.get("gpu_util_peak_pct"), ".0f"),
+                _num(trial.get("gpu_power_mean_w"), ".0f"),
+                _num(trial.get("joules_per_video"), ".0f"),
+            ]
         lines.append("| " + " | ".join(cells) + " |")
-    lines += ["", "Latency ratios (p50 over p50): " + ", ".join(
-        f"{key} {value:.2f}" for key, value in wan["latency_ratios"].items() if value is not None) + "."]
+    lines += [
+        "",
+        "Latency ratios (p50 over p50): "
+        + ", ".join(f"{key} {value:.2f}" for key, value in wan["latency_ratios"].items() if value is not None)
+        + ".",
+    ]
     if twin:
         lines += ["", f"Worst tuner / bare p50: {_num(wan['twin_ratio_worst'], '.3f')} (goal <= {wan['twin_goal']})."]
     return lines
@@ -122,26 +151,44 @@ def _wan_lines(wan: dict[str, Any]) -> list[str]:
 
 def _omni_lines(omni: dict[str, Any]) -> list[str]:
     inputs = omni.get("inputs", {})
-    lines = ["", f"Audio-visual LLM phase: the {omni['architecture']} thinker, {omni['precision']}, random weights "
-                 f"(built in {_num(omni.get('load_s'), '.1f')} s, worker start included); a "
-                 f"{inputs.get('video_seconds')} s clip, {inputs.get('video_height')}x{inputs.get('video_width')}; "
-                 "every answer decoded to max_new_tokens; text F1 is agreement with the reference setting's token "
-                 "ids from an untrained network.",
-             "", "| setting | fps | max frames | max new tokens | video tokens | audio tokens | p50 s | CV | "
-                 "new tokens/s | allocator peak GB | device peak GB | GPU util mean % | power W | J per answer | "
-                 "text F1 |", "| " + " | ".join("---" for _ in range(15)) + " |"]
+    lines = [
+        "",
+        f"Audio-visual LLM phase: the {omni['architecture']} thinker, {omni['precision']}, random weights "
+        f"(built in {_num(omni.get('load_s'), '.1f')} s, worker start included); a "
+        f"{inputs.get('video_seconds')} s clip, {inputs.get('video_height')}x{inputs.get('video_width')}; "
+        "every answer decoded to max_new_tokens; text F1 is agreement with the reference setting's token "
+        "ids from an untrained network.",
+        "",
+        "| setting | fps | max frames | max new tokens | video tokens | audio tokens | p50 s | CV | "
+        "new tokens/s | allocator peak GB | device peak GB | GPU util mean % | power W | J per answer | "
+        "text F1 |",
+        "| " + " | ".join("---" for _ in range(15)) + " |",
+    ]
     for trial in omni["trials"]:
-        cells = [str(trial["setting"]), str(trial["video_fps"]), str(trial["max_frames"]), str(trial["max_new_tokens"]),
-                 _num(trial["count_video_tokens"], ".0f"), _num(trial["count_audio_tokens"], ".0f"),
-                 _num(trial["latency_p50_s"], ".3f"), _num(trial["latency_cv"], ".3f"),
-                 _num(trial["new_tokens_per_s"], ".1f"), _num(trial["peak_vram_gb"], ".2f"),
-                 _num(trial["peak_vram_device_gb"], ".2f"), _num(trial["gpu_util_mean_pct"], ".0f"),
-                 _num(trial["gpu_power_mean_w"], ".0f"), _num(trial["energy_per_output_j"], ".0f"),
-                 _num(trial["text_f1"], ".2f")]
+        cells = [
+            str(trial["setting"]),
+            str(trial["video_fps"]),
+            str(trial["max_frames"]),
+            str(trial["max_new_tokens"]),
+            _num(trial["count_video_tokens"], ".0f"),
+            _num(trial["count_audio_tokens"], ".0f"),
+            _num(trial["latency_p50_s"], ".3f"),
+            _num(trial["latency_cv"], ".3f"),
+            _num(trial["new_tokens_per_s"], ".1f"),
+            _num(trial["peak_vram_gb"], ".2f"),
+            _num(trial["peak_vram_device_gb"], ".2f"),
+            _num(trial["gpu_util_mean_pct"], ".0f"),
+            _num(trial["gpu_power_mean_w"], ".0f"),
+            _num(trial["energy_per_output_j"], ".0f"),
+            _num(trial["text_f1"], ".2f"),
+        ]
         lines.append("| " + " | ".join(cells) + " |")
     ratios = ", ".join(f"{key} {value:.2f}" for key, value in omni["latency_ratios"].items() if value is not None)
-    lines += ["", f"Latency ratios (p50 over p50): {ratios or 'none'}; decode cost "
-                  f"{_num(omni.get('decode_ms_per_token'), '.1f')} ms per new token (base against short answer)."]
+    lines += [
+        "",
+        f"Latency ratios (p50 over p50): {ratios or 'none'}; decode cost "
+        f"{_num(omni.get('decode_ms_per_token'), '.1f')} ms per new token (base against short answer).",
+    ]
     return lines
 
 
@@ -151,8 +198,10 @@ def report(folder: Path) -> str:
     lines += ["| run | phase | status | seconds | figure |", "| --- | --- | --- | --- | --- |"]
     for name, data in runs:
         for phase, record in data["phases"].items():
-            lines.append(f"| {name} ({data['started']}) | `{phase}` | {record.get('status')} | "
-                         f"{record.get('seconds')} | {_decisive(phase, record.get('figures') or {})} |")
+            lines.append(
+                f"| {name} ({data['started']}) | `{phase}` | {record.get('status')} | "
+                f"{record.get('seconds')} | {_decisive(phase, record.get('figures') or {})} |"
+            )
     for _, data in runs:
         wan = data["phases"].get("wan21_diffusers", {}).get("figures")
         if wan:

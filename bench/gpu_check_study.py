@@ -33,24 +33,35 @@ def _trial_row(trial: Any, side: dict[str, Any]) -> dict[str, Any]:
     :func:`tuner.storage.records.trial_records`)."""
     attrs = {**trial.user_attrs, **side}
     info = dict(attrs.get("worker_info") or {})
-    row = {"number": trial.number, "role": attrs.get("role"), "outcome": attrs.get("outcome"),
-           "reason": attrs.get("reason"), "params": dict(trial.params), "slot": attrs.get("slot"),
-           "cuda_visible_devices": (attrs.get("env") or {}).get("CUDA_VISIBLE_DEVICES"),
-           "device_used": attrs.get("device_used") or info.get("device_used") or "not recorded",
-           "warm_worker_pid": info.get("warm_worker_pid"), "duplicate_of": attrs.get("duplicate_of"),
-           "weights_identity": (attrs.get("runtime") or {}).get("weights_identity"),
-           "compared_with": attrs.get("compared_with"),
-           "phases_s": (attrs.get("cost") or {}).get("phases_device_s") or {},
-           "metrics": {key: entry.get("value") for key, entry in dict(attrs.get("metrics", {})).items()},
-           "unavailable": {key: entry.get("reason") for key, entry in dict(attrs.get("metrics", {})).items()
-                           if entry.get("value") is None}}
+    row = {
+        "number": trial.number,
+        "role": attrs.get("role"),
+        "outcome": attrs.get("outcome"),
+        "reason": attrs.get("reason"),
+        "params": dict(trial.params),
+        "slot": attrs.get("slot"),
+        "cuda_visible_devices": (attrs.get("env") or {}).get("CUDA_VISIBLE_DEVICES"),
+        "device_used": attrs.get("device_used") or info.get("device_used") or "not recorded",
+        "warm_worker_pid": info.get("warm_worker_pid"),
+        "duplicate_of": attrs.get("duplicate_of"),
+        "weights_identity": (attrs.get("runtime") or {}).get("weights_identity"),
+        "compared_with": attrs.get("compared_with"),
+        "phases_s": (attrs.get("cost") or {}).get("phases_device_s") or {},
+        "metrics": {key: entry.get("value") for key, entry in dict(attrs.get("metrics", {})).items()},
+        "unavailable": {
+            key: entry.get("reason")
+            for key, entry in dict(attrs.get("metrics", {})).items()
+            if entry.get("value") is None
+        },
+    }
     if attrs.get("outcome") != "OK":
         row["log_tail"] = str(attrs.get("log_tail") or "")[-LOG_TAIL_CHARS:]
     return row
 
 
-def study_rows(spec: dict[str, Any], ctx: PhaseContext, name: str, share: float = 0.7,
-               enqueue: list[dict[str, Any]] | None = None) -> list[dict[str, Any]]:
+def study_rows(
+    spec: dict[str, Any], ctx: PhaseContext, name: str, share: float = 0.7, enqueue: list[dict[str, Any]] | None = None
+) -> list[dict[str, Any]]:
     """Run ``spec`` as study ``name`` in ``ctx.home`` and return one row per finished trial (:func:`_trial_row`;
     an enqueued setting the study stopped before does not appear).
     The study stops itself after ``share`` of the phase's cap (``budget.wall_time_s``). ``enqueue``: full

@@ -38,13 +38,19 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-
 from gpu_check_study import PhaseContext, failures, metric_figures, study_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 
-BASE: dict[str, Any] = {"num_frames": 9, "num_inference_steps": 4, "guidance_scale": 5.0, "batch_size": 1,
-                        "cache": "none", "cache_threshold": 0.1, "vae_tiling": False}
+BASE: dict[str, Any] = {
+    "num_frames": 9,
+    "num_inference_steps": 4,
+    "guidance_scale": 5.0,
+    "batch_size": 1,
+    "cache": "none",
+    "cache_threshold": 0.1,
+    "vae_tiling": False,
+}
 """The base setting of the GPU run (480p, bf16); every variant changes one knob of it."""
 
 FBC_THRESHOLD = 0.4
@@ -74,9 +80,24 @@ MEASUREMENT = {"warmup": 1, "min_repeats": 2, "max_repeats": 2, "bare_twin": 2}
 17-frame reference fit the phase's cap on a GPU with room left)."""
 TWIN_GOAL = 1.03
 """Largest tuner / bare p50 ratio the tuner aims at on a GPU (issue 40)."""
-TRIAL_METRICS = ("latency_p50_s", "latency_cv", "bare_p50_s", "twin_ratio", "peak_vram_gb", "peak_vram_device_gb",
-                 "psnr_db", "gpu_util_mean_pct", "gpu_util_peak_pct", "gpu_power_mean_w", "energy_per_output_j",
-                 "gpu_sm_clock_mean_mhz", "prepare_s", "model_s", "postprocess_s", "outside_spans_s")  # the spans: where the p50 goes
+TRIAL_METRICS = (
+    "latency_p50_s",
+    "latency_cv",
+    "bare_p50_s",
+    "twin_ratio",
+    "peak_vram_gb",
+    "peak_vram_device_gb",
+    "psnr_db",
+    "gpu_util_mean_pct",
+    "gpu_util_peak_pct",
+    "gpu_power_mean_w",
+    "energy_per_output_j",
+    "gpu_sm_clock_mean_mhz",
+    "prepare_s",
+    "model_s",
+    "postprocess_s",
+    "outside_spans_s",
+)  # the spans: where the p50 goes
 """The metrics each trial's figures keep (with the reason of those unavailable)."""
 
 RATIOS: dict[str, tuple[str, str]] = {
@@ -100,23 +121,33 @@ def wan_phase_spec(cuda: bool) -> tuple[dict[str, Any], list[tuple[str, dict[str
     full parameter dict. Every parameter is a categorical over the values the settings use."""
     spec = yaml.safe_load((ROOT / "search_spaces" / "wan_t2v_diffusers.yaml").read_text())
     height, width = (480, 832) if cuda else (32, 32)
-    fixed = {"height": height, "width": width, "flow_shift": 3.0, "scheduler": "unipc",
-             "attention_backend": "native", "offload": "none", "compile": "none",
-             "precision": "bf16" if cuda else "fp32"}
+    fixed = {
+        "height": height,
+        "width": width,
+        "flow_shift": 3.0,
+        "scheduler": "unipc",
+        "attention_backend": "native",
+        "offload": "none",
+        "compile": "none",
+        "precision": "bf16" if cuda else "fp32",
+    }
     settings = [(label, {**fixed, **values}) for label, values in (CUDA_SETTINGS if cuda else CPU_SETTINGS)]
     spec.pop("derived", None)
     first = spec.pop("cases", [{}])[0]  # one prompt: the phase times settings within the device budget
     spec["inputs"].update({key: value for key, value in first.items() if key != "name"})
     spec["parameters"] = {name: _categorical([s[name] for _, s in settings]) for name in settings[0][1]}
     spec["workload"].update(device="cuda" if cuda else "cpu", timeout_s=120 if cuda else 60, timeout_mode="fixed")
-    spec["workload"]["python"]["kwargs"].update(architecture="wan2.1-t2v-1.3b" if cuda else "tiny",
-                                                device="cuda" if cuda else "cpu")
+    spec["workload"]["python"]["kwargs"].update(
+        architecture="wan2.1-t2v-1.3b" if cuda else "tiny", device="cuda" if cuda else "cpu"
+    )
     if not cuda:
         spec["workload"]["torch_threads"] = 1
     spec["reference"], spec["baseline"] = settings[0][1], settings[1][1]
     spec["reference_shape"] = {"per": ["num_frames"]}  # the 17-frame setting against a 17-frame reference (issue 39)
-    spec["objectives"] = [{"metric": "latency_p50_s", "direction": "minimize"},
-                          {"metric": "psnr_db", "direction": "maximize"}]
+    spec["objectives"] = [
+        {"metric": "latency_p50_s", "direction": "minimize"},
+        {"metric": "psnr_db", "direction": "maximize"},
+    ]
     spec["report"] = ["peak_vram_gb"]
     spec["measurement"] = dict(MEASUREMENT)
     shapes = {s["num_frames"] for _, s in settings} - {settings[0][1]["num_frames"]}  # each: one reference run more
@@ -135,39 +166,67 @@ def phase_wan21_diffusers(ctx: PhaseContext) -> dict[str, Any]:
     """Run the phase (module docs); ``ok`` when every setting ran OK with a twin ratio, each against a reference
     of its own frame count (and, on CUDA, CFG off was faster)."""
     spec, settings = wan_phase_spec(ctx.cuda)
-    rows = [r for r in study_rows(spec, ctx, "gpu_wan21_diffusers", share=0.85,
-                                  enqueue=[setting for _, setting in settings[2:]])
-            if r["duplicate_of"] is None]
+    rows = [
+        r
+        for r in study_rows(
+            spec, ctx, "gpu_wan21_diffusers", share=0.85, enqueue=[setting for _, setting in settings[2:]]
+        )
+        if r["duplicate_of"] is None
+    ]
     trials = []
     for r in rows:
         figures = metric_figures(r, TRIAL_METRICS)
         figures["joules_per_video"] = figures.pop("energy_per_output_j")  # the outputs are videos
         if "energy_per_output_j" in figures["unavailable"]:
             figures["unavailable"]["joules_per_video"] = figures["unavailable"].pop("energy_per_output_j")
-        trials.append({"number": r["number"], "setting": _label_of(r["params"], settings), "outcome": r["outcome"],
-                       "reason": r["reason"], "params": r["params"], "weights": r.get("weights_identity"),
-                       "compared_with": r.get("compared_with"), "startup_s": r["phases_s"].get("startup"),
-                       **figures})
+        trials.append(
+            {
+                "number": r["number"],
+                "setting": _label_of(r["params"], settings),
+                "outcome": r["outcome"],
+                "reason": r["reason"],
+                "params": r["params"],
+                "weights": r.get("weights_identity"),
+                "compared_with": r.get("compared_with"),
+                "startup_s": r["phases_s"].get("startup"),
+                **figures,
+            }
+        )
     ok_rows = [t for t in trials if t["outcome"] == "OK"]
     p50 = {t["setting"]: t["latency_p50_s"] for t in ok_rows if t["setting"]}
-    ratios = {name: (p50[top] / p50[bottom] if p50.get(top) and p50.get(bottom) else None)
-              for name, (top, bottom) in RATIOS.items()}
-    like_with_like = all((t["compared_with"] or {}).get("shape") == {"num_frames": t["params"]["num_frames"]}
-                         for t in ok_rows)  # each video against a reference of its frames
+    ratios = {
+        name: (p50[top] / p50[bottom] if p50.get(top) and p50.get(bottom) else None)
+        for name, (top, bottom) in RATIOS.items()
+    }
+    like_with_like = all(
+        (t["compared_with"] or {}).get("shape") == {"num_frames": t["params"]["num_frames"]} for t in ok_rows
+    )  # each video against a reference of its frames
     twins = [t["twin_ratio"] for t in ok_rows]
     twin_worst = max(twins) if twins and None not in twins else None
     cfg = ratios["cfg_on_over_off"]
-    return {"device": ctx.device, "architecture": spec["workload"]["python"]["kwargs"]["architecture"],
-            "resolution": f"{settings[0][1]['width']}x{settings[0][1]['height']}",
-            "precision": settings[0][1]["precision"], "measurement": spec["measurement"], "trials": trials,
-            "ok_trials": len(ok_rows), "settings_planned": len(settings), "latency_ratios": ratios,
-            "twin_ratios": {t["setting"]: t["twin_ratio"] for t in ok_rows}, "twin_ratio_worst": twin_worst,
-            "twin_goal": TWIN_GOAL, "twin_within_goal": None if twin_worst is None else twin_worst <= TWIN_GOAL,
-            "joules_per_video": {t["setting"]: t["joules_per_video"] for t in ok_rows},
-            "activity_recorded": bool(ok_rows) and all(t["gpu_util_mean_pct"] is not None
-                                                       and t["gpu_power_mean_w"] is not None for t in ok_rows),
-            "failures": failures(rows), "like_with_like": like_with_like,
-            "quality_note": "psnr_db with random weights: agreement with the reference setting's output of an "
-                            "untrained network, not image quality",
-            "ok": len(ok_rows) == len(settings) and like_with_like and twin_worst is not None
-            and (not ctx.cuda or (cfg is not None and cfg > 1.0))}
+    return {
+        "device": ctx.device,
+        "architecture": spec["workload"]["python"]["kwargs"]["architecture"],
+        "resolution": f"{settings[0][1]['width']}x{settings[0][1]['height']}",
+        "precision": settings[0][1]["precision"],
+        "measurement": spec["measurement"],
+        "trials": trials,
+        "ok_trials": len(ok_rows),
+        "settings_planned": len(settings),
+        "latency_ratios": ratios,
+        "twin_ratios": {t["setting"]: t["twin_ratio"] for t in ok_rows},
+        "twin_ratio_worst": twin_worst,
+        "twin_goal": TWIN_GOAL,
+        "twin_within_goal": None if twin_worst is None else twin_worst <= TWIN_GOAL,
+        "joules_per_video": {t["setting"]: t["joules_per_video"] for t in ok_rows},
+        "activity_recorded": bool(ok_rows)
+        and all(t["gpu_util_mean_pct"] is not None and t["gpu_power_mean_w"] is not None for t in ok_rows),
+        "failures": failures(rows),
+        "like_with_like": like_with_like,
+        "quality_note": "psnr_db with random weights: agreement with the reference setting's output of an "
+        "untrained network, not image quality",
+        "ok": len(ok_rows) == len(settings)
+        and like_with_like
+        and twin_worst is not None
+        and (not ctx.cuda or (cfg is not None and cfg > 1.0)),
+    }

@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 

@@ -54,19 +54,38 @@ ROOT = Path(__file__).resolve().parents[1]
 IMAGE_PACKAGES = ROOT / "bench" / "gpu_image_packages.txt"
 WHEELS_SCRIPT = ROOT / "bench" / "gpu_wheels.sh"
 IMAGE_PYTHON = "3.12.3"
-PLATFORMS = ("manylinux_2_17_x86_64", "manylinux_2_24_x86_64", "manylinux_2_27_x86_64", "manylinux_2_28_x86_64",
-             "manylinux_2_31_x86_64", "manylinux_2_34_x86_64", "manylinux_2_35_x86_64", "manylinux2014_x86_64",
-             "manylinux1_x86_64", "linux_x86_64")
+PLATFORMS = (
+    "manylinux_2_17_x86_64",
+    "manylinux_2_24_x86_64",
+    "manylinux_2_27_x86_64",
+    "manylinux_2_28_x86_64",
+    "manylinux_2_31_x86_64",
+    "manylinux_2_34_x86_64",
+    "manylinux_2_35_x86_64",
+    "manylinux2014_x86_64",
+    "manylinux1_x86_64",
+    "linux_x86_64",
+)
 TRAVEL_LIMIT_BYTES = 64 * 2**20
 """What the device tool carries per call: working tree and wheels together."""
 
 
 def marker_environment(extra: str = "") -> dict[str, str]:
     """PEP 508 marker values of the image's interpreter (CPython 3.12 on Linux x86-64)."""
-    return {"python_version": IMAGE_PYTHON.rsplit(".", 1)[0], "python_full_version": IMAGE_PYTHON,
-            "implementation_name": "cpython", "implementation_version": IMAGE_PYTHON, "os_name": "posix",
-            "platform_machine": "x86_64", "platform_python_implementation": "CPython", "platform_release": "",
-            "platform_system": "Linux", "platform_version": "", "sys_platform": "linux", "extra": extra}
+    return {
+        "python_version": IMAGE_PYTHON.rsplit(".", 1)[0],
+        "python_full_version": IMAGE_PYTHON,
+        "implementation_name": "cpython",
+        "implementation_version": IMAGE_PYTHON,
+        "os_name": "posix",
+        "platform_machine": "x86_64",
+        "platform_python_implementation": "CPython",
+        "platform_release": "",
+        "platform_system": "Linux",
+        "platform_version": "",
+        "sys_platform": "linux",
+        "extra": extra,
+    }
 
 
 def read_image_packages(path: Path = IMAGE_PACKAGES) -> dict[str, Version | None]:
@@ -92,18 +111,42 @@ def install_into_empty_target(wheels: list[Path], target: Path) -> str | None:
     """``pip install --no-index --no-deps`` of ``wheels`` into ``target`` as the image's Python would take
     them; None on success, else pip's last lines."""
     platforms = [argument for name in PLATFORMS for argument in ("--platform", name)]
-    done = subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-index", "--no-deps",
-                           "--no-compile", "--disable-pip-version-check", "--target", str(target),
-                           "--python-version", IMAGE_PYTHON.rsplit(".", 1)[0], "--implementation", "cp",
-                           "--only-binary=:all:", *platforms, *map(str, wheels)],
-                          capture_output=True, text=True, check=False)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-index",
+            "--no-deps",
+            "--no-compile",
+            "--disable-pip-version-check",
+            "--target",
+            str(target),
+            "--python-version",
+            IMAGE_PYTHON.rsplit(".", 1)[0],
+            "--implementation",
+            "cp",
+            "--only-binary=:all:",
+            *platforms,
+            *map(str, wheels),
+        ],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if done.returncode == 0:
         return None
     return " | ".join((done.stdout + done.stderr).strip().splitlines()[-6:])
 
 
-def check_requirements(carried: dict[str, Distribution], image: dict[str, Version | None],
-                       roots: list[tuple[str, list[Requirement]]], report: Report) -> None:
+def check_requirements(
+    carried: dict[str, Distribution],
+    image: dict[str, Version | None],
+    roots: list[tuple[str, list[Requirement]]],
+    report: Report,
+) -> None:
     """Every requirement of ``roots`` (requirer, requirements) and of the carried distributions they reach,
     met by ``carried`` or ``image`` (module docstring, point 2). Appends to ``report``."""
     extras_on: dict[str, set[str]] = {name: {""} for name in carried}
@@ -126,9 +169,16 @@ def check_requirements(carried: dict[str, Distribution], image: dict[str, Versio
             _check_one(shown, requirement, {extra}, carried, image, extras_on, pending, report)
 
 
-def _check_one(requirer: str, requirement: Requirement, extras: set[str], carried: dict[str, Distribution],
-               image: dict[str, Version | None], extras_on: dict[str, set[str]],
-               pending: list[tuple[str, str]], report: Report) -> None:
+def _check_one(
+    requirer: str,
+    requirement: Requirement,
+    extras: set[str],
+    carried: dict[str, Distribution],
+    image: dict[str, Version | None],
+    extras_on: dict[str, set[str]],
+    pending: list[tuple[str, str]],
+    report: Report,
+) -> None:
     marker: Marker | None = requirement.marker
     if marker is not None and not any(marker.evaluate(marker_environment(e)) for e in extras):
         return
@@ -149,13 +199,16 @@ def _check_one(requirer: str, requirement: Requirement, extras: set[str], carrie
         return
     known = image[name]
     if specifier and known is None:
-        report.problems.append(f"unknown version: {wanted}: the image has {name} at a version not known here; "
-                               "carry a wheel that satisfies it")
+        report.problems.append(
+            f"unknown version: {wanted}: the image has {name} at a version not known here; "
+            "carry a wheel that satisfies it"
+        )
     elif specifier and known is not None and not specifier.contains(known, prereleases=True):
         report.problems.append(f"too old/new: {wanted}: the image has {name} {known}; carry one that satisfies it")
     elif requirement.extras:
-        report.notes.append(f"note: {wanted}: extras {sorted(requirement.extras)} of the image's {name} "
-                            "are not checked")
+        report.notes.append(
+            f"note: {wanted}: extras {sorted(requirement.extras)} of the image's {name} are not checked"
+        )
 
 
 def project_requirements(pyproject: Path) -> tuple[list[Requirement], str]:
@@ -166,8 +219,12 @@ def project_requirements(pyproject: Path) -> tuple[list[Requirement], str]:
 
 def travelling_tree_bytes(root: Path = ROOT) -> int | None:
     """Bytes of the working tree the device tool carries: tracked plus untracked-not-ignored files."""
-    done = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"], cwd=root,
-                          capture_output=True, check=False)
+    done = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=root,
+        capture_output=True,
+        check=False,
+    )
     if done.returncode != 0:
         return None
     paths = {root / name for name in done.stdout.decode(errors="replace").split("\0") if name}
@@ -193,32 +250,41 @@ def check_wheels(wheel_dir: Path, image_file: Path, pyproject: Path | None, max_
         if failure is not None:
             report.problems.append(f"pip cannot install the wheels for CPython 3.12 x86-64: {failure}")
             return report
-        carried: dict[str, Distribution] = {canonicalize_name(d.metadata["Name"]): d
-                                            for d in distributions(path=[scratch])}
+        carried: dict[str, Distribution] = {
+            canonicalize_name(d.metadata["Name"]): d for d in distributions(path=[scratch])
+        }
         for name, dist in sorted(carried.items()):
             requires_python = (dist.metadata.get_all("Requires-Python") or [None])[0]
             if requires_python and not SpecifierSet(requires_python).contains(IMAGE_PYTHON):
                 report.problems.append(f"{name} {dist.version} requires Python {requires_python}")
             if name in image:
-                report.notes.append(f"note: carried {name} {dist.version} shadows the image's "
-                                    f"{name} {image[name] or '(version unknown)'}")
+                report.notes.append(
+                    f"note: carried {name} {dist.version} shadows the image's "
+                    f"{name} {image[name] or '(version unknown)'}"
+                )
         roots: list[tuple[str, list[Requirement]]] = []
         if pyproject is not None:
             requirements, requires_python = project_requirements(pyproject)
             roots.append(("tuner (pyproject core dependencies)", requirements))
             if requires_python and not SpecifierSet(requires_python).contains(IMAGE_PYTHON):
-                report.notes.append(f"note: tuner's requires-python {requires_python!r} excludes {IMAGE_PYTHON} "
-                                    "(it runs from PYTHONPATH there, not installed)")
+                report.notes.append(
+                    f"note: tuner's requires-python {requires_python!r} excludes {IMAGE_PYTHON} "
+                    "(it runs from PYTHONPATH there, not installed)"
+                )
         check_requirements(carried, image, roots, report)
-        report.notes.append(f"carried: {len(carried)} distributions: "
-                            + ", ".join(f"{d.metadata['Name']} {d.version}" for _, d in sorted(carried.items())))
+        report.notes.append(
+            f"carried: {len(carried)} distributions: "
+            + ", ".join(f"{d.metadata['Name']} {d.version}" for _, d in sorted(carried.items()))
+        )
     wheel_bytes = sum(wheel.stat().st_size for wheel in wheels)
     tree_bytes = travelling_tree_bytes()
     if wheel_bytes > max_wheels_mb * 1e6:
         report.problems.append(f"the wheels take {wheel_bytes / 1e6:.1f} MB, over {max_wheels_mb:g} MB")
     if tree_bytes is not None and tree_bytes + wheel_bytes > TRAVEL_LIMIT_BYTES:
-        report.problems.append(f"tree {tree_bytes / 2**20:.1f} MiB + wheels {wheel_bytes / 2**20:.1f} MiB is over "
-                               "the 64 MiB the device tool carries")
+        report.problems.append(
+            f"tree {tree_bytes / 2**20:.1f} MiB + wheels {wheel_bytes / 2**20:.1f} MiB is over "
+            "the 64 MiB the device tool carries"
+        )
     tree_text = "unknown (not a git checkout)" if tree_bytes is None else f"{tree_bytes / 2**20:.1f} MiB"
     report.notes.append(f"size: wheels {wheel_bytes / 2**20:.1f} MiB ({len(wheels)} files) + tree {tree_text}")
     return report
@@ -304,8 +370,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pyproject", type=Path, default=ROOT / "pyproject.toml")
     parser.add_argument("--no-project", action="store_true", help="Skip the tuner's own core requirements.")
     parser.add_argument("--max-wheels-mb", type=float, default=50.0)
-    parser.add_argument("--import-guard", type=Path, default=None, metavar="DIR",
-                        help="Only write DIR/sitecustomize.py (module docstring) and exit.")
+    parser.add_argument(
+        "--import-guard",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="Only write DIR/sitecustomize.py (module docstring) and exit.",
+    )
     args = parser.parse_args(argv)
     if args.import_guard is not None:
         print(f"gpu_wheels_check: import guard in {write_import_guard(args.import_guard, args.image)}")
@@ -315,9 +386,11 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_wheels_check: {line}")
     for line in report.problems:
         print(f"gpu_wheels_check: PROBLEM: {line}")
-    print(f"gpu_wheels_check: {'complete' if not report.problems else f'{len(report.problems)} problem(s)'} "
-          f"({args.wheels}, image list {args.image.name}"
-          f"{'' if args.no_project else ', tuner core requirements included'})")
+    print(
+        f"gpu_wheels_check: {'complete' if not report.problems else f'{len(report.problems)} problem(s)'} "
+        f"({args.wheels}, image list {args.image.name}"
+        f"{'' if args.no_project else ', tuner core requirements included'})"
+    )
     return 1 if report.problems else 0
 
 

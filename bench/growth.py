@@ -44,24 +44,25 @@ import argparse
 import copy
 import json
 import os
-import sys
 import statistics
+import sys
 import tempfile
 import time
+from collections.abc import Callable, Sequence
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Any, Callable, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import optuna
 from optuna.trial import create_trial
 
 from tuner.runner.base import Slot
-from tuner.testing.inline_runner import InlineRunner
+from tuner.search.objectives import plan_constraints
 from tuner.spec.loading import parse_spec
 from tuner.storage import store
 from tuner.study.coordinator import Coordinator
-from tuner.search.objectives import plan_constraints
 from tuner.study.studies import OpenStudy, create_study
+from tuner.testing.inline_runner import InlineRunner
 from tuner.testing.noop_spec import noop_spec
 
 SEED_TRIALS = 3  # trials the coordinator measures first: the template of the filled ones
@@ -135,10 +136,12 @@ class Clock:
     def per_trial(self) -> Timing:
         """Median seconds between trials told (wall, CPU, CPU outside the sampler); statements per trial."""
         pairs = list(zip(self.marks, self.marks[1:]))
-        return Timing(statistics.median(b[0] - a[0] for a, b in pairs),
-                      statistics.median(b[1] - a[1] for a, b in pairs),
-                      statistics.median(b[1] - a[1] - (b[3] - a[3]) for a, b in pairs),
-                      (self.marks[-1][2] - self.marks[0][2]) / len(pairs))
+        return Timing(
+            statistics.median(b[0] - a[0] for a, b in pairs),
+            statistics.median(b[1] - a[1] for a, b in pairs),
+            statistics.median(b[1] - a[1] - (b[3] - a[3]) for a, b in pairs),
+            (self.marks[-1][2] - self.marks[0][2]) / len(pairs),
+        )
 
 
 class Timing(NamedTuple):
@@ -152,9 +155,18 @@ class Timing(NamedTuple):
 
 
 def coordinator(opened: OpenStudy, home: Path, budget: int, listeners: list[Any]) -> Coordinator:
-    return Coordinator(study=opened.study, spec=opened.spec, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=home, device="cpu",
-                       plan=plan_constraints(opened.spec, {}), budget_trials=budget, wall_time_s=None,
-                       listeners=listeners)
+    return Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=InlineRunner(),
+        slots=[Slot(0, None, 1)],
+        home=home,
+        device="cpu",
+        plan=plan_constraints(opened.spec, {}),
+        budget_trials=budget,
+        wall_time_s=None,
+        listeners=listeners,
+    )
 
 
 def copies(template: Any, count: int, start: int) -> list[Any]:
@@ -164,9 +176,16 @@ def copies(template: Any, count: int, start: int) -> list[Any]:
         attrs = {**template.user_attrs}
         if "candidate_key" in attrs:
             attrs["candidate_key"] = f"filled-{index}"
-        made.append(create_trial(state=template.state, values=[v * (1 + (index % 997) * 1e-4) for v in template.values],
-                                 params={"x": (index * 7919) % 10**9}, distributions=template.distributions,
-                                 user_attrs=attrs, system_attrs=dict(template.system_attrs)))
+        made.append(
+            create_trial(
+                state=template.state,
+                values=[v * (1 + (index % 997) * 1e-4) for v in template.values],
+                params={"x": (index * 7919) % 10**9},
+                distributions=template.distributions,
+                user_attrs=attrs,
+                system_attrs=dict(template.system_attrs),
+            )
+        )
     return made
 
 
@@ -196,8 +215,11 @@ def tuner_at(size: int, trials: int, url: str, home: Path, name: str) -> tuple[T
     event.listen(store.engine_of(opened.study), "before_cursor_execute", clock.count)
     measured = sum(1 for t in before if t.user_attrs.get("measured"))
     coordinator(opened, home, measured + trials + 1, [clock]).run()
-    told = [(t.params, list(t.values), t.system_attrs.get("constraints:outcome", 0.0))
-            for t in opened.study.get_trials()[len(before):] if t.values is not None]
+    told = [
+        (t.params, list(t.values), t.system_attrs.get("constraints:outcome", 0.0))
+        for t in opened.study.get_trials()[len(before) :]
+        if t.values is not None
+    ]
     return clock.per_trial(), Replay(before, replayed, told)
 
 
@@ -208,9 +230,19 @@ def bare_at(replay: Replay, url: str, name: str) -> tuple[Timing, float]:
     did exactly the tuner's work)."""
     sampler = TimedSampler(replay.sampler)
     study = optuna.create_study(storage=url, study_name=name, sampler=sampler)
-    store.add_finished_trials(study, [create_trial(state=t.state, values=t.values, params=t.params,
-                                                   distributions=t.distributions, system_attrs=dict(t.system_attrs))
-                                      for t in replay.trials])
+    store.add_finished_trials(
+        study,
+        [
+            create_trial(
+                state=t.state,
+                values=t.values,
+                params=t.params,
+                distributions=t.distributions,
+                system_attrs=dict(t.system_attrs),
+            )
+            for t in replay.trials
+        ],
+    )
     walls, cpus, own, same = [], [], [], 0
     for params, values, outcome in replay.told:
         started, cpu, sampling = time.perf_counter(), time.process_time(), sampler.spent
@@ -226,41 +258,62 @@ def bare_at(replay: Replay, url: str, name: str) -> tuple[Timing, float]:
     return timing, same / len(replay.told)
 
 
-def measure(backend: str, url: Callable[[str], str], home: Path, size: int, trials: int,
-            repeat: int) -> tuple[float, dict[str, object]]:
+def measure(
+    backend: str, url: Callable[[str], str], home: Path, size: int, trials: int, repeat: int
+) -> tuple[float, dict[str, object]]:
     """One tuner run and its bare replay at ``size`` (printed; ``url``: a new study's storage URL by tag); the
     overhead (CPU seconds per trial outside the sampler, tuner − bare) and the raw row."""
     tag = f"{size}_{repeat}"
     tuner, replay = tuner_at(size, trials, url(f"t{tag}"), home / f"home{tag}", f"t{tag}")
     bare, same = bare_at(replay, url(f"b{tag}"), f"b{tag}")
     overhead = tuner.own_cpu - bare.own_cpu
-    print(f"{backend:10s} study of {size:5d} trials: CPU ms/trial tuner {tuner.cpu * 1e3:6.1f} "
-          f"({tuner.own_cpu * 1e3:5.1f} outside the sampler), bare Optuna {bare.cpu * 1e3:6.1f} "
-          f"({bare.own_cpu * 1e3:5.1f}), overhead {overhead * 1e3:5.1f} (totals' difference "
-          f"{(tuner.cpu - bare.cpu) * 1e3:5.1f}) | wall ms/trial tuner {tuner.wall * 1e3:6.1f}, bare "
-          f"{bare.wall * 1e3:6.1f} | {tuner.statements:.0f} SQL statements/trial | bare replay "
-          f"{same:.0%} same proposals", flush=True)
-    return overhead, {"storage": backend, "study_trials": size, "repeat": repeat,
-                      "tuner_cpu_s_per_trial": round(tuner.cpu, 5), "bare_cpu_s_per_trial": round(bare.cpu, 5),
-                      "tuner_cpu_outside_sampler_s_per_trial": round(tuner.own_cpu, 5),
-                      "bare_cpu_outside_sampler_s_per_trial": round(bare.own_cpu, 5),
-                      "overhead_cpu_s_per_trial": round(overhead, 5),
-                      "difference_of_totals_cpu_s_per_trial": round(tuner.cpu - bare.cpu, 5),
-                      "tuner_wall_s_per_trial": round(tuner.wall, 5), "bare_wall_s_per_trial": round(bare.wall, 5),
-                      "sql_statements_per_trial": round(tuner.statements, 1), "bare_same_proposals": round(same, 3)}
+    print(
+        f"{backend:10s} study of {size:5d} trials: CPU ms/trial tuner {tuner.cpu * 1e3:6.1f} "
+        f"({tuner.own_cpu * 1e3:5.1f} outside the sampler), bare Optuna {bare.cpu * 1e3:6.1f} "
+        f"({bare.own_cpu * 1e3:5.1f}), overhead {overhead * 1e3:5.1f} (totals' difference "
+        f"{(tuner.cpu - bare.cpu) * 1e3:5.1f}) | wall ms/trial tuner {tuner.wall * 1e3:6.1f}, bare "
+        f"{bare.wall * 1e3:6.1f} | {tuner.statements:.0f} SQL statements/trial | bare replay "
+        f"{same:.0%} same proposals",
+        flush=True,
+    )
+    return overhead, {
+        "storage": backend,
+        "study_trials": size,
+        "repeat": repeat,
+        "tuner_cpu_s_per_trial": round(tuner.cpu, 5),
+        "bare_cpu_s_per_trial": round(bare.cpu, 5),
+        "tuner_cpu_outside_sampler_s_per_trial": round(tuner.own_cpu, 5),
+        "bare_cpu_outside_sampler_s_per_trial": round(bare.own_cpu, 5),
+        "overhead_cpu_s_per_trial": round(overhead, 5),
+        "difference_of_totals_cpu_s_per_trial": round(tuner.cpu - bare.cpu, 5),
+        "tuner_wall_s_per_trial": round(tuner.wall, 5),
+        "bare_wall_s_per_trial": round(bare.wall, 5),
+        "sql_statements_per_trial": round(tuner.statements, 1),
+        "bare_same_proposals": round(same, 3),
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--report", nargs="*", type=Path, default=None, metavar="RESULTS",
-                        help="print docs/benchmarks.md's growth table from committed raw results (default "
-                             "bench/results/growth.json and growth_full.json), measure nothing")
+    parser.add_argument(
+        "--report",
+        nargs="*",
+        type=Path,
+        default=None,
+        metavar="RESULTS",
+        help="print docs/benchmarks.md's growth table from committed raw results (default "
+        "bench/results/growth.json and growth_full.json), measure nothing",
+    )
     parser.add_argument("--quick", action="store_true", help="sizes 50 and 500 only")
     parser.add_argument("--trials", type=int, default=30, help="trials timed at each size")
     parser.add_argument("--repeats", type=int, default=3, help="runs at each size, sizes taken in turn (median)")
     parser.add_argument("--postgres", action="store_true", help="also on PostgreSQL (tuner.testing.postgres)")
-    parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results" / "growth.json",
-                        help="where the raw figures are written (default bench/results/growth.json)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=Path(__file__).resolve().parent / "results" / "growth.json",
+        help="where the raw figures are written (default bench/results/growth.json)",
+    )
     args = parser.parse_args()
     if args.report is not None:
         print(report(args.report or REPORTED))
@@ -290,24 +343,41 @@ def main() -> None:
                     rows.append(row)
             medians[backend] = {size: statistics.median(values) for size, values in runs.items()}
             total_medians[backend] = {size: statistics.median(values) for size, values in totals.items()}
-            print(f"{backend:10s} median overhead, CPU ms/trial: " + ", ".join(
-                f"{size} trials {value * 1e3:.1f}" for size, value in medians[backend].items())
-                  + f"; ratio {medians[backend][sizes[-1]] / medians[backend][sizes[0]]:.2f}", flush=True)
+            print(
+                f"{backend:10s} median overhead, CPU ms/trial: "
+                + ", ".join(f"{size} trials {value * 1e3:.1f}" for size, value in medians[backend].items())
+                + f"; ratio {medians[backend][sizes[-1]] / medians[backend][sizes[0]]:.2f}",
+                flush=True,
+            )
     ratios = {backend: m[sizes[-1]] / m[sizes[0]] for backend, m in medians.items()}
     total_ratios = {backend: m[sizes[-1]] / m[sizes[0]] for backend, m in total_medians.items()}
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps({"command": "python bench/growth.py " + " ".join(sys.argv[1:]),
-                                        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                        "cores": os.cpu_count(), "load_average_before": load_before,
-                                        "load_average_after": os.getloadavg(), "trials_timed": args.trials,
-                                        "repeats": args.repeats, "rows": rows,
-                                        "median_overhead_cpu_s_per_trial": medians, "ratios": ratios,
-                                        "ratio_largest_to_50": ratios["sqlite"],
-                                        "median_difference_of_totals_cpu_s_per_trial": total_medians,
-                                        "ratios_of_totals": total_ratios}, indent=1) + "\n")
-    print(f"overhead at {sizes[-1]} trials / overhead at {sizes[0]}: {ratios['sqlite']:.2f} (goal <= {GOAL_RATIO:g}; "
-          f"SQLite; outside the sampler — as the difference of whole CPU times, sampler included: "
-          f"{total_ratios['sqlite']:.2f})")
+    args.results.write_text(
+        json.dumps(
+            {
+                "command": "python bench/growth.py " + " ".join(sys.argv[1:]),
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "cores": os.cpu_count(),
+                "load_average_before": load_before,
+                "load_average_after": os.getloadavg(),
+                "trials_timed": args.trials,
+                "repeats": args.repeats,
+                "rows": rows,
+                "median_overhead_cpu_s_per_trial": medians,
+                "ratios": ratios,
+                "ratio_largest_to_50": ratios["sqlite"],
+                "median_difference_of_totals_cpu_s_per_trial": total_medians,
+                "ratios_of_totals": total_ratios,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
+    print(
+        f"overhead at {sizes[-1]} trials / overhead at {sizes[0]}: {ratios['sqlite']:.2f} (goal <= {GOAL_RATIO:g}; "
+        f"SQLite; outside the sampler — as the difference of whole CPU times, sampler included: "
+        f"{total_ratios['sqlite']:.2f})"
+    )
 
 
 def _run_name(result: dict[str, Any]) -> str:
@@ -320,33 +390,56 @@ def report(paths: Sequence[Path] = REPORTED) -> str:
     size, the largest size's ÷ 50's (and the same of the whole CPU times' differences), SQL statements per
     trial (median of the rows); then one line per file: its command, date, load, repeats and proposals."""
     results = [(path, json.loads(path.read_text())) for path in paths]
-    sizes = sorted({int(size) for _, result in results for medians in result["median_overhead_cpu_s_per_trial"].values()
-                    for size in medians})
-    lines = ["| storage | " + " | ".join(f"{size:,} trials" if i == 0 else f"{size:,}" for i, size in enumerate(sizes))
-             + " | largest ÷ " + f"{sizes[0]:,}" + " | SQL statements / trial |",
-             "|---" * (len(sizes) + 3) + "|"]
+    sizes = sorted(
+        {
+            int(size)
+            for _, result in results
+            for medians in result["median_overhead_cpu_s_per_trial"].values()
+            for size in medians
+        }
+    )
+    lines = [
+        "| storage | "
+        + " | ".join(f"{size:,} trials" if i == 0 else f"{size:,}" for i, size in enumerate(sizes))
+        + " | largest ÷ "
+        + f"{sizes[0]:,}"
+        + " | SQL statements / trial |",
+        "|---" * (len(sizes) + 3) + "|",
+    ]
     for _, result in results:
         for storage, medians in result["median_overhead_cpu_s_per_trial"].items():
             by_size = {int(size): value for size, value in medians.items()}
             cells = [f"{by_size[size] * 1e3:.1f} ms" if size in by_size else "—" for size in sizes]
             largest, smallest = max(by_size), min(by_size)
             prefix = "" if largest == sizes[-1] and smallest == sizes[0] else f"{largest:,} ÷ {smallest:,}: "
-            statements = statistics.median(row["sql_statements_per_trial"] for row in result["rows"]
-                                           if row["storage"] == storage)
-            lines.append(f"| {STORAGE_NAMES.get(storage, storage)} ({_run_name(result)}) | " + " | ".join(cells)
-                         + f" | {prefix}**{result['ratios'][storage]:.2f}** (whole CPU: "
-                         f"{result['ratios_of_totals'][storage]:.2f}) | {statements:.0f} |")
-    lines += ["", f"Goal: largest ÷ {sizes[0]:,} ≤ {GOAL_RATIO:g}. Cells: the median over the repeats of the tuner's CPU "
-              "per trial outside the sampler − bare Optuna's; whole CPU: the same ratio of the differences of whole "
-              "CPU times."]
+            statements = statistics.median(
+                row["sql_statements_per_trial"] for row in result["rows"] if row["storage"] == storage
+            )
+            lines.append(
+                f"| {STORAGE_NAMES.get(storage, storage)} ({_run_name(result)}) | "
+                + " | ".join(cells)
+                + f" | {prefix}**{result['ratios'][storage]:.2f}** (whole CPU: "
+                f"{result['ratios_of_totals'][storage]:.2f}) | {statements:.0f} |"
+            )
+    lines += [
+        "",
+        f"Goal: largest ÷ {sizes[0]:,} ≤ {GOAL_RATIO:g}. Cells: the median over the repeats of the tuner's CPU "
+        "per trial outside the sampler − bare Optuna's; whole CPU: the same ratio of the differences of whole "
+        "CPU times.",
+    ]
     for path, result in results:
         same = min(row["bare_same_proposals"] for row in result["rows"])
-        lines += ["", f"{_run_name(result).capitalize()}: `{result['command']}` ({path.name}), measured "
-                  f"{result['measured_at']}, {result['cores']} cores, load average (1 / 5 / 15 min) "
-                  + " / ".join(f"{x:.1f}" for x in result["load_average_before"]) + " before, "
-                  + " / ".join(f"{x:.1f}" for x in result["load_average_after"]) + f" after; median of "
-                  f"{result['repeats']} repeats of {result['trials_timed']} trials; the bare replay made "
-                  f"{same:.0%} the same proposals as the tuner (the lowest of its rows)."]
+        lines += [
+            "",
+            f"{_run_name(result).capitalize()}: `{result['command']}` ({path.name}), measured "
+            f"{result['measured_at']}, {result['cores']} cores, load average (1 / 5 / 15 min) "
+            + " / ".join(f"{x:.1f}" for x in result["load_average_before"])
+            + " before, "
+            + " / ".join(f"{x:.1f}" for x in result["load_average_after"])
+            + f" after; median of "
+            f"{result['repeats']} repeats of {result['trials_timed']} trials; the bare replay made "
+            f"{same:.0%} the same proposals as the tuner (the lowest of its rows).",
+        ]
     return "\n".join(lines)
 
 

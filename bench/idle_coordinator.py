@@ -36,8 +36,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from tuner.testing.noop_spec import sleep_spec
 
@@ -55,7 +56,7 @@ def _stat(path: str) -> list[str] | None:
             text = handle.read()
     except OSError:
         return None
-    return text[text.rindex(")") + 2:].split()
+    return text[text.rindex(")") + 2 :].split()
 
 
 def cpu_s(pid: int, children: bool = True) -> float:
@@ -164,13 +165,26 @@ def measure(url: str, directory: Path, sleep_s: float, window_s: float, settle_s
     spec = directory / "idle.yaml"
     spec.write_text(sleep_spec("idle_coordinator", sleep_s, 1))
     statements_path = directory / "statements.json"
-    argv = ["run", str(spec), "--storage", url, "--no-mlflow", "--home", str(directory / "home"),
-            "--study-name", "idle"]
+    argv = [
+        "run",
+        str(spec),
+        "--storage",
+        url,
+        "--no-mlflow",
+        "--home",
+        str(directory / "home"),
+        "--study-name",
+        "idle",
+    ]
     log = directory / "coordinator.log"
     with open(log, "w") as sink:
-        process = subprocess.Popen([sys.executable, str(Path(__file__).resolve()), "--coordinator",
-                                    str(statements_path), "--", *argv], env=ENV, stdout=sink,
-                                   stderr=subprocess.STDOUT, cwd=directory)
+        process = subprocess.Popen(
+            [sys.executable, str(Path(__file__).resolve()), "--coordinator", str(statements_path), "--", *argv],
+            env=ENV,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+            cwd=directory,
+        )
     try:
         deadline = time.monotonic() + 120
         found = find_processes(process.pid)
@@ -187,16 +201,20 @@ def measure(url: str, directory: Path, sleep_s: float, window_s: float, settle_s
         helpers = [pid for pid in (found["forkserver"], found["reaper"]) if pid is not None]
         worker_tree = tree(worker)
         start = time.monotonic()
-        before = {"coordinator": cpu_s(process.pid, children=False),
-                  "worker_tree": sum(cpu_s(pid) for pid in worker_tree),
-                  "helpers": sum(cpu_s(pid, children=False) for pid in helpers)}
+        before = {
+            "coordinator": cpu_s(process.pid, children=False),
+            "worker_tree": sum(cpu_s(pid) for pid in worker_tree),
+            "helpers": sum(cpu_s(pid, children=False) for pid in helpers),
+        }
         threads_before = thread_cpu_s(process.pid)
         worker_threads_before = thread_cpu_s(worker)
         time.sleep(window_s)
         worker_tree = sorted(set(worker_tree) | set(tree(worker)))
-        after = {"coordinator": cpu_s(process.pid, children=False),
-                 "worker_tree": sum(cpu_s(pid) for pid in worker_tree),
-                 "helpers": sum(cpu_s(pid, children=False) for pid in helpers)}
+        after = {
+            "coordinator": cpu_s(process.pid, children=False),
+            "worker_tree": sum(cpu_s(pid) for pid in worker_tree),
+            "helpers": sum(cpu_s(pid, children=False) for pid in helpers),
+        }
         threads_after = thread_cpu_s(process.pid)
         worker_threads_after = thread_cpu_s(worker)
         end = time.monotonic()
@@ -208,20 +226,35 @@ def measure(url: str, directory: Path, sleep_s: float, window_s: float, settle_s
             process.wait()
     elapsed = end - start
     percent = {name: round(100 * (after[name] - before[name]) / elapsed, 3) for name in before}
-    threads = {name: round(100 * (threads_after.get(name, 0.0) - seconds) / elapsed, 3)
-               for name, seconds in threads_before.items()}
-    worker_threads = {name: round(100 * (worker_threads_after.get(name, 0.0) - seconds) / elapsed, 3)
-                      for name, seconds in worker_threads_before.items()}
+    threads = {
+        name: round(100 * (threads_after.get(name, 0.0) - seconds) / elapsed, 3)
+        for name, seconds in threads_before.items()
+    }
+    worker_threads = {
+        name: round(100 * (worker_threads_after.get(name, 0.0) - seconds) / elapsed, 3)
+        for name, seconds in worker_threads_before.items()
+    }
     statements = json.loads(statements_path.read_text()) if statements_path.exists() else []
     during = [text for at, text in statements if start <= at <= end]
-    return {"percent_of_core": percent,
-            "run_cpu_s": {"coordinator_at_window_start": round(before["coordinator"], 3),
-                          "whole_run_all_processes": round(usage.ru_utime + usage.ru_stime, 3)}, "coordinator_threads": threads, "worker_threads": worker_threads,
-            "window_s": round(elapsed, 3), "settle_s": settle_s, "worker_age_at_window_s": round(start - worker_seen, 3),
-            "trial_still_running_at_end": still_running, "exit_code": code,
-            "sql_statements_in_window": len(during), "sql_in_window": during[:40],
-            "heartbeat_statements": sum(1 for text in during if "heartbeat" in text.lower()),
-            "sql_statements_total": len(statements), "clock_tick_s": 1 / TICKS}
+    return {
+        "percent_of_core": percent,
+        "run_cpu_s": {
+            "coordinator_at_window_start": round(before["coordinator"], 3),
+            "whole_run_all_processes": round(usage.ru_utime + usage.ru_stime, 3),
+        },
+        "coordinator_threads": threads,
+        "worker_threads": worker_threads,
+        "window_s": round(elapsed, 3),
+        "settle_s": settle_s,
+        "worker_age_at_window_s": round(start - worker_seen, 3),
+        "trial_still_running_at_end": still_running,
+        "exit_code": code,
+        "sql_statements_in_window": len(during),
+        "sql_in_window": during[:40],
+        "heartbeat_statements": sum(1 for text in during if "heartbeat" in text.lower()),
+        "sql_statements_total": len(statements),
+        "clock_tick_s": 1 / TICKS,
+    }
 
 
 def live_display_percent(seconds: float = 6.0) -> float:
@@ -265,22 +298,28 @@ def main() -> None:
     parser.add_argument("--window", type=float, default=10.0, help="seconds measured")
     parser.add_argument("--settle", type=float, default=4.0, help="seconds after the worker starts before the window")
     parser.add_argument("--postgres", action="store_true", help="a throwaway PostgreSQL cluster instead of SQLite")
-    parser.add_argument("--report", action="store_true",
-                        help="print docs/benchmarks.md's figures from bench/results/idle_coordinator.json, run nothing")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="print docs/benchmarks.md's figures from bench/results/idle_coordinator.json, run nothing",
+    )
     args = parser.parse_args()
     if args.report:
         print(report())
         return
     if args.settle + args.window + 3 > args.sleep:
         parser.error("--sleep must exceed --settle + --window by 3 s or more (the window lies inside the trial)")
-    with tempfile.TemporaryDirectory(prefix="tuner-idle-") as tmp:
-        with _storage(Path(tmp), args.postgres) as url:
-            row = measure(url, Path(tmp), args.sleep, args.window, args.settle)
-    result = {"command": " ".join([Path(sys.executable).name, *sys.argv]),
-              "date": datetime.datetime.now().isoformat(timespec="seconds"),
-              "host": {"cores": os.cpu_count(), "load_average": os.getloadavg()},
-              "storage": "postgres" if args.postgres else "sqlite", "sleep_s": args.sleep, **row,
-              "live_display_percent_of_core": live_display_percent()}
+    with tempfile.TemporaryDirectory(prefix="tuner-idle-") as tmp, _storage(Path(tmp), args.postgres) as url:
+        row = measure(url, Path(tmp), args.sleep, args.window, args.settle)
+    result = {
+        "command": " ".join([Path(sys.executable).name, *sys.argv]),
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "host": {"cores": os.cpu_count(), "load_average": os.getloadavg()},
+        "storage": "postgres" if args.postgres else "sqlite",
+        "sleep_s": args.sleep,
+        **row,
+        "live_display_percent_of_core": live_display_percent(),
+    }
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
     RESULTS.write_text(json.dumps(result, indent=1) + "\n")
     print(summary(result))
@@ -289,19 +328,25 @@ def main() -> None:
 def summary(result: dict[str, Any]) -> str:
     """The lines the bench prints of a result (the raw JSON's dict); the last is the coordinator's % of a core."""
     pct = result["percent_of_core"]
-    return "\n".join([
-        f"storage {result['storage']}, window {result['window_s']:.1f} s from {result['worker_age_at_window_s']:.1f} s "
-        f"into the trial, load average {result['host']['load_average'][0]:.2f}",
-        f"worker process tree: {pct['worker_tree']:.2f} % of a core; fork server + reaper: {pct['helpers']:.2f} %",
-        f"CPU of the whole run (start-up, one {result['sleep_s']:g} s trial, shut-down; every process): "
-        f"{result['run_cpu_s']['whole_run_all_processes']:.2f} s, the coordinator's up to the window "
-        f"{result['run_cpu_s']['coordinator_at_window_start']:.2f} s",
-        "coordinator threads (% of a core): " + ", ".join(
-            f"{name} {value:.2f}" for name, value in sorted(result["coordinator_threads"].items(), key=lambda kv: -kv[1])),
-        f"live progress panel on a terminal (measured apart): {result['live_display_percent_of_core']:.2f} % of a core",
-        f"SQL statements in the window: {result['sql_statements_in_window']} "
-        f"({result['heartbeat_statements']} heartbeat); raw results: {RESULTS.relative_to(ROOT)}",
-        f"coordinator while waiting: {result['percent_of_core']['coordinator']:.2f} % of a core (goal < 1 %)"])
+    return "\n".join(
+        [
+            f"storage {result['storage']}, window {result['window_s']:.1f} s from {result['worker_age_at_window_s']:.1f} s "
+            f"into the trial, load average {result['host']['load_average'][0]:.2f}",
+            f"worker process tree: {pct['worker_tree']:.2f} % of a core; fork server + reaper: {pct['helpers']:.2f} %",
+            f"CPU of the whole run (start-up, one {result['sleep_s']:g} s trial, shut-down; every process): "
+            f"{result['run_cpu_s']['whole_run_all_processes']:.2f} s, the coordinator's up to the window "
+            f"{result['run_cpu_s']['coordinator_at_window_start']:.2f} s",
+            "coordinator threads (% of a core): "
+            + ", ".join(
+                f"{name} {value:.2f}"
+                for name, value in sorted(result["coordinator_threads"].items(), key=lambda kv: -kv[1])
+            ),
+            f"live progress panel on a terminal (measured apart): {result['live_display_percent_of_core']:.2f} % of a core",
+            f"SQL statements in the window: {result['sql_statements_in_window']} "
+            f"({result['heartbeat_statements']} heartbeat); raw results: {RESULTS.relative_to(ROOT)}",
+            f"coordinator while waiting: {result['percent_of_core']['coordinator']:.2f} % of a core (goal < 1 %)",
+        ]
+    )
 
 
 def report(path: Path = RESULTS) -> str:

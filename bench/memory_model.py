@@ -44,8 +44,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import yaml
 import raw_results
+import yaml
 from raw_results import provenance
 
 from tuner.testing.audio import write_tone_wav
@@ -73,15 +73,19 @@ def standin_spec(directory: Path, trials: int, emulated_gpu_gb: float | None = N
     with ``emulated_gpu_gb``, its memory constraint is on peak_rss_gb (the ``peaks`` scenario)."""
     spec: dict[str, Any] = yaml.safe_load((ROOT / "search_spaces" / "live_avatar.yaml").read_text())
     argv = spec["workload"]["command"]["argv"]
-    argv[argv.index("{checkout}/minimal_inference/s2v_streaming_interact.py")] = str(STANDINS /
-                                                                                     "live_avatar_s2v_standin.py")
+    argv[argv.index("{checkout}/minimal_inference/s2v_streaming_interact.py")] = str(
+        STANDINS / "live_avatar_s2v_standin.py"
+    )
     argv[0:1] = [sys.executable, str(STANDINS / "torchrun_standin.py")]
     spec["workload"].update(device="cpu", timeout_s=120)
     audio = write_wav(directory / "speech.wav", 2.0)
-    spec["inputs"].update(checkout=str(directory), ckpt_dir=str(directory / "ckpt"), audio=str(audio),
-                          audio_seconds=2.0)
-    spec["objectives"] = [{"metric": "latency_p50_s", "direction": "minimize"},
-                          {"metric": "psnr_db", "direction": "maximize"}]
+    spec["inputs"].update(
+        checkout=str(directory), ckpt_dir=str(directory / "ckpt"), audio=str(audio), audio_seconds=2.0
+    )
+    spec["objectives"] = [
+        {"metric": "latency_p50_s", "direction": "minimize"},
+        {"metric": "psnr_db", "direction": "maximize"},
+    ]
     if emulated_gpu_gb is not None:
         spec["constraints"] = [{"metric": "peak_rss_gb", "max": emulated_limit_gb(emulated_gpu_gb)}]
     spec["report"] = []
@@ -92,8 +96,9 @@ def standin_spec(directory: Path, trials: int, emulated_gpu_gb: float | None = N
     return path
 
 
-def run_once(spec_path: Path, home: Path, name: str, memory_model: bool, gpu_memory_gb: float,
-             warm_start: str | None = None) -> dict[str, Any]:
+def run_once(
+    spec_path: Path, home: Path, name: str, memory_model: bool, gpu_memory_gb: float, warm_start: str | None = None
+) -> dict[str, Any]:
     import tuner
     from tuner.pareto import front_trials, is_measured_feasible, minimised
 
@@ -106,13 +111,20 @@ def run_once(spec_path: Path, home: Path, name: str, memory_model: bool, gpu_mem
     directions = [d.name.lower() for d in opened.study.directions]
     ran = [t for t in trials if t.user_attrs.get("measured")]
     skipped = [t for t in trials if t.user_attrs.get("outcome") == "SKIPPED_PREDICTED_OOM"]
-    return {"name": name, "memory_model": memory_model, "ran": len(ran), "wall_s": elapsed,
-            "oom_run": sum(1 for t in ran if t.user_attrs.get("outcome") == "OOM"),
-            "ok_run": sum(1 for t in ran if t.user_attrs.get("outcome") == "OK"),
-            "skipped": len(skipped), "wrong": sum(1 for t in skipped if fits(t.params, gpu_memory_gb)),
-            "recorded": summary.recorded, "stopped": summary.stopped_because,
-            "feasible": [minimised(t.values, directions) for t in trials if is_measured_feasible(t)],
-            "front": [minimised(t.values, directions) for t in front_trials(trials, directions)]}
+    return {
+        "name": name,
+        "memory_model": memory_model,
+        "ran": len(ran),
+        "wall_s": elapsed,
+        "oom_run": sum(1 for t in ran if t.user_attrs.get("outcome") == "OOM"),
+        "ok_run": sum(1 for t in ran if t.user_attrs.get("outcome") == "OK"),
+        "skipped": len(skipped),
+        "wrong": sum(1 for t in skipped if fits(t.params, gpu_memory_gb)),
+        "recorded": summary.recorded,
+        "stopped": summary.stopped_because,
+        "feasible": [minimised(t.values, directions) for t in trials if is_measured_feasible(t)],
+        "front": [minimised(t.values, directions) for t in front_trials(trials, directions)],
+    }
 
 
 def fits(params: dict[str, Any], gpu_memory_gb: float) -> bool:
@@ -121,8 +133,9 @@ def fits(params: dict[str, Any], gpu_memory_gb: float) -> bool:
     from _standin_common import simulated_vram_gb
 
     width, height = (int(v) for v in str(params["size"]).split("*"))
-    needed = simulated_vram_gb(width, height, params["infer_frames"], params["offload_model"],
-                               params["offload_kv_cache"], params["fp8"])
+    needed = simulated_vram_gb(
+        width, height, params["infer_frames"], params["offload_model"], params["offload_kv_cache"], params["fp8"]
+    )
     return needed <= 0.85 * gpu_memory_gb
 
 
@@ -145,8 +158,10 @@ def scenario(kind: str, directory: Path, args: argparse.Namespace) -> list[dict[
     if kind == "oom":
         os.environ.pop("STANDIN_HOST_MB_PER_GB", None)
         spec_path = standin_spec(home, args.trials, sampler=args.sampler)
-        return [run_once(spec_path, home, f"{kind}_{name}", model, args.gpu_memory_gb)
-                for name, model in (("with", True), ("without", False))]
+        return [
+            run_once(spec_path, home, f"{kind}_{name}", model, args.gpu_memory_gb)
+            for name, model in (("with", True), ("without", False))
+        ]
     os.environ["STANDIN_HOST_MB_PER_GB"] = str(MB_PER_GB)
     spec_path = standin_spec(home, args.trials, args.gpu_memory_gb, args.sampler)
     source = None
@@ -154,22 +169,30 @@ def scenario(kind: str, directory: Path, args: argparse.Namespace) -> list[dict[
         source_spec = standin_spec(home, args.trials, args.source_gpu_memory_gb, args.sampler)
         run_once(source_spec, home, "source", True, args.source_gpu_memory_gb)
         source = "source"
-    return [run_once(spec_path, home, f"{kind}_{name}", model, args.gpu_memory_gb, source)
-            for name, model in (("with", True), ("without", False))]
+    return [
+        run_once(spec_path, home, f"{kind}_{name}", model, args.gpu_memory_gb, source)
+        for name, model in (("with", True), ("without", False))
+    ]
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
     """The table docs/benchmarks.md quotes, from one run's figures (measured now or read back)."""
-    lines = [provenance(result), "",
-             f"Live Avatar stand-in on the CPU, {result['trials']} trials, {result['sampler']} sampler seed 420, "
-             f"simulated GPU {result['gpu_memory_gb']:g} GB (warm start from {result['source_gpu_memory_gb']:g} GB); "
-             f"wrong: a skipped setting the stand-in's own estimate puts within 0.85 x the GPU", "",
-             "| run | ran | OK | OOM run | skipped | wrong | front | HV (norm.) | wall s | stopped |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        provenance(result),
+        "",
+        f"Live Avatar stand-in on the CPU, {result['trials']} trials, {result['sampler']} sampler seed 420, "
+        f"simulated GPU {result['gpu_memory_gb']:g} GB (warm start from {result['source_gpu_memory_gb']:g} GB); "
+        f"wrong: a skipped setting the stand-in's own estimate puts within 0.85 x the GPU",
+        "",
+        "| run | ran | OK | OOM run | skipped | wrong | front | HV (norm.) | wall s | stopped |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for run in result["runs"]:
-        lines.append(f"| {run['name'].replace('_', ', ')} | {run['ran']} | {run['ok_run']} | {run['oom_run']} | "
-                     f"{run['skipped']} | {run['wrong']} | {run['front_size']} | {run['hv_normalised']:.3f} | "
-                     f"{run['wall_s']:.1f} | {run['stopped']} |")
+        lines.append(
+            f"| {run['name'].replace('_', ', ')} | {run['ran']} | {run['ok_run']} | {run['oom_run']} | "
+            f"{run['skipped']} | {run['wrong']} | {run['front_size']} | {run['hv_normalised']:.3f} | "
+            f"{run['wall_s']:.1f} | {run['stopped']} |"
+        )
     return lines
 
 
@@ -178,9 +201,13 @@ def main() -> None:
     parser.add_argument("--trials", type=int, default=24)
     parser.add_argument("--gpu-memory-gb", type=float, default=24.0, help="The stand-in's simulated GPU memory.")
     parser.add_argument("--source-gpu-memory-gb", type=float, default=32.0, help="The warm start's simulated GPU.")
-    parser.add_argument("--sampler", choices=["random", "tpe"], default="random",
-                        help="random (default): both runs see the same proposals, so the counts differ only by the "
-                             "model; tpe: they part ways with the first different value told")
+    parser.add_argument(
+        "--sampler",
+        choices=["random", "tpe"],
+        default="random",
+        help="random (default): both runs see the same proposals, so the counts differ only by the "
+        "model; tpe: they part ways with the first different value told",
+    )
     parser.add_argument("--keep", type=Path, default=None, help="Keep the studies in this (new) directory.")
     parser.add_argument("--scenario", nargs="+", choices=["oom", "peaks", "warm"], default=["oom", "peaks", "warm"])
     raw_results.main(parser, "memory_model.py", measure, report_lines)
@@ -195,12 +222,26 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         for kind in args.scenario:
             runs = scenario(kind, root, args)
             for run, volume in zip(runs, normalised_hypervolumes(runs)):
-                rows.append({**{k: v for k, v in run.items() if k not in ("feasible", "front")},
-                             "front_size": len(run["front"]), "front": run["front"], "hv_normalised": volume})
-                print(f"{run['name']}: ran {run['ran']}, OOM {run['oom_run']}, skipped {run['skipped']}, "
-                      f"HV {volume:.3f}, {run['wall_s']:.1f} s", flush=True)
-    return {"trials": args.trials, "sampler": args.sampler, "gpu_memory_gb": args.gpu_memory_gb,
-            "source_gpu_memory_gb": args.source_gpu_memory_gb, "runs": rows}
+                rows.append(
+                    {
+                        **{k: v for k, v in run.items() if k not in ("feasible", "front")},
+                        "front_size": len(run["front"]),
+                        "front": run["front"],
+                        "hv_normalised": volume,
+                    }
+                )
+                print(
+                    f"{run['name']}: ran {run['ran']}, OOM {run['oom_run']}, skipped {run['skipped']}, "
+                    f"HV {volume:.3f}, {run['wall_s']:.1f} s",
+                    flush=True,
+                )
+    return {
+        "trials": args.trials,
+        "sampler": args.sampler,
+        "gpu_memory_gb": args.gpu_memory_gb,
+        "source_gpu_memory_gb": args.source_gpu_memory_gb,
+        "runs": rows,
+    }
 
 
 if __name__ == "__main__":

@@ -44,8 +44,9 @@ TARGET_PERCENT = 2.0
 
 def _old_design() -> types.ModuleType | None:
     """The sampler module as of ``OLD_COMMIT``; None (with a note) where git cannot show it."""
-    shown = subprocess.run(["git", "show", f"{OLD_COMMIT}:tuner/evaluators/process_tree.py"], cwd=ROOT,
-                           capture_output=True, text=True)
+    shown = subprocess.run(
+        ["git", "show", f"{OLD_COMMIT}:tuner/evaluators/process_tree.py"], cwd=ROOT, capture_output=True, text=True
+    )
     if shown.returncode != 0:
         print(f"old design not measured: git show {OLD_COMMIT[:8]} failed: {shown.stderr.strip()}")
         return None
@@ -79,34 +80,43 @@ def _measure(design: types.ModuleType, children: int, args: argparse.Namespace) 
         for kid in kids:
             kid.kill()
             kid.wait()
-    return {"percent": max(0.0, statistics.median(r[0] for r in runs) - idle),
-            "samples": statistics.median(r[1] for r in runs), "hz": statistics.median(r[2] for r in runs)}
+    return {
+        "percent": max(0.0, statistics.median(r[0] for r in runs) - idle),
+        "samples": statistics.median(r[1] for r in runs),
+        "hz": statistics.median(r[2] for r in runs),
+    }
 
 
 def _header(hz: float, window_s: float, repeats: int, cores: int | None, load: float) -> list[str]:
-    return [f"sampler at {hz:g} Hz, {window_s:g} s windows, median of {repeats}; "
-            f"{cores} cores, load average {load:.1f} at the start (shared machine)",
-            f"{'design':<6} {'children':>8} {'% core':>7} {'samples':>8} {'samples/s':>10}"]
+    return [
+        f"sampler at {hz:g} Hz, {window_s:g} s windows, median of {repeats}; "
+        f"{cores} cores, load average {load:.1f} at the start (shared machine)",
+        f"{'design':<6} {'children':>8} {'% core':>7} {'samples':>8} {'samples/s':>10}",
+    ]
 
 
 def _row(row: dict[str, Any]) -> str:
-    return (f"{row['design']:<6} {row['children']:>8} {row['percent']:>7.2f} {row['samples']:>8.0f} "
-            f"{row['hz']:>10.1f}")
+    return f"{row['design']:<6} {row['children']:>8} {row['percent']:>7.2f} {row['samples']:>8.0f} {row['hz']:>10.1f}"
 
 
 def _closing(new_costs: dict[int, float]) -> str:
     worst = max(new_costs, key=lambda n: new_costs[n])
-    return (f"new design: {new_costs.get(0, float('nan')):.2f} % of a core per running trial with no child "
-            f"process, {new_costs[worst]:.2f} % at most ({worst} child{'' if worst == 1 else 'ren'}); "
-            f"target <= {TARGET_PERCENT:g} %")
+    return (
+        f"new design: {new_costs.get(0, float('nan')):.2f} % of a core per running trial with no child "
+        f"process, {new_costs[worst]:.2f} % at most ({worst} child{'' if worst == 1 else 'ren'}); "
+        f"target <= {TARGET_PERCENT:g} %"
+    )
 
 
 def report(path: Path) -> str:
     """What the bench printed, from its raw results (docs/benchmarks.md quotes it); measures nothing."""
     result = json.loads(path.read_text())
-    lines = [f"{result['command'].strip()} ({result['measured_at']})",
-             *_header(result["sample_hz"], result["window_s"], result["repeats"], result["cores"],
-                      result["load_average_start"])]
+    lines = [
+        f"{result['command'].strip()} ({result['measured_at']})",
+        *_header(
+            result["sample_hz"], result["window_s"], result["repeats"], result["cores"], result["load_average_start"]
+        ),
+    ]
     lines += [_row(row) for row in result["rows"]]
     lines.append(_closing({row["children"]: row["percent"] for row in result["rows"] if row["design"] == "new"}))
     return "\n".join(lines)
@@ -119,10 +129,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="windows per cell; the median is kept (default 3)")
     parser.add_argument("--hz", type=float, default=100.0, help="sample_hz (default 100, the spec default)")
     parser.add_argument("--children", default="0,1,3", help="sleeping child processes per cell (default 0,1,3)")
-    parser.add_argument("--results", type=Path, default=Path(__file__).resolve().parent / "results" / "memory_sampler.json",
-                        help="where the raw figures are written (default bench/results/memory_sampler.json)")
-    parser.add_argument("--report", action="store_true",
-                        help="print the table and closing line from --results (committed raw results), run nothing")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=Path(__file__).resolve().parent / "results" / "memory_sampler.json",
+        help="where the raw figures are written (default bench/results/memory_sampler.json)",
+    )
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="print the table and closing line from --results (committed raw results), run nothing",
+    )
     args = parser.parse_args(argv)
     if args.report:
         print(report(args.results))
@@ -143,11 +160,22 @@ def main(argv: list[str] | None = None) -> int:
             if name == "new":
                 new_costs[children] = row["percent"]
     args.results.parent.mkdir(parents=True, exist_ok=True)
-    args.results.write_text(json.dumps({"command": "python bench/memory_sampler.py " + " ".join(argv or sys.argv[1:]),
-                                        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                        "cores": os.cpu_count(), "load_average_start": round(load, 2),
-                                        "sample_hz": args.hz, "window_s": args.window_s, "repeats": args.repeats,
-                                        "rows": rows}, indent=1) + "\n")
+    args.results.write_text(
+        json.dumps(
+            {
+                "command": "python bench/memory_sampler.py " + " ".join(argv or sys.argv[1:]),
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "cores": os.cpu_count(),
+                "load_average_start": round(load, 2),
+                "sample_hz": args.hz,
+                "window_s": args.window_s,
+                "repeats": args.repeats,
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(_closing(new_costs))
     return 0
 

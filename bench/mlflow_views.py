@@ -35,17 +35,32 @@ def measure(trials: int) -> dict[str, Any]:
     """One study of ``trials`` FakeWorkload trials, then the three timings (seconds) and the artifact sizes."""
     from tuner.storage.records import TrialRecord
     from tuner.study.studies import load_study
+    from tuner.tracking.run_info import study_run_info
     from tuner.tracking.sync import sync_study
     from tuner.tracking.views import build_front_views
-    from tuner.tracking.run_info import study_run_info
 
     here = Path.cwd()
     with tempfile.TemporaryDirectory(prefix="tuner-bench-views-") as folder:
         cwd = Path(folder)
         env = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""}
-        subprocess.run([sys.executable, "-m", "tuner", "run", str(ROOT / "tests" / "specs" / "fake_ok.yaml"),
-                        "--study-name", "bench", "--trials", str(trials), "--no-mlflow"],
-                       cwd=cwd, env=env, check=True, capture_output=True)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tuner",
+                "run",
+                str(ROOT / "tests" / "specs" / "fake_ok.yaml"),
+                "--study-name",
+                "bench",
+                "--trials",
+                str(trials),
+                "--no-mlflow",
+            ],
+            cwd=cwd,
+            env=env,
+            check=True,
+            capture_output=True,
+        )
         os.chdir(cwd)
         try:
             opened = load_study(f"sqlite:///{cwd / 'studies' / 'studies.db'}", "bench")
@@ -67,23 +82,34 @@ def measure(trials: int) -> dict[str, Any]:
             second = time.perf_counter() - started
         finally:
             os.chdir(here)
-    return {"trials_recorded": len(records), "front_size": synced.front_size, "front_refresh_s": times,
-            "artifact_bytes": {name: len(content) for name, content in views.artifacts.items()},
-            "sync_fresh_s": first, "sync_again_s": second}
+    return {
+        "trials_recorded": len(records),
+        "front_size": synced.front_size,
+        "front_refresh_s": times,
+        "artifact_bytes": {name: len(content) for name, content in views.artifacts.items()},
+        "sync_fresh_s": first,
+        "sync_again_s": second,
+    }
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
     """The table docs/benchmarks.md quotes, from one run's figures (measured now or read back)."""
     sizes, trials = result["artifact_bytes"], result["trials_recorded"]
     first, second = result["sync_fresh_s"], result["sync_again_s"]
-    return [provenance(result), "", f"{trials} trials recorded, {result['front_size']} on the front", "",
-            "| figure | value |", "| --- | --- |",
-            f"| front refresh (`build_front_views`) | {statistics.median(result['front_refresh_s']):.2f} s "
-            f"(median of {len(result['front_refresh_s'])}) |",
-            f"| front artifacts | {sum(sizes.values()) / 1e6:.2f} MB in {len(sizes)} files, "
-            f"{sizes['front.html'] / 1e6:.2f} MB of it `front.html` (plotly.js embedded for offline use) |",
-            f"| sync-mlflow into a fresh store | {1000 * first / trials:.0f} ms/trial ({first:.1f} s) |",
-            f"| sync-mlflow again (ranks only) | {1000 * second / trials:.0f} ms/trial ({second:.1f} s) |"]
+    return [
+        provenance(result),
+        "",
+        f"{trials} trials recorded, {result['front_size']} on the front",
+        "",
+        "| figure | value |",
+        "| --- | --- |",
+        f"| front refresh (`build_front_views`) | {statistics.median(result['front_refresh_s']):.2f} s "
+        f"(median of {len(result['front_refresh_s'])}) |",
+        f"| front artifacts | {sum(sizes.values()) / 1e6:.2f} MB in {len(sizes)} files, "
+        f"{sizes['front.html'] / 1e6:.2f} MB of it `front.html` (plotly.js embedded for offline use) |",
+        f"| sync-mlflow into a fresh store | {1000 * first / trials:.0f} ms/trial ({first:.1f} s) |",
+        f"| sync-mlflow again (ranks only) | {1000 * second / trials:.0f} ms/trial ({second:.1f} s) |",
+    ]
 
 
 def main() -> None:

@@ -46,8 +46,9 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before huggingface_hub, transformers or diffusers read them
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -55,8 +56,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 import yaml  # noqa: E402
-
 from models_cpu_report import report_lines  # noqa: E402  (bench/: the figures docs/models.md prints)
+
 from tuner.evaluators.video import psnr_db  # noqa: E402
 from tuner.host import host_fingerprint, idle_cores  # noqa: E402
 
@@ -64,19 +65,40 @@ ROOT = Path(__file__).resolve().parents[1]
 WAN_SPEC = ROOT / "search_spaces" / "wan_tiny_cpu.yaml"
 OMNI_SPEC = ROOT / "search_spaces" / "av_omni_tiny_cpu.yaml"
 
-WAN_BASE: dict[str, Any] = {"num_frames": 9, "height": 64, "width": 64, "num_inference_steps": 16,
-                            "guidance_scale": 5.0, "scheduler": "unipc", "cache": "none", "batch_size": 1}
+WAN_BASE: dict[str, Any] = {
+    "num_frames": 9,
+    "height": 64,
+    "width": 64,
+    "num_inference_steps": 16,
+    "guidance_scale": 5.0,
+    "scheduler": "unipc",
+    "cache": "none",
+    "batch_size": 1,
+}
 WAN_SWEEPS: dict[str, tuple[str, list[Any]]] = {
-    "steps": ("num_inference_steps", [2, 4, 8, 16]), "frames": ("num_frames", [5, 9, 17, 33]),
-    "cfg": ("guidance_scale", [1.0, 5.0])}  # + "cache": every method the factory accepts
-OMNI_BASE: dict[str, Any] = {"video_fps": 4.0, "max_frames": 8, "max_pixels": 12544, "audio_seconds": 2.0,
-                             "max_new_tokens": 16, "num_beams": 1, "use_cache": True, "batch_size": 1}
+    "steps": ("num_inference_steps", [2, 4, 8, 16]),
+    "frames": ("num_frames", [5, 9, 17, 33]),
+    "cfg": ("guidance_scale", [1.0, 5.0]),
+}  # + "cache": every method the factory accepts
+OMNI_BASE: dict[str, Any] = {
+    "video_fps": 4.0,
+    "max_frames": 8,
+    "max_pixels": 12544,
+    "audio_seconds": 2.0,
+    "max_new_tokens": 16,
+    "num_beams": 1,
+    "use_cache": True,
+    "batch_size": 1,
+}
 OMNI_SWEEPS: dict[str, tuple[str, list[Any]]] = {
-    "new_tokens": ("max_new_tokens", [4, 8, 16, 32]), "frames": ("max_frames", [4, 8, 16]),
-    "pixels": ("max_pixels", [6272, 12544, 25088]), "audio": ("audio_seconds", [0.0, 2.0, 4.0, 8.0]),
-    "use_cache": ("use_cache", [True, False]), "beams": ("num_beams", [1, 2])}
-OMNI_COUNTERS = ("frames", "frame_height", "frame_width", "video_tokens", "audio_tokens", "prompt_tokens",
-                 "new_tokens")
+    "new_tokens": ("max_new_tokens", [4, 8, 16, 32]),
+    "frames": ("max_frames", [4, 8, 16]),
+    "pixels": ("max_pixels", [6272, 12544, 25088]),
+    "audio": ("audio_seconds", [0.0, 2.0, 4.0, 8.0]),
+    "use_cache": ("use_cache", [True, False]),
+    "beams": ("num_beams", [1, 2]),
+}
+OMNI_COUNTERS = ("frames", "frame_height", "frame_width", "video_tokens", "audio_tokens", "prompt_tokens", "new_tokens")
 
 
 def key_of(params: dict[str, Any]) -> str:
@@ -93,8 +115,9 @@ def sweep_settings(base: dict[str, Any], sweeps: dict[str, tuple[str, list[Any]]
     return list(settings.values())
 
 
-def interleaved(settings: list[dict[str, Any]], call: Callable[[dict[str, Any]], Any], warmup: int,
-                repeats: int) -> dict[str, tuple[list[float], list[Any]]]:
+def interleaved(
+    settings: list[dict[str, Any]], call: Callable[[dict[str, Any]], Any], warmup: int, repeats: int
+) -> dict[str, tuple[list[float], list[Any]]]:
     """Seconds of each timed call and its output, per setting (by :func:`key_of`).
 
     Every setting gets ``warmup`` untimed calls, then ``repeats`` rounds each time one call of every setting in
@@ -115,17 +138,25 @@ def interleaved(settings: list[dict[str, Any]], call: Callable[[dict[str, Any]],
 
 def latency_row(seconds: list[float]) -> dict[str, Any]:
     """``latency_p50_s`` (median, s), the repeat count and every repeat (s)."""
-    return {"latency_p50_s": statistics.median(seconds), "repeats": len(seconds),
-            "latency_min_s": min(seconds), "latency_max_s": max(seconds), "latency_s": seconds}
+    return {
+        "latency_p50_s": statistics.median(seconds),
+        "repeats": len(seconds),
+        "latency_min_s": min(seconds),
+        "latency_max_s": max(seconds),
+        "latency_s": seconds,
+    }
 
 
-def sweep_rows(base: dict[str, Any], sweeps: dict[str, tuple[str, list[Any]]],
-               measured: dict[str, dict[str, Any]]) -> dict[str, list[dict[str, Any]]]:
+def sweep_rows(
+    base: dict[str, Any], sweeps: dict[str, tuple[str, list[Any]]], measured: dict[str, dict[str, Any]]
+) -> dict[str, list[dict[str, Any]]]:
     """For each sweep, one row per value: the knob, its value, whether it is the base's, and its measurement."""
     rows: dict[str, list[dict[str, Any]]] = {}
     for sweep, (knob, values) in sweeps.items():
-        rows[sweep] = [{"knob": knob, "value": value, "is_base": value == base[knob],
-                        **measured[key_of({**base, knob: value})]} for value in values]
+        rows[sweep] = [
+            {"knob": knob, "value": value, "is_base": value == base[knob], **measured[key_of({**base, knob: value})]}
+            for value in values
+        ]
         for row in rows[sweep]:
             print(f"  {sweep:<11}{knob} = {row['value']!s:<12}{row['latency_p50_s']:>9.3f} s  (n={row['repeats']})")
     return rows
@@ -153,10 +184,15 @@ def wan_benchmark(warmup: int, repeats: int) -> dict[str, Any]:
     print(f"Wan tiny (diffusers WanPipeline, random weights, fp32), loaded in {load_s:.1f} s")
     sweeps = {**WAN_SWEEPS, "cache": ("cache", list(CACHES))}
     raw = interleaved(sweep_settings(WAN_BASE, sweeps), call, warmup, repeats)
-    measured = {key: {**latency_row(seconds), "repeats_identical": all(np.array_equal(v, outputs[0][0])
-                                                                       for v, _ in outputs),
-                      "video_shape": list(outputs[0][0].shape), "computed_per_video": outputs[0][1]}
-                for key, (seconds, outputs) in raw.items()}
+    measured = {
+        key: {
+            **latency_row(seconds),
+            "repeats_identical": all(np.array_equal(v, outputs[0][0]) for v, _ in outputs),
+            "video_shape": list(outputs[0][0].shape),
+            "computed_per_video": outputs[0][1],
+        }
+        for key, (seconds, outputs) in raw.items()
+    }
     rows = sweep_rows(WAN_BASE, sweeps, measured)
     reference = raw[key_of(WAN_BASE)][1][0][0]
     for sweep in ("steps", "cfg", "cache"):
@@ -164,9 +200,16 @@ def wan_benchmark(warmup: int, repeats: int) -> dict[str, Any]:
             row["psnr_db_vs_base"] = psnr_db(raw[key_of({**WAN_BASE, row["knob"]: row["value"]})][1][0][0], reference)
     for row in rows["cache"]:
         row["cache_knob"] = CACHE_DEFAULTS.get(str(row["value"]), {})
-    return {"factory": "tuner.adapters.factories.diffusers_video:make_video_pipeline",
-            "weights_identity": model.weights_identity({}), "precision": "fp32", "load_s": load_s,
-            "inputs": inputs, "base": WAN_BASE, "sweeps": rows, "derived": wan_derived(rows)}
+    return {
+        "factory": "tuner.adapters.factories.diffusers_video:make_video_pipeline",
+        "weights_identity": model.weights_identity({}),
+        "precision": "fp32",
+        "load_s": load_s,
+        "inputs": inputs,
+        "base": WAN_BASE,
+        "sweeps": rows,
+        "derived": wan_derived(rows),
+    }
 
 
 def compute_counters(transformer: Any) -> dict[str, int]:
@@ -179,10 +222,14 @@ def compute_counters(transformer: Any) -> dict[str, int]:
     def counter(key: str) -> Callable[..., None]:
         def count(*_: Any) -> None:
             counts[key] = counts.get(key, 0) + 1
+
         return count
 
-    for name, module in (("denoiser_calls", transformer), ("last_block_self_attention", last.attn1.to_q),
-                         ("last_block_feed_forward", last.ffn.net[2])):
+    for name, module in (
+        ("denoiser_calls", transformer),
+        ("last_block_self_attention", last.attn1.to_q),
+        ("last_block_feed_forward", last.ffn.net[2]),
+    ):
         module.register_forward_hook(counter(name))
     return counts
 
@@ -194,10 +241,14 @@ def wan_derived(rows: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
     cfg = {row["value"]: row["latency_p50_s"] for row in rows["cfg"]}
     none = next(row["latency_p50_s"] for row in rows["cache"] if row["value"] == "none")
     per_step = (steps[16] - steps[2]) / 14
-    return {"seconds_per_step": per_step, "seconds_outside_steps": steps[2] - 2 * per_step,
-            "steps_16_over_2": steps[16] / steps[2], "frames_33_over_5": frames[33] / frames[5],
-            "cfg_on_over_off": cfg[5.0] / cfg[1.0],
-            "cache_speedup": {row["value"]: none / row["latency_p50_s"] for row in rows["cache"]}}
+    return {
+        "seconds_per_step": per_step,
+        "seconds_outside_steps": steps[2] - 2 * per_step,
+        "steps_16_over_2": steps[16] / steps[2],
+        "frames_33_over_5": frames[33] / frames[5],
+        "cfg_on_over_off": cfg[5.0] / cfg[1.0],
+        "cache_speedup": {row["value"]: none / row["latency_p50_s"] for row in rows["cache"]},
+    }
 
 
 def omni_benchmark(warmup: int, repeats: int) -> dict[str, Any]:
@@ -221,8 +272,11 @@ def omni_benchmark(warmup: int, repeats: int) -> dict[str, Any]:
     measured: dict[str, dict[str, Any]] = {}
     for key, (seconds, outputs) in raw.items():
         first = outputs[0]
-        row = {**latency_row(seconds), "repeats_identical": all(o.text == first.text for o in outputs),
-               **{name: int(first.counters[name]) for name in OMNI_COUNTERS}}
+        row = {
+            **latency_row(seconds),
+            "repeats_identical": all(o.text == first.text for o in outputs),
+            **{name: int(first.counters[name]) for name in OMNI_COUNTERS},
+        }
         measured[key] = {**row, "ms_per_new_token": 1000 * row["latency_p50_s"] / row["new_tokens"]}
     rows = sweep_rows(OMNI_BASE, OMNI_SWEEPS, measured)
     base_answer = raw[key_of(OMNI_BASE)][1][0].text
@@ -232,15 +286,27 @@ def omni_benchmark(warmup: int, repeats: int) -> dict[str, Any]:
     tokens = {row["value"]: row["latency_p50_s"] for row in rows["new_tokens"]}
     per_token = (tokens[32] - tokens[4]) / 28
     by = {sweep: {row["value"]: row["latency_p50_s"] for row in rows[sweep]} for sweep in rows}
-    derived = {"seconds_per_new_token": per_token, "seconds_before_decoding": tokens[4] - 4 * per_token,
-               "tokens_32_over_4": tokens[32] / tokens[4], "frames_16_over_4": by["frames"][16] / by["frames"][4],
-               "pixels_25088_over_6272": by["pixels"][25088] / by["pixels"][6272],
-               "audio_8_over_0": by["audio"][8.0] / by["audio"][0.0],
-               "no_cache_over_cache": by["use_cache"][False] / by["use_cache"][True],
-               "beams_2_over_1": by["beams"][2] / by["beams"][1]}
-    return {"factory": "tuner.adapters.factories.transformers_av:make_omni_thinker",
-            "weights_identity": model.weights_identity({}), "precision": "fp32", "attn_implementation": "sdpa",
-            "load_s": load_s, "inputs": inputs, "base": OMNI_BASE, "sweeps": rows, "derived": derived}
+    derived = {
+        "seconds_per_new_token": per_token,
+        "seconds_before_decoding": tokens[4] - 4 * per_token,
+        "tokens_32_over_4": tokens[32] / tokens[4],
+        "frames_16_over_4": by["frames"][16] / by["frames"][4],
+        "pixels_25088_over_6272": by["pixels"][25088] / by["pixels"][6272],
+        "audio_8_over_0": by["audio"][8.0] / by["audio"][0.0],
+        "no_cache_over_cache": by["use_cache"][False] / by["use_cache"][True],
+        "beams_2_over_1": by["beams"][2] / by["beams"][1],
+    }
+    return {
+        "factory": "tuner.adapters.factories.transformers_av:make_omni_thinker",
+        "weights_identity": model.weights_identity({}),
+        "precision": "fp32",
+        "attn_implementation": "sdpa",
+        "load_s": load_s,
+        "inputs": inputs,
+        "base": OMNI_BASE,
+        "sweeps": rows,
+        "derived": derived,
+    }
 
 
 def parameter_counts() -> dict[str, Any]:
@@ -253,14 +319,18 @@ def parameter_counts() -> dict[str, Any]:
     for name, preset in wan_presets.PRESETS.items():
         with torch.device("meta"):
             vae = AutoencoderKLWan(**dict(preset.vae))
-        wan[name] = {"denoisers": preset.experts, "denoiser_parameters": wan_presets.parameter_count(preset),
-                     "vae_parameters": sum(p.numel() for p in vae.parameters())}
+        wan[name] = {
+            "denoisers": preset.experts,
+            "denoiser_parameters": wan_presets.parameter_count(preset),
+            "vae_parameters": sum(p.numel() for p in vae.parameters()),
+        }
     omni = {name: omni_presets.parameter_count(name) for name in omni_presets.PRESETS}
     return {"wan": wan, "omni_thinker": omni}
 
 
 def provenance(threads: int) -> dict[str, Any]:
     """Machine facts, library versions and the git state of this checkout."""
+
     def version(name: str) -> str:
         try:
             return importlib.metadata.version(name)
@@ -272,11 +342,19 @@ def provenance(threads: int) -> dict[str, Any]:
         return done.stdout.strip() if done.returncode == 0 else f"unavailable ({done.stderr.strip()})"
 
     idle, usable = idle_cores()
-    return {"machine": {**host_fingerprint(), "idle_cores_at_start": idle, "cores_usable": usable,
-                        "torch_threads": threads},
-            "versions": {name: version(name) for name in ("torch", "diffusers", "transformers", "numpy", "tuner")},
-            "git": {"commit": git("rev-parse", "HEAD"),
-                    "dirty": bool(git("status", "--porcelain", "--untracked-files=no"))}}
+    return {
+        "machine": {
+            **host_fingerprint(),
+            "idle_cores_at_start": idle,
+            "cores_usable": usable,
+            "torch_threads": threads,
+        },
+        "versions": {name: version(name) for name in ("torch", "diffusers", "transformers", "numpy", "tuner")},
+        "git": {
+            "commit": git("rev-parse", "HEAD"),
+            "dirty": bool(git("status", "--porcelain", "--untracked-files=no")),
+        },
+    }
 
 
 def command_line() -> str:
@@ -303,8 +381,11 @@ def main(argv: list[str] | None = None) -> int:
         "benchmark": "bench/models_cpu.py",
         "command": command_line(),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-        **provenance(args.threads), "warmup": args.warmup, "repeats": repeats,
-        "note": "random weights: PSNR is agreement with the uncached output of an untrained network, not quality"}
+        **provenance(args.threads),
+        "warmup": args.warmup,
+        "repeats": repeats,
+        "note": "random weights: PSNR is agreement with the uncached output of an untrained network, not quality",
+    }
     result["parameter_counts"] = parameter_counts()
     result["wan"] = wan_benchmark(args.warmup, repeats)
     result["omni"] = omni_benchmark(args.warmup, repeats)

@@ -17,10 +17,12 @@ from __future__ import annotations
 import argparse
 import statistics
 import sys
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from raw_results import RESULTS, Run, load
+
 from tuner.replay.fidelity import LATENCY, rank_agreement, screening_replay
 from tuner.replay.methods import Target
 from tuner.replay.table import load_hardware_types, load_table
@@ -43,13 +45,26 @@ def measure(full_name: str, proxy_name: str, seeds: int, table_dir: Path) -> dic
     target = Target.of(full)
     totals = [sum(r.values.get(LATENCY) or 0.0 for r in table.rows.values()) for table in (full, proxy)]
     runs = [screening_replay(target, proxy, seed, SHARES) for seed in range(seeds)]
-    return {"full": full_name, "proxy": proxy_name, "settings": len(full.rows),
-            "proxy_inputs": dict(proxy.hardware.inputs), "seeds": seeds,
-            "kendall_tau": rank_agreement(full, proxy), "model_time_s": {"full": totals[0], "proxy": totals[1]},
-            "orders": [{"full_cost_to": {str(share): r.full_cost_to[share] for share in SHARES},
-                        "screened_cost_to": {str(share): r.screened_cost_to[share] for share in SHARES},
-                        "full_total_s": r.full_total_s, "screened_total_s": r.screened_total_s,
-                        "promoted": r.promoted, "screened_final_share": r.screened_final_share} for r in runs]}
+    return {
+        "full": full_name,
+        "proxy": proxy_name,
+        "settings": len(full.rows),
+        "proxy_inputs": dict(proxy.hardware.inputs),
+        "seeds": seeds,
+        "kendall_tau": rank_agreement(full, proxy),
+        "model_time_s": {"full": totals[0], "proxy": totals[1]},
+        "orders": [
+            {
+                "full_cost_to": {str(share): r.full_cost_to[share] for share in SHARES},
+                "screened_cost_to": {str(share): r.screened_cost_to[share] for share in SHARES},
+                "full_total_s": r.full_total_s,
+                "screened_total_s": r.screened_total_s,
+                "promoted": r.promoted,
+                "screened_final_share": r.screened_final_share,
+            }
+            for r in runs
+        ],
+    }
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
@@ -57,21 +72,30 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     orders, seeds = result["orders"], result["seeds"]
     times = result["model_time_s"]
     kept = [order["screened_final_share"] for order in orders]
-    lines = [f"`{result['command']}` ({result['measured_at'][:10]}): full {result['full']} "
-             f"({result['settings']} settings), proxy {result['proxy']} (inputs {result['proxy_inputs']}), "
-             f"{seeds} seeded orders", "", "| figure | value |", "| --- | --- |"]
+    lines = [
+        f"`{result['command']}` ({result['measured_at'][:10]}): full {result['full']} "
+        f"({result['settings']} settings), proxy {result['proxy']} (inputs {result['proxy_inputs']}), "
+        f"{seeds} seeded orders",
+        "",
+        "| figure | value |",
+        "| --- | --- |",
+    ]
     lines += [f"| Kendall tau proxy vs full, {name} | {tau:.3f} |" for name, tau in result["kendall_tau"].items()]
     lines.append(f"| proxy cost / full cost (model time over the space) | {times['proxy'] / times['full']:.2f} |")
     for share in SHARES:
-        lines.append(f"| model time to {round(share * 100)} % of the front's hypervolume (median): full / screened | "
-                     f"{_median([o['full_cost_to'][str(share)] for o in orders])} / "
-                     f"{_median([o['screened_cost_to'][str(share)] for o in orders])} |")
-    lines += [f"| whole space: full / screened (median) | {statistics.median(o['full_total_s'] for o in orders):.0f} s"
-              f" / {statistics.median(o['screened_total_s'] for o in orders):.0f} s |",
-              f"| settings promoted to a full measurement (median) | "
-              f"{statistics.median(o['promoted'] for o in orders):.0f} of {result['settings']} |",
-              f"| front share screening keeps after the whole space (median) | {statistics.median(kept):.3f} "
-              f"(min {min(kept):.3f}; a loss of {100 * (1 - statistics.median(kept)):.0f} %) |"]
+        lines.append(
+            f"| model time to {round(share * 100)} % of the front's hypervolume (median): full / screened | "
+            f"{_median([o['full_cost_to'][str(share)] for o in orders])} / "
+            f"{_median([o['screened_cost_to'][str(share)] for o in orders])} |"
+        )
+    lines += [
+        f"| whole space: full / screened (median) | {statistics.median(o['full_total_s'] for o in orders):.0f} s"
+        f" / {statistics.median(o['screened_total_s'] for o in orders):.0f} s |",
+        f"| settings promoted to a full measurement (median) | "
+        f"{statistics.median(o['promoted'] for o in orders):.0f} of {result['settings']} |",
+        f"| front share screening keeps after the whole space (median) | {statistics.median(kept):.3f} "
+        f"(min {min(kept):.3f}; a loss of {100 * (1 - statistics.median(kept)):.0f} %) |",
+    ]
     return lines
 
 
@@ -81,8 +105,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--full", default="avatar_dit:cpu1t")
     parser.add_argument("--proxy", default="avatar_dit_proxy:cpu1t")
     parser.add_argument("--table-dir", type=Path, default=ROOT / "bench" / "tables")
-    parser.add_argument("--results", type=Path, default=RESULTS / "multi_fidelity.json",
-                        help="where the figures go (default bench/results/multi_fidelity.json)")
+    parser.add_argument(
+        "--results",
+        type=Path,
+        default=RESULTS / "multi_fidelity.json",
+        help="where the figures go (default bench/results/multi_fidelity.json)",
+    )
     parser.add_argument("--report", action="store_true", help="print the table from --results, replay nothing")
     args = parser.parse_args(argv)
     if args.report:

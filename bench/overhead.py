@@ -36,8 +36,9 @@ def bare_optuna(trials: int, directory: Path) -> float:
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    study = optuna.create_study(storage=f"sqlite:///{directory / 'bare.db'}",
-                                sampler=optuna.samplers.RandomSampler(seed=0))
+    study = optuna.create_study(
+        storage=f"sqlite:///{directory / 'bare.db'}", sampler=optuna.samplers.RandomSampler(seed=0)
+    )
     started = time.perf_counter()
     for _ in range(trials):
         trial = study.ask()
@@ -55,10 +56,17 @@ def worker_handoff(trials: int, directory: Path, launcher: str) -> list[float]:
     times = []
     for number in range(-1, trials):
         request = TrialRequest(
-            study_name="bench", trial_number=number, workload_class="tuner.workloads.fake:NoOpWorkload",
-            settings={"x": number}, inputs={}, seed=0, device="cpu",
-            measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=60,
-            workdir=str(directory / "handoff" / str(number + 1)))
+            study_name="bench",
+            trial_number=number,
+            workload_class="tuner.workloads.fake:NoOpWorkload",
+            settings={"x": number},
+            inputs={},
+            seed=0,
+            device="cpu",
+            measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+            timeout_s=60,
+            workdir=str(directory / "handoff" / str(number + 1)),
+        )
         started = time.perf_counter()
         result = runner.run(request, Slot(0, None, 1))
         if number >= 0:
@@ -73,9 +81,9 @@ def full_tuner(trials: int, directory: Path) -> tuple[float, int]:
 
     from tuner.runner.base import Slot
     from tuner.runner.subprocess import SubprocessRunner
+    from tuner.search.objectives import plan_constraints
     from tuner.spec.loading import parse_spec
     from tuner.study.coordinator import Coordinator
-    from tuner.search.objectives import plan_constraints
     from tuner.study.studies import create_study
     from tuner.testing.noop_spec import noop_spec
     from tuner.tracking.live import MlflowTracker
@@ -89,9 +97,18 @@ def full_tuner(trials: int, directory: Path) -> tuple[float, int]:
     tracker = MlflowTracker(uri, StudyRunInfo("overhead", "overhead @ cpu", {}, {}, ("latency_p50_s",), ("minimize",)))
     tracker.wait_started()  # MLflow's import and schema creation are a one-off, not per trial
     directory.mkdir(parents=True, exist_ok=True)
-    coordinator = Coordinator(study=opened.study, spec=opened.spec, runner=SubprocessRunner(), slots=[Slot(0, None, 1)], home=directory,
-                              device="cpu", plan=plan_constraints(spec, {}), budget_trials=trials,
-                              wall_time_s=None, listeners=[tracker])
+    coordinator = Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=SubprocessRunner(),
+        slots=[Slot(0, None, 1)],
+        home=directory,
+        device="cpu",
+        plan=plan_constraints(spec, {}),
+        budget_trials=trials,
+        wall_time_s=None,
+        listeners=[tracker],
+    )
     started = time.perf_counter()
     coordinator.run()
     tracker.close()
@@ -108,33 +125,52 @@ def measure(trials: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         directory = Path(tmp)
         bare = bare_optuna(trials, directory)
-        handoff = {launcher: worker_handoff(min(trials, 20), directory / launcher, launcher)
-                   for launcher in ("fork", "exec")}
+        handoff = {
+            launcher: worker_handoff(min(trials, 20), directory / launcher, launcher) for launcher in ("fork", "exec")
+        }
         total_small, _ = full_tuner(small, directory / "small")
         total_large, children = full_tuner(trials, directory / "large")
     per_trial = (total_large - total_small) / (trials - small)
-    return {"budgets": [small, trials], "bare_optuna_s_per_trial": bare, "handoff_s": handoff,
-            "whole_path_totals_s": [total_small, total_large], "whole_path_s_per_trial": per_trial,
-            "one_off_s": total_small - small * per_trial, "mlflow_child_runs": children}
+    return {
+        "budgets": [small, trials],
+        "bare_optuna_s_per_trial": bare,
+        "handoff_s": handoff,
+        "whole_path_totals_s": [total_small, total_large],
+        "whole_path_s_per_trial": per_trial,
+        "one_off_s": total_small - small * per_trial,
+        "mlflow_child_runs": children,
+    }
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
     """The table docs/benchmarks.md quotes, from one run's figures (measured now or read back)."""
-    bare, per_trial, overhead = (result["bare_optuna_s_per_trial"], result["whole_path_s_per_trial"],
-                                 result["whole_path_s_per_trial"] - result["bare_optuna_s_per_trial"])
+    bare, per_trial, overhead = (
+        result["bare_optuna_s_per_trial"],
+        result["whole_path_s_per_trial"],
+        result["whole_path_s_per_trial"] - result["bare_optuna_s_per_trial"],
+    )
     small, large = result["budgets"]
-    lines = [provenance(result), "", "| figure | value |", "| --- | --- |",
-             f"| bare Optuna ask/tell (SQLite) | {bare * 1e3:.1f} ms/trial |"]
+    lines = [
+        provenance(result),
+        "",
+        "| figure | value |",
+        "| --- | --- |",
+        f"| bare Optuna ask/tell (SQLite) | {bare * 1e3:.1f} ms/trial |",
+    ]
     names = {"fork": "fork server", "exec": "new interpreter (`exec`)"}
     for launcher, times in result["handoff_s"].items():
-        lines.append(f"| worker hand-off, {names[launcher]} | {statistics.median(times) * 1e3:.1f} ms/trial "
-                     f"(median of {len(times)}, max {max(times) * 1e3:.1f}) |")
-    lines += [f"| whole tuner path + MLflow (slope between {small} and {large} trials; "
-              f"{result['mlflow_child_runs']} MLflow child runs) | {per_trial * 1e3:.1f} ms/trial |",
-              f"| fixed overhead over bare Optuna | **{overhead * 1e3:.1f} ms/trial** (target <= 150 ms: "
-              f"{'met' if overhead <= 0.150 else 'NOT met'}) |",
-              f"| ratio whole path / bare Optuna | {per_trial / bare:.1f}x |",
-              f"| one-off cost per study (study, MLflow parent, front artifacts) | {result['one_off_s']:.2f} s |"]
+        lines.append(
+            f"| worker hand-off, {names[launcher]} | {statistics.median(times) * 1e3:.1f} ms/trial "
+            f"(median of {len(times)}, max {max(times) * 1e3:.1f}) |"
+        )
+    lines += [
+        f"| whole tuner path + MLflow (slope between {small} and {large} trials; "
+        f"{result['mlflow_child_runs']} MLflow child runs) | {per_trial * 1e3:.1f} ms/trial |",
+        f"| fixed overhead over bare Optuna | **{overhead * 1e3:.1f} ms/trial** (target <= 150 ms: "
+        f"{'met' if overhead <= 0.150 else 'NOT met'}) |",
+        f"| ratio whole path / bare Optuna | {per_trial / bare:.1f}x |",
+        f"| one-off cost per study (study, MLflow parent, front artifacts) | {result['one_off_s']:.2f} s |",
+    ]
     return lines
 
 

@@ -14,8 +14,9 @@ import json
 import os
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 RESULTS = Path(__file__).resolve().parent / "results"
 
@@ -30,9 +31,14 @@ class Run:
 
     def save(self, path: Path, figures: dict[str, Any]) -> dict[str, Any]:
         """Write ``figures`` with the command, date and load to ``path`` (JSON); returns what was written."""
-        result = {"command": self.command, "measured_at": self.started, "cores": os.cpu_count(),
-                  "load_average_start": self.load_at_start,
-                  "load_average_end": [round(value, 2) for value in os.getloadavg()], **figures}
+        result = {
+            "command": self.command,
+            "measured_at": self.started,
+            "cores": os.cpu_count(),
+            "load_average_start": self.load_at_start,
+            "load_average_end": [round(value, 2) for value in os.getloadavg()],
+            **figures,
+        }
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps(result, indent=1) + "\n")
         return result
@@ -49,18 +55,25 @@ def load(path: Path) -> dict[str, Any]:
 def provenance(result: dict[str, Any]) -> str:
     """One line: the command, the date and the machine's load (1-minute average, start -> end)."""
     start, end = result["load_average_start"][0], result["load_average_end"][0]
-    return (f"`{result['command']}` — measured {result['measured_at']} on {result['cores']} cores, "
-            f"load average {start:.2f} -> {end:.2f}")
+    return (
+        f"`{result['command']}` — measured {result['measured_at']} on {result['cores']} cores, "
+        f"load average {start:.2f} -> {end:.2f}"
+    )
 
 
-def main(parser: argparse.ArgumentParser, script: str, measure: Callable[[argparse.Namespace], dict[str, Any]],
-         report_lines: Callable[[dict[str, Any]], list[str]]) -> None:
+def main(
+    parser: argparse.ArgumentParser,
+    script: str,
+    measure: Callable[[argparse.Namespace], dict[str, Any]],
+    report_lines: Callable[[dict[str, Any]], list[str]],
+) -> None:
     """A bench's command line: its own options in ``parser``, plus ``--results`` (the raw figures' file,
     default ``bench/results/<script>.json``) and ``--report`` (print :func:`report_lines` of that file and
     measure nothing). Without ``--report``: measure, save, and print the same lines from what was saved."""
     default = RESULTS / (Path(script).stem + ".json")
-    parser.add_argument("--results", type=Path, default=default,
-                        help=f"where the raw figures go (default bench/results/{default.name})")
+    parser.add_argument(
+        "--results", type=Path, default=default, help=f"where the raw figures go (default bench/results/{default.name})"
+    )
     parser.add_argument("--report", action="store_true", help="print the table from --results, measure nothing")
     args = parser.parse_args()
     if args.report:

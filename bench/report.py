@@ -31,9 +31,9 @@ import re
 import shlex
 import subprocess
 import sys
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 ROOT = Path(__file__).resolve().parents[1]
 DOC = ROOT / "docs" / "benchmarks.md"
@@ -80,7 +80,7 @@ def blocks(lines: Sequence[str]) -> list[Block]:
         end = next((i for i in range(index + 1, len(lines)) if lines[i].strip() == CLOSE), None)
         if end is None:
             raise ValueError(f"line {index + 1}: report block for {opened['command']!r} is not closed")
-        body = list(lines[index + 1:end])
+        body = list(lines[index + 1 : end])
         fenced = len(body) >= 2 and body[0].startswith(FENCE) and body[-1].strip() == FENCE
         found.append(Block(opened["command"], section, index + 1, end, tuple(body[1:-1] if fenced else body), fenced))
         index = end + 1
@@ -92,8 +92,14 @@ def run(command: str) -> list[str]:
     argv = shlex.split(command)
     if not argv or argv[0] != "python":
         raise RuntimeError(f"{command!r}: a report command starts with python")
-    done = subprocess.run([sys.executable, *argv[1:]], cwd=ROOT, capture_output=True, text=True, timeout=TIMEOUT_S,
-                          env={**os.environ, **NO_GIT})
+    done = subprocess.run(
+        [sys.executable, *argv[1:]],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+        env={**os.environ, **NO_GIT},
+    )
     if done.returncode != 0:
         raise RuntimeError(f"{command!r} exited {done.returncode}: {done.stderr.strip()[-2000:]}")
     out = done.stdout.splitlines()
@@ -113,10 +119,10 @@ def check(doc: Path = DOC) -> list[str]:
             problems.append(f"section {block.section!r}: {error}")
             continue
         if list(block.body) != printed:
-            diff = difflib.unified_diff(list(block.body), printed, f"{doc.name} (section {block.section})",
-                                        block.command, lineterm="", n=0)
-            problems.append(f"section {block.section!r}: the block differs from `{block.command}`:\n"
-                            + "\n".join(diff))
+            diff = difflib.unified_diff(
+                list(block.body), printed, f"{doc.name} (section {block.section})", block.command, lineterm="", n=0
+            )
+            problems.append(f"section {block.section!r}: the block differs from `{block.command}`:\n" + "\n".join(diff))
     return problems
 
 
@@ -128,7 +134,7 @@ def write(doc: Path = DOC) -> int:
         printed = run(block.command)
         if list(block.body) != printed:
             changed += 1
-            lines[block.start:block.end] = [FENCE, *printed, FENCE] if block.fenced else printed
+            lines[block.start : block.end] = [FENCE, *printed, FENCE] if block.fenced else printed
     doc.write_text("\n".join(lines) + "\n")
     return changed
 
@@ -151,8 +157,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in problems:
             print(f"{doc.name}: {problem}")
         count = len(blocks(doc.read_text().splitlines()))
-        print(f"{doc.name}: {count - len(problems)} of {count} block(s) match their commands" if problems
-              else f"{doc.name}: all {count} block(s) match their commands")
+        print(
+            f"{doc.name}: {count - len(problems)} of {count} block(s) match their commands"
+            if problems
+            else f"{doc.name}: all {count} block(s) match their commands"
+        )
         failed += bool(problems)
     return 1 if failed else 0
 

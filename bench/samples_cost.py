@@ -28,8 +28,9 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -42,11 +43,15 @@ def videos() -> dict[str, np.ndarray]:
     rng = np.random.default_rng(0)
     tiny = np.broadcast_to(np.linspace(0, 255, 16 * 16 * 3).reshape(1, 1, 16, 16, 3), (1, 4, 16, 16, 3))
     y, x = np.mgrid[0:256, 0:256]
-    smooth = np.stack([np.stack([(x + 4 * f) % 256, (y + 2 * f) % 256, (x + y) // 2 % 256], axis=-1)
-                       for f in range(33)])[None]
+    smooth = np.stack(
+        [np.stack([(x + 4 * f) % 256, (y + 2 * f) % 256, (x + y) // 2 % 256], axis=-1) for f in range(33)]
+    )[None]
     noisy = np.clip(smooth + rng.uniform(-40, 40, smooth.shape), 0, 255)
-    return {"tiny 4x16x16": tiny.astype(np.uint8), "smooth 33x256x256": smooth.astype(np.uint8),
-            "noisy 33x256x256": noisy.astype(np.uint8)}
+    return {
+        "tiny 4x16x16": tiny.astype(np.uint8),
+        "smooth 33x256x256": smooth.astype(np.uint8),
+        "noisy 33x256x256": noisy.astype(np.uint8),
+    }
 
 
 def pillow_defaults(video: np.ndarray, folder: Path) -> None:
@@ -58,10 +63,13 @@ def pillow_defaults(video: np.ndarray, folder: Path) -> None:
     frames = samples.first_item_frames(video)
     Image.fromarray(samples.contact_sheet(frames)).save(folder / "contact_sheet.png")
     factor = samples.enlargement(frames.shape[2])
-    images = [Image.fromarray(samples._upscale(frames[i], factor))
-              for i in samples.evenly_spaced(len(frames), samples.GIF_FRAMES)]
-    images[0].save(folder / "sample.gif", save_all=True, append_images=images[1:], duration=samples.GIF_FRAME_MS,
-                   loop=0)
+    images = [
+        Image.fromarray(samples._upscale(frames[i], factor))
+        for i in samples.evenly_spaced(len(frames), samples.GIF_FRAMES)
+    ]
+    images[0].save(
+        folder / "sample.gif", save_all=True, append_images=images[1:], duration=samples.GIF_FRAME_MS, loop=0
+    )
 
 
 def tuner_encoding(video: np.ndarray, folder: Path) -> None:
@@ -91,40 +99,53 @@ def import_cpu_s(modules: list[str], warm_video: bool) -> float:
     if warm_video:
         code += "import tuner.evaluators.video as v; v.warm_up()\n"
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run([sys.executable, "-c", code, *modules], check=True,
-                   env={**os.environ, "PYTHONPATH": str(ROOT)})
+    subprocess.run([sys.executable, "-c", code, *modules], check=True, env={**os.environ, "PYTHONPATH": str(ROOT)})
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
 
 
 def _sample_line(row: dict[str, Any]) -> str:
-    return (f"samples, {row['video']:18s}: Pillow defaults {row['pillow_defaults_cpu_ms']:8.1f} CPU ms, tuner "
-            f"{row['tuner_cpu_ms']:6.1f} CPU ms (ratio {row['ratio']:.3f})")
+    return (
+        f"samples, {row['video']:18s}: Pillow defaults {row['pillow_defaults_cpu_ms']:8.1f} CPU ms, tuner "
+        f"{row['tuner_cpu_ms']:6.1f} CPU ms (ratio {row['ratio']:.3f})"
+    )
 
 
 def _closing(rows: list[dict[str, Any]], plain: float, warmed: float) -> list[str]:
     noisy = rows[-1]
-    return [f"fork server imports: {plain:.2f} CPU-s; with the video metrics' warm-up (as every fork server did "
-            f"before) {warmed:.2f} CPU-s (ratio {plain / warmed:.2f})",
-            f"samples of a noisy 256 px clip: {noisy['tuner_cpu_ms']:.0f} CPU ms per trial, {noisy['ratio']:.3f} of "
-            f"Pillow's defaults"]
+    return [
+        f"fork server imports: {plain:.2f} CPU-s; with the video metrics' warm-up (as every fork server did "
+        f"before) {warmed:.2f} CPU-s (ratio {plain / warmed:.2f})",
+        f"samples of a noisy 256 px clip: {noisy['tuner_cpu_ms']:.0f} CPU ms per trial, {noisy['ratio']:.3f} of "
+        f"Pillow's defaults",
+    ]
 
 
 def report(path: Path = RESULTS) -> str:
     """What the bench printed, from its committed raw results (docs/benchmarks.md quotes it); measures nothing."""
     result = json.loads(path.read_text())
-    return "\n".join([f"{result['command'].strip()} ({result['measured_at']}, {result['cores']} cores, load average "
-                      f"{result['load_average'][0]:.1f}; median of {result['repeats']} calls per video)",
-                      *(_sample_line(row) for row in result["samples"]),
-                      *_closing(result["samples"], result["forkserver_import_cpu_s"],
-                                result["forkserver_import_with_video_warm_up_cpu_s"])])
+    return "\n".join(
+        [
+            f"{result['command'].strip()} ({result['measured_at']}, {result['cores']} cores, load average "
+            f"{result['load_average'][0]:.1f}; median of {result['repeats']} calls per video)",
+            *(_sample_line(row) for row in result["samples"]),
+            *_closing(
+                result["samples"],
+                result["forkserver_import_cpu_s"],
+                result["forkserver_import_with_video_warm_up_cpu_s"],
+            ),
+        ]
+    )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--report", action="store_true",
-                        help="print the figures from bench/results/samples_cost.json (committed), run nothing")
+    parser.add_argument(
+        "--report",
+        action="store_true",
+        help="print the figures from bench/results/samples_cost.json (committed), run nothing",
+    )
     args = parser.parse_args()
     if args.report:
         print(report())
@@ -134,20 +155,36 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     for name, video in videos().items():
         before, after = cpu_ms(pillow_defaults, video, args.repeats), cpu_ms(tuner_encoding, video, args.repeats)
-        rows.append({"video": name, "pillow_defaults_cpu_ms": round(before, 2), "tuner_cpu_ms": round(after, 2),
-                     "ratio": round(after / before, 4)})
+        rows.append(
+            {
+                "video": name,
+                "pillow_defaults_cpu_ms": round(before, 2),
+                "tuner_cpu_ms": round(after, 2),
+                "ratio": round(after / before, 4),
+            }
+        )
         print(_sample_line(rows[-1]), flush=True)
     plain = statistics.median(import_cpu_s(WORKER_MODULES, False) for _ in range(3))
     warmed = statistics.median(import_cpu_s(WORKER_MODULES, True) for _ in range(3))
     closing = _closing(rows, plain, warmed)
     print(closing[0])
     RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps({
-        "command": "python bench/samples_cost.py " + " ".join(sys.argv[1:]),
-        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "cores": os.cpu_count(),
-        "load_average": os.getloadavg(), "repeats": args.repeats, "samples": rows,
-        "forkserver_import_cpu_s": round(plain, 3), "forkserver_import_with_video_warm_up_cpu_s": round(warmed, 3)},
-        indent=1) + "\n")
+    RESULTS.write_text(
+        json.dumps(
+            {
+                "command": "python bench/samples_cost.py " + " ".join(sys.argv[1:]),
+                "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                "cores": os.cpu_count(),
+                "load_average": os.getloadavg(),
+                "repeats": args.repeats,
+                "samples": rows,
+                "forkserver_import_cpu_s": round(plain, 3),
+                "forkserver_import_with_video_warm_up_cpu_s": round(warmed, 3),
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(closing[1])
 
 

@@ -58,17 +58,34 @@ import math
 import sys
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import yaml
 
 from tuner.replay.cost_model import ReplayCostModel, overhead_note
 from tuner.replay.methods import Method, Replay, Target, replay_once
-from tuner.replay.report import (CHECKPOINTS, COST_TARGET, TARGETS, MethodResult, comparison, cost_comparison,
-                                 quantile, sweep_cost_line, table_lines, write_outputs)
-from tuner.replay.table import (HardwareType, MeasuredTable, TableError, load_hardware_types, load_table,
-                                over_cap_fraction)
+from tuner.replay.report import (
+    CHECKPOINTS,
+    COST_TARGET,
+    TARGETS,
+    MethodResult,
+    comparison,
+    cost_comparison,
+    quantile,
+    sweep_cost_line,
+    table_lines,
+    write_outputs,
+)
+from tuner.replay.table import (
+    HardwareType,
+    MeasuredTable,
+    TableError,
+    load_hardware_types,
+    load_table,
+    over_cap_fraction,
+)
 from tuner.results import Outcome
 from tuner.spec.models import DEFAULT_SAMPLER
 
@@ -78,21 +95,28 @@ STANDARD = ("sweep", "random", "hillclimb", "tpe", "nsga2", "gp", "default", "de
 # so it stays the same method when the default changes; the last line compares the default with it
 DEFAULT_V1 = Method("default-v1", "tpe", options={"multivariate": True, "n_startup_trials": 5})
 FULL = {"seeds": 20, "budget": 100, "gp_seeds": 5, "tables": None, "methods": ",".join(STANDARD)}
-QUICK = {"seeds": 5, "budget": 100, "gp_seeds": 1, "tables": "avatar_dit:cpu1t",
-         "methods": ",".join(m for m in STANDARD if m != "gp")}  # gp: ~1-2 s per ask at 100 trials
+QUICK = {
+    "seeds": 5,
+    "budget": 100,
+    "gp_seeds": 1,
+    "tables": "avatar_dit:cpu1t",
+    "methods": ",".join(m for m in STANDARD if m != "gp"),
+}  # gp: ~1-2 s per ask at 100 trials
 GP_NOTE = "gp: fewer seeds (about 0.5-1 s per ask at 60 trials on a 2-core CPU, growing with the trials)"
 
 
 def standard_methods(gp_seeds: int) -> dict[str, Method]:
     """The methods every run compares (see the module docstring)."""
-    return {"sweep": Method("sweep", "sweep", deterministic=True, whole_space=True),
-            "random": Method("random", "random"),
-            "hillclimb": Method("hillclimb", "hillclimb"),
-            "tpe": Method("tpe", "tpe"),
-            "nsga2": Method("nsga2", "nsga2"),
-            "gp": Method("gp", "gp", seeds=gp_seeds),
-            "default": Method("default", DEFAULT_SAMPLER),
-            "default-v1": DEFAULT_V1}
+    return {
+        "sweep": Method("sweep", "sweep", deterministic=True, whole_space=True),
+        "random": Method("random", "random"),
+        "hillclimb": Method("hillclimb", "hillclimb"),
+        "tpe": Method("tpe", "tpe"),
+        "nsga2": Method("nsga2", "nsga2"),
+        "gp": Method("gp", "gp", seeds=gp_seeds),
+        "default": Method("default", DEFAULT_SAMPLER),
+        "default-v1": DEFAULT_V1,
+    }
 
 
 def extra_methods(declared: Mapping[str, HardwareType], budget: int) -> dict[str, Method]:
@@ -101,11 +125,15 @@ def extra_methods(declared: Mapping[str, HardwareType], budget: int) -> dict[str
     default study of the same seed on the other hardware type (its front enqueued, its memory
     evidence the prior: what ``tuner run --warm-start`` does). The source study's own trials are
     not counted: they ran on the other hardware, before."""
-    methods = {"default-no-memory-model": Method("default-no-memory-model", DEFAULT_SAMPLER,
-                                                 coordinator_options={"memory_model": False})}
+    methods = {
+        "default-no-memory-model": Method(
+            "default-no-memory-model", DEFAULT_SAMPLER, coordinator_options={"memory_model": False}
+        )
+    }
     for label, hardware in declared.items():
-        methods[f"default+warm:{label}"] = Method(f"default+warm:{label}", DEFAULT_SAMPLER,
-                                                  setup=_warm_start_from(hardware, budget))
+        methods[f"default+warm:{label}"] = Method(
+            f"default+warm:{label}", DEFAULT_SAMPLER, setup=_warm_start_from(hardware, budget)
+        )
     return methods
 
 
@@ -114,12 +142,20 @@ def _warm_start_from(source: HardwareType, budget: int) -> Any:
         from tuner.search.warm_start import enqueue_front, load_prior, open_source
 
         target = Target.of(load_table(source))
-        replay_once(target, Method("default", DEFAULT_SAMPLER), context.seed, budget, context.workdir / "source",
-                    storage_url=opened.storage_url, study_name="warm-source")
+        replay_once(
+            target,
+            Method("default", DEFAULT_SAMPLER),
+            context.seed,
+            budget,
+            context.workdir / "source",
+            storage_url=opened.storage_url,
+            study_name="warm-source",
+        )
         warm = open_source(opened.storage_url, "warm-source", opened.spec)
         enqueue_front(opened.study, opened.spec, opened.storage_url, warm)
         prior, _ = load_prior(opened.study, opened.spec, opened.storage_url, None)
         return {"memory_prior": prior}
+
     return setup
 
 
@@ -137,12 +173,19 @@ def parse_variant(text: str) -> Method:
 
 def _same(a: Method, b: Method) -> bool:
     """Two methods that would replay identically (so one is run and reported under both names)."""
-    return (a.sampler, dict(a.options), dict(a.coordinator_options), a.setup, a.whole_space, a.deterministic) == \
-        (b.sampler, dict(b.options), dict(b.coordinator_options), b.setup, b.whole_space, b.deterministic)
+    return (a.sampler, dict(a.options), dict(a.coordinator_options), a.setup, a.whole_space, a.deterministic) == (
+        b.sampler,
+        dict(b.options),
+        dict(b.coordinator_options),
+        b.setup,
+        b.whole_space,
+        b.deterministic,
+    )
 
 
-def replay_table(table: MeasuredTable, methods: Sequence[Method], seeds: int, budget: int,
-                 say: Any) -> list[MethodResult]:
+def replay_table(
+    table: MeasuredTable, methods: Sequence[Method], seeds: int, budget: int, say: Any
+) -> list[MethodResult]:
     """Every method's replays on ``table`` (identical methods run once)."""
     target = Target.of(table)
     done: list[tuple[Method, MethodResult]] = []
@@ -155,15 +198,23 @@ def replay_table(table: MeasuredTable, methods: Sequence[Method], seeds: int, bu
                 continue
             count = 1 if method.deterministic else (method.seeds if method.seeds is not None else seeds)
             started = time.perf_counter()
-            replays: list[Replay] = [replay_once(target, method, seed, budget,
-                                                 Path(scratch) / f"{len(done)}-{seed}") for seed in range(count)]
-            done.append((method, MethodResult(method.name, replays,
-                                              len(replays[0].fractions) if method.whole_space else budget)))
+            replays: list[Replay] = [
+                replay_once(target, method, seed, budget, Path(scratch) / f"{len(done)}-{seed}")
+                for seed in range(count)
+            ]
+            done.append(
+                (
+                    method,
+                    MethodResult(method.name, replays, len(replays[0].fractions) if method.whole_space else budget),
+                )
+            )
             say(f"  {method.name}: {count} seed(s) in {time.perf_counter() - started:.1f} s")
             for replay in replays:  # every run the ReplayRunner served is a measured trial of the study
                 if replay.runs != len(replay.fractions):
-                    say(f"  WARNING {method.name} seed {replay.seed}: the runner served {replay.runs} runs but the "
-                        f"study counts {len(replay.fractions)} measured trials")
+                    say(
+                        f"  WARNING {method.name} seed {replay.seed}: the runner served {replay.runs} runs but the "
+                        f"study counts {len(replay.fractions)} measured trials"
+                    )
     return [result for _, result in done]
 
 
@@ -171,10 +222,15 @@ def describe(table: MeasuredTable, target: Target) -> str:
     """One line: coverage, the cap and its OOM share, the front."""
     measured = len(table.rows)
     coverage = "complete" if table.complete else f"PARTIAL: {measured} of {table.space_size} settings measured"
-    cap = ("no memory cap declared" if table.memory_cap_gb is None else f"declared cap {table.memory_cap_gb:g} GB "
-           f"({100 * over_cap_fraction(table):.0f} % of OK settings over it)")
-    return (f"{table.hardware.label}: {table.space_size} settings, {coverage}; {cap}; exhaustive "
-            f"front {target.front_size} settings, normalised hypervolume {target.front_hypervolume:.4f}")
+    cap = (
+        "no memory cap declared"
+        if table.memory_cap_gb is None
+        else f"declared cap {table.memory_cap_gb:g} GB ({100 * over_cap_fraction(table):.0f} % of OK settings over it)"
+    )
+    return (
+        f"{table.hardware.label}: {table.space_size} settings, {coverage}; {cap}; exhaustive "
+        f"front {target.front_size} settings, normalised hypervolume {target.front_hypervolume:.4f}"
+    )
 
 
 def unusable(table: MeasuredTable) -> str | None:
@@ -184,13 +240,21 @@ def unusable(table: MeasuredTable) -> str | None:
         return None
     result = table.result(reference)
     if result.outcome is not Outcome.OK:
-        return (f"the reference setting replays as {result.outcome.value} ({result.reason}): every study would stop "
-                f"at its first trial; raise memory_cap_gb in hardware_types.yaml or wait for the table")
+        return (
+            f"the reference setting replays as {result.outcome.value} ({result.reason}): every study would stop "
+            f"at its first trial; raise memory_cap_gb in hardware_types.yaml or wait for the table"
+        )
     return None
 
 
-def bench_table(label: str, declared: Mapping[str, HardwareType], methods: Sequence[Method], seeds: int,
-                budget: int, results_dir: Path) -> tuple[list[tuple[str, float]], list[str]] | None:
+def bench_table(
+    label: str,
+    declared: Mapping[str, HardwareType],
+    methods: Sequence[Method],
+    seeds: int,
+    budget: int,
+    results_dir: Path,
+) -> tuple[list[tuple[str, float]], list[str]] | None:
     """Replay every method on one declared table, print its table and write its results; the default
     against the sweep (line, trials ratio) and the default against default-v1 (device-seconds line), when
     those methods ran. None when the table was skipped (said why)."""
@@ -211,19 +275,31 @@ def bench_table(label: str, declared: Mapping[str, HardwareType], methods: Seque
         print(line, flush=True)
     model = ReplayCostModel.of(table)
     about: dict[str, object] = {
-        "table": hardware.label, "table_path": str(hardware.table_path), "memory_cap_gb": hardware.memory_cap_gb,
-        "settings": table.space_size, "measured_settings": len(table.rows), "complete": table.complete,
-        "front_size": target.front_size, "front_hypervolume": target.front_hypervolume,
-        "cost_model": {"startup_s": model.startup_s, "evaluation_s": model.evaluation_s,
-                       "warmup_calls": model.warmup_calls, "repeats": model.repeats,
-                       "measured_overhead": model.measured_overhead, "note": overhead_note(table)}}
+        "table": hardware.label,
+        "table_path": str(hardware.table_path),
+        "memory_cap_gb": hardware.memory_cap_gb,
+        "settings": table.space_size,
+        "measured_settings": len(table.rows),
+        "complete": table.complete,
+        "front_size": target.front_size,
+        "front_hypervolume": target.front_hypervolume,
+        "cost_model": {
+            "startup_s": model.startup_s,
+            "evaluation_s": model.evaluation_s,
+            "warmup_calls": model.warmup_calls,
+            "repeats": model.repeats,
+            "measured_overhead": model.measured_overhead,
+            "note": overhead_note(table),
+        },
+    }
     coverage = "complete" if table.complete else f"partial: {len(table.rows)} of {table.space_size} settings"
     cap = "no memory cap" if hardware.memory_cap_gb is None else f"declared cap {hardware.memory_cap_gb:g} GB"
-    title = (f"{hardware.label} ({coverage}), {cap}, front "
-             f"{target.front_size} settings\nREPLAYED studies (simulated runs): median of {seeds} seeds, "
-             f"{budget} trials; sweep: the whole space")
-    png, raw = write_outputs(results_dir, f"search_efficiency_{hardware.table}_{hardware.name}", title, results,
-                             about)
+    title = (
+        f"{hardware.label} ({coverage}), {cap}, front "
+        f"{target.front_size} settings\nREPLAYED studies (simulated runs): median of {seeds} seeds, "
+        f"{budget} trials; sweep: the whole space"
+    )
+    png, raw = write_outputs(results_dir, f"search_efficiency_{hardware.table}_{hardware.name}", title, results, about)
     print(f"wrote {_shown(png)} and {_shown(raw)}", flush=True)
     by_name = {r.name: r for r in results}
     verdicts: list[tuple[str, float]] = []
@@ -238,20 +314,43 @@ def bench_table(label: str, declared: Mapping[str, HardwareType], methods: Seque
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true",
-                        help=f"avatar_dit:cpu1t only, {QUICK['seeds']} seeds x {QUICK['budget']} trials, no gp (< 5 min idle)")
-    parser.add_argument("--report", nargs="+", type=Path, metavar="RESULTS_JSON",
-                        help="replay nothing: print the markdown table of these committed results (one table)")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"avatar_dit:cpu1t only, {QUICK['seeds']} seeds x {QUICK['budget']} trials, no gp (< 5 min idle)",
+    )
+    parser.add_argument(
+        "--report",
+        nargs="+",
+        type=Path,
+        metavar="RESULTS_JSON",
+        help="replay nothing: print the markdown table of these committed results (one table)",
+    )
     parser.add_argument("--tables", help="table:hardware,... (default: every declared table that exists)")
-    parser.add_argument("--methods", help=f"comma-separated, default: {','.join(STANDARD)} (quick: no gp) and the variants; "
-                        "also default-no-memory-model, default+warm:<table>:<hardware>")
+    parser.add_argument(
+        "--methods",
+        help=f"comma-separated, default: {','.join(STANDARD)} (quick: no gp) and the variants; "
+        "also default-no-memory-model, default+warm:<table>:<hardware>",
+    )
     parser.add_argument("--variants", action="append", default=[], help="sampler:key=value,... (repeatable)")
     parser.add_argument("--seeds", type=int, help=f"seeds per method (default {FULL['seeds']}; quick {QUICK['seeds']})")
-    parser.add_argument("--gp-seeds", type=int, help=f"seeds for gp (default {FULL['gp_seeds']}; quick {QUICK['gp_seeds']}, "
-                        "where gp runs only when --methods names it)")
-    parser.add_argument("--budget", type=int, help=f"trials per study (default {FULL['budget']}; quick {QUICK['budget']}); sweep: whole space")
-    parser.add_argument("--table-dir", type=Path, default=ROOT / "bench" / "tables",
-                        help="directory holding hardware_types.yaml and the tables")
+    parser.add_argument(
+        "--gp-seeds",
+        type=int,
+        help=f"seeds for gp (default {FULL['gp_seeds']}; quick {QUICK['gp_seeds']}, "
+        "where gp runs only when --methods names it)",
+    )
+    parser.add_argument(
+        "--budget",
+        type=int,
+        help=f"trials per study (default {FULL['budget']}; quick {QUICK['budget']}); sweep: whole space",
+    )
+    parser.add_argument(
+        "--table-dir",
+        type=Path,
+        default=ROOT / "bench" / "tables",
+        help="directory holding hardware_types.yaml and the tables",
+    )
     parser.add_argument("--results-dir", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
     if args.report:
@@ -268,17 +367,19 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.error(str(error))
     catalogue = {**standard_methods(gp_seeds), **extra_methods(declared, budget)}
     variants = [parse_variant(v) for text in args.variants for v in text.split(";") if v.strip()]
-    names = args.methods.split(",") if args.methods else [*str(mode["methods"]).split(","),
-                                                          *(v.name for v in variants)]
+    names = args.methods.split(",") if args.methods else [*str(mode["methods"]).split(","), *(v.name for v in variants)]
     catalogue.update({v.name: v for v in variants})
     unknown = [n for n in names if n not in catalogue]
     if unknown:
         parser.error(f"unknown method(s) {unknown}; known: {sorted(catalogue)}")
     methods = [catalogue[n] for n in names]
-    wanted = (args.tables or mode["tables"] or "")
+    wanted = args.tables or mode["tables"] or ""
     labels = [t for t in str(wanted).split(",") if t] or [k for k, hw in declared.items() if hw.table_path.exists()]
-    print(f"search efficiency (REPLAYED studies: simulated runs from measured tables); {seeds} seeds, "
-          f"{budget} trials per study; sweep: the whole space, once", flush=True)
+    print(
+        f"search efficiency (REPLAYED studies: simulated runs from measured tables); {seeds} seeds, "
+        f"{budget} trials per study; sweep: the whole space, once",
+        flush=True,
+    )
     if "gp" in names:
         print(f"{GP_NOTE}: {gp_seeds}", flush=True)
     verdicts: list[tuple[str, float]] = []
@@ -328,10 +429,22 @@ def _above(fractions: Sequence[float], target: float) -> int | None:
 
 
 def _recorded(name: str, raw: Mapping[str, Any]) -> _Recorded:
-    replays = [Replay(method=name, seed=r["seed"], fractions=r["fractions"], trials=r["trials_recorded"],
-                      runs=r["runs"], stopped_because=r["stopped_because"], elapsed_s=r["elapsed_s"],
-                      sampler_s=r["sampler_s"], oom_runs=r["oom_runs"], skipped_oom=r["skipped_predicted_oom"],
-                      device_s=r.get("device_s", [])) for r in raw["replays"]]
+    replays = [
+        Replay(
+            method=name,
+            seed=r["seed"],
+            fractions=r["fractions"],
+            trials=r["trials_recorded"],
+            runs=r["runs"],
+            stopped_because=r["stopped_because"],
+            elapsed_s=r["elapsed_s"],
+            sampler_s=r["sampler_s"],
+            oom_runs=r["oom_runs"],
+            skipped_oom=r["skipped_predicted_oom"],
+            device_s=r.get("device_s", []),
+        )
+        for r in raw["replays"]
+    ]
     result = _Recorded(name, replays, raw["budget"])
     object.__setattr__(result, "stored", raw)
     return result
@@ -344,8 +457,12 @@ def report_lines(paths: Sequence[Path], only: Sequence[str] | None = None) -> li
     first = abouts[0]
     if any(a["table"] != first["table"] for a in abouts):
         raise SystemExit(f"--report: one table at a time, got {sorted({a['table'] for a in abouts})}")
-    results = [_recorded(name, raw) for about in abouts for name, raw in about["methods"].items()
-               if only is None or name in only]
+    results = [
+        _recorded(name, raw)
+        for about in abouts
+        for name, raw in about["methods"].items()
+        if only is None or name in only
+    ]
     rows: list[tuple[list[str], _Recorded]] = []
     for result in results:
         curves = [r.fractions for r in result.replays]
@@ -358,18 +475,24 @@ def report_lines(paths: Sequence[Path], only: Sequence[str] | None = None) -> li
     costs = all(r.device_s for result in results for r in result.replays)
     seeds = sorted({len(result.replays) for result in results if result.name != "sweep"})
     budgets = sorted({result.budget for result in results if result.name != "sweep"})
-    lines = [f"{first['table']}: {first['settings']} settings, front of {first['front_size']}, "
-             + ("no memory cap" if cap is None else f"declared cap {cap:g} GB")
-             + f"; {'/'.join(map(str, seeds))} seeds x {'/'.join(map(str, budgets))} trials"
-             + ("; sweep: the whole space, once" if any(r.name == "sweep" for r in results) else ""), ""]
+    lines = [
+        f"{first['table']}: {first['settings']} settings, front of {first['front_size']}, "
+        + ("no memory cap" if cap is None else f"declared cap {cap:g} GB")
+        + f"; {'/'.join(map(str, seeds))} seeds x {'/'.join(map(str, budgets))} trials"
+        + ("; sweep: the whole space, once" if any(r.name == "sweep" for r in results) else ""),
+        "",
+    ]
     head = ["method", *(f"to {round(t * 100)} %" for t in TARGETS), *(f"HV@{k}" for k in CHECKPOINTS), "HV at end"]
     head += ["OOM runs", "skipped"] if cap is not None else []
     head += [f"dev-s to {round(COST_TARGET * 100)} %"] if costs else []
     lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
     for names, result in rows:
-        cells = [" = ".join(names), *(result.cell(t) for t in TARGETS),
-                 *(f"{result.median_fraction_at(k):.3f}" for k in CHECKPOINTS),
-                 f"{quantile([r.fractions[-1] if r.fractions else 0.0 for r in result.replays], 0.5):.4f}"]
+        cells = [
+            " = ".join(names),
+            *(result.cell(t) for t in TARGETS),
+            *(f"{result.median_fraction_at(k):.3f}" for k in CHECKPOINTS),
+            f"{quantile([r.fractions[-1] if r.fractions else 0.0 for r in result.replays], 0.5):.4f}",
+        ]
         cells += [f"{result.mean_oom_runs:.1f}", f"{result.mean_skipped:.1f}"] if cap is not None else []
         cells += [result.device_cell(COST_TARGET)] if costs else []
         lines.append("| " + " | ".join(cells) + " |")

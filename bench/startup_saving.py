@@ -54,8 +54,11 @@ def main() -> int:
     for label, stem in TABLES.items():
         now = startup_s(json.loads((ROOT / "bench" / "tables" / f"{stem}.json").read_text()))
         before = startup_s(before_fix[stem])
-        results = json.loads((ROOT / "bench" / "results" / "device_seconds" /
-                              f"search_efficiency_{stem.replace('.', '_')}.json").read_text())
+        results = json.loads(
+            (
+                ROOT / "bench" / "results" / "device_seconds" / f"search_efficiency_{stem.replace('.', '_')}.json"
+            ).read_text()
+        )
         replays = results["methods"]["default"]["replays"]
         after_s = [to_target(r["fractions"], r["device_s"], 0.0) for r in replays]
         before_s = [to_target(r["fractions"], r["device_s"], before - now) for r in replays]
@@ -65,8 +68,10 @@ def main() -> int:
             continue
         after_median = statistics.median(a for a, _ in reached)
         before_median = statistics.median(b for _, b in reached)
-        print(f"{label}: start-up {before:.3g} s -> {now:.3g} s per trial; default to {TARGET:.0%} of the front: "
-              f"{before_median:.0f} -> {after_median:.0f} device-s (median of {len(reached)} seeds)")
+        print(
+            f"{label}: start-up {before:.3g} s -> {now:.3g} s per trial; default to {TARGET:.0%} of the front: "
+            f"{before_median:.0f} -> {after_median:.0f} device-s (median of {len(reached)} seeds)"
+        )
         lines.append(f"{label} {after_median / before_median:.2f}x")
     print("device-seconds to 95 % after / before the preload fix: " + ", ".join(lines))
     return 0

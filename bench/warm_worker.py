@@ -23,8 +23,9 @@ import argparse
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import raw_results
 from raw_results import provenance
@@ -41,10 +42,18 @@ INPUTS = {"audio_seconds": 1.0, "fps": 12, "output_size": 32}
 
 def request(trial: int, workdir: Path) -> TrialRequest:
     settings = {**BASELINE, "sample_steps": 1 + trial % 3, "num_clip": 1}
-    return TrialRequest(study_name="bench_warm", trial_number=trial, workload_class=WORKLOAD, settings=settings,
-                        inputs=INPUTS, seed=0, device="cpu",
-                        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
-                        timeout_s=300, workdir=str(workdir / f"trial_{trial:03d}"))
+    return TrialRequest(
+        study_name="bench_warm",
+        trial_number=trial,
+        workload_class=WORKLOAD,
+        settings=settings,
+        inputs=INPUTS,
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=300,
+        workdir=str(workdir / f"trial_{trial:03d}"),
+    )
 
 
 def turnarounds(runner: Runner, trials: int, workdir: Path, threads: int) -> tuple[list[float], list[float]]:
@@ -56,7 +65,9 @@ def turnarounds(runner: Runner, trials: int, workdir: Path, threads: int) -> tup
             result = runner.run(request(trial, workdir), Slot(0, None, threads))
             times.append(time.perf_counter() - started)
             if result.outcome is not Outcome.OK:
-                raise SystemExit(f"trial {trial} failed: {result.outcome.value} {result.reason}\n{result.log_tail[-800:]}")
+                raise SystemExit(
+                    f"trial {trial} failed: {result.outcome.value} {result.reason}\n{result.log_tail[-800:]}"
+                )
             latencies.append(result.metrics["latency_p50_s"].value or float("nan"))
     finally:
         runner.close()
@@ -70,7 +81,8 @@ def measure(trials: int, threads: int) -> dict[str, Any]:
         runners: dict[str, Callable[[], Runner]] = {
             "warm": WarmRunner,
             "fork": lambda: SubprocessRunner(launcher="fork", preload=["tuner.workloads.avatar_dit"]),
-            "exec": lambda: SubprocessRunner(launcher="exec")}
+            "exec": lambda: SubprocessRunner(launcher="exec"),
+        }
         figures = {}
         for name, make in runners.items():
             times, latencies = turnarounds(make(), trials, root / name, threads)
@@ -84,18 +96,24 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     warm, warm_lat = runs["warm"]["turnaround_s"], runs["warm"]["latency_p50_s"]
     steady = statistics.fmean(warm[1:]) if len(warm) > 1 else warm[0]
     fork, fresh = runs["fork"]["turnaround_s"], runs["exec"]["turnaround_s"]
-    lines = [provenance(result), "",
-             f"built-in avatar DiT, {result['trials']} trials, 1 measured call each, {result['threads']} thread(s)", "",
-             "| runner | turnaround / trial | model run (p50) |", "| --- | --- | --- |",
-             f"| warm, first trial (start + load) | {warm[0]:.2f} s | {warm_lat[0]:.3f} s |",
-             f"| warm, steady state | **{steady:.2f} s** | {statistics.fmean(warm_lat[1:] or warm_lat):.3f} s |",
-             f"| fresh, fork server | {statistics.fmean(fork):.2f} s | "
-             f"{statistics.fmean(runs['fork']['latency_p50_s']):.3f} s |",
-             f"| fresh, new interpreter (`exec`) | {statistics.fmean(fresh):.2f} s | "
-             f"{statistics.fmean(runs['exec']['latency_p50_s']):.3f} s |", "",
-             f"Ratios: fresh (`exec`) / warm steady state **{statistics.fmean(fresh) / steady:.1f}x** (target >= 3x); "
-             f"fresh (fork server) / warm {statistics.fmean(fork) / steady:.1f}x; the whole {result['trials']}-trial "
-             f"run {sum(fresh):.1f} s fresh (`exec`) against {sum(warm):.1f} s warm ({sum(fresh) / sum(warm):.1f}x)."]
+    lines = [
+        provenance(result),
+        "",
+        f"built-in avatar DiT, {result['trials']} trials, 1 measured call each, {result['threads']} thread(s)",
+        "",
+        "| runner | turnaround / trial | model run (p50) |",
+        "| --- | --- | --- |",
+        f"| warm, first trial (start + load) | {warm[0]:.2f} s | {warm_lat[0]:.3f} s |",
+        f"| warm, steady state | **{steady:.2f} s** | {statistics.fmean(warm_lat[1:] or warm_lat):.3f} s |",
+        f"| fresh, fork server | {statistics.fmean(fork):.2f} s | "
+        f"{statistics.fmean(runs['fork']['latency_p50_s']):.3f} s |",
+        f"| fresh, new interpreter (`exec`) | {statistics.fmean(fresh):.2f} s | "
+        f"{statistics.fmean(runs['exec']['latency_p50_s']):.3f} s |",
+        "",
+        f"Ratios: fresh (`exec`) / warm steady state **{statistics.fmean(fresh) / steady:.1f}x** (target >= 3x); "
+        f"fresh (fork server) / warm {statistics.fmean(fork) / steady:.1f}x; the whole {result['trials']}-trial "
+        f"run {sum(fresh):.1f} s fresh (`exec`) against {sum(warm):.1f} s warm ({sum(fresh) / sum(warm):.1f}x).",
+    ]
     return lines
 
 

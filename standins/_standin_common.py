@@ -29,8 +29,15 @@ import numpy as np
 FPS = 25
 
 
-def simulated_vram_gb(width: int, height: int, infer_frames: int, offload_model: bool = False,
-                      offload_kv_cache: bool = False, fp8: bool = False, model_gb: float = 14.0) -> float:
+def simulated_vram_gb(
+    width: int,
+    height: int,
+    infer_frames: int,
+    offload_model: bool = False,
+    offload_kv_cache: bool = False,
+    fp8: bool = False,
+    model_gb: float = 14.0,
+) -> float:
     """Rough device memory (GB) the real program needs for one clip (SIMULATED model)."""
     activations = 6.0 * (width * height) / (688 * 368) * (infer_frames / 48) ** 2
     weights = model_gb * (0.5 if fp8 else 1.0) * (0.25 if offload_model else 1.0)
@@ -42,13 +49,16 @@ def fail_out_of_memory(needed_gb: float) -> None:
     """Print PyTorch's CUDA OOM traceback shape on stderr and exit 1 (as the real programs die)."""
     capacity = float(os.environ.get("STANDIN_GPU_MEMORY_GB", "24"))
     tried = max(0.5, needed_gb - capacity * 0.9)
-    print("Traceback (most recent call last):\n"
-          '  File "minimal_inference/s2v_streaming_interact.py", line 512, in <module>\n'
-          "    generate(args, training_settings)\n"
-          "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
-          f"{tried:.2f} GiB. GPU 0 has a total capacity of {capacity:.2f} GiB of which 1.02 GiB is free. "
-          "Including non-PyTorch memory, this process has "
-          f"{capacity - 1.02:.2f} GiB memory in use. (stand-in: simulated)", file=sys.stderr)
+    print(
+        "Traceback (most recent call last):\n"
+        '  File "minimal_inference/s2v_streaming_interact.py", line 512, in <module>\n'
+        "    generate(args, training_settings)\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate "
+        f"{tried:.2f} GiB. GPU 0 has a total capacity of {capacity:.2f} GiB of which 1.02 GiB is free. "
+        "Including non-PyTorch memory, this process has "
+        f"{capacity - 1.02:.2f} GiB memory in use. (stand-in: simulated)",
+        file=sys.stderr,
+    )
     sys.exit(1)
 
 
@@ -90,14 +100,19 @@ def mouth_openings(audio: np.ndarray, rate: int, frames: int, fps: int = FPS) ->
     display interval ``[t / fps, (t + 1) / fps)`` over the 95th percentile of those RMS values
     (silence past the end of the audio: closed). The mouth opens with the sound, no lag."""
     bounds = np.round(np.arange(frames + 1) * (rate / fps)).astype(np.int64)
-    rms = np.array([math.sqrt(float(np.mean(np.square(audio[a:b], dtype=np.float64)))) if b > a and a < len(audio)
-                    else 0.0 for a, b in zip(bounds[:-1], np.minimum(bounds[1:], len(audio)))])
+    rms = np.array(
+        [
+            math.sqrt(float(np.mean(np.square(audio[a:b], dtype=np.float64)))) if b > a and a < len(audio) else 0.0
+            for a, b in zip(bounds[:-1], np.minimum(bounds[1:], len(audio)))
+        ]
+    )
     loud = float(np.percentile(rms, 95)) if frames else 0.0
     return np.clip(rms / loud, 0.0, 1.0) if loud > 0 else np.zeros(frames)
 
 
-def render_frames(width: int, height: int, frames: int, seed: int, steps: int, scale: int = 8,
-                  openings: np.ndarray | None = None) -> np.ndarray:
+def render_frames(
+    width: int, height: int, frames: int, seed: int, steps: int, scale: int = 8, openings: np.ndarray | None = None
+) -> np.ndarray:
     """Deterministic uint8 RGB frames (T, H/scale, W/scale, 3): a face-like blob whose mouth moves,
     with noise that shrinks as ``steps`` grows (fewer steps, rougher frames). ``openings`` (T,) in
     [0, 1] opens the mouth per frame (:func:`mouth_openings`); without it the mouth cycles every 10 frames."""

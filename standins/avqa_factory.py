@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from tuner.workloads.base import RunContext, WorkloadOutput
 
@@ -24,8 +25,9 @@ from tuner.workloads.base import RunContext, WorkloadOutput
 class AVQAModel:
     """``load`` / ``run`` over :class:`tuner.workloads.avqa.AVQAWorkload` (see module docs)."""
 
-    def __init__(self, device: str = "cpu", seed: int = 0, load_log: str | None = None,
-                 workdir: str | None = None) -> None:
+    def __init__(
+        self, device: str = "cpu", seed: int = 0, load_log: str | None = None, workdir: str | None = None
+    ) -> None:
         from tuner.workloads.avqa import AVQAWorkload
 
         self.device = device

@@ -23,12 +23,36 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _standin_common import (FPS, audio_seconds, check_memory, hold_host_memory, mouth_openings,  # noqa: E402
-                             read_wav, render_frames, simulate_compute, simulated_vram_gb, str2bool,
-                             write_video)
+from _standin_common import (  # noqa: E402
+    FPS,
+    audio_seconds,
+    check_memory,
+    hold_host_memory,
+    mouth_openings,
+    read_wav,
+    render_frames,
+    simulate_compute,
+    simulated_vram_gb,
+    str2bool,
+    write_video,
+)
 
-SIZES = ["720*400", "704*384", "688*368", "640*352", "576*320", "512*288", "480*272", "384*256",
-         "1280*720", "720*1280", "832*480", "480*832", "1024*704", "704*1024"]
+SIZES = [
+    "720*400",
+    "704*384",
+    "688*368",
+    "640*352",
+    "576*320",
+    "512*288",
+    "480*272",
+    "384*256",
+    "1280*720",
+    "720*1280",
+    "832*480",
+    "480*832",
+    "1024*704",
+    "704*1024",
+]
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -76,8 +100,11 @@ def main(argv: list[str] | None = None) -> int:
     needed = simulated_vram_gb(width, height, args.infer_frames, offload, args.offload_kv_cache, args.fp8)
     needed /= max(1, world) ** 0.5 if world > 1 else 1
     print(f"world_size: {world}")
-    print(f"[stand-in] rank {rank}: estimated {needed:.1f} GB of device memory for {args.size} x "
-          f"{args.infer_frames} frames", flush=True)
+    print(
+        f"[stand-in] rank {rank}: estimated {needed:.1f} GB of device memory for {args.size} x "
+        f"{args.infer_frames} frames",
+        flush=True,
+    )
     check_memory(needed)
     held = hold_host_memory(needed)
     duration = audio_seconds(args.audio)

@@ -58,31 +58,54 @@ async def chat(body: dict[str, Any]) -> JSONResponse:
     max_tokens = body.get("max_tokens", 16)
     temperature = body.get("temperature", 1.0)
     if not isinstance(max_tokens, int) or max_tokens < 1:
-        return JSONResponse({"error": {"message": f"max_tokens must be a positive integer, not {max_tokens!r}"}},
-                            status_code=400)
+        return JSONResponse(
+            {"error": {"message": f"max_tokens must be a positive integer, not {max_tokens!r}"}}, status_code=400
+        )
     if not isinstance(temperature, (int, float)) or not 0 <= temperature <= 2:
-        return JSONResponse({"error": {"message": f"temperature must be within [0, 2], not {temperature!r}"}},
-                            status_code=400)
+        return JSONResponse(
+            {"error": {"message": f"temperature must be within [0, 2], not {temperature!r}"}}, status_code=400
+        )
     if max_tokens > int(os.environ.get("STANDIN_MAX_TOKENS", "512")):
-        return JSONResponse({"error": {"message": "CUDA out of memory. Tried to allocate 2.00 GiB (stand-in: "
-                                                  "simulated KV cache for max_tokens)"}}, status_code=500)
+        return JSONResponse(
+            {
+                "error": {
+                    "message": "CUDA out of memory. Tried to allocate 2.00 GiB (stand-in: "
+                    "simulated KV cache for max_tokens)"
+                }
+            },
+            status_code=500,
+        )
     prompt = str(messages[-1].get("content", ""))
     words = _answer(prompt, max_tokens)
     _state["in_flight"] += 1
     _state["max_in_flight"] = max(_state["max_in_flight"], _state["in_flight"])
     try:
-        seconds = float(os.environ.get("STANDIN_PREFILL_S", "0.02")) + \
-            len(words) * float(os.environ.get("STANDIN_SECONDS_PER_TOKEN", "0.005"))
+        seconds = float(os.environ.get("STANDIN_PREFILL_S", "0.02")) + len(words) * float(
+            os.environ.get("STANDIN_SECONDS_PER_TOKEN", "0.005")
+        )
         await asyncio.sleep(seconds)
     finally:
         _state["in_flight"] -= 1
         _state["served"] += 1
-    return JSONResponse({
-        "id": f"standin-{_state['served']}", "object": "chat.completion", "model": body.get("model", "standin"),
-        "choices": [{"index": 0, "finish_reason": "length" if len(words) == max_tokens else "stop",
-                     "message": {"role": "assistant", "content": " ".join(words)}}],
-        "usage": {"prompt_tokens": len(prompt.split()), "completion_tokens": len(words),
-                  "total_tokens": len(prompt.split()) + len(words)}})
+    return JSONResponse(
+        {
+            "id": f"standin-{_state['served']}",
+            "object": "chat.completion",
+            "model": body.get("model", "standin"),
+            "choices": [
+                {
+                    "index": 0,
+                    "finish_reason": "length" if len(words) == max_tokens else "stop",
+                    "message": {"role": "assistant", "content": " ".join(words)},
+                }
+            ],
+            "usage": {
+                "prompt_tokens": len(prompt.split()),
+                "completion_tokens": len(words),
+                "total_tokens": len(prompt.split()) + len(words),
+            },
+        }
+    )
 
 
 @app.post("/v1/generate")

@@ -32,15 +32,25 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     children = []
     for rank in range(args.nproc_per_node):
-        env = {**os.environ, "RANK": str(rank), "LOCAL_RANK": str(rank), "WORLD_SIZE": str(args.nproc_per_node),
-               "LOCAL_WORLD_SIZE": str(args.nproc_per_node), "MASTER_PORT": str(args.master_port)}
-        children.append(subprocess.Popen([sys.executable, args.script, *args.script_args], env=env,
-                                         start_new_session=True))  # like torchrun's elastic agent
+        env = {
+            **os.environ,
+            "RANK": str(rank),
+            "LOCAL_RANK": str(rank),
+            "WORLD_SIZE": str(args.nproc_per_node),
+            "LOCAL_WORLD_SIZE": str(args.nproc_per_node),
+            "MASTER_PORT": str(args.master_port),
+        }
+        children.append(
+            subprocess.Popen([sys.executable, args.script, *args.script_args], env=env, start_new_session=True)
+        )  # like torchrun's elastic agent
     statuses = [child.wait() for child in children]
     failed = [s for s in statuses if s != 0]
     if failed:
-        print(f"torch.distributed.elastic.multiprocessing.errors.ChildFailedError: {len(failed)} rank(s) failed "
-              f"(exit statuses {statuses}) (stand-in)", file=sys.stderr)
+        print(
+            f"torch.distributed.elastic.multiprocessing.errors.ChildFailedError: {len(failed)} rank(s) failed "
+            f"(exit statuses {statuses}) (stand-in)",
+            file=sys.stderr,
+        )
         return 2 if all(s == 2 for s in failed) else 1
     return 0
 

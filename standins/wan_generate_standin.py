@@ -21,8 +21,18 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from _standin_common import (audio_seconds, check_memory, hold_host_memory, mouth_openings, read_wav,  # noqa: E402
-                             render_frames, simulate_compute, simulated_vram_gb, str2bool, write_video)
+from _standin_common import (  # noqa: E402
+    audio_seconds,
+    check_memory,
+    hold_host_memory,
+    mouth_openings,
+    read_wav,
+    render_frames,
+    simulate_compute,
+    simulated_vram_gb,
+    str2bool,
+    write_video,
+)
 
 SUPPORTED_SIZES = {
     "t2v-A14B": ["720*1280", "1280*720", "480*832", "832*480"],
@@ -63,12 +73,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     if args.ckpt_dir is None:
         parser.error("Please specify the checkpoint directory.")
     if args.size not in SUPPORTED_SIZES[args.task]:
-        parser.error(f"Unsupport size {args.size} for task {args.task}, supported sizes are: "
-                     f"{', '.join(SUPPORTED_SIZES[args.task])}")
+        parser.error(
+            f"Unsupport size {args.size} for task {args.task}, supported sizes are: "
+            f"{', '.join(SUPPORTED_SIZES[args.task])}"
+        )
     if args.frame_num is not None and (args.frame_num < 5 or args.frame_num % 4 != 1):
         parser.error(f"--frame_num must be 4n+1 (got {args.frame_num})")
     if NUM_HEADS % args.ulysses_size:
-        parser.error(f"`cfg.num_heads={NUM_HEADS}` cannot be divided evenly by `args.ulysses_size={args.ulysses_size}`.")
+        parser.error(
+            f"`cfg.num_heads={NUM_HEADS}` cannot be divided evenly by `args.ulysses_size={args.ulysses_size}`."
+        )
     if args.ulysses_size > 1 and args.ulysses_size != world:
         parser.error(f"The number of ulysses_size should be equal to the world size ({world}).")
     if world == 1 and (args.t5_fsdp or args.dit_fsdp):
@@ -94,12 +108,19 @@ def main(argv: list[str] | None = None) -> int:
     needed = simulated_vram_gb(width, height, clip // 2, offload, False, False, MODEL_GB[args.task])
     needed = needed / world if args.dit_fsdp else needed
     needed = max(1.0, needed - (5.0 if args.t5_cpu else 0.0))
-    print(f"[stand-in] rank {rank}: estimated {needed:.1f} GB for {args.task} {args.size} x {frames} frames",
-          flush=True)
+    print(
+        f"[stand-in] rank {rank}: estimated {needed:.1f} GB for {args.task} {args.size} x {frames} frames", flush=True
+    )
     check_memory(needed)
     held = hold_host_memory(needed)
-    simulate_compute(0.0004 * steps * (width * height / (832 * 480)) * (clip / 81) ** 2 * (1.2 if offload else 1)
-                     / max(1, world) ** 0.8)
+    simulate_compute(
+        0.0004
+        * steps
+        * (width * height / (832 * 480))
+        * (clip / 81) ** 2
+        * (1.2 if offload else 1)
+        / max(1, world) ** 0.8
+    )
     if rank == 0:
         fps = 24 if args.task == "ti2v-5B" else 16
         sound = read_wav(args.audio) if args.task == "s2v-14B" and args.audio else None

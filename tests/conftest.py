@@ -13,7 +13,8 @@ failed before it reaches the controller, and the controller hears the workers' s
 from __future__ import annotations
 
 import os
-from typing import Any, Generator
+from collections.abc import Generator
+from typing import Any
 
 import pytest
 
@@ -41,8 +42,10 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
         reason = _skip_reason(report)
         if not skip_allowed(reason):
             report.outcome = "failed"
-            report.longrepr = (f"skipped, but {REQUIRE_ENV} allows skips only for CUDA/GPU/NVML "
-                               f"(tuner/testing/components.py): {reason}")
+            report.longrepr = (
+                f"skipped, but {REQUIRE_ENV} allows skips only for CUDA/GPU/NVML "
+                f"(tuner/testing/components.py): {reason}"
+            )
     return report
 
 

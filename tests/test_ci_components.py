@@ -32,8 +32,13 @@ def path_without(names: set[str], folder: Path) -> str:
 
 
 def check_components(path: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner.testing.components"], capture_output=True, text=True,
-                          env={**os.environ, "PATH": path}, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner.testing.components"],
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PATH": path},
+        timeout=120,
+    )
 
 
 def test_a_machine_without_chromium_fails_the_check_with_one_line_naming_it(tmp_path: Path) -> None:
@@ -53,16 +58,24 @@ def test_a_machine_without_chromium_fails_the_check_with_one_line_naming_it(tmp_
 
 
 def test_the_allow_list_takes_cuda_gpu_nvml_and_chattr_only() -> None:
-    for reason in ("needs CUDA", "no CUDA device", "a GPU is listed here: the script would run its GPU checks",
-                   "NVML works on this machine", "chattr +i is not available on this filesystem"):
+    for reason in (
+        "needs CUDA",
+        "no CUDA device",
+        "a GPU is listed here: the script would run its GPU checks",
+        "NVML works on this machine",
+        "chattr +i is not available on this filesystem",
+    ):
         assert skip_allowed(reason), reason
-    for reason in ("espeak-ng not on PATH", "could not import 'torch': No module named 'torch'",
-                   "PostgreSQL is not installed: no initdb/pg_ctl (Debian: apt-get install postgresql)",
-                   "headless browser test needs the Debian packages chromium and chromium-driver"):
+    for reason in (
+        "espeak-ng not on PATH",
+        "could not import 'torch': No module named 'torch'",
+        "PostgreSQL is not installed: no initdb/pg_ctl (Debian: apt-get install postgresql)",
+        "headless browser test needs the Debian packages chromium and chromium-driver",
+    ):
         assert not skip_allowed(reason), reason
 
 
-TESTS = '''
+TESTS = """
 import pytest
 
 def test_needs_a_component():
@@ -70,15 +83,16 @@ def test_needs_a_component():
 
 def test_runs():
     assert True
-'''
+"""
 
 
 XDIST = ["-n", "2", "--dist", "loadfile"]
 """How ``.ci/run`` and the README run the suite: two pytest-xdist workers, a test file to a worker."""
 
 
-def run_pytest(tmp_path: Path, body: str, required: bool, extra: list[str] | None = None
-               ) -> subprocess.CompletedProcess[str]:
+def run_pytest(
+    tmp_path: Path, body: str, required: bool, extra: list[str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """pytest in a child, on one test file beside a copy of the root conftest (``extra``: more pytest options)."""
     project = tmp_path / "project"
     project.mkdir(exist_ok=True)
@@ -89,9 +103,25 @@ def run_pytest(tmp_path: Path, body: str, required: bool, extra: list[str] | Non
     if required:
         env[REQUIRE_ENV] = "1"
     basetemp = tmp_path / f"basetemp-{required}"
-    return subprocess.run([sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
-                           f"--basetemp={basetemp}", *(extra or []), "test_tiny.py"],
-                          cwd=project, capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-rs",
+            "-p",
+            "no:cacheprovider",
+            f"--basetemp={basetemp}",
+            *(extra or []),
+            "test_tiny.py",
+        ],
+        cwd=project,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_a_component_skip_fails_under_the_variable_and_only_there(tmp_path: Path) -> None:
@@ -114,8 +144,10 @@ def test_a_fixture_or_module_skip_fails_as_well(tmp_path: Path, where: str, work
     collection must still fail the run)."""
     extra = XDIST if workers == "xdist" else []
     if where == "setup":
-        body = ('import pytest\n\n@pytest.fixture\ndef cluster():\n    pytest.skip("PostgreSQL is not installed")\n\n'
-                'def test_store(cluster):\n    pass\n')
+        body = (
+            'import pytest\n\n@pytest.fixture\ndef cluster():\n    pytest.skip("PostgreSQL is not installed")\n\n'
+            "def test_store(cluster):\n    pass\n"
+        )
     else:
         body = 'import pytest\n\npytest.importorskip("no_such_module_here")\n\ndef test_store():\n    pass\n'
     failed = run_pytest(tmp_path, body, required=True, extra=extra)

@@ -66,8 +66,9 @@ def test_every_figure_is_traced(doc: Path):
 def test_report_commands_run_without_git():
     """A block's command cannot read git (history or HEAD): what CI on a shallow clone or a tarball reprints."""
     with pytest.raises(RuntimeError, match="exited 128"):
-        report.run("python -c \"import subprocess, sys; sys.exit(subprocess.run(['git', 'rev-parse', 'HEAD'])"
-                   ".returncode)\"")
+        report.run(
+            "python -c \"import subprocess, sys; sys.exit(subprocess.run(['git', 'rev-parse', 'HEAD']).returncode)\""
+        )
 
 
 def test_every_measured_section_has_a_block():
@@ -91,13 +92,21 @@ def test_a_figure_edited_by_hand_fails_naming_its_section(tmp_path: Path):
     assert "-| sweep | 432 1/1" in problems[0] and "+| sweep | 468 1/1" in problems[0]
 
 
-@pytest.mark.parametrize("doc, original, changed, section", [
-    ("benchmarks.md", "253 -> 77 device-s", "253 -> 70 device-s", "Device-seconds to the front"),  # a fenced block
-    ("models.md", "| `use_cache` false | 2.60 s, 5.79x;", "| `use_cache` false | 2.60 s, 6.79x;",
-     "What was measured where"),  # the models table
-])
-def test_an_edited_figure_in_a_fenced_block_or_the_models_table_fails(tmp_path: Path, doc: str, original: str,
-                                                                       changed: str, section: str):
+@pytest.mark.parametrize(
+    "doc, original, changed, section",
+    [
+        ("benchmarks.md", "253 -> 77 device-s", "253 -> 70 device-s", "Device-seconds to the front"),  # a fenced block
+        (
+            "models.md",
+            "| `use_cache` false | 2.60 s, 5.79x;",
+            "| `use_cache` false | 2.60 s, 6.79x;",
+            "What was measured where",
+        ),  # the models table
+    ],
+)
+def test_an_edited_figure_in_a_fenced_block_or_the_models_table_fails(
+    tmp_path: Path, doc: str, original: str, changed: str, section: str
+):
     text = (ROOT / "docs" / doc).read_text()
     assert text.count(original) == 1
     edited = tmp_path / doc
@@ -129,10 +138,23 @@ def _stated(text: str) -> list[str]:
 
 
 def test_a_stray_figure_fails_whole_numbers_with_units_included():
-    text = ("## Runs\n\nThe recorded runs took 2817 s in all, 0.36 CPU-s each instead of 0.8, and 39 % of a core;\n"
-            "each took 17–36 s, 3x the baseline, at 100 Hz, with 4 GB and 2 MiB to spare (~0.4 ms per read).\n")
-    assert _stated(text) == ["2817 s", "0.36 CPU-s", "0.8", "39 %", "17", "36 s", "3x", "100 Hz", "4 GB", "2 MiB",
-                             "0.4 ms"]
+    text = (
+        "## Runs\n\nThe recorded runs took 2817 s in all, 0.36 CPU-s each instead of 0.8, and 39 % of a core;\n"
+        "each took 17–36 s, 3x the baseline, at 100 Hz, with 4 GB and 2 MiB to spare (~0.4 ms per read).\n"
+    )
+    assert _stated(text) == [
+        "2817 s",
+        "0.36 CPU-s",
+        "0.8",
+        "39 %",
+        "17",
+        "36 s",
+        "3x",
+        "100 Hz",
+        "4 GB",
+        "2 MiB",
+        "0.4 ms",
+    ]
 
 
 def test_a_hand_table_of_numbers_fails_whole_numbers_included():
@@ -167,9 +189,21 @@ took 2817 s, 0.36 CPU-s
 def test_a_block_of_its_section_traces_a_figure_and_a_whole_number_needs_its_unit():
     command = "python bench/cost_aware.py --report"
     printed = report.run(command)
-    text = "\n".join(["## Device-seconds", "", f"<!-- report: {command} -->", *printed, "<!-- /report -->", "",
-                      "The replays took 2799 s and 2799 trials; 0.69x for ei-per-sqrt-second.", "",
-                      "## Elsewhere", "", "The same 0.69x here is no block's."])
+    text = "\n".join(
+        [
+            "## Device-seconds",
+            "",
+            f"<!-- report: {command} -->",
+            *printed,
+            "<!-- /report -->",
+            "",
+            "The replays took 2799 s and 2799 trials; 0.69x for ei-per-sqrt-second.",
+            "",
+            "## Elsewhere",
+            "",
+            "The same 0.69x here is no block's.",
+        ]
+    )
     assert _stated(text) == ["0.69x"]
     assert _stated(text.replace("took 2799 s", "took 2817 s")) == ["2817 s", "0.69x"]
     assert _stated(text.replace("took 2799 s", "took 2799 ms")) == ["2799 ms", "0.69x"]
@@ -186,15 +220,18 @@ def test_the_known_offender_fails_again_if_typed_back():
 def test_a_settings_marker_holds_the_value_to_the_code_it_names():
     marker = "<!-- figures: settings tuner/storage/outage.py:DEFAULT_OUTAGE_BOUND_S -->"
     assert _problems(f"## Outages\n\nAn outage is waited out for 120 s. {marker}\n") == []
-    assert _stated(f"## Outages\n\nAn outage is waited out for 120 s.\n") == ["120 s"]
+    assert _stated("## Outages\n\nAn outage is waited out for 120 s.\n") == ["120 s"]
     wrong = _problems(f"## Outages\n\nAn outage is waited out for 90 s. {marker}\n")
     assert wrong == ["docs/example.md:3: '90 s' is no literal of the settings its marker names"]
     # a marker alone on a line covers the table (or paragraph) after it; units convert (50 ms = 0.05 s)
-    table = ("<!-- figures: settings tuner/storage/outage.py:FIRST_WAIT_S,LONGEST_WAIT_S -->\n"
-             "| wait | value |\n| --- | --- |\n| first | 500 ms |\n| longest | 5 s |\n")
+    table = (
+        "<!-- figures: settings tuner/storage/outage.py:FIRST_WAIT_S,LONGEST_WAIT_S -->\n"
+        "| wait | value |\n| --- | --- |\n| first | 500 ms |\n| longest | 5 s |\n"
+    )
     assert _problems(f"## Outages\n\n{table}") == []
     assert _problems(f"## Outages\n\n{table.replace('5 s', '6 s')}") == [
-        "docs/example.md:7: '6 s' is no literal of the settings its marker names"]
+        "docs/example.md:7: '6 s' is no literal of the settings its marker names"
+    ]
 
 
 def test_a_bad_marker_fails():
@@ -205,9 +242,10 @@ def test_a_bad_marker_fails():
     idle = _problems("## A\n\nWaits a while. <!-- figures: settings tuner/storage/outage.py:LONGEST_WAIT_S -->\n")
     assert idle == ["docs/example.md:3: the figures marker covers no figure"]
     kind = _problems("## A\n\nWaits 5 s. <!-- figures: measured trust me -->\n")
-    assert kind == ["docs/example.md:3: a figures marker is 'settings PATH:NAME ...' or 'source CITATION'",
-                    "docs/example.md:3: section 'A' states '5 s', printed by none of its report blocks and under no "
-                    "figures marker"]
+    assert kind == [
+        "docs/example.md:3: a figures marker is 'settings PATH:NAME ...' or 'source CITATION'",
+        "docs/example.md:3: section 'A' states '5 s', printed by none of its report blocks and under no figures marker",
+    ]
 
 
 def test_a_source_marker_names_where_an_outside_figure_comes_from():

@@ -17,8 +17,8 @@ import shutil
 import sqlite3
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Iterable
 
 import pytest
 import yaml
@@ -52,23 +52,42 @@ ALLOWED_WITH_SECRETS = {  # allow-listed names whose values still pass the masks
 }
 RECORDED = {"NCCL_DEBUG": "WARN", "MYAPP_MODE": "fast"}  # not OMP_NUM_THREADS: the slot sets it from the idle cores
 
-SECRET_VALUES = [*LEAKED.values(), "ZG9ja2VyOmRvY2tlclB3MQ==", "5entryPublicKey77", "slackH00kSecret",
-                 "dbPassw0rdSecret", "d3ployWebhookSecret", "jwtSignatur3Secret", "n3trcSecretPw",
-                 "nvapi-nvidiaS3cretKey", "n0tifyPassword", "myappT0kenSecret", *UNRELATED.values()]
+SECRET_VALUES = [
+    *LEAKED.values(),
+    "ZG9ja2VyOmRvY2tlclB3MQ==",
+    "5entryPublicKey77",
+    "slackH00kSecret",
+    "dbPassw0rdSecret",
+    "d3ployWebhookSecret",
+    "jwtSignatur3Secret",
+    "n3trcSecretPw",
+    "nvapi-nvidiaS3cretKey",
+    "n0tifyPassword",
+    "myappT0kenSecret",
+    *UNRELATED.values(),
+]
 FORBIDDEN_NAMES = [name for name in [*LEAKED, *UNRELATED] if name != "TUNER_TOKEN"]
 # TUNER_TOKEN is allow-listed (the tuner's own) and masked, but never reaches a worker (child_environment)
 
 
 def tuner(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env
+    )
     assert done.returncode == 0, f"tuner {' '.join(args)}: {done.stderr[-2000:]}"
     return done
 
 
 def ci_environment() -> dict[str, str]:
-    return {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", **LEAKED, **UNRELATED,
-            **ALLOWED_WITH_SECRETS, **RECORDED}
+    return {
+        **os.environ,
+        "MLFLOW_TRACKING_URI": "",
+        "TUNER_STORAGE": "",
+        **LEAKED,
+        **UNRELATED,
+        **ALLOWED_WITH_SECRETS,
+        **RECORDED,
+    }
 
 
 def leaks(text: str, names: Iterable[str] = FORBIDDEN_NAMES) -> list[str]:

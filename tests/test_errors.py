@@ -36,9 +36,13 @@ def test_every_exception_class_of_the_tuner_is_a_tuner_error() -> None:
         if name.startswith(HEAVY):
             pytest.importorskip("torch")
         module = importlib.import_module(name)
-        found += [kind for _, kind in inspect.getmembers(module, inspect.isclass)
-                  if issubclass(kind, BaseException) and not issubclass(kind, Warning)  # a warning is no error
-                  and kind.__module__ == module.__name__]
+        found += [
+            kind
+            for _, kind in inspect.getmembers(module, inspect.isclass)
+            if issubclass(kind, BaseException)
+            and not issubclass(kind, Warning)  # a warning is no error
+            and kind.__module__ == module.__name__
+        ]
     assert len(found) >= 30, [kind.__name__ for kind in found]
     strays = [f"{kind.__module__}.{kind.__name__}" for kind in found if not issubclass(kind, TunerError)]
     assert strays == [], f"derive these from tuner.errors.TunerError (a category of it): {strays}"
@@ -56,7 +60,9 @@ def test_the_cli_maps_the_tree_to_its_exit_statuses() -> None:
     from tuner.workloads.base import InvalidSetting
 
     assert error_answer(StudyError("no study 'x' in this storage"), "tuner status") == (
-        "no study 'x' in this storage", EXIT_USER_ERROR)
+        "no study 'x' in this storage",
+        EXIT_USER_ERROR,
+    )
     assert error_answer(InvalidSetting("steps must be even"), "tuner run") == ("steps must be even", EXIT_USER_ERROR)
     assert isinstance(InvalidSetting("x"), WorkloadError)
     line, status = error_answer(MissingExtra("fastapi", "serve", "tuner serve"), "tuner serve")

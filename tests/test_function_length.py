@@ -25,8 +25,12 @@ def code_lines(node: FunctionNode) -> int:
     """Lines from ``node``'s first body statement after its docstring to its last line, both included;
     0 when the body is only a docstring."""
     body = node.body
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
+    if (
+        body
+        and isinstance(body[0], ast.Expr)
+        and isinstance(body[0].value, ast.Constant)
+        and isinstance(body[0].value.value, str)
+    ):
         body = body[1:]
     if not body:
         return 0
@@ -49,8 +53,12 @@ def _synthetic(lines: int, *, asynchronous: bool = False, nested: bool = False) 
     """A decorated function with a docstring and exactly ``lines`` lines of code (a blank and a comment
     among them, after its first statement), at line 5."""
     body = ["    x = 0", "    # a comment counts", ""] + [f"    x{i} = {i}" for i in range(lines - 3)]
-    function = [f"{'async ' if asynchronous else ''}def long() -> None:", '    """Docstring: not counted.', '    """',
-                *body]
+    function = [
+        f"{'async ' if asynchronous else ''}def long() -> None:",
+        '    """Docstring: not counted.',
+        '    """',
+        *body,
+    ]
     if nested:
         function = ["def outer() -> None:", "    pass"] + ["    " + line if line else line for line in function]
     return "\n".join(["import os", "", "", "@staticmethod", *function, ""])

@@ -19,9 +19,19 @@ UUIDS = [
 ]
 
 FINGERPRINT_KEYS = {
-    "gpu_type", "gpu_name", "gpu_count", "gpu_memory_gb", "driver_version",
-    "cuda_driver_version", "torch_version", "python_version", "hostname", "cpu_model",
-    "cpu_cores", "cpu_cores_usable", "host_memory_gb",
+    "gpu_type",
+    "gpu_name",
+    "gpu_count",
+    "gpu_memory_gb",
+    "driver_version",
+    "cuda_driver_version",
+    "torch_version",
+    "python_version",
+    "hostname",
+    "cpu_model",
+    "cpu_cores",
+    "cpu_cores_usable",
+    "host_memory_gb",
 }
 
 
@@ -68,8 +78,7 @@ def test_fingerprint_has_every_key_as_a_string() -> None:
 
 def test_fingerprint_does_not_import_torch() -> None:
     code = "import sys; from tuner import gpu; gpu.fingerprint(); print('torch' in sys.modules)"
-    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, timeout=60).stdout
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
     assert output.strip() == "False"
 
 

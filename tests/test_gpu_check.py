@@ -39,9 +39,19 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 BENCH = ROOT / "bench"
 CHECK = BENCH / "gpu_check.py"
-RUN_PHASES = {1: ["device_facts", "wan21_diffusers", "av_llm_omni"],
-              2: ["device_facts", "latency_truth", "vram_spike", "carry_over", "sampler_cost", "avatar",
-                  "slot_pinning", "gpu_tests"]}
+RUN_PHASES = {
+    1: ["device_facts", "wan21_diffusers", "av_llm_omni"],
+    2: [
+        "device_facts",
+        "latency_truth",
+        "vram_spike",
+        "carry_over",
+        "sampler_cost",
+        "avatar",
+        "slot_pinning",
+        "gpu_tests",
+    ],
+}
 NVML_MISSING = "NVML unavailable"
 
 
@@ -89,8 +99,12 @@ def _phase_status(out: Path, name: str) -> str | None:
 def import_guard(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A directory whose sitecustomize.py limits an interpreter to the GPU image's and the carried packages."""
     directory = tmp_path_factory.mktemp("guard")
-    subprocess.run([sys.executable, str(BENCH / "gpu_wheels_check.py"), "--import-guard", str(directory)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        [sys.executable, str(BENCH / "gpu_wheels_check.py"), "--import-guard", str(directory)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     return directory
 
 
@@ -100,8 +114,14 @@ def _guarded_env(guard: Path) -> dict[str, str]:
 
 @pytest.mark.skipif(_gpu_listed(), reason="a GPU is listed here: the script would run its GPU checks")
 def test_without_a_gpu_it_says_so_in_one_line_and_exits_0(tmp_path: Path) -> None:
-    done = subprocess.run(["bash", str(BENCH / "gpu_check.sh")], capture_output=True, text=True,
-                          timeout=60, check=False, env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path)})
+    done = subprocess.run(
+        ["bash", str(BENCH / "gpu_check.sh")],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={"PATH": "/usr/bin:/bin", "OUT": str(tmp_path)},
+    )
     assert done.returncode == 0, done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("gpu_check: no NVIDIA GPU"), done.stdout
@@ -115,12 +135,17 @@ def test_without_the_tuner_and_without_wheels_it_says_so_in_one_line_and_exits_1
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     (fake_bin / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H200 (UUID: GPU-standin)'\n")
-    (fake_bin / "python").write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")  # -S: no site-packages
+    (fake_bin / "python").write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')  # -S: no site-packages
     for name in ("nvidia-smi", "python"):
         (fake_bin / name).chmod(0o755)
-    done = subprocess.run(["bash", str(tmp_path / "bench" / "gpu_check.sh")], capture_output=True, text=True,
-                          timeout=120, check=False, env={"PATH": f"{fake_bin}:/usr/bin:/bin",
-                                                         "PYTHON": str(fake_bin / "python")})
+    done = subprocess.run(
+        ["bash", str(tmp_path / "bench" / "gpu_check.sh")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={"PATH": f"{fake_bin}:/usr/bin:/bin", "PYTHON": str(fake_bin / "python")},
+    )
     assert done.returncode == 1, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert len(lines) == 1 and "cannot import the tuner" in lines[0] and "no wheels" in lines[0], done.stdout
@@ -140,26 +165,43 @@ def test_wheels_installed_by_an_earlier_run_are_reused_while_they_are_the_same(t
     (site / "tuner").mkdir(parents=True)
     for stub in ("tuner/__init__.py", "tuner/api.py", "optuna.py"):
         (site / stub).write_text("")
-    stamp = subprocess.run(["bash", "-c", "sha256sum .whl/*.whl | sha256sum | cut -d' ' -f1"], cwd=tmp_path,
-                           capture_output=True, text=True, check=True).stdout.strip()
+    stamp = subprocess.run(
+        ["bash", "-c", "sha256sum .whl/*.whl | sha256sum | cut -d' ' -f1"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
     (site / ".gpu_check_wheels").write_text(stamp + "\n")
     fake_bin = tmp_path / "bin"
     fake_bin.mkdir()
     (fake_bin / "nvidia-smi").write_text("#!/bin/sh\necho 'GPU 0: NVIDIA H100 (UUID: GPU-standin)'\n")
-    (fake_bin / "python").write_text(f"#!/bin/sh\nexec {sys.executable} -S \"$@\"\n")  # -S: no site-packages
+    (fake_bin / "python").write_text(f'#!/bin/sh\nexec {sys.executable} -S "$@"\n')  # -S: no site-packages
     for name in ("nvidia-smi", "python"):
         (fake_bin / name).chmod(0o755)
     env = {"PATH": f"{fake_bin}:/usr/bin:/bin", "PYTHON": str(fake_bin / "python"), "GPU_CHECK_SITE": str(site)}
-    done = subprocess.run(["bash", str(tmp_path / "bench" / "gpu_check.sh"), "--run", "2"], capture_output=True,
-                          text=True, timeout=120, check=False, env=env)
+    done = subprocess.run(
+        ["bash", str(tmp_path / "bench" / "gpu_check.sh"), "--run", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     reused, ran = done.stdout.splitlines()
     assert "already installed" in reused and "reused" in reused
     arguments = ast.literal_eval(ran.removeprefix("stub "))
     assert arguments[0] == "--budget-s" and 300 <= int(arguments[1]) <= 340 and arguments[2:] == ["--run", "2"]
     (site / ".gpu_check_wheels").write_text("another set\n")
-    again = subprocess.run(["bash", str(tmp_path / "bench" / "gpu_check.sh"), "--run", "2"], capture_output=True,
-                           text=True, timeout=120, check=False, env=env)
+    again = subprocess.run(
+        ["bash", str(tmp_path / "bench" / "gpu_check.sh"), "--run", "2"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=env,
+    )
     assert again.returncode == 1 and "installing ./.whl" in again.stdout and "stub" not in again.stdout, again.stdout
 
 
@@ -171,7 +213,8 @@ def _bench_module(name: str, monkeypatch: pytest.MonkeyPatch) -> Any:
 
 
 def test_the_two_runs_hold_every_phase_and_each_fits_the_limit_with_the_install(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Each run's caps + the install margin + the finish margin <= 360 s, the limit gpu_check.sh applies;
     device_facts opens both runs; every phase of the plan is in a run and has a function."""
     plan = _bench_module("gpu_check_plan", monkeypatch)
@@ -205,10 +248,27 @@ def plumbing_runs(tmp_path_factory: pytest.TempPathFactory, import_guard: Path) 
     out = base / "out"
     done = {}
     for run in (1, 2):
-        done[run] = subprocess.run([sys.executable, str(CHECK), "--cpu-plumbing", "--run", str(run), "--work",
-                                    str(base / f"work{run}"), "--budget-s", "100000", "--cap-scale", "20"],
-                                   capture_output=True, text=True, timeout=1200, check=False, cwd=ROOT,
-                                   env={**_guarded_env(import_guard), "OUT": str(out)})
+        done[run] = subprocess.run(
+            [
+                sys.executable,
+                str(CHECK),
+                "--cpu-plumbing",
+                "--run",
+                str(run),
+                "--work",
+                str(base / f"work{run}"),
+                "--budget-s",
+                "100000",
+                "--cap-scale",
+                "20",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+            cwd=ROOT,
+            env={**_guarded_env(import_guard), "OUT": str(out)},
+        )
     return {"out": out, "base": base, "done": done}
 
 
@@ -228,7 +288,8 @@ def _plumbing_run(runs: dict[str, Any], run: int) -> dict[str, Any]:
 
 
 def test_cpu_plumbing_run_1_the_wan_settings_with_twin_and_activity_and_the_av_llm(
-        plumbing_runs: dict[str, Any]) -> None:
+    plumbing_runs: dict[str, Any],
+) -> None:
     """Run 1 on host stand-ins, under the image guard: the tiny Wan pipeline measured with the bare twin (a
     ratio per setting; utilization, power and joules per video unavailable with NVML's reason on a CPU) and the
     tiny Omni thinker standing in for the 7B over fps x max_frames x max_new_tokens."""
@@ -242,7 +303,8 @@ def test_cpu_plumbing_run_1_the_wan_settings_with_twin_and_activity_and_the_av_l
     assert set(wan["twin_ratios"]) == {"reference: more steps", "base", "cfg off"}
     for trial in wan["trials"]:
         assert trial["bare_p50_s"] > 0 and trial["twin_ratio"] == pytest.approx(
-            trial["latency_p50_s"] / trial["bare_p50_s"])
+            trial["latency_p50_s"] / trial["bare_p50_s"]
+        )
         for name in ("gpu_util_mean_pct", "gpu_util_peak_pct", "gpu_power_mean_w", "joules_per_video"):
             assert trial[name] is None and NVML_MISSING in trial["unavailable"][name], (name, trial)
     assert wan["twin_ratio_worst"] == max(wan["twin_ratios"].values()) and wan["activity_recorded"] is False
@@ -253,14 +315,19 @@ def test_cpu_plumbing_run_1_the_wan_settings_with_twin_and_activity_and_the_av_l
     trials = {t["setting"]: t for t in omni["trials"]}
     assert list(trials) == ["reference: more frames, longer answer", "base", "short answer"]
     assert [(t["video_fps"], t["max_frames"], t["max_new_tokens"]) for t in trials.values()] == [
-        (2.0, 8, 8), (1.0, 4, 8), (1.0, 4, 2)]
+        (2.0, 8, 8),
+        (1.0, 4, 8),
+        (1.0, 4, 2),
+    ]
     for trial in trials.values():
         assert trial["weights"] == "random:tiny:0" and trial["latency_p50_s"] > 0 and trial["new_tokens_per_s"] > 0
         assert trial["count_new_tokens"] == trial["max_new_tokens"] and trial["count_audio_tokens"] > 0
         assert trial["count_frames"] == trial["max_frames"] and 0 <= trial["text_f1"] <= 1
         assert trial["energy_per_output_j"] is None and NVML_MISSING in trial["unavailable"]["energy_per_output_j"]
-    assert trials["reference: more frames, longer answer"]["count_video_tokens"] == 2 * trials["base"][
-        "count_video_tokens"]
+    assert (
+        trials["reference: more frames, longer answer"]["count_video_tokens"]
+        == 2 * trials["base"]["count_video_tokens"]
+    )
     assert trials["reference: more frames, longer answer"]["text_f1"] == 1.0
     assert omni["latency_ratios"]["longer_answer_over_short"] > 0 and omni["decode_ms_per_token"] is not None
     assert list((plumbing_runs["base"] / "work1" / "av_llm_omni" / "gpu_av_llm_omni").glob("trial_*/worker.log"))
@@ -288,14 +355,20 @@ def test_cpu_plumbing_run_2_the_checks_of_the_first_lease(plumbing_runs: dict[st
     assert all(t["nvml_indices"] == "not recorded" or isinstance(t["nvml_indices"], list) for t in slots)
     tests = phases["gpu_tests"]["figures"]
     assert "tests/test_gpu.py" in tests["files"] and tests["counts"].get("skipped", 0) >= 1
-    assert list((plumbing_runs["base"] / "work2" / "latency_truth" / "gpu_latency_truth").glob(
-        "trial_*/worker.log")), "homes are kept"
+    assert list((plumbing_runs["base"] / "work2" / "latency_truth" / "gpu_latency_truth").glob("trial_*/worker.log")), (
+        "homes are kept"
+    )
 
 
 def test_the_report_reads_both_runs_and_the_first_leases_files(plumbing_runs: dict[str, Any]) -> None:
     assert [plumbing_runs["done"][run].returncode for run in (1, 2)] == [0, 0]
-    done = subprocess.run([sys.executable, str(BENCH / "gpu_check_report.py"), str(plumbing_runs["out"])],
-                          capture_output=True, text=True, timeout=120, check=True)
+    done = subprocess.run(
+        [sys.executable, str(BENCH / "gpu_check_report.py"), str(plumbing_runs["out"])],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
     lines = done.stdout.splitlines()
     assert lines[0].startswith("Machine: cpu") and len([line for line in lines if line.startswith("Machine")]) == 1
     rows = [line for line in lines if line.startswith("| gpu_check_run")]
@@ -307,18 +380,39 @@ def test_the_report_reads_both_runs_and_the_first_leases_files(plumbing_runs: di
     omni_rows = [line for line in lines if line.startswith("| short answer |")]
     assert len(omni_rows) == 1 and omni_rows[0].count("n/a") >= 4  # peaks, utilization, power, joules on a CPU
     assert "decode cost" in done.stdout
-    first = subprocess.run([sys.executable, str(BENCH / "gpu_check_report.py"),
-                            str(ROOT / "bench" / "results" / "gpu_h200_2026-12-04")], capture_output=True, text=True,
-                           timeout=120, check=True).stdout
+    first = subprocess.run(
+        [sys.executable, str(BENCH / "gpu_check_report.py"), str(ROOT / "bench" / "results" / "gpu_h200_2026-12-04")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
     assert first.startswith("Machine: NVIDIA H200") and "| 17 frames | 1.508 |" in first and "n/a" not in first
 
 
 @pytest.mark.parametrize("stop", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
 def test_stopped_after_its_first_phase_the_file_keeps_the_finished_phases(tmp_path: Path, stop: int) -> None:
     out, work = tmp_path / "out", tmp_path / "work"
-    process = subprocess.Popen([sys.executable, str(CHECK), "--cpu-plumbing", "--out", str(out), "--work", str(work),
-                                "--phases", "device_facts,latency_truth,vram_spike", "--budget-s", "100000",
-                                "--cap-scale", "20"], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(CHECK),
+            "--cpu-plumbing",
+            "--out",
+            str(out),
+            "--work",
+            str(work),
+            "--phases",
+            "device_facts,latency_truth,vram_spike",
+            "--budget-s",
+            "100000",
+            "--cap-scale",
+            "20",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+    )
     try:
         _wait_for(lambda: _phase_status(out, "device_facts") in ("ok", "failed"), "the first phase to finish")
         process.send_signal(stop)
@@ -344,9 +438,26 @@ def test_stopped_after_its_first_phase_the_file_keeps_the_finished_phases(tmp_pa
 def test_a_phase_past_its_cap_is_killed_and_the_next_one_runs(tmp_path: Path) -> None:
     """Caps scaled to a fraction of a second: no study can finish (imports alone take longer)."""
     out, work = tmp_path / "out", tmp_path / "work"
-    done = subprocess.run([sys.executable, str(CHECK), "--cpu-plumbing", "--out", str(out), "--work", str(work),
-                           "--phases", "b,c", "--cap-scale", "0.002"], capture_output=True, text=True,
-                          timeout=300, check=False, cwd=ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(CHECK),
+            "--cpu-plumbing",
+            "--out",
+            str(out),
+            "--work",
+            str(work),
+            "--phases",
+            "b,c",
+            "--cap-scale",
+            "0.002",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=ROOT,
+    )
     report = _report(out)
     assert done.returncode == 1, done.stdout + done.stderr
     for name in ("latency_truth", "vram_spike"):
@@ -357,16 +468,34 @@ def test_a_phase_past_its_cap_is_killed_and_the_next_one_runs(tmp_path: Path) ->
     _wait_for(lambda: not _processes_under(work), "the killed phases' processes to end", timeout_s=120)
 
 
-def test_a_phase_whose_cap_no_longer_fits_the_budget_is_skipped(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_phase_whose_cap_no_longer_fits_the_budget_is_skipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A budget 1 s under the second phase's cap (and over the first's): the second is skipped however fast the
     first ran."""
     caps = {p.letter: p.cap_s for p in _bench_module("gpu_check_plan", monkeypatch).PLAN}
     assert caps["b"] - 1 >= caps["a"]
     out = tmp_path / "out"
-    done = subprocess.run([sys.executable, str(CHECK), "--cpu-plumbing", "--out", str(out), "--work",
-                           str(tmp_path / "work"), "--phases", "a,b", "--budget-s", str(caps["b"] - 1)],
-                          capture_output=True, text=True, timeout=600, check=False, cwd=ROOT)
+    done = subprocess.run(
+        [
+            sys.executable,
+            str(CHECK),
+            "--cpu-plumbing",
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "work"),
+            "--phases",
+            "a,b",
+            "--budget-s",
+            str(caps["b"] - 1),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=ROOT,
+    )
     report = _report(out)
     assert report["phases"]["device_facts"]["status"] == "ok", done.stdout + done.stderr
     skipped = report["phases"]["latency_truth"]
@@ -379,13 +508,32 @@ def test_killing_a_phase_kills_its_trial_workers(tmp_path: Path, monkeypatch: py
     from gpu_check import kill_phase
 
     from tuner.runner.reaper import TAG_ENV, tagged_pids
+
     home = tmp_path / "latency_truth"
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCH), str(ROOT),
-                                                                      os.environ.get("PYTHONPATH")]))}
-    process = subprocess.Popen([sys.executable, str(BENCH / "gpu_check_phases.py"), "latency_truth", "--device",
-                                "cpu", "--home", str(home), "--result", str(tmp_path / "result.json"),
-                                "--cap-s", "600"], cwd=ROOT, env=env, start_new_session=True,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCH), str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(BENCH / "gpu_check_phases.py"),
+            "latency_truth",
+            "--device",
+            "cpu",
+            "--home",
+            str(home),
+            "--result",
+            str(tmp_path / "result.json"),
+            "--cap-s",
+            "600",
+        ],
+        cwd=ROOT,
+        env=env,
+        start_new_session=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
 
     def tagged_descendant() -> tuple[list[int], str] | None:
         try:
@@ -427,17 +575,28 @@ def carried_wheels(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """bench/gpu_wheels.sh's wheel set, fetched from the package index into a temporary directory."""
     wheels = tmp_path_factory.mktemp("wheels") / "whl"
     started = time.monotonic()
-    done = subprocess.run(["bash", str(BENCH / "gpu_wheels.sh"), str(wheels)], capture_output=True, text=True,
-                          timeout=1200, check=False, env={**os.environ, "PYTHON": sys.executable})
+    done = subprocess.run(
+        ["bash", str(BENCH / "gpu_wheels.sh"), str(wheels)],
+        capture_output=True,
+        text=True,
+        timeout=1200,
+        check=False,
+        env={**os.environ, "PYTHON": sys.executable},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    print(f"bench/gpu_wheels.sh fetched {len(list(wheels.glob('*.whl')))} wheels in "
-          f"{time.monotonic() - started:.1f} s")
+    print(f"bench/gpu_wheels.sh fetched {len(list(wheels.glob('*.whl')))} wheels in {time.monotonic() - started:.1f} s")
     return wheels
 
 
 def _wheels_check(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(BENCH / "gpu_wheels_check.py"), *args], capture_output=True,
-                          text=True, timeout=600, check=False, cwd=ROOT)
+    return subprocess.run(
+        [sys.executable, str(BENCH / "gpu_wheels_check.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+        cwd=ROOT,
+    )
 
 
 def test_the_carried_wheels_are_complete_for_the_image(carried_wheels: Path) -> None:
@@ -466,8 +625,10 @@ def test_the_wheels_check_finds_what_would_break_on_the_image(carried_wheels: Pa
     assert done.returncode == 1
     assert "unknown version: typing-extensions>=4.16.0 (needed by pydantic 2.14.4)" in done.stdout, done.stdout
     project = tmp_path / "pyproject.toml"
-    project.write_text('[project]\nname = "x"\nversion = "0"\ndependencies = ["optuna==5.0.*", "torch>=2.5", '
-                       '"numpy>=1.26", "tqdm", "mlflow>=3", "torch>=2.12", "psutil>=5.9", "pydantic[email]>=2.6"]\n')
+    project.write_text(
+        '[project]\nname = "x"\nversion = "0"\ndependencies = ["optuna==5.0.*", "torch>=2.5", '
+        '"numpy>=1.26", "tqdm", "mlflow>=3", "torch>=2.12", "psutil>=5.9", "pydantic[email]>=2.6"]\n'
+    )
     done = _wheels_check("--wheels", str(carried_wheels), "--pyproject", str(project))
     problems = [line.split("PROBLEM: ", 1)[1] for line in done.stdout.splitlines() if "PROBLEM" in line]
     assert done.returncode == 1 and len(problems) == 4, done.stdout
@@ -484,11 +645,20 @@ def test_the_wheels_check_finds_what_would_break_on_the_image(carried_wheels: Pa
 
 
 def test_the_import_guard_hides_what_the_image_lacks(import_guard: Path) -> None:
-    code = ("import importlib.metadata as m, optuna, pydantic\n"
-            "try:\n    import mlflow\nexcept ModuleNotFoundError as e:\n    print('refused:', e)\n"
-            "try:\n    m.version('mlflow')\nexcept m.PackageNotFoundError:\n    print('hidden')\n")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False,
-                          env=_guarded_env(import_guard), cwd=ROOT)
+    code = (
+        "import importlib.metadata as m, optuna, pydantic\n"
+        "try:\n    import mlflow\nexcept ModuleNotFoundError as e:\n    print('refused:', e)\n"
+        "try:\n    m.version('mlflow')\nexcept m.PackageNotFoundError:\n    print('hidden')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env=_guarded_env(import_guard),
+        cwd=ROOT,
+    )
     assert done.returncode == 0, done.stderr
     assert "refused: No module named 'mlflow' (gpu image guard" in done.stdout and "hidden" in done.stdout
 
@@ -519,8 +689,9 @@ class _SimulatedTorchCuda:
         return self.device.event()
 
 
-def test_cuda_sleep_reads_the_previous_kernel_only_after_waiting_for_it(monkeypatch: pytest.MonkeyPatch,
-                                                                       tmp_path: Path) -> None:
+def test_cuda_sleep_reads_the_previous_kernel_only_after_waiting_for_it(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     """Two runs with no synchronisation between them (an unsynchronised warm-up): the second waits on the
     first's end event before reading its duration, which CUDA refuses while the kernel still runs."""
     import types

@@ -21,13 +21,19 @@ import subprocess
 import sys
 import textwrap
 import tomllib
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 import pytest
 
-from tuner.spec.extras import (EXTRA_OF_MODULE, MissingExtra, missing_extra_message, missing_module,
-                          missing_modules, unavailable_reason)
+from tuner.spec.extras import (
+    EXTRA_OF_MODULE,
+    MissingExtra,
+    missing_extra_message,
+    missing_module,
+    missing_modules,
+    unavailable_reason,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 PROJECT = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
@@ -60,9 +66,11 @@ sys.meta_path[:] = [_Hiding(finder) for finder in sys.meta_path]
 
 # --- the metadata ---------------------------------------------------------------------------------
 
+
 def _names(requirements: list[str]) -> list[str]:
-    return [r.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].strip().lower()
-            for r in requirements]
+    return [
+        r.split(";")[0].split("[")[0].split("=")[0].split(">")[0].split("<")[0].strip().lower() for r in requirements
+    ]
 
 
 def test_python_and_torch_are_ranges_and_ci_versions_are_pinned_in_test() -> None:
@@ -72,18 +80,34 @@ def test_python_and_torch_are_ranges_and_ci_versions_are_pinned_in_test() -> Non
     extras = PROJECT["optional-dependencies"]
     assert {"torch==2.14.1", "torchvision==0.29.1", "tuner[all]"} <= set(extras["test"])
     assert extras["all"] == ["tuner[serve,postgres,perceptual,media,models]"]
-    heavy = {"fastapi", "uvicorn", "psycopg", "lpips", "stlpips-pytorch", "ipython", "torchsummary",
-             "opencv-python-headless", "av", "torchvision", "diffusers", "transformers", "accelerate"}
+    heavy = {
+        "fastapi",
+        "uvicorn",
+        "psycopg",
+        "lpips",
+        "stlpips-pytorch",
+        "ipython",
+        "torchsummary",
+        "opencv-python-headless",
+        "av",
+        "torchvision",
+        "diffusers",
+        "transformers",
+        "accelerate",
+    }
     assert not heavy & set(_names(core)), "a model's environment must not have to take these"
 
 
-@pytest.mark.parametrize("extra, packages", [
-    ("serve", {"fastapi", "uvicorn"}),
-    ("postgres", {"psycopg"}),
-    ("perceptual", {"lpips", "stlpips-pytorch", "ipython", "torchsummary", "torchvision"}),
-    ("media", {"opencv-python-headless", "av"}),
-    ("models", {"diffusers", "transformers", "accelerate"}),
-])
+@pytest.mark.parametrize(
+    "extra, packages",
+    [
+        ("serve", {"fastapi", "uvicorn"}),
+        ("postgres", {"psycopg"}),
+        ("perceptual", {"lpips", "stlpips-pytorch", "ipython", "torchsummary", "torchvision"}),
+        ("media", {"opencv-python-headless", "av"}),
+        ("models", {"diffusers", "transformers", "accelerate"}),
+    ],
+)
 def test_each_extra_installs_the_modules_named_for_it(extra: str, packages: set[str]) -> None:
     assert set(_names(PROJECT["optional-dependencies"][extra])) == packages
     assert extra in set(EXTRA_OF_MODULE.values())
@@ -91,10 +115,12 @@ def test_each_extra_installs_the_modules_named_for_it(extra: str, packages: set[
 
 # --- the one line ---------------------------------------------------------------------------------
 
+
 def test_a_missing_module_of_an_extra_is_named_with_its_install_command() -> None:
     error = ModuleNotFoundError("No module named 'fastapi.responses'", name="fastapi.responses")
     assert missing_extra_message(error, "tuner serve") == (
-        "tuner serve needs the 'serve' extra (no module named 'fastapi'): pip install 'tuner[serve]'")
+        "tuner serve needs the 'serve' extra (no module named 'fastapi'): pip install 'tuner[serve]'"
+    )
     try:
         try:
             raise ModuleNotFoundError("No module named 'IPython'", name="IPython")
@@ -107,7 +133,8 @@ def test_a_missing_module_of_an_extra_is_named_with_its_install_command() -> Non
     assert isinstance(MissingExtra("av", "media", "x"), ModuleNotFoundError)
     assert unavailable_reason("perceptual evaluator", "stlpips_pytorch") == (
         "perceptual evaluator unavailable: install the 'perceptual' extra: pip install 'tuner[perceptual]' "
-        "(no module named 'stlpips_pytorch')")
+        "(no module named 'stlpips_pytorch')"
+    )
     assert missing_modules(["json", "no_such_module_here"]) == ["no_such_module_here"]
 
 
@@ -118,14 +145,22 @@ def _hider(tmp_path: Path) -> Path:
     return directory
 
 
-def _python(tmp_path: Path, args: list[str], absent: list[str], extra_path: Sequence[Path] = (),
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def _python(
+    tmp_path: Path, args: list[str], absent: list[str], extra_path: Sequence[Path] = (), timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     path = [str(p) for p in (*extra_path, _hider(tmp_path))]
-    env = {**os.environ, "TUNER_TEST_ABSENT_MODULES": ",".join(absent), "TUNER_HOME": str(tmp_path / "home"),
-           "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")]),
-           "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "TUNER_DEBUG": ""}
-    return subprocess.run([sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=timeout,
-                          env=env, check=False)
+    env = {
+        **os.environ,
+        "TUNER_TEST_ABSENT_MODULES": ",".join(absent),
+        "TUNER_HOME": str(tmp_path / "home"),
+        "PYTHONPATH": os.pathsep.join([*path, os.environ.get("PYTHONPATH", "")]),
+        "MLFLOW_TRACKING_URI": "",
+        "TUNER_STORAGE": "",
+        "TUNER_DEBUG": "",
+    }
+    return subprocess.run(
+        [sys.executable, *args], cwd=tmp_path, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
 
 
 def _tuner(tmp_path: Path, *args: str, absent: list[str], timeout: float = 120) -> subprocess.CompletedProcess[str]:
@@ -140,28 +175,33 @@ def _one_line(done: subprocess.CompletedProcess[str]) -> str:
 
 
 def test_the_hider_makes_a_module_look_not_installed(tmp_path: Path) -> None:
-    done = _python(tmp_path, ["-c", "import importlib.util as u; print(u.find_spec('json') is None)\nimport json"],
-                   ["json"])
+    done = _python(
+        tmp_path, ["-c", "import importlib.util as u; print(u.find_spec('json') is None)\nimport json"], ["json"]
+    )
     assert "True" in done.stdout and "ModuleNotFoundError: No module named 'json'" in done.stderr
 
 
 def test_serve_without_fastapi_names_the_serve_extra(tmp_path: Path) -> None:
     line = _one_line(_tuner(tmp_path, "serve", "--insecure-localhost", absent=["fastapi"]))
-    assert line == ("error: tuner serve needs the 'serve' extra (no module named 'fastapi'): "
-                    "pip install 'tuner[serve]'")
+    assert line == (
+        "error: tuner serve needs the 'serve' extra (no module named 'fastapi'): pip install 'tuner[serve]'"
+    )
 
 
 def test_a_postgresql_storage_without_psycopg_names_the_postgres_extra(tmp_path: Path) -> None:
-    line = _one_line(_tuner(tmp_path, "status", "--storage", "postgresql://tuner:hunter2@127.0.0.1:9/db",
-                            absent=["psycopg"]))
+    line = _one_line(
+        _tuner(tmp_path, "status", "--storage", "postgresql://tuner:hunter2@127.0.0.1:9/db", absent=["psycopg"])
+    )
     assert "'postgres' extra (no module named 'psycopg'): pip install 'tuner[postgres]'" in line
     assert line.startswith("error: cannot open storage postgresql://tuner:***@127.0.0.1:9/db")
 
 
 def test_validate_and_run_refuse_an_st_lpips_spec_without_the_perceptual_extra(tmp_path: Path) -> None:
     spec = str(ROOT / "search_spaces" / "avatar_demo.yaml")
-    expected = ("objectives.1.metric: metric 'stlpips_alex' needs the 'perceptual' extra (no module named "
-                "'stlpips_pytorch'): pip install 'tuner[perceptual]'")
+    expected = (
+        "objectives.1.metric: metric 'stlpips_alex' needs the 'perceptual' extra (no module named "
+        "'stlpips_pytorch'): pip install 'tuner[perceptual]'"
+    )
     validated = _one_line(_tuner(tmp_path, "validate", spec, absent=["stlpips_pytorch"]))
     assert validated.startswith(f"error: {spec}:") and validated.endswith(expected)
     assert _one_line(_tuner(tmp_path, "run", spec, "--no-mlflow", absent=["stlpips_pytorch"])) == validated
@@ -170,25 +210,34 @@ def test_validate_and_run_refuse_an_st_lpips_spec_without_the_perceptual_extra(t
     assert "(no module named 'IPython')" in both and "pip install 'tuner[perceptual,media]'" in both
 
 
-@pytest.mark.parametrize("outputs, absent, refused", [
-    ("{video: out.mp4}", ["av"], "av"),
-    ("{video: out.mp4, audio: out.wav}", ["av"], None),  # the audio track is not read
-    ("{video: out.mp4, audio: out.wav}", ["cv2"], "cv2"),
-    ("{video: out.npz}", ["cv2", "av"], None),  # a numpy file: no decoder
-])
+@pytest.mark.parametrize(
+    "outputs, absent, refused",
+    [
+        ("{video: out.mp4}", ["av"], "av"),
+        ("{video: out.mp4, audio: out.wav}", ["av"], None),  # the audio track is not read
+        ("{video: out.mp4, audio: out.wav}", ["cv2"], "cv2"),
+        ("{video: out.npz}", ["cv2", "av"], None),  # a numpy file: no decoder
+    ],
+)
 def test_validate_refuses_a_video_container_output_without_the_media_extra(
-        tmp_path: Path, outputs: str, absent: list[str], refused: str | None) -> None:
+    tmp_path: Path, outputs: str, absent: list[str], refused: str | None
+) -> None:
     text = (ROOT / "tests" / "specs" / "fake_ok.yaml").read_text()
     spec = tmp_path / "command.yaml"
-    spec.write_text(text.replace("  class: tuner.workloads.fake:FakeWorkload\n",
-                                 f"  command:\n    argv: [prog, '{{noise}}']\n    outputs: {outputs}\n"))
+    spec.write_text(
+        text.replace(
+            "  class: tuner.workloads.fake:FakeWorkload\n",
+            f"  command:\n    argv: [prog, '{{noise}}']\n    outputs: {outputs}\n",
+        )
+    )
     done = _tuner(tmp_path, "validate", str(spec), absent=absent)
     if refused is None:
         assert done.returncode == 0, done.stderr
     else:
         assert _one_line(done).endswith(
             f"workload.command.outputs.video: the video container output 'out.mp4' needs the 'media' extra "
-            f"(no module named '{refused}'): pip install 'tuner[media]'")
+            f"(no module named '{refused}'): pip install 'tuner[media]'"
+        )
 
 
 def test_commands_that_need_no_extra_run_without_any(tmp_path: Path) -> None:
@@ -197,8 +246,18 @@ def test_commands_that_need_no_extra_run_without_any(tmp_path: Path) -> None:
     for spec in (ROOT / "tests" / "specs" / "fake_ok.yaml", ROOT / "search_spaces" / "avqa_demo.yaml"):
         validated = _tuner(tmp_path, "validate", str(spec), absent=absent)
         assert validated.returncode == 0, validated.stderr
-    ran = _tuner(tmp_path, "run", str(ROOT / "tests" / "specs" / "fake_ok.yaml"), "--study-name", "bare",
-                 "--trials", "2", "--no-mlflow", absent=absent, timeout=300)
+    ran = _tuner(
+        tmp_path,
+        "run",
+        str(ROOT / "tests" / "specs" / "fake_ok.yaml"),
+        "--study-name",
+        "bare",
+        "--trials",
+        "2",
+        "--no-mlflow",
+        absent=absent,
+        timeout=300,
+    )
     assert ran.returncode == 0, ran.stdout[-2000:] + ran.stderr[-3000:]
     status = _tuner(tmp_path, "status", "bare", "--json", absent=absent)
     trials = json.loads(status.stdout)
@@ -206,7 +265,7 @@ def test_commands_that_need_no_extra_run_without_any(tmp_path: Path) -> None:
     assert _tuner(tmp_path, "export", "bare", "-o", str(tmp_path / "best.yaml"), absent=absent).returncode == 0
 
 
-EVALUATE = textwrap.dedent('''
+EVALUATE = textwrap.dedent("""
     import json, sys
     import numpy as np
     from tuner.evaluators.base import EvalContext
@@ -217,11 +276,12 @@ EVALUATE = textwrap.dedent('''
     noisy = np.clip(video.astype(int) + 3, 0, 255).astype(np.uint8)
     metrics = evaluate_quality(sys.argv[1:], WorkloadOutput(video=noisy), WorkloadOutput(video=video), EvalContext())
     print(json.dumps({m.name: [m.value, m.reason] for m in metrics}))
-''')
+""")
 
 
-def _evaluate(tmp_path: Path, names: list[str], absent: list[str],
-              extra_path: Sequence[Path] = ()) -> dict[str, list[object]]:
+def _evaluate(
+    tmp_path: Path, names: list[str], absent: list[str], extra_path: Sequence[Path] = ()
+) -> dict[str, list[object]]:
     done = _python(tmp_path, ["-c", EVALUATE, *names], absent, extra_path)
     assert done.returncode == 0, done.stderr[-3000:]
     return json.loads(done.stdout.strip().splitlines()[-1])  # type: ignore[no-any-return]
@@ -230,9 +290,13 @@ def _evaluate(tmp_path: Path, names: list[str], absent: list[str],
 @pytest.mark.parametrize("absent", ["stlpips_pytorch", "IPython"])
 def test_an_unavailable_perceptual_metric_names_the_perceptual_extra(tmp_path: Path, absent: str) -> None:
     metrics = _evaluate(tmp_path, ["stlpips_alex", "psnr_db"], [absent])
-    assert metrics["stlpips_alex"] == [None, (
-        "perceptual evaluator unavailable: install the 'perceptual' extra: pip install 'tuner[perceptual]' "
-        f"(no module named '{absent}')")]
+    assert metrics["stlpips_alex"] == [
+        None,
+        (
+            "perceptual evaluator unavailable: install the 'perceptual' extra: pip install 'tuner[perceptual]' "
+            f"(no module named '{absent}')"
+        ),
+    ]
     assert isinstance(metrics["psnr_db"][0], float), "the other families still run"
 
 
@@ -240,19 +304,24 @@ def test_a_family_failing_on_an_extras_import_names_the_extra(tmp_path: Path) ->
     """cv2 found but its import fails (as a broken install does): the failure, too, names the extra."""
     broken = tmp_path / "broken"
     (broken / "cv2").mkdir(parents=True)
-    (broken / "cv2" / "__init__.py").write_text(
-        "raise ModuleNotFoundError(\"No module named 'cv2'\", name='cv2')\n")
+    (broken / "cv2" / "__init__.py").write_text("raise ModuleNotFoundError(\"No module named 'cv2'\", name='cv2')\n")
     metrics = _evaluate(tmp_path, ["flicker_mae"], [], [broken])
-    assert metrics["flicker_mae"] == [None, (
-        "flicker evaluator unavailable: install the 'media' extra: pip install 'tuner[media]' "
-        "(no module named 'cv2')")]
+    assert metrics["flicker_mae"] == [
+        None,
+        (
+            "flicker evaluator unavailable: install the 'media' extra: pip install 'tuner[media]' "
+            "(no module named 'cv2')"
+        ),
+    ]
 
 
 # --- pip's resolution (slow: the package index) -----------------------------------------------------
 
+
 def _pip(*args: str, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout,
-                          check=False)
+    return subprocess.run(
+        [sys.executable, "-m", "pip", *args], capture_output=True, text=True, timeout=timeout, check=False
+    )
 
 
 def _stderr_tail(done: subprocess.CompletedProcess[str]) -> str:
@@ -288,21 +357,42 @@ def _dry_run(tmp_path: Path, *args: str) -> tuple[subprocess.CompletedProcess[st
     if done.returncode != 0:
         return done, {}
     chosen = json.loads(report.read_text())["install"]
-    return done, {re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"]
-                  for item in chosen}
+    return done, {
+        re.sub(r"[-_.]+", "-", item["metadata"]["name"]).lower(): item["metadata"]["version"] for item in chosen
+    }
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("python", ["3.12", "3.13"])
 def test_all_extras_resolve_beside_torch_2_11(tmp_path: Path, project_wheel: Path, python: str) -> None:
     """A model's environment: Python 3.12 (3.13 soon) with torch 2.11 (the lent GPU image's)."""
-    done, chosen = _dry_run(tmp_path, "--python-version", python, "--only-binary=:all:", "--target",
-                            str(tmp_path / "target"), f"tuner[all] @ {project_wheel.as_uri()}", "torch==2.11.*")
+    done, chosen = _dry_run(
+        tmp_path,
+        "--python-version",
+        python,
+        "--only-binary=:all:",
+        "--target",
+        str(tmp_path / "target"),
+        f"tuner[all] @ {project_wheel.as_uri()}",
+        "torch==2.11.*",
+    )
     assert done.returncode == 0, _stderr_tail(done)
     assert chosen["torch"].startswith("2.11."), chosen["torch"]
     assert chosen["torchvision"].startswith("0.26."), "the torchvision made for torch 2.11"
-    assert {"tuner", "fastapi", "uvicorn", "psycopg", "lpips", "stlpips-pytorch", "ipython", "torchsummary",
-            "opencv-python-headless", "av", "optuna", "mlflow"} <= set(chosen)
+    assert {
+        "tuner",
+        "fastapi",
+        "uvicorn",
+        "psycopg",
+        "lpips",
+        "stlpips-pytorch",
+        "ipython",
+        "torchsummary",
+        "opencv-python-headless",
+        "av",
+        "optuna",
+        "mlflow",
+    } <= set(chosen)
 
 
 def _wheel_requires_python(wheel: Path) -> str:
@@ -334,11 +424,21 @@ def test_python_3_14_is_refused(tmp_path: Path, project_wheel: Path) -> None:
     allowed = SpecifierSet(_wheel_requires_python(project_wheel))
     assert "3.14.0" not in allowed and "3.11.0" in allowed and "3.13.9" in allowed, allowed
     if _pip_version() < PIP_CHECKS_TARGET_PYTHON:
-        pytest.skip(f"pip {'.'.join(map(str, _pip_version()))} does not check Requires-Python against "
-                    f"--python-version (the wheel's metadata refuses 3.14, checked above); "
-                    f"'pip install --upgrade pip' (README set-up) gives one that does")
-    done, _ = _dry_run(tmp_path, "--python-version", "3.14", "--only-binary=:all:", "--no-deps", "--target",
-                       str(tmp_path / "target"), f"tuner @ {project_wheel.as_uri()}")
+        pytest.skip(
+            f"pip {'.'.join(map(str, _pip_version()))} does not check Requires-Python against "
+            f"--python-version (the wheel's metadata refuses 3.14, checked above); "
+            f"'pip install --upgrade pip' (README set-up) gives one that does"
+        )
+    done, _ = _dry_run(
+        tmp_path,
+        "--python-version",
+        "3.14",
+        "--only-binary=:all:",
+        "--no-deps",
+        "--target",
+        str(tmp_path / "target"),
+        f"tuner @ {project_wheel.as_uri()}",
+    )
     assert done.returncode != 0 and "requires a different Python" in done.stderr, _stderr_tail(done)
 
 

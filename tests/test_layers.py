@@ -19,9 +19,15 @@ ROOT = Path(__file__).resolve().parents[1]
 
 # Lowest first. A module may import modules of its own layer (no cycles) and of any lower layer.
 LAYERS: tuple[tuple[str, ...], ...] = (
-    ("tuner.results", "tuner.host", "tuner.gpu", "tuner.pareto",  # foundation: data types, host facts, Pareto arithmetic,
-     "tuner.secrets", "tuner.errors",                             # redaction and child environments, the exception tree,
-     "tuner.storage.attributes"),  # the storage gateway's attribute names and trial readers (the front judges trials)
+    (
+        "tuner.results",
+        "tuner.host",
+        "tuner.gpu",
+        "tuner.pareto",  # foundation: data types, host facts, Pareto arithmetic,
+        "tuner.secrets",
+        "tuner.errors",  # redaction and child environments, the exception tree,
+        "tuner.storage.attributes",
+    ),  # the storage gateway's attribute names and trial readers (the front judges trials)
     ("tuner.spec",),
     ("tuner.evaluators",),
     ("tuner.workloads",),
@@ -111,8 +117,9 @@ def import_edges(sources: dict[str, tuple[str, bool]], type_only: bool = False) 
                     anchor = package.split(".")[: len(package.split(".")) - (node.level - 1)]
                     base = ".".join(anchor + ([node.module] if node.module else []))
                 # "from tuner import gpu" imports the module tuner.gpu; "from x import Name" imports x
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
-                           for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names
+                ]
             for target in targets:
                 resolved = _resolve(target, modules)
                 if resolved is not None and resolved != module:
@@ -122,8 +129,11 @@ def import_edges(sources: dict[str, tuple[str, bool]], type_only: bool = False) 
 
 def direction_violations(edges: list[Edge]) -> list[str]:
     """Imports that point up the layers."""
-    return [f"{e.source}:{e.line} imports {e.target} (layer {layer_of(e.target)} > {layer_of(e.source)})"
-            for e in edges if layer_of(e.target) > layer_of(e.source)]
+    return [
+        f"{e.source}:{e.line} imports {e.target} (layer {layer_of(e.target)} > {layer_of(e.source)})"
+        for e in edges
+        if layer_of(e.target) > layer_of(e.source)
+    ]
 
 
 def import_cycles(edges: list[Edge]) -> list[list[str]]:
@@ -184,8 +194,9 @@ def test_no_cycles_even_through_type_only_imports() -> None:
     hint), but two modules naming each other's types are one responsibility split wrongly: no new cycle.
     One knot is known and left: the spec's helpers (space, names, export rule, workload block) hint the
     ``StudySpec`` that validates through them; all five modules are the spec's one job."""
-    known = [["tuner.spec.export_rule", "tuner.spec.models", "tuner.spec.names", "tuner.spec.space",
-              "tuner.spec.workload"]]
+    known = [
+        ["tuner.spec.export_rule", "tuner.spec.models", "tuner.spec.names", "tuner.spec.space", "tuner.spec.workload"]
+    ]
     assert import_cycles(import_edges(project_sources(), type_only=True)) == known
 
 
@@ -194,8 +205,11 @@ def test_a_reverse_import_is_caught(where: str) -> None:
     """Adding one import against the direction (spec -> study, which imports spec) fails both checks."""
     sources = project_sources()
     text, is_init = sources["tuner.spec.models"]
-    reverse = ("from tuner.study.studies import OpenStudy\n" if where == "top" else
-               "def _reverse() -> None:\n    from tuner.study.studies import OpenStudy  # noqa: F401\n")
+    reverse = (
+        "from tuner.study.studies import OpenStudy\n"
+        if where == "top"
+        else "def _reverse() -> None:\n    from tuner.study.studies import OpenStudy  # noqa: F401\n"
+    )
     sources["tuner.spec.models"] = (text + "\n" + reverse, is_init)
     edges = import_edges(sources)
     assert any("tuner.spec.models" in v and "tuner.study.studies" in v for v in direction_violations(edges))
@@ -207,7 +221,8 @@ def test_type_checking_imports_are_not_edges() -> None:
     text, is_init = sources["tuner.spec.models"]
     sources["tuner.spec.models"] = (
         text + "\nfrom typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from tuner.study.studies import OpenStudy\n",
-        is_init)
+        is_init,
+    )
     assert direction_violations(import_edges(sources)) == []
 
 

@@ -41,12 +41,21 @@ import optuna
 
 ROOT = Path(__file__).resolve().parents[1]
 
-GATEWAY = frozenset({"tuner/storage/attributes.py", "tuner/storage/records.py", "tuner/storage/store.py",
-                     "tuner/storage/store_rows.py"})
+GATEWAY = frozenset(
+    {
+        "tuner/storage/attributes.py",
+        "tuner/storage/records.py",
+        "tuner/storage/store.py",
+        "tuner/storage/store_rows.py",
+        "tuner/storage/study_writes.py",
+    }
+)
 PRIVATE_API = "tuner/storage/optuna_private.py"
-WRAPS_OPTUNA_METHODS = frozenset({
-    "tuner/storage/tolerant_storage.py",  # subclasses Optuna's RDBStorage: wraps its methods (attribute ones too) by name
-})
+WRAPS_OPTUNA_METHODS = frozenset(
+    {
+        "tuner/storage/tolerant_storage.py",  # subclasses Optuna's RDBStorage: wraps its methods (attribute ones too) by name
+    }
+)
 
 ATTRIBUTE_WORDS = re.compile(r"user_attr|system_attr")
 PRIVATE_MODULE_PATH = re.compile(r"\boptuna(?:\.\w+)*?\._(?!_)\w*(?:\.\w+)*")
@@ -84,12 +93,21 @@ def _defined_by(cls: ast.ClassDef) -> set[str]:
     """The private names class ``cls`` defines: methods, class-level assignments, ``self.x`` / ``cls.x`` stores."""
     names = {s.name for s in cls.body if isinstance(s, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     for statement in cls.body:
-        targets = (statement.targets if isinstance(statement, ast.Assign) else
-                   [statement.target] if isinstance(statement, (ast.AnnAssign, ast.AugAssign)) else [])
+        targets = (
+            statement.targets
+            if isinstance(statement, ast.Assign)
+            else [statement.target]
+            if isinstance(statement, (ast.AnnAssign, ast.AugAssign))
+            else []
+        )
         names.update(t.id for t in targets if isinstance(t, ast.Name))
     for node in ast.walk(cls):
-        if (isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store)
-                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")):
+        if (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
             names.add(node.attr)
     return {name for name in names if _private(name)}
 
@@ -99,8 +117,11 @@ def _optuna_imports(tree: ast.AST) -> dict[str, str]:
     imported: dict[str, str] = {}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
-            imported.update((a.asname, a.name) if a.asname else (a.name.split(".")[0], a.name.split(".")[0])
-                            for a in node.names if a.name.split(".")[0] == "optuna")
+            imported.update(
+                (a.asname, a.name) if a.asname else (a.name.split(".")[0], a.name.split(".")[0])
+                for a in node.names
+                if a.name.split(".")[0] == "optuna"
+            )
         elif isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "optuna":
             imported.update((a.asname or a.name, f"{node.module}.{a.name}") for a in node.names)
     return imported
@@ -172,13 +193,19 @@ class _Scan(ast.NodeVisitor):
     def visit_ClassDef(self, node: ast.ClassDef) -> None:
         bases = [base for base in node.bases if _mentions(base, self.bound)]  # Optuna classes
         classes = [_optuna_class(base, self.imported) for base in bases]
-        optuna_privates = (None if None in classes else
-                           frozenset().union(*(_privates_of(c) for c in classes if c is not None)))
-        inherited = set().union(*(self._own(self.classes[b.id]) for b in node.bases
-                                  if isinstance(b, ast.Name) and b.id in self.classes))
+        optuna_privates = (
+            None if None in classes else frozenset().union(*(_privates_of(c) for c in classes if c is not None))
+        )
+        inherited = set().union(
+            *(self._own(self.classes[b.id]) for b in node.bases if isinstance(b, ast.Name) and b.id in self.classes)
+        )
         for statement in node.body:
-            if (isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.bases
-                    and statement.name in self.privates.methods and statement.name not in inherited):
+            if (
+                isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and node.bases
+                and statement.name in self.privates.methods
+                and statement.name not in inherited
+            ):
                 self.found.append((statement.lineno, f"overrides Optuna's private {statement.name}"))
         self.stack.append((self._own(node), optuna_privates))
         self.generic_visit(node)
@@ -235,8 +262,11 @@ def violations(path: Path, root: Path = ROOT) -> list[str]:
     where = path.relative_to(root).as_posix()
     found: list[tuple[int, str]] = []
     if where not in GATEWAY | WRAPS_OPTUNA_METHODS:
-        found += [(number, line.strip()[:100]) for number, line in enumerate(text.splitlines(), 1)
-                  if ATTRIBUTE_WORDS.search(line)]
+        found += [
+            (number, line.strip()[:100])
+            for number, line in enumerate(text.splitlines(), 1)
+            if ATTRIBUTE_WORDS.search(line)
+        ]
     if where != PRIVATE_API:
         scan = _Scan(ast.parse(text))
         scan.visit(ast.parse(text))
@@ -250,9 +280,10 @@ def _modules() -> list[Path]:
 
 def test_only_the_gateway_names_attributes_and_only_one_module_uses_optuna_private_api() -> None:
     found = [line for path in _modules() for line in violations(path)]
-    assert not found, ("read and write attributes through tuner.storage.attributes / records / store; use Optuna's "
-                       f"private API only in {PRIVATE_API} (a function there, the name in its docstring):\n"
-                       + "\n".join(found))
+    assert not found, (
+        "read and write attributes through tuner.storage.attributes / records / store; use Optuna's "
+        f"private API only in {PRIVATE_API} (a function there, the name in its docstring):\n" + "\n".join(found)
+    )
 
 
 def test_the_gateway_exists_and_is_what_it_says() -> None:
@@ -273,14 +304,18 @@ def test_the_private_api_module_lists_each_private_name_it_uses() -> None:
     scan.visit(tree)
     assert len(scan.found) >= 10, scan.found
     docstring = ast.get_docstring(tree) or ""
-    used = {part for _, what in scan.found for part in re.findall(r"private (?:module )?(\S+)", what)[0].split(".")
-            if _private(part)}
+    used = {
+        part
+        for _, what in scan.found
+        for part in re.findall(r"private (?:module )?(\S+)", what)[0].split(".")
+        if _private(part)
+    }
     unlisted = sorted(name for name in used if not re.search(rf"(?<!\w){re.escape(name)}(?!\w)", docstring))
     assert not unlisted, f"{PRIVATE_API}: list these private names in the docstring, with why: {unlisted}"
     assert "Checked against Optuna" in docstring
 
 
-FORMS = '''\
+FORMS = """\
 import optuna.storages._rdb.models
 from optuna.storages import _CachedStorage
 x = trial.user_attrs
@@ -314,7 +349,7 @@ class Table(optuna.samplers.BaseSampler):
 class Reseeded(optuna.samplers.TPESampler):
     def __init__(self):
         self._rng = None
-'''
+"""
 
 
 def test_the_scan_catches_each_form(tmp_path: Path) -> None:

@@ -16,15 +16,23 @@ from pathlib import Path
 
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, StudySpec
-from tuner.study.listeners import Summary
 from tuner.storage.opening import storage_url, tuner_home
+from tuner.study.listeners import Summary
 from tuner.study.studies import OpenStudy
 
 
-def create_study(spec: str | Path, *, study_name: str | None = None, storage: str | None = None,
-                 home: str | Path | None = None, sampler: SamplerName | None = None,
-                 trials: int | None = None, warm_start: str | None = None,
-                 warm_start_storage: str | None = None, device_hours: float | None = None) -> OpenStudy:
+def create_study(
+    spec: str | Path,
+    *,
+    study_name: str | None = None,
+    storage: str | None = None,
+    home: str | Path | None = None,
+    sampler: SamplerName | None = None,
+    trials: int | None = None,
+    warm_start: str | None = None,
+    warm_start_storage: str | None = None,
+    device_hours: float | None = None,
+) -> OpenStudy:
     """A new study from the spec file ``spec`` (reference and baseline enqueued first).
 
     ``study_name`` defaults to ``<spec>-<gpu type>-<UTC time>``; ``trials`` and
@@ -36,9 +44,9 @@ def create_study(spec: str | Path, *, study_name: str | None = None, storage: st
     or the warm-start study is missing, measured nothing or has other parameters.
     """
     from tuner.gpu import gpu_type
+    from tuner.search.warm_start import enqueue_front, open_source
     from tuner.study import studies
     from tuner.study.preflight import check_runnable
-    from tuner.search.warm_start import enqueue_front, open_source
 
     path = Path(spec)
     loaded: StudySpec = load_spec(path)
@@ -49,26 +57,44 @@ def create_study(spec: str | Path, *, study_name: str | None = None, storage: st
     name = study_name or studies.default_study_name(loaded, kind)
     source = None
     if warm_start is not None:
-        source = open_source(storage_url(warm_start_storage, tuner_home(home)) if warm_start_storage else url,
-                             warm_start, loaded)
-    opened = studies.create_study(loaded, text, url, name, sampler or loaded.sampler.name, trials,
-                                  studies.study_attributes(loaded, text, device, kind), device_hours=device_hours)
+        source = open_source(
+            storage_url(warm_start_storage, tuner_home(home)) if warm_start_storage else url, warm_start, loaded
+        )
+    opened = studies.create_study(
+        loaded,
+        text,
+        url,
+        name,
+        sampler or loaded.sampler.name,
+        trials,
+        studies.study_attributes(loaded, text, device, kind),
+        device_hours=device_hours,
+    )
     if source is not None:
         enqueue_front(opened.study, opened.spec, opened.storage_url, source)
     return opened
 
 
-def load_study(study_name: str, *, storage: str | None = None, home: str | Path | None = None,
-               sampler: SamplerName | None = None) -> OpenStudy:
+def load_study(
+    study_name: str, *, storage: str | None = None, home: str | Path | None = None, sampler: SamplerName | None = None
+) -> OpenStudy:
     """An existing study, with its spec rebuilt from the storage."""
     from tuner.study import studies
 
     return studies.load_study(storage_url(storage, tuner_home(home)), study_name, sampler)
 
 
-def run_study(opened: OpenStudy, *, home: str | Path | None = None, workers: int = 1,
-              mlflow_uri: str | None = None, use_mlflow: bool = True, verbose: bool = False,
-              memory_model: bool = True, warm_start_storage: str | None = None) -> Summary:
+def run_study(
+    opened: OpenStudy,
+    *,
+    home: str | Path | None = None,
+    workers: int = 1,
+    mlflow_uri: str | None = None,
+    use_mlflow: bool = True,
+    verbose: bool = False,
+    memory_model: bool = True,
+    warm_start_storage: str | None = None,
+) -> Summary:
     """Run ``opened`` to its budget (as ``tuner run`` / ``tuner resume`` do) and return the summary.
 
     Trial files go under the tuner home; the best setting on the first
@@ -85,14 +111,27 @@ def run_study(opened: OpenStudy, *, home: str | Path | None = None, workers: int
     from tuner.storage.records import StudyRecord
 
     device = StudyRecord.of(opened.study).device or resolve_device(opened.spec.workload.device)
-    options = RunOptions(tuner_home(home), device, workers, mlflow_uri, use_mlflow, memory_model=memory_model,
-                         warm_start_storage=warm_start_storage)
+    options = RunOptions(
+        tuner_home(home),
+        device,
+        workers,
+        mlflow_uri,
+        use_mlflow,
+        memory_model=memory_model,
+        warm_start_storage=warm_start_storage,
+    )
     return run_session(opened, options, TextSession() if verbose else None)
 
 
-def export_config(opened: OpenStudy, output: str | Path, *, policy: str | None = None,
-                  profile: str | None = None, objective: str | None = None,
-                  trial: int | None = None) -> Path:
+def export_config(
+    opened: OpenStudy,
+    output: str | Path,
+    *,
+    policy: str | None = None,
+    profile: str | None = None,
+    objective: str | None = None,
+    trial: int | None = None,
+) -> Path:
     """Write the chosen trial as ``tuner.config/v1`` YAML to ``output``; returns the path.
 
     At most one of ``policy`` (e.g. ``"minimize latency_p50_s subject to
@@ -105,6 +144,13 @@ def export_config(opened: OpenStudy, output: str | Path, *, policy: str | None =
     from tuner.ship.export import build_config, choose, write_config
 
     chosen = choose(opened.study, policy=policy, profile=profile, objective=objective, trial_number=trial)
-    document = build_config(opened.study, chosen.record, opened.storage_url, chosen.policy, chosen.profile,
-                            replaced_noisy=chosen.replaced.number if chosen.replaced else None, rule=chosen.rule)
+    document = build_config(
+        opened.study,
+        chosen.record,
+        opened.storage_url,
+        chosen.policy,
+        chosen.profile,
+        replaced_noisy=chosen.replaced.number if chosen.replaced else None,
+        rule=chosen.rule,
+    )
     return write_config(document, Path(output))

@@ -19,7 +19,7 @@ that raises it::
     │   ├── TableError                           a replay table (tuner.replay.table)
     │   └── AuthError                            a service token or an unsafe bind (tuner.fleet.auth)
     ├── StudyError (RuntimeError)                a study or storage: unknown, taken, unreachable
-    │   ├── StudyLocked                          another live coordinator holds it (tuner.storage.lock)
+    │   ├── StudyLocked                          another live coordinator holds it (tuner.storage.coordination.lock)
     │   ├── StorageUnavailable                   unreachable past the outage bound (tuner.storage.outage)
     │   └── StorageMisconfigured                 refused a login, a database, a permission: at once (tuner.storage.outage)
     ├── WorkloadError                            raised inside a trial; the worker turns it into an outcome

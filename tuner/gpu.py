@@ -18,9 +18,10 @@ a worker sees as ``cuda:0``.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Iterable, Iterator
+from typing import Any
 
 import psutil
 
@@ -225,8 +226,10 @@ def resolve_device(requested: str) -> str:
     if requested == "auto":
         return "cuda" if list_gpus() else "cpu"
     if requested == "cuda" and not list_gpus():
-        raise ValueError("cuda, but no NVIDIA GPU is visible here (NVML found none); use "
-                         "'device: auto' (a GPU when one is visible, else the CPU) or 'device: cpu'")
+        raise ValueError(
+            "cuda, but no NVIDIA GPU is visible here (NVML found none); use "
+            "'device: auto' (a GPU when one is visible, else the CPU) or 'device: cpu'"
+        )
     return requested
 
 
@@ -242,8 +245,7 @@ def _cuda_version_text(version: int) -> str:
 
 
 def _gpu_fingerprint() -> dict[str, str]:
-    keys = ("gpu_type", "gpu_name", "gpu_count", "gpu_memory_gb", "driver_version",
-            "cuda_driver_version")
+    keys = ("gpu_type", "gpu_name", "gpu_count", "gpu_memory_gb", "driver_version", "cuda_driver_version")
     try:
         with nvml_session() as pynvml:
             visible = _visible(_inventory(pynvml))

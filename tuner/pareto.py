@@ -13,8 +13,9 @@ A stored trial's attributes are read through :mod:`tuner.storage.attributes` (th
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.storage.attributes import duplicate_of, is_placeholder, named_constraints, unavailable_constraints_of
 
@@ -49,8 +50,9 @@ def pareto_ranks(points: Sequence[Point], directions: Sequence[str]) -> dict[int
     ranks: dict[int, int] = {}
     rank = 0
     while remaining:
-        front = [p for p in remaining
-                 if not any(dominates(q.values, p.values, directions) for q in remaining if q is not p)]
+        front = [
+            p for p in remaining if not any(dominates(q.values, p.values, directions) for q in remaining if q is not p)
+        ]
         for p in front:
             ranks[p.number] = rank
         front_ids = {id(p) for p in front}
@@ -70,27 +72,43 @@ def constraints_hold(constraints: Mapping[str, float], unavailable: Mapping[str,
     return not unavailable and all(math.isfinite(value) and value <= 0 for value in constraints.values())
 
 
-def feasible_measurement(complete: bool, values: Sequence[float] | None, placeholder: bool,
-                         duplicate_of: int | None, constraints: Mapping[str, float],
-                         unavailable: Mapping[str, Any] | None) -> bool:
+def feasible_measurement(
+    complete: bool,
+    values: Sequence[float] | None,
+    placeholder: bool,
+    duplicate_of: int | None,
+    constraints: Mapping[str, float],
+    unavailable: Mapping[str, Any] | None,
+) -> bool:
     """COMPLETE, real values (no placeholder), not a copy, and :func:`constraints_hold`.
 
     What "feasible, measured" means everywhere: :func:`is_measured_feasible` (a frozen trial)
     and :func:`tuner.storage.records.record_feasible` (a stored record) are this test.
     """
-    return (complete and values is not None and not placeholder and duplicate_of is None
-            and constraints_hold(constraints, unavailable))
+    return (
+        complete
+        and values is not None
+        and not placeholder
+        and duplicate_of is None
+        and constraints_hold(constraints, unavailable)
+    )
 
 
-def is_measured_feasible(trial: "FrozenTrial") -> bool:
+def is_measured_feasible(trial: FrozenTrial) -> bool:
     """:func:`feasible_measurement` of a frozen trial (its constraints by :func:`named_constraints`)."""
     from optuna.trial import TrialState
 
-    return feasible_measurement(trial.state == TrialState.COMPLETE, trial.values, is_placeholder(trial),
-                                duplicate_of(trial), named_constraints(trial), unavailable_constraints_of(trial))
+    return feasible_measurement(
+        trial.state == TrialState.COMPLETE,
+        trial.values,
+        is_placeholder(trial),
+        duplicate_of(trial),
+        named_constraints(trial),
+        unavailable_constraints_of(trial),
+    )
 
 
-def front_trials(trials: Sequence["FrozenTrial"], directions: Sequence[str]) -> list["FrozenTrial"]:
+def front_trials(trials: Sequence[FrozenTrial], directions: Sequence[str]) -> list[FrozenTrial]:
     """The feasible, measured trials on the Pareto front, ordered by trial number."""
     candidates = [t for t in trials if is_measured_feasible(t)]
     ranks = pareto_ranks([Point(t.number, tuple(t.values)) for t in candidates], directions)
@@ -127,7 +145,7 @@ def hypervolume(points: Sequence[Sequence[float]], reference: Sequence[float]) -
     for index, point in enumerate(ordered):
         upper = ordered[index + 1][0] if index + 1 < len(ordered) else reference[0]
         if upper > point[0]:
-            volume += (upper - point[0]) * hypervolume([p[1:] for p in ordered[:index + 1]], reference[1:])
+            volume += (upper - point[0]) * hypervolume([p[1:] for p in ordered[: index + 1]], reference[1:])
     return volume
 
 

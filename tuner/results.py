@@ -66,7 +66,7 @@ class Metric:
         return self.value is not None and math.isfinite(self.value)
 
     @staticmethod
-    def unavailable(name: str, unit: str, direction: Direction, reason: str) -> "Metric":
+    def unavailable(name: str, unit: str, direction: Direction, reason: str) -> Metric:
         return Metric(name=name, value=None, unit=unit, direction=direction, reason=reason)
 
 
@@ -96,7 +96,9 @@ class TrialResult:
     output_path: str | None = None
     info: dict[str, Any] = field(default_factory=dict)
     samples: dict[str, str] = field(default_factory=dict)  # sample name -> file (tuner.runner.measure.samples)
-    invocation: dict[str, Any] | None = None  # what ran natively (argv, env, cwd / target / url), see tuner.ship.invocation
+    invocation: dict[str, Any] | None = (
+        None  # what ran natively (argv, env, cwd / target / url), see tuner.ship.invocation
+    )
     per_input: dict[str, dict[str, Metric]] = field(default_factory=dict)
     cliffs: list[str] = field(default_factory=list)
 
@@ -111,10 +113,12 @@ class TrialResult:
         return json.dumps(payload, allow_nan=False, default=str)
 
     @staticmethod
-    def from_json(text: str) -> "TrialResult":
+    def from_json(text: str) -> TrialResult:
         payload = json.loads(text)
         metrics = {name: Metric(**m) for name, m in payload.pop("metrics", {}).items()}
-        per_input = {case: {name: Metric(**m) for name, m in figures.items()}
-                     for case, figures in payload.pop("per_input", {}).items()}
+        per_input = {
+            case: {name: Metric(**m) for name, m in figures.items()}
+            for case, figures in payload.pop("per_input", {}).items()
+        }
         outcome = Outcome(payload.pop("outcome"))
         return TrialResult(outcome=outcome, metrics=metrics, per_input=per_input, **payload)

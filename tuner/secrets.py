@@ -33,7 +33,7 @@ from __future__ import annotations
 import os
 import re
 import threading
-from typing import Mapping
+from collections.abc import Mapping
 from urllib.parse import unquote
 
 MASK = "***"
@@ -41,8 +41,7 @@ MIN_SECRET_LENGTH = 4
 
 STORAGE_VARIABLE = "TUNER_STORAGE"
 TRACKING_URI_VARIABLE = "MLFLOW_TRACKING_URI"
-SECRET_VARIABLES: tuple[str, ...] = ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "PGPASSWORD",
-                                     "TUNER_TOKEN")
+SECRET_VARIABLES: tuple[str, ...] = ("MLFLOW_TRACKING_PASSWORD", "MLFLOW_TRACKING_TOKEN", "PGPASSWORD", "TUNER_TOKEN")
 """Variables whose whole value is a secret (masked in text, never handed to a child)."""
 URL_VARIABLES: tuple[str, ...] = (STORAGE_VARIABLE, TRACKING_URI_VARIABLE)
 """Variables holding a URL whose password and secret parameters are masked in text."""
@@ -52,8 +51,20 @@ WITHHELD_WHEN_SECRET: tuple[str, ...] = (TRACKING_URI_VARIABLE,)
 """Not in a child's environment when the value carries a secret (a password or a secret parameter)."""
 
 _SECRET_NAMES = frozenset({"pwd", "pass", "key", "sig", "auth", "authorization"})
-_SECRET_ENDINGS = ("password", "passwd", "passphrase", "secret", "token", "apikey", "accesskey",
-                   "secretkey", "privatekey", "signature", "credential", "credentials")
+_SECRET_ENDINGS = (
+    "password",
+    "passwd",
+    "passphrase",
+    "secret",
+    "token",
+    "apikey",
+    "accesskey",
+    "secretkey",
+    "privatekey",
+    "signature",
+    "credential",
+    "credentials",
+)
 _SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]*://")
 _USER_COLON = re.compile(r"[^:/?#@\[\]\s]*:")  # "user:" or ":" right after "//" (never an IPv6 "[::1]")
 _PARAMETER = re.compile(r"(?<=[?&#;])([^=&#;?]+)=([^&#;]*)")
@@ -98,8 +109,7 @@ def _redact_parameters(text: str) -> str:
     start = min((i for i in (text.find("?"), text.find("#")) if i >= 0), default=-1)
     if start < 0:
         return text
-    tail = _PARAMETER.sub(lambda m: f"{m.group(1)}={MASK}" if is_secret_name(m.group(1)) else m.group(0),
-                          text[start:])
+    tail = _PARAMETER.sub(lambda m: f"{m.group(1)}={MASK}" if is_secret_name(m.group(1)) else m.group(0), text[start:])
     return text[:start] + tail
 
 
@@ -111,7 +121,7 @@ def redact_url(url: str) -> str:
         scheme = _SCHEME.match(url)
         if scheme is None:
             return _redact_parameters(url)
-        head, rest = url[:scheme.end()], url[scheme.end():]
+        head, rest = url[: scheme.end()], url[scheme.end() :]
         found = _userinfo(rest)
         if found is not None:
             colon, at = found
@@ -126,12 +136,12 @@ def url_secrets(url: str) -> list[str]:
     percent-decoded (empty ones left out). Never raises."""
     try:
         scheme = _SCHEME.match(url)
-        rest = url[scheme.end():] if scheme else url
+        rest = url[scheme.end() :] if scheme else url
         found: list[str] = []
         userinfo = _userinfo(rest) if scheme else None
         if userinfo is not None:
             colon, at = userinfo
-            found.append(rest[colon + 1:at])
+            found.append(rest[colon + 1 : at])
             rest = rest[at:]
         start = min((i for i in (rest.find("?"), rest.find("#")) if i >= 0), default=-1)
         if start >= 0:
@@ -169,8 +179,9 @@ def redact_text(text: str, environ: Mapping[str, str] | None = None) -> str:
     try:
         text = text if isinstance(text, str) else str(text)
         text = _URL_IN_TEXT.sub(lambda m: redact_url(m.group(0)), text)
-        text = _PAIR_IN_TEXT.sub(lambda m: f"{m.group(1)}{m.group(2)}{MASK}" if is_secret_name(m.group(1))
-                                 else m.group(0), text)
+        text = _PAIR_IN_TEXT.sub(
+            lambda m: f"{m.group(1)}{m.group(2)}{MASK}" if is_secret_name(m.group(1)) else m.group(0), text
+        )
         for value in known_secrets(environ):
             text = text.replace(value, MASK)
         return text
@@ -188,6 +199,8 @@ def child_environment(base: Mapping[str, str] | None = None) -> dict[str, str]:
     program): ``base`` (default ``os.environ``) without :data:`WITHHELD_VARIABLES`, and without
     :data:`WITHHELD_WHEN_SECRET` when their value carries a secret. A new dict; ``base`` is untouched."""
     source = os.environ if base is None else base
-    return {name: value for name, value in source.items()
-            if name not in WITHHELD_VARIABLES
-            and not (name in WITHHELD_WHEN_SECRET and carries_secret(value))}
+    return {
+        name: value
+        for name, value in source.items()
+        if name not in WITHHELD_VARIABLES and not (name in WITHHELD_WHEN_SECRET and carries_secret(value))
+    }

@@ -77,13 +77,20 @@ class TableDefinition:
 
 
 TABLES: dict[str, TableDefinition] = {
-    "avatar_dit": TableDefinition(ROOT / "search_spaces" / "avatar_demo.yaml",
-                                  quality=("stlpips_alex", "psnr_db", "ssim")),
-    "avqa": TableDefinition(ROOT / "search_spaces" / "avqa_demo.yaml",
-                            fixed={"audio_sample_rate": 16000, "use_cache": True},
-                            quality=("text_gt_exact_match", "text_exact_match"), remeasure_below_s=0.15),
-    "avatar_dit_proxy": TableDefinition(ROOT / "search_spaces" / "avatar_demo.yaml",
-                                        quality=("stlpips_alex", "psnr_db", "ssim"), inputs={"audio_seconds": 1.0}),
+    "avatar_dit": TableDefinition(
+        ROOT / "search_spaces" / "avatar_demo.yaml", quality=("stlpips_alex", "psnr_db", "ssim")
+    ),
+    "avqa": TableDefinition(
+        ROOT / "search_spaces" / "avqa_demo.yaml",
+        fixed={"audio_sample_rate": 16000, "use_cache": True},
+        quality=("text_gt_exact_match", "text_exact_match"),
+        remeasure_below_s=0.15,
+    ),
+    "avatar_dit_proxy": TableDefinition(
+        ROOT / "search_spaces" / "avatar_demo.yaml",
+        quality=("stlpips_alex", "psnr_db", "ssim"),
+        inputs={"audio_seconds": 1.0},
+    ),
 }
 
 
@@ -110,19 +117,36 @@ def settings_of(definition: TableDefinition) -> tuple[list[str], list[dict[str, 
     return names, [dict(zip(names, combo)) for combo in itertools.product(*(values[n] for n in names))]
 
 
-def _request(spec: Any, settings: dict[str, Any], number: int, work: Path, quality: list[str],
-             repeats: int, reference: Path, is_reference: bool) -> Any:
+def _request(
+    spec: Any,
+    settings: dict[str, Any],
+    number: int,
+    work: Path,
+    quality: list[str],
+    repeats: int,
+    reference: Path,
+    is_reference: bool,
+) -> Any:
     from tuner.runner.base import TrialRequest
 
     return TrialRequest(
-        study_name=f"table_{spec.name}", trial_number=number, workload_class=spec.workload.target,
-        settings=settings, inputs=dict(spec.inputs), seed=spec.seed, device="cpu",
-        measurement={"warmup": 0, "min_repeats": repeats, "max_repeats": repeats, "cv_target": 0.05,
-                     "noisy_cv": 0.10},
-        timeout_s=3600, workdir=str(work / f"t{number:05d}"), quality_metrics=quality,
+        study_name=f"table_{spec.name}",
+        trial_number=number,
+        workload_class=spec.workload.target,
+        settings=settings,
+        inputs=dict(spec.inputs),
+        seed=spec.seed,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": repeats, "max_repeats": repeats, "cv_target": 0.05, "noisy_cv": 0.10},
+        timeout_s=3600,
+        workdir=str(work / f"t{number:05d}"),
+        quality_metrics=quality,
         reference_output=None if is_reference else str(reference),
-        save_output=str(reference) if is_reference else None, compare_with_self=is_reference,
-        reference_settings=dict(spec.reference), workload_options=spec.workload.options)
+        save_output=str(reference) if is_reference else None,
+        compare_with_self=is_reference,
+        reference_settings=dict(spec.reference),
+        workload_options=spec.workload.options,
+    )
 
 
 def _value(result: Any, name: str) -> str:
@@ -159,8 +183,19 @@ def measure_table(table: str, threads: int, limit: int | None, onednn: bool = Tr
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         reference = work / "reference.npz"
-        warm = execute(_request(spec, resolve(spec, spec.reference)[0].settings, 0, work,  # type: ignore[union-attr]
-                                quality, 1, reference, True), keep)
+        warm = execute(
+            _request(
+                spec,
+                resolve(spec, spec.reference)[0].settings,
+                0,
+                work,  # type: ignore[union-attr]
+                quality,
+                1,
+                reference,
+                True,
+            ),
+            keep,
+        )
         if warm.outcome.value != "OK":
             raise SystemExit(f"the reference setting failed: {warm.reason}")
         new_file = not path.exists()
@@ -175,8 +210,9 @@ def measure_table(table: str, threads: int, limit: int | None, onednn: bool = Tr
                     continue
                 if limit is not None and measured >= limit:
                     break
-                writer.writerow(_measure_row(spec, setting, names, number, work, quality, reference, keep,
-                                             quality_from, definition))
+                writer.writerow(
+                    _measure_row(spec, setting, names, number, work, quality, reference, keep, quality_from, definition)
+                )
                 handle.flush()
                 measured += 1
                 if measured % 50 == 0:
@@ -185,9 +221,18 @@ def measure_table(table: str, threads: int, limit: int | None, onednn: bool = Tr
     return path
 
 
-def _measure_row(spec: Any, setting: dict[str, Any], names: list[str], number: int, work: Path,
-                 quality: list[str], reference: Path, keep: dict[str, Any],
-                 quality_from: dict[str, dict[str, str]] | None, definition: TableDefinition) -> list[str]:
+def _measure_row(
+    spec: Any,
+    setting: dict[str, Any],
+    names: list[str],
+    number: int,
+    work: Path,
+    quality: list[str],
+    reference: Path,
+    keep: dict[str, Any],
+    quality_from: dict[str, dict[str, str]] | None,
+    definition: TableDefinition,
+) -> list[str]:
     from tuner.runner.worker import execute
     from tuner.spec.space import resolve
 
@@ -209,8 +254,15 @@ def _measure_row(spec: Any, setting: dict[str, Any], names: list[str], number: i
         scores = [row.get(name, "") for name in quality_names]
     else:
         scores = [_value(result, name) for name in quality_names]
-    return [*cells, result.outcome.value, (result.reason or "").replace("\n", " ")[:300],
-            latency if result.outcome.value == "OK" else "", str(repeats), peak, *scores]
+    return [
+        *cells,
+        result.outcome.value,
+        (result.reason or "").replace("\n", " ")[:300],
+        latency if result.outcome.value == "OK" else "",
+        str(repeats),
+        peak,
+        *scores,
+    ]
 
 
 def _key(setting: dict[str, Any], names: list[str]) -> str:
@@ -242,33 +294,57 @@ def _cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def _write_sidecar(table: str, threads: int, onednn: bool, started: float, load_before: tuple[float, ...],
-                   settings: int) -> None:
+def _write_sidecar(
+    table: str, threads: int, onednn: bool, started: float, load_before: tuple[float, ...], settings: int
+) -> None:
     import torch
 
     sidecar = table_path(table, threads, onednn).with_suffix(".json")
     previous = json.loads(sidecar.read_text()) if sidecar.exists() else {}
     runs = previous.get("runs", [])
-    runs.append({"started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-                 "seconds": round(time.time() - started, 1),
-                 "load_average_before": [round(x, 2) for x in load_before],
-                 "load_average_after": [round(x, 2) for x in os.getloadavg()]})
-    sidecar.write_text(json.dumps({
-        "table": table, "spec": str(TABLES[table].spec_path.relative_to(ROOT)), "fixed": TABLES[table].fixed,
-        "settings": settings, "hardware": hardware_name(threads, onednn), "torch_threads": threads,
-        "onednn": onednn, "cpu": _cpu_model(),
-        "cores": os.cpu_count(), "torch": torch.__version__, "python": sys.version.split()[0],
-        "inputs_override": TABLES[table].inputs, "quality_measured_here": (threads, onednn) == (1, True),
-        "remeasure_below_s": TABLES[table].remeasure_below_s, "peak_rss_per_setting": True, "runs": runs,
-    }, indent=2) + "\n")
+    runs.append(
+        {
+            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
+            "seconds": round(time.time() - started, 1),
+            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_after": [round(x, 2) for x in os.getloadavg()],
+        }
+    )
+    sidecar.write_text(
+        json.dumps(
+            {
+                "table": table,
+                "spec": str(TABLES[table].spec_path.relative_to(ROOT)),
+                "fixed": TABLES[table].fixed,
+                "settings": settings,
+                "hardware": hardware_name(threads, onednn),
+                "torch_threads": threads,
+                "onednn": onednn,
+                "cpu": _cpu_model(),
+                "cores": os.cpu_count(),
+                "torch": torch.__version__,
+                "python": sys.version.split()[0],
+                "inputs_override": TABLES[table].inputs,
+                "quality_measured_here": (threads, onednn) == (1, True),
+                "remeasure_below_s": TABLES[table].remeasure_below_s,
+                "peak_rss_per_setting": True,
+                "runs": runs,
+            },
+            indent=2,
+        )
+        + "\n"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("table", choices=sorted(TABLES))
     parser.add_argument("--threads", type=int, default=1, help="torch intra-op threads (the 'hardware type')")
-    parser.add_argument("--no-onednn", action="store_true",
-                        help="measure with torch's oneDNN backend off (bf16 without its fast kernels: an fp32-only host)")
+    parser.add_argument(
+        "--no-onednn",
+        action="store_true",
+        help="measure with torch's oneDNN backend off (bf16 without its fast kernels: an fp32-only host)",
+    )
     parser.add_argument("--limit", type=int, default=None, help="measure at most this many new settings")
     args = parser.parse_args(argv)
     path = measure_table(args.table, args.threads, args.limit, onednn=not args.no_onednn)

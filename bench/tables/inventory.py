@@ -45,8 +45,12 @@ def _tables() -> dict[str, dict[str, Any]]:
                 fields = list(reader.fieldnames or [])
                 rows = list(reader)
             tables[f"{space}:{hardware}"] = {
-                "file": path.name, "rows": rows, "parameters": fields[:fields.index("outcome")],
-                "sidecar": json.loads(path.with_suffix(".json").read_text()), "cap_gb": table.get("memory_cap_gb")}
+                "file": path.name,
+                "rows": rows,
+                "parameters": fields[: fields.index("outcome")],
+                "sidecar": json.loads(path.with_suffix(".json").read_text()),
+                "cap_gb": table.get("memory_cap_gb"),
+            }
     return tables
 
 
@@ -65,27 +69,39 @@ def _key(row: dict[str, str], parameters: list[str], leave_out: str = "") -> tup
 
 def _bf16_over_fp32(table: dict[str, Any]) -> float:
     """Median over settings of latency(bf16) / latency(fp32), the other parameters equal."""
-    fp32 = {_key(row, table["parameters"], "precision"): float(row["latency_p50_s"])
-            for row in table["rows"] if row["outcome"] == "OK" and row["precision"] == "fp32"}
-    return statistics.median(float(row["latency_p50_s"]) / fp32[key] for row in table["rows"]
-                             if row["outcome"] == "OK" and row["precision"] == "bf16"
-                             and (key := _key(row, table["parameters"], "precision")) in fp32)
+    fp32 = {
+        _key(row, table["parameters"], "precision"): float(row["latency_p50_s"])
+        for row in table["rows"]
+        if row["outcome"] == "OK" and row["precision"] == "fp32"
+    }
+    return statistics.median(
+        float(row["latency_p50_s"]) / fp32[key]
+        for row in table["rows"]
+        if row["outcome"] == "OK"
+        and row["precision"] == "bf16"
+        and (key := _key(row, table["parameters"], "precision")) in fp32
+    )
 
 
 def inventory_lines(tables: dict[str, dict[str, Any]]) -> list[str]:
     """The markdown table of what each exhaustive table holds."""
-    lines = ["| table | space | hardware type | settings | timed twice below | first measured | time |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines = [
+        "| table | space | hardware type | settings | timed twice below | first measured | time |",
+        "| --- | --- | --- | --- | --- | --- | --- |",
+    ]
     for table in tables.values():
         side, rows = table["sidecar"], table["rows"]
         inputs = side.get("inputs_override") or {}
         space = " x ".join(_values(rows, name) for name in table["parameters"])
         hardware = f"{side['torch_threads']} torch thread{'s' if side['torch_threads'] > 1 else ''}" + (
-            "" if side.get("onednn", True) else ", oneDNN off")
+            "" if side.get("onednn", True) else ", oneDNN off"
+        )
         runs = side["runs"]
-        lines.append(f"| `{table['file']}` | `{side['spec']}`{' inputs ' + str(inputs) if inputs else ''}: {space} | "
-                     f"{hardware} | {len(rows)} of {side['settings']} | {side['remeasure_below_s']:g} s | {runs[0]['started'][:10]} | "
-                     f"{sum(run['seconds'] for run in runs) / 60:.0f} min |")
+        lines.append(
+            f"| `{table['file']}` | `{side['spec']}`{' inputs ' + str(inputs) if inputs else ''}: {space} | "
+            f"{hardware} | {len(rows)} of {side['settings']} | {side['remeasure_below_s']:g} s | {runs[0]['started'][:10]} | "
+            f"{sum(run['seconds'] for run in runs) / 60:.0f} min |"
+        )
     return lines
 
 
@@ -95,9 +111,11 @@ def figure_lines(tables: dict[str, dict[str, Any]]) -> list[str]:
     for name, table in tables.items():
         rows, side = table["rows"], table["sidecar"]
         latency, peaks = _ok(rows, "latency_p50_s"), _ok(rows, "peak_rss_gb")
-        line = (f"- `{name}`: latency {min(latency):.3f}-{max(latency):.1f} s (median {statistics.median(latency):.2f} s) "
-                f"over {len(latency)} OK settings; peak RSS {min(peaks):.3f}-{max(peaks):.3f} GB "
-                f"({'per setting' if side.get('peak_rss_per_setting') else 'the process history, not per setting'})")
+        line = (
+            f"- `{name}`: latency {min(latency):.3f}-{max(latency):.1f} s (median {statistics.median(latency):.2f} s) "
+            f"over {len(latency)} OK settings; peak RSS {min(peaks):.3f}-{max(peaks):.3f} GB "
+            f"({'per setting' if side.get('peak_rss_per_setting') else 'the process history, not per setting'})"
+        )
         if table["cap_gb"] is not None:
             above = sum(1 for value in peaks if value > table["cap_gb"])
             line += f"; declared cap {table['cap_gb']:.3f} GB: {100 * above / len(rows):.0f} % of the settings above it"
@@ -109,10 +127,17 @@ def figure_lines(tables: dict[str, dict[str, Any]]) -> list[str]:
         twin = by_setting.get(_key(row, off["parameters"]))
         if row["outcome"] == "OK" and twin is not None:
             ratios.setdefault(row["precision"], []).append(float(row["latency_p50_s"]) / float(twin["latency_p50_s"]))
-    lines.append(f"- oneDNN off / on (`{ONEDNN_PAIR[1]}` / `{ONEDNN_PAIR[0]}`, each setting's latency, median): " + ", ".join(
-        f"{precision} {statistics.median(values):.2f}x ({len(values)} settings)" for precision, values in sorted(ratios.items())))
-    lines.append("- bf16 / fp32 (each setting's latency against the same setting in fp32, median; within one table, so "
-                 "one run's load): " + ", ".join(f"`{name}` {_bf16_over_fp32(tables[name]):.2f}x" for name in ONEDNN_PAIR))
+    lines.append(
+        f"- oneDNN off / on (`{ONEDNN_PAIR[1]}` / `{ONEDNN_PAIR[0]}`, each setting's latency, median): "
+        + ", ".join(
+            f"{precision} {statistics.median(values):.2f}x ({len(values)} settings)"
+            for precision, values in sorted(ratios.items())
+        )
+    )
+    lines.append(
+        "- bf16 / fp32 (each setting's latency against the same setting in fp32, median; within one table, so "
+        "one run's load): " + ", ".join(f"`{name}` {_bf16_over_fp32(tables[name]):.2f}x" for name in ONEDNN_PAIR)
+    )
     name, knob = EQUAL_COST_KNOB
     table = tables[name]
     pairs: dict[tuple[str, ...], list[tuple[int, float]]] = {}
@@ -126,18 +151,29 @@ def figure_lines(tables: dict[str, dict[str, Any]]) -> list[str]:
             (first, a), (second, b) = measured
             (quiet if max(first, second) < QUIET_ROWS else loaded).append(abs(a - b) / ((a + b) / 2))
     load = table["sidecar"]["runs"][0]
-    lines.append(f"- host noise (`{name}`, settings that differ only in `{knob}`, equal cost): median difference "
-                 f"{100 * statistics.median(quiet):.1f} % over the {len(quiet)} pairs measured among the first "
-                 f"{QUIET_ROWS} rows, {100 * statistics.median(loaded):.0f} % over the {len(loaded)} others (load "
-                 f"average {load['load_average_before'][0]:.2f} at the run's start, {load['load_average_after'][0]:.2f} "
-                 f"at its end)")
+    lines.append(
+        f"- host noise (`{name}`, settings that differ only in `{knob}`, equal cost): median difference "
+        f"{100 * statistics.median(quiet):.1f} % over the {len(quiet)} pairs measured among the first "
+        f"{QUIET_ROWS} rows, {100 * statistics.median(loaded):.0f} % over the {len(loaded)} others (load "
+        f"average {load['load_average_before'][0]:.2f} at the run's start, {load['load_average_after'][0]:.2f} "
+        f"at its end)"
+    )
     return lines
 
 
 def main() -> int:
     tables = _tables()
-    print("\n".join(["`python bench/tables/inventory.py` (reads the committed tables)", "",
-                     *inventory_lines(tables), "", *figure_lines(tables)]))
+    print(
+        "\n".join(
+            [
+                "`python bench/tables/inventory.py` (reads the committed tables)",
+                "",
+                *inventory_lines(tables),
+                "",
+                *figure_lines(tables),
+            ]
+        )
+    )
     return 0
 
 

@@ -51,8 +51,9 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 TABLE_DIR = Path(__file__).resolve().parent
 ROOT = TABLE_DIR.parents[1]
@@ -114,29 +115,39 @@ def pick_settings(table: Any, count: int, seed: int = 0) -> list[dict[str, Any]]
     taken = {canonical_key(table.lookup(s).params) for s in chosen if table.lookup(s) is not None}
     rows = [r for r in table.rows.values() if r.outcome.value == "OK" and r.values.get("latency_p50_s")]
     median = statistics.median(r.values["latency_p50_s"] for r in rows) if rows else 0.0
-    quick = sorted((r for r in rows if r.values["latency_p50_s"] <= median and canonical_key(r.params) not in taken),
-                   key=lambda r: canonical_key(r.params))
+    quick = sorted(
+        (r for r in rows if r.values["latency_p50_s"] <= median and canonical_key(r.params) not in taken),
+        key=lambda r: canonical_key(r.params),
+    )
     extra = random.Random(seed).sample(quick, max(0, min(count - len(chosen), len(quick))))
-    return (chosen + [dict(r.params) for r in extra])[:max(count, 1)]
+    return (chosen + [dict(r.params) for r in extra])[: max(count, 1)]
 
 
-def run_trials(table: Any, settings: Sequence[dict[str, Any]], threads: int, onednn: bool,
-               home: Path) -> tuple[list[dict[str, Any]], str]:
+def run_trials(
+    table: Any, settings: Sequence[dict[str, Any]], threads: int, onednn: bool, home: Path
+) -> tuple[list[dict[str, Any]], str]:
     """Run ``settings`` as one real study of ``table``'s replay spec (see the module docstring); the
     samples (one per run, trial order) and the runner's description."""
     from tuner.evaluators.registry import warm_ups
     from tuner.replay.table import replay_spec
     from tuner.runner.base import Slot
     from tuner.runner.choice import make_runner
-    from tuner.storage import attributes as names
-    from tuner.study.coordinator import Coordinator
     from tuner.search.objectives import plan_constraints
+    from tuner.storage import attributes as names
     from tuner.storage.store import enqueue
+    from tuner.study.coordinator import Coordinator
     from tuner.study.studies import create_study
 
     spec, text = replay_spec(table, len(settings), "random", {}, seed=0)
-    opened = create_study(spec, text, f"sqlite:///{home / 'overhead.db'}", "overhead", "random", len(settings),
-                          {"spec_name": spec.name, "overhead_of": table.hardware.label})
+    opened = create_study(
+        spec,
+        text,
+        f"sqlite:///{home / 'overhead.db'}",
+        "overhead",
+        "random",
+        len(settings),
+        {"spec_name": spec.name, "overhead_of": table.hardware.label},
+    )
     for setting in settings:  # the reference and the baseline are queued by create_study
         if setting not in (spec.reference, spec.baseline):
             enqueue(opened.study, setting, names.SEARCH)
@@ -144,9 +155,18 @@ def run_trials(table: Any, settings: Sequence[dict[str, Any]], threads: int, one
     runner = make_runner(spec, preload)
     described = f"{type(runner).__name__}(launcher={getattr(runner, 'launcher', 'n/a')}, preload={preload})"
     try:
-        Coordinator(study=opened.study, spec=opened.spec, runner=runner, slots=[Slot(0, None, threads)], home=home, device="cpu",
-                    plan=plan_constraints(spec, {}), budget_trials=len(settings), wall_time_s=None,
-                    memory_model=False).run()
+        Coordinator(
+            study=opened.study,
+            spec=opened.spec,
+            runner=runner,
+            slots=[Slot(0, None, threads)],
+            home=home,
+            device="cpu",
+            plan=plan_constraints(spec, {}),
+            budget_trials=len(settings),
+            wall_time_s=None,
+            memory_model=False,
+        ).run()
     finally:
         runner.close()
     trials = sorted(opened.study.get_trials(deepcopy=False), key=lambda t: t.number)
@@ -164,28 +184,44 @@ def sample_of(table: Any, trial: Any, onednn: bool = True) -> dict[str, Any]:
     row = table.lookup(trial.params)
     recorded = None if row is None else row.values.get("latency_p50_s")
     calls = table.spec.measurement.warmup + table.spec.measurement.min_repeats
-    return {"trial": trial.number, "role": names.role_of(trial), "outcome": names.outcome_of(trial),
-            "settings": dict(trial.params), "wall_s": round(float(cost.get("wall_s") or 0.0), 3),
-            "phases_s": phases, "latency_p50_s": None if latency is None else round(float(latency), 4),
-            "table_latency_p50_s": recorded,
-            "calls_s": round(phases.get("warmup", 0.0) + phases.get("measured", 0.0), 3),
+    return {
+        "trial": trial.number,
+        "role": names.role_of(trial),
+        "outcome": names.outcome_of(trial),
+        "settings": dict(trial.params),
+        "wall_s": round(float(cost.get("wall_s") or 0.0), 3),
+        "phases_s": phases,
+        "latency_p50_s": None if latency is None else round(float(latency), 4),
+        "table_latency_p50_s": recorded,
+        "calls_s": round(phases.get("warmup", 0.0) + phases.get("measured", 0.0), 3),
+        "modelled_calls_s": None if recorded is None else round(calls * recorded, 3),
+    }
 
-            "modelled_calls_s": None if recorded is None else round(calls * recorded, 3),
-            }
 
-
-def overhead_of(samples: Sequence[dict[str, Any]], runner: str, threads: int, onednn: bool,
-                load: tuple[Sequence[float], Sequence[float]]) -> dict[str, Any]:
+def overhead_of(
+    samples: Sequence[dict[str, Any]],
+    runner: str,
+    threads: int,
+    onednn: bool,
+    load: tuple[Sequence[float], Sequence[float]],
+) -> dict[str, Any]:
     """The sidecar's ``trial_overhead_s``: median start-up and evaluation (s) of the OK samples."""
     ok = [s for s in samples if s["outcome"] == "OK"] or list(samples)
     ratios = [s["calls_s"] / s["modelled_calls_s"] for s in ok if s.get("modelled_calls_s")]
-    return {"startup": round(statistics.median(s["phases_s"].get("startup", 0.0) for s in ok), 3) if ok else 0.0,
-            "evaluation": round(statistics.median(s["phases_s"].get("evaluation", 0.0) for s in ok), 3) if ok else 0.0,
-            "trials": len(ok), "runner": runner, "torch_threads": threads, "onednn": onednn,
-            "calls_vs_model": round(statistics.median(ratios), 3) if ratios else None,
-            "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "source": SOURCE,
-            "load_average_before": [round(x, 2) for x in load[0]],
-            "load_average_after": [round(x, 2) for x in load[1]], "samples": list(samples)}
+    return {
+        "startup": round(statistics.median(s["phases_s"].get("startup", 0.0) for s in ok), 3) if ok else 0.0,
+        "evaluation": round(statistics.median(s["phases_s"].get("evaluation", 0.0) for s in ok), 3) if ok else 0.0,
+        "trials": len(ok),
+        "runner": runner,
+        "torch_threads": threads,
+        "onednn": onednn,
+        "calls_vs_model": round(statistics.median(ratios), 3) if ratios else None,
+        "measured_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "source": SOURCE,
+        "load_average_before": [round(x, 2) for x in load[0]],
+        "load_average_after": [round(x, 2) for x in load[1]],
+        "samples": list(samples),
+    }
 
 
 def measure(label: str, trials: int, write: bool) -> dict[str, Any]:
@@ -212,16 +248,22 @@ def measure(label: str, trials: int, write: bool) -> dict[str, Any]:
 
 def say(label: str, overhead: dict[str, Any]) -> None:
     """One line per table and one per sample."""
-    print(f"{label}: start-up {overhead['startup']:.3g} s, evaluation {overhead['evaluation']:.3g} s "
-          f"(median of {overhead['trials']} OK runs; {overhead['runner']}; threads {overhead['torch_threads']}, "
-          f"oneDNN {'on' if overhead['onednn'] else 'off'}; load {overhead['load_average_before'][0]:.2f} -> "
-          f"{overhead['load_average_after'][0]:.2f}); warm-up + timed calls {overhead['calls_vs_model']} x the "
-          f"model's (median)", flush=True)
+    print(
+        f"{label}: start-up {overhead['startup']:.3g} s, evaluation {overhead['evaluation']:.3g} s "
+        f"(median of {overhead['trials']} OK runs; {overhead['runner']}; threads {overhead['torch_threads']}, "
+        f"oneDNN {'on' if overhead['onednn'] else 'off'}; load {overhead['load_average_before'][0]:.2f} -> "
+        f"{overhead['load_average_after'][0]:.2f}); warm-up + timed calls {overhead['calls_vs_model']} x the "
+        f"model's (median)",
+        flush=True,
+    )
     for s in overhead["samples"]:
         phases = ", ".join(f"{p} {v:.2f}" for p, v in s["phases_s"].items() if v)
-        print(f"  trial {s['trial']} {s['role']:<9} {s['outcome']:<4} wall {s['wall_s']:.2f} s ({phases}); "
-              f"latency {s['latency_p50_s']} s (table {s['table_latency_p50_s']}); calls {s['calls_s']} s "
-              f"(model {s['modelled_calls_s']} s)", flush=True)
+        print(
+            f"  trial {s['trial']} {s['role']:<9} {s['outcome']:<4} wall {s['wall_s']:.2f} s ({phases}); "
+            f"latency {s['latency_p50_s']} s (table {s['table_latency_p50_s']}); calls {s['calls_s']} s "
+            f"(model {s['modelled_calls_s']} s)",
+            flush=True,
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -231,8 +273,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dry-run", action="store_true", help="print the figures, write no sidecar")
     args = parser.parse_args(argv)
     # the fork server imports this module for the oneDNN switch (ONEDNN_OFF_WARM_UP)
-    os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (str(TABLE_DIR), str(ROOT), os.environ.get("PYTHONPATH"))
-                                               if p)
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        p for p in (str(TABLE_DIR), str(ROOT), os.environ.get("PYTHONPATH")) if p
+    )
     sys.path[:0] = [str(ROOT)]
     from tuner.replay.table import load_hardware_types
 

@@ -7,6 +7,7 @@ arguments) or ``factory`` (the python adapter's ``load`` / ``run`` model). The o
 saved as the tuner saves a trial's (``.npz``); a ``command`` / ``http`` export is run
 from its ``argv`` / ``url`` instead.
 """
+
 import importlib
 import sys
 from pathlib import Path

@@ -35,11 +35,18 @@ def live_avatar_standin_spec(tmp_path: Path, trials: int = 5) -> dict[str, Any]:
     spec["workload"]["device"] = "cpu"
     spec["workload"]["timeout_s"] = 120
     audio = write_wav(tmp_path / "speech with spaces.wav", 2.0)
-    spec["inputs"].update(checkout=str(tmp_path), ckpt_dir=str(tmp_path / "ckpt"), audio=str(audio),
-                          audio_seconds=2.0, prompt="a 'quoted' prompt; with $(shell) characters")
+    spec["inputs"].update(
+        checkout=str(tmp_path),
+        ckpt_dir=str(tmp_path / "ckpt"),
+        audio=str(audio),
+        audio_seconds=2.0,
+        prompt="a 'quoted' prompt; with $(shell) characters",
+    )
     spec["name"] = "live_avatar"
-    spec["objectives"] = [{"metric": "latency_p50_s", "direction": "minimize"},
-                          {"metric": "psnr_db", "direction": "maximize"}]
+    spec["objectives"] = [
+        {"metric": "latency_p50_s", "direction": "minimize"},
+        {"metric": "psnr_db", "direction": "maximize"},
+    ]
     spec["constraints"] = []
     spec["report"] = ["ssim"]
     spec["budget"] = {"trials": trials}
@@ -47,7 +54,7 @@ def live_avatar_standin_spec(tmp_path: Path, trials: int = 5) -> dict[str, Any]:
     return spec
 
 
-def run_on_fresh_worker(request: "TrialRequest") -> "TrialResult":
+def run_on_fresh_worker(request: TrialRequest) -> TrialResult:
     """Run one trial request on a real SubprocessRunner (slot 0, CPU) and close it."""
     from tuner.runner.base import Slot
     from tuner.runner.subprocess import SubprocessRunner

@@ -7,10 +7,9 @@ import subprocess
 import sys
 import time
 import urllib.request
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
-
 from adapter_helpers import ROOT, STANDINS
 
 
@@ -21,8 +20,12 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         port = probe.getsockname()[1]
     log = tmp_path_factory.mktemp("standin_service") / "service.log"
     with open(log, "wb") as sink:
-        process = subprocess.Popen([sys.executable, str(STANDINS / "openai_service_standin.py"), "--port", str(port)],
-                                   cwd=ROOT, stdout=sink, stderr=subprocess.STDOUT)
+        process = subprocess.Popen(
+            [sys.executable, str(STANDINS / "openai_service_standin.py"), "--port", str(port)],
+            cwd=ROOT,
+            stdout=sink,
+            stderr=subprocess.STDOUT,
+        )
     base = f"http://127.0.0.1:{port}"
     try:
         deadline = time.monotonic() + 60
@@ -38,5 +41,3 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         process.terminate()
         process.wait(timeout=20)
-
-

@@ -23,18 +23,25 @@ from tuner.spec.adapters import CommandSpec
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SpecError
 
-NASTY = ["; rm -rf x", "$(touch pwned)", "`touch pwned2`", "it's \"quoted\"", "two  spaces", "*", "a\nb", "|| true"]
-ECHO_ARGV = ("import json, sys; json.dump(sys.argv[1:], open('argv.json', 'w')); "
-             "open('answer.txt', 'w').write('ok')")
+NASTY = ["; rm -rf x", "$(touch pwned)", "`touch pwned2`", 'it\'s "quoted"', "two  spaces", "*", "a\nb", "|| true"]
+ECHO_ARGV = "import json, sys; json.dump(sys.argv[1:], open('argv.json', 'w')); open('answer.txt', 'w').write('ok')"
 
 
 def command_request(tmp_path: Path, argv: list[Any], settings: dict[str, Any], **block: Any) -> TrialRequest:
     options = {"adapter": "command", **CommandSpec(argv=argv, **block).model_dump(mode="json")}
     return TrialRequest(
-        study_name="t", trial_number=0, workload_class="tuner.adapters.command:CommandWorkload",
-        settings=settings, inputs={}, seed=0, device="cpu",
-        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=60,
-        workdir=str(tmp_path / "trial"), workload_options=options)
+        study_name="t",
+        trial_number=0,
+        workload_class="tuner.adapters.command:CommandWorkload",
+        settings=settings,
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=60,
+        workdir=str(tmp_path / "trial"),
+        workload_options=options,
+    )
 
 
 def test_shell_metacharacters_reach_the_program_as_literal_argv_items(tmp_path: Path) -> None:
@@ -49,32 +56,61 @@ def test_shell_metacharacters_reach_the_program_as_literal_argv_items(tmp_path: 
 
 
 def test_flags_appear_only_when_their_bool_is_true(tmp_path: Path) -> None:
-    argv: list[Any] = [sys.executable, "-c", ECHO_ARGV, {"flag": "--fp8", "when": "fp8"},
-                       {"flag": "--offload", "when": "offload"}, "--steps", "{steps}"]
-    result = run(command_request(tmp_path, argv, {"fp8": True, "offload": False, "steps": 4},
-                                 outputs={"text": "answer.txt"}))
+    argv: list[Any] = [
+        sys.executable,
+        "-c",
+        ECHO_ARGV,
+        {"flag": "--fp8", "when": "fp8"},
+        {"flag": "--offload", "when": "offload"},
+        "--steps",
+        "{steps}",
+    ]
+    result = run(
+        command_request(tmp_path, argv, {"fp8": True, "offload": False, "steps": 4}, outputs={"text": "answer.txt"})
+    )
     assert result.outcome is Outcome.OK, result.reason
     assert json.loads((tmp_path / "trial" / "run" / "argv.json").read_text()) == ["--fp8", "--steps", "4"]
 
 
 def test_declared_regex_metrics_are_read_from_the_output(tmp_path: Path) -> None:
-    script = "import sys; print('step 1: 9.0 it/s'); print('step 2: 12.5 it/s'); print('peak 3.25 GiB', file=sys.stderr)"
-    metrics = [{"name": "iters_per_s", "regex": r"([0-9.]+) it/s", "unit": "it/s", "direction": "maximize"},
-               {"name": "reported_peak_gib", "regex": r"peak ([0-9.]+) GiB", "unit": "GiB"},
-               {"name": "never_printed", "regex": r"tokens: (\d+)"}]
+    script = (
+        "import sys; print('step 1: 9.0 it/s'); print('step 2: 12.5 it/s'); print('peak 3.25 GiB', file=sys.stderr)"
+    )
+    metrics = [
+        {"name": "iters_per_s", "regex": r"([0-9.]+) it/s", "unit": "it/s", "direction": "maximize"},
+        {"name": "reported_peak_gib", "regex": r"peak ([0-9.]+) GiB", "unit": "GiB"},
+        {"name": "never_printed", "regex": r"tokens: (\d+)"},
+    ]
     result = run(command_request(tmp_path, [sys.executable, "-c", script], {}, metrics=metrics))
     assert result.outcome is Outcome.OK, result.reason
     assert result.metrics["iters_per_s"].value == 12.5
     assert result.metrics["reported_peak_gib"].value == 3.25
-    assert result.metrics["never_printed"].value is None and "no line matching" in str(result.metrics["never_printed"].reason)
+    assert result.metrics["never_printed"].value is None and "no line matching" in str(
+        result.metrics["never_printed"].reason
+    )
     logs = sorted(p.name for p in (tmp_path / "trial" / "command").iterdir())
     assert logs == ["call_1.stderr", "call_1.stdout"], "stdout and stderr kept per call"
 
 
 def _standin_argv(size: str, infer_frames: int, steps: int = 4) -> list[Any]:
-    return [sys.executable, str(STANDINS / "live_avatar_s2v_standin.py"), "--ckpt_dir", "ckpt", "--size", size,
-            "--infer_frames", str(infer_frames), "--sample_steps", str(steps), "--num_clip", "1",
-            "--offload_model", "False", "--save_file", "out.npz"]
+    return [
+        sys.executable,
+        str(STANDINS / "live_avatar_s2v_standin.py"),
+        "--ckpt_dir",
+        "ckpt",
+        "--size",
+        size,
+        "--infer_frames",
+        str(infer_frames),
+        "--sample_steps",
+        str(steps),
+        "--num_clip",
+        "1",
+        "--offload_model",
+        "False",
+        "--save_file",
+        "out.npz",
+    ]
 
 
 def test_cuda_out_of_memory_in_the_log_is_oom(tmp_path: Path) -> None:
@@ -84,8 +120,9 @@ def test_cuda_out_of_memory_in_the_log_is_oom(tmp_path: Path) -> None:
 
 
 def test_a_refused_flag_value_is_invalid_and_a_good_one_gives_video(tmp_path: Path) -> None:
-    refused = run(command_request(tmp_path / "a", _standin_argv("688*368", 48, steps=8), {},
-                                  outputs={"video": "out.npz"}))
+    refused = run(
+        command_request(tmp_path / "a", _standin_argv("688*368", 48, steps=8), {}, outputs={"video": "out.npz"})
+    )
     assert refused.outcome is Outcome.INVALID, refused.reason
     assert "sample_steps" in str(refused.reason)
     good = run(command_request(tmp_path / "b", _standin_argv("384*256", 48), {}, outputs={"video": "out.npz"}))
@@ -94,7 +131,9 @@ def test_a_refused_flag_value_is_invalid_and_a_good_one_gives_video(tmp_path: Pa
 
 
 def test_a_failing_program_is_a_crash_with_its_stderr(tmp_path: Path) -> None:
-    script = "import sys; print('loading weights failed: no such file ckpt/model.safetensors', file=sys.stderr); sys.exit(7)"
+    script = (
+        "import sys; print('loading weights failed: no such file ckpt/model.safetensors', file=sys.stderr); sys.exit(7)"
+    )
     result = run(command_request(tmp_path, [sys.executable, "-c", script], {}))
     assert result.outcome is Outcome.CRASH
     assert "exit status 7" in str(result.reason) and "model.safetensors" in str(result.reason)
@@ -102,10 +141,17 @@ def test_a_failing_program_is_a_crash_with_its_stderr(tmp_path: Path) -> None:
 
 def _tree_peak_gb(tmp_path: Path, ranks: int) -> float:
     script = tmp_path / "hold.py"
-    script.write_text("import time\nblock = bytearray(300 * 2**20)\nfor i in range(0, len(block), 4096):\n"
-                      "    block[i] = 1\ntime.sleep(1.5)\n")
-    argv: list[Any] = [sys.executable, str(STANDINS / "torchrun_standin.py"), "--nproc_per_node", str(ranks),
-                       str(script)]
+    script.write_text(
+        "import time\nblock = bytearray(300 * 2**20)\nfor i in range(0, len(block), 4096):\n"
+        "    block[i] = 1\ntime.sleep(1.5)\n"
+    )
+    argv: list[Any] = [
+        sys.executable,
+        str(STANDINS / "torchrun_standin.py"),
+        "--nproc_per_node",
+        str(ranks),
+        str(script),
+    ]
     result = run(command_request(tmp_path / f"r{ranks}", argv, {}))
     assert result.outcome is Outcome.OK, result.reason
     peak = result.metrics["peak_rss_gb"].value
@@ -120,13 +166,15 @@ def test_peak_memory_of_a_command_counts_its_children(tmp_path: Path) -> None:
     assert three - one >= 2 * 0.315 * 0.8, (one, three)
 
 
-RANK_THAT_HANGS = ("import json, os, sys, time\n"
-                   "facts = {'pid': os.getpid(), 'sid': os.getsid(0), 'launcher': os.getppid(),\n"
-                   "         'launcher_sid': os.getsid(os.getppid())}\n"
-                   "with open(sys.argv[1] + '.tmp' + os.environ['RANK'], 'w') as handle:\n"
-                   "    json.dump(facts, handle)\n"
-                   "os.replace(sys.argv[1] + '.tmp' + os.environ['RANK'], sys.argv[1] + os.environ['RANK'])\n"
-                   "time.sleep(600)\n")
+RANK_THAT_HANGS = (
+    "import json, os, sys, time\n"
+    "facts = {'pid': os.getpid(), 'sid': os.getsid(0), 'launcher': os.getppid(),\n"
+    "         'launcher_sid': os.getsid(os.getppid())}\n"
+    "with open(sys.argv[1] + '.tmp' + os.environ['RANK'], 'w') as handle:\n"
+    "    json.dump(facts, handle)\n"
+    "os.replace(sys.argv[1] + '.tmp' + os.environ['RANK'], sys.argv[1] + os.environ['RANK'])\n"
+    "time.sleep(600)\n"
+)
 
 
 def _running(pid: int) -> bool:
@@ -148,8 +196,14 @@ def test_a_timeout_kills_the_ranks_torchrun_started_in_their_own_sessions(kind: 
 
     script = tmp_path / "rank.py"
     script.write_text(RANK_THAT_HANGS)
-    argv: list[Any] = [sys.executable, str(STANDINS / "torchrun_standin.py"), "--nproc_per_node", "2", str(script),
-                       str(tmp_path / "rank")]
+    argv: list[Any] = [
+        sys.executable,
+        str(STANDINS / "torchrun_standin.py"),
+        "--nproc_per_node",
+        "2",
+        str(script),
+        str(tmp_path / "rank"),
+    ]
     request = replace(command_request(tmp_path, argv, {}), timeout_s=20)
     runner = WarmRunner() if kind == "warm" else SubprocessRunner(kind)
     try:  # checked before close(), which kills whatever the runner started anyway
@@ -169,7 +223,7 @@ def test_a_timeout_kills_the_ranks_torchrun_started_in_their_own_sessions(kind: 
 
 def test_spec_refuses_unknown_placeholders_and_non_bool_flags() -> None:
     base = (ROOT / "tests" / "specs" / "fake_ok.yaml").read_text()
-    block = ("workload:\n  command:\n    argv: [prog, '--x', '{nosuch}']\n  timeout_s: 20\n")
+    block = "workload:\n  command:\n    argv: [prog, '--x', '{nosuch}']\n  timeout_s: 20\n"
     text = base.replace("workload:\n  class: tuner.workloads.fake:FakeWorkload\n  timeout_s: 20\n", block)
     with pytest.raises(SpecError, match=r"placeholder \{nosuch\} is not a parameter"):
         parse_spec(text, "bad.yaml")
@@ -190,8 +244,13 @@ def test_study_over_the_live_avatar_standin_exports_the_exact_argv(tmp_path: Pat
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
     storage = f"sqlite:///{tmp_path / 'studies.db'}"
     common = ["--storage", storage, "--home", str(tmp_path / "home")]
-    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec_path), "--study-name", "la",
-                           "--no-mlflow", *common], capture_output=True, text=True, cwd=ROOT, timeout=600)
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "run", str(spec_path), "--study-name", "la", "--no-mlflow", *common],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     import optuna
 
@@ -205,15 +264,20 @@ def test_study_over_the_live_avatar_standin_exports_the_exact_argv(tmp_path: Pat
         lipsync = trial.user_attrs["metrics"]["lipsync_margin"]
         assert lipsync["value"] is not None and lipsync["value"] > 0.3, (trial.params, lipsync)
         out = tmp_path / f"export_{trial.number}.yaml"
-        exported = subprocess.run([sys.executable, "-m", "tuner", "export", "la", "--trial", str(trial.number),
-                                   "-o", str(out), *common], capture_output=True, text=True, cwd=ROOT, timeout=120)
+        exported = subprocess.run(
+            [sys.executable, "-m", "tuner", "export", "la", "--trial", str(trial.number), "-o", str(out), *common],
+            capture_output=True,
+            text=True,
+            cwd=ROOT,
+            timeout=120,
+        )
         assert exported.returncode == 0, exported.stderr[-2000:]
         invocation = yaml.safe_load(out.read_text())["invocation"]
         recorded = trial.user_attrs["invocation"]
         assert invocation["kind"] == "command"
         assert invocation["argv"] == recorded["argv"], "the export renders exactly what the runner ran"
         assert invocation["env"] == recorded["env"] and invocation["cwd"] == recorded["cwd"]
-        assert f"--size" in invocation["argv"] and trial.params["size"] in invocation["argv"]
+        assert "--size" in invocation["argv"] and trial.params["size"] in invocation["argv"]
         assert "a 'quoted' prompt; with $(shell) characters" in invocation["argv"]
 
 
@@ -244,13 +308,23 @@ def test_a_multi_gpu_command_gets_its_slot_gpu_set(tmp_path: Path) -> None:
     assert (tmp_path / "trial" / "run" / "gpus.txt").read_text() == "4,5,6,7"
 
 
-TORCHRUN_EXIT_1 = ("import subprocess, sys; "
-                   "sys.exit(1 if subprocess.call([sys.executable, *sys.argv[1:]]) else 0)  # like torchrun: 2 -> 1")
+TORCHRUN_EXIT_1 = (
+    "import subprocess, sys; "
+    "sys.exit(1 if subprocess.call([sys.executable, *sys.argv[1:]]) else 0)  # like torchrun: 2 -> 1"
+)
 
 
 def test_an_unrecognized_flag_under_torchrun_is_invalid_with_the_whole_error_line(tmp_path: Path) -> None:
-    argv: list[Any] = [sys.executable, "-c", TORCHRUN_EXIT_1, str(STANDINS / "torchrun_standin.py"),
-                       "--nproc_per_node", "2", *_standin_argv("384*256", 48)[1:], "--bogus"]
+    argv: list[Any] = [
+        sys.executable,
+        "-c",
+        TORCHRUN_EXIT_1,
+        str(STANDINS / "torchrun_standin.py"),
+        "--nproc_per_node",
+        "2",
+        *_standin_argv("384*256", 48)[1:],
+        "--bogus",
+    ]
     result = run(command_request(tmp_path, argv, {}, outputs={"video": "out.npz"}))
     assert result.outcome is Outcome.INVALID, (result.outcome, result.reason)
     assert "exit status 1" in str(result.reason)
@@ -260,9 +334,11 @@ def test_an_unrecognized_flag_under_torchrun_is_invalid_with_the_whole_error_lin
 def test_the_refusal_line_is_kept_whole_however_long_the_log(tmp_path: Path) -> None:
     choices = ", ".join(f"'{w}*{h}'" for w in range(256, 1281, 64) for h in (256, 368, 720))
     line = f"prog: error: argument --size: invalid choice: '999*999' (choose from {choices})"
-    script = (f"import sys; print({line!r}, file=sys.stderr); "
-              "print('\\n'.join('shutting down worker %d: releasing buffers' % i for i in range(300)), file=sys.stderr); "
-              "sys.exit(1)")
+    script = (
+        f"import sys; print({line!r}, file=sys.stderr); "
+        "print('\\n'.join('shutting down worker %d: releasing buffers' % i for i in range(300)), file=sys.stderr); "
+        "sys.exit(1)"
+    )
     result = run(command_request(tmp_path, [sys.executable, "-c", script], {}))
     assert result.outcome is Outcome.INVALID, (result.outcome, result.reason)
     assert len(line) > 500 and line in str(result.reason)
@@ -293,8 +369,10 @@ def test_custom_oom_patterns_and_the_oom_killer_evidence(tmp_path: Path, monkeyp
     crash = run(command_request(tmp_path / "b", [sys.executable, "-c", killed], {}))
     assert crash.outcome is Outcome.CRASH, crash.reason
     assert "SIGKILL, not sent by the tuner" in str(crash.reason)
-    by_kernel = (f"import os, signal; open({str(events)!r}, 'w').write('oom 1\\noom_kill 1\\n'); "
-                 "os.kill(os.getpid(), signal.SIGKILL)")
+    by_kernel = (
+        f"import os, signal; open({str(events)!r}, 'w').write('oom 1\\noom_kill 1\\n'); "
+        "os.kill(os.getpid(), signal.SIGKILL)"
+    )
     kernel = run(command_request(tmp_path / "c", [sys.executable, "-c", by_kernel], {}))
     assert kernel.outcome is Outcome.OOM, kernel.reason
     assert "OOM killer killed 1 process" in str(kernel.reason)
@@ -302,7 +380,11 @@ def test_custom_oom_patterns_and_the_oom_killer_evidence(tmp_path: Path, monkeyp
 
 def test_invalid_exit_codes_replace_the_default(tmp_path: Path) -> None:
     def exiting(code: int) -> list[Any]:
-        return [sys.executable, "-c", f"import sys; print('cannot use this setting', file=sys.stderr); sys.exit({code})"]
+        return [
+            sys.executable,
+            "-c",
+            f"import sys; print('cannot use this setting', file=sys.stderr); sys.exit({code})",
+        ]
 
     assert run(command_request(tmp_path / "a", exiting(2), {})).outcome is Outcome.INVALID  # argparse's 2
     custom = run(command_request(tmp_path / "b", exiting(5), {}, invalid_exit_codes=[5]))
@@ -317,10 +399,27 @@ def test_a_program_that_rejects_a_flag_stops_the_study_after_the_reference(tmp_p
     spec["workload"]["command"]["argv"].append("--bogus_flag")
     spec_path = tmp_path / "bogus.yaml"
     spec_path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec_path), "--study-name", "bogus",
-                           "--no-mlflow", "--storage", f"sqlite:///{tmp_path / 'studies.db'}",
-                           "--home", str(tmp_path / "home")], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600, env={**os.environ, "COLUMNS": "250"})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "run",
+            str(spec_path),
+            "--study-name",
+            "bogus",
+            "--no-mlflow",
+            "--storage",
+            f"sqlite:///{tmp_path / 'studies.db'}",
+            "--home",
+            str(tmp_path / "home"),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**os.environ, "COLUMNS": "250"},
+    )
     said = " ".join(done.stderr.split())
     assert done.returncode == 3, done.stderr[-3000:]
     assert "study stopped: the reference setting failed (INVALID" in said, said[-2000:]

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from adapter_helpers import ROOT
 from adapter_helpers import run_on_fresh_worker as run
 from test_command import command_request
@@ -30,24 +29,33 @@ from tuner.spec.models import SpecError
 MARKER = r"chunk ready (?P<seconds>[0-9.]+)s"
 
 
-def simulated_streamer(gaps_s: list[float], seconds: list[Any] | None = None, *, stream: str = "stdout",
-                       after_s: float = 0.0, last_without_newline: bool = False, extra: str = "") -> str:
+def simulated_streamer(
+    gaps_s: list[float],
+    seconds: list[Any] | None = None,
+    *,
+    stream: str = "stdout",
+    after_s: float = 0.0,
+    last_without_newline: bool = False,
+    extra: str = "",
+) -> str:
     """Source of a SIMULATED chunk-printing program: sleeps ``gaps_s[k]`` and prints ``chunk ready <s>s`` (no
     flush: the tap's environment makes Python unbuffered), with chatter between markers; ``extra`` runs first."""
     seconds = seconds or [0.5] * len(gaps_s)
-    return "\n".join([
-        '"""SIMULATED streaming generator: sleeps, then prints a chunk marker per chunk."""',
-        "import sys, time",
-        extra,
-        f"out = sys.{stream}",
-        f"gaps, seconds = {gaps_s!r}, {seconds!r}",
-        "for k, (gap, s) in enumerate(zip(gaps, seconds)):",
-        "    time.sleep(gap)",
-        "    print(f'step {k}: denoising done', file=out)",
-        f"    end = '' if {last_without_newline!r} and k == len(gaps) - 1 else '\\n'",
-        "    print(f'chunk ready {s}s', file=out, end=end)",
-        f"time.sleep({after_s!r})",
-    ])
+    return "\n".join(
+        [
+            '"""SIMULATED streaming generator: sleeps, then prints a chunk marker per chunk."""',
+            "import sys, time",
+            extra,
+            f"out = sys.{stream}",
+            f"gaps, seconds = {gaps_s!r}, {seconds!r}",
+            "for k, (gap, s) in enumerate(zip(gaps, seconds)):",
+            "    time.sleep(gap)",
+            "    print(f'step {k}: denoising done', file=out)",
+            f"    end = '' if {last_without_newline!r} and k == len(gaps) - 1 else '\\n'",
+            "    print(f'chunk ready {s}s', file=out, end=end)",
+            f"time.sleep({after_s!r})",
+        ]
+    )
 
 
 def run_streamer(tmp_path: Path, source: str, **chunks: Any) -> TrialResult:
@@ -133,10 +141,12 @@ def test_failure_classification_reads_the_piped_stream(tmp_path: Path) -> None:
 def test_a_process_left_holding_the_pipe_does_not_hold_the_call(tmp_path: Path) -> None:
     """The program starts a SIMULATED helper that keeps its stdout open for 20 s and exits at once: the call
     ends within the tap's grace (not when the helper closes the pipe), and the chunk counts."""
-    helper = ("import subprocess, sys, time; "
-              "p = subprocess.Popen([sys.executable, '-c', "
-              "'import time; time.sleep(1.5); print(\"helper still here\", flush=True); time.sleep(20)']); "
-              "open('helper.pid', 'w').write(str(p.pid))")
+    helper = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', "
+        "'import time; time.sleep(1.5); print(\"helper still here\", flush=True); time.sleep(20)']); "
+        "open('helper.pid', 'w').write(str(p.pid))"
+    )
     result = run_streamer(tmp_path, simulated_streamer([0.1], extra=helper))
     helper_pid = int((tmp_path / "trial" / "run" / "helper.pid").read_text())
     try:
@@ -169,15 +179,21 @@ def command_spec_text(chunks: str | None, *, metrics: str = "", objectives: str 
     return text.replace("  - {metric: psnr_db, direction: maximize}\n", objectives) if objectives else text
 
 
-@pytest.mark.parametrize(("chunks", "key", "problem"), [
-    ("{pattern: 'chunk (', output_s: 0.5}", "workload.command.chunks.pattern", "does not compile"),
-    ("{pattern: 'chunk ready'}", "workload.command.chunks", "has no (?P<seconds>...) group, so give output_s"),
-    ("{pattern: 'chunk (?P<secs>[0-9.]+)', output_s: 0.5}", "workload.command.chunks.pattern",
-     "named group 'secs' is not read"),
-    ("{pattern: '.*', output_s: 0.5}", "workload.command.chunks.pattern", "matches an empty line"),
-    ("{pattern: 'chunk', output_s: -1}", "workload.command.chunks.output_s", "greater than or equal to 0"),
-    ("{pattern: 'chunk', output_s: 0.5, stream: stdlog}", "workload.command.chunks.stream", "'stdout' or 'stderr'"),
-])
+@pytest.mark.parametrize(
+    ("chunks", "key", "problem"),
+    [
+        ("{pattern: 'chunk (', output_s: 0.5}", "workload.command.chunks.pattern", "does not compile"),
+        ("{pattern: 'chunk ready'}", "workload.command.chunks", "has no (?P<seconds>...) group, so give output_s"),
+        (
+            "{pattern: 'chunk (?P<secs>[0-9.]+)', output_s: 0.5}",
+            "workload.command.chunks.pattern",
+            "named group 'secs' is not read",
+        ),
+        ("{pattern: '.*', output_s: 0.5}", "workload.command.chunks.pattern", "matches an empty line"),
+        ("{pattern: 'chunk', output_s: -1}", "workload.command.chunks.output_s", "greater than or equal to 0"),
+        ("{pattern: 'chunk', output_s: 0.5, stream: stdlog}", "workload.command.chunks.stream", "'stdout' or 'stderr'"),
+    ],
+)
 def test_the_chunks_block_is_checked_when_the_spec_is_loaded(chunks: str, key: str, problem: str) -> None:
     with pytest.raises(SpecError) as caught:
         parse_spec(command_spec_text(chunks), "bad.yaml")
@@ -240,17 +256,35 @@ for k in range(4):
 
 def test_a_study_holds_a_command_to_real_time(tmp_path: Path) -> None:
     """1 s of output: 4 x 0.02 s of work is faster than real time (feasible), 4 x 0.4 s is not (infeasible)."""
-    from tuner.storage.records import TrialRecord, record_feasible
     import optuna
+
+    from tuner.storage.records import TrialRecord, record_feasible
 
     script = tmp_path / "simulated_streamer.py"
     script.write_text(STREAMER)
     spec_path = tmp_path / "streaming.yaml"
     spec_path.write_text(STUDY.format(python=sys.executable, script=script))
     storage = f"sqlite:///{tmp_path / 'studies.db'}"
-    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec_path), "--study-name", "stream",
-                           "--no-mlflow", "--storage", storage, "--home", str(tmp_path / "home")],
-                          capture_output=True, text=True, cwd=ROOT, timeout=300)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "run",
+            str(spec_path),
+            "--study-name",
+            "stream",
+            "--no-mlflow",
+            "--storage",
+            storage,
+            "--home",
+            str(tmp_path / "home"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     records = [TrialRecord.from_trial(t) for t in optuna.load_study(study_name="stream", storage=storage).trials]
     by_gap = {r.params["gap_s"]: r for r in records if r.outcome == "OK"}

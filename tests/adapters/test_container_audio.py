@@ -46,27 +46,54 @@ def write_mp4(path: Path, channels: list[np.ndarray] | None, rate: int = 16000, 
             container.mux(picture.encode(av.VideoFrame.from_ndarray(frame, format="rgb24")))
         container.mux(picture.encode(None))
         if sound is not None and channels is not None:
-            chunk = av.AudioFrame.from_ndarray(np.stack(channels).astype(np.float32), format="fltp",
-                                               layout=sound.layout.name)
+            chunk = av.AudioFrame.from_ndarray(
+                np.stack(channels).astype(np.float32), format="fltp", layout=sound.layout.name
+            )
             chunk.sample_rate, chunk.pts = rate, 0
             container.mux(sound.encode(chunk))
             container.mux(sound.encode(None))
     return path
 
 
-def standin_request(tmp_path: Path, outputs: dict[str, Any], inputs: dict[str, Any],
-                    mux_audio: bool = True) -> TrialRequest:
+def standin_request(
+    tmp_path: Path, outputs: dict[str, Any], inputs: dict[str, Any], mux_audio: bool = True
+) -> TrialRequest:
     """One trial of the Live Avatar stand-in (2 s of audio: 50 frames at 25 fps) asking for the lip-sync metrics."""
-    argv: list[Any] = [sys.executable, str(STANDINS / "live_avatar_s2v_standin.py"), "--ckpt_dir", "ckpt",
-                       "--size", "384*256", "--infer_frames", "48", "--num_clip", "2", "--sample_steps", "4",
-                       "--offload_model", "False", "--audio", "{audio}", "--save_file", "out.mp4"]
+    argv: list[Any] = [
+        sys.executable,
+        str(STANDINS / "live_avatar_s2v_standin.py"),
+        "--ckpt_dir",
+        "ckpt",
+        "--size",
+        "384*256",
+        "--infer_frames",
+        "48",
+        "--num_clip",
+        "2",
+        "--sample_steps",
+        "4",
+        "--offload_model",
+        "False",
+        "--audio",
+        "{audio}",
+        "--save_file",
+        "out.mp4",
+    ]
     block = CommandSpec(argv=argv, outputs=outputs, env={"STANDIN_MUX_AUDIO": "1" if mux_audio else "0"})
     return TrialRequest(
-        study_name="t", trial_number=0, workload_class="tuner.adapters.command:CommandWorkload",
-        settings={}, inputs={"fps": 25, "mouth_box": MOUTH_BOX, **inputs}, seed=0, device="cpu",
-        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=120,
-        workdir=str(tmp_path / "trial"), quality_metrics=LIPSYNC,
-        workload_options={"adapter": "command", **block.model_dump(mode="json")})
+        study_name="t",
+        trial_number=0,
+        workload_class="tuner.adapters.command:CommandWorkload",
+        settings={},
+        inputs={"fps": 25, "mouth_box": MOUTH_BOX, **inputs},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=120,
+        workdir=str(tmp_path / "trial"),
+        quality_metrics=LIPSYNC,
+        workload_options={"adapter": "command", **block.model_dump(mode="json")},
+    )
 
 
 def lipsync_of(result: TrialResult) -> tuple[float | None, float | None, str | None]:
@@ -82,7 +109,7 @@ def lipsync_of(result: TrialResult) -> tuple[float | None, float | None, str | N
 def test_the_audio_track_reads_back_aligned_mixed_to_mono_and_cut_to_its_duration(tmp_path: Path) -> None:
     rate = 16000
     t = np.arange(rate) / rate  # 1 s
-    left = (0.6 * np.sin(2 * np.pi * (200 * t + 1400 * t ** 2))).astype(np.float32)  # a chirp: one alignment
+    left = (0.6 * np.sin(2 * np.pi * (200 * t + 1400 * t**2))).astype(np.float32)  # a chirp: one alignment
     track = read_container_audio(write_mp4(tmp_path / "stereo.mp4", [left, np.zeros_like(left)]))
     assert track is not None
     samples, got_rate = track
@@ -91,7 +118,7 @@ def test_the_audio_track_reads_back_aligned_mixed_to_mono_and_cut_to_its_duratio
     expected = left / 2  # the mean of the channels, as read_audio mixes a WAV
     middle = slice(2000, rate - 2000)
     offsets = range(-400, 401)
-    best = max(offsets, key=lambda k: float(np.dot(expected[middle], samples[2000 + k: rate - 2000 + k])))
+    best = max(offsets, key=lambda k: float(np.dot(expected[middle], samples[2000 + k : rate - 2000 + k])))
     assert best == 0, "sample 0 of the track is time 0 of the video"
     assert np.sqrt(np.mean((samples[middle] - expected[middle]) ** 2)) < 0.02
     assert float(np.max(np.abs(samples))) <= 1.0
@@ -134,24 +161,30 @@ def test_an_mp4_without_audio_and_no_fallback_is_unavailable_with_the_reason(tmp
     result = run(standin_request(tmp_path, {"video": "out.mp4"}, {"audio": str(wav)}, mux_audio=False))
     margin, lag, reason = lipsync_of(result)
     assert margin is None and lag is None
-    assert reason is not None and reason.startswith("the video output out.mp4 has no audio track, and the spec "
-                                                    "declares neither outputs.audio"), reason
+    assert reason is not None and reason.startswith(
+        "the video output out.mp4 has no audio track, and the spec declares neither outputs.audio"
+    ), reason
     assert "outputs.audio_from_input" in reason
 
 
 def test_audio_from_input_stands_in_for_a_missing_track(tmp_path: Path) -> None:
     wav = write_wav(tmp_path / "speech.wav", 2.0)
     outputs = {"video": "out.mp4", "audio_from_input": "audio"}
-    margin, lag, reason = lipsync_of(run(standin_request(tmp_path / "a", outputs, {"audio": str(wav)},
-                                                         mux_audio=False)))
+    margin, lag, reason = lipsync_of(
+        run(standin_request(tmp_path / "a", outputs, {"audio": str(wav)}, mux_audio=False))
+    )
     assert margin is not None and margin > 0.5 and lag == 0, reason
     gone = {"video": "out.mp4", "audio_from_input": "voice"}  # the program gets a real file, the fallback none
-    request = standin_request(tmp_path / "b", gone, {"audio": str(wav), "voice": str(tmp_path / "gone.wav")},
-                              mux_audio=False)
+    request = standin_request(
+        tmp_path / "b", gone, {"audio": str(wav), "voice": str(tmp_path / "gone.wav")}, mux_audio=False
+    )
     margin, _, reason = lipsync_of(run(request))
     assert margin is None and reason is not None
-    assert "out.mp4 has no audio track, and the audio file of input 'voice' (outputs.audio_from_input) " \
-           "cannot be read" in reason and "gone.wav" in reason, reason
+    assert (
+        "out.mp4 has no audio track, and the audio file of input 'voice' (outputs.audio_from_input) cannot be read"
+        in reason
+        and "gone.wav" in reason
+    ), reason
 
 
 # --- the spec key -----------------------------------------------------------------------------
@@ -163,8 +196,9 @@ CLASS_BLOCK = "workload:\n  class: tuner.workloads.fake:FakeWorkload\n  timeout_
 def spec_with_outputs(outputs: str, audio_input: str = "/data/me.wav") -> str:
     """fake_ok.yaml with a command workload writing ``outputs`` and an input ``audio``."""
     block = f"workload:\n  command:\n    argv: [prog, '{{noise}}']\n    outputs: {outputs}\n  timeout_s: 20\n"
-    text = BASE.replace(CLASS_BLOCK, block).replace("  note: simulated\n",
-                                                    f"  note: simulated\n  audio: {audio_input}\n")
+    text = BASE.replace(CLASS_BLOCK, block).replace(
+        "  note: simulated\n", f"  note: simulated\n  audio: {audio_input}\n"
+    )
     assert text != BASE
     return text
 
@@ -174,7 +208,7 @@ def test_audio_from_input_is_validated_with_file_line_and_key() -> None:
     cases = {
         "{video: out.mp4, audio_from_input: voice}": "'voice' is not an input",
         "{video: out.mp4, audio: out.wav, audio_from_input: audio}": "give audio (a file the program writes) or "
-                                                                     "audio_from_input",
+        "audio_from_input",
         "{text: out.txt, audio_from_input: audio}": "needs a video output",
         "{video: out.mp4, audio_from_input: note}": "input 'note' is 'simulated', not the path of a .wav or .npz",
     }

@@ -11,8 +11,9 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -79,32 +80,46 @@ def test_dynamic_knobs_change_the_video_and_come_back(tiny: DiffusersVideoModel)
     the loaded scheduler (a warm model carries nothing over from the previous trial)."""
     base = video_of(tiny, SMALL)
     knobs: dict[str, dict[str, Any]] = {
-        "steps": {"num_inference_steps": 5}, "no_cfg": {"guidance_scale": 1.0}, "euler": {"scheduler": "euler"},
-        "dpm": {"scheduler": "dpm++", "flow_shift": 5.0}, "tiling": {"vae_tiling": True}}
+        "steps": {"num_inference_steps": 5},
+        "no_cfg": {"guidance_scale": 1.0},
+        "euler": {"scheduler": "euler"},
+        "dpm": {"scheduler": "dpm++", "flow_shift": 5.0},
+        "tiling": {"vae_tiling": True},
+    }
     changed = {name: video_of(tiny, {**SMALL, **knob}) for name, knob in knobs.items()}
     for name, video in changed.items():
         assert video.shape == base.shape and not np.array_equal(video, base), name
     assert tiny.run({**SMALL, "guidance_scale": 1.0}, INPUTS).counters["cfg"] == 0.0
     assert np.array_equal(video_of(tiny, SMALL), base), "back to the loaded scheduler and no tiling"
-    assert np.array_equal(video_of(tiny, {**SMALL, "scheduler": "unipc", "flow_shift": 3.0}), base), \
+    assert np.array_equal(video_of(tiny, {**SMALL, "scheduler": "unipc", "flow_shift": 3.0}), base), (
         "the default scheduler is Wan's UniPC, flow shift 3"
+    )
 
 
 def test_bad_frames_sizes_and_settings_are_invalid(tiny: DiffusersVideoModel) -> None:
     for bad in ({"num_frames": 8}, {"num_frames": 0}, {"height": 40}, {"width": 0}, {"width": 24}):
         with pytest.raises(InvalidSetting, match="4k\\+1 and height/width positive multiples of 16"):
             tiny.run({**SMALL, **bad}, INPUTS)
-    refusals = {"num_inference_steps": (0, "num_inference_steps"), "batch_size": (0, "batch_size"),
-                "guidance_scale_2": (3.0, "two-expert"), "scheduler": ("ddim", "scheduler must be one of"),
-                "flow_shift": (0.0, "flow_shift must be > 0"), "cache": ("teacache", "cache must be one of"),
-                "cache_threshold": (-1.0, "cache_threshold must be >= 0")}
+    refusals = {
+        "num_inference_steps": (0, "num_inference_steps"),
+        "batch_size": (0, "batch_size"),
+        "guidance_scale_2": (3.0, "two-expert"),
+        "scheduler": ("ddim", "scheduler must be one of"),
+        "flow_shift": (0.0, "flow_shift must be > 0"),
+        "cache": ("teacache", "cache must be one of"),
+        "cache_threshold": (-1.0, "cache_threshold must be >= 0"),
+    }
     for name, (value, message) in refusals.items():
         extra = {"cache": "fbc"} if name == "cache_threshold" else {}
         with pytest.raises(InvalidSetting, match=message):
             tiny.run({**SMALL, **extra, name: value}, INPUTS)
     model = make_video_pipeline(weights="random", architecture="tiny", device="cpu")
-    static_refusals = {"offload": ("model", "needs an accelerator"), "precision": ("int8", "precision must be"),
-                       "attention_backend": ("flash_hub", "downloads its kernel"), "compile": ("fast", "compile must")}
+    static_refusals = {
+        "offload": ("model", "needs an accelerator"),
+        "precision": ("int8", "precision must be"),
+        "attention_backend": ("flash_hub", "downloads its kernel"),
+        "compile": ("fast", "compile must"),
+    }
     for name, (value, message) in static_refusals.items():
         with pytest.raises(InvalidSetting, match=message):
             model.load({"precision": "fp32", name: value})
@@ -115,23 +130,36 @@ def test_bad_frames_sizes_and_settings_are_invalid(tiny: DiffusersVideoModel) ->
 
 @pytest.mark.slow
 def test_the_cache_knob_enables_diffusers_hooks_on_the_transformer(tiny: DiffusersVideoModel) -> None:
-    from diffusers.hooks import (FasterCacheConfig, FirstBlockCacheConfig, MagCacheConfig,
-                                 PyramidAttentionBroadcastConfig, SeaCacheConfig, TaylorSeerCacheConfig)
+    from diffusers.hooks import (
+        FasterCacheConfig,
+        FirstBlockCacheConfig,
+        MagCacheConfig,
+        PyramidAttentionBroadcastConfig,
+        SeaCacheConfig,
+        TaylorSeerCacheConfig,
+    )
     from diffusers.hooks.hooks import HookRegistry
 
     params = {**SMALL, "num_inference_steps": 8}
     plain = video_of(tiny, params)
     transformer = tiny.pipe.transformer
-    kinds = {"fbc": FirstBlockCacheConfig, "pab": PyramidAttentionBroadcastConfig, "fastercache": FasterCacheConfig,
-             "taylorseer": TaylorSeerCacheConfig, "magcache": MagCacheConfig, "seacache": SeaCacheConfig}
+    kinds = {
+        "fbc": FirstBlockCacheConfig,
+        "pab": PyramidAttentionBroadcastConfig,
+        "fastercache": FasterCacheConfig,
+        "taylorseer": TaylorSeerCacheConfig,
+        "magcache": MagCacheConfig,
+        "seacache": SeaCacheConfig,
+    }
     assert set(kinds) == set(CACHES) - {"none"}
     for method, kind in kinds.items():
         knob = {"cache_threshold": 0.5} if method in ("fbc", "magcache", "seacache") else {"cache_interval": 2}
         video = video_of(tiny, {**params, "cache": method, **knob})
         assert isinstance(transformer._cache_config, kind), method
         assert not np.array_equal(video, plain), f"{method} skipped some computation"
-        assert np.array_equal(video_of(tiny, {**params, "cache": method, **knob}), video), \
+        assert np.array_equal(video_of(tiny, {**params, "cache": method, **knob}), video), (
             f"{method}: its state is reset between calls"
+        )
     assert transformer._cache_config.threshold == 0.5  # seacache, the last one
     tiny.run({**params, "cache": "taylorseer", "cache_interval": 3}, INPUTS)
     assert transformer._cache_config.cache_interval == 3
@@ -154,8 +182,13 @@ def test_magcache_ratios_are_calibrated_for_this_network(tiny: DiffusersVideoMod
 
 
 def test_a_static_knob_reloads_the_model_and_the_vae_keeps_its_own_dtype(tmp_path: Path) -> None:
-    workload = PythonAdapterWorkload({"factory": FACTORY, "reload_on": ["precision", "attention_backend"],
-                                      "kwargs": {"weights": "random", "architecture": "tiny", "device": "cpu"}})
+    workload = PythonAdapterWorkload(
+        {
+            "factory": FACTORY,
+            "reload_on": ["precision", "attention_backend"],
+            "kwargs": {"weights": "random", "architecture": "tiny", "device": "cpu"},
+        }
+    )
     context = RunContext(device="cpu", seed=0, inputs=INPUTS, workdir=tmp_path)
     loads = PythonAdapterWorkload.loads_in_process
     settings = {**SMALL, "precision": "fp32", "attention_backend": "native"}
@@ -179,8 +212,13 @@ def test_a_static_knob_reloads_the_model_and_the_vae_keeps_its_own_dtype(tmp_pat
 
 
 def test_the_attention_backend_switches_without_a_reload_and_warms_up_once(tmp_path: Path) -> None:
-    workload = PythonAdapterWorkload({"factory": FACTORY, "reload_on": ["precision"],
-                                      "kwargs": {"weights": "random", "architecture": "tiny", "device": "cpu"}})
+    workload = PythonAdapterWorkload(
+        {
+            "factory": FACTORY,
+            "reload_on": ["precision"],
+            "kwargs": {"weights": "random", "architecture": "tiny", "device": "cpu"},
+        }
+    )
     context = RunContext(device="cpu", seed=0, inputs=INPUTS, workdir=tmp_path)
     settings = {**SMALL, "precision": "fp32", "attention_backend": "native"}
     workload.setup(settings, context)
@@ -232,15 +270,19 @@ def test_the_denoisers_work_grows_with_steps_and_frames(tiny: DiffusersVideoMode
 def test_a_two_expert_model_switches_at_the_boundary(monkeypatch: pytest.MonkeyPatch) -> None:
     """Wan2.2's A14B layout (transformer + transformer_2, boundary_ratio) at the tiny size."""
     tiny_preset = PRESETS["tiny"]
-    monkeypatch.setitem(PRESETS, "tiny-a2x", WanPreset("tiny-a2x", tiny_preset.transformer, experts=2,
-                                                        boundary_ratio=0.875, vae=tiny_preset.vae))
+    monkeypatch.setitem(
+        PRESETS,
+        "tiny-a2x",
+        WanPreset("tiny-a2x", tiny_preset.transformer, experts=2, boundary_ratio=0.875, vae=tiny_preset.vae),
+    )
     model = make_video_pipeline(weights="random", architecture="tiny-a2x", device="cpu", seed=0)
     model.load({"precision": "fp32"})
     assert model.pipe.transformer_2 is not None and model.pipe.config.boundary_ratio == 0.875
     calls = {"transformer": 0, "transformer_2": 0}
     for name in calls:
         getattr(model.pipe, name).register_forward_pre_hook(
-            lambda *_, name=name: calls.__setitem__(name, calls[name] + 1))
+            lambda *_, name=name: calls.__setitem__(name, calls[name] + 1)
+        )
     output = model.run({**SMALL, "num_inference_steps": 8, "guidance_scale_2": 3.0, "cache": "fbc"}, INPUTS)
     assert output.video is not None and output.video.shape == (1, 5, 32, 48, 3)
     assert calls["transformer"] > 0 and calls["transformer_2"] > 0, calls
@@ -253,14 +295,18 @@ def _save_with_a_text_encoder(model: DiffusersVideoModel, directory: Path) -> No
     from tokenizers import Tokenizer, models, pre_tokenizers
     from transformers import PreTrainedTokenizerFast, UMT5Config, UMT5EncoderModel
 
-    words = ["<pad>", "</s>", "<unk>", *"a cat on the grass blurry".split()]
+    words = ["<pad>", "</s>", "<unk>", *["a", "cat", "on", "the", "grass", "blurry"]]
     vocabulary = Tokenizer(models.WordLevel(vocab={w: i for i, w in enumerate(words)}, unk_token="<unk>"))
     vocabulary.pre_tokenizer = pre_tokenizers.Whitespace()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=vocabulary, pad_token="<pad>", eos_token="</s>",
-                                        unk_token="<unk>")
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=vocabulary, pad_token="<pad>", eos_token="</s>", unk_token="<unk>"
+    )
     torch.manual_seed(0)
-    encoder = UMT5EncoderModel(UMT5Config(vocab_size=len(words), d_model=PRESETS["tiny"].text_dim, d_kv=16, d_ff=128,
-                                          num_layers=1, num_heads=4))
+    encoder = UMT5EncoderModel(
+        UMT5Config(
+            vocab_size=len(words), d_model=PRESETS["tiny"].text_dim, d_kv=16, d_ff=128, num_layers=1, num_heads=4
+        )
+    )
     pipe = model.pipe
     pipe.register_modules(text_encoder=encoder, tokenizer=tokenizer)
     try:
@@ -286,8 +332,10 @@ def test_a_weights_directory_is_read_locally_with_its_text_encoder(tiny: Diffuse
     got = video_of(read, SMALL)  # same weights and embeddings; float rounding may differ by one level in a few pixels
     assert np.abs(got.astype(int) - expected.astype(int)).max() <= 1 and (got != expected).mean() < 0.001
     assert read.weights_identity(INPUTS) == f"path:{plain}"
-    assert sorted(read.declared_weights(INPUTS)) == ["transformer/diffusion_pytorch_model.safetensors",
-                                                     "vae/diffusion_pytorch_model.safetensors"]
+    assert sorted(read.declared_weights(INPUTS)) == [
+        "transformer/diffusion_pytorch_model.safetensors",
+        "vae/diffusion_pytorch_model.safetensors",
+    ]
     with_encoder = make_video_pipeline(model_path=str(encoded), pipeline_class="diffusers:WanPipeline", device="cpu")
     with_encoder.load({"precision": "bf16"})
     pipe = with_encoder.pipe
@@ -302,8 +350,15 @@ def test_published_sizes_on_the_meta_device() -> None:
     """Wan2.1-T2V-1.3B: 12 x 128 heads, ffn 8960, 30 layers, text 4096: 1.419 B parameters; 14B: 14.29 B."""
     small, large, experts = PRESETS["wan2.1-t2v-1.3b"], PRESETS["wan2.1-t2v-14b"], PRESETS["wan2.2-t2v-a14b"]
     config = small.transformer_config()
-    assert (config["num_attention_heads"], config["attention_head_dim"], config["ffn_dim"], config["num_layers"],
-            config["text_dim"], config["in_channels"], config["patch_size"]) == (12, 128, 8960, 30, 4096, 16, (1, 2, 2))
+    assert (
+        config["num_attention_heads"],
+        config["attention_head_dim"],
+        config["ffn_dim"],
+        config["num_layers"],
+        config["text_dim"],
+        config["in_channels"],
+        config["patch_size"],
+    ) == (12, 128, 8960, 30, 4096, 16, (1, 2, 2))
     assert parameter_count(small) == 1_418_996_800  # meta tensors: 2 x 14.29 B fp32 parameters would not fit here
     assert abs(parameter_count(large) / 1e9 - 14.29) < 0.01
     assert parameter_count(experts) == 2 * parameter_count(large) and experts.boundary_ratio == 0.875
@@ -325,11 +380,19 @@ def test_nothing_downloads_and_no_hub_cache_is_written(tmp_path: Path) -> None:
         "model = make_video_pipeline(weights='random', architecture='tiny', device='cpu')\n"
         "model.load({'precision': 'fp32', 'attention_backend': 'native'})\n"
         f"video = model.run({SMALL!r}, {INPUTS!r}).video\n"
-        "print(video.shape)\n")
+        "print(video.shape)\n"
+    )
     cache = tmp_path / "cache"
-    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HOME": str(cache / "hf"), "HF_HUB_CACHE": str(cache / "hub"),
-           "TORCH_HOME": str(cache / "torch"), "XDG_CACHE_HOME": str(cache / "xdg"), "OMP_NUM_THREADS": "1",
-           "DIFFUSERS_CACHE": str(cache / "diffusers")}
+    env = {
+        **os.environ,
+        "HF_HUB_OFFLINE": "1",
+        "HF_HOME": str(cache / "hf"),
+        "HF_HUB_CACHE": str(cache / "hub"),
+        "TORCH_HOME": str(cache / "torch"),
+        "XDG_CACHE_HOME": str(cache / "xdg"),
+        "OMP_NUM_THREADS": "1",
+        "DIFFUSERS_CACHE": str(cache / "diffusers"),
+    }
     done = subprocess.run([sys.executable, str(script)], cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.strip().endswith("(1, 5, 32, 48, 3)")

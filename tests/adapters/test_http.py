@@ -11,11 +11,14 @@ import pytest
 
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Slot, TrialRequest
-from tuner.testing.inline_runner import InlineRunner
 from tuner.spec.adapters import HttpSpec
+from tuner.testing.inline_runner import InlineRunner
 
-PROMPTS = ["what colour is the circle", "how many beeps are there",
-           {"prompt": "which way does the square move", "max_tokens": 2}]
+PROMPTS = [
+    "what colour is the circle",
+    "how many beeps are there",
+    {"prompt": "which way does the square move", "max_tokens": 2},
+]
 
 
 def stats(base: str, reset: bool = False) -> dict[str, int]:
@@ -25,14 +28,27 @@ def stats(base: str, reset: bool = False) -> dict[str, int]:
 
 
 def http_request(tmp_path: Path, base: str, settings: dict[str, Any], **block: Any) -> TrialRequest:
-    spec = HttpSpec(url=base + "/v1/chat/completions", prompts="prompts", requests=8,
-                    body={"model": "standin", "max_tokens": "{max_tokens}", "temperature": "{temperature}"},
-                    concurrency="{concurrency}", **block)
+    spec = HttpSpec(
+        url=base + "/v1/chat/completions",
+        prompts="prompts",
+        requests=8,
+        body={"model": "standin", "max_tokens": "{max_tokens}", "temperature": "{temperature}"},
+        concurrency="{concurrency}",
+        **block,
+    )
     return TrialRequest(
-        study_name="http", trial_number=0, workload_class="tuner.adapters.http:HttpWorkload",
-        settings=settings, inputs={"prompts": PROMPTS}, seed=0, device="cpu",
-        measurement={"warmup": 1, "min_repeats": 2, "max_repeats": 3}, timeout_s=120,
-        workdir=str(tmp_path), workload_options={"adapter": "http", **spec.model_dump(mode="json")})
+        study_name="http",
+        trial_number=0,
+        workload_class="tuner.adapters.http:HttpWorkload",
+        settings=settings,
+        inputs={"prompts": PROMPTS},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 1, "min_repeats": 2, "max_repeats": 3},
+        timeout_s=120,
+        workdir=str(tmp_path),
+        workload_options={"adapter": "http", **spec.model_dump(mode="json")},
+    )
 
 
 def run(request: TrialRequest) -> TrialResult:
@@ -47,23 +63,39 @@ def test_http_adapter_measures_a_real_server(server: str, tmp_path: Path, concur
     seen = stats(server)
     assert seen["max_in_flight"] == concurrency
     assert seen["served"] % 8 == 0 and seen["served"] >= 8 * 3  # warmup + >= 2 repeats, 8 requests each
-    for name in ("request_latency_p50_s", "request_latency_p95_s", "request_latency_p99_s", "requests_per_s",
-                 "output_tokens_per_s"):
+    for name in (
+        "request_latency_p50_s",
+        "request_latency_p95_s",
+        "request_latency_p99_s",
+        "requests_per_s",
+        "output_tokens_per_s",
+    ):
         assert result.metrics[name].available, result.metrics[name]
     p50, p95 = result.metrics["request_latency_p50_s"].value, result.metrics["request_latency_p95_s"].value
     assert p50 is not None and p95 is not None and 0 < p50 <= p95
     assert result.metrics["count_requests"].value == 8
-    assert result.invocation == {"kind": "http", "url": server + "/v1/chat/completions", "api": "openai_chat",
-                                 "concurrency": concurrency,
-                                 "body": {"model": "standin", "max_tokens": 8, "temperature": 0.0,
-                                          "messages": [{"role": "user", "content": PROMPTS[0]}]}}
+    assert result.invocation == {
+        "kind": "http",
+        "url": server + "/v1/chat/completions",
+        "api": "openai_chat",
+        "concurrency": concurrency,
+        "body": {
+            "model": "standin",
+            "max_tokens": 8,
+            "temperature": 0.0,
+            "messages": [{"role": "user", "content": PROMPTS[0]}],
+        },
+    }
 
 
 def test_concurrency_raises_throughput_and_per_request_overrides_apply(server: str, tmp_path: Path) -> None:
     rates = {}
     for concurrency in (1, 4):
-        result = run(http_request(tmp_path / str(concurrency), server,
-                                  {"max_tokens": 8, "temperature": 0.0, "concurrency": concurrency}))
+        result = run(
+            http_request(
+                tmp_path / str(concurrency), server, {"max_tokens": 8, "temperature": 0.0, "concurrency": concurrency}
+            )
+        )
         assert result.outcome is Outcome.OK, result.reason
         rates[concurrency] = result.metrics["requests_per_s"].value
     assert rates[4] is not None and rates[1] is not None and rates[4] > 1.5 * rates[1], rates
@@ -87,13 +119,27 @@ def test_refused_parameters_are_invalid_and_service_oom_is_oom(server: str, tmp_
 
 
 def test_generic_json_endpoint_with_a_response_path(server: str, tmp_path: Path) -> None:
-    spec = HttpSpec(url=server + "/v1/generate", api="json", body={"prompt": "{prompt}", "steps": "{steps}"},
-                    prompts="prompts", requests=3, response_text="output")
+    spec = HttpSpec(
+        url=server + "/v1/generate",
+        api="json",
+        body={"prompt": "{prompt}", "steps": "{steps}"},
+        prompts="prompts",
+        requests=3,
+        response_text="output",
+    )
     request = TrialRequest(
-        study_name="http", trial_number=0, workload_class="tuner.adapters.http:HttpWorkload",
-        settings={"steps": 2}, inputs={"prompts": ["abc", "def"]}, seed=0, device="cpu",
-        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=60, workdir=str(tmp_path),
-        workload_options={"adapter": "http", **spec.model_dump(mode="json")})
+        study_name="http",
+        trial_number=0,
+        workload_class="tuner.adapters.http:HttpWorkload",
+        settings={"steps": 2},
+        inputs={"prompts": ["abc", "def"]},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=60,
+        workdir=str(tmp_path),
+        workload_options={"adapter": "http", **spec.model_dump(mode="json")},
+    )
     result = run(request)
     assert result.outcome is Outcome.OK, result.reason
     assert not result.metrics["output_tokens_per_s"].available  # no usage block: unavailable, with a reason

@@ -30,9 +30,11 @@ OVERWRITE = "import sys; open(sys.argv[1], 'wb').write(b'clobbered')"
 
 def command_spec_text(outputs: str, cwd: str | None = None) -> str:
     """fake_ok.yaml with a command workload writing ``outputs`` and an input file ``audio``."""
-    block = ("workload:\n  command:\n    argv: [prog, --steps, '{noise}']\n"
-             + (f"    cwd: {cwd}\n" if cwd is not None else "")
-             + f"    outputs: {outputs}\n  timeout_s: 20\n")
+    block = (
+        "workload:\n  command:\n    argv: [prog, --steps, '{noise}']\n"
+        + (f"    cwd: {cwd}\n" if cwd is not None else "")
+        + f"    outputs: {outputs}\n  timeout_s: 20\n"
+    )
     text = BASE.replace(CLASS_BLOCK, block).replace("  note: simulated\n", "  note: simulated\n  audio: /data/me.wav\n")
     assert text != BASE
     return text
@@ -46,15 +48,18 @@ def refusal(text: str) -> str:
     return message
 
 
-@pytest.mark.parametrize("path, why", [
-    ("/tmp/x.wav", "absolute path"),
-    ("../x.wav", "'..' segment"),
-    ("results/../../x.wav", "'..' segment"),
-    ("'{audio}'", "starts with a placeholder"),
-    ("'{noise}/out.wav'", "starts with a placeholder"),
-    ("''", "empty"),
-    ("./", "directory itself"),
-])
+@pytest.mark.parametrize(
+    "path, why",
+    [
+        ("/tmp/x.wav", "absolute path"),
+        ("../x.wav", "'..' segment"),
+        ("results/../../x.wav", "'..' segment"),
+        ("'{audio}'", "starts with a placeholder"),
+        ("'{noise}/out.wav'", "starts with a placeholder"),
+        ("''", "empty"),
+        ("./", "directory itself"),
+    ],
+)
 def test_validate_refuses_outputs_that_could_leave_the_trial_directory(path: str, why: str) -> None:
     message = refusal(command_spec_text(f"{{audio: {path}}}"))
     assert message.startswith("bad.yaml:"), message
@@ -70,8 +75,14 @@ def test_validate_refuses_outputs_relative_to_a_cwd_other_than_the_trial_directo
     parse_spec(command_spec_text("{text_from_stdout: true}", cwd="/srv/checkout"), "ok.yaml")
 
 
-@pytest.mark.parametrize("outputs", ["{audio: 'out_{noise}.wav'}", "{video: 'results/{seed}/video.npz'}",
-                                     "{video: out.npz, audio: ./sound.wav, text: 'answers/a_{num_gpus}.txt'}"])
+@pytest.mark.parametrize(
+    "outputs",
+    [
+        "{audio: 'out_{noise}.wav'}",
+        "{video: 'results/{seed}/video.npz'}",
+        "{video: out.npz, audio: ./sound.wav, text: 'answers/a_{num_gpus}.txt'}",
+    ],
+)
 def test_validate_accepts_relative_outputs_named_from_settings(outputs: str) -> None:
     spec = parse_spec(command_spec_text(outputs), "ok.yaml")
     assert spec.workload.command is not None
@@ -87,14 +98,26 @@ def test_an_output_named_from_an_input_is_refused_by_the_input_aware_check() -> 
 
 
 # ------------------------------------------------------------------------- run time
-def request(tmp_path: Path, options: dict[str, Any], settings: dict[str, Any] | None = None,
-            inputs: dict[str, Any] | None = None) -> TrialRequest:
+def request(
+    tmp_path: Path,
+    options: dict[str, Any],
+    settings: dict[str, Any] | None = None,
+    inputs: dict[str, Any] | None = None,
+) -> TrialRequest:
     """A command trial from raw options: the adapter's own check, whatever the spec check said."""
     return TrialRequest(
-        study_name="t", trial_number=0, workload_class="tuner.adapters.command:CommandWorkload",
-        settings=settings or {}, inputs=inputs or {}, seed=0, device="cpu",
-        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=60,
-        workdir=str(tmp_path / "trial"), workload_options={"adapter": "command", **options})
+        study_name="t",
+        trial_number=0,
+        workload_class="tuner.adapters.command:CommandWorkload",
+        settings=settings or {},
+        inputs=inputs or {},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=60,
+        workdir=str(tmp_path / "trial"),
+        workload_options={"adapter": "command", **options},
+    )
 
 
 @pytest.fixture()
@@ -120,8 +143,9 @@ def test_an_input_output_bypassing_validation_never_deletes_the_users_file(tmp_p
 
 
 def test_a_setting_value_with_dot_dot_is_refused_at_run_time(tmp_path: Path, user_file: Path) -> None:
-    options = CommandSpec(argv=[sys.executable, "-c", OVERWRITE, "out_{name}.wav"],
-                          outputs={"audio": "out_{name}.wav"}).model_dump(mode="json")
+    options = CommandSpec(
+        argv=[sys.executable, "-c", OVERWRITE, "out_{name}.wav"], outputs={"audio": "out_{name}.wav"}
+    ).model_dump(mode="json")
     result = run(request(tmp_path, options, settings={"name": "/../../../data/me"}))
     assert_refused(result, user_file)
 
@@ -130,8 +154,9 @@ def test_a_symlink_in_the_trial_directory_pointing_outside_is_refused(tmp_path: 
     run_dir = tmp_path / "trial" / "run"
     run_dir.mkdir(parents=True)
     (run_dir / "out.wav").symlink_to(user_file)
-    options = CommandSpec(argv=[sys.executable, "-c", OVERWRITE, "out.wav"],
-                          outputs={"audio": "out.wav"}).model_dump(mode="json")
+    options = CommandSpec(argv=[sys.executable, "-c", OVERWRITE, "out.wav"], outputs={"audio": "out.wav"}).model_dump(
+        mode="json"
+    )
     result = run(request(tmp_path, options))
     assert_refused(result, user_file)
     assert (run_dir / "out.wav").is_symlink(), "refused before unlink: the link is left as found"

@@ -38,9 +38,17 @@ pytestmark = pytest.mark.slow  # transformers' import, a tiny checkpoint and one
 
 FACTORY = "tuner.adapters.factories.av_llm:make_av_llm"
 QUESTIONS = ["What?", "What is the person holding in the hand?", "Who?"]
-PARAMS: dict[str, Any] = {"video_fps": 2.0, "max_frames": 8, "audio_sample_rate": 16000, "max_audio_seconds": 2.0,
-                          "max_new_tokens": 8, "num_beams": 1, "do_sample": False, "use_cache": True,
-                          "batch_size": 3}
+PARAMS: dict[str, Any] = {
+    "video_fps": 2.0,
+    "max_frames": 8,
+    "audio_sample_rate": 16000,
+    "max_audio_seconds": 2.0,
+    "max_new_tokens": 8,
+    "num_beams": 1,
+    "do_sample": False,
+    "use_cache": True,
+    "batch_size": 3,
+}
 
 
 class RecordingThinker(Qwen2_5OmniThinkerForConditionalGeneration):
@@ -110,7 +118,8 @@ def _ending_early(rows: list[list[int]], stops: set[int]) -> int:
 
 
 def test_new_tokens_count_each_answer_up_to_its_end_never_the_padding(
-        loaded: TransformersAVModel, tiny: TinyAVLLM, media: dict[str, Any], tmp_path: Path) -> None:
+    loaded: TransformersAVModel, tiny: TinyAVLLM, media: dict[str, Any], tmp_path: Path
+) -> None:
     """One batch of three questions where one answer ends early: its EOS and the padding ``generate`` puts
     after it are not new tokens; the answers are decoded up to their ends.
 
@@ -123,51 +132,57 @@ def test_new_tokens_count_each_answer_up_to_its_end_never_the_padding(
     assert bool(((batch["input_ids"] == tiny.audio).sum(-1) > 0).all()), "and its audio"
     with torch.inference_mode():
         raw = loaded.model.generate(**batch, max_new_tokens=PARAMS["max_new_tokens"], do_sample=False)
-    extra = _ending_early(raw[:, batch["input_ids"].shape[1]:].tolist(), {tiny.end_of_answer, tiny.pad})
+    extra = _ending_early(raw[:, batch["input_ids"].shape[1] :].tolist(), {tiny.end_of_answer, tiny.pad})
     variant = tmp_path / "checkpoint"
     variant.mkdir()
     for file in tiny.path.iterdir():
         if file.name != "generation_config.json":
             (variant / file.name).symlink_to(file)
     generation = json.loads((tiny.path / "generation_config.json").read_text())
-    (variant / "generation_config.json").write_text(json.dumps({**generation,
-                                                                "eos_token_id": [tiny.end_of_answer, extra]}))
+    (variant / "generation_config.json").write_text(
+        json.dumps({**generation, "eos_token_id": [tiny.end_of_answer, extra]})
+    )
     model = make_av_llm(model_path=str(variant), device="cpu", source_fps=25.0)
     model.load({"precision": "fp32"})
 
     batch = model.prepare(QUESTIONS, PARAMS, media)
     with torch.inference_mode():
         raw = model.model.generate(**batch, max_new_tokens=PARAMS["max_new_tokens"], do_sample=False)
-    rows = raw[:, batch["input_ids"].shape[1]:].tolist()
+    rows = raw[:, batch["input_ids"].shape[1] :].tolist()
     ends = _answer_ends(rows, {tiny.end_of_answer, tiny.pad, extra})
     early = ends.index(min(ends))
     assert ends[early] < len(rows[early]) - 1 and rows[early][ends[early]] == extra, (rows, ends)
-    assert set(rows[early][ends[early] + 1:]) == {tiny.pad}, "the batch holds padding after the early answer"
+    assert set(rows[early][ends[early] + 1 :]) == {tiny.pad}, "the batch holds padding after the early answer"
     assert max(ends) > ends[early], (rows, ends)
 
     output = model.run(PARAMS, media)
     assert output.counters["new_tokens"] == sum(ends) < sum(len(row) for row in rows)
     assert output.counters["max_new_tokens_hit"] == ends.count(PARAMS["max_new_tokens"])
-    decoded = model.processor.tokenizer.batch_decode([row[:end] for row, end in zip(rows, ends)],
-                                                     skip_special_tokens=True)
+    decoded = model.processor.tokenizer.batch_decode(
+        [row[:end] for row, end in zip(rows, ends)], skip_special_tokens=True
+    )
     assert output.text == [text.strip() for text in decoded] and output.items == len(QUESTIONS)
 
 
-@pytest.mark.parametrize("params, inputs, message", [
-    ({"audio_sample_rate": 8000}, {}, "16000 Hz"),
-    ({}, {"questions": []}, "non-empty list"),
-    ({"max_new_tokens": 0}, {}, "max_new_tokens"),
-    ({"batch_size": 0}, {}, "batch_size"),
-])
+@pytest.mark.parametrize(
+    "params, inputs, message",
+    [
+        ({"audio_sample_rate": 8000}, {}, "16000 Hz"),
+        ({}, {"questions": []}, "non-empty list"),
+        ({"max_new_tokens": 0}, {}, "max_new_tokens"),
+        ({"batch_size": 0}, {}, "batch_size"),
+    ],
+)
 def test_settings_the_processor_or_generate_refuse_are_invalid(
-        loaded: TransformersAVModel, media: dict[str, Any], params: dict[str, Any], inputs: dict[str, Any],
-        message: str) -> None:
+    loaded: TransformersAVModel, media: dict[str, Any], params: dict[str, Any], inputs: dict[str, Any], message: str
+) -> None:
     with pytest.raises(InvalidSetting, match=message):
         loaded.run({**PARAMS, **params}, {**media, **inputs})
 
 
-def test_the_av_llm_spec_runs_against_the_tiny_checkpoint(tiny: TinyAVLLM, media: dict[str, Any],
-                                                          tmp_path: Path) -> None:
+def test_the_av_llm_spec_runs_against_the_tiny_checkpoint(
+    tiny: TinyAVLLM, media: dict[str, Any], tmp_path: Path
+) -> None:
     """``search_spaces/av_llm.yaml`` as shipped (space, reference, baseline, rules, objectives), its weights,
     media and device pointed here and one measured repeat: the reference and the baseline run end to end
     through ``tuner run``."""
@@ -180,9 +195,27 @@ def test_the_av_llm_spec_runs_against_the_tiny_checkpoint(tiny: TinyAVLLM, media
     path = tmp_path / "av_llm_tiny.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
     env = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "OMP_NUM_THREADS": "1"}
-    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(path), "--study-name", "s", "--trials", "2",
-                           "--wall-time", "0", "--no-mlflow"], cwd=tmp_path, capture_output=True, text=True,
-                          timeout=600, env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "run",
+            str(path),
+            "--study-name",
+            "s",
+            "--trials",
+            "2",
+            "--wall-time",
+            "0",
+            "--no-mlflow",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
     measured = [t for t in study.trials if t.user_attrs.get("measured")]

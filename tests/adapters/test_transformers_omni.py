@@ -12,8 +12,9 @@ from __future__ import annotations
 import json
 import os
 import socket
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 os.environ["HF_HUB_OFFLINE"] = "1"  # before transformers / huggingface_hub read it
 os.environ["TRANSFORMERS_OFFLINE"] = "1"
@@ -28,10 +29,24 @@ from tuner.adapters.factories.transformers_av import OmniThinkerModel, make_omni
 from tuner.adapters.python import PythonAdapterWorkload  # noqa: E402
 from tuner.workloads.base import InvalidSetting, RunContext  # noqa: E402
 
-INPUTS = {"video_seconds": 4.0, "source_fps": 25.0, "video_height": 168, "video_width": 224, "min_pixels": 3136,
-          "prompt_tokens": 16}
-PARAMS = {"video_fps": 2.0, "max_frames": 8, "max_pixels": 12544, "audio_seconds": 2.0, "max_new_tokens": 6,
-          "num_beams": 1, "use_cache": True, "batch_size": 1}
+INPUTS = {
+    "video_seconds": 4.0,
+    "source_fps": 25.0,
+    "video_height": 168,
+    "video_width": 224,
+    "min_pixels": 3136,
+    "prompt_tokens": 16,
+}
+PARAMS = {
+    "video_fps": 2.0,
+    "max_frames": 8,
+    "max_pixels": 12544,
+    "audio_seconds": 2.0,
+    "max_new_tokens": 6,
+    "num_beams": 1,
+    "use_cache": True,
+    "batch_size": 1,
+}
 STATIC = {"precision": "fp32", "attn_implementation": "sdpa"}
 
 pytestmark = pytest.mark.slow  # 30 s in all: transformers' import and a few tiny models
@@ -69,9 +84,14 @@ def test_video_patches_are_the_processors(tiny: OmniThinkerModel) -> None:
 
     frames = np.random.default_rng(0).integers(0, 256, (100, 150, 200, 3), dtype=np.uint8)
     processor = Qwen2VLVideoProcessor(min_pixels=3136, max_pixels=112 * 168, cap_pixels_per_frame=False)
-    expected = processor(videos=[frames], video_metadata=[VideoMetadata(total_num_frames=100, fps=25.0, width=200,
-                                                                       height=150, duration=4.0)],
-                         do_sample_frames=True, fps=2.0, max_frames=6, return_tensors="pt")
+    expected = processor(
+        videos=[frames],
+        video_metadata=[VideoMetadata(total_num_frames=100, fps=25.0, width=200, height=150, duration=4.0)],
+        do_sample_frames=True,
+        fps=2.0,
+        max_frames=6,
+        return_tensors="pt",
+    )
     indices = av_inputs.sample_frame_indices(100, 25.0, 2.0, 6)
     height, width = av_inputs.smart_resize(150, 200, 3136, 112 * 168)
     source = av_inputs.VideoSource(100, 25.0, 150, 200, array=frames)
@@ -126,9 +146,13 @@ def test_same_seed_same_answer_other_seed_other_answer(tiny: OmniThinkerModel) -
 
 
 def test_a_static_knob_reloads_and_a_dynamic_one_does_not(tmp_path: Path) -> None:
-    workload = PythonAdapterWorkload({"factory": "tuner.adapters.factories.transformers_av:make_omni_thinker",
-                                      "kwargs": {"weights": "random", "architecture": "tiny", "device": "cpu"},
-                                      "reload_on": ["precision", "attn_implementation"]})
+    workload = PythonAdapterWorkload(
+        {
+            "factory": "tuner.adapters.factories.transformers_av:make_omni_thinker",
+            "kwargs": {"weights": "random", "architecture": "tiny", "device": "cpu"},
+            "reload_on": ["precision", "attn_implementation"],
+        }
+    )
     context = RunContext(device="cpu", seed=0, inputs=INPUTS, workdir=tmp_path)
     loads = PythonAdapterWorkload.loads_in_process
     workload.setup({**PARAMS, **STATIC}, context)
@@ -147,18 +171,21 @@ def test_a_static_knob_reloads_and_a_dynamic_one_does_not(tmp_path: Path) -> Non
     workload.teardown()
 
 
-@pytest.mark.parametrize("change, message", [
-    ({"max_pixels": 2000}, "min_pixels <= max_pixels"),
-    ({"audio_seconds": 301.0}, "at most 300 s"),
-    ({"audio_seconds": 0.01}, "no audio token"),
-    ({"max_frames": 1}, "max_frames must be >= 2"),
-    ({"video_fps": 0.0}, "video_fps must be > 0"),
-    ({"max_new_tokens": 0}, "must be >= 1"),
-    ({"num_beams": 0}, "must be >= 1"),
-    ({"batch_size": 0}, "batch_size must be >= 1"),
-    ({"do_sample": True}, "decodes greedily"),
-    ({"max_new_tokens": 32768}, "positions"),
-])
+@pytest.mark.parametrize(
+    "change, message",
+    [
+        ({"max_pixels": 2000}, "min_pixels <= max_pixels"),
+        ({"audio_seconds": 301.0}, "at most 300 s"),
+        ({"audio_seconds": 0.01}, "no audio token"),
+        ({"max_frames": 1}, "max_frames must be >= 2"),
+        ({"video_fps": 0.0}, "video_fps must be > 0"),
+        ({"max_new_tokens": 0}, "must be >= 1"),
+        ({"num_beams": 0}, "must be >= 1"),
+        ({"batch_size": 0}, "batch_size must be >= 1"),
+        ({"do_sample": True}, "decodes greedily"),
+        ({"max_new_tokens": 32768}, "positions"),
+    ],
+)
 def test_settings_the_model_refuses_are_invalid(tiny: OmniThinkerModel, change: dict[str, Any], message: str) -> None:
     with pytest.raises(InvalidSetting, match=message):
         tiny.run({**PARAMS, **change}, INPUTS)
@@ -189,8 +216,10 @@ def test_weights_from_a_local_omni_directory(tiny: OmniThinkerModel, tmp_path: P
     assert model.tokenizer is None, "no tokenizer files: token ids as text"
     assert model.run(PARAMS, INPUTS).text == tiny.run(PARAMS, INPUTS).text
     assert model.weights_identity(INPUTS) == f"path:{tmp_path}"
-    assert model.declared_weights(INPUTS) == {"model.safetensors": tmp_path / "model.safetensors",
-                                              "config.json": tmp_path / "config.json"}
+    assert model.declared_weights(INPUTS) == {
+        "model.safetensors": tmp_path / "model.safetensors",
+        "config.json": tmp_path / "config.json",
+    }
     with pytest.raises(FileNotFoundError, match="no config.json"):
         make_omni_thinker(weights=str(tmp_path / "missing"), device="cpu").load(STATIC)
 
@@ -204,9 +233,15 @@ def test_published_sizes_on_the_meta_device() -> None:
     with torch.device("meta"):
         seven = Qwen2_5OmniThinkerForConditionalGeneration(thinker_config("qwen2.5-omni-7b"))
         three = Qwen2_5OmniThinkerForConditionalGeneration(thinker_config("qwen2.5-omni-3b"))
-    count = {name: sum(p.numel() for p in module.parameters())
-             for name, module in (("text", seven.model), ("head", seven.lm_head), ("visual", seven.visual),
-                                  ("audio", seven.audio_tower))}
+    count = {
+        name: sum(p.numel() for p in module.parameters())
+        for name, module in (
+            ("text", seven.model),
+            ("head", seven.lm_head),
+            ("visual", seven.visual),
+            ("audio", seven.audio_tower),
+        )
+    }
     assert abs(count["text"] + count["head"] - 7.61e9) / 7.61e9 < 0.005
     assert 0.60e9 < count["visual"] < 0.70e9 and 0.60e9 < count["audio"] < 0.70e9
     assert abs(parameter_count("qwen2.5-omni-7b") - 8.93e9) / 8.93e9 < 0.005

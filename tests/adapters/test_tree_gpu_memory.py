@@ -10,15 +10,13 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import psutil
 import pytest
-
-from tuner.evaluators.memory import ProcessTreeSampler
-from tuner import gpu
-
 from adapter_helpers import STANDINS
+
+from tuner import gpu
+from tuner.evaluators.memory import ProcessTreeSampler
 
 GIB = 2**30
 
@@ -68,8 +66,9 @@ def test_nvml_peak_of_a_command_tree_counts_every_rank(tmp_path: Path, monkeypat
     monkeypatch.setattr(gpu, "_import_pynvml", lambda: SimulatedPynvml())
     rank = tmp_path / "rank.py"
     rank.write_text("import time\ntime.sleep(1.5)\n")
-    launcher = subprocess.Popen([sys.executable, str(STANDINS / "torchrun_standin.py"), "--nproc_per_node", "3",
-                                 str(rank)])
+    launcher = subprocess.Popen(
+        [sys.executable, str(STANDINS / "torchrun_standin.py"), "--nproc_per_node", "3", str(rank)]
+    )
     try:
         with ProcessTreeSampler(launcher.pid, sample_hz=50) as sampler:
             assert launcher.wait(timeout=60) == 0

@@ -16,8 +16,17 @@ from tuner.testing.runner_conformance import ISOLATION_CASES, RUNNER_CASES, Runn
 from tuner.testing.runner_conformance import RUNNER_CASES as CASES
 
 AVQA_INPUTS = {"question_set": "heldout", "num_questions": 2, "first_question": 0, "clip_seconds": 4.0}
-AVQA_PARAMS = {"video_fps": 2.0, "max_frames": 8, "audio_sample_rate": 16000, "max_audio_seconds": 4.0,
-               "max_new_tokens": 6, "num_beams": 1, "use_cache": True, "batch_size": 1, "precision": "fp32"}
+AVQA_PARAMS = {
+    "video_fps": 2.0,
+    "max_frames": 8,
+    "audio_sample_rate": 16000,
+    "max_audio_seconds": 4.0,
+    "max_new_tokens": 6,
+    "num_beams": 1,
+    "use_cache": True,
+    "batch_size": 1,
+    "precision": "fp32",
+}
 
 
 @pytest.fixture(scope="module")
@@ -46,30 +55,44 @@ def test_warm_runner_keeps_one_process_and_replaces_it_after_a_crash(warm: WarmR
 
 
 def avqa_request(tmp_path: Path, number: int, load_log: Path, **params: Any) -> TrialRequest:
-    block = PythonSpec(factory="standins.avqa_factory:make_avqa_model",
-                       kwargs={"load_log": str(load_log), "workdir": str(tmp_path)},
-                       reload_on=["precision"])
+    block = PythonSpec(
+        factory="standins.avqa_factory:make_avqa_model",
+        kwargs={"load_log": str(load_log), "workdir": str(tmp_path)},
+        reload_on=["precision"],
+    )
     return TrialRequest(
-        study_name="warm", trial_number=number, workload_class="tuner.adapters.python:PythonAdapterWorkload",
-        settings={**AVQA_PARAMS, **params}, inputs=AVQA_INPUTS, seed=0, device="cpu",
-        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=300,
-        workdir=str(tmp_path / f"trial_{number}"), quality_metrics=[],
-        workload_options={"adapter": "python", **block.model_dump(mode="json")})
+        study_name="warm",
+        trial_number=number,
+        workload_class="tuner.adapters.python:PythonAdapterWorkload",
+        settings={**AVQA_PARAMS, **params},
+        inputs=AVQA_INPUTS,
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=300,
+        workdir=str(tmp_path / f"trial_{number}"),
+        quality_metrics=[],
+        workload_options={"adapter": "python", **block.model_dump(mode="json")},
+    )
 
 
 def test_warm_python_worker_runs_ten_trials_with_one_load(tmp_path: Path) -> None:
     load_log = tmp_path / "loads.txt"
     runner = WarmRunner()
     try:
-        results = [runner.run(avqa_request(tmp_path, n, load_log, max_new_tokens=[2, 4, 6][n % 3],
-                                           num_beams=[1, 3][n % 2]), Slot(0, None, 1)) for n in range(10)]
+        results = [
+            runner.run(
+                avqa_request(tmp_path, n, load_log, max_new_tokens=[2, 4, 6][n % 3], num_beams=[1, 3][n % 2]),
+                Slot(0, None, 1),
+            )
+            for n in range(10)
+        ]
         assert all(r.outcome is Outcome.OK for r in results), [(r.reason, r.log_tail[-500:]) for r in results]
         assert len(load_log.read_text().splitlines()) == 1, "ten trials, one load"
         assert {r.metrics["count_adapter_loads"].value for r in results} == {1.0}
         assert len({r.info["warm_worker_pid"] for r in results}) == 1
         assert all(r.metrics["latency_p50_s"].available and r.metrics["peak_rss_gb"].available for r in results)
-        assert all(r.invocation and r.invocation["target"] == "standins.avqa_factory:make_avqa_model"
-                   for r in results)
+        assert all(r.invocation and r.invocation["target"] == "standins.avqa_factory:make_avqa_model" for r in results)
         changed = runner.run(avqa_request(tmp_path, 10, load_log, precision="bf16"), Slot(0, None, 1))
         assert changed.outcome is Outcome.OK, changed.reason
         assert len(load_log.read_text().splitlines()) == 2, "a reload_on parameter changed: one more load"

@@ -47,22 +47,30 @@ class Answer:
 def environment(home: Path) -> dict[str, str]:
     """The child's environment: this Python, the repo on the path, secrets planted, MLflow in home."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("TUNER_", "MLFLOW_"))}
-    env.update({
-        "PYTHONPATH": str(CORPUS.parents[1]) + os.pathsep + env.get("PYTHONPATH", ""),
-        "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db",
-        "MLFLOW_TRACKING_PASSWORD": SECRET,
-        "MLFLOW_TRACKING_TOKEN": SECRET,
-        "COLUMNS": "200",
-    })
+    env.update(
+        {
+            "PYTHONPATH": str(CORPUS.parents[1]) + os.pathsep + env.get("PYTHONPATH", ""),
+            "MLFLOW_TRACKING_URI": f"sqlite:///{home}/mlflow.db",
+            "MLFLOW_TRACKING_PASSWORD": SECRET,
+            "MLFLOW_TRACKING_TOKEN": SECRET,
+            "COLUMNS": "200",
+        }
+    )
     return env
 
 
 def run_measured(args: list[str], cwd: Path, home: Path, *, stop_when_started: bool = False) -> Answer:
     """Run ``tuner ARGS``; with ``stop_when_started``, SIGINT it once it prints its study line."""
     figures = Path(tempfile.mkstemp(prefix="tuner-measured-", suffix=".json")[1])
-    process = subprocess.Popen([sys.executable, str(MEASURED_CHILD), str(figures), sys.executable, "-m", "tuner",
-                                *args], cwd=cwd, env=environment(home),
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, errors="replace")
+    process = subprocess.Popen(
+        [sys.executable, str(MEASURED_CHILD), str(figures), sys.executable, "-m", "tuner", *args],
+        cwd=cwd,
+        env=environment(home),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        errors="replace",
+    )
     lines: list[str] = []
     errors: list[str] = []
     started = threading.Event()
@@ -91,8 +99,14 @@ def run_measured(args: list[str], cwd: Path, home: Path, *, stop_when_started: b
         reader.join(30)
     measured = json.loads(figures.read_text() or "{}") if figures.exists() else {}
     figures.unlink(missing_ok=True)
-    return Answer(status, "".join(lines), "".join(errors), float(measured.get("cpu_s", float("inf"))),
-                  float(measured.get("peak_mb", float("inf"))), started.is_set())
+    return Answer(
+        status,
+        "".join(lines),
+        "".join(errors),
+        float(measured.get("cpu_s", float("inf"))),
+        float(measured.get("peak_mb", float("inf"))),
+        started.is_set(),
+    )
 
 
 def expected_fragment(spec: Path) -> str:
@@ -113,8 +127,11 @@ def hostile_specs(directory: Path) -> dict[str, tuple[Path, str]]:
     big = "name: big\ndescription: |\n" + ("  " + "x" * 98 + "\n") * 52_000
     directory.mkdir(parents=True, exist_ok=True)
     written = {}
-    for name, text, fragment in (("alias_bomb", "\n".join(bomb) + "\n", "alias"),
-                                 ("deep_nesting", deep, "deep"), ("five_megabytes", big, "MiB")):
+    for name, text, fragment in (
+        ("alias_bomb", "\n".join(bomb) + "\n", "alias"),
+        ("deep_nesting", deep, "deep"),
+        ("five_megabytes", big, "MiB"),
+    ):
         path = directory / f"{name}.yaml"
         path.write_text(text)
         written[name] = (path, fragment)
@@ -124,8 +141,7 @@ def hostile_specs(directory: Path) -> dict[str, tuple[Path, str]]:
 def new_files(root: Path, before: set[Path], allowed: list[Path]) -> list[Path]:
     """Files under ``root`` that were not there ``before`` and are not under an ``allowed`` place."""
     now = set(root.rglob("*"))
-    return sorted(p for p in now - before
-                  if not any(p == a or a in p.parents for a in allowed))
+    return sorted(p for p in now - before if not any(p == a or a in p.parents for a in allowed))
 
 
 def secret_in_files(root: Path) -> list[Path]:

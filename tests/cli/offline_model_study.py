@@ -8,16 +8,27 @@ import subprocess
 import sys
 from pathlib import Path
 
-
-OFFLINE_ENV = {"HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1",
-               "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "OMP_NUM_THREADS": "1"}
+OFFLINE_ENV = {
+    "HF_HUB_OFFLINE": "1",
+    "TRANSFORMERS_OFFLINE": "1",
+    "HF_DATASETS_OFFLINE": "1",
+    "MLFLOW_TRACKING_URI": "",
+    "TUNER_STORAGE": "",
+    "OMP_NUM_THREADS": "1",
+}
 """The hub offline (nothing downloads), no MLflow server or shared storage from the caller's environment."""
 
 
 def run_tuner(*args: str, cwd: Path, timeout_s: float = 600) -> subprocess.CompletedProcess[str]:
     """``python -m tuner ARGS`` in ``cwd`` with :data:`OFFLINE_ENV`; asserts exit 0 (output tails on failure)."""
-    done = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout_s, env={**os.environ, **OFFLINE_ENV})
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout_s,
+        env={**os.environ, **OFFLINE_ENV},
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
@@ -28,7 +39,12 @@ RUN_EXPORTED = Path(__file__).resolve().parents[2] / "docs" / "examples" / "run_
 def run_exported(config: Path, output: Path, cwd: Path, threads: str) -> None:
     """``docs/examples/run_exported.py CONFIG OUTPUT`` in a fresh process, offline, with the export's
     ``OMP_NUM_THREADS`` (``threads``); asserts exit 0. The output lands in ``output`` (.npz)."""
-    done = subprocess.run([sys.executable, str(RUN_EXPORTED), str(config), str(output)], cwd=cwd,
-                          capture_output=True, text=True, timeout=300,
-                          env={**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": threads})
+    done = subprocess.run(
+        [sys.executable, str(RUN_EXPORTED), str(config), str(output)],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, **OFFLINE_ENV, "OMP_NUM_THREADS": threads},
+    )
     assert done.returncode == 0, done.stderr[-3000:]

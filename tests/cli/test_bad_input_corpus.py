@@ -21,7 +21,6 @@ import re
 from pathlib import Path
 
 import pytest
-
 from bad_input_harness import (
     CORPUS,
     CPU_LIMIT_S,
@@ -71,20 +70,29 @@ COMMAND_LINES: list[tuple[str, list[str], str]] = [
     ("ui_unknown_host", ["ui", "--home", "{home}", "--host", "no-such-host.invalid"], "--host"),
     ("schema_onto_directory", ["schema", "--output", "{tmp}"], "cannot write the schema"),
     ("storage_password_empty_user", ["status", "--storage", PG], "cannot open storage"),
-    ("storage_password_query", ["status", "x", "--storage",
-                                f"postgresql+psycopg://u@127.0.0.1:9/tuner?password={SECRET}"], "cannot open storage"),
+    (
+        "storage_password_query",
+        ["status", "x", "--storage", f"postgresql+psycopg://u@127.0.0.1:9/tuner?password={SECRET}"],
+        "cannot open storage",
+    ),
     ("storage_unknown_scheme", ["status", "--storage", "mongodb://127.0.0.1/x"], "cannot open storage"),
     ("worker_bad_gpus", ["worker", "--gpus", "0,zero", "--home", "{home}", "--once"], "--gpus"),
     ("worker_escape_name", ["worker", "../../x", "--home", "{home}"], "study name"),
     ("worker_missing_study", ["worker", "nosuch", "--home", "{home}", "--no-mlflow"], "no study"),
     ("worker_storage_password", ["worker", "--storage", PG, "--once"], "cannot open storage"),
     ("serve_without_token", ["serve", "--home", "{home}"], "no token"),
-    ("serve_insecure_off_localhost", ["serve", "--home", "{home}", "--host", "0.0.0.0", "--insecure-localhost"],
-     "loopback"),
+    (
+        "serve_insecure_off_localhost",
+        ["serve", "--home", "{home}", "--host", "0.0.0.0", "--insecure-localhost"],
+        "loopback",
+    ),
     ("serve_token_file_missing", ["serve", "--token-file", "{tmp}/nowhere", "--home", "{home}"], "cannot read"),
     ("serve_port_out_of_range", ["serve", "--port", "70000", "--insecure-localhost", "--home", "{home}"], "--port"),
-    ("submit_nothing_listens", ["submit", "{spec}", "--server", "http://127.0.0.1:9", "--gpu-type", "cpu"],
-     "cannot reach"),
+    (
+        "submit_nothing_listens",
+        ["submit", "{spec}", "--server", "http://127.0.0.1:9", "--gpu-type", "cpu"],
+        "cannot reach",
+    ),
     ("submit_spec_missing", ["submit", "{tmp}/nowhere.yaml", "--server", "http://127.0.0.1:9"], "cannot read spec"),
     ("submit_not_a_server_url", ["submit", "{spec}", "--server", "ftp://127.0.0.1/x"], "--server"),
     ("submit_server_password", ["submit", "{spec}", "--server", f"http://u:{SECRET}@127.0.0.1:9"], "cannot reach"),

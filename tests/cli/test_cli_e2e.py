@@ -19,8 +19,14 @@ SPECS = Path(__file__).parents[1] / "specs"
 
 
 def tuner(*args: str, cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""})
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""},
+    )
 
 
 def completed_trial_values(db: Path) -> dict[int, tuple[float, ...]]:
@@ -31,7 +37,8 @@ def completed_trial_values(db: Path) -> dict[int, tuple[float, ...]]:
         with sqlite3.connect(f"file:{db}?mode=ro", uri=True, timeout=5) as connection:
             rows = connection.execute(
                 "SELECT t.number, v.objective, v.value FROM trials t JOIN trial_values v "
-                "ON v.trial_id = t.trial_id WHERE t.state = 'COMPLETE' ORDER BY t.number, v.objective").fetchall()
+                "ON v.trial_id = t.trial_id WHERE t.state = 'COMPLETE' ORDER BY t.number, v.objective"
+            ).fetchall()
     except sqlite3.Error:
         return {}
     values: dict[int, list[float]] = {}
@@ -97,12 +104,22 @@ def test_run_logs_mlflow_exports_and_reports_status(tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_sigkill_mid_study_then_resume_loses_nothing(tmp_path: Path) -> None:
     spec = tmp_path / "slow.yaml"
-    spec.write_text((SPECS / "fake_ok.yaml").read_text()
-                    .replace("sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
-                             "sleep_s: {type: float, low: 0.2, high: 0.3, step: 0.05}")
-                    .replace("sleep_s: 0.02", "sleep_s: 0.3").replace("trials: 8", "trials: 7"))
-    process = subprocess.Popen([sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "k", "--no-mlflow"],
-                               cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    spec.write_text(
+        (SPECS / "fake_ok.yaml")
+        .read_text()
+        .replace(
+            "sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
+            "sleep_s: {type: float, low: 0.2, high: 0.3, step: 0.05}",
+        )
+        .replace("sleep_s: 0.02", "sleep_s: 0.3")
+        .replace("trials: 8", "trials: 7")
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "k", "--no-mlflow"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     db = tmp_path / "studies" / "studies.db"
     deadline = time.monotonic() + 240
     completed_before: dict[int, tuple[float, ...]] = {}
@@ -133,18 +150,38 @@ def test_unknown_study_is_one_clear_line(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_parallel_workers_use_their_own_slots(tmp_path: Path) -> None:
-    done = tuner("run", str(SPECS / "fake_ok.yaml"), "--study-name", "p", "--workers", "2", "--trials", "8",
-                 "--no-mlflow", cwd=tmp_path)
+    done = tuner(
+        "run",
+        str(SPECS / "fake_ok.yaml"),
+        "--study-name",
+        "p",
+        "--workers",
+        "2",
+        "--trials",
+        "8",
+        "--no-mlflow",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     measured = [t for t in load(tmp_path, "p").trials if t.user_attrs.get("measured")]
     assert len(measured) == 8 and {t.user_attrs["slot"] for t in measured} == {"cpu:0", "cpu:1"}
-    log = (tmp_path / "studies" / "p" / f"trial_{measured[-1].number:05d}" / "request.json")
+    log = tmp_path / "studies" / "p" / f"trial_{measured[-1].number:05d}" / "request.json"
     assert log.exists()
 
 
 def test_unreachable_mlflow_does_not_stop_the_study(tmp_path: Path) -> None:
-    done = tuner("run", str(SPECS / "fake_ok.yaml"), "--study-name", "m", "--trials", "3",
-                 "--mlflow-uri", "http://127.0.0.1:9", cwd=tmp_path, timeout=120)
+    done = tuner(
+        "run",
+        str(SPECS / "fake_ok.yaml"),
+        "--study-name",
+        "m",
+        "--trials",
+        "3",
+        "--mlflow-uri",
+        "http://127.0.0.1:9",
+        cwd=tmp_path,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "not reachable" in " ".join(done.stdout.split())
     assert sum(1 for t in load(tmp_path, "m").trials if t.user_attrs.get("measured")) == 3

@@ -50,9 +50,11 @@ budget: {trials: 6}
 sampler: {name: grid}
 """
 STUDY = "c"
-LINE = re.compile(r"^(?P<unit>[CG]PU-h): used (?P<used>\S+) \((?P<ok>\d+) runs OK\), wasted (?P<wasted>\S+)"
-                  r"(?: \((?P<wasted_counts>[^)]*)\))?, avoided ~(?P<avoided>\S+)(?: \((?P<avoided_counts>[^)]*)\))?; "
-                  r"(?P<recorded>\S+) device-s recorded by (?P<runs>\d+) runs \(used \+ wasted\)$")
+LINE = re.compile(
+    r"^(?P<unit>[CG]PU-h): used (?P<used>\S+) \((?P<ok>\d+) runs OK\), wasted (?P<wasted>\S+)"
+    r"(?: \((?P<wasted_counts>[^)]*)\))?, avoided ~(?P<avoided>\S+)(?: \((?P<avoided_counts>[^)]*)\))?; "
+    r"(?P<recorded>\S+) device-s recorded by (?P<runs>\d+) runs \(used \+ wasted\)$"
+)
 
 
 def storage(root: Path) -> str:
@@ -69,9 +71,28 @@ def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, str]:
     root = tmp_path_factory.mktemp("cost_views")
     (root / "cost_demo.yaml").write_text(SPEC)
     env = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "COLUMNS": "1000"}
-    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(root / "cost_demo.yaml"), "--study-name", STUDY,
-                           "--home", str(root), "--storage", storage(root), "--mlflow-uri", mlflow_uri(root)],
-                          cwd=root, capture_output=True, text=True, timeout=400, env=env)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "run",
+            str(root / "cost_demo.yaml"),
+            "--study-name",
+            STUDY,
+            "--home",
+            str(root),
+            "--storage",
+            storage(root),
+            "--mlflow-uri",
+            mlflow_uri(root),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return root, done.stdout
 
@@ -124,12 +145,16 @@ def expected(root: Path) -> dict[str, Any]:
     for record in costed:
         if record.outcome != "OK":
             wasted[record.outcome] = wasted.get(record.outcome, 0) + 1
-    return {"recorded_s": sum(r.device_s or 0.0 for r in costed),
-            "used_s": sum(r.device_s or 0.0 for r in costed if r.outcome == "OK"),
-            "wasted_s": sum(r.device_s or 0.0 for r in costed if r.outcome != "OK"),
-            "ok": sum(1 for r in costed if r.outcome == "OK"), "wasted": wasted, "runs": len(costed),
-            "copies": sum(1 for r in stored if r.duplicate_of is not None),
-            "refused": sum(1 for r in stored if r.outcome == "INVALID" and not r.measured)}
+    return {
+        "recorded_s": sum(r.device_s or 0.0 for r in costed),
+        "used_s": sum(r.device_s or 0.0 for r in costed if r.outcome == "OK"),
+        "wasted_s": sum(r.device_s or 0.0 for r in costed if r.outcome != "OK"),
+        "ok": sum(1 for r in costed if r.outcome == "OK"),
+        "wasted": wasted,
+        "runs": len(costed),
+        "copies": sum(1 for r in stored if r.duplicate_of is not None),
+        "refused": sum(1 for r in stored if r.outcome == "INVALID" and not r.measured),
+    }
 
 
 def test_the_study_has_failed_runs_copies_and_a_refused_setting(study: tuple[Path, str]) -> None:
@@ -159,12 +184,14 @@ def test_run_summary_says_used_wasted_avoided_adding_up_to_the_recorded_seconds(
     assert counts(match["wasted_counts"]) == figures["wasted"], "every failed run is wasted"
     assert counts(match["avoided_counts"]) == {"copy": figures["copies"], "refused by rules": 1}
     assert float(match["avoided"]) > 0
-    assert any(line.startswith("avoided is an estimate: a copy: its original's recorded cost")
-               for line in printed.splitlines()), printed
+    assert any(
+        line.startswith("avoided is an estimate: a copy: its original's recorded cost") for line in printed.splitlines()
+    ), printed
 
 
-def test_status_shows_each_trials_device_seconds_and_the_same_cost(study: tuple[Path, str],
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_shows_each_trials_device_seconds_and_the_same_cost(
+    study: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     root, printed = study
     out = unwrapped(cli(root, capsys, "status", STUDY))  # 80 columns: what is stacked under a row joins it again
     header = next(line for line in out.splitlines() if line.startswith("#"))
@@ -174,13 +201,14 @@ def test_status_shows_each_trials_device_seconds_and_the_same_cost(study: tuple[
     assert sorted(rows) == sorted(stored)
     for number, row in rows.items():
         assert row[:edge].split()[-1] == device_s_text(stored[number].device_s), (number, row)
-        assert row[edge:edge + 1] in (" ", ""), row
+        assert row[edge : edge + 1] in (" ", ""), row
     line, _ = cost_line(out)
     assert line == cost_line(printed)[0], "status and the run's summary show the same figures"
 
 
-def test_status_shows_each_phases_share_of_the_device_time(study: tuple[Path, str],
-                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_shows_each_phases_share_of_the_device_time(
+    study: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     root, _ = study
     out = cli(root, capsys, "status", STUDY)
     line = next(line for line in out.splitlines() if line.startswith("device time: "))
@@ -201,14 +229,24 @@ def test_phase_shares_line_words_each_phase_and_none_without_phases() -> None:
     from tuner.storage.cost import StudyCost
 
     assert phase_shares_line(StudyCost()) is None
-    cost = StudyCost(phases_s={"startup": 8.0, "warmup": 9.0, "measured": 76.0, "evaluation": 5.0, "finish": 1.5,
-                               "unattributed": 0.5})
-    assert phase_shares_line(cost) == ("device time: measured 76 %, warm-up 9 %, start-up 8 %, evaluation 5 %, "
-                                       "other 2 %")
+    cost = StudyCost(
+        phases_s={
+            "startup": 8.0,
+            "warmup": 9.0,
+            "measured": 76.0,
+            "evaluation": 5.0,
+            "finish": 1.5,
+            "unattributed": 0.5,
+        }
+    )
+    assert phase_shares_line(cost) == (
+        "device time: measured 76 %, warm-up 9 %, start-up 8 %, evaluation 5 %, other 2 %"
+    )
 
 
-def test_status_json_cost_adds_up_and_the_study_list_shows_the_hours_used(study: tuple[Path, str],
-                                                                          capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_json_cost_adds_up_and_the_study_list_shows_the_hours_used(
+    study: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     root, _ = study
     figures = expected(root)
     document = json.loads(cli(root, capsys, "status", STUDY, "--json"))
@@ -223,14 +261,20 @@ def test_status_json_cost_adds_up_and_the_study_list_shows_the_hours_used(study:
     for trial in document["trials"]:
         assert (trial["cost"] or {}).get("device_s") == trial["device_s"]
     (entry,) = json.loads(cli(root, capsys, "status", "--json"))
-    assert entry == {"study": STUDY, "trials": len(document["trials"]), "used_device_h": cost["used_device_h"],
-                     "wasted_device_h": cost["wasted_device_h"], "unit": "CPU-h"}
+    assert entry == {
+        "study": STUDY,
+        "trials": len(document["trials"]),
+        "used_device_h": cost["used_device_h"],
+        "wasted_device_h": cost["wasted_device_h"],
+        "unit": "CPU-h",
+    }
     listed = cli(root, capsys, "status")
     assert f"{cost['used_device_h']:.4g} CPU-h" in listed, listed
 
 
-def test_show_gives_a_trials_device_seconds_devices_and_phases(study: tuple[Path, str],
-                                                               capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_gives_a_trials_device_seconds_devices_and_phases(
+    study: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     root, _ = study
     stored = records(root)
     shown_total = 0.0
@@ -240,18 +284,20 @@ def test_show_gives_a_trials_device_seconds_devices_and_phases(study: tuple[Path
         if record.device_s is None:
             assert document["cost"] is None
             continue
-        assert document["cost"]["devices"] == 1 and document["cost"]["phases_device_s"] == \
-            dict((record.cost or {})["phases_device_s"])
+        assert document["cost"]["devices"] == 1 and document["cost"]["phases_device_s"] == dict(
+            (record.cost or {})["phases_device_s"]
+        )
         shown_total += document["device_s"]
     assert shown_total == pytest.approx(expected(root)["recorded_s"], abs=1e-6)
     oom = next(r for r in stored if r.outcome == "OOM")
     lines = cli(root, capsys, "show", STUDY, str(oom.number)).splitlines()
     head = next(line for line in lines if line.startswith("cost: "))
     assert head.startswith(f"cost: {oom.device_s:.3g} device-s (") and "x 1 device(s)" in head, head
-    phases = lines[lines.index(head) + 1:]
-    phases = phases[:next(i for i, line in enumerate(phases) if not line.startswith("  "))]
-    assert phases and all(line.split()[0] in ("startup", "warmup", "measured", "evaluation", "finish", "unattributed")
-                          for line in phases), phases
+    phases = lines[lines.index(head) + 1 :]
+    phases = phases[: next(i for i, line in enumerate(phases) if not line.startswith("  "))]
+    assert phases and all(
+        line.split()[0] in ("startup", "warmup", "measured", "evaluation", "finish", "unattributed") for line in phases
+    ), phases
     copy = next(r for r in stored if r.duplicate_of is not None)
     out = cli(root, capsys, "show", STUDY, str(copy.number))
     assert f"cost: a copy of trial {copy.duplicate_of}: it ran nothing" in out
@@ -275,8 +321,9 @@ def _assert_mlflow_shows(uri: str, root: Path, status_cost: dict[str, Any], line
     metrics = parent.data.metrics
     for name in ("used", "wasted", "avoided", "recorded"):
         assert metrics[f"cost_{name}_device_h"] == pytest.approx(status_cost[f"{name}_device_h"], abs=1e-6), name
-    assert metrics["cost_used_device_h"] + metrics["cost_wasted_device_h"] == \
-        pytest.approx(expected(root)["recorded_s"] / SECONDS_PER_HOUR, rel=1e-9)
+    assert metrics["cost_used_device_h"] + metrics["cost_wasted_device_h"] == pytest.approx(
+        expected(root)["recorded_s"] / SECONDS_PER_HOUR, rel=1e-9
+    )
     assert metrics["cost_wasted_runs"] == sum(status_cost["wasted_trials"].values())
     assert parent.data.tags["tuner.cost"] == line
     assert line in parent.data.tags["mlflow.note.content"], "the description says it too"
@@ -290,8 +337,9 @@ def _assert_mlflow_shows(uri: str, root: Path, status_cost: dict[str, Any], line
     assert by_trial == {n: r.device_s for n, r in stored.items()}
 
 
-def test_the_mlflow_study_run_shows_the_same_cost_live_and_rebuilt(study: tuple[Path, str],
-                                                                   capsys: pytest.CaptureFixture[str]) -> None:
+def test_the_mlflow_study_run_shows_the_same_cost_live_and_rebuilt(
+    study: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     root, printed = study
     status_cost = json.loads(cli(root, capsys, "status", STUDY, "--json"))["cost"]
     line = cost_line(printed)[0]
@@ -318,7 +366,8 @@ def test_the_service_views_show_the_same_cost(study: tuple[Path, str], capsys: p
 
 
 def test_the_export_says_what_finding_the_setting_cost_and_check_accepts_it(
-        study: tuple[Path, str], capsys: pytest.CaptureFixture[str]) -> None:
+    study: tuple[Path, str], capsys: pytest.CaptureFixture[str]
+) -> None:
     from tuner.ship.config_schema import load_config
 
     root, _ = study
@@ -327,8 +376,16 @@ def test_the_export_says_what_finding_the_setting_cost_and_check_accepts_it(
     cli(root, capsys, "export", STUDY, "--output", str(target))
     document = yaml.safe_load(target.read_text())
     cost = document["provenance"]["cost"]
-    for key in ("used_device_h", "wasted_device_h", "avoided_device_h", "recorded_device_h", "used_trials",
-                "wasted_trials", "avoided_trials", "avoided_estimate"):
+    for key in (
+        "used_device_h",
+        "wasted_device_h",
+        "avoided_device_h",
+        "recorded_device_h",
+        "used_trials",
+        "wasted_trials",
+        "avoided_trials",
+        "avoided_estimate",
+    ):
         assert cost[key] == status_cost[key], key
     chosen = next(r for r in records(root) if r.number == document["provenance"]["trial"])
     assert cost["trial_device_s"] == chosen.device_s and cost["unit"] == "CPU-h" and cost["device"] == "cpu"
@@ -337,8 +394,25 @@ def test_the_export_says_what_finding_the_setting_cost_and_check_accepts_it(
     assert load_config(target).provenance.cost is not None, "the schema holds it"
     best = yaml.safe_load((root / STUDY / "best.yaml").read_text())["provenance"]["cost"]
     assert best["recorded_device_s"] == cost["recorded_device_s"], "tuner run's own export says the same"
-    checked = subprocess.run([sys.executable, "-m", "tuner", "check", str(target), "--rounds", "1", "--max-rounds", "1",
-                              "--home", str(root)], cwd=root, capture_output=True, text=True, timeout=400,
-                             env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""})
+    checked = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "check",
+            str(target),
+            "--rounds",
+            "1",
+            "--max-rounds",
+            "1",
+            "--home",
+            str(root),
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""},
+    )
     assert checked.returncode in (0, 1) and "error:" not in checked.stderr, checked.stderr[-2000:]
     assert "speed-up" in checked.stdout, "tuner check read the export and re-measured it"

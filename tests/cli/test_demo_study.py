@@ -23,10 +23,25 @@ def test_demo_study_end_to_end_on_a_busy_machine(tmp_path: Path) -> None:
     busy_core = subprocess.Popen([sys.executable, "-c", "while True: pass"])  # another job on the host
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "tuner", "run", str(ROOT / "search_spaces" / "avatar_demo.yaml"),
-             "--study-name", "demo", "--trials", "12", "--wall-time", "0"],  # count trials, not seconds
-            cwd=tmp_path, capture_output=True, text=True, timeout=1700,
-            env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "COLUMNS": "80"})
+            [
+                sys.executable,
+                "-m",
+                "tuner",
+                "run",
+                str(ROOT / "search_spaces" / "avatar_demo.yaml"),
+                "--study-name",
+                "demo",
+                "--trials",
+                "12",
+                "--wall-time",
+                "0",
+            ],  # count trials, not seconds
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=1700,
+            env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "COLUMNS": "80"},
+        )
     finally:
         busy_core.kill()
         busy_core.wait(30)
@@ -34,16 +49,20 @@ def test_demo_study_end_to_end_on_a_busy_machine(tmp_path: Path) -> None:
     study = optuna.load_study(study_name="demo", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
     measured = [t for t in study.trials if t.user_attrs.get("measured")]
     assert len(measured) == 12
-    assert all(t.user_attrs["outcome"] == "OK" for t in measured), \
-        [(t.number, t.user_attrs.get("outcome"), t.user_attrs.get("reason")) for t in measured]
+    assert all(t.user_attrs["outcome"] == "OK" for t in measured), [
+        (t.number, t.user_attrs.get("outcome"), t.user_attrs.get("reason")) for t in measured
+    ]
     assert not any(t.user_attrs.get("outcome") == "INVALID" for t in study.trials), "the space obeys its rule"
     reference, baseline = measured[0], measured[1]
-    assert reference.user_attrs["outcome"] == "OK" and baseline.user_attrs["outcome"] == "OK", \
-        [t.user_attrs.get("reason") for t in measured[:2]]
+    assert reference.user_attrs["outcome"] == "OK" and baseline.user_attrs["outcome"] == "OK", [
+        t.user_attrs.get("reason") for t in measured[:2]
+    ]
     assert reference.user_attrs["role"] == "reference" and baseline.user_attrs["role"] == "baseline"
     work = {t.user_attrs["role"]: t.user_attrs["metrics"]["count_dit_gflops"]["value"] for t in (reference, baseline)}
-    assert work["reference"] > work["baseline"], ("the reference setting is the expensive one (counted, not timed)",
-                                                  work)
+    assert work["reference"] > work["baseline"], (
+        "the reference setting is the expensive one (counted, not timed)",
+        work,
+    )
     assert reference.values[1] < baseline.values[1], "and the faithful one (ST-LPIPS: lower is closer)"
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("avatar_demo @ cpu")
@@ -79,7 +98,7 @@ def _assert_the_front_reads_at_80_columns(study: optuna.Study, stdout: str) -> N
     assert set(rows) == {r.number for r in front}, section
     for record in front:
         after = sorted(i for i in rows.values() if i > rows[record.number]) + [len(section)]
-        block = " ".join(section[rows[record.number] + 1:after[0]])
+        block = " ".join(section[rows[record.number] + 1 : after[0]])
         for name in varying:
             assert f"{name}={record.params[name]}" in block, (record.number, name, block)
 
@@ -100,7 +119,9 @@ def _assert_the_spec_rule_chose(study: optuna.Study, exported: dict, stdout: str
     allowed = [r for r in feasible if all(c.holds(r) for c in policy.conditions)]
     expected = min(allowed, key=lambda r: (r.metric_value("latency_p50_s") or 0.0, r.number))
     chosen = next(r for r in feasible if r.number == exported["provenance"]["trial"])
-    replaced = exported["selection"]["replaced_noisy_trial"]  # a noisy pick is shipped as a stable one within its spread
+    replaced = exported["selection"][
+        "replaced_noisy_trial"
+    ]  # a noisy pick is shipped as a stable one within its spread
     assert (chosen.number if replaced is None else replaced) == expected.number, "the fastest within the bound"
     assert all(c.holds(chosen) for c in policy.conditions), (chosen.metrics, rule.policy)
     fastest = min(front_of(feasible, ["minimize", "minimize"]), key=lambda r: (r.values or (0.0,))[0])

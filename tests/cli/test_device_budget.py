@@ -47,8 +47,9 @@ def _costs(home: Path) -> list[float]:
 
 
 @pytest.mark.timeout(600)
-def test_run_stops_within_one_trials_cost_and_resume_raises_the_budget(tmp_path: Path,
-                                                                     capsys: pytest.CaptureFixture[str]) -> None:
+def test_run_stops_within_one_trials_cost_and_resume_raises_the_budget(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """The budgets derive from what this machine measured, never from an assumed trial cost: a first run with a
     budget below any trial's cost measures exactly one trial (the fork server's start-up included), and
     resume gets three times what that run spent, which the cheaper trials that follow cannot reach in one."""
@@ -56,16 +57,38 @@ def test_run_stops_within_one_trials_cost_and_resume_raises_the_budget(tmp_path:
     spec.write_text(SPEC)
     home = tmp_path / "home"
     tiny_budget_h = 1e-6  # 3.6 ms (the least the CLI takes): below the cost of any trial in its own process
-    code, out = cli(capsys, "run", str(spec), "--study-name", "b", "--home", str(home), "--no-mlflow",
-                    "--device-hours", str(tiny_budget_h), "--wall-time", "0")
+    code, out = cli(
+        capsys,
+        "run",
+        str(spec),
+        "--study-name",
+        "b",
+        "--home",
+        str(home),
+        "--no-mlflow",
+        "--device-hours",
+        str(tiny_budget_h),
+        "--wall-time",
+        "0",
+    )
     assert code == 0, out
     costs = _costs(home)
     assert len(costs) == 1 and costs[0] >= tiny_budget_h * 3600, "one trial, and it spent the budget"
     assert "device-hour budget spent" in " ".join(out.split())
 
     budget_s = 3 * sum(costs)
-    code, out = cli(capsys, "resume", "b", "--home", str(home), "--no-mlflow", "--device-hours",
-                    repr(budget_s / 3600), "--wall-time", "0")
+    code, out = cli(
+        capsys,
+        "resume",
+        "b",
+        "--home",
+        str(home),
+        "--no-mlflow",
+        "--device-hours",
+        repr(budget_s / 3600),
+        "--wall-time",
+        "0",
+    )
     assert code == 0, out
     more = _costs(home)
     assert len(more) >= 2

@@ -21,7 +21,7 @@ from tuner.secrets import MASK
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "tests" / "specs" / "fake_ok.yaml"
 
-PLANTED_BUG = '''
+PLANTED_BUG = """
 import runpy, sys
 import tuner.cli.study_commands as commands
 
@@ -31,18 +31,26 @@ def _load_runnable(*args, **kwargs):
 commands._load_runnable = _load_runnable
 sys.argv = ["tuner", "validate", sys.argv[1]]
 runpy.run_module("tuner", run_name="__main__", alter_sys=True)
-'''
+"""
 
-LINE = (f"error: internal error: RuntimeError: planted bug while reading postgresql://tuner:{MASK}@db:5432/studies "
-        f"(rerun with {DEBUG_ENV}=1 for the traceback and please report it)")
+LINE = (
+    f"error: internal error: RuntimeError: planted bug while reading postgresql://tuner:{MASK}@db:5432/studies "
+    f"(rerun with {DEBUG_ENV}=1 for the traceback and please report it)"
+)
 
 
 def _tuner_with_a_bug(tmp_path: Path, debug: bool) -> subprocess.CompletedProcess[str]:
     env = {key: value for key, value in os.environ.items() if key != DEBUG_ENV}
     if debug:
         env[DEBUG_ENV] = "1"
-    return subprocess.run([sys.executable, "-c", PLANTED_BUG, str(SPEC)], cwd=tmp_path, env={**env, "COLUMNS": "80"},
-                          capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-c", PLANTED_BUG, str(SPEC)],
+        cwd=tmp_path,
+        env={**env, "COLUMNS": "80"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_an_unexpected_exception_is_one_line_and_exit_1(tmp_path: Path) -> None:
@@ -57,6 +65,6 @@ def test_tuner_debug_puts_the_traceback_on_stderr_before_the_line(tmp_path: Path
     assert done.returncode == EXIT_INTERNAL_ERROR, done.stderr[-3000:]
     lines = done.stderr.splitlines()
     assert lines[0] == "Traceback (most recent call last):", lines[:3]
-    assert 'in _load_runnable' in done.stderr and "RuntimeError: planted bug" in done.stderr
+    assert "in _load_runnable" in done.stderr and "RuntimeError: planted bug" in done.stderr
     assert lines[-1] == LINE, "the same one line closes the output"
     assert done.stdout == "" and "s3cret-pw" not in done.stderr, "the traceback is redacted too"

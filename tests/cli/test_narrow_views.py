@@ -82,8 +82,9 @@ def in_terminal(home: Path, *args: str) -> str:
 
     master, slave = pty.openpty()
     fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 40, WIDTH, 0, 0))
-    process = subprocess.Popen(_args(home, *args), stdin=slave, stdout=slave, stderr=slave, env=_env(),
-                               start_new_session=True)
+    process = subprocess.Popen(
+        _args(home, *args), stdin=slave, stdout=slave, stderr=slave, env=_env(), start_new_session=True
+    )
     os.close(slave)
     chunks = []
     while True:
@@ -126,8 +127,11 @@ def test_front_shows_each_trial_its_role_units_speed_up_and_the_chosen_mark(home
     front = [r for r in records(home) if r.number in _front_numbers(home)]
     assert front
     for record in front:
-        assert re.search(rf"(^|\s){record.number}\s+{record.role}\b|trial {record.number} {record.role}\b", text), \
-            (record.number, record.role, text)
+        assert re.search(rf"(^|\s){record.number}\s+{record.role}\b|trial {record.number} {record.role}\b", text), (
+            record.number,
+            record.role,
+            text,
+        )
     assert any(line.startswith("* ") for line in lines), "the chosen trial is marked"
     assert "* chosen: trial" in text and "latency_p50_s (min, s)" in text and re.search(r"\d s\b", text), text
     assert len(front) >= 2, "the front has a trial beside the reference"
@@ -169,7 +173,7 @@ def _block(lines: list[str], row: str) -> str:
     """A status row and the indented lines under it (its stacked where / params / note)."""
     start = lines.index(row)
     block = [row]
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if not line.startswith("    "):
             break
         block.append(line)

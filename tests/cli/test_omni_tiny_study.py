@@ -33,10 +33,16 @@ ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "search_spaces" / "av_omni_tiny_cpu.yaml"
 TOKENS = [2, 8, 24, 64, 128]  # adjacent latencies about 2x apart: beyond a busy host's noise
 LONGEST = TOKENS[-1]
-FIXED = {"video_fps": 2.0, "max_frames": 8, "max_pixels": 12544, "audio_seconds": 2.0, "num_beams": 1,
-         "use_cache": True, "batch_size": 1, "attn_implementation": "sdpa"}
-
-
+FIXED = {
+    "video_fps": 2.0,
+    "max_frames": 8,
+    "max_pixels": 12544,
+    "audio_seconds": 2.0,
+    "num_beams": 1,
+    "use_cache": True,
+    "batch_size": 1,
+    "attn_implementation": "sdpa",
+}
 
 
 def metric(trial: optuna.trial.FrozenTrial, name: str) -> float:
@@ -47,9 +53,11 @@ def metric(trial: optuna.trial.FrozenTrial, name: str) -> float:
 def study(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Path]:
     home = tmp_path_factory.mktemp("omni_tiny")
     spec = yaml.safe_load(SPEC.read_text())
-    spec["parameters"] = {**{name: {"type": "categorical", "choices": [value]} for name, value in FIXED.items()},
-                          "max_new_tokens": {"type": "categorical", "choices": TOKENS},
-                          "precision": {"type": "categorical", "choices": ["fp32", "bf16"]}}
+    spec["parameters"] = {
+        **{name: {"type": "categorical", "choices": [value]} for name, value in FIXED.items()},
+        "max_new_tokens": {"type": "categorical", "choices": TOKENS},
+        "precision": {"type": "categorical", "choices": ["fp32", "bf16"]},
+    }
     spec["reference"] = {**FIXED, "max_new_tokens": LONGEST, "precision": "fp32"}
     spec["baseline"] = {**FIXED, "max_new_tokens": 24, "precision": "bf16"}
     spec["sampler"] = {"name": "grid"}
@@ -117,8 +125,10 @@ def test_the_export_runs_from_the_yaml_alone_and_gives_the_trials_answer(study: 
     trials = measured(optuna_study)
     reference = next(t for t in trials if t.user_attrs["role"] == "reference")
     reference_answer = Path(reference.user_attrs["samples"]["answer.txt"]).read_text().strip()
-    chosen = [next(t for t in trials if t.user_attrs["role"] == "baseline"),  # bf16, 24 tokens
-              next(t for t in trials if t.params == {**FIXED, "max_new_tokens": 8, "precision": "fp32"})]
+    chosen = [
+        next(t for t in trials if t.user_attrs["role"] == "baseline"),  # bf16, 24 tokens
+        next(t for t in trials if t.params == {**FIXED, "max_new_tokens": 8, "precision": "fp32"}),
+    ]
     for trial in chosen:
         document, answers = export_and_run(home, trial.number)
         invocation = document["invocation"]

@@ -49,8 +49,7 @@ def test_running_trials_are_shown_and_the_clock_moves(monkeypatch) -> None:  # t
     display.on_tick(12.0)
     lines = buffer.getvalue().splitlines()
     assert any("trial 0 reference started on cpu0 (timeout 6m00s)" in line for line in lines)
-    assert any(line.startswith("still running: trial 0 reference on cpu0") and "elapsed 12s" in line
-               for line in lines)
+    assert any(line.startswith("still running: trial 0 reference on cpu0") and "elapsed 12s" in line for line in lines)
     rendered = io.StringIO()
     Console(file=rendered, width=200).print(display._render())
     assert "running: trial 0 reference on cpu0" in rendered.getvalue()
@@ -63,7 +62,7 @@ def test_running_trials_are_shown_and_the_clock_moves(monkeypatch) -> None:  # t
     assert "running:" not in after.getvalue(), "a finished trial leaves the running list"
 
 
-def _told(values: list[float], role: str = "search", reason: str | None = None) -> "optuna.trial.FrozenTrial":
+def _told(values: list[float], role: str = "search", reason: str | None = None) -> optuna.trial.FrozenTrial:
     study = optuna.create_study(directions=["minimize", "minimize"])
     trial = study.ask()
     trial.set_user_attr("outcome", "OK")

@@ -24,9 +24,14 @@ SPEC = Path(__file__).resolve().parents[1] / "specs" / "fake_ok.yaml"
 
 
 def tuner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner", *args, "--no-mlflow"], cwd=cwd, capture_output=True,
-                          text=True, timeout=300,
-                          env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "COLUMNS": "200"})
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args, "--no-mlflow"],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "COLUMNS": "200"},
+    )
 
 
 def progress_lines(stderr: str) -> list[str]:

@@ -17,8 +17,9 @@ constraints, report, export rule -- is the shipped file's. About 20 s each on an
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 import pytest
@@ -59,9 +60,10 @@ def test_every_shipped_spec_is_run_by_a_named_test() -> None:
 def pinned(spec: dict[str, Any], reference: dict[str, Any], baseline: dict[str, Any]) -> dict[str, Any]:
     """``spec`` with every knob pinned to its reference / baseline value (categorical, one or two choices)."""
     assert set(reference) == set(baseline) == set(spec["parameters"]), "every shipped knob is set"
-    spec["parameters"] = {name: {"type": "categorical",
-                                 "choices": [value] if baseline[name] == value else [value, baseline[name]]}
-                          for name, value in reference.items()}
+    spec["parameters"] = {
+        name: {"type": "categorical", "choices": [value] if baseline[name] == value else [value, baseline[name]]}
+        for name, value in reference.items()
+    }
     spec["reference"], spec["baseline"] = reference, baseline
     spec["measurement"] = ONE_REPEAT
     return spec
@@ -73,9 +75,18 @@ def av_omni(spec: dict[str, Any], home: Path) -> dict[str, Any]:
     spec["workload"].update(device="cpu", timeout_s=300, torch_threads=1)
     spec["workload"]["python"]["kwargs"].update(architecture="tiny", device="cpu")
     spec["inputs"].update(video_seconds=2.0, video_height=168, video_width=224, min_pixels=3136, prompt_tokens=16)
-    reference = {"video_fps": 2.0, "max_frames": 16, "max_pixels": 100352, "audio_seconds": 10.0,
-                 "max_new_tokens": 32, "num_beams": 1, "use_cache": True, "batch_size": 1,
-                 "attn_implementation": "sdpa", "precision": "bf16"}
+    reference = {
+        "video_fps": 2.0,
+        "max_frames": 16,
+        "max_pixels": 100352,
+        "audio_seconds": 10.0,
+        "max_new_tokens": 32,
+        "num_beams": 1,
+        "use_cache": True,
+        "batch_size": 1,
+        "attn_implementation": "sdpa",
+        "precision": "bf16",
+    }
     return pinned(spec, reference, {**reference, "video_fps": 1.0})
 
 
@@ -85,10 +96,22 @@ def wan_t2v_diffusers(spec: dict[str, Any], home: Path) -> dict[str, Any]:
     spec["workload"].update(device="cpu", timeout_s=300, torch_threads=1)
     spec["workload"]["python"]["kwargs"].update(architecture="tiny", device="cpu")
     spec["derived"] = {"height": "48 if resolution == '480p' else 64", "width": "80 if resolution == '480p' else 112"}
-    reference = {"num_frames": 17, "resolution": "480p", "num_inference_steps": 15, "guidance_scale": 3.0,
-                 "flow_shift": 3.0, "scheduler": "unipc", "cache": "none", "cache_threshold": 0.1,
-                 "attention_backend": "native", "vae_tiling": False, "offload": "none", "compile": "none",
-                 "batch_size": 1, "precision": "bf16"}
+    reference = {
+        "num_frames": 17,
+        "resolution": "480p",
+        "num_inference_steps": 15,
+        "guidance_scale": 3.0,
+        "flow_shift": 3.0,
+        "scheduler": "unipc",
+        "cache": "none",
+        "cache_threshold": 0.1,
+        "attention_backend": "native",
+        "vae_tiling": False,
+        "offload": "none",
+        "compile": "none",
+        "batch_size": 1,
+        "precision": "bf16",
+    }
     return pinned(spec, reference, {**reference, "num_inference_steps": 10})
 
 
@@ -102,8 +125,18 @@ def video_gen(spec: dict[str, Any], home: Path) -> dict[str, Any]:
     model.pipe.save_pretrained(weights)
     spec["workload"].update(device="cpu", timeout_s=300, torch_threads=1)
     spec["workload"]["python"]["kwargs"].update(model_path=str(weights), device="cpu")
-    reference = {"num_frames": 17, "height": 48, "width": 80, "num_inference_steps": 15, "guidance_scale": 3.0,
-                 "vae_tiling": False, "cpu_offload": False, "compile": False, "batch_size": 1, "precision": "bf16"}
+    reference = {
+        "num_frames": 17,
+        "height": 48,
+        "width": 80,
+        "num_inference_steps": 15,
+        "guidance_scale": 3.0,
+        "vae_tiling": False,
+        "cpu_offload": False,
+        "compile": False,
+        "batch_size": 1,
+        "precision": "bf16",
+    }
     return pinned(spec, reference, {**reference, "num_inference_steps": 10})
 
 
@@ -119,8 +152,12 @@ def avatar_demo_robust(spec: dict[str, Any], home: Path) -> dict[str, Any]:
 
 
 VARIANTS: dict[str, Callable[[dict[str, Any], Path], dict[str, Any]]] = {
-    "avqa_demo": as_shipped, "av_omni": av_omni, "avatar_demo_robust": avatar_demo_robust,
-    "wan_t2v_diffusers": wan_t2v_diffusers, "video_gen": video_gen}
+    "avqa_demo": as_shipped,
+    "av_omni": av_omni,
+    "avatar_demo_robust": avatar_demo_robust,
+    "wan_t2v_diffusers": wan_t2v_diffusers,
+    "video_gen": video_gen,
+}
 
 
 @pytest.mark.slow
@@ -132,8 +169,7 @@ def test_the_spec_runs_its_reference_and_baseline(name: str, tmp_path: Path) -> 
     spec = VARIANTS[name](yaml.safe_load((ROOT / "search_spaces" / f"{name}.yaml").read_text()), tmp_path)
     path = tmp_path / f"{name}.yaml"
     path.write_text(yaml.safe_dump(spec, sort_keys=False))
-    run_tuner("run", str(path), "--study-name", "s", "--trials", "2", "--wall-time", "0", "--no-mlflow",
-              cwd=tmp_path)
+    run_tuner("run", str(path), "--study-name", "s", "--trials", "2", "--wall-time", "0", "--no-mlflow", cwd=tmp_path)
     study = optuna.load_study(study_name="s", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
     measured = [t for t in study.trials if t.user_attrs.get("measured")]
     assert sorted(t.user_attrs["role"] for t in measured) == ["baseline", "reference"]

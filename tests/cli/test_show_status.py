@@ -72,8 +72,9 @@ def trial_lines(stdout: str) -> dict[int, str]:
     return {int(line.split()[0]): line for line in stdout.splitlines() if re.match(r"\s*\d+  \S", line)}
 
 
-def test_show_prints_the_whole_reason_the_log_tail_and_the_invocation(home: Path,
-                                                                      capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_prints_the_whole_reason_the_log_tail_and_the_invocation(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     oom = next(r for r in stored(home) if r.outcome == "OOM")
     assert oom.reason is not None and len(oom.reason) > 60
     status, out, err = cli(home, capsys, "show", "s", str(oom.number))
@@ -91,13 +92,14 @@ def test_show_prints_the_whole_reason_the_log_tail_and_the_invocation(home: Path
 
 
 def test_show_prints_metrics_with_units_unavailable_ones_with_reasons_and_samples(
-        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     reference = next(r for r in stored(home) if r.role == "reference")
     status, out, err = cli(home, capsys, "show", "s", str(reference.number))
     assert status == 0, err
     text = out.splitlines()
     start = text.index("metrics:") + 1
-    section = text[start:start + next(i for i, line in enumerate(text[start:]) if not line.startswith("  "))]
+    section = text[start : start + next(i for i, line in enumerate(text[start:]) if not line.startswith("  "))]
     lines = [line.split() for line in section if not line.startswith("    ")]  # a wrapped line continues indented
     assert len(lines) == len(reference.metrics), "every stored metric, one line each"
     rss = next(words for words in lines if words[:1] == ["peak_rss_gb"])
@@ -107,12 +109,15 @@ def test_show_prints_metrics_with_units_unavailable_ones_with_reasons_and_sample
     psnr = next(words for words in lines if words[:1] == ["psnr_db"])
     assert psnr[2] == "dB"
     vram = next(line for line in section if line.strip().startswith("peak_vram_gb "))
-    assert "unavailable: " + str(reference.metrics["peak_vram_gb"].get("reason")) in vram or \
-        reference.metric_value("peak_vram_gb") is not None
+    assert (
+        "unavailable: " + str(reference.metrics["peak_vram_gb"].get("reason")) in vram
+        or reference.metric_value("peak_vram_gb") is not None
+    )
     assert "reference" in out.splitlines()[0] and "on the Pareto front" in out.splitlines()[0]
     sheet = reference.samples["contact_sheet.png"]
     assert Path(sheet).is_file() and f"contact_sheet.png = {sheet}" in "".join(
-        line.strip() if line.startswith("    ") else "\n" + line for line in out.splitlines()), "a long path, wrapped"
+        line.strip() if line.startswith("    ") else "\n" + line for line in out.splitlines()
+    ), "a long path, wrapped"
     assert "ran on host " in out and "slot cpu:0" in out
 
 
@@ -124,8 +129,11 @@ def test_show_json_is_the_whole_trial(home: Path, capsys: pytest.CaptureFixture[
     document: dict[str, Any] = json.loads(out)
     assert document["reason"] == oom.reason and document["outcome"] == "OOM"
     assert document["params"] == dict(oom.params) and document["derived"] == {"frames": 4}
-    assert document["invocation"] == {"kind": "python", "target": "tuner.workloads.fake:FakeWorkload",
-                                      "kwargs": {**oom.params, "frames": 4}}
+    assert document["invocation"] == {
+        "kind": "python",
+        "target": "tuner.workloads.fake:FakeWorkload",
+        "kwargs": {**oom.params, "frames": 4},
+    }
     assert document["objectives"]["latency_p50_s"] == {"value": None, "unit": "s"}, "an OOM's values are placeholders"
     assert document["placeholder_values"] is True and document["constraints"]["outcome"] > 0
     assert "MemoryError" in document["log_tail"]["lines"][-1]
@@ -134,17 +142,21 @@ def test_show_json_is_the_whole_trial(home: Path, capsys: pytest.CaptureFixture[
     assert status == 0 and json.loads(out)["duplicate_of"] == copy.duplicate_of
 
 
-def test_show_of_an_unknown_trial_or_study_is_one_line_and_exit_2(home: Path,
-                                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_show_of_an_unknown_trial_or_study_is_one_line_and_exit_2(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     status, out, err = cli(home, capsys, "show", "s", "99")
     assert status == 2 and out == ""
-    assert err.strip().splitlines() == [f"error: study 's' has no trial 99 (its trials are 0 to {len(stored(home)) - 1})"]
+    assert err.strip().splitlines() == [
+        f"error: study 's' has no trial 99 (its trials are 0 to {len(stored(home)) - 1})"
+    ]
     status, _, err = cli(home, capsys, "show", "nosuch", "0")
     assert status == 2 and len(err.strip().splitlines()) == 1 and err.startswith("error: no study 'nosuch'")
 
 
-def test_status_prints_one_line_a_trial_with_k_v_params_units_and_the_front(home: Path,
-                                                                           capsys: pytest.CaptureFixture[str]) -> None:
+def test_status_prints_one_line_a_trial_with_k_v_params_units_and_the_front(
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     records = stored(home)
     status, out, err = cli(home, capsys, "status", "s")
     assert status == 0, err
@@ -155,11 +167,11 @@ def test_status_prints_one_line_a_trial_with_k_v_params_units_and_the_front(home
     text = out.splitlines()
     for record in records:
         line = shown[record.number]
-        block = " ".join(text[text.index(line):][:4])  # the row and what is stacked under it at 80 columns
+        block = " ".join(text[text.index(line) :][:4])  # the row and what is stacked under it at 80 columns
         assert compact_params(record.params) in block and "behaviour=" in block and "noise=" in block
         assert line.split()[1] == record.outcome and line.split()[2] == record.role
     oom = next(r for r in records if r.outcome == "OOM")
-    oom_block = " ".join(text[text.index(shown[oom.number]):][:4])
+    oom_block = " ".join(text[text.index(shown[oom.number]) :][:4])
     assert oom.reason is not None and oom.reason[:40] in oom_block
     assert "  *  " in shown[next(r.number for r in records if r.role == "reference")], "the reference is on the front"
     assert f"4 measured of budget 4, {len(records)} recorded" in out
@@ -170,8 +182,8 @@ def test_status_sort_orders_the_lines(home: Path, capsys: pytest.CaptureFixture[
     measured = {r.number: r.values[0] for r in records if r.values is not None and not r.placeholder}
     _, out, _ = cli(home, capsys, "status", "s", "--sort", "latency_p50_s")
     order = list(trial_lines(out))
-    assert order[:len(measured)] == sorted(measured, key=lambda n: (measured[n], n)), out
-    assert set(order[len(measured):]) == {r.number for r in records if r.number not in measured}, "no value: last"
+    assert order[: len(measured)] == sorted(measured, key=lambda n: (measured[n], n)), out
+    assert set(order[len(measured) :]) == {r.number for r in records if r.number not in measured}, "no value: last"
     _, out, _ = cli(home, capsys, "status", "s", "--sort=-number")
     assert list(trial_lines(out)) == sorted((r.number for r in records), reverse=True)
     _, out, _ = cli(home, capsys, "status", "s", "--sort", "psnr_db")
@@ -207,8 +219,10 @@ def test_status_json_has_every_trial_whole(home: Path, capsys: pytest.CaptureFix
     for trial, record in zip(document["trials"], records):
         assert trial["params"] == dict(record.params) and trial["reason"] == record.reason
         assert trial["outcome"] == record.outcome and trial["derived"] == dict(record.derived)
-    assert document["objectives"] == [{"metric": "latency_p50_s", "direction": "minimize", "unit": "s"},
-                                      {"metric": "psnr_db", "direction": "maximize", "unit": "dB"}]
+    assert document["objectives"] == [
+        {"metric": "latency_p50_s", "direction": "minimize", "unit": "s"},
+        {"metric": "psnr_db", "direction": "maximize", "unit": "dB"},
+    ]
     assert document["measured"] == 4 and document["budget_trials"] == 4
     _, out, _ = cli(home, capsys, "status", "s", "--json", "--outcome", "OOM", "--sort=-number")
     assert [t["outcome"] for t in json.loads(out)["trials"]] == ["OOM", "OOM"]

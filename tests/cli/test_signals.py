@@ -25,7 +25,6 @@ from pathlib import Path
 
 import optuna
 import pytest
-
 from test_study_faults import trials_of, wait_for
 
 from tuner.workloads.fake import GATE_DIR_ENV
@@ -86,10 +85,15 @@ def _start(tmp_path: Path, worker: str, mark: str, *command: str) -> subprocess.
     spec.write_text(SPEC.format(worker=worker))
     _gate(tmp_path, mark).mkdir()
     args = command or ("run", str(spec), "--study-name", "s", "--workers", "2", "--no-mlflow")
-    return subprocess.Popen([sys.executable, "-m", "tuner", *args], cwd=tmp_path, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, start_new_session=True,
-                            env={**os.environ, "COLUMNS": "200", MARK: mark,
-                                 GATE_DIR_ENV: str(_gate(tmp_path, mark))})
+    return subprocess.Popen(
+        [sys.executable, "-m", "tuner", *args],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+        env={**os.environ, "COLUMNS": "200", MARK: mark, GATE_DIR_ENV: str(_gate(tmp_path, mark))},
+    )
 
 
 def _search_in_flight(tmp_path: Path, mark: str) -> bool:
@@ -97,8 +101,9 @@ def _search_in_flight(tmp_path: Path, mark: str) -> bool:
     return any(_gate(tmp_path, mark).glob("arrived.*"))
 
 
-def _stop_and_check(tmp_path: Path, process: subprocess.Popen[str], mark: str, send: str,
-                    signum: int) -> list[optuna.trial.FrozenTrial]:
+def _stop_and_check(
+    tmp_path: Path, process: subprocess.Popen[str], mark: str, send: str, signum: int
+) -> list[optuna.trial.FrozenTrial]:
     """Send ``signum`` (to the group or the main pid) once a search trial runs; check the contract."""
     try:
         assert wait_for(lambda: _search_in_flight(tmp_path, mark), 240), "no search trial started"
@@ -125,8 +130,9 @@ def _stop_and_check(tmp_path: Path, process: subprocess.Popen[str], mark: str, s
     assert all(t.state.name == "FAIL" for t in interrupted)
     requeued = {t.user_attrs.get("rerun_of") for t in trials}  # a re-run may itself be interrupted
     assert all(t.number in requeued for t in interrupted), "each setting in flight is queued again for resume"
-    assert not any(t.state.name == "COMPLETE" and t.user_attrs.get("measured") and t.params.get("noise")
-                   for t in trials), "no gated trial finished: the gate never opened"
+    assert not any(
+        t.state.name == "COMPLETE" and t.user_attrs.get("measured") and t.params.get("noise") for t in trials
+    ), "no gated trial finished: the gate never opened"
     return trials
 
 
@@ -154,13 +160,29 @@ def test_the_study_resumes_after_a_sigterm_and_reruns_the_interrupted_settings(t
     mark = uuid.uuid4().hex
     trials = _stop_and_check(tmp_path, _start(tmp_path, "warm", mark), mark, "group", signal.SIGTERM)
     queued = {tuple(sorted(t.params.items())) for t in trials if t.user_attrs.get("outcome") == "INTERRUPTED"}
-    resumed = subprocess.run([sys.executable, "-m", "tuner", "resume", "s", "--no-mlflow", "--trials",
-                              str(sum(1 for t in trials if t.user_attrs.get("measured")) + 1)],  # no gate: free
-                             cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                             env={**os.environ, "COLUMNS": "200"})
+    resumed = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "resume",
+            "s",
+            "--no-mlflow",
+            "--trials",
+            str(sum(1 for t in trials if t.user_attrs.get("measured")) + 1),
+        ],  # no gate: free
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
-    rerun = {tuple(sorted(t.params.items())) for t in trials_of(tmp_path, "s")
-             if t.state.name == "COMPLETE" and t.user_attrs.get("measured")}
+    rerun = {
+        tuple(sorted(t.params.items()))
+        for t in trials_of(tmp_path, "s")
+        if t.state.name == "COMPLETE" and t.user_attrs.get("measured")
+    }
     assert queued & rerun, "an interrupted setting ran again on resume"
 
 
@@ -170,10 +192,12 @@ def test_a_fleet_worker_stops_on_sigterm_to_its_group_like_ctrl_c(tmp_path: Path
     _stop_and_check(tmp_path, _start(tmp_path, "fresh", mark), mark, "group", signal.SIGINT)
     mark = uuid.uuid4().hex
     before = {t.number for t in trials_of(tmp_path, "s") if t.user_attrs.get("outcome") == "INTERRUPTED"}
-    trials = _stop_and_check(tmp_path, _start(tmp_path, "fresh", mark, "worker", "s", "--no-mlflow"), mark,
-                             "group", signal.SIGTERM)
-    assert any(t.number not in before and t.user_attrs.get("outcome") == "INTERRUPTED" for t in trials), \
+    trials = _stop_and_check(
+        tmp_path, _start(tmp_path, "fresh", mark, "worker", "s", "--no-mlflow"), mark, "group", signal.SIGTERM
+    )
+    assert any(t.number not in before and t.user_attrs.get("outcome") == "INTERRUPTED" for t in trials), (
         "the worker's own trial in flight was recorded INTERRUPTED"
+    )
 
 
 class _Collected:
@@ -181,8 +205,10 @@ class _Collected:
 
     def __init__(self, process: subprocess.Popen[str]) -> None:
         self.parts: dict[str, list[str]] = {"stdout": [], "stderr": []}
-        self.threads = [threading.Thread(target=self._read, args=(stream, self.parts[name]), daemon=True)
-                        for name, stream in (("stdout", process.stdout), ("stderr", process.stderr))]
+        self.threads = [
+            threading.Thread(target=self._read, args=(stream, self.parts[name]), daemon=True)
+            for name, stream in (("stdout", process.stdout), ("stderr", process.stderr))
+        ]
         for thread in self.threads:
             thread.start()
 
@@ -232,18 +258,25 @@ def test_a_second_ctrl_c_exits_at_once_and_resume_reruns_the_trials_in_flight(tm
     table = [(t.number, t.state.name, t.user_attrs.get("outcome")) for t in trials]
     in_flight = [t for t in trials if t.state.name == "RUNNING"]
     assert in_flight and all(t.params.get("noise") for t in in_flight), table
-    assert not any(t.user_attrs.get("outcome") == "INTERRUPTED" for t in trials), \
+    assert not any(t.user_attrs.get("outcome") == "INTERRUPTED" for t in trials), (
         f"the exit did not wait for the grace: nothing was recorded after the first Ctrl-C {table}"
+    )
     assert any(t.state.name == "COMPLETE" and t.user_attrs.get("role") == "reference" for t in trials), table
 
     measured = sum(1 for t in trials if t.state.name == "COMPLETE" and t.user_attrs.get("measured"))
     resumed = subprocess.run(  # no gate: the resumed trials run free
         [sys.executable, "-m", "tuner", "resume", "s", "--no-mlflow", "--trials", str(measured + len(in_flight))],
-        cwd=tmp_path, capture_output=True, text=True, timeout=300, env={**os.environ, "COLUMNS": "200"})
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     after = {t.number: t for t in trials_of(tmp_path, "s")}
     for trial in in_flight:
         assert after[trial.number].user_attrs.get("outcome") == "INTERRUPTED", "resume took the trial over"
         rerun = [t for t in after.values() if t.user_attrs.get("rerun_of") == trial.number]
-        assert [t.state.name for t in rerun] == ["COMPLETE"] and rerun[0].params == trial.params, \
-            [(t.number, t.state.name, t.params) for t in rerun]
+        assert [t.state.name for t in rerun] == ["COMPLETE"] and rerun[0].params == trial.params, [
+            (t.number, t.state.name, t.params) for t in rerun
+        ]

@@ -44,11 +44,13 @@ def test_counters_have_no_better_direction() -> None:
     assert not has_direction("memory_samples") and not has_direction("count_frames")
     assert not has_direction("memory_sample_hz")
     assert has_direction("latency_p50_s") and has_direction("stall_count") and has_direction("psnr_db")
-    lines = render_metric_lines({
-        "memory_samples": {"value": 900.0, "unit": "count", "direction": "maximize"},
-        "count_frames": {"value": 48.0, "unit": "1", "direction": "minimize"},
-        "latency_p50_s": {"value": 0.5, "unit": "s", "direction": "minimize"},
-    })
+    lines = render_metric_lines(
+        {
+            "memory_samples": {"value": 900.0, "unit": "count", "direction": "maximize"},
+            "count_frames": {"value": 48.0, "unit": "1", "direction": "minimize"},
+            "latency_p50_s": {"value": 0.5, "unit": "s", "direction": "minimize"},
+        }
+    )
     by_name = {line.split()[0]: line for line in lines[1:]}
     assert "maximize" not in by_name["memory_samples"] and "900 count" in by_name["memory_samples"], lines
     assert "minimize" not in by_name["count_frames"] and "48" in by_name["count_frames"], lines

@@ -33,8 +33,9 @@ budget: {trials: 3}
 
 def _tuner(args: list[str], cwd: Path, timeout_s: float) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""), "COLUMNS": "200"}
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, env=env,
-                          timeout=timeout_s)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=timeout_s
+    )
 
 
 @pytest.mark.slow

@@ -17,23 +17,34 @@ ENV = {**os.environ, "COLUMNS": "200"}
 
 
 def tuner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=ENV
+    )
 
 
 def slow_spec(tmp_path: Path, reference_behaviour: str = "ok") -> Path:
     spec = tmp_path / "slow.yaml"
-    spec.write_text((SPECS / "fake_ok.yaml").read_text()
-                    .replace("  batch_size: {type: categorical, choices: [1, 2]}\n",
-                             "  batch_size: {type: categorical, choices: [1, 2]}\n"
-                             "  behaviour: {type: categorical, choices: [ok]}\n")
-                    .replace("sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
-                             "sleep_s: {type: float, low: 1.0, high: 1.5, step: 0.1}")
-                    .replace("reference: {sleep_s: 0.02, noise: 0, batch_size: 1}",
-                             f"reference: {{sleep_s: 1.0, noise: 0, batch_size: 1, behaviour: {reference_behaviour}}}")
-                    .replace("baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}",
-                             "baseline: {sleep_s: 1.0, noise: 5, batch_size: 1, behaviour: ok}")
-                    .replace("choices: [ok]", "choices: [ok, device_oom]" if reference_behaviour != "ok" else "choices: [ok]"))
+    spec.write_text(
+        (SPECS / "fake_ok.yaml")
+        .read_text()
+        .replace(
+            "  batch_size: {type: categorical, choices: [1, 2]}\n",
+            "  batch_size: {type: categorical, choices: [1, 2]}\n  behaviour: {type: categorical, choices: [ok]}\n",
+        )
+        .replace(
+            "sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
+            "sleep_s: {type: float, low: 1.0, high: 1.5, step: 0.1}",
+        )
+        .replace(
+            "reference: {sleep_s: 0.02, noise: 0, batch_size: 1}",
+            f"reference: {{sleep_s: 1.0, noise: 0, batch_size: 1, behaviour: {reference_behaviour}}}",
+        )
+        .replace(
+            "baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}",
+            "baseline: {sleep_s: 1.0, noise: 5, batch_size: 1, behaviour: ok}",
+        )
+        .replace("choices: [ok]", "choices: [ok, device_oom]" if reference_behaviour != "ok" else "choices: [ok]")
+    )
     return spec
 
 
@@ -57,8 +68,9 @@ def trials_of(tmp_path: Path, name: str) -> list[optuna.trial.FrozenTrial]:
     busy database (a loaded machine), as the tuner's own connections do."""
     if not study_exists(tmp_path, name):
         return []
-    storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'studies' / 'studies.db'}",
-                                         engine_kwargs={"connect_args": {"timeout": 60}})
+    storage = optuna.storages.RDBStorage(
+        f"sqlite:///{tmp_path / 'studies' / 'studies.db'}", engine_kwargs={"connect_args": {"timeout": 60}}
+    )
     try:
         return optuna.load_study(study_name=name, storage=storage).trials
     finally:
@@ -85,17 +97,26 @@ def test_a_reference_oom_stops_the_study_with_a_nonzero_exit(tmp_path: Path) -> 
 
 @pytest.mark.slow
 def test_a_second_coordinator_is_refused_and_a_dead_ones_lock_is_taken_over(tmp_path: Path) -> None:
-    first = subprocess.Popen([sys.executable, "-m", "tuner", "run", str(slow_spec(tmp_path)), "--study-name", "l",
-                              "--no-mlflow"], cwd=tmp_path, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                             env=ENV)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "run", str(slow_spec(tmp_path)), "--study-name", "l", "--no-mlflow"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env=ENV,
+    )
     try:
-        assert wait_for(lambda: (tmp_path / "studies" / "studies.db").exists()
-                        and any(t.state.name == "RUNNING" for t in trials_of(tmp_path, "l")))
+        assert wait_for(
+            lambda: (
+                (tmp_path / "studies" / "studies.db").exists()
+                and any(t.state.name == "RUNNING" for t in trials_of(tmp_path, "l"))
+            )
+        )
         second = tuner("resume", "l", "--no-mlflow", cwd=tmp_path)
         assert second.returncode == 2 and "being run by another coordinator" in " ".join(second.stderr.split())
         assert first.poll() is None, "the first coordinator goes on"
-        assert not any(t.user_attrs.get("outcome") == "INTERRUPTED" for t in trials_of(tmp_path, "l")), \
+        assert not any(t.user_attrs.get("outcome") == "INTERRUPTED" for t in trials_of(tmp_path, "l")), (
             "the refused coordinator touched no trial"
+        )
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(30)
@@ -110,10 +131,12 @@ def gated_spec(tmp_path: Path) -> Path:
     by the test (or a Ctrl-C), never by the clock."""
     spec = tmp_path / "gated.yaml"
     text = (SPECS / "fake_ok.yaml").read_text()
-    spec.write_text(text.replace("  timeout_s: 20\n", "  timeout_s: 600\n  timeout_mode: fixed\n")
-                    .replace('  total_frames: "4 * batch_size"\n',
-                             '  total_frames: "4 * batch_size"\n'
-                             '  gate: "not (noise <= 5 and batch_size == 1 and sleep_s >= 0.02)"\n'))
+    spec.write_text(
+        text.replace("  timeout_s: 20\n", "  timeout_s: 600\n  timeout_mode: fixed\n").replace(
+            '  total_frames: "4 * batch_size"\n',
+            '  total_frames: "4 * batch_size"\n  gate: "not (noise <= 5 and batch_size == 1 and sleep_s >= 0.02)"\n',
+        )
+    )
     assert "timeout_mode: fixed" in spec.read_text() and "gate:" in spec.read_text()
     return spec
 
@@ -134,9 +157,14 @@ def arrived(gate: Path) -> bool:
 @pytest.mark.slow
 def test_ctrl_c_stops_within_seconds_records_interrupted_and_prints_the_resume_command(tmp_path: Path) -> None:
     gate = tmp_path / "gate"
-    process = subprocess.Popen([sys.executable, "-m", "tuner", "run", str(gated_spec(tmp_path)), "--study-name", "c",
-                                "--no-mlflow"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=gate_env(gate))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "run", str(gated_spec(tmp_path)), "--study-name", "c", "--no-mlflow"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=gate_env(gate),
+    )
     try:
         assert wait_for(lambda: arrived(gate), 240), "a search trial reached its workload"
         process.send_signal(signal.SIGINT)  # the gate stays shut: the trial in flight cannot finish
@@ -157,8 +185,9 @@ def test_ctrl_c_stops_within_seconds_records_interrupted_and_prints_the_resume_c
     assert len(interrupted) == 1 and interrupted[0].state.name == "FAIL", table
     queued = [t for t in trials if t.state.name == "WAITING"]
     assert [t.user_attrs.get("rerun_of") for t in queued] == [interrupted[0].number], table
-    assert queued[0].system_attrs.get("fixed_params") == interrupted[0].params, \
+    assert queued[0].system_attrs.get("fixed_params") == interrupted[0].params, (
         "the setting in flight is queued again for resume"
+    )
 
 
 @pytest.mark.slow
@@ -167,11 +196,18 @@ def test_a_storage_locked_past_the_busy_timeout_stops_with_one_line(tmp_path: Pa
     import sqlite3
 
     env = {**ENV, "TUNER_SQLITE_BUSY_TIMEOUT_S": "5"}  # short, yet above the brief waits of a loaded host
-    process = subprocess.Popen([sys.executable, "-m", "tuner", "run", str(slow_spec(tmp_path)), "--study-name", "db",
-                                "--no-mlflow"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                               text=True, env=env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "run", str(slow_spec(tmp_path)), "--study-name", "db", "--no-mlflow"],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     db = tmp_path / "studies" / "studies.db"
-    assert wait_for(lambda: db.exists() and sum(1 for t in trials_of(tmp_path, "db") if t.state.name == "COMPLETE") >= 1)
+    assert wait_for(
+        lambda: db.exists() and sum(1 for t in trials_of(tmp_path, "db") if t.state.name == "COMPLETE") >= 1
+    )
     holder = sqlite3.connect(db, timeout=30, isolation_level=None)
     holder.execute("BEGIN EXCLUSIVE")
     try:
@@ -192,10 +228,14 @@ def test_a_storage_locked_past_the_busy_timeout_stops_with_one_line(tmp_path: Pa
 
 def test_a_reference_timeout_stops_the_study_and_names_the_resume_timeout(tmp_path: Path) -> None:
     spec = tmp_path / "hang.yaml"
-    spec.write_text(slow_spec(tmp_path).read_text().replace("choices: [ok]", "choices: [ok, hang]")
-                    .replace("behaviour: ok}", "behaviour: ok}", 1)
-                    .replace("batch_size: 1, behaviour: ok}\nbaseline", "batch_size: 1, behaviour: hang}\nbaseline")
-                    .replace("timeout_s: 20", "timeout_s: 1"))
+    spec.write_text(
+        slow_spec(tmp_path)
+        .read_text()
+        .replace("choices: [ok]", "choices: [ok, hang]")
+        .replace("behaviour: ok}", "behaviour: ok}", 1)
+        .replace("batch_size: 1, behaviour: ok}\nbaseline", "batch_size: 1, behaviour: hang}\nbaseline")
+        .replace("timeout_s: 20", "timeout_s: 1")
+    )
     assert "behaviour: hang}" in spec.read_text()
     done = tuner("run", str(spec), "--study-name", "t", "--no-mlflow", cwd=tmp_path)
     said = " ".join(done.stderr.split())
@@ -210,10 +250,27 @@ def test_resume_overrides_measurement_and_records_the_event(tmp_path: Path) -> N
     first = tuner("run", str(spec), "--study-name", "m", "--no-mlflow", "--trials", "3", cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
     refused = tuner("resume", "m", "--no-mlflow", "--min-repeats", "5", "--max-repeats", "4", cwd=tmp_path)
-    assert refused.returncode == 2 and "measurement overrides: min_repeats must be <= max_repeats" in \
-        " ".join(refused.stderr.split()) and "Traceback" not in refused.stderr
-    resumed = tuner("resume", "m", "--no-mlflow", "--trials", "5", "--warmup", "0", "--min-repeats", "5",
-                    "--max-repeats", "5", "--timeout", "50", cwd=tmp_path)
+    assert (
+        refused.returncode == 2
+        and "measurement overrides: min_repeats must be <= max_repeats" in " ".join(refused.stderr.split())
+        and "Traceback" not in refused.stderr
+    )
+    resumed = tuner(
+        "resume",
+        "m",
+        "--no-mlflow",
+        "--trials",
+        "5",
+        "--warmup",
+        "0",
+        "--min-repeats",
+        "5",
+        "--max-repeats",
+        "5",
+        "--timeout",
+        "50",
+        cwd=tmp_path,
+    )
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     study = optuna.load_study(study_name="m", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
     measured = [t for t in study.trials if t.user_attrs.get("measured")]

@@ -14,7 +14,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
-
 from bad_input_harness import CORPUS, Answer, hostile_specs, run_measured
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -22,8 +21,12 @@ ROOT = Path(__file__).resolve().parents[2]
 
 def _all_specs(tmp: Path) -> list[Path]:
     hostile = [path for path, _ in hostile_specs(tmp).values()]
-    return (sorted((ROOT / "search_spaces").glob("*.yaml")) + sorted((ROOT / "tests" / "specs").glob("*.yaml"))
-            + sorted(CORPUS.glob("*.yaml")) + hostile)
+    return (
+        sorted((ROOT / "search_spaces").glob("*.yaml"))
+        + sorted((ROOT / "tests" / "specs").glob("*.yaml"))
+        + sorted(CORPUS.glob("*.yaml"))
+        + hostile
+    )
 
 
 def _both(spec: Path, tmp: Path) -> tuple[Path, str, bool]:
@@ -32,8 +35,14 @@ def _both(spec: Path, tmp: Path) -> tuple[Path, str, bool]:
     work.mkdir(parents=True, exist_ok=True)
     home = work / "home"
     checked = run_measured(["validate", str(spec)], work, home)
-    return (spec, *_compare(checked, run_measured(["run", str(spec), "--home", str(home), "--trials", "1"], work,
-                                                  home, stop_when_started=True), home))
+    return (
+        spec,
+        *_compare(
+            checked,
+            run_measured(["run", str(spec), "--home", str(home), "--trials", "1"], work, home, stop_when_started=True),
+            home,
+        ),
+    )
 
 
 def _compare(checked: Answer, started: Answer, home: Path) -> tuple[str, bool]:
@@ -45,7 +54,10 @@ def _compare(checked: Answer, started: Answer, home: Path) -> tuple[str, bool]:
     if started.started:
         return f"validate refused ({checked.stderr.strip()}) but run started", passed
     if started.status != 2 or started.stderr.strip() != checked.stderr.strip():
-        return f"validate said {checked.stderr.strip()!r}, run said ({started.status}) {started.stderr.strip()!r}", passed
+        return (
+            f"validate said {checked.stderr.strip()!r}, run said ({started.status}) {started.stderr.strip()!r}",
+            passed,
+        )
     if (home / "studies.db").exists():
         return "run refused the spec but created a storage", passed
     return "", passed

@@ -24,9 +24,19 @@ pytest.importorskip("diffusers")
 
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "search_spaces" / "wan_tiny_cpu.yaml"
-FIXED = {"height": 48, "width": 48, "num_inference_steps": 3, "guidance_scale": 5.0, "scheduler": "unipc",
-         "cache": "none", "cache_threshold": 0.1, "vae_tiling": False, "batch_size": 1, "precision": "fp32",
-         "attention_backend": "native"}
+FIXED = {
+    "height": 48,
+    "width": 48,
+    "num_inference_steps": 3,
+    "guidance_scale": 5.0,
+    "scheduler": "unipc",
+    "cache": "none",
+    "cache_threshold": 0.1,
+    "vae_tiling": False,
+    "batch_size": 1,
+    "precision": "fp32",
+    "attention_backend": "native",
+}
 
 
 def frames_spec(per: bool) -> dict[str, Any]:

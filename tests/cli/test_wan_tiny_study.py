@@ -31,8 +31,18 @@ from tuner.storage.records import trial_records  # noqa: E402
 ROOT = Path(__file__).resolve().parents[2]
 SPEC = ROOT / "search_spaces" / "wan_tiny_cpu.yaml"
 STEPS = [1, 2, 4, 7, 11, 16]
-FIXED = {"num_frames": 9, "height": 64, "width": 64, "guidance_scale": 5.0, "scheduler": "unipc", "cache": "none",
-         "cache_threshold": 0.1, "vae_tiling": False, "batch_size": 1, "attention_backend": "native"}
+FIXED = {
+    "num_frames": 9,
+    "height": 64,
+    "width": 64,
+    "guidance_scale": 5.0,
+    "scheduler": "unipc",
+    "cache": "none",
+    "cache_threshold": 0.1,
+    "vae_tiling": False,
+    "batch_size": 1,
+    "attention_backend": "native",
+}
 
 
 def grid_spec() -> dict[str, Any]:
@@ -48,8 +58,6 @@ def grid_spec() -> dict[str, Any]:
     spec["budget"] = {"trials": 2 * len(STEPS)}
     spec["measurement"] = {"warmup": 1, "min_repeats": 1, "max_repeats": 1}  # no verdict here reads a clock
     return spec
-
-
 
 
 def value(trial: optuna.trial.FrozenTrial, metric: str) -> Any:
@@ -72,8 +80,11 @@ def test_a_real_wan_study_measures_every_setting_in_one_warm_worker(study: tuple
     trials, home = study
     measured = [t for t in trials.trials if t.user_attrs.get("measured")]
     assert len(measured) >= 2 * len(STEPS) - 2, [(t.number, t.user_attrs.get("outcome")) for t in trials.trials]
-    problems = [(t.number, t.user_attrs.get("outcome"), t.user_attrs.get("reason")) for t in measured
-                if t.user_attrs["outcome"] != "OK"]
+    problems = [
+        (t.number, t.user_attrs.get("outcome"), t.user_attrs.get("reason"))
+        for t in measured
+        if t.user_attrs["outcome"] != "OK"
+    ]
     assert problems == []
     settings = {(t.params["num_inference_steps"], t.params["precision"]) for t in measured}
     assert settings == {(steps, precision) for steps in STEPS for precision in ("fp32", "bf16")}, "the whole grid"
@@ -103,8 +114,9 @@ def test_quality_approaches_the_reference_as_steps_grow(study: tuple[optuna.Stud
     measured = [t for t in trials.trials if t.user_attrs.get("measured")]
     figures: dict[str, str] = {}
     for precision in ("fp32", "bf16"):
-        group = sorted((t for t in measured if t.params["precision"] == precision),
-                       key=lambda t: t.params["num_inference_steps"])
+        group = sorted(
+            (t for t in measured if t.params["precision"] == precision), key=lambda t: t.params["num_inference_steps"]
+        )
         steps = [t.params["num_inference_steps"] for t in group]
         psnr = [value(t, "psnr_db") for t in group]
         figures[precision] = " ".join(f"{s}:{p:.1f}dB" for s, p in zip(steps, psnr))

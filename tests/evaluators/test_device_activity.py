@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from tuner import gpu
-from tuner.evaluators.runtime.device_activity import DeviceActivity
 from tuner.evaluators.memory import PeakMemoryMonitor
+from tuner.evaluators.runtime.device_activity import DeviceActivity
 from tuner.results import Metric
 from tuner.runner.measure.trial import energy_per_output
 
@@ -88,7 +88,9 @@ def test_utilization_and_power_of_the_trials_own_device(monkeypatch: pytest.Monk
     assert metrics["gpu_util_peak_pct"].value == pytest.approx(80.0)
     assert metrics["gpu_power_mean_w"].value == pytest.approx(250.0), "another job's device does not count"
     assert metrics["gpu_sm_clock_mean_mhz"].value == pytest.approx(1755.0)
-    energy = energy_per_output(metrics["gpu_power_mean_w"], Metric("throughput_items_per_s", 0.5, "items/s", "maximize"))
+    energy = energy_per_output(
+        metrics["gpu_power_mean_w"], Metric("throughput_items_per_s", 0.5, "items/s", "maximize")
+    )
     assert energy.value == pytest.approx(500.0)  # 250 W at 0.5 videos per second: 500 J per video
 
 
@@ -98,7 +100,9 @@ def test_on_a_cpu_the_figures_are_unavailable_with_the_reason() -> None:
     metrics = by_name(monitor.metrics())
     for name in ("gpu_util_mean_pct", "gpu_util_peak_pct", "gpu_power_mean_w", "gpu_sm_clock_mean_mhz"):
         assert metrics[name].value is None and "NVML" in str(metrics[name].reason), metrics[name]
-    energy = energy_per_output(metrics["gpu_power_mean_w"], Metric("throughput_items_per_s", 2.0, "items/s", "maximize"))
+    energy = energy_per_output(
+        metrics["gpu_power_mean_w"], Metric("throughput_items_per_s", 2.0, "items/s", "maximize")
+    )
     assert energy.value is None and energy.reason == metrics["gpu_power_mean_w"].reason
 
 
@@ -112,4 +116,6 @@ def test_a_device_that_cannot_report_power_is_named() -> None:
     activity.sample(pynvml, [0, 1], [1], now=1.0)
     metrics = by_name(activity.metrics(None))
     assert metrics["gpu_util_mean_pct"].value == pytest.approx(80.0)
-    assert metrics["gpu_power_mean_w"].value is None and "power: Not Supported" in str(metrics["gpu_power_mean_w"].reason)
+    assert metrics["gpu_power_mean_w"].value is None and "power: Not Supported" in str(
+        metrics["gpu_power_mean_w"].reason
+    )

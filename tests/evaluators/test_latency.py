@@ -38,8 +38,12 @@ class FakeWorkload:
 
 def measure(durations_s: list[float], **settings: float | int | None) -> tuple[LatencyStats, int, FakeWorkload]:
     fake = FakeWorkload(durations_s)
-    stats, result = measure_latency(fake.call, fake.synchronize, LatencySettings(**settings),  # type: ignore[arg-type]
-                                    clock=fake.clock)
+    stats, result = measure_latency(
+        fake.call,
+        fake.synchronize,
+        LatencySettings(**settings),  # type: ignore[arg-type]
+        clock=fake.clock,
+    )
     return stats, result, fake
 
 
@@ -51,9 +55,10 @@ def test_warmup_calls_are_not_timed() -> None:
 
 
 def test_a_last_warmup_as_fast_as_the_repeats_is_counted_and_a_slow_one_is_not() -> None:
-    stats, _, fake = measure([5.0, 1.03, 1.0, 1.0], warmup=2, min_repeats=2, max_repeats=3,
-                             count_warmup_within=0.04)
-    assert stats.samples_s == pytest.approx((1.03, 1.0)) and stats.warmup == 1 and stats.warmup_counted, "counted: first"
+    stats, _, fake = measure([5.0, 1.03, 1.0, 1.0], warmup=2, min_repeats=2, max_repeats=3, count_warmup_within=0.04)
+    assert stats.samples_s == pytest.approx((1.03, 1.0)) and stats.warmup == 1 and stats.warmup_counted, (
+        "counted: first"
+    )
     assert fake.calls == 3, "two samples from three calls: one call saved"
     assert stats.p50_s == pytest.approx(1.015), "moved by half the share at most"
     slow, _, fake = measure([1.2, 1.0, 1.0], warmup=1, min_repeats=2, max_repeats=2, count_warmup_within=0.04)
@@ -104,8 +109,7 @@ def test_keeps_repeating_until_cv_reaches_target() -> None:
 
 
 def test_stops_at_max_repeats_when_never_steady() -> None:
-    stats, _, _ = measure([1.0, 3.0] * 10, warmup=0, min_repeats=3, max_repeats=7,
-                          cv_target=0.05, noisy_cv=0.10)
+    stats, _, _ = measure([1.0, 3.0] * 10, warmup=0, min_repeats=3, max_repeats=7, cv_target=0.05, noisy_cv=0.10)
     assert len(stats.samples_s) == 7
     assert stats.converged is False
     assert stats.noisy is True
@@ -113,22 +117,18 @@ def test_stops_at_max_repeats_when_never_steady() -> None:
 
 def test_noisy_flag_uses_noisy_cv_threshold() -> None:
     # CV of (1.0, 1.1, 1.0, 1.1, ...) over 4 samples is about 0.055: above target, below noisy.
-    stats, _, _ = measure([1.0, 1.1] * 5, warmup=0, min_repeats=4, max_repeats=4,
-                          cv_target=0.01, noisy_cv=0.10)
+    stats, _, _ = measure([1.0, 1.1] * 5, warmup=0, min_repeats=4, max_repeats=4, cv_target=0.01, noisy_cv=0.10)
     assert stats.cv is not None and 0.01 < stats.cv < 0.10
     assert stats.noisy is False
     assert stats.converged is False
 
 
 def test_time_budget_stops_early_but_never_below_min_repeats() -> None:
-    stats, _, _ = measure([1.0, 3.0] * 10, warmup=0, min_repeats=3, max_repeats=10,
-                          cv_target=0.01, max_seconds=5.0)
+    stats, _, _ = measure([1.0, 3.0] * 10, warmup=0, min_repeats=3, max_repeats=10, cv_target=0.01, max_seconds=5.0)
     assert stats.samples_s == (1.0, 3.0, 1.0)  # 5 s of timed work after 3 repeats
-    stats, _, _ = measure([1.0, 3.0] * 10, warmup=0, min_repeats=3, max_repeats=10,
-                          cv_target=0.01, max_seconds=0.5)
+    stats, _, _ = measure([1.0, 3.0] * 10, warmup=0, min_repeats=3, max_repeats=10, cv_target=0.01, max_seconds=0.5)
     assert len(stats.samples_s) == 3
-    stats, _, _ = measure([1.0, 3.0] * 10, warmup=0, min_repeats=3, max_repeats=10,
-                          cv_target=0.01, max_seconds=9.0)
+    stats, _, _ = measure([1.0, 3.0] * 10, warmup=0, min_repeats=3, max_repeats=10, cv_target=0.01, max_seconds=9.0)
     assert len(stats.samples_s) == 5  # 1+3+1+3 = 8 < 9, 1+3+1+3+1 = 9
 
 
@@ -148,16 +148,20 @@ def test_call_exceptions_propagate() -> None:
 def test_backwards_clock_is_an_error() -> None:
     readings = iter([10.0, 9.0])
     with pytest.raises(RuntimeError, match="backwards"):
-        measure_latency(lambda: None, lambda: None, LatencySettings(warmup=0),
-                        clock=lambda: next(readings))
+        measure_latency(lambda: None, lambda: None, LatencySettings(warmup=0), clock=lambda: next(readings))
 
 
 def test_metrics_names_units_directions_and_throughput() -> None:
     stats, _, _ = measure([2.0, 2.0, 4.0], warmup=0, min_repeats=3, max_repeats=3)
     metrics = {m.name: m for m in stats.to_metrics(items=4)}
     assert set(metrics) == {
-        "latency_p50_s", "latency_p95_s", "latency_mean_s", "latency_cv",
-        "latency_noisy", "repeats", "throughput_items_per_s",
+        "latency_p50_s",
+        "latency_p95_s",
+        "latency_mean_s",
+        "latency_cv",
+        "latency_noisy",
+        "repeats",
+        "throughput_items_per_s",
     }
     for name in ("latency_p50_s", "latency_p95_s", "latency_mean_s"):
         assert metrics[name].unit == "s" and metrics[name].direction == "minimize"
@@ -210,11 +214,17 @@ def test_default_settings_are_valid() -> None:
     assert settings.max_seconds is None
 
 
-def measure_until(durations_s: list[float], deadline_after_s: float,
-                  **settings: float | int | None) -> tuple[LatencyStats, FakeWorkload]:
+def measure_until(
+    durations_s: list[float], deadline_after_s: float, **settings: float | int | None
+) -> tuple[LatencyStats, FakeWorkload]:
     fake = FakeWorkload(durations_s)
-    stats, _ = measure_latency(fake.call, fake.synchronize, LatencySettings(**settings),  # type: ignore[arg-type]
-                               clock=fake.clock, deadline=fake.now_s + deadline_after_s)
+    stats, _ = measure_latency(
+        fake.call,
+        fake.synchronize,
+        LatencySettings(**settings),  # type: ignore[arg-type]
+        clock=fake.clock,
+        deadline=fake.now_s + deadline_after_s,
+    )
     return stats, fake
 
 

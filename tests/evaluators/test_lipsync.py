@@ -21,8 +21,19 @@ from scipy.signal import resample_poly  # type: ignore[import-untyped]
 
 from tuner.evaluators.base import EvalContext
 from tuner.evaluators.lipsync import (
-    LIPSYNC_METRICS, MAX_LAG_FRAMES, MIN_FRAMES, NO_FACE_REASON, detect_face_box, detect_mouth_box,
-    frame_audio_rms, lag_correlation, lipsync_metrics, mouth_aperture, mouth_box_from_fractions, sync_stats)
+    LIPSYNC_METRICS,
+    MAX_LAG_FRAMES,
+    MIN_FRAMES,
+    NO_FACE_REASON,
+    detect_face_box,
+    detect_mouth_box,
+    frame_audio_rms,
+    lag_correlation,
+    lipsync_metrics,
+    mouth_aperture,
+    mouth_box_from_fractions,
+    sync_stats,
+)
 from tuner.results import Metric
 from tuner.workloads.base import WorkloadOutput
 
@@ -36,16 +47,25 @@ MOUTH_CENTER = (0.0, 0.38)  # drawing coordinates: both axes over [-1, 1], y dow
 MOUTH_BOX = [0.35, 0.58, 0.65, 0.82]  # fractions of the frame, around the mouth's widest extent
 SHUFFLED_MARGIN_BOUND = 0.3
 SHIFTS = (-6, -3, 0, 4)
-SENTENCE = ("The quick brown fox jumps over the lazy dog. She sells sea shells by the sea shore, "
-            "and the shells she sells are surely sea shells. Peter Piper picked a peck of pickled peppers.")
+SENTENCE = (
+    "The quick brown fox jumps over the lazy dog. She sells sea shells by the sea shore, "
+    "and the shells she sells are surely sea shells. Peter Piper picked a peck of pickled peppers."
+)
 
 HAVE_ESPEAK = shutil.which("espeak-ng") is not None
-SOURCES = [pytest.param("espeak", marks=pytest.mark.skipif(not HAVE_ESPEAK, reason="espeak-ng not on PATH")),
-           "syllables"]
+SOURCES = [
+    pytest.param("espeak", marks=pytest.mark.skipif(not HAVE_ESPEAK, reason="espeak-ng not on PATH")),
+    "syllables",
+]
 
 
-def _ellipse(x: np.ndarray, y: np.ndarray, center: tuple[float, float],
-             radii: tuple[float | np.ndarray, float | np.ndarray], pixel: float) -> np.ndarray:
+def _ellipse(
+    x: np.ndarray,
+    y: np.ndarray,
+    center: tuple[float, float],
+    radii: tuple[float | np.ndarray, float | np.ndarray],
+    pixel: float,
+) -> np.ndarray:
     """Coverage in [0, 1] of an ellipse with a one-pixel soft edge."""
     rx, ry = radii
     norm = np.sqrt(((x - center[0]) / rx) ** 2 + ((y - center[1]) / ry) ** 2)
@@ -62,16 +82,16 @@ def render_face(opening: np.ndarray, size: int = SIZE) -> np.ndarray:
     def paint(image: np.ndarray, alpha: np.ndarray, grey: float) -> None:
         image[...] = image * (1.0 - alpha) + grey * alpha
 
-    paint(still, _ellipse(x, y, (0.0, -0.05), (0.55, 0.75), pixel), 0.2)   # hair
-    paint(still, _ellipse(x, y, (0.0, 0.05), (0.5, 0.68), pixel), 0.7)     # skin
+    paint(still, _ellipse(x, y, (0.0, -0.05), (0.55, 0.75), pixel), 0.2)  # hair
+    paint(still, _ellipse(x, y, (0.0, 0.05), (0.5, 0.68), pixel), 0.7)  # skin
     for side in (-1.0, 1.0):
-        paint(still, _ellipse(x, y, (side * 0.2, -0.28), (0.13, 0.03), pixel), 0.15)   # brow
-        paint(still, _ellipse(x, y, (side * 0.2, -0.15), (0.1, 0.055), pixel), 0.95)   # eye white
+        paint(still, _ellipse(x, y, (side * 0.2, -0.28), (0.13, 0.03), pixel), 0.15)  # brow
+        paint(still, _ellipse(x, y, (side * 0.2, -0.15), (0.1, 0.055), pixel), 0.95)  # eye white
         paint(still, _ellipse(x, y, (side * 0.2, -0.15), (0.045, 0.045), pixel), 0.05)  # pupil
-    paint(still, _ellipse(x, y, (0.0, 0.08), (0.05, 0.1), pixel), 0.55)    # nose
+    paint(still, _ellipse(x, y, (0.0, 0.08), (0.05, 0.1), pixel), 0.55)  # nose
     frames = np.broadcast_to(still, (len(opening), size, size)).copy()
     o = np.clip(np.asarray(opening, dtype=np.float64), 0.0, 1.0)[:, None, None]
-    paint(frames, _ellipse(x, y, MOUTH_CENTER, (0.2, 0.03 + 0.12 * o), pixel), 0.45)             # lips
+    paint(frames, _ellipse(x, y, MOUTH_CENTER, (0.2, 0.03 + 0.12 * o), pixel), 0.45)  # lips
     paint(frames, _ellipse(x, y, MOUTH_CENTER, (0.16, np.maximum(0.01, 0.11 * o)), pixel), 0.08)  # inside
     grey = np.round(np.clip(frames, 0.0, 1.0) * 255).astype(np.uint8)
     return np.repeat(grey[..., None], 3, axis=-1)
@@ -106,7 +126,7 @@ def syllable_audio(seconds: float, seed: int) -> np.ndarray:
         pitch_hz = rng.uniform(110.0, 230.0)
         carrier = sum(np.sin(2 * np.pi * h * pitch_hz * time_s) / h for h in range(1, 6))
         carrier = carrier + 0.3 * rng.standard_normal(length)
-        audio[position:position + length] += rng.uniform(0.3, 1.0) * np.hanning(length) * carrier
+        audio[position : position + length] += rng.uniform(0.3, 1.0) * np.hanning(length) * carrier
         position += interval
     return (0.8 * audio / np.max(np.abs(audio))).astype(np.float32)
 
@@ -126,8 +146,8 @@ def talking_face(audio_full: np.ndarray, shift: int) -> tuple[np.ndarray, np.nda
     """(video, audio) over N_FRAMES frames; video frame t shows the mouth of audio frame t - shift."""
     rms = envelope(audio_full)
     opening = np.clip(rms / np.percentile(rms, 95), 0.0, 1.0)
-    video = render_face(opening[PAD_FRAMES - shift: PAD_FRAMES - shift + N_FRAMES])
-    audio = audio_full[PAD_FRAMES * SAMPLES_PER_FRAME: (PAD_FRAMES + N_FRAMES) * SAMPLES_PER_FRAME]
+    video = render_face(opening[PAD_FRAMES - shift : PAD_FRAMES - shift + N_FRAMES])
+    audio = audio_full[PAD_FRAMES * SAMPLES_PER_FRAME : (PAD_FRAMES + N_FRAMES) * SAMPLES_PER_FRAME]
     return video, audio
 
 
@@ -266,7 +286,12 @@ def test_no_face_and_no_box_is_unavailable_with_the_reason() -> None:
 def test_builtin_avatar_portrait(portrait_seed: int) -> None:
     """The avatar workload's 64 x 64 cartoon: the declared box always works; the Haar cascade
     fires on some portrait seeds only (not on 0, on 5 with OpenCV 4.14), and then must be right."""
-    from tuner.workloads.avatar_dit.inputs import AUDIO_RATE_HZ, frame_audio_features, render_portraits, synth_speech_audio
+    from tuner.workloads.avatar_dit.inputs import (
+        AUDIO_RATE_HZ,
+        frame_audio_features,
+        render_portraits,
+        synth_speech_audio,
+    )
 
     audio = synth_speech_audio(N_FRAMES / FPS, seed=portrait_seed)
     opening = frame_audio_features(audio, AUDIO_RATE_HZ, FPS, N_FRAMES).mouth_open
@@ -291,15 +316,21 @@ def test_missing_or_short_inputs_are_unavailable_with_reasons() -> None:
     cases = {
         "no video": (run_metrics(None, audio, fps=FPS), "produced no video"),
         "no audio": (run_metrics(video, None, fps=FPS), "produced no audio"),
-        "too short": (run_metrics(video[:MIN_FRAMES - 1], audio, fps=FPS, mouth_box=MOUTH_BOX),
-                      f"needs at least {MIN_FRAMES}"),
-        "audio too short": (run_metrics(video, audio[: (MIN_FRAMES - 1) * SAMPLES_PER_FRAME], fps=FPS,
-                                        mouth_box=MOUTH_BOX), f"only {MIN_FRAMES - 1} frames"),
+        "too short": (
+            run_metrics(video[: MIN_FRAMES - 1], audio, fps=FPS, mouth_box=MOUTH_BOX),
+            f"needs at least {MIN_FRAMES}",
+        ),
+        "audio too short": (
+            run_metrics(video, audio[: (MIN_FRAMES - 1) * SAMPLES_PER_FRAME], fps=FPS, mouth_box=MOUTH_BOX),
+            f"only {MIN_FRAMES - 1} frames",
+        ),
         "bad box": (run_metrics(video, audio, fps=FPS, mouth_box=[0.6, 0.5, 0.4, 0.9]), "invalid mouth_box"),
         "bad fps": (run_metrics(video, audio, fps=-1, mouth_box=MOUTH_BOX), "fps must be a positive"),
         "silence": (run_metrics(video, np.zeros_like(audio), fps=FPS, mouth_box=MOUTH_BOX), "audio series"),
-        "still mouth": (run_metrics(video[:1].repeat(N_FRAMES, axis=0), audio, fps=FPS, mouth_box=MOUTH_BOX),
-                        "mouth series"),
+        "still mouth": (
+            run_metrics(video[:1].repeat(N_FRAMES, axis=0), audio, fps=FPS, mouth_box=MOUTH_BOX),
+            "mouth series",
+        ),
     }
     for case, (metrics, fragment) in cases.items():
         assert set(metrics) == set(LIPSYNC_METRICS), case
@@ -349,9 +380,14 @@ def test_an_mp4_with_the_video_3_frames_behind_its_aac_audio_reads_back_as_lag_3
     decoded_audio, rate = track
     assert decoded_video.shape == video.shape and rate == RATE_HZ
     assert len(decoded_audio) == len(audio), "AAC priming dropped and its end padding cut to the stream duration"
-    metrics = {m.name: m for m in lipsync_metrics(WorkloadOutput(video=decoded_video, audio=decoded_audio,
-                                                                 audio_rate=rate), None,
-                                                  EvalContext(inputs={"fps": FPS, "mouth_box": MOUTH_BOX}))}
+    metrics = {
+        m.name: m
+        for m in lipsync_metrics(
+            WorkloadOutput(video=decoded_video, audio=decoded_audio, audio_rate=rate),
+            None,
+            EvalContext(inputs={"fps": FPS, "mouth_box": MOUTH_BOX}),
+        )
+    }
     assert all(m.available for m in metrics.values()), {n: m.reason for n, m in metrics.items()}
     lag, margin = metrics["lipsync_lag_frames"].value, metrics["lipsync_margin"].value
     assert lag is not None and abs(lag - shift) <= 1, lag

@@ -12,8 +12,8 @@ import numpy as np
 import psutil
 import pytest
 
-from tuner.evaluators.memory import PeakMemoryMonitor, ProcessTreeSampler
 from tuner import gpu
+from tuner.evaluators.memory import PeakMemoryMonitor, ProcessTreeSampler
 from tuner.results import Metric
 
 GB = 1e9
@@ -73,8 +73,7 @@ def test_peak_rss_rises_by_an_allocation_inside_the_window() -> None:
 def test_sampler_on_this_process_sees_a_childs_memory() -> None:
     own_rss = psutil.Process().memory_info().rss
     with ProcessTreeSampler(os.getpid(), sample_hz=100) as sampler:
-        child = subprocess.Popen([sys.executable, "-c", ALLOCATING_CHILD, "1.0"],
-                                 stdout=subprocess.PIPE, text=True)
+        child = subprocess.Popen([sys.executable, "-c", ALLOCATING_CHILD, "1.0"], stdout=subprocess.PIPE, text=True)
         try:
             assert child.stdout is not None and child.stdout.readline().strip() == "allocated"
             _sample_until(sampler, own_rss + 0.18 * GB, timeout_s=0.8)
@@ -86,7 +85,8 @@ def test_sampler_on_this_process_sees_a_childs_memory() -> None:
 
 def test_sampler_on_a_command_counts_the_commands_children() -> None:
     command = subprocess.Popen(
-        [sys.executable, "-c", PARENT_COMMAND, ALLOCATING_CHILD, "1.5"], stdout=subprocess.PIPE,
+        [sys.executable, "-c", PARENT_COMMAND, ALLOCATING_CHILD, "1.5"],
+        stdout=subprocess.PIPE,
         text=True,
     )
     try:
@@ -135,8 +135,7 @@ def test_monitor_does_not_import_torch() -> None:
         "m.metrics()\n"
         "print('torch' in sys.modules)\n"
     )
-    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                            check=True, timeout=60).stdout
+    output = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, timeout=60).stdout
     assert output.strip() == "False"
 
 

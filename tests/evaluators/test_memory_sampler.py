@@ -11,7 +11,7 @@ import subprocess
 import sys
 import textwrap
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from tuner.evaluators.process_tree import SLOW_HZ, ProcessTreeSampler
 
@@ -87,8 +87,9 @@ def _wait_for(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
 def test_a_20_ms_spike_of_a_grandchild_between_two_slow_samples_is_caught() -> None:
     """At 2 Hz the samples are 500 ms apart; the grandchild's 200 MB lasts 20 ms between two of
     them. Its kernel high-water mark, read at the next sample while it lives, keeps the spike."""
-    command = subprocess.Popen([sys.executable, "-c", PARENT, SPIKER], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True)
+    command = subprocess.Popen(
+        [sys.executable, "-c", PARENT, SPIKER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
     assert command.stdin is not None and command.stdout is not None
     try:
         with ProcessTreeSampler(command.pid, sample_hz=2, use_nvml=False) as sampler:

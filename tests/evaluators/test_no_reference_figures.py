@@ -19,7 +19,7 @@ def moving_video(frames: int = 6, size: int = 24) -> WorkloadOutput:
     """A small SIMULATED video: a bright square moving 2 px per frame over a gradient."""
     video = np.tile(np.linspace(0, 120, size, dtype=np.uint8)[None, None, :, None], (frames, size, 1, 3))
     for t in range(frames):
-        video[t, 8:14, 2 + 2 * t:8 + 2 * t] = 250
+        video[t, 8:14, 2 + 2 * t : 8 + 2 * t] = 250
     return WorkloadOutput(video=video)
 
 

@@ -6,8 +6,9 @@ import math
 import socket
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import cv2
 import numpy as np
@@ -62,9 +63,9 @@ def jpeg(image: np.ndarray, quality: float) -> np.ndarray:
 
 
 LADDERS: dict[str, tuple[Callable[[np.ndarray, float], np.ndarray], list[float]]] = {
-    "blur": (blurred, [0.6, 1.2, 2.4]),          # Gaussian sigma, px
-    "noise": (noisy, [4.0, 12.0, 36.0]),         # Gaussian sigma, 8-bit levels
-    "jpeg": (jpeg, [80.0, 30.0, 5.0]),           # JPEG quality (lower = stronger)
+    "blur": (blurred, [0.6, 1.2, 2.4]),  # Gaussian sigma, px
+    "noise": (noisy, [4.0, 12.0, 36.0]),  # Gaussian sigma, 8-bit levels
+    "jpeg": (jpeg, [80.0, 30.0, 5.0]),  # JPEG quality (lower = stronger)
 }
 
 
@@ -127,14 +128,14 @@ def test_stronger_distortion_raises_stlpips_and_lowers_ssim(distortion: str) -> 
     assert distances[0] > 0 and similarities[0] < 1
 
 
-def test_perceptual_metrics_shape_and_lpips_unavailable_without_checkpoint(
-        no_network: None, hub_dir: Path) -> None:
+def test_perceptual_metrics_shape_and_lpips_unavailable_without_checkpoint(no_network: None, hub_dir: Path) -> None:
     reference = np.stack([textured_scene(seed, size=64) for seed in range(2)])
     output = WorkloadOutput(video=noisy(reference, 12.0))
-    metrics = {m.name: m for m in perceptual_metrics(output, WorkloadOutput(video=reference),
-                                                     EvalContext())}
+    metrics = {m.name: m for m in perceptual_metrics(output, WorkloadOutput(video=reference), EvalContext())}
     assert [(m.name, m.unit, m.direction) for m in metrics.values()] == [
-        ("stlpips_alex", "1", "minimize"), ("lpips_alex", "1", "minimize")]
+        ("stlpips_alex", "1", "minimize"),
+        ("lpips_alex", "1", "minimize"),
+    ]
     assert metrics["stlpips_alex"].available and (metrics["stlpips_alex"].value or 0.0) > 0
     lpips_metric = metrics["lpips_alex"]
     assert lpips_metric.value is None

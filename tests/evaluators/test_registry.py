@@ -20,8 +20,11 @@ def _talking_output(frames: int = 40) -> WorkloadOutput:
 @pytest.mark.parametrize("family", FAMILIES, ids=lambda f: f.name)
 def test_family_returns_exactly_its_declared_metrics(family) -> None:
     output = _talking_output()
-    context = EvalContext(inputs={"fps": 12, "mouth_box": [0.3, 0.5, 0.7, 0.8]},
-                          settings={"infer_frames": 10}, reference_settings={"infer_frames": 10})
+    context = EvalContext(
+        inputs={"fps": 12, "mouth_box": [0.3, 0.5, 0.7, 0.8]},
+        settings={"infer_frames": 10},
+        reference_settings={"infer_frames": 10},
+    )
     produced = family.load()(output, output, context)
     names = {m.name for m in produced}
     assert set(family.metrics) <= names, set(family.metrics) - names
@@ -33,8 +36,15 @@ def test_family_returns_exactly_its_declared_metrics(family) -> None:
 
 
 def test_without_reference_reference_metrics_are_unavailable_with_reason() -> None:
-    metrics = {m.name: m for m in evaluate_quality(["psnr_db", "lipsync_margin"], _talking_output(), None,
-                                                   EvalContext(inputs={"fps": 12, "mouth_box": [0.3, 0.5, 0.7, 0.8]}))}
+    metrics = {
+        m.name: m
+        for m in evaluate_quality(
+            ["psnr_db", "lipsync_margin"],
+            _talking_output(),
+            None,
+            EvalContext(inputs={"fps": 12, "mouth_box": [0.3, 0.5, 0.7, 0.8]}),
+        )
+    }
     assert metrics["psnr_db"].reason == "no reference output in this study"
     assert "lipsync_margin" in metrics  # needs no reference
     assert metrics["eval_lipsync_s"].value is not None and "eval_video_s" not in metrics

@@ -9,14 +9,14 @@ cache release, exactly where a real GPU would make it fail.
 from __future__ import annotations
 
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
+from tuner.evaluators import cuda_api
 from tuner.evaluators.latency import LatencySettings, measure_latency
 from tuner.evaluators.memory import PeakMemoryMonitor
-from tuner.evaluators import cuda_api
 from tuner.testing.simulated_cuda import OutOfMemoryError, SimulatedCudaDevice, SimulatedCudaError
 from tuner.testing.simulated_workloads import SimulatedKernelWorkload
 from tuner.workloads.base import RunContext
@@ -73,38 +73,46 @@ def test_caching_allocator_keeps_freed_blocks_until_empty_cache(device: Simulate
 
 
 def test_warmup_is_synchronised_so_event_reads_of_the_previous_call_succeed(
-        device: SimulatedCudaDevice, tmp_path: Path) -> None:
+    device: SimulatedCudaDevice, tmp_path: Path
+) -> None:
     """The GPU check's kernel workload reads the previous call's events; unsynchronised warmup calls
     leave that kernel running, and the read raises (every latency_truth trial would CRASH)."""
     workload, context = _workload(device), _context(tmp_path)
     params = {"kernel_ms": 20}
-    stats, output = measure_latency(lambda: workload.run(params, context), workload.synchronize,
-                                    LatencySettings(warmup=3, min_repeats=3, max_repeats=3))
+    stats, output = measure_latency(
+        lambda: workload.run(params, context),
+        workload.synchronize,
+        LatencySettings(warmup=3, min_repeats=3, max_repeats=3),
+    )
     assert stats.warmup == 3 and len(stats.samples_s) == 3
     assert output.counters["kernel_ms_previous"] == pytest.approx(20.0, abs=1.0)
     assert min(stats.samples_s) >= 0.02, "a synchronised repeat is charged with its kernel"
 
 
 def test_warmup_duration_under_a_deadline_is_the_devices_not_the_launchs(
-        device: SimulatedCudaDevice, tmp_path: Path) -> None:
+    device: SimulatedCudaDevice, tmp_path: Path
+) -> None:
     """A 0.3 s kernel under a 0.5 s deadline: after one warmup call the next would end past it.
     Timing the launch instead (no synchronise) reads ~0 s and queues every warmup."""
     workload, context = _workload(device), _context(tmp_path)
     params = {"kernel_ms": 300, "read_previous_events": False}
-    stats, _ = measure_latency(lambda: workload.run(params, context), workload.synchronize,
-                               LatencySettings(warmup=5, min_repeats=1, max_repeats=1),
-                               deadline=time.perf_counter() + 0.5)
+    stats, _ = measure_latency(
+        lambda: workload.run(params, context),
+        workload.synchronize,
+        LatencySettings(warmup=5, min_repeats=1, max_repeats=1),
+        deadline=time.perf_counter() + 0.5,
+    )
     assert stats.warmup == 1 and stats.cut_short
     assert device.kernels_launched == 2, "one warmup call and the one timed repeat"
 
 
-def test_an_unsynchronised_timer_reads_the_launch_not_the_kernel(device: SimulatedCudaDevice,
-                                                                 tmp_path: Path) -> None:
+def test_an_unsynchronised_timer_reads_the_launch_not_the_kernel(device: SimulatedCudaDevice, tmp_path: Path) -> None:
     """The device is a faithful test double: without a synchronise the timer misses the kernel."""
     workload, context = _workload(device), _context(tmp_path)
     params = {"kernel_ms": 50, "read_previous_events": False}
-    stats, _ = measure_latency(lambda: workload.run(params, context), lambda: None,
-                               LatencySettings(warmup=0, min_repeats=2, max_repeats=2))
+    stats, _ = measure_latency(
+        lambda: workload.run(params, context), lambda: None, LatencySettings(warmup=0, min_repeats=2, max_repeats=2)
+    )
     assert max(stats.samples_s) < 0.05
     device.synchronize()
 
@@ -128,8 +136,9 @@ def test_monitor_reports_per_window_peaks_after_a_larger_window(device: Simulate
     device.free(weights)
 
 
-def test_a_failed_cache_release_makes_the_pool_figures_unavailable(device: SimulatedCudaDevice,
-                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_cache_release_makes_the_pool_figures_unavailable(
+    device: SimulatedCudaDevice, monkeypatch: pytest.MonkeyPatch
+) -> None:
     def broken() -> None:
         raise RuntimeError("driver said no")
 
@@ -147,6 +156,8 @@ def test_device_figure_falls_back_to_the_pool_without_nvml(device: SimulatedCuda
     with PeakMemoryMonitor(sample_hz=0) as monitor:
         device.free(device.allocate(300 * MIB))
     metrics = {m.name: m for m in monitor.metrics()}
-    assert not metrics["peak_vram_nvml_gb"].available and "memory_sample_hz: 0" in str(metrics["peak_vram_nvml_gb"].reason)
+    assert not metrics["peak_vram_nvml_gb"].available and "memory_sample_hz: 0" in str(
+        metrics["peak_vram_nvml_gb"].reason
+    )
     assert metrics["peak_vram_device_gb"].value == metrics["peak_vram_reserved_gb"].value
     assert metrics["memory_samples"].value == 0 and metrics["peak_rss_gb"].available

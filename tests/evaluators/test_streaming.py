@@ -49,10 +49,18 @@ def test_a_chunk_later_than_playback_needs_it_is_a_stall() -> None:
 
 
 def run_fake(tmp_path: Path, name: str, **params: Any) -> dict[str, Any]:
-    request = TrialRequest(study_name="s", trial_number=0, workload_class="tuner.workloads.fake:FakeWorkload",
-                           settings={"sleep_s": 0.04, "chunks": 4, "chunk_output_s": 0.2, **params}, inputs={},
-                           seed=0, device="cpu", measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
-                           timeout_s=60, workdir=str(tmp_path / name))
+    request = TrialRequest(
+        study_name="s",
+        trial_number=0,
+        workload_class="tuner.workloads.fake:FakeWorkload",
+        settings={"sleep_s": 0.04, "chunks": 4, "chunk_output_s": 0.2, **params},
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=60,
+        workdir=str(tmp_path / name),
+    )
     result = execute(request)
     return {name: m.value for name, m in result.metrics.items()}
 
@@ -67,12 +75,18 @@ def test_a_chunked_workload_reports_its_stream_and_a_late_chunk(tmp_path: Path) 
 
 
 def run_avatar(tmp_path: Path, name: str, online_decode: bool) -> dict[str, Any]:
-    request = TrialRequest(study_name="s", trial_number=0, workload_class="tuner.workloads.avatar_dit:AvatarDiTWorkload",
-                           settings={"infer_frames": 6, "sample_steps": 1, "resolution": 32,
-                                     "online_decode": online_decode},
-                           inputs={"audio_seconds": 2.0, "fps": 12, "output_size": 32}, seed=0, device="cpu",
-                           measurement={"warmup": 1, "min_repeats": 3, "max_repeats": 3}, timeout_s=120,
-                           workdir=str(tmp_path / name))
+    request = TrialRequest(
+        study_name="s",
+        trial_number=0,
+        workload_class="tuner.workloads.avatar_dit:AvatarDiTWorkload",
+        settings={"infer_frames": 6, "sample_steps": 1, "resolution": 32, "online_decode": online_decode},
+        inputs={"audio_seconds": 2.0, "fps": 12, "output_size": 32},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 1, "min_repeats": 3, "max_repeats": 3},
+        timeout_s=120,
+        workdir=str(tmp_path / name),
+    )
     result = execute(request)
     assert result.outcome.value == "OK", result.reason
     return {name: m.value for name, m in result.metrics.items()}

@@ -43,8 +43,9 @@ def smooth_texture(height: int, width: int, seed: int = 0) -> np.ndarray:
     return 60.0 + 135.0 * rgb
 
 
-def moving_video(frames: int = 10, shift_px: int = 2, jitter: float = 0.0,
-                 clip_length: int | None = None, seam_jump_px: int = 0) -> np.ndarray:
+def moving_video(
+    frames: int = 10, shift_px: int = 2, jitter: float = 0.0, clip_length: int | None = None, seam_jump_px: int = 0
+) -> np.ndarray:
     """A SIZE x SIZE window sliding ``shift_px`` per frame over a larger texture.
 
     Frame t gets ``+jitter`` when t is even and ``-jitter`` when odd. With ``clip_length``
@@ -56,7 +57,7 @@ def moving_video(frames: int = 10, shift_px: int = 2, jitter: float = 0.0,
         if clip_length and t > 0 and t % clip_length == 0:
             offset += seam_jump_px
         x0 = offset + shift_px * t
-        video.append(texture[:, x0:x0 + SIZE] + (jitter if t % 2 == 0 else -jitter))
+        video.append(texture[:, x0 : x0 + SIZE] + (jitter if t % 2 == 0 else -jitter))
     return np.clip(np.round(np.stack(video)), 0, 255).astype(np.uint8)
 
 
@@ -140,11 +141,14 @@ def test_seam_score_uses_only_the_declared_boundaries() -> None:
     assert seam_score(spliced, 8) < seam_score(spliced, 12)
 
 
-@pytest.mark.parametrize(("frames", "clip_length", "reason"), [
-    (12, 12, "no clip boundary"),
-    (6, 1, "no frame pair inside a clip"),
-    (12, 0, "must be >= 1"),
-])
+@pytest.mark.parametrize(
+    ("frames", "clip_length", "reason"),
+    [
+        (12, 12, "no clip boundary"),
+        (6, 1, "no frame pair inside a clip"),
+        (12, 0, "must be >= 1"),
+    ],
+)
 def test_seam_score_not_computable(frames: int, clip_length: int, reason: str) -> None:
     with pytest.raises(ValueError, match=reason):
         seam_score(moving_video(frames=frames, shift_px=1), clip_length)
@@ -172,8 +176,7 @@ def test_adapter_reports_every_metric_with_unit_and_direction() -> None:
 
 def test_adapter_ratios_against_the_reference() -> None:
     reference = np.stack([jittered_grey(24, 5)] * 2)  # a batch of two requests
-    metrics = by_name(temporal_metrics(FakeOutput(jittered_grey(24, 10)), FakeOutput(reference),
-                                       context()))
+    metrics = by_name(temporal_metrics(FakeOutput(jittered_grey(24, 10)), FakeOutput(reference), context()))
     assert metrics["flicker_mae"].value == 20
     assert metrics["flicker_ratio"].value == 2.0
 
@@ -191,8 +194,7 @@ def test_adapter_without_candidate_video() -> None:
 
 
 def test_adapter_without_reference_video_keeps_absolute_metrics() -> None:
-    metrics = by_name(temporal_metrics(FakeOutput(moving_video(frames=24, shift_px=1)),
-                                       FakeOutput(None), context()))
+    metrics = by_name(temporal_metrics(FakeOutput(moving_video(frames=24, shift_px=1)), FakeOutput(None), context()))
     for name in ("flicker_mae", "flicker_score", "warping_error", "seam_score"):
         assert metrics[name].available
     for name in ("flicker_ratio", "warping_error_ratio", "seam_score_ratio"):
@@ -210,18 +212,19 @@ def test_adapter_unavailable_reasons() -> None:
     assert "no 'infer_frames'" in str(metrics["seam_score"].reason)
     assert "no 'infer_frames'" in str(metrics["seam_score_ratio"].reason)
 
-    metrics = by_name(temporal_metrics(FakeOutput(moving), FakeOutput(moving),
-                                       context(infer_frames=48, reference_infer_frames=None)))
+    metrics = by_name(
+        temporal_metrics(FakeOutput(moving), FakeOutput(moving), context(infer_frames=48, reference_infer_frames=None))
+    )
     assert "no clip boundary" in str(metrics["seam_score"].reason)
     assert "no clip boundary" in str(metrics["seam_score_ratio"].reason)
 
-    metrics = by_name(temporal_metrics(FakeOutput(moving), FakeOutput(moving),
-                                       context(infer_frames=12, reference_infer_frames=None)))
+    metrics = by_name(
+        temporal_metrics(FakeOutput(moving), FakeOutput(moving), context(infer_frames=12, reference_infer_frames=None))
+    )
     assert metrics["seam_score"].available
     assert metrics["seam_score_ratio"].reason == "the reference settings are not known"
 
-    metrics = by_name(temporal_metrics(FakeOutput(moving), FakeOutput(moving),
-                                       context(infer_frames="many")))
+    metrics = by_name(temporal_metrics(FakeOutput(moving), FakeOutput(moving), context(infer_frames="many")))
     assert "not a positive integer" in str(metrics["seam_score"].reason)
 
 
@@ -234,8 +237,7 @@ def test_adapter_single_frame_video() -> None:
 def test_group_adapters_split_the_full_list() -> None:
     video = FakeOutput(moving_video(frames=24, shift_px=1, jitter=3))
     reference = FakeOutput(moving_video(frames=24, shift_px=1))
-    groups = [function(video, reference, context())
-              for function in (flicker_metrics, warping_metrics, seam_metrics)]
+    groups = [function(video, reference, context()) for function in (flicker_metrics, warping_metrics, seam_metrics)]
     assert [[m.name for m in group] for group in groups] == [
         ["flicker_mae", "flicker_score", "flicker_ratio"],
         ["warping_error", "warping_error_ratio"],

@@ -64,7 +64,7 @@ def test_token_f1_and_rouge_l_on_a_prefix_are_six_sevenths() -> None:
 
 def test_rouge_l_follows_order_where_bag_overlap_does_not() -> None:
     assert token_f1("a b c d", "d c b a") == pytest.approx(1.0)
-    assert lcs_length("a b c d".split(), "d c b a".split()) == 1
+    assert lcs_length(["a", "b", "c", "d"], ["d", "c", "b", "a"]) == 1
     assert rouge_l("a b c d", "d c b a") == pytest.approx((0.25, 0.25, 0.25))
 
 
@@ -74,7 +74,7 @@ def test_token_f1_counts_multiplicity() -> None:
 
 
 def test_lcs_of_interleaved_sequences() -> None:
-    assert lcs_length("a x b y c".split(), "a b c".split()) == 3
+    assert lcs_length(["a", "x", "b", "y", "c"], ["a", "b", "c"]) == 3
     assert lcs_length([], ["a"]) == 0
 
 
@@ -106,9 +106,11 @@ def test_reference_metrics_are_batch_means_of_sentence_scores() -> None:
     assert metrics["text_rouge_l"].value == pytest.approx((6 / 7 + 0.25) / 2)
     assert metrics["text_exact_match"].value == pytest.approx(0.0)
     assert metrics["text_chrf"].value == pytest.approx(
-        (chrf("the cat sat", "the cat sat on") + chrf("a b c d", "d c b a")) / 2)
+        (chrf("the cat sat", "the cat sat on") + chrf("a b c d", "d c b a")) / 2
+    )
     assert metrics["text_bleu"].value == pytest.approx(
-        (bleu("the cat sat", "the cat sat on") + bleu("a b c d", "d c b a")) / 2)
+        (bleu("the cat sat", "the cat sat on") + bleu("a b c d", "d c b a")) / 2
+    )
 
 
 def test_identical_answers_score_the_maximum() -> None:
@@ -147,8 +149,11 @@ def test_reference_metrics_unavailable_with_reason() -> None:
 
 
 def test_no_text_makes_every_text_metric_unavailable() -> None:
-    metrics = by_name(text_metrics(WorkloadOutput(video=np.zeros((1, 1, 1, 1, 3), np.uint8)),
-                                   answers("a"), context({"ground_truth": "a"})))
+    metrics = by_name(
+        text_metrics(
+            WorkloadOutput(video=np.zeros((1, 1, 1, 1, 3), np.uint8)), answers("a"), context({"ground_truth": "a"})
+        )
+    )
     for name in REFERENCE_NAMES + GT_NAMES:
         assert metrics[name].value is None
         assert metrics[name].reason == "the workload produced no text"
@@ -171,8 +176,9 @@ def test_single_ground_truth_string_applies_to_every_request() -> None:
     output = answers("Paris.", "paris", "Lyon")
     metrics = by_name(text_metrics(output, output, context({"ground_truth": "Paris"})))
     assert metrics["text_gt_exact_match"].value == pytest.approx(2 / 3)
-    assert metrics["text_gt_chrf"].value == pytest.approx((chrf("Paris.", "Paris") + chrf("paris", "Paris")
-                                                           + chrf("Lyon", "Paris")) / 3)
+    assert metrics["text_gt_chrf"].value == pytest.approx(
+        (chrf("Paris.", "Paris") + chrf("paris", "Paris") + chrf("Lyon", "Paris")) / 3
+    )
 
 
 def test_ground_truth_unavailable_with_reason() -> None:
@@ -197,7 +203,7 @@ def test_truncation_from_token_totals_when_they_determine_it() -> None:
     assert truncated_fraction({"new_tokens": 32}, {"max_new_tokens": 32}, 1) == 1.0
     assert truncated_fraction({"new_tokens": 31}, {"max_new_tokens": 32}, 1) == 0.0
     assert truncated_fraction({"new_tokens": 128}, {"max_new_tokens": 32}, 4) == 1.0  # mean >= limit
-    assert truncated_fraction({"new_tokens": 20}, {"max_new_tokens": 32}, 4) == 0.0   # total < limit
+    assert truncated_fraction({"new_tokens": 20}, {"max_new_tokens": 32}, 4) == 0.0  # total < limit
     assert truncated_fraction({"new_tokens": 32}, {"max_new_tokens": np.int64(32)}, 1) == 1.0
     output = answers("a long answer", new_tokens=64)
     metric = by_name(text_metrics(output, None, context(max_new_tokens=64)))["text_truncated_fraction"]

@@ -71,8 +71,11 @@ def test_another_frame_count_is_never_truncated() -> None:
     longer = np.concatenate([reference, reference[:1]], axis=0)  # the reference's 3 frames, then one more
     with pytest.raises(ValueError, match="4 frames and its reference 3"):
         aligned_pair(longer, reference)
-    metrics = metrics_by_name(video_fidelity_metrics(WorkloadOutput(video=longer), WorkloadOutput(video=reference),
-                                                     EvalContext(resize_to_reference=True)))
+    metrics = metrics_by_name(
+        video_fidelity_metrics(
+            WorkloadOutput(video=longer), WorkloadOutput(video=reference), EvalContext(resize_to_reference=True)
+        )
+    )
     assert metrics["psnr_db"].value is None and "never truncated" in (metrics["psnr_db"].reason or "")
     assert "reference_shape.per" in (metrics["ssim"].reason or "")
 
@@ -83,8 +86,9 @@ def test_another_size_is_resized_only_when_the_spec_says_it_is_the_same_scene() 
     undeclared = metrics_by_name(video_fidelity_metrics(larger, WorkloadOutput(video=reference), EvalContext()))
     assert undeclared["psnr_db"].value is None
     assert "64x64 px and its reference's 32x32" in (undeclared["psnr_db"].reason or "")
-    declared = metrics_by_name(video_fidelity_metrics(larger, WorkloadOutput(video=reference),
-                                                      EvalContext(resize_to_reference=True)))
+    declared = metrics_by_name(
+        video_fidelity_metrics(larger, WorkloadOutput(video=reference), EvalContext(resize_to_reference=True))
+    )
     assert declared["psnr_db"].value is not None and declared["psnr_db"].value > 25.0
 
 
@@ -111,8 +115,10 @@ def test_metric_names_units_directions() -> None:
     context = EvalContext(inputs={"mouth_box": MOUTH_BOX})
     metrics = video_fidelity_metrics(output, WorkloadOutput(video=reference), context)
     assert [(m.name, m.unit, m.direction) for m in metrics] == [
-        ("psnr_db", "dB", "maximize"), ("ssim", "1", "maximize"),
-        ("psnr_mouth_db", "dB", "maximize"), ("ssim_mouth", "1", "maximize"),
+        ("psnr_db", "dB", "maximize"),
+        ("ssim", "1", "maximize"),
+        ("psnr_mouth_db", "dB", "maximize"),
+        ("ssim_mouth", "1", "maximize"),
     ]
     assert all(m.available for m in metrics)
 
@@ -141,17 +147,21 @@ def test_mouth_metrics_see_only_the_declared_box() -> None:
     assert ssim(inside, reference, mouth_box=MOUTH_BOX) < ssim(inside, reference)
 
     context = EvalContext(inputs={"mouth_box": MOUTH_BOX})
-    metrics = metrics_by_name(video_fidelity_metrics(
-        WorkloadOutput(video=inside), WorkloadOutput(video=reference), context))
+    metrics = metrics_by_name(
+        video_fidelity_metrics(WorkloadOutput(video=inside), WorkloadOutput(video=reference), context)
+    )
     assert metrics["psnr_mouth_db"].value == psnr_db(inside, reference, mouth_box=MOUTH_BOX)
     assert metrics["ssim_mouth"].value == ssim(inside, reference, mouth_box=MOUTH_BOX)
 
 
-@pytest.mark.parametrize(("inputs", "reason"), [
-    ({}, "no mouth_box in inputs"),
-    ({"mouth_box": [0.6, 0.5, 0.4, 0.9]}, "x0 < x1"),
-    ({"mouth_box": "0.2 0.2 0.8 0.8"}, "must be a list"),
-])
+@pytest.mark.parametrize(
+    ("inputs", "reason"),
+    [
+        ({}, "no mouth_box in inputs"),
+        ({"mouth_box": [0.6, 0.5, 0.4, 0.9]}, "x0 < x1"),
+        ({"mouth_box": "0.2 0.2 0.8 0.8"}, "must be a list"),
+    ],
+)
 def test_mouth_metrics_unavailable_without_a_valid_box(inputs: dict, reason: str) -> None:
     video = WorkloadOutput(video=grey_video(frames=1, size=32))
     metrics = metrics_by_name(video_fidelity_metrics(video, video, EvalContext(inputs=inputs)))
@@ -164,9 +174,11 @@ def test_missing_or_non_uint8_video_is_unavailable() -> None:
     video = WorkloadOutput(video=grey_video(frames=1, size=16))
     none = WorkloadOutput(video=None)
     floats = WorkloadOutput(video=grey_video(frames=1, size=16).astype(np.float32))
-    for output, reference, reason in [(none, video, "produced no video"),
-                                      (video, none, "reference output has no video"),
-                                      (floats, video, "expected uint8")]:
+    for output, reference, reason in [
+        (none, video, "produced no video"),
+        (video, none, "reference output has no video"),
+        (floats, video, "expected uint8"),
+    ]:
         metrics = video_fidelity_metrics(output, reference, EvalContext())
         assert len(metrics) == 4
         assert all(m.value is None and reason in (m.reason or "") for m in metrics)

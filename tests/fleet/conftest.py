@@ -8,8 +8,8 @@ should check it against the original. The service tests' own harness is ``servic
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

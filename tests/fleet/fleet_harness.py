@@ -12,8 +12,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import optuna
 
@@ -57,12 +58,17 @@ def study_trials(url: str, study: str) -> list[optuna.trial.FrozenTrial]:
 
 def fleet_env(extra: dict[str, str] | None = None) -> dict[str, str]:
     """The workers' environment: this one, fast heartbeats, the repository importable, ``extra`` on top."""
-    return {**os.environ, **FAST_HEARTBEATS, **(extra or {}),
-            "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    return {
+        **os.environ,
+        **FAST_HEARTBEATS,
+        **(extra or {}),
+        "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", ""),
+    }
 
 
-def create_and_start_workers(url: str, tmp_path: Path, study: str, spec_text: str, count: int,
-                             extra_env: dict[str, str] | None = None) -> list[subprocess.Popen[bytes]]:
+def create_and_start_workers(
+    url: str, tmp_path: Path, study: str, spec_text: str, count: int, extra_env: dict[str, str] | None = None
+) -> list[subprocess.Popen[bytes]]:
     """Create ``study`` from ``spec_text`` in ``url``, then start ``count`` workers on it (host0, host1, ...)."""
     import tuner
 
@@ -70,11 +76,30 @@ def create_and_start_workers(url: str, tmp_path: Path, study: str, spec_text: st
     spec.write_text(spec_text)
     tuner.create_study(spec, study_name=study, storage=url, home=tmp_path / "creator")
     env = fleet_env(extra_env)
-    return [subprocess.Popen([sys.executable, "-m", "tuner", "worker", study, "--storage", url, "--gpus", str(i),
-                              "--no-mlflow", "--home", str(tmp_path / f"host{i}")],
-                             env={**env, "TUNER_HOST": f"host{i}"}, start_new_session=True, cwd=tmp_path,
-                             stdout=open(tmp_path / f"host{i}.log", "wb"), stderr=subprocess.STDOUT)
-            for i in range(count)]
+    return [
+        subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "tuner",
+                "worker",
+                study,
+                "--storage",
+                url,
+                "--gpus",
+                str(i),
+                "--no-mlflow",
+                "--home",
+                str(tmp_path / f"host{i}"),
+            ],
+            env={**env, "TUNER_HOST": f"host{i}"},
+            start_new_session=True,
+            cwd=tmp_path,
+            stdout=open(tmp_path / f"host{i}.log", "wb"),
+            stderr=subprocess.STDOUT,
+        )
+        for i in range(count)
+    ]
 
 
 def kill_leftovers(workers: list[subprocess.Popen[bytes]]) -> None:
@@ -97,4 +122,5 @@ def assert_fleet_budget(measured: list[optuna.trial.FrozenTrial], budget: int, l
     host two workers can both see one trial left and both start one."""
     numbers = sorted(t.number for t in measured)
     assert budget <= len(measured) <= budget + live_slots - 1, (
-        f"{len(measured)} trials measured for a budget of {budget} with {live_slots} slot(s) live: {numbers}")
+        f"{len(measured)} trials measured for a budget of {budget} with {live_slots} slot(s) live: {numbers}"
+    )

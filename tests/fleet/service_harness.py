@@ -7,10 +7,11 @@ import http.client
 import json
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
@@ -29,9 +30,12 @@ def spec_text(workload: str | None = None) -> str:
     return text if workload is None else text.replace(_FAKE_WORKLOAD, workload)
 
 
-COMMAND_SPEC = spec_text("workload:\n  command:\n    argv: [prog, --noise, '{noise}']\n  timeout_s: 20\n  device: cpu\n")
-PYTHON_SPEC = spec_text("workload:\n  python:\n    factory: subprocess:run\n    kwargs: {args: ['true']}\n"
-                        "  timeout_s: 20\n  device: cpu\n")
+COMMAND_SPEC = spec_text(
+    "workload:\n  command:\n    argv: [prog, --noise, '{noise}']\n  timeout_s: 20\n  device: cpu\n"
+)
+PYTHON_SPEC = spec_text(
+    "workload:\n  python:\n    factory: subprocess:run\n    kwargs: {args: ['true']}\n  timeout_s: 20\n  device: cpu\n"
+)
 
 
 @dataclass(frozen=True)
@@ -52,8 +56,15 @@ class Service:
     token: str | None
     storage_url: str
 
-    def request(self, method: str, path: str, body: Any = None, token: Any = _DEFAULT,
-                headers: dict[str, str] | None = None, raw: bytes | None = None) -> Answer:
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: Any = None,
+        token: Any = _DEFAULT,
+        headers: dict[str, str] | None = None,
+        raw: bytes | None = None,
+    ) -> Answer:
         """One HTTP request (the path sent as given, not normalised); the token is the service's by default."""
         host, port = self.url.removeprefix("http://").rsplit(":", 1)
         sent = dict(headers or {})
@@ -67,19 +78,29 @@ class Service:
         try:
             connection.request(method, path, body=data, headers=sent)
             response = connection.getresponse()
-            return Answer(response.status, {k.lower(): v for k, v in response.getheaders()},
-                          response.read().decode("utf-8", "replace"))
+            return Answer(
+                response.status,
+                {k.lower(): v for k, v in response.getheaders()},
+                response.read().decode("utf-8", "replace"),
+            )
         finally:
             connection.close()
 
     def submit(self, name: str | None, spec: str | None = None, **fields: Any) -> Answer:
-        return self.request("POST", "/api/studies", {"spec_yaml": spec or spec_text(), "name": name,
-                                                     "gpu_type": fields.pop("gpu_type", "cpu"), **fields})
+        return self.request(
+            "POST",
+            "/api/studies",
+            {"spec_yaml": spec or spec_text(), "name": name, "gpu_type": fields.pop("gpu_type", "cpu"), **fields},
+        )
 
 
 @contextmanager
-def running_service(storage_url: str, token: str | None = TOKEN, allow_command_workloads: bool = False,
-                    max_body_bytes: int | None = None) -> Iterator[Service]:
+def running_service(
+    storage_url: str,
+    token: str | None = TOKEN,
+    allow_command_workloads: bool = False,
+    max_body_bytes: int | None = None,
+) -> Iterator[Service]:
     """``create_app`` served by a real uvicorn server in a thread, on a free port of 127.0.0.1."""
     import uvicorn
 

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import optuna
 import pytest
-
 from service_harness import Service, service, storage_url  # noqa: F401 - service and storage_url are fixtures
+
 from tuner.cli.status_view import status_document, status_trials
 from tuner.storage.cost import SECONDS_PER_HOUR
 from tuner.storage.records import TrialRecord
@@ -53,7 +53,9 @@ def ran(service: Service, tmp_path: Path) -> list[TrialRecord]:  # noqa: F811 - 
 
 
 def test_the_service_shows_used_wasted_avoided_adding_up_to_the_trials_device_seconds(
-        service: Service, ran: list[TrialRecord]) -> None:  # noqa: F811 - the fixture
+    service: Service,  # noqa: F811 - the fixture
+    ran: list[TrialRecord],
+) -> None:
     recorded = sum(r.device_s or 0.0 for r in ran)
     ooms = sum(1 for r in ran if r.outcome == "OOM")
     assert recorded > 0 and ooms == 2
@@ -68,8 +70,9 @@ def test_the_service_shows_used_wasted_avoided_adding_up_to_the_trials_device_se
     assert cost["unit"] == "CPU-h" and cost["budget_device_hours"] is None
     opened = load_study(service.storage_url, "s", read_only=True)
     every = status_trials(opened)
-    assert cost == {k: v for k, v in status_document(opened, every, every)["cost"].items() if k in cost}, \
+    assert cost == {k: v for k, v in status_document(opened, every, every)["cost"].items() if k in cost}, (
         "the service and tuner status --json show the same figures"
+    )
 
     page = service.request("GET", "/api/studies/s/trials?limit=100").json()
     assert {t["number"]: t["device_s"] for t in page["trials"]} == {r.number: r.device_s for r in ran}
@@ -82,4 +85,6 @@ def test_the_openapi_schema_describes_the_cost(service: Service) -> None:  # noq
     cost = schemas["CostSummary"]["properties"]
     assert {"used_device_h", "wasted_device_h", "avoided_device_h", "recorded_device_h", "unit"} <= set(cost)
     assert "estimate" in cost["avoided_device_h"]["description"]
-    assert "device_s" in schemas["TrialEntry"]["properties"] and "used_device_h" in schemas["StudyListEntry"]["properties"]
+    assert (
+        "device_s" in schemas["TrialEntry"]["properties"] and "used_device_h" in schemas["StudyListEntry"]["properties"]
+    )

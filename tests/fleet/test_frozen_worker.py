@@ -18,8 +18,15 @@ from pathlib import Path
 
 import optuna
 import pytest
-from fleet_harness import (assert_fleet_budget, create_and_start_workers, fake_spec, host_logs,
-                           kill_leftovers, study_trials, wait_for)
+from fleet_harness import (
+    assert_fleet_budget,
+    create_and_start_workers,
+    fake_spec,
+    host_logs,
+    kill_leftovers,
+    study_trials,
+    wait_for,
+)
 
 BUDGET = 7
 SPEC = fake_spec("frozen_fake", BUDGET, 1.5, 2.5, gated=True)  # search trials wait at the gate
@@ -44,18 +51,28 @@ def _held_at_gate_for(host: str, gate: Path) -> bool:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("storage", [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
-def test_a_worker_frozen_past_the_grace_period_wakes_and_goes_on(storage: str, tmp_path: Path,
-                                                                  request: pytest.FixtureRequest) -> None:
+def test_a_worker_frozen_past_the_grace_period_wakes_and_goes_on(
+    storage: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     url = request.getfixturevalue("postgres_url") if storage == "postgres" else f"sqlite:///{tmp_path / 's.db'}"
     gate = tmp_path / "gate"
     gate.mkdir()
     workers = create_and_start_workers(url, tmp_path, "frozen", SPEC, 2, {"TUNER_FAKE_GATE_DIR": str(gate)})
     try:
         wait_for(lambda: _held_at_gate_for("host1", gate))
-        victim = wait_for(lambda: next((t for t in _trials(url) if t.state.name == "RUNNING"
-                                         and t.user_attrs.get("role") == "search"
-                                         and str(t.user_attrs.get("worker", "")).startswith("host1:")
-                                         and t.user_attrs.get("slot")), None))
+        victim = wait_for(
+            lambda: next(
+                (
+                    t
+                    for t in _trials(url)
+                    if t.state.name == "RUNNING"
+                    and t.user_attrs.get("role") == "search"
+                    and str(t.user_attrs.get("worker", "")).startswith("host1:")
+                    and t.user_attrs.get("slot")
+                ),
+                None,
+            )
+        )
         os.killpg(workers[1].pid, signal.SIGSTOP)
         (gate / "open").touch()  # host1's trial ends now, but its coordinator is frozen and cannot tell it
         wait_for(lambda: _trials(url)[victim.number].state.name == "FAIL", 120)  # host0 failed it as stale

@@ -11,8 +11,14 @@ from pathlib import Path
 import pytest
 
 from tuner.errors import StudyError
-from tuner.storage.opening import (GRACE_PERIOD_ENV, GRACE_PERIOD_S, HEARTBEAT_ENV, HEARTBEAT_INTERVAL_S, driver_url,
-                                   open_storage)
+from tuner.storage.opening import (
+    GRACE_PERIOD_ENV,
+    GRACE_PERIOD_S,
+    HEARTBEAT_ENV,
+    HEARTBEAT_INTERVAL_S,
+    driver_url,
+    open_storage,
+)
 from tuner.testing.postgres import PostgresCluster, running_postgres
 
 pytestmark = pytest.mark.postgres
@@ -21,13 +27,24 @@ SPECS = Path(__file__).parents[1] / "specs"
 
 def tuner(*args: str, cwd: Path, timeout: float = 240) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""}
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=env
+    )
 
 
 def test_a_study_runs_and_is_read_back_on_postgres(postgres_url: str, tmp_path: Path) -> None:
-    done = tuner("run", str(SPECS / "fake_ok.yaml"), "--study-name", "pg_ok", "--storage", postgres_url,
-                 "--no-mlflow", "--home", str(tmp_path / "home"), cwd=tmp_path)
+    done = tuner(
+        "run",
+        str(SPECS / "fake_ok.yaml"),
+        "--study-name",
+        "pg_ok",
+        "--storage",
+        postgres_url,
+        "--no-mlflow",
+        "--home",
+        str(tmp_path / "home"),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     assert not (tmp_path / "home" / "studies.db").exists(), "the study went to PostgreSQL, not SQLite"
     password = postgres_url.split(":")[2].split("@")[0]
@@ -56,8 +73,11 @@ def test_a_wrong_password_is_one_line_without_secrets(postgres_cluster: Postgres
 
 @pytest.mark.parametrize("database", ["missing_db", None])
 def test_a_missing_database_or_server_is_one_line(postgres_cluster: PostgresCluster, database: str | None) -> None:
-    url = postgres_cluster.url(database) if database else postgres_cluster.url().replace(
-        f":{postgres_cluster.port}/", ":9/")  # nothing listens on port 9
+    url = (
+        postgres_cluster.url(database)
+        if database
+        else postgres_cluster.url().replace(f":{postgres_cluster.port}/", ":9/")
+    )  # nothing listens on port 9
     with pytest.raises(StudyError) as raised:
         open_storage(url)
     message = str(raised.value)
@@ -83,8 +103,9 @@ def test_a_password_with_braces_and_at_signs_connects(postgres_cluster: Postgres
     assert storage.get_all_studies() == []
 
 
-def test_heartbeats_are_configured_on_sqlite_and_postgres(postgres_url: str, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_heartbeats_are_configured_on_sqlite_and_postgres(
+    postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from optuna.storages._heartbeat import is_heartbeat_enabled
 
     for url in (postgres_url, f"sqlite:///{tmp_path / 'studies.db'}"):
@@ -127,6 +148,21 @@ def test_the_pool_survives_a_server_restart(tmp_path: Path) -> None:
     with running_postgres(tmp_path / "pg") as cluster:
         storage = open_storage(cluster.create_database("restart"))
         optuna.create_study(study_name="restart", storage=storage)
-        subprocess.run(cluster.as_user + [str(cluster.bindir / "pg_ctl"), "-D", str(cluster.data), "-l", str(cluster.log),
-                                          "restart", "-m", "fast", "-w"], check=True, capture_output=True, timeout=60)
+        subprocess.run(
+            cluster.as_user
+            + [
+                str(cluster.bindir / "pg_ctl"),
+                "-D",
+                str(cluster.data),
+                "-l",
+                str(cluster.log),
+                "restart",
+                "-m",
+                "fast",
+                "-w",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
+        )
         assert optuna.load_study(study_name="restart", storage=storage).study_name == "restart"

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -68,10 +68,12 @@ def test_fingerprint_difference_names_gpu_driver_and_torch() -> None:
     here = {"gpu_type": "NVIDIA H200", "driver_version": "550.54", "torch_version": "2.14.1", "hostname": "b"}
     assert fingerprint_difference(reference, here) == (
         "this host differs from the reference's: gpu NVIDIA H200 vs NVIDIA A100, driver 550.54 vs 535.1, "
-        "torch 2.14.1 vs 2.13.0")
+        "torch 2.14.1 vs 2.13.0"
+    )
     assert fingerprint_difference(reference, {**reference, "hostname": "b"}) is None, "a host name is no difference"
     assert fingerprint_difference(reference, {**reference, "torch_version": "2.14.1"}) == (
-        "this host differs from the reference's: torch 2.14.1 vs 2.13.0")
+        "this host differs from the reference's: torch 2.14.1 vs 2.13.0"
+    )
     cpu = {"gpu_type": "cpu", "driver_version": "unavailable (NVML: no driver)", "torch_version": "2.14.1"}
     assert fingerprint_difference(cpu, {**cpu, "driver_version": "550.54"}) is None, "unknown facts are not compared"
     assert fingerprint_difference({}, here) is None and fingerprint_difference(here, {}) is None
@@ -92,13 +94,14 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
 
 
 @pytest.mark.slow
-def test_published_on_one_host_fetched_once_on_another_tampering_refused(server: MlflowServer,
-                                                                          tmp_path: Path) -> None:
+def test_published_on_one_host_fetched_once_on_another_tampering_refused(server: MlflowServer, tmp_path: Path) -> None:
     host_a, host_b, host_c = tmp_path / "a", tmp_path / "b", tmp_path / "c"
     original = reference_file(host_a)
     expected = sha256_file(original)
-    attrs: dict[str, str] = {**MlflowReferenceStore(server.url, EXPERIMENT).publish("handoff", 0, original),
-                             "reference_output": str(original)}  # the coordinator stores the local path too
+    attrs: dict[str, str] = {
+        **MlflowReferenceStore(server.url, EXPERIMENT).publish("handoff", 0, original),
+        "reference_output": str(original),
+    }  # the coordinator stores the local path too
     assert attrs["reference_output_sha256"] == expected
     assert attrs["reference_output_uri"].startswith("mlflow-artifacts:/"), "proxied: it goes through the server"
     assert attrs["reference_output_uri"].endswith(f"/{ARTIFACT_DIR}/{NAME}")

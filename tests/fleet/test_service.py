@@ -13,15 +13,14 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import optuna
 import psutil
 import pytest
 import yaml
-
 from service_harness import (  # noqa: F401 - service and storage_url are fixtures
     COMMAND_SPEC,
     FAKE_SPEC,
@@ -35,9 +34,15 @@ from service_harness import (  # noqa: F401 - service and storage_url are fixtur
     storage_url,
 )
 
-ROUTES = [("GET", "/api/studies"), ("GET", "/api/studies/x"), ("GET", "/api/studies/x/trials"),
-          ("GET", "/api/studies/x/export?profile=balanced"), ("POST", "/api/studies/x/cancel"),
-          ("POST", "/api/studies"), ("GET", "/openapi.json")]
+ROUTES = [
+    ("GET", "/api/studies"),
+    ("GET", "/api/studies/x"),
+    ("GET", "/api/studies/x/trials"),
+    ("GET", "/api/studies/x/export?profile=balanced"),
+    ("POST", "/api/studies/x/cancel"),
+    ("POST", "/api/studies"),
+    ("GET", "/openapi.json"),
+]
 
 
 def _env(**extra: str) -> dict[str, str]:
@@ -46,8 +51,14 @@ def _env(**extra: str) -> dict[str, str]:
 
 
 def tuner(*args: str, cwd: Path, timeout: float = 300, **env: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=_env(**env))
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=_env(**env),
+    )
 
 
 @contextmanager
@@ -56,8 +67,14 @@ def serve_process(*args: str, cwd: Path, **env: str) -> Iterator[tuple[subproces
 
     Stopped with SIGTERM on exit; the test reads ``process.returncode`` and the lines afterwards.
     """
-    process = subprocess.Popen([sys.executable, "-m", "tuner", "serve", "--port", "0", *args], cwd=cwd,
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_env(**env))
+    process = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "serve", "--port", "0", *args],
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=_env(**env),
+    )
     lines: list[str] = []
     errors: list[str] = []
     log: list[str] = []  # stdout then stderr, filled once the process has ended
@@ -70,8 +87,10 @@ def serve_process(*args: str, cwd: Path, **env: str) -> Iterator[tuple[subproces
                 first.set()
         first.set()
 
-    readers = [threading.Thread(target=read, args=(process.stdout, lines, True), daemon=True),
-               threading.Thread(target=read, args=(process.stderr, errors, False), daemon=True)]
+    readers = [
+        threading.Thread(target=read, args=(process.stdout, lines, True), daemon=True),
+        threading.Thread(target=read, args=(process.stderr, errors, False), daemon=True),
+    ]
     for reader in readers:
         reader.start()
     try:
@@ -103,34 +122,56 @@ def _assert_no_secret(*texts: str) -> None:
 def test_healthz_is_open_and_every_other_route_needs_the_bearer_token(service: Service) -> None:
     assert service.request("GET", "/healthz", token=None).json() == {"status": "ok"}
     for method, path in ROUTES:
-        for token, headers in ((None, {}), ("wrong-token-0123456789", {}), (None, {"Authorization": f"Basic {TOKEN}"}),
-                               (None, {"Authorization": TOKEN}), (TOKEN + "x", {})):
-            answer = service.request(method, path, {"spec_yaml": "x"} if method == "POST" else None, token=token,
-                                     headers=headers)
+        for token, headers in (
+            (None, {}),
+            ("wrong-token-0123456789", {}),
+            (None, {"Authorization": f"Basic {TOKEN}"}),
+            (None, {"Authorization": TOKEN}),
+            (TOKEN + "x", {}),
+        ):
+            answer = service.request(
+                method, path, {"spec_yaml": "x"} if method == "POST" else None, token=token, headers=headers
+            )
             assert answer.status == 401, (method, path, answer)
             assert answer.headers.get("www-authenticate") == "Bearer"
             assert answer.json() == {"detail": "missing or wrong bearer token"}
     assert service.request("GET", "/api/studies").json() == {"studies": []}
-    assert service.request("GET", "/api/studies", token=None,
-                           headers={"Authorization": f"bearer {TOKEN}"}).status == 200, "the scheme is case-insensitive"
+    assert (
+        service.request("GET", "/api/studies", token=None, headers={"Authorization": f"bearer {TOKEN}"}).status == 200
+    ), "the scheme is case-insensitive"
 
 
 def test_openapi_needs_the_token_and_declares_every_route_and_the_bearer_scheme(service: Service) -> None:
     schema = service.request("GET", "/openapi.json").json()
-    assert set(schema["paths"]) == {"/healthz", "/api/studies", "/api/studies/{name}", "/api/studies/{name}/trials",
-                                    "/api/studies/{name}/cancel", "/api/studies/{name}/export"}
+    assert set(schema["paths"]) == {
+        "/healthz",
+        "/api/studies",
+        "/api/studies/{name}",
+        "/api/studies/{name}/trials",
+        "/api/studies/{name}/cancel",
+        "/api/studies/{name}/export",
+    }
     assert schema["components"]["securitySchemes"]["HTTPBearer"]["scheme"] == "bearer"
     assert schema["paths"]["/api/studies"]["post"]["security"] == [{"HTTPBearer": []}]
     assert "security" not in schema["paths"]["/healthz"]["get"]
-    assert set(schema["paths"]["/api/studies"]["post"]["responses"]) >= {"201", "400", "401", "403", "409", "413", "422"}
+    assert set(schema["paths"]["/api/studies"]["post"]["responses"]) >= {
+        "201",
+        "400",
+        "401",
+        "403",
+        "409",
+        "413",
+        "422",
+    }
     assert service.request("GET", "/docs").status == 404, "no docs page (it would load scripts from a CDN)"
     _assert_no_secret(str(schema))
 
 
 def test_serve_refuses_to_start_without_a_token_or_insecure_off_localhost(tmp_path: Path) -> None:
-    for args, fragment in ((["--home", str(tmp_path / "home")], "no token"),
-                           (["--home", str(tmp_path / "home"), "--host", "0.0.0.0", "--insecure-localhost"],
-                            "loopback")):
+    for args, fragment in (
+        (["--home", str(tmp_path / "home")], "no token"),
+        (["--home", str(tmp_path / "home"), "--host", "0.0.0.0", "--insecure-localhost"], "loopback"),
+    ):
         done = tuner("serve", *args, cwd=tmp_path, timeout=120)
         assert done.returncode == 2, done.stderr
         assert done.stderr.count("\n") == 1 and done.stderr.startswith("error: ") and fragment in done.stderr
@@ -145,8 +186,9 @@ def test_serve_binds_localhost_by_default_and_insecure_localhost_serves_without_
     with serve_process("--home", str(tmp_path / "home"), "--insecure-localhost", cwd=tmp_path) as (process, url, _):
         assert url.startswith("http://127.0.0.1:")
         port = int(url.rsplit(":", 1)[1])
-        listening = [c.laddr for c in psutil.Process(process.pid).net_connections(kind="inet")
-                     if c.status == psutil.CONN_LISTEN]
+        listening = [
+            c.laddr for c in psutil.Process(process.pid).net_connections(kind="inet") if c.status == psutil.CONN_LISTEN
+        ]
         assert [(address.ip, address.port) for address in listening] == [("127.0.0.1", port)]
         open_service = Service(url, None, "")
         assert open_service.request("GET", "/api/studies").json() == {"studies": []}
@@ -190,14 +232,22 @@ def test_a_bad_spec_is_one_line_400_a_taken_name_409_a_bad_field_422_a_huge_body
     detail = answer.json()["detail"]
     assert detail.startswith("submitted spec:") and "objectives" in detail and "\n" not in detail
     control = service.submit("ctl", "name: x\x0c\n")
-    assert control.status == 400 and control.json()["detail"].startswith("submitted spec:1: (top level): not valid YAML")
+    assert control.status == 400 and control.json()["detail"].startswith(
+        "submitted spec:1: (top level): not valid YAML"
+    )
     gpu = service.submit("gpu", spec_text(), gpu_type=None)
     assert gpu.status == 400 and "gpu_type is required" in gpu.json()["detail"]
     assert service.submit("ok").status == 201
     taken = service.submit("ok")
     assert taken.status == 409 and "already exists" in taken.json()["detail"]
-    for body in ({"spec_yaml": 3}, {"name": "x"}, {"spec_yaml": "x", "trials": 0}, {"spec_yaml": "x", "bogus": 1},
-                 {"spec_yaml": "x", "sampler": "annealing"}, {"spec_yaml": "x", "gpu_type": "a\nb"}):
+    for body in (
+        {"spec_yaml": 3},
+        {"name": "x"},
+        {"spec_yaml": "x", "trials": 0},
+        {"spec_yaml": "x", "bogus": 1},
+        {"spec_yaml": "x", "sampler": "annealing"},
+        {"spec_yaml": "x", "gpu_type": "a\nb"},
+    ):
         answer = service.request("POST", "/api/studies", body)
         assert answer.status == 422, (body, answer)
         assert isinstance(answer.json()["detail"], str) and "\n" not in answer.json()["detail"]
@@ -213,27 +263,40 @@ def test_a_bad_spec_is_one_line_400_a_taken_name_409_a_bad_field_422_a_huge_body
 def _add_trial(study: optuna.Study, values: list[float], params: dict[str, object], **attrs: object) -> None:
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
-    distributions = {"sleep_s": FloatDistribution(0.001, 0.02, step=0.001), "noise": IntDistribution(0, 40, step=5),
-                     "batch_size": CategoricalDistribution([1, 2])}
-    study.add_trial(optuna.trial.create_trial(
-        params=params, distributions=distributions, values=values,
-        user_attrs={"measured": True, "outcome": "OK", "role": "search", **attrs}))
+    distributions = {
+        "sleep_s": FloatDistribution(0.001, 0.02, step=0.001),
+        "noise": IntDistribution(0, 40, step=5),
+        "batch_size": CategoricalDistribution([1, 2]),
+    }
+    study.add_trial(
+        optuna.trial.create_trial(
+            params=params,
+            distributions=distributions,
+            values=values,
+            user_attrs={"measured": True, "outcome": "OK", "role": "search", **attrs},
+        )
+    )
 
 
 def test_summary_trials_workers_and_front_come_from_the_storage(service: Service) -> None:
     assert service.submit("views", trials=5).status == 201
     study = optuna.load_study(study_name="views", storage=service.storage_url)
-    _add_trial(study, [0.01, 40.0], {"sleep_s": 0.01, "noise": 0, "batch_size": 1}, host="h1", worker="h1:42",
-               slot="cpu0")
-    _add_trial(study, [0.02, 45.0], {"sleep_s": 0.02, "noise": 0, "batch_size": 1}, host="h1", worker="h1:42",
-               slot="cpu0")
+    _add_trial(
+        study, [0.01, 40.0], {"sleep_s": 0.01, "noise": 0, "batch_size": 1}, host="h1", worker="h1:42", slot="cpu0"
+    )
+    _add_trial(
+        study, [0.02, 45.0], {"sleep_s": 0.02, "noise": 0, "batch_size": 1}, host="h1", worker="h1:42", slot="cpu0"
+    )
     _add_trial(study, [0.03, 30.0], {"sleep_s": 0.02, "noise": 5, "batch_size": 2}, host="h2", worker="h2:7")
     _add_trial(study, [0.05, 20.0], {"sleep_s": 0.02, "noise": 10, "batch_size": 1})  # before workers were recorded
     summary = service.request("GET", "/api/studies/views").json()
     assert summary["counts"] == {"OK": 4, "WAITING": 2}, "reference and baseline wait for a worker"
     assert (summary["measured"], summary["budget_trials"], summary["budget_left"]) == (4, 5, 1)
     assert summary["gpu_type"] == "cpu" and summary["cancelled"] is False
-    assert [(w["worker"], w["host"], w["trials"]) for w in summary["workers"]] == [("h1:42", "h1", 2), ("h2:7", "h2", 1)]
+    assert [(w["worker"], w["host"], w["trials"]) for w in summary["workers"]] == [
+        ("h1:42", "h1", 2),
+        ("h2:7", "h2", 1),
+    ]
     assert all(w["last_seen"] for w in summary["workers"])
     assert [p["number"] for p in summary["front"]] == [2, 3]
     assert summary["front"][0]["values"] == [0.01, 40.0] and summary["front"][0]["params"]["noise"] == 0
@@ -243,8 +306,18 @@ def test_summary_trials_workers_and_front_come_from_the_storage(service: Service
     assert page["trials"][1]["host"] == "h1" and page["trials"][1]["slot"] == "cpu0"
     assert page["trials"][0]["state"] == "WAITING" and page["trials"][0]["role"] == "baseline"
     listed = service.request("GET", "/api/studies").json()["studies"]
-    assert listed == [{"name": "views", "trials": 6, "gpu_type": "cpu", "budget_trials": 5, "cancelled": False,
-                       "tuner_study": True, "used_device_h": 0.0, "unit": "CPU-h"}], "these trials recorded no cost"
+    assert listed == [
+        {
+            "name": "views",
+            "trials": 6,
+            "gpu_type": "cpu",
+            "budget_trials": 5,
+            "cancelled": False,
+            "tuner_study": True,
+            "used_device_h": 0.0,
+            "unit": "CPU-h",
+        }
+    ], "these trials recorded no cost"
     assert service.request("GET", "/api/studies/nosuch").status == 404
 
 
@@ -309,16 +382,41 @@ def test_submit_then_a_worker_runs_it_then_export_and_cancel_over_real_http(tmp_
     token_file = tmp_path / "token"
     token_file.write_text(TOKEN + "\n")
     answers: list[str] = []
-    with serve_process("--storage", url, "--home", str(home), "--token-file", str(token_file),
-                       cwd=tmp_path) as (process, base, log):
+    with serve_process("--storage", url, "--home", str(home), "--token-file", str(token_file), cwd=tmp_path) as (
+        process,
+        base,
+        log,
+    ):
         assert base.startswith("http://127.0.0.1:")
-        submitted = tuner("submit", str(FAKE_SPEC), "--server", base, "--name", "e2e", "--trials", "4",
-                          "--gpu-type", "cpu", cwd=tmp_path, TUNER_TOKEN=TOKEN)
+        submitted = tuner(
+            "submit",
+            str(FAKE_SPEC),
+            "--server",
+            base,
+            "--name",
+            "e2e",
+            "--trials",
+            "4",
+            "--gpu-type",
+            "cpu",
+            cwd=tmp_path,
+            TUNER_TOKEN=TOKEN,
+        )
         assert submitted.returncode == 0, submitted.stderr
         assert submitted.stdout.startswith("submitted study e2e to http://127.0.0.1:")
         assert len(submitted.stdout.strip().splitlines()) == 2
-        again = tuner("submit", str(FAKE_SPEC), "--server", base, "--name", "e2e", "--gpu-type", "cpu",
-                      cwd=tmp_path, TUNER_TOKEN=TOKEN)
+        again = tuner(
+            "submit",
+            str(FAKE_SPEC),
+            "--server",
+            base,
+            "--name",
+            "e2e",
+            "--gpu-type",
+            "cpu",
+            cwd=tmp_path,
+            TUNER_TOKEN=TOKEN,
+        )
         assert again.returncode == 2 and again.stderr.startswith("error: ") and "409 Conflict" in again.stderr
         unauthorised = tuner("submit", str(FAKE_SPEC), "--server", base, "--gpu-type", "cpu", cwd=tmp_path)
         assert unauthorised.returncode == 2 and "401 Unauthorized" in unauthorised.stderr
@@ -342,8 +440,16 @@ def test_submit_then_a_worker_runs_it_then_export_and_cancel_over_real_http(tmp_
         assert document["provenance"]["storage"] == f"sqlite:///{tmp_path / 'studies.db'}?password=***"
         cancelled = service.request("POST", "/api/studies/e2e/cancel")
         assert cancelled.json()["cancelled"] is True
-        answers += [summary.text, trials.text, export.text, cancelled.text, submitted.stdout, again.stderr,
-                    unauthorised.stderr, service.request("GET", "/api/studies").text]
+        answers += [
+            summary.text,
+            trials.text,
+            export.text,
+            cancelled.text,
+            submitted.stdout,
+            again.stderr,
+            unauthorised.stderr,
+            service.request("GET", "/api/studies").text,
+        ]
         assert optuna.load_study(study_name="e2e", storage=url).user_attrs["cancelled"] is True
         time.sleep(0.2)
     assert process.returncode == 0, "".join(log)
@@ -365,8 +471,15 @@ def test_over_postgresql_the_password_never_leaves_and_a_lost_storage_is_a_503(t
         url = cluster.create_database("serve_test")
         # the service waits out a lost storage for TUNER_STORAGE_OUTAGE_S before its 503: 5 s here, where the
         # default 120 s raced the client's own 120 s timeout
-        with serve_process("--storage", url, "--home", str(tmp_path / "home"), cwd=tmp_path,
-                           TUNER_TOKEN=TOKEN, TUNER_STORAGE_OUTAGE_S="5") as (process, base, log):
+        with serve_process(
+            "--storage",
+            url,
+            "--home",
+            str(tmp_path / "home"),
+            cwd=tmp_path,
+            TUNER_TOKEN=TOKEN,
+            TUNER_STORAGE_OUTAGE_S="5",
+        ) as (process, base, log):
             service = Service(base, TOKEN, url)
             created = service.submit("pg")
             assert created.status == 201, created

@@ -15,22 +15,28 @@ have something to compute.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import optuna
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 from hypothesis import strategies as st
 from hypothesis.errors import Unsatisfiable
-
 from service_harness import TOKEN, Service, running_service, spec_text
 
 EXAMPLES_PER_OPERATION = 25
 SPEC_MUTANTS = 100
 PARAMETERLESS = ("GET /api/studies", "GET /healthz")
-_SETTINGS = settings(max_examples=EXAMPLES_PER_OPERATION, deadline=None, database=None, derandomize=True,
-                     suppress_health_check=list(HealthCheck), phases=[Phase.explicit, Phase.generate, Phase.shrink],
-                     print_blob=False)
+_SETTINGS = settings(
+    max_examples=EXAMPLES_PER_OPERATION,
+    deadline=None,
+    database=None,
+    derandomize=True,
+    suppress_health_check=list(HealthCheck),
+    phases=[Phase.explicit, Phase.generate, Phase.shrink],
+    print_blob=False,
+)
 
 
 def _seed(service: Service) -> None:
@@ -39,12 +45,20 @@ def _seed(service: Service) -> None:
 
     assert service.submit("seeded").status == 201
     study = optuna.load_study(study_name="seeded", storage=service.storage_url)
-    distributions = {"sleep_s": FloatDistribution(0.001, 0.02, step=0.001), "noise": IntDistribution(0, 40, step=5),
-                     "batch_size": CategoricalDistribution([1, 2])}
+    distributions = {
+        "sleep_s": FloatDistribution(0.001, 0.02, step=0.001),
+        "noise": IntDistribution(0, 40, step=5),
+        "batch_size": CategoricalDistribution([1, 2]),
+    }
     for values, sleep in (([0.01, 40.0], 0.01), ([0.02, 45.0], 0.02)):
-        study.add_trial(optuna.trial.create_trial(
-            params={"sleep_s": sleep, "noise": 0, "batch_size": 1}, distributions=distributions, values=values,
-            user_attrs={"measured": True, "outcome": "OK", "role": "search", "host": "h", "worker": "h:1"}))
+        study.add_trial(
+            optuna.trial.create_trial(
+                params={"sleep_s": sleep, "noise": 0, "batch_size": 1},
+                distributions=distributions,
+                values=values,
+                user_attrs={"measured": True, "outcome": "OK", "role": "search", "host": "h", "worker": "h:1"},
+            )
+        )
 
 
 @pytest.fixture(scope="module")
@@ -91,9 +105,41 @@ def test_schemathesis_finds_no_server_error_in_any_operation(seeded_service: Ser
 
 
 _LINES = spec_text().splitlines()
-_ODD = st.sampled_from(["", "~", "[", "{", "}", "&a", "*a", "!!python/object:os.system", "<<: *a", "- ", "? ",
-                        "'", '"', "\t", "\x00", "\x0c", "\ud800", "1e999", "-1", "0", "null", "yes", "1" * 400,
-                        "{noise}", "'{nosuch}'", "../..", "%", "@", ": :", "\u202e", "é"])
+_ODD = st.sampled_from(
+    [
+        "",
+        "~",
+        "[",
+        "{",
+        "}",
+        "&a",
+        "*a",
+        "!!python/object:os.system",
+        "<<: *a",
+        "- ",
+        "? ",
+        "'",
+        '"',
+        "\t",
+        "\x00",
+        "\x0c",
+        "\ud800",
+        "1e999",
+        "-1",
+        "0",
+        "null",
+        "yes",
+        "1" * 400,
+        "{noise}",
+        "'{nosuch}'",
+        "../..",
+        "%",
+        "@",
+        ": :",
+        "\u202e",
+        "é",
+    ]
+)
 
 
 @st.composite
@@ -109,7 +155,7 @@ def mutated_spec(draw: Any) -> str:
         elif edit == "double":
             lines.insert(index, line)
         elif edit == "cut":
-            lines[index] = line[:draw(st.integers(0, max(len(line) - 1, 0)))]
+            lines[index] = line[: draw(st.integers(0, max(len(line) - 1, 0)))]
         elif edit == "splice":
             at = draw(st.integers(0, len(line)))
             lines[index] = line[:at] + draw(st.one_of(_ODD, st.text(max_size=12))) + line[at:]

@@ -14,17 +14,25 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import optuna
 import psycopg
 import pytest
-from fleet_harness import create_and_start_workers, fake_spec, fleet_env, host_logs, kill_leftovers, study_trials, wait_for
+from fleet_harness import (
+    create_and_start_workers,
+    fake_spec,
+    fleet_env,
+    host_logs,
+    kill_leftovers,
+    study_trials,
+    wait_for,
+)
 
 from tuner.host import free_port
-from tuner.storage.outage import OUTAGE_BOUND_ENV, StorageMisconfigured, is_transient, misconfiguration
 from tuner.storage.opening import close_storage, open_storage
+from tuner.storage.outage import OUTAGE_BOUND_ENV, StorageMisconfigured, is_transient, misconfiguration
 from tuner.testing.postgres import PostgresCluster
 
 pytestmark = [pytest.mark.postgres]
@@ -47,8 +55,14 @@ class Tenant:
         return self.cluster.url(database or self.database, self.role, password or self.password)
 
     def connect(self, password: str | None = None, database: str | None = None, role: str | None = None) -> None:
-        psycopg.connect(host="127.0.0.1", port=self.cluster.port, user=role or self.role,
-                        password=password or self.password, dbname=database or self.database, connect_timeout=10).close()
+        psycopg.connect(
+            host="127.0.0.1",
+            port=self.cluster.port,
+            user=role or self.role,
+            password=password or self.password,
+            dbname=database or self.database,
+            connect_timeout=10,
+        ).close()
 
     def cut_off(self) -> None:
         """End every session of the role: its processes must log in again."""
@@ -100,13 +114,26 @@ def test_the_servers_refusals_are_misconfiguration_and_a_server_away_is_an_outag
     assert "refused the login" in (misconfiguration(refusals["wrong password"]) or "")
     assert 'database "no_such_db" does not exist' in (misconfiguration(refusals["unknown database"]) or "")
     tenant.cluster.execute("CREATE TABLE IF NOT EXISTS superuser_only (x int)")
-    with psycopg.connect(host="127.0.0.1", port=tenant.cluster.port, user=tenant.role, password=tenant.password,
-                         dbname="postgres", connect_timeout=10) as connection:
+    with psycopg.connect(
+        host="127.0.0.1",
+        port=tenant.cluster.port,
+        user=tenant.role,
+        password=tenant.password,
+        dbname="postgres",
+        connect_timeout=10,
+    ) as connection:
         denied = _raised(connection.execute, "SELECT * FROM superuser_only")
     assert getattr(denied, "sqlstate", None) == "42501" and not is_transient(denied)
     assert "permission denied" in (misconfiguration(denied) or "")
-    away = _raised(psycopg.connect, host="127.0.0.1", port=free_port(), user=tenant.role, password=tenant.password,
-                   dbname=tenant.database, connect_timeout=10)
+    away = _raised(
+        psycopg.connect,
+        host="127.0.0.1",
+        port=free_port(),
+        user=tenant.role,
+        password=tenant.password,
+        dbname=tenant.database,
+        connect_timeout=10,
+    )
     assert is_transient(away) and misconfiguration(away) is None, away  # a server not (yet) listening: waited out
 
 
@@ -115,7 +142,9 @@ def test_opening_a_storage_that_refuses_the_login_says_so_in_one_line(tenant: Te
     with pytest.raises(StorageMisconfigured) as raised:
         open_storage(tenant.url(password=wrong))
     message = str(raised.value)
-    assert message.startswith(f"storage postgresql+psycopg://{tenant.role}:***@127.0.0.1:{tenant.cluster.port}/"), message
+    assert message.startswith(f"storage postgresql+psycopg://{tenant.role}:***@127.0.0.1:{tenant.cluster.port}/"), (
+        message
+    )
     assert f'refused the login: password authentication failed for user "{tenant.role}"' in message, message
     assert "\n" not in message and wrong not in message and tenant.password not in message, message
     with pytest.raises(StorageMisconfigured, match='database "no_such_db" does not exist'):
@@ -124,7 +153,8 @@ def test_opening_a_storage_that_refuses_the_login_says_so_in_one_line(tenant: Te
 
 @pytest.mark.parametrize("event", ["password_changed", "database_dropped"])
 def test_a_storage_call_stops_at_once_when_the_storage_refuses_mid_study(
-        event: str, tenant: Tenant, bound_of_120_s: None) -> None:
+    event: str, tenant: Tenant, bound_of_120_s: None
+) -> None:
     storage = open_storage(tenant.url())
     try:
         optuna.create_study(storage=storage, study_name="s").ask()
@@ -151,15 +181,26 @@ def _exit_codes_within(workers: list[subprocess.Popen[bytes]], seconds: float) -
 
 @pytest.mark.slow
 @pytest.mark.parametrize("event", ["password_changed", "database_dropped"])
-def test_a_fleet_stops_with_one_line_when_the_storage_refuses_mid_study(event: str, tenant: Tenant,
-                                                                        tmp_path: Path) -> None:
+def test_a_fleet_stops_with_one_line_when_the_storage_refuses_mid_study(
+    event: str, tenant: Tenant, tmp_path: Path
+) -> None:
     superuser_url = tenant.cluster.url(tenant.database)  # the test's own view, still allowed in after the change
     (tmp_path / "gate").mkdir()
-    workers = create_and_start_workers(tenant.url(), tmp_path, "refused", fake_spec("refused_fake", 10, 1.0, 2.0, True),
-                                       2, {"TUNER_FAKE_GATE_DIR": str(tmp_path / "gate"), OUTAGE_BOUND_ENV: str(BOUND_S)})
+    workers = create_and_start_workers(
+        tenant.url(),
+        tmp_path,
+        "refused",
+        fake_spec("refused_fake", 10, 1.0, 2.0, True),
+        2,
+        {"TUNER_FAKE_GATE_DIR": str(tmp_path / "gate"), OUTAGE_BOUND_ENV: str(BOUND_S)},
+    )
     try:
-        wait_for(lambda: any(t.user_attrs.get("measured") for t in study_trials(superuser_url, "refused"))
-                 and any((tmp_path / "gate").glob("arrived.*")))  # the reference measured, a search trial in flight
+        wait_for(
+            lambda: (
+                any(t.user_attrs.get("measured") for t in study_trials(superuser_url, "refused"))
+                and any((tmp_path / "gate").glob("arrived.*"))
+            )
+        )  # the reference measured, a search trial in flight
         tenant.refuse(event)
         (tmp_path / "gate" / "open").touch()
         codes = _exit_codes_within(workers, STOP_WITHIN_S)
@@ -167,11 +208,16 @@ def test_a_fleet_stops_with_one_line_when_the_storage_refuses_mid_study(event: s
         (tmp_path / "gate" / "open").touch()
         kill_leftovers(workers)
     logs = host_logs(tmp_path, 2)
-    assert None not in codes.values(), (f"a worker still ran {STOP_WITHIN_S} s after the storage refused it: waited "
-                                        f"out as an outage", [log[-2000:] for log in logs])
+    assert None not in codes.values(), (
+        f"a worker still ran {STOP_WITHIN_S} s after the storage refused it: waited out as an outage",
+        [log[-2000:] for log in logs],
+    )
     assert codes == {0: 2, 1: 2}, [log[-2500:] for log in logs]
-    expected = ("refused the login: password authentication failed" if event == "password_changed"
-                else f'database "{tenant.database}" does not exist')
+    expected = (
+        "refused the login: password authentication failed"
+        if event == "password_changed"
+        else f'database "{tenant.database}" does not exist'
+    )
     for log in logs:
         errors = [line for line in log.splitlines() if line.startswith("error:")]
         assert len(errors) == 1 and expected in errors[0], log[-2500:]
@@ -180,10 +226,25 @@ def test_a_fleet_stops_with_one_line_when_the_storage_refuses_mid_study(event: s
 
 
 def test_a_worker_started_on_a_refusing_storage_stops_at_once(tenant: Tenant, tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, "-m", "tuner", "worker", "--storage", tenant.url(password="wrong-pw"),
-                           "--no-mlflow", "--once", "--home", str(tmp_path)], cwd=tmp_path, capture_output=True,
-                          text=True, timeout=STOP_WITHIN_S, env={**fleet_env({OUTAGE_BOUND_ENV: str(BOUND_S)}),
-                                                                 "TUNER_STORAGE": ""})
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "worker",
+            "--storage",
+            tenant.url(password="wrong-pw"),
+            "--no-mlflow",
+            "--once",
+            "--home",
+            str(tmp_path),
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=STOP_WITHIN_S,
+        env={**fleet_env({OUTAGE_BOUND_ENV: str(BOUND_S)}), "TUNER_STORAGE": ""},
+    )
     assert done.returncode == 2, (done.stdout[-2000:], done.stderr[-2000:])
     lines = done.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: storage postgresql+psycopg://"), done.stderr

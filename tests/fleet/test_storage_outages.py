@@ -15,13 +15,20 @@ from __future__ import annotations
 
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import optuna
 import pytest
-from fleet_harness import (assert_fleet_budget, create_and_start_workers, fake_spec, host_logs,
-                           kill_leftovers, study_trials, wait_for)
+from fleet_harness import (
+    assert_fleet_budget,
+    create_and_start_workers,
+    fake_spec,
+    host_logs,
+    kill_leftovers,
+    study_trials,
+    wait_for,
+)
 
 from tuner.testing.postgres import PostgresCluster, PostgresNotInstalled, postgres_bindir, running_postgres
 
@@ -53,8 +60,9 @@ def _measured(url: str) -> int:
 def _start_workers(url: str, tmp_path: Path, extra_env: dict[str, str]) -> list[subprocess.Popen[bytes]]:
     """Two workers on the study; its search trials wait at the gate ``tmp_path/gate`` until :func:`_open_gate`."""
     (tmp_path / "gate").mkdir(exist_ok=True)
-    return create_and_start_workers(url, tmp_path, "outage", SPEC, 2,
-                                    {"TUNER_FAKE_GATE_DIR": str(tmp_path / "gate"), **extra_env})
+    return create_and_start_workers(
+        url, tmp_path, "outage", SPEC, 2, {"TUNER_FAKE_GATE_DIR": str(tmp_path / "gate"), **extra_env}
+    )
 
 
 def _search_trial_in_flight(tmp_path: Path) -> bool:
@@ -97,8 +105,9 @@ def test_a_fleet_rides_through_a_database_restart(event: str, own_cluster: Postg
     assert codes == {0: 0, 1: 0}, [log[-2500:] for log in logs]
     trials = _trials(url)
     assert not [t.number for t in trials if t.state.name == "RUNNING"], "nothing is left RUNNING"
-    assert not [t.number for t in trials if t.user_attrs.get("outcome") == "INTERRUPTED"], \
+    assert not [t.number for t in trials if t.user_attrs.get("outcome") == "INTERRUPTED"], (
         "no live worker's trial was taken for stale because nobody could beat during the outage"
+    )
     measured = [t for t in trials if t.user_attrs.get("measured")]
     assert_fleet_budget(measured, BUDGET, live_slots=2)
     keys = [t.user_attrs["candidate_key"] for t in measured]
@@ -113,8 +122,7 @@ def test_a_fleet_rides_through_a_database_restart(event: str, own_cluster: Postg
         assert "Traceback" not in log and "internal error" not in log, log[-3000:]
 
 
-def test_a_fleet_stops_with_one_line_when_the_database_stays_away(own_cluster: PostgresCluster,
-                                                                     tmp_path: Path) -> None:
+def test_a_fleet_stops_with_one_line_when_the_database_stays_away(own_cluster: PostgresCluster, tmp_path: Path) -> None:
     url = own_cluster.create_database("outage_bound")
     workers = _start_workers(url, tmp_path, {"TUNER_STORAGE_OUTAGE_S": "6"})
     try:

@@ -31,9 +31,25 @@ def test_a_worker_runs_the_open_studies_for_its_gpu_type_then_exits_once(tmp_pat
     assert [s.name for s in open_studies(url, "cpu")] == ["first", "second"]
 
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run([sys.executable, "-m", "tuner", "worker", "--storage", url, "--once", "--no-mlflow",
-                           "--home", str(tmp_path / "host")], cwd=tmp_path, env=env, capture_output=True, text=True,
-                          timeout=600)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "worker",
+            "--storage",
+            url,
+            "--once",
+            "--no-mlflow",
+            "--home",
+            str(tmp_path / "host"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     assert "no open study for this host: done (--once)" in done.stdout
 
@@ -45,11 +61,13 @@ def test_a_worker_runs_the_open_studies_for_its_gpu_type_then_exits_once(tmp_pat
     assert (measured("for_h200"), measured("cancelled")) == (0, 0), "other GPUs' and cancelled studies untouched"
     first = optuna.load_study(study_name="first", storage=storage).get_trials(deepcopy=False)
     second = optuna.load_study(study_name="second", storage=storage).get_trials(deepcopy=False)
-    assert max(t.datetime_complete for t in first if t.datetime_complete) <= \
-        min(t.datetime_start for t in second if t.datetime_start), "the oldest study first"
+    assert max(t.datetime_complete for t in first if t.datetime_complete) <= min(
+        t.datetime_start for t in second if t.datetime_start
+    ), "the oldest study first"
     assert open_studies(url, "cpu") == []
-    assert not (tmp_path / "host" / "dashboard.db").exists(), \
+    assert not (tmp_path / "host" / "dashboard.db").exists(), (
         "a worker builds no dashboard view: O(study) per session per host (tuner dashboard builds one on demand)"
+    )
 
 
 def test_a_cancelled_study_stops_its_workers_after_the_trials_in_flight(tmp_path: Path) -> None:
@@ -62,9 +80,25 @@ def test_a_cancelled_study_stops_its_workers_after_the_trials_in_flight(tmp_path
     spec.write_text(noop_spec("picks", trials=200))
     tuner.create_study(spec, study_name="long", storage=url, home=tmp_path / "creator")
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    worker = subprocess.Popen([sys.executable, "-m", "tuner", "worker", "long", "--storage", url, "--no-mlflow",
-                               "--home", str(tmp_path / "host")], cwd=tmp_path, env=env,
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "worker",
+            "long",
+            "--storage",
+            url,
+            "--no-mlflow",
+            "--home",
+            str(tmp_path / "host"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
     storage = optuna.storages.RDBStorage(url)
     study = optuna.load_study(study_name="long", storage=storage)
     deadline = time.monotonic() + 300

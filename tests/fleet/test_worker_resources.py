@@ -13,8 +13,8 @@ bench found, issue 27):
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import optuna
 import pytest
@@ -73,8 +73,11 @@ def test_a_polling_worker_holds_no_connection_per_poll(postgres_url: str, gc_off
 
     def connections() -> int:
         with probe.connect() as connection:
-            return int(connection.execute(text("select count(*) from pg_stat_activity where datname = :d"),
-                                          {"d": database}).scalar_one())
+            return int(
+                connection.execute(
+                    text("select count(*) from pg_stat_activity where datname = :d"), {"d": database}
+                ).scalar_one()
+            )
 
     before = connections()
     for _ in range(20):
@@ -108,14 +111,19 @@ def test_a_storage_whose_tables_another_process_creates_at_once_opens(postgres_u
 
     with other.connect() as connection:
         transaction = connection.begin()
-        connection.execute(text("CREATE TABLE studies (study_id INTEGER PRIMARY KEY, study_name VARCHAR(512) "
-                                "NOT NULL UNIQUE)"))
+        connection.execute(
+            text("CREATE TABLE studies (study_id INTEGER PRIMARY KEY, study_name VARCHAR(512) NOT NULL UNIQUE)")
+        )
         opener = threading.Thread(target=open_here, daemon=True)
         opener.start()
         with watcher.connect() as look:
             for _ in range(6000):  # until the opener's CREATE waits on the other's lock (at most ~60 s)
-                waiting = look.execute(text("select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
-                                            "and query like '%CREATE TABLE studies%'")).scalar_one()
+                waiting = look.execute(
+                    text(
+                        "select count(*) from pg_stat_activity where wait_event_type = 'Lock' "
+                        "and query like '%CREATE TABLE studies%'"
+                    )
+                ).scalar_one()
                 look.rollback()  # pg_stat_activity is read once per transaction: a new one for each look
                 if waiting or not opener.is_alive():
                     break

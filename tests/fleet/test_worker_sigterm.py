@@ -48,11 +48,22 @@ print("returned", flush=True)
 def test_a_sigterm_whose_exception_is_dropped_still_stops_a_waiting_worker(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     try:
-        done = subprocess.run([sys.executable, "-c", SCRIPT, str(tmp_path / "empty.db"), str(tmp_path / "home")],
-                              cwd=tmp_path, env=env, capture_output=True, text=True, timeout=90)
+        done = subprocess.run(
+            [sys.executable, "-c", SCRIPT, str(tmp_path / "empty.db"), str(tmp_path / "home")],
+            cwd=tmp_path,
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=90,
+        )
     except subprocess.TimeoutExpired as expired:
-        raise AssertionError(f"the worker went on waiting after SIGTERM: {expired.stdout!r} {expired.stderr!r}") from None
-    assert "Exception ignored" in done.stderr, ("the signal was not delivered inside the finalizer: the test "
-                                                f"proves nothing: {done.stderr[-1500:]}")
-    assert done.stdout.split() == ["signalled", "stopped"] and done.returncode == 130, (done.stdout,
-                                                                                         done.stderr[-1500:])
+        raise AssertionError(
+            f"the worker went on waiting after SIGTERM: {expired.stdout!r} {expired.stderr!r}"
+        ) from None
+    assert "Exception ignored" in done.stderr, (
+        f"the signal was not delivered inside the finalizer: the test proves nothing: {done.stderr[-1500:]}"
+    )
+    assert done.stdout.split() == ["signalled", "stopped"] and done.returncode == 130, (
+        done.stdout,
+        done.stderr[-1500:],
+    )

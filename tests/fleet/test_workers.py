@@ -18,8 +18,15 @@ from pathlib import Path
 
 import optuna
 import pytest
-from fleet_harness import (assert_fleet_budget, create_and_start_workers, fake_spec, fleet_env,
-                           kill_leftovers, study_trials, wait_for)
+from fleet_harness import (
+    assert_fleet_budget,
+    create_and_start_workers,
+    fake_spec,
+    fleet_env,
+    kill_leftovers,
+    study_trials,
+    wait_for,
+)
 
 BUDGET = 8
 SPEC = fake_spec("fleet_fake", BUDGET, 0.6, 1.5)
@@ -35,23 +42,39 @@ def _run_fleet(url: str, tmp_path: Path) -> tuple[int, dict[int, int], subproces
     Returns (the killed trial's number, the surviving workers' exit codes by index, ``tuner status``)."""
     workers = create_and_start_workers(url, tmp_path, "fleet", SPEC, 3)
     try:
-        victim = wait_for(lambda: next((t for t in _trials(url) if t.state.name == "RUNNING"
-                                         and t.user_attrs.get("role") == "search"
-                                         and str(t.user_attrs.get("worker", "")).startswith("host1:")
-                                         and t.user_attrs.get("slot")), None))
+        victim = wait_for(
+            lambda: next(
+                (
+                    t
+                    for t in _trials(url)
+                    if t.state.name == "RUNNING"
+                    and t.user_attrs.get("role") == "search"
+                    and str(t.user_attrs.get("worker", "")).startswith("host1:")
+                    and t.user_attrs.get("slot")
+                ),
+                None,
+            )
+        )
         os.killpg(workers[1].pid, signal.SIGKILL)  # the host dies mid-trial: worker, fork server, trial
         codes = {index: workers[index].wait(300) for index in (0, 2)}
     finally:
         kill_leftovers(workers)
-    shown = subprocess.run([sys.executable, "-m", "tuner", "status", "fleet", "--storage", url], cwd=tmp_path,
-                           capture_output=True, text=True, env={**fleet_env(), "COLUMNS": "250"}, timeout=120)
+    shown = subprocess.run(
+        [sys.executable, "-m", "tuner", "status", "fleet", "--storage", url],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**fleet_env(), "COLUMNS": "250"},
+        timeout=120,
+    )
     return victim.number, codes, shown
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("storage", [pytest.param("postgres", marks=pytest.mark.postgres), "sqlite"])
-def test_three_workers_share_a_study_and_survive_a_dead_host(storage: str, tmp_path: Path,
-                                                              request: pytest.FixtureRequest) -> None:
+def test_three_workers_share_a_study_and_survive_a_dead_host(
+    storage: str, tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
     url = request.getfixturevalue("postgres_url") if storage == "postgres" else f"sqlite:///{tmp_path / 's.db'}"
     killed, codes, shown = _run_fleet(url, tmp_path)
     assert codes == {0: 0, 2: 0}, [(tmp_path / f"host{i}.log").read_text()[-2000:] for i in (0, 2)]

@@ -34,8 +34,13 @@ def test_knee_point_is_the_balanced_compromise() -> None:
 
 
 def test_latency_throughput_knee() -> None:
-    curve = [CurvePoint(1, 0, 0.10, 10.0), CurvePoint(2, 1, 0.11, 18.0), CurvePoint(4, 2, 0.12, 33.0),
-             CurvePoint(8, 3, 0.30, 36.0), CurvePoint(16, 4, 0.70, 38.0)]
+    curve = [
+        CurvePoint(1, 0, 0.10, 10.0),
+        CurvePoint(2, 1, 0.11, 18.0),
+        CurvePoint(4, 2, 0.12, 33.0),
+        CurvePoint(8, 3, 0.30, 36.0),
+        CurvePoint(16, 4, 0.70, 38.0),
+    ]
     found = knee(curve)
     assert found is not None and found.batch_size == 4
     assert knee(curve[:2]) is None

@@ -34,14 +34,30 @@ def test_values_read_with_three_significant_digits_and_their_unit() -> None:
     assert format_number(1.3249) == "1.32" and format_number(0.01304) == "0.013" and format_number(12345.6) == "12,346"
     assert metric_value_text("latency_p50_s", 1.3249) == "latency p50 1.32 s"
     assert metric_value_text("latency_p50_s", 1.3249, with_name=False) == "1.32 s"
-    assert metric_value_text("stlpips_alex", 0.01304, with_name=False) == "ST-LPIPS 0.013", \
+    assert metric_value_text("stlpips_alex", 0.01304, with_name=False) == "ST-LPIPS 0.013", (
         "a bare number needs its name"
+    )
     assert metric_value_text("psnr_db", 31.24) == "PSNR 31.2 dB"
 
 
 def test_objective_labels_use_the_units_stored_with_the_trials() -> None:
-    record = TrialRecord(number=0, state="COMPLETE", role="search", outcome="OK", reason=None, params={}, derived={},
-                         values=(3.0,), constraints={}, metrics={"answer_tokens": {"value": 3.0, "unit": "tokens"}},
-                         placeholder=False, duplicate_of=None, slot=None, wall_time_s=None, eval_time_s=None,
-                         datetime_start=None, datetime_complete=None)
+    record = TrialRecord(
+        number=0,
+        state="COMPLETE",
+        role="search",
+        outcome="OK",
+        reason=None,
+        params={},
+        derived={},
+        values=(3.0,),
+        constraints={},
+        metrics={"answer_tokens": {"value": 3.0, "unit": "tokens"}},
+        placeholder=False,
+        duplicate_of=None,
+        slot=None,
+        wall_time_s=None,
+        eval_time_s=None,
+        datetime_start=None,
+        datetime_complete=None,
+    )
     assert objective_labels([record], ["answer_tokens"], ["minimize"]) == ["answer tokens [tokens] (lower is better)"]

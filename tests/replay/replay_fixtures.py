@@ -44,8 +44,16 @@ budget: {trials: 10}
 seed: 0
 """
 PARAMETERS = ("steps", "res", "fast", "mode")
-COLUMNS = (*PARAMETERS, "outcome", "reason", "latency_p50_s", "latency_repeats", "peak_rss_gb", "stlpips_alex",
-           "psnr_db")
+COLUMNS = (
+    *PARAMETERS,
+    "outcome",
+    "reason",
+    "latency_p50_s",
+    "latency_repeats",
+    "peak_rss_gb",
+    "stlpips_alex",
+    "psnr_db",
+)
 CRASHED = {"steps": 3, "res": 32, "fast": True, "mode": "a"}
 
 
@@ -57,15 +65,25 @@ def synthetic_row(steps: int, res: int, fast: bool) -> dict[str, Any]:
     if setting == CRASHED:
         return {**setting, "outcome": "CRASH", "reason": "Segmentation fault"}
     latency = 0.05 * steps * (res / 32) ** 2 * (0.5 if fast else 1.0)
-    return {**setting, "outcome": "OK", "latency_p50_s": f"{latency:.6g}", "latency_repeats": 2,
-            "peak_rss_gb": f"{1.0 + 0.1 * (res == 64) + 0.2 * (not fast and steps >= 3):.6g}",
-            "stlpips_alex": f"{0.3 / steps + 0.1 * (res == 32) + 0.05 * fast - 0.075 * (steps == 4):.6g}",
-            "psnr_db": f"{30 - 5 * (4 - steps):.6g}"}
+    return {
+        **setting,
+        "outcome": "OK",
+        "latency_p50_s": f"{latency:.6g}",
+        "latency_repeats": 2,
+        "peak_rss_gb": f"{1.0 + 0.1 * (res == 64) + 0.2 * (not fast and steps >= 3):.6g}",
+        "stlpips_alex": f"{0.3 / steps + 0.1 * (res == 32) + 0.05 * fast - 0.075 * (steps == 4):.6g}",
+        "psnr_db": f"{30 - 5 * (4 - steps):.6g}",
+    }
 
 
-def write_tiny_table(directory: Path, *, missing: tuple[dict[str, Any], ...] = (),
-                     sidecar_fixed: dict[str, Any] | None = None, inputs: dict[str, Any] | None = None,
-                     sidecar_inputs: dict[str, Any] | None = None) -> Path:
+def write_tiny_table(
+    directory: Path,
+    *,
+    missing: tuple[dict[str, Any], ...] = (),
+    sidecar_fixed: dict[str, Any] | None = None,
+    inputs: dict[str, Any] | None = None,
+    sidecar_inputs: dict[str, Any] | None = None,
+) -> Path:
     """Spec, CSV, sidecar and ``hardware_types.yaml`` (table ``tiny``, hardware ``cpu1t``) under
     ``directory``; returns the hardware-types path. ``missing`` settings are left out of the CSV;
     ``inputs`` are declared overridden (the sidecar says ``sidecar_inputs``, default the same)."""
@@ -78,11 +96,21 @@ def write_tiny_table(directory: Path, *, missing: tuple[dict[str, Any], ...] = (
         writer.writeheader()
         for row in rows:
             writer.writerow({k: row.get(k, "") for k in COLUMNS})
-    (directory / "tiny.cpu1t.json").write_text(json.dumps(
-        {"table": "tiny", "spec": str(directory / "tiny.yaml"), "hardware": "cpu1t", "synthetic": True,
-         "fixed": {"mode": "a"} if sidecar_fixed is None else sidecar_fixed,
-         "inputs_override": (inputs or {}) if sidecar_inputs is None else sidecar_inputs}))
+    (directory / "tiny.cpu1t.json").write_text(
+        json.dumps(
+            {
+                "table": "tiny",
+                "spec": str(directory / "tiny.yaml"),
+                "hardware": "cpu1t",
+                "synthetic": True,
+                "fixed": {"mode": "a"} if sidecar_fixed is None else sidecar_fixed,
+                "inputs_override": (inputs or {}) if sidecar_inputs is None else sidecar_inputs,
+            }
+        )
+    )
     types = directory / "hardware_types.yaml"
-    types.write_text(f"tiny:\n  spec: tiny.yaml\n  fixed: {{mode: a}}\n  inputs: {json.dumps(inputs or {})}\n"
-                     f"  hardware:\n    cpu1t: {{table: tiny.cpu1t.csv, memory_cap_gb: {CAP_GB}}}\n")
+    types.write_text(
+        f"tiny:\n  spec: tiny.yaml\n  fixed: {{mode: a}}\n  inputs: {json.dumps(inputs or {})}\n"
+        f"  hardware:\n    cpu1t: {{table: tiny.cpu1t.csv, memory_cap_gb: {CAP_GB}}}\n"
+    )
     return types

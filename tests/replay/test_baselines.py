@@ -29,8 +29,13 @@ def test_values_move_away_from_the_start_the_lower_side_first() -> None:
 def test_the_sweep_nests_parameters_in_spec_order_the_last_fastest(tmp_path: Path) -> None:
     spec, _ = replay_spec(tiny_table(tmp_path), budget_trials=20)
     order = [(s["steps"], s["res"], s["fast"], s["mode"]) for s in sweep_order(spec)]
-    assert order[:5] == [(4, 64, True, "a"), (4, 64, False, "a"), (4, 32, True, "a"), (4, 32, False, "a"),
-                         (3, 64, True, "a")]
+    assert order[:5] == [
+        (4, 64, True, "a"),
+        (4, 64, False, "a"),
+        (4, 32, True, "a"),
+        (4, 32, False, "a"),
+        (3, 64, True, "a"),
+    ]
     assert order[-1] == (1, 32, False, "a") and len(order) == len(set(order)) == 16
 
 
@@ -52,8 +57,9 @@ def test_the_sweep_proposes_in_order_skips_what_the_study_holds_and_exhausts(tmp
 
 def test_the_hill_climb_starts_next_to_the_baseline_and_never_repeats(tmp_path: Path) -> None:
     table = tiny_table(tmp_path)
-    replay = replay_once(Target.of(table), Method("hillclimb", "hillclimb"), seed=1, budget=20,
-                         workdir=tmp_path / "run")
+    replay = replay_once(
+        Target.of(table), Method("hillclimb", "hillclimb"), seed=1, budget=20, workdir=tmp_path / "run"
+    )
     assert replay.stopped_because.startswith("grid exhausted")
     storage = f"sqlite:///{tmp_path / 'run' / 'hillclimb-seed1.db'}"
     study = optuna.load_study(study_name="hillclimb-seed1", storage=storage)

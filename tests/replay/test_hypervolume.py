@@ -11,8 +11,14 @@ import pytest
 from optuna._hypervolume import compute_hypervolume
 from optuna.distributions import FloatDistribution
 
-from tuner.replay.hypervolume import (REACH_TOLERANCE, REFERENCE, Normalizer, hypervolume_curve, nondominated,
-                                      trials_to_reach)
+from tuner.replay.hypervolume import (
+    REACH_TOLERANCE,
+    REFERENCE,
+    Normalizer,
+    hypervolume_curve,
+    nondominated,
+    trials_to_reach,
+)
 
 
 def test_a_hand_computed_case() -> None:
@@ -27,8 +33,9 @@ def test_a_hand_computed_case() -> None:
 
 def test_it_agrees_with_optunas_hypervolume_on_random_points() -> None:
     rng = random.Random(7)
-    normalizer = Normalizer.over([(0.01, 0.0), (10.0, 1.0)], ("latency_p50_s", "text_exact_match"),
-                                 ("minimize", "maximize"))
+    normalizer = Normalizer.over(
+        [(0.01, 0.0), (10.0, 1.0)], ("latency_p50_s", "text_exact_match"), ("minimize", "maximize")
+    )
     for _ in range(20):
         points = [(10 ** rng.uniform(-2, 1), rng.random()) for _ in range(rng.randint(1, 30))]
         ours = normalizer.hypervolume(points)
@@ -37,8 +44,9 @@ def test_it_agrees_with_optunas_hypervolume_on_random_points() -> None:
 
 
 def test_latency_is_log_scaled_and_maximised_objectives_flipped() -> None:
-    normalizer = Normalizer.over([(0.01, 0.2), (1.0, 0.8)], ("latency_p50_s", "text_exact_match"),
-                                 ("minimize", "maximize"))
+    normalizer = Normalizer.over(
+        [(0.01, 0.2), (1.0, 0.8)], ("latency_p50_s", "text_exact_match"), ("minimize", "maximize")
+    )
     assert normalizer.normalise((0.1, 0.8)) == pytest.approx((0.5, 0.0))  # 0.1 s is half-way in log10
     assert normalizer.normalise((1.0, 0.2)) == pytest.approx((1.0, 1.0))
     assert normalizer.log == (True, False)
@@ -49,24 +57,32 @@ def test_nondominated_keeps_equal_points_and_drops_dominated_ones() -> None:
     assert sorted(nondominated(points, ["minimize", "minimize"])) == ["a", "b", "c", "e"]
 
 
-def _trial(number: int, values: tuple[float, float] | None, measured: bool, placeholder: bool = False,
-           copy: bool = False) -> optuna.trial.FrozenTrial:
+def _trial(
+    number: int, values: tuple[float, float] | None, measured: bool, placeholder: bool = False, copy: bool = False
+) -> optuna.trial.FrozenTrial:
     attrs = {"measured": measured, "placeholder_values": placeholder, **({"duplicate_of": 0} if copy else {})}
     state = optuna.trial.TrialState.COMPLETE if values is not None else optuna.trial.TrialState.FAIL
-    trial = optuna.trial.create_trial(state=state, values=list(values) if values else None,
-                                      params={"x": float(number)}, distributions={"x": FloatDistribution(0, 100)},
-                                      user_attrs=attrs)
+    trial = optuna.trial.create_trial(
+        state=state,
+        values=list(values) if values else None,
+        params={"x": float(number)},
+        distributions={"x": FloatDistribution(0, 100)},
+        user_attrs=attrs,
+    )
     trial.number = number
     return trial
 
 
 def test_the_curve_has_one_entry_per_measured_trial_and_free_trials_add_none() -> None:
     normalizer = Normalizer(("a", "b"), ("minimize", "minimize"), (False, False), (0.0, 0.0), (1.0, 1.0))
-    trials = [_trial(0, (1.0, 0.0), True), _trial(1, (0.0, 1.0), True),
-              _trial(2, (0.0, 1.0), False, copy=True),  # a copy: free, adds nothing
-              _trial(3, None, True),  # a crash: costs a trial, adds nothing
-              _trial(4, (0.0, 0.0), False, placeholder=True),  # INVALID wall: free
-              _trial(5, (0.5, 0.5), True)]
+    trials = [
+        _trial(0, (1.0, 0.0), True),
+        _trial(1, (0.0, 1.0), True),
+        _trial(2, (0.0, 1.0), False, copy=True),  # a copy: free, adds nothing
+        _trial(3, None, True),  # a crash: costs a trial, adds nothing
+        _trial(4, (0.0, 0.0), False, placeholder=True),  # INVALID wall: free
+        _trial(5, (0.5, 0.5), True),
+    ]
     curve = hypervolume_curve(trials, normalizer)
     assert len(curve) == 4
     assert curve[1] == curve[2] and curve[3] > curve[2]

@@ -42,13 +42,21 @@ def test_it_runs_the_reference_and_baseline_then_quick_ok_settings(tmp_path: Pat
 
 
 def sample(outcome: str, startup: float, evaluation: float, calls: float, modelled: float) -> dict[str, Any]:
-    return {"outcome": outcome, "phases_s": {"startup": startup, "evaluation": evaluation}, "calls_s": calls,
-            "modelled_calls_s": modelled}
+    return {
+        "outcome": outcome,
+        "phases_s": {"startup": startup, "evaluation": evaluation},
+        "calls_s": calls,
+        "modelled_calls_s": modelled,
+    }
 
 
 def test_the_overhead_is_the_median_of_the_ok_runs() -> None:
-    samples = [sample("OK", 5.0, 1.0, 4.0, 2.0), sample("OK", 0.2, 0.5, 3.0, 1.0), sample("OK", 0.3, 0.7, 2.0, 1.0),
-               sample("CRASH", 9.0, 0.0, 0.0, 1.0)]
+    samples = [
+        sample("OK", 5.0, 1.0, 4.0, 2.0),
+        sample("OK", 0.2, 0.5, 3.0, 1.0),
+        sample("OK", 0.3, 0.7, 2.0, 1.0),
+        sample("CRASH", 9.0, 0.0, 0.0, 1.0),
+    ]
     overhead = script().overhead_of(samples, "SubprocessRunner", 1, True, ((0.5,), (0.7,)))
     assert (overhead["startup"], overhead["evaluation"], overhead["trials"]) == (0.3, 0.7, 3)
     assert overhead["calls_vs_model"] == 2.0  # median of 2, 3, 2
@@ -58,8 +66,10 @@ def test_the_overhead_is_the_median_of_the_ok_runs() -> None:
 
 @pytest.mark.slow
 def test_the_onednn_switch_waits_for_torch_and_turns_it_off() -> None:
-    code = ("import sys, measure_overhead as m; m.onednn_off(); assert 'torch' not in sys.modules; "
-            "import torch; print(torch.backends.mkldnn.enabled)")
+    code = (
+        "import sys, measure_overhead as m; m.onednn_off(); assert 'torch' not in sys.modules; "
+        "import torch; print(torch.backends.mkldnn.enabled)"
+    )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(SCRIPT.parent), str(ROOT)])}
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120)
     assert done.returncode == 0, done.stderr

@@ -19,8 +19,14 @@ from replay_fixtures import write_tiny_table
 
 from tuner.replay.cost_model import OVERHEAD_KEY, ReplayCostModel, overhead_note
 from tuner.replay.methods import Method, Replay, Target, replay_once
-from tuner.replay.report import (MethodResult, cost_comparison, cost_ratio, device_s_to_reach, sweep_cost_line,
-                                 table_lines)
+from tuner.replay.report import (
+    MethodResult,
+    cost_comparison,
+    cost_ratio,
+    device_s_to_reach,
+    sweep_cost_line,
+    table_lines,
+)
 from tuner.replay.runner import ReplayRunner
 from tuner.replay.table import MeasuredTable, load_hardware_types, load_table
 from tuner.results import Outcome
@@ -45,9 +51,18 @@ def tiny(tmp_path: Path, overhead: dict[str, Any] | None = OVERHEAD) -> Measured
 def run(table: MeasuredTable, tmp_path: Path, **settings: Any):
     workdir = tmp_path / "trial"
     workdir.mkdir(parents=True, exist_ok=True)
-    request = TrialRequest(study_name="s", trial_number=1, workload_class="tuner.workloads.fake:FakeWorkload",
-                           settings={"mode": "a", **settings}, inputs={}, seed=0, device="cpu", measurement={},
-                           timeout_s=10, workdir=str(workdir))
+    request = TrialRequest(
+        study_name="s",
+        trial_number=1,
+        workload_class="tuner.workloads.fake:FakeWorkload",
+        settings={"mode": "a", **settings},
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={},
+        timeout_s=10,
+        workdir=str(workdir),
+    )
     return ReplayRunner(table).run(request, Slot(0, None, 1))
 
 
@@ -56,8 +71,9 @@ def test_an_ok_trial_costs_startup_calls_at_its_latency_and_evaluation(tmp_path:
     table = tiny(tmp_path)
     result = run(table, tmp_path, steps=2, res=32, fast=False)  # latency 0.1 s
     assert result.outcome is Outcome.OK
-    assert result.info[INFO_KEY] == pytest.approx({"startup": 2.0, "warmup": 0.1, "measured": 0.3,
-                                                   "evaluation": 0.5, "finish": 0.0})
+    assert result.info[INFO_KEY] == pytest.approx(
+        {"startup": 2.0, "warmup": 0.1, "measured": 0.3, "evaluation": 0.5, "finish": 0.0}
+    )
     assert result.wall_time_s == pytest.approx(2.9)
     cost = trial_cost(result, "cpu0")  # the study's accounting applies to a replay unchanged
     assert cost["device_s"] == pytest.approx(2.9)
@@ -70,8 +86,9 @@ def test_an_oom_costs_startup_and_one_call_a_crash_or_a_missing_setting_startup_
     oom = run(table, tmp_path, steps=3, res=64, fast=False)  # peak 1.3 GB over the 1.25 GB cap; latency 0.6 s
     crash = run(table, tmp_path, steps=3, res=32, fast=True)  # recorded CRASH
     assert oom.outcome is Outcome.OOM and crash.outcome is Outcome.CRASH
-    assert oom.info[INFO_KEY] == pytest.approx({"startup": 2.0, "warmup": 0.6, "measured": 0.0, "evaluation": 0.0,
-                                                "finish": 0.0})
+    assert oom.info[INFO_KEY] == pytest.approx(
+        {"startup": 2.0, "warmup": 0.6, "measured": 0.0, "evaluation": 0.0, "finish": 0.0}
+    )
     assert crash.wall_time_s == pytest.approx(2.0)
     model = ReplayCostModel.of(table)
     assert model.trial_seconds(None, crash) == pytest.approx(2.0)  # not in the table: start-up only
@@ -110,9 +127,13 @@ def test_device_seconds_to_a_target_are_those_spent_when_it_was_first_reached() 
 
 
 def test_the_cell_gives_median_iqr_and_seeds_reached_and_a_lower_bound_past_the_budget() -> None:
-    seeds = [replay([0.96], [100.0], 0), replay([0.5, 0.96], [100.0, 200.0], 1),
-             replay([0.5, 0.6, 0.96], [100.0, 200.0, 300.0], 2), replay([0.5, 0.6], [100.0, 450.0], 3),
-             replay([0.5, 0.6], [100.0, 400.0], 4)]
+    seeds = [
+        replay([0.96], [100.0], 0),
+        replay([0.5, 0.96], [100.0, 200.0], 1),
+        replay([0.5, 0.6, 0.96], [100.0, 200.0, 300.0], 2),
+        replay([0.5, 0.6], [100.0, 450.0], 3),
+        replay([0.5, 0.6], [100.0, 400.0], 4),
+    ]
     result = MethodResult("m", seeds, budget=3)
     assert result.device_s_to(0.95) == [100.0, 200.0, 300.0, math.inf, math.inf]
     assert result.median_device_s_to(0.95) == 300.0
@@ -131,8 +152,10 @@ def test_the_cost_line_compares_median_device_seconds_to_95_percent() -> None:
     never = MethodResult("default", [replay([0.5, 0.6], [10.0, 20.0])], budget=2)
     assert cost_ratio(new, old) == pytest.approx(0.5)
     line, ratio = cost_comparison("t:hw", new, old)
-    assert line == ("t:hw: default reaches 95 % of the front's hypervolume in 20 device-s (median) = 0.50 x "
-                    "default-v1's 40 device-s") and ratio == pytest.approx(0.5)
+    assert line == (
+        "t:hw: default reaches 95 % of the front's hypervolume in 20 device-s (median) = 0.50 x "
+        "default-v1's 40 device-s"
+    ) and ratio == pytest.approx(0.5)
     assert cost_comparison("t:hw", new, new)[0].endswith("= 1.00 x default's 20 device-s")
     line, ratio = cost_comparison("t:hw", never, old)
     assert line.startswith("t:hw: default does not reach 95 %") and ratio == math.inf
@@ -158,13 +181,14 @@ def test_a_replays_device_seconds_are_its_recorded_trials_cost(tmp_path: Path) -
     assert result.device_s[-1] == pytest.approx(sum(recorded))  # type: ignore[arg-type]
     model = ReplayCostModel.of(table)
     modelled = [model.trial_seconds(table.lookup(t.params), table.result(t.params)) for t in measured]
-    assert result.device_s == pytest.approx([sum(modelled[:i + 1]) for i in range(len(modelled))])
+    assert result.device_s == pytest.approx([sum(modelled[: i + 1]) for i in range(len(modelled))])
     assert all(cost is not None and cost >= 2.0 for cost in recorded)  # every run paid the start-up
 
 
 # ------------------------------------------------------------------ the bench's last line
 def test_the_quick_bench_ends_with_the_default_against_default_v1_in_device_seconds(
-        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     tables = tmp_path / "tables"
     write_tiny_table(tables)
     sidecar = tables / "tiny.cpu1t.json"
@@ -174,17 +198,35 @@ def test_the_quick_bench_ends_with_the_default_against_default_v1_in_device_seco
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     assert "default-v1" in bench.QUICK["methods"].split(",") and "default-v1" in bench.FULL["methods"].split(",")
-    code = bench.main(["--quick", "--table-dir", str(tables), "--tables", "tiny:cpu1t", "--results-dir",
-                       str(tmp_path / "results"), "--methods", "sweep,default,default-v1", "--seeds", "1",
-                       "--budget", "14"])
+    code = bench.main(
+        [
+            "--quick",
+            "--table-dir",
+            str(tables),
+            "--tables",
+            "tiny:cpu1t",
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--methods",
+            "sweep,default,default-v1",
+            "--seeds",
+            "1",
+            "--budget",
+            "14",
+        ]
+    )
     lines = capsys.readouterr().out.strip().splitlines()
     assert code == 0
-    assert re.fullmatch(r"tiny:cpu1t: default reaches 95 % of the front's hypervolume in \d+(\.\d+)? device-s "
-                        r"\(median\) = 1\.00 x default-v1's \d+(\.\d+)? device-s", lines[-1]), lines[-1]
+    assert re.fullmatch(
+        r"tiny:cpu1t: default reaches 95 % of the front's hypervolume in \d+(\.\d+)? device-s "
+        r"\(median\) = 1\.00 x default-v1's \d+(\.\d+)? device-s",
+        lines[-1],
+    ), lines[-1]
     raw = json.loads((tmp_path / "results" / "search_efficiency_tiny_cpu1t.json").read_text())
     # default-v1 is today's default pinned: the same studies, seed for seed
-    assert [r["device_s"] for r in raw["methods"]["default"]["replays"]] == \
-        [r["device_s"] for r in raw["methods"]["default-v1"]["replays"]]
+    assert [r["device_s"] for r in raw["methods"]["default"]["replays"]] == [
+        r["device_s"] for r in raw["methods"]["default-v1"]["replays"]
+    ]
     assert any(line.startswith("cost model: tiny:cpu1t: per trial start-up 2 s") for line in lines)
     assert any("x the sweep's" in line and "device-s" in line for line in lines)
     assert raw["cost_model"]["startup_s"] == 2.0

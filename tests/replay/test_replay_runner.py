@@ -17,9 +17,18 @@ from tuner.runner.base import Slot, TrialRequest
 def request(tmp_path: Path, number: int, **settings) -> TrialRequest:
     workdir = tmp_path / f"trial_{number}"
     workdir.mkdir(parents=True, exist_ok=True)
-    return TrialRequest(study_name="s", trial_number=number, workload_class="tuner.workloads.fake:FakeWorkload",
-                        settings={"mode": "a", **settings, "derived_value": 1}, inputs={}, seed=0, device="cpu",
-                        measurement={}, timeout_s=10, workdir=str(workdir))
+    return TrialRequest(
+        study_name="s",
+        trial_number=number,
+        workload_class="tuner.workloads.fake:FakeWorkload",
+        settings={"mode": "a", **settings, "derived_value": 1},
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={},
+        timeout_s=10,
+        workdir=str(workdir),
+    )
 
 
 def runner(tmp_path: Path, **options) -> ReplayRunner:

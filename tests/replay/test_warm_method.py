@@ -9,7 +9,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from replay_fixtures import write_tiny_table
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,9 +20,22 @@ def test_a_warm_started_replay_runs_and_is_recorded(tmp_path: Path, capsys: pyte
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     write_tiny_table(tmp_path / "tables")
-    code = bench.main(["--table-dir", str(tmp_path / "tables"), "--tables", "tiny:cpu1t", "--results-dir",
-                       str(tmp_path / "results"), "--methods", "default,default+warm:tiny:cpu1t", "--seeds", "1",
-                       "--budget", "8"])
+    code = bench.main(
+        [
+            "--table-dir",
+            str(tmp_path / "tables"),
+            "--tables",
+            "tiny:cpu1t",
+            "--results-dir",
+            str(tmp_path / "results"),
+            "--methods",
+            "default,default+warm:tiny:cpu1t",
+            "--seeds",
+            "1",
+            "--budget",
+            "8",
+        ]
+    )
     assert code == 0, capsys.readouterr().out[-2000:]
     raw = json.loads((tmp_path / "results" / "search_efficiency_tiny_cpu1t.json").read_text())
     warm = raw["methods"]["default+warm:tiny:cpu1t"]["replays"]

@@ -11,7 +11,6 @@ runs one command trial (the spawner, ``hang`` mode) on a ``fork`` / ``exec`` /
 from __future__ import annotations
 
 import json
-import os
 import sys
 import time
 from pathlib import Path
@@ -62,9 +61,18 @@ def spawner_request(workdir: Path, spawner: Path, pidfile: Path, mode: str, time
 
     block = CommandSpec(argv=[sys.executable, str(spawner), str(pidfile), mode]).model_dump(mode="json")
     return TrialRequest(
-        study_name="tree", trial_number=0, workload_class="tuner.adapters.command:CommandWorkload",
-        settings={}, inputs={}, seed=0, device="cpu", measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
-        timeout_s=timeout_s, workdir=str(workdir), workload_options={"adapter": "command", **block})
+        study_name="tree",
+        trial_number=0,
+        workload_class="tuner.adapters.command:CommandWorkload",
+        settings={},
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=timeout_s,
+        workdir=str(workdir),
+        workload_options={"adapter": "command", **block},
+    )
 
 
 def make_runner(kind: str) -> Any:

@@ -18,17 +18,27 @@ from tuner.spec.loading import parse_spec
 
 
 def request(tmp_path: Path, workload: str, settings: dict[str, Any], device: str, **extra: Any) -> TrialRequest:
-    return TrialRequest(study_name="twin", trial_number=0, workload_class=workload, settings=settings,
-                        inputs=extra.pop("inputs", {}), seed=0, device=device,
-                        measurement={"warmup": 1, "min_repeats": 3, "max_repeats": 3, "bare_twin": 3},
-                        timeout_s=120.0, workdir=str(tmp_path / "trial"))
+    return TrialRequest(
+        study_name="twin",
+        trial_number=0,
+        workload_class=workload,
+        settings=settings,
+        inputs=extra.pop("inputs", {}),
+        seed=0,
+        device=device,
+        measurement={"warmup": 1, "min_repeats": 3, "max_repeats": 3, "bare_twin": 3},
+        timeout_s=120.0,
+        workdir=str(tmp_path / "trial"),
+    )
 
 
 def test_the_twin_runs_beside_the_measured_calls_on_the_simulated_device(tmp_path: Path) -> None:
     runner = SubprocessRunner(preload=["tuner.testing.simulated_workloads"])
     try:
-        result = runner.run(request(tmp_path, "tuner.testing.simulated_workloads:SimulatedKernelWorkload",
-                                    {"kernel_ms": 20}, "cuda"), Slot(0, "0", 1))
+        result = runner.run(
+            request(tmp_path, "tuner.testing.simulated_workloads:SimulatedKernelWorkload", {"kernel_ms": 20}, "cuda"),
+            Slot(0, "0", 1),
+        )
     finally:
         runner.close()
     assert result.outcome is Outcome.OK, (result.reason, result.log_tail[-1500:])
@@ -40,9 +50,16 @@ def test_the_twin_runs_beside_the_measured_calls_on_the_simulated_device(tmp_pat
 def test_the_twin_of_the_tiny_avatar_on_the_cpu(tmp_path: Path) -> None:
     runner = SubprocessRunner()
     try:
-        result = runner.run(request(tmp_path, "tuner.workloads.avatar_dit:AvatarDiTWorkload",
-                                    {"infer_frames": 6, "sample_steps": 1, "resolution": 32}, "cpu",
-                                    inputs={"audio_seconds": 1.0, "fps": 12, "output_size": 32}), Slot(0, None, 1))
+        result = runner.run(
+            request(
+                tmp_path,
+                "tuner.workloads.avatar_dit:AvatarDiTWorkload",
+                {"infer_frames": 6, "sample_steps": 1, "resolution": 32},
+                "cpu",
+                inputs={"audio_seconds": 1.0, "fps": 12, "output_size": 32},
+            ),
+            Slot(0, None, 1),
+        )
     finally:
         runner.close()
     assert result.outcome is Outcome.OK, (result.reason, result.log_tail[-1500:])

@@ -16,15 +16,31 @@ from tuner.runner.base import Slot, TrialRequest
 from tuner.runner.subprocess import SubprocessRunner
 
 
-def run_trial(tmp_path: Path, workload: str, settings: dict[str, Any], inputs: dict[str, Any],
-              options: dict[str, Any] | None = None) -> Any:
+def run_trial(
+    tmp_path: Path,
+    workload: str,
+    settings: dict[str, Any],
+    inputs: dict[str, Any],
+    options: dict[str, Any] | None = None,
+) -> Any:
     runner = SubprocessRunner()
     try:
-        return runner.run(TrialRequest(
-            study_name="spans", trial_number=0, workload_class=workload, settings=settings, inputs=inputs, seed=0,
-            device="cpu", workload_options=options or {},
-            measurement={"warmup": 1, "min_repeats": 3, "max_repeats": 3, "bare_twin": 3},
-            timeout_s=300.0, workdir=str(tmp_path / "trial")), Slot(0, None, 1))
+        return runner.run(
+            TrialRequest(
+                study_name="spans",
+                trial_number=0,
+                workload_class=workload,
+                settings=settings,
+                inputs=inputs,
+                seed=0,
+                device="cpu",
+                workload_options=options or {},
+                measurement={"warmup": 1, "min_repeats": 3, "max_repeats": 3, "bare_twin": 3},
+                timeout_s=300.0,
+                workdir=str(tmp_path / "trial"),
+            ),
+            Slot(0, None, 1),
+        )
     finally:
         runner.close()
 
@@ -42,19 +58,38 @@ def check_split(result: Any) -> None:
 
 
 def test_the_avatar_splits_its_call(tmp_path: Path) -> None:
-    check_split(run_trial(tmp_path, "tuner.workloads.avatar_dit:AvatarDiTWorkload",
-                          {"infer_frames": 6, "sample_steps": 2, "resolution": 32},
-                          {"audio_seconds": 1.0, "fps": 12, "output_size": 32}))
+    check_split(
+        run_trial(
+            tmp_path,
+            "tuner.workloads.avatar_dit:AvatarDiTWorkload",
+            {"infer_frames": 6, "sample_steps": 2, "resolution": 32},
+            {"audio_seconds": 1.0, "fps": 12, "output_size": 32},
+        )
+    )
 
 
 @pytest.mark.skipif(importlib.util.find_spec("diffusers") is None, reason="diffusers is not installed")
 def test_the_wan_pipeline_splits_its_call(tmp_path: Path) -> None:
-    check_split(run_trial(
-        tmp_path, "tuner.adapters.python:PythonAdapterWorkload",
-        {"num_frames": 5, "height": 32, "width": 32, "num_inference_steps": 2, "guidance_scale": 5.0,
-         "precision": "fp32"}, {"prompt": "A cat walks on the grass."},
-        {"adapter": "python", "factory": "tuner.adapters.factories.diffusers_video:make_video_pipeline",
-         "kwargs": {"weights": "random", "architecture": "tiny", "device": "cpu", "seed": 0}}))
+    check_split(
+        run_trial(
+            tmp_path,
+            "tuner.adapters.python:PythonAdapterWorkload",
+            {
+                "num_frames": 5,
+                "height": 32,
+                "width": 32,
+                "num_inference_steps": 2,
+                "guidance_scale": 5.0,
+                "precision": "fp32",
+            },
+            {"prompt": "A cat walks on the grass."},
+            {
+                "adapter": "python",
+                "factory": "tuner.adapters.factories.diffusers_video:make_video_pipeline",
+                "kwargs": {"weights": "random", "architecture": "tiny", "device": "cpu", "seed": 0},
+            },
+        )
+    )
 
 
 def test_a_workload_without_spans_reports_none(tmp_path: Path) -> None:
@@ -73,10 +108,16 @@ def test_the_span_clock_and_its_medians() -> None:
         clock.mark("model")
         clock.mark("postprocess")
         calls.append(clock.seconds())
-    assert calls == [{"prepare": 1.0, "model": 3.0, "postprocess": 0.5},
-                     {"prepare": 0.5, "model": 3.0, "postprocess": 1.0}]
-    metrics = {m.name: m.value for m in span_metrics(calls + [{"model": 9.0, "warmup_only": 1.0}],
-                                                     Metric("latency_p50_s", 5.0, "s", "minimize"))}
+    assert calls == [
+        {"prepare": 1.0, "model": 3.0, "postprocess": 0.5},
+        {"prepare": 0.5, "model": 3.0, "postprocess": 1.0},
+    ]
+    metrics = {
+        m.name: m.value
+        for m in span_metrics(
+            calls + [{"model": 9.0, "warmup_only": 1.0}], Metric("latency_p50_s", 5.0, "s", "minimize")
+        )
+    }
     assert metrics["model_s"] == 3.0 and metrics["prepare_s"] == 0.5
     assert metrics["span_warmup_only_s"] == 0.0, "an unknown span keeps its own name"
     assert metrics["outside_spans_s"] == pytest.approx(5.0 - (3.0 + 0.5 + 0.5 + 0.0))

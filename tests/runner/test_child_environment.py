@@ -9,21 +9,22 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 
 from tuner.results import Outcome
 from tuner.runner.base import Runner, Slot, TrialRequest
-from tuner.testing.inline_runner import InlineRunner
 from tuner.runner.subprocess import SubprocessRunner, slot_environment
 from tuner.runner.warm import WarmRunner
 from tuner.spec.adapters import CommandSpec, PythonSpec
+from tuner.testing.inline_runner import InlineRunner
 
 SECRET = "s3cretPW"
 DUMP_ENV = "import json, os; json.dump(dict(os.environ), open('env.json', 'w')); open('answer.txt', 'w').write('ok')"
-PROBE = '''
+PROBE = """
 import json, os
 
 
@@ -42,7 +43,7 @@ class Probe:
 
 def make(path):
     return Probe(path)
-'''
+"""
 
 
 @pytest.fixture
@@ -62,11 +63,25 @@ def secret_environment(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
 
 
 def _request(workdir: Path, options: dict[str, Any]) -> TrialRequest:
-    workload = ("tuner.adapters.command:CommandWorkload" if options["adapter"] == "command"
-                else "tuner.adapters.python:PythonAdapterWorkload")
-    return TrialRequest(study_name="t", trial_number=0, workload_class=workload, settings={}, inputs={}, seed=0,
-                        device="cpu", measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=120,
-                        workdir=str(workdir), quality_metrics=[], workload_options=options)
+    workload = (
+        "tuner.adapters.command:CommandWorkload"
+        if options["adapter"] == "command"
+        else "tuner.adapters.python:PythonAdapterWorkload"
+    )
+    return TrialRequest(
+        study_name="t",
+        trial_number=0,
+        workload_class=workload,
+        settings={},
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=120,
+        workdir=str(workdir),
+        quality_metrics=[],
+        workload_options=options,
+    )
 
 
 def command_request(workdir: Path, env: dict[str, str] | None = None) -> TrialRequest:
@@ -117,14 +132,16 @@ def test_an_in_process_command_workload_starts_its_program_without_secrets(secre
 
 def test_a_variable_the_spec_sets_reaches_the_program(secret_environment: Path) -> None:
     """The spec's own ``env`` is the user's decision: it is passed on, even a password."""
-    result = InlineRunner().run(command_request(secret_environment / "trial", {"PGPASSWORD": "given-by-spec"}),
-                                Slot(0, None, 1))
+    result = InlineRunner().run(
+        command_request(secret_environment / "trial", {"PGPASSWORD": "given-by-spec"}), Slot(0, None, 1)
+    )
     assert result.outcome is Outcome.OK, (result.reason, result.log_tail)
     assert seen(secret_environment / "trial" / "run" / "env.json")["PGPASSWORD"] == "given-by-spec"
 
 
 def test_slot_environment_scrubs_an_explicit_base_too() -> None:
-    env = slot_environment(Slot(0, "1", 2), base={"TUNER_STORAGE": "sqlite:////x.db", "PGPASSWORD": SECRET,
-                                                  "PATH": "/bin"})
+    env = slot_environment(
+        Slot(0, "1", 2), base={"TUNER_STORAGE": "sqlite:////x.db", "PGPASSWORD": SECRET, "PATH": "/bin"}
+    )
     assert env["PATH"] == "/bin" and env["CUDA_VISIBLE_DEVICES"] == "1"
     assert "TUNER_STORAGE" not in env and "PGPASSWORD" not in env

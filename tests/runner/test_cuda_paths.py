@@ -23,9 +23,17 @@ MIB_IN_GB = 2**20 / 1e9
 
 def _request(tmp_path: Path, number: int, settings: dict[str, Any], **measurement: Any) -> TrialRequest:
     return TrialRequest(
-        study_name="simulated_cuda", trial_number=number, workload_class=WORKLOAD, settings=settings, inputs={},
-        seed=0, device="cuda", measurement={"warmup": 1, "min_repeats": 2, "max_repeats": 2, **measurement},
-        timeout_s=60.0, workdir=str(tmp_path / f"t{number}"))
+        study_name="simulated_cuda",
+        trial_number=number,
+        workload_class=WORKLOAD,
+        settings=settings,
+        inputs={},
+        seed=0,
+        device="cuda",
+        measurement={"warmup": 1, "min_repeats": 2, "max_repeats": 2, **measurement},
+        timeout_s=60.0,
+        workdir=str(tmp_path / f"t{number}"),
+    )
 
 
 def _run(runner: Runner, request: TrialRequest, slot: Slot) -> TrialResult:
@@ -97,8 +105,9 @@ def test_the_slot_counts_gpus_in_pci_order_and_the_trial_records_what_it_saw(tmp
 def test_memory_sampler_can_be_turned_off_per_study(tmp_path: Path) -> None:
     runner = SubprocessRunner()
     try:
-        result = _run(runner, _request(tmp_path, 1, {"kernel_ms": 5, "activations_mb": 100}, memory_sample_hz=0),
-                      Slot(0, "0", 1))
+        result = _run(
+            runner, _request(tmp_path, 1, {"kernel_ms": 5, "activations_mb": 100}, memory_sample_hz=0), Slot(0, "0", 1)
+        )
     finally:
         runner.close()
     assert result.metrics["memory_samples"].value == 0

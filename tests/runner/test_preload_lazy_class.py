@@ -26,11 +26,24 @@ def test_the_workload_class_is_imported_in_the_fork_server(tmp_path: Path, monke
     monkeypatch.setenv("PYTHONPATH", str(ROOT))
     spec = parse_spec(SPEC)
     runner = make_runner(spec, [])
-    request = TrialRequest(study_name="s", trial_number=0, workload_class=spec.workload.target, settings={"x": 0},
-                           workload_options={}, inputs={}, seed=0, device="cpu",
-                           measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=60,
-                           workdir=str(tmp_path / "trial"), quality_metrics=[], reference_output=None,
-                           save_output=None, compare_with_self=False, reference_settings=None)
+    request = TrialRequest(
+        study_name="s",
+        trial_number=0,
+        workload_class=spec.workload.target,
+        settings={"x": 0},
+        workload_options={},
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=60,
+        workdir=str(tmp_path / "trial"),
+        quality_metrics=[],
+        reference_output=None,
+        save_output=None,
+        compare_with_self=False,
+        reference_settings=None,
+    )
     try:
         result = runner.run(request, Slot(0, None, 1))
     finally:

@@ -12,14 +12,22 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
 import psutil
 import pytest
-from process_tree_helpers import (ROOT, alive, describe, make_runner, processes, spawner_request, wait_all_dead,
-                                  wait_for_pids, write_spawner)
+from process_tree_helpers import (
+    ROOT,
+    alive,
+    describe,
+    make_runner,
+    processes,
+    spawner_request,
+    wait_all_dead,
+    wait_for_pids,
+    write_spawner,
+)
 
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Slot
@@ -35,14 +43,23 @@ def _run_in_thread(runner: Any, request: Any) -> tuple[threading.Thread, list[Tr
     return thread, results
 
 
-@pytest.mark.parametrize(("kind", "signum"), [("fork", signal.SIGKILL), ("exec", signal.SIGKILL),
-                                              ("warm", signal.SIGKILL), ("fork", signal.SIGTERM),
-                                              ("warm", signal.SIGTERM)],
-                         ids=["fork-SIGKILL", "exec-SIGKILL", "warm-SIGKILL", "fork-SIGTERM", "warm-SIGTERM"])
+@pytest.mark.parametrize(
+    ("kind", "signum"),
+    [
+        ("fork", signal.SIGKILL),
+        ("exec", signal.SIGKILL),
+        ("warm", signal.SIGKILL),
+        ("fork", signal.SIGTERM),
+        ("warm", signal.SIGTERM),
+    ],
+    ids=["fork-SIGKILL", "exec-SIGKILL", "warm-SIGKILL", "fork-SIGTERM", "warm-SIGTERM"],
+)
 def test_the_trial_tree_dies_with_a_killed_coordinator(kind: str, signum: int, tmp_path: Path) -> None:
     pidfile = tmp_path / "pids.json"
-    driver = subprocess.Popen([sys.executable, str(ROOT / "tests" / "runner" / "process_tree_helpers.py"), kind,
-                               str(tmp_path), str(pidfile)], cwd=ROOT)
+    driver = subprocess.Popen(
+        [sys.executable, str(ROOT / "tests" / "runner" / "process_tree_helpers.py"), kind, str(tmp_path), str(pidfile)],
+        cwd=ROOT,
+    )
     try:
         pids = wait_for_pids(pidfile)
         tree = processes(list(pids.values()) + [p.pid for p in psutil.Process(driver.pid).children(recursive=True)])
@@ -93,8 +110,9 @@ def test_a_timeout_kills_the_whole_tree(kind: str, tmp_path: Path) -> None:
 def test_close_kills_in_flight_trials_promptly(kind: str, tmp_path: Path) -> None:
     runner = make_runner(kind)
     spawner = write_spawner(tmp_path)
-    thread, results = _run_in_thread(runner, spawner_request(tmp_path / "trial", spawner, tmp_path / "pids.json",
-                                                             "hang"))
+    thread, results = _run_in_thread(
+        runner, spawner_request(tmp_path / "trial", spawner, tmp_path / "pids.json", "hang")
+    )
     try:
         pids = wait_for_pids(tmp_path / "pids.json")
         tree = processes(list(pids.values()))
@@ -112,8 +130,9 @@ def test_a_worker_killed_from_outside_is_a_crash_not_an_oom(kind: str, tmp_path:
     runner = make_runner(kind)
     try:
         spawner = write_spawner(tmp_path)
-        thread, results = _run_in_thread(runner, spawner_request(tmp_path / "trial", spawner,
-                                                                 tmp_path / "pids.json", "hang"))
+        thread, results = _run_in_thread(
+            runner, spawner_request(tmp_path / "trial", spawner, tmp_path / "pids.json", "hang")
+        )
         pids = wait_for_pids(tmp_path / "pids.json")
         os.kill(pids["worker"], signal.SIGKILL)
         thread.join(60)
@@ -147,8 +166,9 @@ def test_a_dead_fork_server_is_named_as_the_cause(tmp_path: Path) -> None:
     runner = SubprocessRunner("fork")
     try:
         spawner = write_spawner(tmp_path)
-        thread, results = _run_in_thread(runner, spawner_request(tmp_path / "trial", spawner,
-                                                                 tmp_path / "pids.json", "hang"))
+        thread, results = _run_in_thread(
+            runner, spawner_request(tmp_path / "trial", spawner, tmp_path / "pids.json", "hang")
+        )
         pids = wait_for_pids(tmp_path / "pids.json")
         tree = processes(list(pids.values()))  # handles now: a pid reused later is not mistaken for the trial's
         server = psutil.Process(pids["worker"]).ppid()
@@ -156,7 +176,9 @@ def test_a_dead_fork_server_is_named_as_the_cause(tmp_path: Path) -> None:
         thread.join(60)
         result = results[0]
         assert result.outcome is Outcome.CRASH
-        assert "the fork server died while the trial ran (killed by signal SIGKILL)" in str(result.reason), result.reason
+        assert "the fork server died while the trial ran (killed by signal SIGKILL)" in str(result.reason), (
+            result.reason
+        )
         # SIGKILLed when run() returns; on a loaded host the kernel may still be tearing one down
         survivors = wait_all_dead(tree)
         assert not survivors, f"outlived the trial: {describe(survivors)}"

@@ -25,8 +25,12 @@ from tuner.runner.provenance import (
 
 
 def _git(directory: Path, *args: str) -> str:
-    done = subprocess.run(["git", "-C", str(directory), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
-                          capture_output=True, text=True, check=True)
+    done = subprocess.run(
+        ["git", "-C", str(directory), "-c", "user.name=t", "-c", "user.email=t@example.com", *args],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return done.stdout.strip()
 
 
@@ -52,8 +56,12 @@ def test_git_state_of_a_checkout_names_head_and_tracked_changes(tmp_path: Path) 
     package.mkdir()
     (tmp_path / "untracked.txt").write_text("not in git")
     clean = git_state(package)
-    assert clean == {"repository": str(tmp_path.resolve()), "commit": _git(tmp_path, "rev-parse", "HEAD"),
-                     "dirty": False, "reason": None}, "untracked files do not make it dirty"
+    assert clean == {
+        "repository": str(tmp_path.resolve()),
+        "commit": _git(tmp_path, "rev-parse", "HEAD"),
+        "dirty": False,
+        "reason": None,
+    }, "untracked files do not make it dirty"
     (tmp_path / "model.py").write_text("x = 2\n")
     assert git_state(package)["dirty"] is True
 
@@ -92,14 +100,16 @@ def test_weights_record_hashes_what_exists_and_names_what_does_not(tmp_path: Pat
     present = tmp_path / "model.pt"
     present.write_bytes(b"\x00" * 1000)
     record, problems = weights_record({"model": present, "vae": tmp_path / "missing.pt"})
-    assert record == {"model": {"path": str(present.resolve()), "bytes": 1000,
-                                "sha256": hashlib.sha256(b"\x00" * 1000).hexdigest()}}
+    assert record == {
+        "model": {"path": str(present.resolve()), "bytes": 1000, "sha256": hashlib.sha256(b"\x00" * 1000).hexdigest()}
+    }
     assert list(problems) == ["weights.vae"]
     assert problems["weights.vae"].startswith(f"cannot hash {tmp_path / 'missing.pt'}: ")
 
 
 def test_package_versions_name_the_inference_stack_and_the_workloads_distribution(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     versions = package_versions(("yaml", "no_such_module_here"))
     for name in INFERENCE_PACKAGES:
         assert versions[name] == importlib.metadata.version(name), name
@@ -134,8 +144,9 @@ def test_trial_runtime_marks_every_missing_fact_with_a_reason(tmp_path: Path) ->
 
     weights = tmp_path / "w.bin"
     weights.write_bytes(b"abc")
-    runtime = trial_runtime(("tuner.workloads.avatar_dit",), {"w": weights, "gone": tmp_path / "gone.bin"},
-                            tmp_path / "cache.json")
+    runtime = trial_runtime(
+        ("tuner.workloads.avatar_dit",), {"w": weights, "gone": tmp_path / "gone.bin"}, tmp_path / "cache.json"
+    )
     assert runtime["torch"]["version"] == torch.__version__ and runtime["torch"]["threads"] == torch.get_num_threads()
     assert runtime["packages"]["torch"] == importlib.metadata.version("torch")
     assert runtime["weights"]["w"]["sha256"] == hashlib.sha256(b"abc").hexdigest()
@@ -147,7 +158,8 @@ def test_trial_runtime_marks_every_missing_fact_with_a_reason(tmp_path: Path) ->
 
 
 def test_an_imported_modules_facts_are_read_once_and_inherited_by_forked_workers(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     import multiprocessing
 
     provenance.warm_cache(["tuner.workloads.fake", "not.imported.anywhere"])

@@ -21,35 +21,77 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 SPEC_TEXT = (Path(__file__).parents[1] / "specs" / "fake_ok.yaml").read_text()
 WHOLE = {  # what an older worker recorded: everything, masked by name only
-    "PATH": "/usr/bin:/bin", "HOME": "/home/ci", "SSL_CERT_FILE": "/etc/ssl/ca.pem", "HOSTNAME": "runner-7",
-    "GH_PAT": "ghp_oldLeak0000000000000000000000000001", "SENTRY_DSN": "https://pubKey0042@o1.ingest.sentry.io/2",
-    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T1/B2/hookSecret9", "NETRC": "machine x password p4ss",
-    "GITHUB_TOKEN": MASK, "DATABASE_URL": f"postgresql://u:{MASK}@db/app",
-    "OMP_NUM_THREADS": "2", "CUDA_VISIBLE_DEVICES": "0", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
-    "TUNER_STORAGE": "postgresql://tuner:st0rageSecret@db.example/studies", "MYAPP_MODE": "fast",
+    "PATH": "/usr/bin:/bin",
+    "HOME": "/home/ci",
+    "SSL_CERT_FILE": "/etc/ssl/ca.pem",
+    "HOSTNAME": "runner-7",
+    "GH_PAT": "ghp_oldLeak0000000000000000000000000001",
+    "SENTRY_DSN": "https://pubKey0042@o1.ingest.sentry.io/2",
+    "SLACK_WEBHOOK_URL": "https://hooks.slack.com/services/T1/B2/hookSecret9",
+    "NETRC": "machine x password p4ss",
+    "GITHUB_TOKEN": MASK,
+    "DATABASE_URL": f"postgresql://u:{MASK}@db/app",
+    "OMP_NUM_THREADS": "2",
+    "CUDA_VISIBLE_DEVICES": "0",
+    "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    "TUNER_STORAGE": "postgresql://tuner:st0rageSecret@db.example/studies",
+    "MYAPP_MODE": "fast",
 }
-KEPT = {"CUDA_VISIBLE_DEVICES": "0", "OMP_NUM_THREADS": "2", "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
-        "TUNER_STORAGE": f"postgresql://tuner:{MASK}@db.example/studies"}
+KEPT = {
+    "CUDA_VISIBLE_DEVICES": "0",
+    "OMP_NUM_THREADS": "2",
+    "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True",
+    "TUNER_STORAGE": f"postgresql://tuner:{MASK}@db.example/studies",
+}
 
 
 def test_only_allow_listed_names_are_recorded_and_their_values_masked() -> None:
-    environ = {"OMP_NUM_THREADS": "4", "MKL_NUM_THREADS": "4", "OPENBLAS_NUM_THREADS": "1", "NCCL_DEBUG": "WARN",
-               "CUDA_LAUNCH_BLOCKING": "1", "TORCH_CUDNN_V8_API_ENABLED": "1", "NVIDIA_TF32_OVERRIDE": "0",
-               "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1", "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1",
-               "HF_DATASETS_OFFLINE": "1", "TUNER_HOME": "/srv/studies",
-               "TUNER_STORAGE": "postgresql+psycopg://tuner:s3cretPW@db.example:5432/studies",
-               "TUNER_TOKEN": "bearer-token-0123456789", "NVIDIA_API_KEY": "nvapi-abc", "TUNER_EMPTY_TOKEN": "",
-               "TUNER_NOTE": "reached db with password=s3cretPW",
-               "GH_PAT": "ghp_x", "SENTRY_DSN": "https://k@o.ingest.sentry.io/1", "DOCKER_AUTH_CONFIG": "{}",
-               "SESSION_COOKIE": "c", "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x", "CI_JOB_JWT": "e.y.j",
-               "NETRC": "machine m", "PATH": "/usr/bin", "omp_num_threads": "3"}
+    environ = {
+        "OMP_NUM_THREADS": "4",
+        "MKL_NUM_THREADS": "4",
+        "OPENBLAS_NUM_THREADS": "1",
+        "NCCL_DEBUG": "WARN",
+        "CUDA_LAUNCH_BLOCKING": "1",
+        "TORCH_CUDNN_V8_API_ENABLED": "1",
+        "NVIDIA_TF32_OVERRIDE": "0",
+        "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "TUNER_HOME": "/srv/studies",
+        "TUNER_STORAGE": "postgresql+psycopg://tuner:s3cretPW@db.example:5432/studies",
+        "TUNER_TOKEN": "bearer-token-0123456789",
+        "NVIDIA_API_KEY": "nvapi-abc",
+        "TUNER_EMPTY_TOKEN": "",
+        "TUNER_NOTE": "reached db with password=s3cretPW",
+        "GH_PAT": "ghp_x",
+        "SENTRY_DSN": "https://k@o.ingest.sentry.io/1",
+        "DOCKER_AUTH_CONFIG": "{}",
+        "SESSION_COOKIE": "c",
+        "SLACK_WEBHOOK_URL": "https://hooks.slack.com/x",
+        "CI_JOB_JWT": "e.y.j",
+        "NETRC": "machine m",
+        "PATH": "/usr/bin",
+        "omp_num_threads": "3",
+    }
     assert recorded_environment(environ) == {
-        "CUDA_LAUNCH_BLOCKING": "1", "HF_DATASETS_OFFLINE": "1", "HF_HUB_OFFLINE": "1", "MKL_NUM_THREADS": "4",
-        "NCCL_DEBUG": "WARN", "NVIDIA_API_KEY": MASK, "NVIDIA_TF32_OVERRIDE": "0", "OMP_NUM_THREADS": "4",
-        "OPENBLAS_NUM_THREADS": "1", "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1", "TORCH_CUDNN_V8_API_ENABLED": "1",
-        "TRANSFORMERS_OFFLINE": "1", "TUNER_EMPTY_TOKEN": "", "TUNER_HOME": "/srv/studies",
+        "CUDA_LAUNCH_BLOCKING": "1",
+        "HF_DATASETS_OFFLINE": "1",
+        "HF_HUB_OFFLINE": "1",
+        "MKL_NUM_THREADS": "4",
+        "NCCL_DEBUG": "WARN",
+        "NVIDIA_API_KEY": MASK,
+        "NVIDIA_TF32_OVERRIDE": "0",
+        "OMP_NUM_THREADS": "4",
+        "OPENBLAS_NUM_THREADS": "1",
+        "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1",
+        "TORCH_CUDNN_V8_API_ENABLED": "1",
+        "TRANSFORMERS_OFFLINE": "1",
+        "TUNER_EMPTY_TOKEN": "",
+        "TUNER_HOME": "/srv/studies",
         "TUNER_NOTE": f"reached db with password={MASK}",
-        "TUNER_STORAGE": f"postgresql+psycopg://tuner:{MASK}@db.example:5432/studies", "TUNER_TOKEN": MASK,
+        "TUNER_STORAGE": f"postgresql+psycopg://tuner:{MASK}@db.example:5432/studies",
+        "TUNER_TOKEN": MASK,
     }, "names matched case-sensitively; secret names masked, URL passwords redacted, the rest left out"
 
 
@@ -67,7 +109,10 @@ def test_a_specs_record_env_adds_names_and_globs(monkeypatch: pytest.MonkeyPatch
 
 def test_record_env_in_a_spec_is_names_or_simple_globs() -> None:
     assert parse_spec(SPEC_TEXT + "record_env: [LD_PRELOAD, MYAPP_*, 'X?_MODE']\n").record_env == [
-        "LD_PRELOAD", "MYAPP_*", "X?_MODE"]
+        "LD_PRELOAD",
+        "MYAPP_*",
+        "X?_MODE",
+    ]
     assert parse_spec(SPEC_TEXT).record_env == []
     for entry in ("'*'", "'A-B'", "'[A]*'", "'1X'"):
         with pytest.raises(SpecError, match=r":\d+: record_env\.0: .* is not an environment variable name"):
@@ -86,8 +131,13 @@ def _study_with_an_older_trial(url: str | None) -> optuna.Study:
     attribute, as an older tuner wrote it."""
     study = optuna.create_study(storage=url, directions=["minimize", "maximize"])
     store.set_study_attribute(study, names.SPEC_YAML, SPEC_TEXT + "record_env: [MYAPP_*]\n")
-    study.add_trial(optuna.trial.create_trial(state=optuna.trial.TrialState.COMPLETE, values=[0.1, 30.0],
-                                              user_attrs={names.ENV: WHOLE, names.RUNTIME: {"python": "3.11"}}))
+    study.add_trial(
+        optuna.trial.create_trial(
+            state=optuna.trial.TrialState.COMPLETE,
+            values=[0.1, 30.0],
+            user_attrs={names.ENV: WHOLE, names.RUNTIME: {"python": "3.11"}},
+        )
+    )
     return study
 
 

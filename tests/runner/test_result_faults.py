@@ -30,17 +30,28 @@ class NanCounters(Workload):
 def _command_request(workdir: Path, script: str, **block: Any) -> TrialRequest:
     options = CommandSpec(argv=[sys.executable, "-c", script], **block).model_dump(mode="json")
     return TrialRequest(
-        study_name="faults", trial_number=0, workload_class="tuner.adapters.command:CommandWorkload",
-        settings={}, inputs={}, seed=0, device="cpu", measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
-        timeout_s=120, workdir=str(workdir), workload_options={"adapter": "command", **options})
+        study_name="faults",
+        trial_number=0,
+        workload_class="tuner.adapters.command:CommandWorkload",
+        settings={},
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=120,
+        workdir=str(workdir),
+        workload_options={"adapter": "command", **options},
+    )
 
 
 @pytest.mark.parametrize("kind", ["fork", "exec", "warm"])
 def test_a_nan_metric_is_unavailable_and_the_trial_stands(kind: str, tmp_path: Path) -> None:
     script = "print('loss: nan'); print('speed: inf it/s'); print('steps: 4')"
-    metrics = [{"name": "loss", "regex": r"loss: (\S+)"},
-               {"name": "speed", "regex": r"speed: (\S+) it/s", "unit": "it/s", "direction": "maximize"},
-               {"name": "steps", "regex": r"steps: (\d+)"}]
+    metrics = [
+        {"name": "loss", "regex": r"loss: (\S+)"},
+        {"name": "speed", "regex": r"speed: (\S+) it/s", "unit": "it/s", "direction": "maximize"},
+        {"name": "steps", "regex": r"steps: (\d+)"},
+    ]
     runner = make_runner(kind)
     try:
         result = runner.run(_command_request(tmp_path / "trial", script, metrics=metrics), SLOT)
@@ -54,14 +65,23 @@ def test_a_nan_metric_is_unavailable_and_the_trial_stands(kind: str, tmp_path: P
 
 
 @pytest.mark.parametrize("kind", ["fork", "warm"])
-def test_a_nan_counter_is_unavailable_and_the_trial_stands(kind: str, tmp_path: Path,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_nan_counter_is_unavailable_and_the_trial_stands(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     (tmp_path / "nan_counters_workload.py").write_text(NAN_WORKLOAD)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(tmp_path), os.environ.get("PYTHONPATH")])))
     request = TrialRequest(
-        study_name="faults", trial_number=0, workload_class="nan_counters_workload:NanCounters", settings={},
-        inputs={}, seed=0, device="cpu", measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
-        timeout_s=120, workdir=str(tmp_path / "trial"))
+        study_name="faults",
+        trial_number=0,
+        workload_class="nan_counters_workload:NanCounters",
+        settings={},
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=120,
+        workdir=str(tmp_path / "trial"),
+    )
     runner = make_runner(kind)
     try:
         result = runner.run(request, SLOT)
@@ -74,8 +94,9 @@ def test_a_nan_counter_is_unavailable_and_the_trial_stands(kind: str, tmp_path: 
 
 
 @pytest.mark.parametrize("kind", ["fork", "warm"])
-def test_the_trial_directory_size_is_recorded_and_a_large_one_noted(kind: str, tmp_path: Path,
-                                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_trial_directory_size_is_recorded_and_a_large_one_noted(
+    kind: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setenv("TUNER_LARGE_TRIAL_DIR_GB", "0.002")  # 2 MB stands in for the 1 GB default
     write = "import os; open('leftover.bin', 'wb').write(os.urandom({n}))"
     runner = make_runner(kind)

@@ -8,11 +8,10 @@ from pathlib import Path
 import pytest
 
 from tuner.results import Outcome
-from tuner.testing.inline_runner import InlineRunner
-from tuner.runner.subprocess import SubprocessRunner
-from tuner.testing.runner_conformance import (ISOLATION_CASES, RUNNER_CASES, RunnerCase,
-                                              check_runner_case, make_request)
 from tuner.runner.base import Slot
+from tuner.runner.subprocess import SubprocessRunner
+from tuner.testing.inline_runner import InlineRunner
+from tuner.testing.runner_conformance import ISOLATION_CASES, RUNNER_CASES, RunnerCase, check_runner_case, make_request
 
 
 @pytest.mark.parametrize("launcher", ["fork", "exec"])

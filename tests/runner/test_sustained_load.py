@@ -25,17 +25,31 @@ FAKE = "tuner.workloads.fake:FakeWorkload"
 
 
 def request(tmp_path: Path, settings: dict[str, Any], sustained: dict[str, Any]) -> TrialRequest:
-    return TrialRequest(study_name="load", trial_number=0, workload_class=FAKE, settings=settings, inputs={},
-                        seed=0, device="cpu",
-                        measurement={"warmup": 1, "min_repeats": 3, "max_repeats": 3, "sustained": sustained},
-                        timeout_s=60.0, workdir=str(tmp_path / "trial"))
+    return TrialRequest(
+        study_name="load",
+        trial_number=0,
+        workload_class=FAKE,
+        settings=settings,
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 1, "min_repeats": 3, "max_repeats": 3, "sustained": sustained},
+        timeout_s=60.0,
+        workdir=str(tmp_path / "trial"),
+    )
 
 
 def test_the_knee_of_a_device_with_two_slots_is_two_streams(tmp_path: Path) -> None:
     runner = SubprocessRunner()
     try:
-        result = runner.run(request(tmp_path, {"sleep_s": 0.05, "device_slots": 2, "batch_size": 2},
-                                    {"streams": [1, 2, 4], "duration_s": 1.0}), Slot(0, None, 1))
+        result = runner.run(
+            request(
+                tmp_path,
+                {"sleep_s": 0.05, "device_slots": 2, "batch_size": 2},
+                {"streams": [1, 2, 4], "duration_s": 1.0},
+            ),
+            Slot(0, None, 1),
+        )
     finally:
         runner.close()
     assert result.outcome is Outcome.OK, (result.reason, result.log_tail[-1500:])
@@ -58,12 +72,26 @@ def test_the_knee_of_a_device_with_two_slots_is_two_streams(tmp_path: Path) -> N
 def test_a_workload_whose_calls_must_not_overlap_runs_one_stream_and_says_why(tmp_path: Path) -> None:
     runner = SubprocessRunner()
     try:
-        result = runner.run(TrialRequest(
-            study_name="load", trial_number=0, workload_class="tuner.workloads.fake:NoOpWorkload", settings={},
-            inputs={}, seed=0, device="cpu",
-            measurement={"warmup": 0, "min_repeats": 3, "max_repeats": 3,
-                         "sustained": {"streams": [1, 2], "duration_s": 0.3}},
-            timeout_s=60.0, workdir=str(tmp_path / "trial")), Slot(0, None, 1))
+        result = runner.run(
+            TrialRequest(
+                study_name="load",
+                trial_number=0,
+                workload_class="tuner.workloads.fake:NoOpWorkload",
+                settings={},
+                inputs={},
+                seed=0,
+                device="cpu",
+                measurement={
+                    "warmup": 0,
+                    "min_repeats": 3,
+                    "max_repeats": 3,
+                    "sustained": {"streams": [1, 2], "duration_s": 0.3},
+                },
+                timeout_s=60.0,
+                workdir=str(tmp_path / "trial"),
+            ),
+            Slot(0, None, 1),
+        )
     finally:
         runner.close()
     assert result.outcome is Outcome.OK, (result.reason, result.log_tail[-1500:])
@@ -84,8 +112,7 @@ def test_a_failing_level_keeps_the_levels_before_it_and_a_failing_first_level_fa
                 raise MemoryError("simulated: four streams do not fit")
         return 1
 
-    levels = drive(call, lambda: None, lambda output: output, [1, 4, 8], 0.05, 64, deadline=1e12,
-                   last_call_s=0.0)
+    levels = drive(call, lambda: None, lambda output: output, [1, 4, 8], 0.05, 64, deadline=1e12, last_call_s=0.0)
     assert [level.streams for level in levels] == [1, 4], "no level runs after a failed one"
     assert levels[0].ran and isinstance(levels[1].error, MemoryError)
     assert knee(levels, 0.1) is levels[0]
@@ -123,8 +150,11 @@ parameters: {sleep_s: {type: categorical, choices: [0.01]}}
 objectives: [{metric: sustained_throughput_per_hour, direction: maximize}]
 budget: {trials: 1}
 """
-    for bad, words in [("{streams: [4, 2]}", "ascend"), ("{streams: [0]}", "1..256"),
-                       ("{duration_s: 0}", "duration_s")]:
+    for bad, words in [
+        ("{streams: [4, 2]}", "ascend"),
+        ("{streams: [0]}", "1..256"),
+        ("{duration_s: 0}", "duration_s"),
+    ]:
         with pytest.raises(Exception, match=words):
             parse_spec(base + f"measurement: {{sustained: {bad}}}\n")
     spec = parse_spec(base + "measurement: {sustained: {streams: 2, duration_s: 5}}\n")
@@ -158,10 +188,14 @@ budget: {trials: 2}
     # one slot: batching 4 requests per call serves ~4x the items per hour at a higher latency per call
     assert by_batch[4]["sustained_throughput_per_hour"] > 2 * by_batch[1]["sustained_throughput_per_hour"]
     assert all(m["sustained_streams"] == 1 for m in by_batch.values()), "one slot: a second stream only queues"
-    shown = subprocess.run([sys.executable, "-m", "tuner", "show", "load_front", str(trials[0].number), "--home",
-                            str(tmp_path)], capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        [sys.executable, "-m", "tuner", "show", "load_front", str(trials[0].number), "--home", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
-    curve = shown.stdout[shown.stdout.index("sustained load"):].splitlines()
+    curve = shown.stdout[shown.stdout.index("sustained load") :].splitlines()
     assert curve[2].split()[0] == "*1" and curve[3].split()[0] == "2", "tuner show prints the curve, knee marked"
 
 
@@ -169,10 +203,12 @@ def test_show_prints_the_curve_with_its_knee_within_80_columns() -> None:
     from tuner.evaluators.runtime.sustained import curve_rows
     from tuner.front.load_curve import load_lines
 
-    levels = [LoadLevel(1, 1.0, latencies_s=[0.1], items=10, wall_s=1.0),
-              LoadLevel(2, 1.0, latencies_s=[0.1], items=20, wall_s=1.0),
-              LoadLevel(4, 1.0, latencies_s=[0.2], items=21, wall_s=1.0),
-              LoadLevel(8, 1.0, note="the workload allows 4 overlapping call(s) per process, not 8")]
+    levels = [
+        LoadLevel(1, 1.0, latencies_s=[0.1], items=10, wall_s=1.0),
+        LoadLevel(2, 1.0, latencies_s=[0.1], items=20, wall_s=1.0),
+        LoadLevel(4, 1.0, latencies_s=[0.2], items=21, wall_s=1.0),
+        LoadLevel(8, 1.0, note="the workload allows 4 overlapping call(s) per process, not 8"),
+    ]
     lines = load_lines(curve_rows(levels, 0.10))
     assert lines[0].startswith("sustained load")
     rows = {line.split()[0]: line for line in lines[2:6]}

@@ -13,7 +13,6 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import optuna
 import pytest
 from process_tree_helpers import make_runner
@@ -61,8 +60,16 @@ def test_scratch_over_the_limit_is_deleted_largest_first_and_the_trial_says_so(t
 
     assert not (workdir / "run" / "cache" / "scratch.bin").exists()
     assert not (workdir / "run" / "tmp.bin").exists(), "largest first until within the limit"
-    for kept in ("request.json", "result.json", "worker.log", "sample/sample.gif", "command/call_1.stderr",
-                 "run/out.txt", "run/weights.bin", "run/tokenizer.bin"):
+    for kept in (
+        "request.json",
+        "result.json",
+        "worker.log",
+        "sample/sample.gif",
+        "command/call_1.stderr",
+        "run/out.txt",
+        "run/weights.bin",
+        "run/tokenizer.bin",
+    ):
         assert (workdir / kept).exists() or (workdir / kept).is_symlink(), kept
     assert outside.stat().st_size == 2 * MB and linked.stat().st_size == 100_000
     assert cleaned.metrics["trial_disk_gb"].value is not None
@@ -94,8 +101,9 @@ def test_a_saved_output_inside_the_directory_is_never_deleted(tmp_path: Path) ->
 
 def test_keep_names_the_largest_files_and_deletes_nothing(tmp_path: Path) -> None:
     workdir = _trial_dir(tmp_path)
-    kept = with_trial_disk_usage(TrialResult(Outcome.CRASH, reason="worker died"), workdir,
-                                 ScratchPolicy(limit_gb=0.001, clean=False))
+    kept = with_trial_disk_usage(
+        TrialResult(Outcome.CRASH, reason="worker died"), workdir, ScratchPolicy(limit_gb=0.001, clean=False)
+    )
     assert (workdir / "run" / "cache" / "scratch.bin").exists() and (workdir / "run" / "tmp.bin").exists()
     assert kept.info["trial_scratch"]["action"] == "kept" and kept.info["trial_scratch"]["cleaned_gb"] == 0
     assert kept.info["trial_scratch"]["largest"][0]["path"] == "run/cache/scratch.bin"
@@ -110,19 +118,31 @@ def test_a_directory_within_the_limit_is_left_alone(tmp_path: Path) -> None:
     assert "tuner:" not in (workdir / "worker.log").read_text()
 
 
-SCRATCH_PROGRAM = ("import os, sys; os.makedirs('scratch', exist_ok=True); "
-                   "open('scratch/big.bin', 'wb').write(os.urandom(3_000_000)); "
-                   "open('answer.txt', 'w').write('forty-two\\n')")
+SCRATCH_PROGRAM = (
+    "import os, sys; os.makedirs('scratch', exist_ok=True); "
+    "open('scratch/big.bin', 'wb').write(os.urandom(3_000_000)); "
+    "open('answer.txt', 'w').write('forty-two\\n')"
+)
 
 
 def _command_request(workdir: Path, save_output: Path | None = None) -> TrialRequest:
-    options = CommandSpec(argv=[sys.executable, "-c", SCRATCH_PROGRAM],
-                          outputs={"text": "answer.txt"}).model_dump(mode="json")
+    options = CommandSpec(argv=[sys.executable, "-c", SCRATCH_PROGRAM], outputs={"text": "answer.txt"}).model_dump(
+        mode="json"
+    )
     return TrialRequest(
-        study_name="scratch", trial_number=0, workload_class="tuner.adapters.command:CommandWorkload",
-        settings={}, inputs={}, seed=0, device="cpu", measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
-        timeout_s=120, workdir=str(workdir), workload_options={"adapter": "command", **options},
-        save_output=str(save_output) if save_output is not None else None)
+        study_name="scratch",
+        trial_number=0,
+        workload_class="tuner.adapters.command:CommandWorkload",
+        settings={},
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+        timeout_s=120,
+        workdir=str(workdir),
+        workload_options={"adapter": "command", **options},
+        save_output=str(save_output) if save_output is not None else None,
+    )
 
 
 @pytest.mark.parametrize("kind", ["fork", "warm"])
@@ -171,9 +191,14 @@ def test_a_study_records_the_cleaning_in_the_trial(tmp_path: Path) -> None:
     program = tmp_path / "scratchy.py"
     program.write_text(SCRATCH_PROGRAM.replace("; ", "\n"))
     spec.write_text(SPEC.format(python=sys.executable, program=program))
-    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "s", "--no-mlflow"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "COLUMNS": "200"})
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "s", "--no-mlflow"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "COLUMNS": "200"},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     storage = optuna.storages.RDBStorage(f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
     try:

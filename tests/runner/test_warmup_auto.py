@@ -5,8 +5,9 @@ whether the warm-up was skipped, counted or made, while a warm-up wrongly skippe
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import pytest
 from pydantic import ValidationError
@@ -55,23 +56,35 @@ def test_the_spec_takes_auto_or_a_count() -> None:
 
 
 def _request(tmp_path: Path, number: int, settings: dict[str, Any], warmup: int | str, repeats: int) -> TrialRequest:
-    return TrialRequest(study_name="warmup_auto", trial_number=number,
-                        workload_class="tuner.workloads.fake:ShapeWarmingWorkload",
-                        settings={"call_ms": CALL_S * 1000, "first_call_ms": 300, **settings}, inputs={}, seed=0,
-                        device="cpu", measurement={"warmup": warmup, "min_repeats": repeats, "max_repeats": repeats},
-                        timeout_s=120.0, workdir=str(tmp_path / f"trial_{number}"))
+    return TrialRequest(
+        study_name="warmup_auto",
+        trial_number=number,
+        workload_class="tuner.workloads.fake:ShapeWarmingWorkload",
+        settings={"call_ms": CALL_S * 1000, "first_call_ms": 300, **settings},
+        inputs={},
+        seed=0,
+        device="cpu",
+        measurement={"warmup": warmup, "min_repeats": repeats, "max_repeats": repeats},
+        timeout_s=120.0,
+        workdir=str(tmp_path / f"trial_{number}"),
+    )
 
 
 def test_a_skipped_or_counted_warmup_keeps_a_known_answer_p50(tmp_path: Path) -> None:
     runner = WarmRunner()
     try:
-        results = [runner.run(_request(tmp_path, number, settings, warmup, repeats), Slot(0, None, 1))
-                   for number, (settings, warmup, repeats) in enumerate([
-                       ({"shape": "a"}, AUTO, 5),                    # new to the process: warmed up once
-                       ({"shape": "a"}, AUTO, 5),                    # warm: skipped
-                       ({"shape": "a"}, 1, 5),                       # warm, made anyway: the spec's int
-                       ({"shape": "c", "first_call_ms": 6}, AUTO, 2),  # new, its first call 3 % slower: counted
-                       ({"shape": "b", "honest": False}, AUTO, 2)])]  # new, but claimed warm: the control
+        results = [
+            runner.run(_request(tmp_path, number, settings, warmup, repeats), Slot(0, None, 1))
+            for number, (settings, warmup, repeats) in enumerate(
+                [
+                    ({"shape": "a"}, AUTO, 5),  # new to the process: warmed up once
+                    ({"shape": "a"}, AUTO, 5),  # warm: skipped
+                    ({"shape": "a"}, 1, 5),  # warm, made anyway: the spec's int
+                    ({"shape": "c", "first_call_ms": 6}, AUTO, 2),  # new, its first call 3 % slower: counted
+                    ({"shape": "b", "honest": False}, AUTO, 2),
+                ]
+            )
+        ]  # new, but claimed warm: the control
     finally:
         runner.close()
     for result in results:
@@ -88,5 +101,6 @@ def test_a_skipped_or_counted_warmup_keeps_a_known_answer_p50(tmp_path: Path) ->
     assert phases[1]["warmup"] < 0.05 < phases[0]["warmup"]
     assert phases[3]["warmup"] < 0.05 and phases[3]["measured"] > 2 * CALL_S, "the counted call is measured time"
     calls = [r.metrics["count_calls"].value for r in results]
-    assert results[3].metrics["repeats"].value == 2 and calls[3] - calls[2] == 2, \
+    assert results[3].metrics["repeats"].value == 2 and calls[3] - calls[2] == 2, (
         "two samples from two calls: the counted warm-up saved one"
+    )

@@ -12,13 +12,15 @@ import pytest
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import create_trial
 
-from tuner.spec.loading import parse_spec
-from tuner.search.cost_aware import (PRESETS, CostAwareOptions, CostModel, cheap_half_value, cost_aware_tpe,
-                                    features)
+from tuner.search.cost_aware import PRESETS, CostAwareOptions, CostModel, cheap_half_value, cost_aware_tpe, features
 from tuner.search.samplers import make_sampler
+from tuner.spec.loading import parse_spec
 
-SPACE = {"steps": IntDistribution(1, 8), "resolution": CategoricalDistribution([32, 48, 64]),
-         "online": CategoricalDistribution([False, True])}
+SPACE = {
+    "steps": IntDistribution(1, 8),
+    "resolution": CategoricalDistribution([32, 48, 64]),
+    "online": CategoricalDistribution([False, True]),
+}
 RES_FACTOR = {32: 1.0, 48: 2.25, 64: 4.0}
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -54,8 +56,11 @@ def test_cooling_falls_linearly_to_zero() -> None:
 
 
 def test_features_log_scale_numbers_and_one_hot_choices() -> None:
-    internal = {"steps": np.array([1.0, 8.0, math.sqrt(8.0)]), "resolution": np.array([0.0, 2.0, 1.0]),
-                "online": np.array([1.0, 0.0, 0.0])}
+    internal = {
+        "steps": np.array([1.0, 8.0, math.sqrt(8.0)]),
+        "resolution": np.array([0.0, 2.0, 1.0]),
+        "online": np.array([1.0, 0.0, 0.0]),
+    }
     x = features(internal, SPACE)
     assert x.shape == (3, 1 + 2 + 1)
     assert x[:, 0] == pytest.approx([0.0, 1.0, 0.5])  # log scale: sqrt(8) is halfway from 1 to 8
@@ -67,8 +72,11 @@ def test_cost_model_learns_a_multiplicative_cost_from_measured_runs_only() -> No
     rng = np.random.RandomState(0)
     trials = []
     for _ in range(30):
-        params = {"steps": int(rng.randint(1, 9)), "resolution": [32, 48, 64][rng.randint(3)],
-                  "online": bool(rng.randint(2))}
+        params = {
+            "steps": int(rng.randint(1, 9)),
+            "resolution": [32, 48, 64][rng.randint(3)],
+            "online": bool(rng.randint(2)),
+        }
         trials.append(_trial(params, _seconds(params)))
     cheap, dear = {"steps": 1, "resolution": 32, "online": False}, {"steps": 8, "resolution": 64, "online": True}
     trials += [_trial(cheap, 1000.0, outcome="OOM"), _trial(cheap, 1000.0, measured=False), _trial(dear, None)]
@@ -86,11 +94,18 @@ def test_cost_model_needs_two_runs() -> None:
 
 def test_cheap_half_draws_stay_in_the_declared_cheaper_half() -> None:
     rng = np.random.RandomState(1)
-    draws = {name: {cheap_half_value(d, rng) for _ in range(200)} for name, d in {
-        "int": IntDistribution(6, 24, step=6), "steps": IntDistribution(1, 8),
-        "choices": CategoricalDistribution([0.5, 1.0, 2.0, 4.0, 8.0]), "bool": CategoricalDistribution([False, True]),
-        "float": FloatDistribution(0.0, 1.0), "log": FloatDistribution(1.0, 100.0, log=True),
-        "stepped": FloatDistribution(0.0, 1.0, step=0.25)}.items()}
+    draws = {
+        name: {cheap_half_value(d, rng) for _ in range(200)}
+        for name, d in {
+            "int": IntDistribution(6, 24, step=6),
+            "steps": IntDistribution(1, 8),
+            "choices": CategoricalDistribution([0.5, 1.0, 2.0, 4.0, 8.0]),
+            "bool": CategoricalDistribution([False, True]),
+            "float": FloatDistribution(0.0, 1.0),
+            "log": FloatDistribution(1.0, 100.0, log=True),
+            "stepped": FloatDistribution(0.0, 1.0, step=0.25),
+        }.items()
+    }
     assert draws["int"] == {6, 12}
     assert draws["steps"] == {1, 2, 3, 4}
     assert draws["choices"] == {0.5, 1.0, 2.0}
@@ -101,8 +116,10 @@ def test_cheap_half_draws_stay_in_the_declared_cheaper_half() -> None:
 
 
 def test_make_sampler_pops_the_option_and_leaves_the_default_alone() -> None:
-    text = "name: s\nworkload: {class: 'm:W'}\nparameters: {x: {type: int, low: 1, high: 4}}\n" \
-           "objectives: [{metric: latency_p50_s, direction: minimize}]\nbudget: {trials: 4}\nsampler: {name: tpe, options: %s}\n"
+    text = (
+        "name: s\nworkload: {class: 'm:W'}\nparameters: {x: {type: int, low: 1, high: 4}}\n"
+        "objectives: [{metric: latency_p50_s, direction: minimize}]\nbudget: {trials: 4}\nsampler: {name: tpe, options: %s}\n"
+    )
     plain = make_sampler("tpe", parse_spec(text % "{}", source="t"), 0)
     assert type(plain) is optuna.samplers.TPESampler
     aware = make_sampler("tpe", parse_spec(text % "{cost_aware: ei-per-second, n_startup_trials: 3}", source="t"), 0)

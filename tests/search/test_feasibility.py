@@ -7,9 +7,9 @@ from typing import Any
 from optuna.distributions import IntDistribution
 from optuna.trial import TrialState, create_trial
 
-from tuner.spec.loading import parse_spec
 from tuner.search.feasibility import FeasibilityModel, Observation, observation_of, order_keys
 from tuner.search.objectives import plan_constraints
+from tuner.spec.loading import parse_spec
 
 SPEC = """\
 name: memory_unit
@@ -28,8 +28,9 @@ budget: {trials: 4}
 """
 
 
-def setting(frames: int = 16, size: str = "256*256", chunks: int = 1, mode: str = "fast",
-            offload: bool = False) -> dict[str, Any]:
+def setting(
+    frames: int = 16, size: str = "256*256", chunks: int = 1, mode: str = "fast", offload: bool = False
+) -> dict[str, Any]:
     return {"frames": frames, "size": size, "chunks": chunks, "mode": mode, "offload": offload}
 
 
@@ -53,10 +54,14 @@ def test_numbers_and_resolutions_are_ordered_other_choices_are_not() -> None:
 
 
 def test_the_spec_says_how_memory_moves_with_a_parameter() -> None:
-    text = SPEC.replace("  chunks: {type: categorical, choices: [1, 2, 4]}",
-                        "  chunks: {type: categorical, choices: [1, 2, 4], memory: decreases}")
-    text = text.replace("  mode: {type: categorical, choices: [fast, exact]}",
-                        "  mode: {type: categorical, choices: [fast, exact], memory: none}")
+    text = SPEC.replace(
+        "  chunks: {type: categorical, choices: [1, 2, 4]}",
+        "  chunks: {type: categorical, choices: [1, 2, 4], memory: decreases}",
+    )
+    text = text.replace(
+        "  mode: {type: categorical, choices: [fast, exact]}",
+        "  mode: {type: categorical, choices: [fast, exact], memory: none}",
+    )
     text = text.replace("  offload: {type: bool}", "  offload: {type: bool, memory: decreases}")
     spec = parse_spec(text)
     memory = FeasibilityModel(spec, plan_constraints(spec, {"gpu_memory_gb": 48.0}))
@@ -64,8 +69,9 @@ def test_the_spec_says_how_memory_moves_with_a_parameter() -> None:
     assert memory.predict(setting(frames=16, chunks=1, mode="exact", offload=False)).skip, "fewer chunks, no offload"
     assert not memory.predict(setting(frames=16, chunks=4, mode="fast", offload=True)).skip, "more chunks"
     assert not memory.predict(setting(frames=8, chunks=1, mode="fast", offload=False)).skip, "fewer frames"
-    hinted = parse_spec(text.replace("  offload: {type: bool, memory: decreases}",
-                                     "  offload: {type: bool, memory: increases}"))
+    hinted = parse_spec(
+        text.replace("  offload: {type: bool, memory: decreases}", "  offload: {type: bool, memory: increases}")
+    )
     assert order_keys(hinted)["offload"](True) > order_keys(hinted)["offload"](False)  # type: ignore[misc]
 
 
@@ -76,8 +82,9 @@ def test_a_costlier_setting_inherits_the_largest_peak_of_those_no_costlier() -> 
     skipped = memory.predict(setting(frames=32, size="512*512", chunks=2))
     assert skipped.skip and skipped.predicted_peak_gb == 43.0 and skipped.witness == "trial 3"
     assert skipped.reason is not None
-    assert skipped.reason.startswith("predicted peak 43.0 GB > limit 40.8 GB (x1.05 margin) on peak_vram_gb, "
-                                     "from trial 3 (frames=24 size=256*256"), skipped.reason
+    assert skipped.reason.startswith(
+        "predicted peak 43.0 GB > limit 40.8 GB (x1.05 margin) on peak_vram_gb, from trial 3 (frames=24 size=256*256"
+    ), skipped.reason
     assert memory.predict(setting(frames=16, chunks=4)).predicted_peak_gb == 30.0
     assert not memory.predict(setting(frames=16, chunks=4)).skip
 
@@ -105,8 +112,9 @@ def test_an_oom_no_costlier_is_a_witness_without_a_predicted_peak() -> None:
     memory.observe(oom(setting(frames=16), 7))
     prediction = memory.predict(setting(frames=16, size="512*512"))
     assert prediction.skip and prediction.predicted_peak_gb is None and prediction.witness == "trial 7"
-    assert prediction.reason == ("OOM at trial 7 (frames=16 size=256*256 chunks=1 mode=fast offload=False) "
-                                 "which is no costlier")
+    assert prediction.reason == (
+        "OOM at trial 7 (frames=16 size=256*256 chunks=1 mode=fast offload=False) which is no costlier"
+    )
     assert prediction.attributes() == {"predicted_peak_gb": None, "prediction_witness": "trial 7"}
 
 
@@ -150,16 +158,21 @@ def test_a_disabled_model_never_skips() -> None:
 
 def _trial(number: int, outcome: str, peak_gb: float | None = None, **attrs: Any) -> Any:
     metrics = {"peak_vram_gb": {"value": peak_gb, "unit": "GB"}} if peak_gb is not None else {}
-    trial = create_trial(state=TrialState.COMPLETE, values=[1.0], params={"frames": 8 * (number + 1)},
-                         distributions={"frames": IntDistribution(8, 64, step=8)},
-                         user_attrs={"outcome": outcome, "measured": True, "metrics": metrics, **attrs})
+    trial = create_trial(
+        state=TrialState.COMPLETE,
+        values=[1.0],
+        params={"frames": 8 * (number + 1)},
+        distributions={"frames": IntDistribution(8, 64, step=8)},
+        user_attrs={"outcome": outcome, "measured": True, "metrics": metrics, **attrs},
+    )
     trial.number = number
     return trial
 
 
 def test_only_trials_that_ran_are_evidence() -> None:
-    assert observation_of(_trial(0, "OK", 12.5)) == Observation({"frames": 8}, {"peak_vram_gb": 12.5}, False,
-                                                                "local", 0)
+    assert observation_of(_trial(0, "OK", 12.5)) == Observation(
+        {"frames": 8}, {"peak_vram_gb": 12.5}, False, "local", 0
+    )
     out_of_memory = observation_of(_trial(1, "OOM"))
     assert out_of_memory is not None and out_of_memory.oom
     assert observation_of(_trial(2, "OK", 12.5, duplicate_of=0)) is None, "a copy adds nothing"

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tuner.spec.loading import parse_spec
-from tuner.search.feasibility import FeasibilityModel, Observation, Prediction, describe
+from tuner.search.feasibility import FeasibilityModel, Observation, Prediction
 from tuner.search.objectives import plan_constraints
+from tuner.spec.loading import parse_spec
 
 SPEC = """\
 name: memory_growth
@@ -37,8 +37,13 @@ LIMIT_GB = 0.85 * 48.0
 
 
 def random_setting(rng: random.Random) -> dict[str, Any]:
-    return {"frames": rng.choice(range(8, 65, 8)), "size": rng.choice(["256*256", "512*512", "768*768"]),
-            "chunks": rng.choice([1, 2, 4]), "mode": rng.choice(["fast", "exact"]), "steps": rng.randint(1, 50)}
+    return {
+        "frames": rng.choice(range(8, 65, 8)),
+        "size": rng.choice(["256*256", "512*512", "768*768"]),
+        "chunks": rng.choice([1, 2, 4]),
+        "mode": rng.choice(["fast", "exact"]),
+        "steps": rng.randint(1, 50),
+    }
 
 
 def random_observation(rng: random.Random, number: int, source: str = "local") -> Observation:
@@ -50,12 +55,14 @@ def random_observation(rng: random.Random, number: int, source: str = "local") -
     return Observation(params, peaks, False, source, number)
 
 
-def scan(model: FeasibilityModel, local: list[Observation], prior: list[Observation],
-         params: dict[str, Any]) -> Prediction:
+def scan(
+    model: FeasibilityModel, local: list[Observation], prior: list[Observation], params: dict[str, Any]
+) -> Prediction:
     """The model's rules over every observation, from scratch (what it answered before it kept a frontier): the
     witnesses found by a full scan, judged by the model's own :meth:`FeasibilityModel.verdict`."""
-    live = [w for w in prior if not any(model.within_limits(u) and model.no_costlier(w.params, u.params)
-                                        for u in local)]
+    live = [
+        w for w in prior if not any(model.within_limits(u) and model.no_costlier(w.params, u.params) for u in local)
+    ]
     if any(model.within_limits(u) and model.no_costlier(params, u.params) for u in local):
         return Prediction(False)
     return model.verdict([w for w in (*local, *live) if model.no_costlier(w.params, params)])
@@ -79,8 +86,9 @@ def test_predictions_equal_a_scan_of_every_observation(seed: int) -> None:
         observation = random_observation(rng, number)
         model.observe(observation)
         local.append(observation)
-        assert model.live_prior() == [w for w in prior if not any(
-            model.within_limits(u) and model.no_costlier(w.params, u.params) for u in local)]
+        assert model.live_prior() == [
+            w for w in prior if not any(model.within_limits(u) and model.no_costlier(w.params, u.params) for u in local)
+        ]
     assert 0 < skipped < 150 * 5, "both verdicts were compared"
 
 
@@ -89,6 +97,13 @@ def test_the_frontier_stays_small_when_one_parameter_grows() -> None:
     spec = parse_spec(SPEC)
     model = FeasibilityModel(spec, plan_constraints(spec, {"gpu_memory_gb": 48.0}))
     for number in range(2000):
-        model.observe(Observation({"frames": 8 + number % 57, "size": "256*256", "chunks": 1, "mode": "fast",
-                                   "steps": number % 50 + 1}, {"peak_vram_gb": 1.0}, False, "local", number))
+        model.observe(
+            Observation(
+                {"frames": 8 + number % 57, "size": "256*256", "chunks": 1, "mode": "fast", "steps": number % 50 + 1},
+                {"peak_vram_gb": 1.0},
+                False,
+                "local",
+                number,
+            )
+        )
     assert len(model._frontier) == 1 and model.observations == 2000

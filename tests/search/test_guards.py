@@ -9,17 +9,18 @@ from pathlib import Path
 import pytest
 
 from tuner.runner.base import Slot
-from tuner.testing.inline_runner import InlineRunner
-from tuner.spec.loading import parse_spec
-from tuner.study.coordinator import Coordinator
 from tuner.search.guards import REFERENCE_TIMEOUT_FACTOR, SEARCH_TIMEOUT_FACTOR, trial_timeout_s
 from tuner.search.objectives import plan_constraints
+from tuner.spec.loading import parse_spec
+from tuner.study.coordinator import Coordinator
 from tuner.study.studies import create_study, load_study
+from tuner.testing.inline_runner import InlineRunner
 
 SPEC_TEXT = (Path(__file__).parents[1] / "specs" / "fake_ok.yaml").read_text()
 WITH_BEHAVIOUR = SPEC_TEXT.replace(
     "  batch_size: {type: categorical, choices: [1, 2]}\n",
-    "  batch_size: {type: categorical, choices: [1, 2]}\n  behaviour: {type: categorical, choices: [ok, raise]}\n")
+    "  batch_size: {type: categorical, choices: [1, 2]}\n  behaviour: {type: categorical, choices: [ok, raise]}\n",
+)
 
 
 def open_new(tmp_path: Path, text: str):
@@ -30,16 +31,27 @@ def open_new(tmp_path: Path, text: str):
 
 def run(opened, tmp_path: Path):
     plan = plan_constraints(opened.spec, {"gpu_memory_gb": None, "host_memory_gb": 24.0})
-    return Coordinator(study=opened.study, spec=opened.spec, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=tmp_path,
-                       device="cpu", plan=plan, budget_trials=opened.study.user_attrs["budget_trials"],
-                       wall_time_s=None).run()
+    return Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=InlineRunner(),
+        slots=[Slot(0, None, 1)],
+        home=tmp_path,
+        device="cpu",
+        plan=plan,
+        budget_trials=opened.study.user_attrs["budget_trials"],
+        wall_time_s=None,
+    ).run()
 
 
 def test_a_failed_reference_stops_the_search_at_once(tmp_path: Path) -> None:
-    text = (WITH_BEHAVIOUR.replace("reference: {sleep_s: 0.02, noise: 0, batch_size: 1}",
-                                   "reference: {sleep_s: 0.02, noise: 0, batch_size: 1, behaviour: raise}")
-            .replace("baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}",
-                     "baseline: {sleep_s: 0.02, noise: 5, batch_size: 1, behaviour: ok}"))
+    text = WITH_BEHAVIOUR.replace(
+        "reference: {sleep_s: 0.02, noise: 0, batch_size: 1}",
+        "reference: {sleep_s: 0.02, noise: 0, batch_size: 1, behaviour: raise}",
+    ).replace(
+        "baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}",
+        "baseline: {sleep_s: 0.02, noise: 5, batch_size: 1, behaviour: ok}",
+    )
     summary = run(open_new(tmp_path, text), tmp_path)
     assert summary.measured == 1, "nothing after the reference ran"
     assert summary.failure is not None and "reference setting failed (CRASH" in summary.failure
@@ -47,10 +59,13 @@ def test_a_failed_reference_stops_the_search_at_once(tmp_path: Path) -> None:
 
 
 def test_resume_runs_the_reference_again_before_anything_else(tmp_path: Path) -> None:
-    text = (WITH_BEHAVIOUR.replace("reference: {sleep_s: 0.02, noise: 0, batch_size: 1}",
-                                   "reference: {sleep_s: 0.02, noise: 0, batch_size: 1, behaviour: raise}")
-            .replace("baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}",
-                     "baseline: {sleep_s: 0.02, noise: 5, batch_size: 1, behaviour: ok}"))
+    text = WITH_BEHAVIOUR.replace(
+        "reference: {sleep_s: 0.02, noise: 0, batch_size: 1}",
+        "reference: {sleep_s: 0.02, noise: 0, batch_size: 1, behaviour: raise}",
+    ).replace(
+        "baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}",
+        "baseline: {sleep_s: 0.02, noise: 5, batch_size: 1, behaviour: ok}",
+    )
     run(open_new(tmp_path, text), tmp_path)
     again = load_study(f"sqlite:///{tmp_path / 'studies.db'}", "s")
     summary = run(again, tmp_path)
@@ -63,11 +78,13 @@ def test_resume_runs_the_reference_again_before_anything_else(tmp_path: Path) ->
 
 
 def test_the_same_failure_on_every_first_run_stops_the_study(tmp_path: Path) -> None:
-    text = (WITH_BEHAVIOUR.replace("choices: [ok, raise]", "choices: [raise]")
-            .replace("reference: {sleep_s: 0.02, noise: 0, batch_size: 1}\n", "")
-            .replace("baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}\n", "")
-            .replace("  - {metric: psnr_db, direction: maximize}\n", "")
-            .replace("  - {metric: psnr_db, min: 15}\n", ""))
+    text = (
+        WITH_BEHAVIOUR.replace("choices: [ok, raise]", "choices: [raise]")
+        .replace("reference: {sleep_s: 0.02, noise: 0, batch_size: 1}\n", "")
+        .replace("baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}\n", "")
+        .replace("  - {metric: psnr_db, direction: maximize}\n", "")
+        .replace("  - {metric: psnr_db, min: 15}\n", "")
+    )
     summary = run(open_new(tmp_path, text), tmp_path)
     assert summary.measured == 3, "stopped after three identical failures, not after the budget of 8"
     assert summary.failure is not None and "all failed the same way" in summary.failure

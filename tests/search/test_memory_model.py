@@ -7,17 +7,18 @@ spec's limit is ``0.85 x 48 = 40.8 GB``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from optuna.trial import TrialState
 
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
-from tuner.spec.loading import parse_spec
-from tuner.study.coordinator import Coordinator
 from tuner.search.feasibility import Observation
 from tuner.search.objectives import plan_constraints
+from tuner.spec.loading import parse_spec
+from tuner.study.coordinator import Coordinator
 from tuner.study.studies import OpenStudy, create_study
 
 SPEC = """\
@@ -60,8 +61,10 @@ class ScriptedGpuRunner(Runner):
             return TrialResult(Outcome.OOM, reason="CUDA out of memory (another process held the GPU)")
         if needed > GPU_GB:
             return TrialResult(Outcome.OOM, reason=f"CUDA out of memory: needs {needed:.0f} GB")
-        metrics = {"latency_p50_s": Metric("latency_p50_s", 1.0 / params["frames"], "s", "minimize"),
-                   "peak_vram_gb": Metric("peak_vram_gb", needed, "GB", "minimize")}
+        metrics = {
+            "latency_p50_s": Metric("latency_p50_s", 1.0 / params["frames"], "s", "minimize"),
+            "peak_vram_gb": Metric("peak_vram_gb", needed, "GB", "minimize"),
+        }
         return TrialResult(Outcome.OK, metrics=metrics)
 
 
@@ -71,12 +74,28 @@ def open_new(tmp_path: Path) -> OpenStudy:
     return create_study(spec, SPEC, url, "m", "random", None, {"spec_name": spec.name})
 
 
-def run(opened: OpenStudy, tmp_path: Path, runner: Runner, budget: int, memory_model: bool = True,
-        prior: Sequence[Observation] = ()) -> Any:
+def run(
+    opened: OpenStudy,
+    tmp_path: Path,
+    runner: Runner,
+    budget: int,
+    memory_model: bool = True,
+    prior: Sequence[Observation] = (),
+) -> Any:
     plan = plan_constraints(opened.spec, {"gpu_memory_gb": GPU_GB, "host_memory_gb": 64.0})
-    return Coordinator(study=opened.study, spec=opened.spec, runner=runner, slots=[Slot(0, None, 1)], home=tmp_path, device="cpu",
-                       plan=plan, budget_trials=budget, wall_time_s=None, memory_model=memory_model,
-                       memory_prior=prior).run()
+    return Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=runner,
+        slots=[Slot(0, None, 1)],
+        home=tmp_path,
+        device="cpu",
+        plan=plan,
+        budget_trials=budget,
+        wall_time_s=None,
+        memory_model=memory_model,
+        memory_prior=prior,
+    ).run()
 
 
 def by_params(opened: OpenStudy, params: dict[str, Any]) -> list[Any]:
@@ -114,8 +133,9 @@ def test_a_measured_peak_over_the_limit_predicts_costlier_settings(tmp_path: Pat
     skipped = by_params(opened, setting(56))[0]
     assert setting(56) not in runner.calls
     assert skipped.user_attrs["predicted_peak_gb"] == 48.0
-    assert skipped.user_attrs["reason"].startswith(f"predicted peak 48.0 GB > limit 40.8 GB (x1.05 margin) on "
-                                                   f"peak_vram_gb, from trial {witness.number}")
+    assert skipped.user_attrs["reason"].startswith(
+        f"predicted peak 48.0 GB > limit 40.8 GB (x1.05 margin) on peak_vram_gb, from trial {witness.number}"
+    )
 
 
 def test_a_wrong_prediction_is_corrected_by_the_next_measurement(tmp_path: Path) -> None:

@@ -9,16 +9,21 @@ import pytest
 
 from tuner.pareto import Point, dominates, front_trials, pareto_ranks
 from tuner.results import Metric, Outcome, TrialResult
+from tuner.search.objectives import judge, placeholder_value, plan_constraints
 from tuner.ship.export import ExportError, choose_trial
 from tuner.spec.loading import parse_spec
-from tuner.search.objectives import judge, placeholder_value, plan_constraints
 
 SPEC = parse_spec((Path(__file__).parents[1] / "specs" / "fake_ok.yaml").read_text())
 
 
 def ok(latency: float, psnr: float) -> TrialResult:
-    return TrialResult(Outcome.OK, {"latency_p50_s": Metric("latency_p50_s", latency, "s", "minimize"),
-                                    "psnr_db": Metric("psnr_db", psnr, "dB", "maximize")})
+    return TrialResult(
+        Outcome.OK,
+        {
+            "latency_p50_s": Metric("latency_p50_s", latency, "s", "minimize"),
+            "psnr_db": Metric("psnr_db", psnr, "dB", "maximize"),
+        },
+    )
 
 
 def test_constraint_plan_disables_what_this_host_cannot_evaluate() -> None:
@@ -49,8 +54,13 @@ def test_oom_and_timeout_are_placeholder_points_worse_than_measured() -> None:
 def test_crash_and_unavailable_objectives_fail() -> None:
     plan = plan_constraints(SPEC, {})
     assert judge(SPEC, plan, TrialResult(Outcome.CRASH, reason="boom"), []).values is None
-    missing = TrialResult(Outcome.OK, {"latency_p50_s": Metric("latency_p50_s", 0.1, "s", "minimize"),
-                                       "psnr_db": Metric.unavailable("psnr_db", "dB", "maximize", "no video")})
+    missing = TrialResult(
+        Outcome.OK,
+        {
+            "latency_p50_s": Metric("latency_p50_s", 0.1, "s", "minimize"),
+            "psnr_db": Metric.unavailable("psnr_db", "dB", "maximize", "no video"),
+        },
+    )
     verdict = judge(SPEC, plan, missing, [])
     assert verdict.values is None and verdict.reason == "objective psnr_db unavailable: no video"
 
@@ -77,13 +87,15 @@ def _study_with(values: list[tuple[list[float], dict[str, float], dict[str, obje
 
 
 def test_front_excludes_infeasible_placeholders_and_copies() -> None:
-    study = _study_with([
-        ([1.0, 10.0], {"outcome": 0.0}, {}),
-        ([0.5, 5.0], {"outcome": 1.0}, {"placeholder_values": True}),
-        ([2.0, 20.0], {"outcome": 0.0}, {}),
-        ([0.1, 30.0], {"outcome": 0.0, "psnr": 0.5}, {}),
-        ([1.0, 10.0], {"outcome": 0.0}, {"duplicate_of": 0}),
-    ])
+    study = _study_with(
+        [
+            ([1.0, 10.0], {"outcome": 0.0}, {}),
+            ([0.5, 5.0], {"outcome": 1.0}, {"placeholder_values": True}),
+            ([2.0, 20.0], {"outcome": 0.0}, {}),
+            ([0.1, 30.0], {"outcome": 0.0, "psnr": 0.5}, {}),
+            ([1.0, 10.0], {"outcome": 0.0}, {"duplicate_of": 0}),
+        ]
+    )
     assert [t.number for t in front_trials(study.trials, ["minimize", "maximize"])] == [0, 2]
     assert choose_trial(study).number == 0
     assert choose_trial(study, "psnr_db").number == 2

@@ -39,9 +39,15 @@ seed: 3
 
 def finished(params: dict[str, Any], latency: float, peak: float) -> optuna.trial.FrozenTrial:
     trial = optuna.trial.create_trial(
-        params=params, distributions=distributions(parse_spec(SPEC)), values=[latency, peak],
-        user_attrs={"measured": True, "outcome": "OK",
-                    "metrics": {LATENCY: {"value": latency, "unit": "s"}, "peak_rss_gb": {"value": peak, "unit": "GB"}}})
+        params=params,
+        distributions=distributions(parse_spec(SPEC)),
+        values=[latency, peak],
+        user_attrs={
+            "measured": True,
+            "outcome": "OK",
+            "metrics": {LATENCY: {"value": latency, "unit": "s"}, "peak_rss_gb": {"value": peak, "unit": "GB"}},
+        },
+    )
     return trial
 
 
@@ -55,8 +61,9 @@ def test_a_multiplicative_cost_is_predicted_within_its_interval() -> None:
 
     seen = [(0.004, 2, 1), (0.04, 16, 2), (0.01, 4, 1), (0.02, 8, 2), (0.008, 12, 1), (0.03, 3, 2)]
     assert predictor.predict({"sleep_s": 0.01, "frames": 4, "batch_size": 1}) == {}, "nothing before any run"
-    predictor.update([finished({"sleep_s": s, "frames": f, "batch_size": b}, cost(s, f, b), 0.1 + 0.01 * f)
-                      for s, f, b in seen])
+    predictor.update(
+        [finished({"sleep_s": s, "frames": f, "batch_size": b}, cost(s, f, b), 0.1 + 0.01 * f) for s, f, b in seen]
+    )
     unseen = {"sleep_s": 0.015, "frames": 10, "batch_size": 2}
     predicted = predictor.predict(unseen)
     latency = predicted[LATENCY]
@@ -77,25 +84,33 @@ def test_errors_are_measured_over_predicted() -> None:
 def test_a_study_records_each_prediction_and_its_error(tmp_path: Path) -> None:
     spec = tmp_path / "predicted.yaml"
     spec.write_text(SPEC)
-    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "p", "--no-mlflow"],
-                          cwd=tmp_path, capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "p", "--no-mlflow"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     study = optuna.load_study(study_name="p", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
     measured = [t for t in study.trials if t.user_attrs.get("measured") and t.user_attrs.get("outcome") == "OK"]
     predicted = [t for t in measured if t.user_attrs.get("prediction")]
     assert len(measured) >= 8 and len(predicted) >= len(measured) - 3, "every run after the first three"
     assert all(t.number > min(m.number for m in measured) for t in predicted)
-    errors = [abs(prediction_errors(t.user_attrs["prediction"], t.user_attrs["metrics"])[LATENCY])
-              for t in predicted]
+    errors = [abs(prediction_errors(t.user_attrs["prediction"], t.user_attrs["metrics"])[LATENCY]) for t in predicted]
     # the fake's latency is its sleep: a model of log(sleep_s) predicts it closely (generous: a loaded machine)
     assert sorted(errors)[len(errors) // 2] < 0.5
     record = TrialRecord.from_trial(predicted[-1])
     logged = prediction_metrics(record)
     assert {f"predicted.{LATENCY}", f"prediction_error.{LATENCY}", f"predicted.{LATENCY}.low"} <= set(logged)
-    shown = subprocess.run([sys.executable, "-m", "tuner", "show", "p", str(predicted[-1].number)], cwd=tmp_path,
-                           capture_output=True, text=True, timeout=120)
+    shown = subprocess.run(
+        [sys.executable, "-m", "tuner", "show", "p", str(predicted[-1].number)],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert shown.returncode == 0, shown.stderr
     assert "predicted before it ran (fitted on" in shown.stdout
-    line = next(line for line in shown.stdout.splitlines() if line.strip().startswith(LATENCY + " ")
-                and "[" in line)
+    line = next(line for line in shown.stdout.splitlines() if line.strip().startswith(LATENCY + " ") and "[" in line)
     assert "measured" in line and math.isfinite(float(line.split()[1]))

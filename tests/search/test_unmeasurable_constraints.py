@@ -18,14 +18,19 @@ from optuna.trial import TrialState
 from tuner.pareto import constraints_hold, front_trials, is_measured_feasible
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.runner.base import Slot, TrialRequest
-from tuner.testing.inline_runner import InlineRunner
+from tuner.search.objectives import (
+    UNAVAILABLE_CONSTRAINT_VIOLATION,
+    ActiveConstraint,
+    ConstraintPlan,
+    judge,
+    plan_constraints,
+)
 from tuner.ship.export import ExportError, choose, choose_trial
 from tuner.spec.loading import parse_spec
-from tuner.study.coordinator import Coordinator
-from tuner.search.objectives import (UNAVAILABLE_CONSTRAINT_VIOLATION, ActiveConstraint, ConstraintPlan, judge,
-                                    plan_constraints)
 from tuner.storage.records import TrialRecord, record_feasible
+from tuner.study.coordinator import Coordinator
 from tuner.study.studies import create_study
+from tuner.testing.inline_runner import InlineRunner
 from tuner.tracking.dashboard import view_trial
 from tuner.tracking.views import ranks_of
 
@@ -37,8 +42,10 @@ NVML_WHY = "NVML could not see the process"
 
 
 def result(vram: Metric | None, psnr: float = 30.0) -> TrialResult:
-    metrics = {"latency_p50_s": Metric("latency_p50_s", 0.1, "s", "minimize"),
-               "psnr_db": Metric("psnr_db", psnr, "dB", "maximize")}
+    metrics = {
+        "latency_p50_s": Metric("latency_p50_s", 0.1, "s", "minimize"),
+        "psnr_db": Metric("psnr_db", psnr, "dB", "maximize"),
+    }
     if vram is not None:
         metrics["peak_vram_gb"] = vram
     return TrialResult(Outcome.OK, metrics)
@@ -55,14 +62,17 @@ def test_violation_is_positive_and_graded_like_the_outcome_wall() -> None:
     assert UNAVAILABLE_CONSTRAINT_VIOLATION == 1.0
 
 
-@pytest.mark.parametrize(("metric", "shown"), [
-    (vram(math.nan, NVML_WHY), f"constraint peak_vram_gb unavailable (nan): {NVML_WHY}"),
-    (vram(math.inf, NVML_WHY), f"constraint peak_vram_gb unavailable (inf): {NVML_WHY}"),
-    (vram(-math.inf), "constraint peak_vram_gb unavailable (-inf)"),
-    (vram(math.nan), "constraint peak_vram_gb unavailable (nan)"),
-    (vram(None, "no GPU"), "constraint peak_vram_gb unavailable (no value): no GPU"),
-    (None, "constraint peak_vram_gb unavailable (not reported)"),
-])
+@pytest.mark.parametrize(
+    ("metric", "shown"),
+    [
+        (vram(math.nan, NVML_WHY), f"constraint peak_vram_gb unavailable (nan): {NVML_WHY}"),
+        (vram(math.inf, NVML_WHY), f"constraint peak_vram_gb unavailable (inf): {NVML_WHY}"),
+        (vram(-math.inf), "constraint peak_vram_gb unavailable (-inf)"),
+        (vram(math.nan), "constraint peak_vram_gb unavailable (nan)"),
+        (vram(None, "no GPU"), "constraint peak_vram_gb unavailable (no value): no GPU"),
+        (None, "constraint peak_vram_gb unavailable (not reported)"),
+    ],
+)
 def test_an_unmeasurable_constraint_metric_is_a_violation_with_a_reason(metric: Metric | None, shown: str) -> None:
     plan = plan_constraints(SPEC, GPU_HOST)
     verdict = judge(SPEC, plan, result(metric), [])
@@ -87,18 +97,23 @@ def test_every_unmeasurable_constraint_is_named() -> None:
     verdict = judge(SPEC, plan, result(vram(math.nan, NVML_WHY), psnr=math.nan), [])
     # psnr_db is an objective too: an unavailable objective fails the trial before any constraint is read
     assert verdict.values is None and verdict.reason is not None and "psnr_db" in verdict.reason
-    two = parse_spec(SPEC_TEXT.replace("  - {metric: psnr_db, min: 15}",
-                                       "  - {metric: psnr_db, min: 15}\n  - {metric: ssim, min: 0.5}"))
+    two = parse_spec(
+        SPEC_TEXT.replace(
+            "  - {metric: psnr_db, min: 15}", "  - {metric: psnr_db, min: 15}\n  - {metric: ssim, min: 0.5}"
+        )
+    )
     verdict = judge(two, plan_constraints(two, GPU_HOST), result(vram(math.nan, NVML_WHY)), [])
-    assert verdict.reason == (f"constraint peak_vram_gb unavailable (nan): {NVML_WHY}; "
-                              "constraint ssim unavailable (not reported)")
+    assert verdict.reason == (
+        f"constraint peak_vram_gb unavailable (nan): {NVML_WHY}; constraint ssim unavailable (not reported)"
+    )
     assert set(verdict.unavailable_constraints) == {VRAM_KEY, "ssim>=0.5"}
     assert verdict.constraints["ssim>=0.5"] == UNAVAILABLE_CONSTRAINT_VIOLATION
 
 
 def test_a_count_constraint_that_comes_back_nan_is_a_violation() -> None:
-    spec = parse_spec(SPEC_TEXT.replace("  - {metric: psnr_db, min: 15}",
-                                        "  - {metric: lipsync_abs_lag_frames, max: 2}"))
+    spec = parse_spec(
+        SPEC_TEXT.replace("  - {metric: psnr_db, min: 15}", "  - {metric: lipsync_abs_lag_frames, max: 2}")
+    )
     plan = plan_constraints(spec, {})
     frames = Metric("lipsync_abs_lag_frames", math.nan, "frames", "minimize", "fewer than 31 frames")
     verdict = judge(spec, plan, replace(result(None), metrics={**result(None).metrics, frames.name: frames}), [])
@@ -156,11 +171,13 @@ def _stored(entries: list[tuple[list[float], dict[str, float], dict[str, object]
 def test_a_trial_recorded_before_the_fix_is_left_out_too() -> None:
     """Older studies told an unmeasurable constraint as 0 and kept ``unavailable_constraints``:
     its attribute alone keeps such a trial off the front and out of the export."""
-    study = _stored([
-        ([1.0, 10.0], {"outcome": 0.0, VRAM_KEY: 0.0}, {}),
-        ([0.1, 30.0], {"outcome": 0.0, VRAM_KEY: 0.0}, {"unavailable_constraints": {VRAM_KEY: "not reported"}}),
-        ([0.2, 5.0], {"outcome": 0.0, VRAM_KEY: -math.inf}, {}),
-    ])
+    study = _stored(
+        [
+            ([1.0, 10.0], {"outcome": 0.0, VRAM_KEY: 0.0}, {}),
+            ([0.1, 30.0], {"outcome": 0.0, VRAM_KEY: 0.0}, {"unavailable_constraints": {VRAM_KEY: "not reported"}}),
+            ([0.2, 5.0], {"outcome": 0.0, VRAM_KEY: -math.inf}, {}),
+        ]
+    )
     trials = study.get_trials()
     assert [t.number for t in front_trials(trials, ["minimize", "maximize"])] == [0]
     assert [is_measured_feasible(t) for t in trials] == [True, False, False]
@@ -191,8 +208,17 @@ def test_an_unmeasured_trial_that_would_dominate_is_not_on_the_front_nor_exporte
     opened.study.enqueue_trial(fastest)
     opened.study.enqueue_trial(fastest)  # a copy of it
     plan = plan_constraints(SPEC, GPU_HOST)
-    Coordinator(study=opened.study, spec=opened.spec, runner=NvmlRunner(), slots=[Slot(0, None, 1)], home=tmp_path, device="cpu",
-                plan=plan, budget_trials=4, wall_time_s=None).run()
+    Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=NvmlRunner(),
+        slots=[Slot(0, None, 1)],
+        home=tmp_path,
+        device="cpu",
+        plan=plan,
+        budget_trials=4,
+        wall_time_s=None,
+    ).run()
     trials = opened.study.get_trials()
     blind = next(t for t in trials if t.params == fastest and t.user_attrs.get("duplicate_of") is None)
     copy = next(t for t in trials if t.params == fastest and t.user_attrs.get("duplicate_of") is not None)

@@ -13,18 +13,23 @@ from test_memory_model import SPEC, ScriptedGpuRunner, run, setting
 
 import tuner
 from tuner.pareto import front_trials
+from tuner.search.warm_start import enqueue_front, load_prior, open_source
 from tuner.spec.loading import parse_spec
 from tuner.study.studies import create_study, load_study
-from tuner.search.warm_start import enqueue_front, load_prior, open_source
 
 ROOT = Path(__file__).resolve().parents[2]
 FAKE_OK = ROOT / "tests" / "specs" / "fake_ok.yaml"
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300, env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "",
-                                            "COLUMNS": "250"})
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "COLUMNS": "250"},
+    )
 
 
 def test_the_source_front_runs_first_after_the_reference_and_baseline(tmp_path: Path) -> None:
@@ -35,16 +40,31 @@ def test_the_source_front_runs_first_after_the_reference_and_baseline(tmp_path: 
     tuner.run_study(source, home=home, use_mlflow=False)
     directions = [d.name.lower() for d in source.study.directions]
     known = [dict(source.spec.reference or {}), dict(source.spec.baseline or {})]
-    expected = [dict(t.params) for t in sorted(front_trials(source.study.get_trials(), directions),
-                                               key=lambda t: t.values[0]) if dict(t.params) not in known]
+    expected = [
+        dict(t.params)
+        for t in sorted(front_trials(source.study.get_trials(), directions), key=lambda t: t.values[0])
+        if dict(t.params) not in known
+    ]
     assert len(expected) >= 2, expected
 
-    done = cli("run", str(FAKE_OK), "--study-name", "dst", "--warm-start", "src", "--trials", str(len(expected) + 3),
-               "--no-mlflow", "--home", str(home), cwd=tmp_path)
+    done = cli(
+        "run",
+        str(FAKE_OK),
+        "--study-name",
+        "dst",
+        "--warm-start",
+        "src",
+        "--trials",
+        str(len(expected) + 3),
+        "--no-mlflow",
+        "--home",
+        str(home),
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     trials = optuna.load_study(study_name="dst", storage=f"sqlite:///{home / 'studies.db'}").get_trials()
     assert [t.user_attrs["role"] for t in trials[:2]] == ["reference", "baseline"]
-    warm = trials[2:2 + len(expected)]
+    warm = trials[2 : 2 + len(expected)]
     assert [dict(t.params) for t in warm] == expected, "the other type's front, best latency first"
     assert all(t.user_attrs["warm_start_from"] == "src" and t.user_attrs["role"] == "search" for t in warm)
     assert all(t.user_attrs["outcome"] == "OK" for t in warm)
@@ -60,19 +80,33 @@ def test_a_source_that_cannot_serve_is_one_line_and_exit_2(tmp_path: Path) -> No
     home = tmp_path / "studies"
     tuner.create_study(FAKE_OK, study_name="never_ran", home=home)
     tuner.create_study(ROOT / "tests" / "specs" / "fake_failures.yaml", study_name="other_spec", home=home)
-    expected = {"nosuch": "error: warm start: no study 'nosuch' in sqlite:///",
-                "never_ran": "error: warm start: study 'never_ran' in sqlite:///",
-                "other_spec": "error: warm start: study 'other_spec' has other parameters than this spec "
-                              "(only in 'other_spec': behaviour; only in this spec: batch_size, sleep_s): a warm start "
-                              "needs the same spec"}
+    expected = {
+        "nosuch": "error: warm start: no study 'nosuch' in sqlite:///",
+        "never_ran": "error: warm start: study 'never_ran' in sqlite:///",
+        "other_spec": "error: warm start: study 'other_spec' has other parameters than this spec "
+        "(only in 'other_spec': behaviour; only in this spec: batch_size, sleep_s): a warm start "
+        "needs the same spec",
+    }
     for source, start in expected.items():
-        done = cli("run", str(FAKE_OK), "--study-name", f"from_{source}", "--warm-start", source, "--no-mlflow",
-                   "--home", str(home), cwd=tmp_path)
+        done = cli(
+            "run",
+            str(FAKE_OK),
+            "--study-name",
+            f"from_{source}",
+            "--warm-start",
+            source,
+            "--no-mlflow",
+            "--home",
+            str(home),
+            cwd=tmp_path,
+        )
         assert done.returncode == 2, (source, done.stdout[-1000:], done.stderr[-1000:])
         assert done.stderr.startswith(start) and len(done.stderr.strip().splitlines()) == 1, done.stderr
         assert "Traceback" not in done.stderr
-    assert "has no measured trials" in cli("run", str(FAKE_OK), "--warm-start", "never_ran", "--home", str(home),
-                                           cwd=tmp_path).stderr
+    assert (
+        "has no measured trials"
+        in cli("run", str(FAKE_OK), "--warm-start", "never_ran", "--home", str(home), cwd=tmp_path).stderr
+    )
     names = {s.study_name for s in optuna.get_all_study_summaries(f"sqlite:///{home / 'studies.db'}")}
     assert names == {"never_ran", "other_spec"}, "nothing was created"
 

@@ -21,35 +21,62 @@ VARYING = {  # trial number -> parameters that differ across the front
     12: {"infer_frames": 33, "sample_steps": 8, "resolution": "480x832", "online_decode": True},
     7: {"infer_frames": 49, "sample_steps": 12, "resolution": "720x1280", "online_decode": False},
     21: {"infer_frames": 81, "sample_steps": 16, "resolution": "720x1280", "online_decode": True},
-    3: {"infer_frames": 121, "sample_steps": 24, "resolution": "1080x1920_upscaled_from_720x1280",
-        "online_decode": False},
+    3: {
+        "infer_frames": 121,
+        "sample_steps": 24,
+        "resolution": "1080x1920_upscaled_from_720x1280",
+        "online_decode": False,
+    },
     30: {"infer_frames": 161, "sample_steps": 40, "resolution": "1080x1920", "online_decode": True},
 }
 LATENCY = {12: 0.412, 7: 0.6031, 21: 0.9512, 3: 1.4444, 30: 2.0}
 LPIPS = {12: 0.0213, 7: 0.0151, 21: 0.0102, 3: 0.00521, 30: 0.0011}
 
 
-def record(number: int, latency: float, lpips: float, params: dict[str, Any], role: str = "search",
-           cv: float | None = 0.02) -> TrialRecord:
-    metrics: dict[str, dict[str, Any]] = {"latency_p50_s": {"value": latency, "unit": "s", "direction": "minimize"},
-               "stlpips_alex": {"value": lpips, "unit": "1", "direction": "minimize"},
-               "latency_cv": {"value": cv, "unit": "1", "direction": "minimize"}}
-    return TrialRecord(number=number, state="COMPLETE", role=role, outcome="OK", reason=None, params=params,
-                       derived={}, values=(latency, lpips), constraints={}, metrics=metrics, placeholder=False,
-                       duplicate_of=None, slot="cpu:0", wall_time_s=1.0, eval_time_s=0.1, datetime_start=None,
-                       datetime_complete=None)
+def record(
+    number: int, latency: float, lpips: float, params: dict[str, Any], role: str = "search", cv: float | None = 0.02
+) -> TrialRecord:
+    metrics: dict[str, dict[str, Any]] = {
+        "latency_p50_s": {"value": latency, "unit": "s", "direction": "minimize"},
+        "stlpips_alex": {"value": lpips, "unit": "1", "direction": "minimize"},
+        "latency_cv": {"value": cv, "unit": "1", "direction": "minimize"},
+    }
+    return TrialRecord(
+        number=number,
+        state="COMPLETE",
+        role=role,
+        outcome="OK",
+        reason=None,
+        params=params,
+        derived={},
+        values=(latency, lpips),
+        constraints={},
+        metrics=metrics,
+        placeholder=False,
+        duplicate_of=None,
+        slot="cpu:0",
+        wall_time_s=1.0,
+        eval_time_s=0.1,
+        datetime_start=None,
+        datetime_complete=None,
+    )
 
 
 def summary(chosen: int | None = 12, **changes: Any) -> FrontSummary:
-    front = tuple(record(n, LATENCY[n], LPIPS[n], {**VARYING[n], **SHARED}, cv=0.25 if n == 21 else 0.02)
-                  for n in VARYING)
+    front = tuple(
+        record(n, LATENCY[n], LPIPS[n], {**VARYING[n], **SHARED}, cv=0.25 if n == 21 else 0.02) for n in VARYING
+    )
     fields: dict[str, Any] = dict(
-        objective_names=("latency_p50_s", "stlpips_alex"), directions=("minimize", "minimize"),
-        units={"latency_p50_s": "s", "stlpips_alex": ""}, front=front, chosen=chosen,
+        objective_names=("latency_p50_s", "stlpips_alex"),
+        directions=("minimize", "minimize"),
+        units={"latency_p50_s": "s", "stlpips_alex": ""},
+        front=front,
+        chosen=chosen,
         rule="knee (default: no policy in the spec)",
         baseline=record(1, 0.9517, 0.034, {**VARYING[21], **SHARED}, role="baseline"),
         reference=record(0, 9.5, 0.0, {**VARYING[30], **SHARED, "sample_steps": 50}, role="reference"),
-        speed_metric="latency_p50_s")
+        speed_metric="latency_p50_s",
+    )
     fields.update(changes)
     return FrontSummary(**fields)
 
@@ -58,7 +85,7 @@ def blocks(lines: list[str]) -> dict[int, str]:
     """Trial number -> its block (its row and the lines under it up to the next row or the shared line)."""
     rows = {n: next(i for i, line in enumerate(lines) if line[1:].split()[:1] == [str(n)]) for n in VARYING}
     ends = sorted(rows.values()) + [next(i for i, line in enumerate(lines) if line.startswith("same on every"))]
-    return {n: "\n".join(lines[start:ends[ends.index(start) + 1]]) for n, start in rows.items()}
+    return {n: "\n".join(lines[start : ends[ends.index(start) + 1]]) for n, start in rows.items()}
 
 
 def items_in(block: str) -> set[str]:
@@ -86,8 +113,10 @@ def test_front_fits_and_shows_every_param_in_full(width: int) -> None:
             if other != number:
                 assert not (expected - {f"{k}={v}" for k, v in VARYING[other].items()}) & items_in(block)
         assert not any(name in found[number] for name in SHARED), "shared parameters are not repeated"
-    same = joined([line for line in lines if line.startswith("same on every")]
-                  + lines[lines.index(next(line for line in lines if line.startswith("same on every"))) + 1:])
+    same = joined(
+        [line for line in lines if line.startswith("same on every")]
+        + lines[lines.index(next(line for line in lines if line.startswith("same on every"))) + 1 :]
+    )
     assert "batch_size=1" in same and "precision=bf16_autocast_with_tf32_matmul" in same
     header = lines[head]
     row = found[12].splitlines()[0]
@@ -95,9 +124,11 @@ def test_front_fits_and_shows_every_param_in_full(width: int) -> None:
     assert all(not block.startswith("*") for n, block in found.items() if n != 12)
     assert "NOISY" in found[21].splitlines()[0] and "NOISY" not in found[7]
     assert row.index("2.31x") + len("2.31x") == header.index("speed-up") + len("speed-up"), "columns aligned"
-    chosen = joined(lines[next(i for i, line in enumerate(lines) if line.startswith("* chosen:")):])
-    assert chosen == ("* chosen: trial 12 by knee (default: no policy in the spec) — 2.31x faster than the"
-                      " baseline (trial 1); stlpips_alex 0.0213 vs the reference's 0 (baseline 0.034)")
+    chosen = joined(lines[next(i for i, line in enumerate(lines) if line.startswith("* chosen:")) :])
+    assert chosen == (
+        "* chosen: trial 12 by knee (default: no policy in the spec) — 2.31x faster than the"
+        " baseline (trial 1); stlpips_alex 0.0213 vs the reference's 0 (baseline 0.034)"
+    )
 
 
 def test_unknown_speedup_and_no_chosen() -> None:

@@ -34,22 +34,31 @@ ENV.pop(LATENCY_CV_ENV, None)
 ENV.pop(NOISE_SEED_ENV, None)
 NOISE_SEED = "20240611"  # the simulated noise of the noisy checks: one fixed draw
 SPEC: dict[str, Any] = {
-    "name": "fake_check", "description": "FakeWorkload at two speeds, for tuner check.",
+    "name": "fake_check",
+    "description": "FakeWorkload at two speeds, for tuner check.",
     "workload": {"class": "tuner.workloads.fake:FakeWorkload", "timeout_s": 60, "device": "cpu"},
     "inputs": {"note": "simulated"},
-    "parameters": {"sleep_s": {"type": "categorical", "choices": [0.02, 0.04]},
-                   "noise": {"type": "categorical", "choices": [0, 10]}},
-    "objectives": [{"metric": "latency_p50_s", "direction": "minimize"},
-                   {"metric": "psnr_db", "direction": "maximize"}],
+    "parameters": {
+        "sleep_s": {"type": "categorical", "choices": [0.02, 0.04]},
+        "noise": {"type": "categorical", "choices": [0, 10]},
+    },
+    "objectives": [
+        {"metric": "latency_p50_s", "direction": "minimize"},
+        {"metric": "psnr_db", "direction": "maximize"},
+    ],
     "constraints": [{"metric": "psnr_db", "min": 15}],
-    "reference": {"sleep_s": 0.04, "noise": 0}, "baseline": {"sleep_s": 0.04, "noise": 10},
+    "reference": {"sleep_s": 0.04, "noise": 0},
+    "baseline": {"sleep_s": 0.04, "noise": 10},
     "measurement": {"warmup": 1, "min_repeats": 25, "max_repeats": 25},
-    "sampler": {"name": "grid"}, "budget": {"trials": 4}}
+    "sampler": {"name": "grid"},
+    "budget": {"trials": 4},
+}
 
 
 def tuner(*args: str, cwd: Path, env: dict[str, str] = ENV) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=400, env=env)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, timeout=400, env=env
+    )
 
 
 def flat(text: str) -> str:
@@ -108,8 +117,9 @@ def test_check_fails_when_the_workload_was_made_slower(config: Path) -> None:
 
 @pytest.mark.slow
 def test_noisy_check_passes_the_same_build(config: Path) -> None:
-    done = tuner("check", str(config), cwd=config.parent,
-                 env={**ENV, LATENCY_CV_ENV: "0.3", NOISE_SEED_ENV: NOISE_SEED})
+    done = tuner(
+        "check", str(config), cwd=config.parent, env={**ENV, LATENCY_CV_ENV: "0.3", NOISE_SEED_ENV: NOISE_SEED}
+    )
     assert done.returncode == 0, done.stdout + done.stderr
     assert "check passed" in flat(done.stdout)
 
@@ -129,9 +139,14 @@ def test_check_refuses_a_file_that_is_not_a_config(tmp_path: Path) -> None:
 
 
 def _run(psnr: float | None) -> TrialResult:
-    metrics = {"latency_p50_s": Metric("latency_p50_s", 0.02, "s", "minimize"),
-               "psnr_db": (Metric("psnr_db", psnr, "dB", "maximize") if psnr is not None else
-                           Metric.unavailable("psnr_db", "dB", "maximize", "output shapes differ"))}
+    metrics = {
+        "latency_p50_s": Metric("latency_p50_s", 0.02, "s", "minimize"),
+        "psnr_db": (
+            Metric("psnr_db", psnr, "dB", "maximize")
+            if psnr is not None
+            else Metric.unavailable("psnr_db", "dB", "maximize", "output shapes differ")
+        ),
+    }
     return TrialResult(outcome=Outcome.OK, metrics=metrics)
 
 

@@ -20,8 +20,9 @@ ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""}
 
 
 def tuner(*args: str, cwd: Path, timeout: float = 400) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=ENV
+    )
 
 
 def load(cwd: Path, name: str) -> optuna.Study:
@@ -47,8 +48,11 @@ def test_policy_export_round_trips_and_carries_what_production_needs(study_dir: 
     done = tuner("export", "e", "--policy", policy, "-o", str(out), cwd=study_dir)
     assert done.returncode == 0, done.stderr
     study = load(study_dir, "e")
-    allowed = [t for t in study.trials if is_measured_feasible(t) and metric(t, "psnr_db") >= 30
-               and metric(t, "latency_cv") <= 0.5]
+    allowed = [
+        t
+        for t in study.trials
+        if is_measured_feasible(t) and metric(t, "psnr_db") >= 30 and metric(t, "latency_cv") <= 0.5
+    ]
     expected = min(allowed, key=lambda t: (metric(t, "latency_p50_s"), t.number))
 
     text = out.read_text()
@@ -68,7 +72,8 @@ def test_policy_export_round_trips_and_carries_what_production_needs(study_dir: 
     assert comparison["speed_metric"] == "latency_p50_s"
     assert comparison["speedup"] == pytest.approx(metric(baseline, "latency_p50_s") / metric(expected, "latency_p50_s"))
     assert comparison["quality_delta"]["psnr_db"]["delta"] == pytest.approx(
-        metric(expected, "psnr_db") - metric(baseline, "psnr_db"))
+        metric(expected, "psnr_db") - metric(baseline, "psnr_db")
+    )
     assert document["gpu"] == study.user_attrs["fingerprint"] and document["gpu"]["gpu_type"] == "cpu"
     provenance = document["provenance"]
     assert provenance["study"] == "e" and provenance["spec_hash"] == study.user_attrs["spec_hash"]
@@ -95,8 +100,15 @@ def test_profiles_and_knee_come_from_the_front(study_dir: Path) -> None:
     knee = tuner("export", "e", "--policy", "knee", "-o", str(study_dir / "knee.yaml"), cwd=study_dir)
     assert knee.returncode == 0, knee.stderr
     assert yaml.safe_load((study_dir / "knee.yaml").read_text())["provenance"]["trial"] == chosen["balanced"]
-    lexicographic = tuner("export", "e", "--policy", "lexicographic max psnr_db, latency_p50_s",
-                          "-o", str(study_dir / "lex.yaml"), cwd=study_dir)
+    lexicographic = tuner(
+        "export",
+        "e",
+        "--policy",
+        "lexicographic max psnr_db, latency_p50_s",
+        "-o",
+        str(study_dir / "lex.yaml"),
+        cwd=study_dir,
+    )
     assert lexicographic.returncode == 0, lexicographic.stderr
     feasible = [t for t in study.trials if is_measured_feasible(t)]
     best = min(feasible, key=lambda t: (-metric(t, "psnr_db"), metric(t, "latency_p50_s"), t.number))
@@ -105,19 +117,26 @@ def test_profiles_and_knee_come_from_the_front(study_dir: Path) -> None:
     table = tuner("front", "e", cwd=study_dir)
     assert table.returncode == 0, table.stderr
     assert f"{len(front)} on the front of" in " ".join(table.stdout.split())
-    listed = {line.lstrip("* ").split()[1] for line in table.stdout.splitlines()
-              if line.lstrip("* ").startswith("trial ")}
+    listed = {
+        line.lstrip("* ").split()[1] for line in table.stdout.splitlines() if line.lstrip("* ").startswith("trial ")
+    }
     assert {str(t.number) for t in front} <= listed, table.stdout
 
 
 @pytest.mark.slow
 def test_bad_policies_are_one_clear_line(study_dir: Path) -> None:
-    cases = {"fastest please": "is not understood", "minimize latency_p50_s subject to psnr_db >> 3": "condition",
-             "minimize latency_p50_s subject to psnr_db >= 1000": "none of the",
-             "minimize no_such_metric": "no_such_metric"}
+    cases = {
+        "fastest please": "is not understood",
+        "minimize latency_p50_s subject to psnr_db >> 3": "condition",
+        "minimize latency_p50_s subject to psnr_db >= 1000": "none of the",
+        "minimize no_such_metric": "no_such_metric",
+    }
     for policy, message in cases.items():
         done = tuner("export", "e", "--policy", policy, cwd=study_dir)
-        assert done.returncode == 2 and message in " ".join(done.stderr.split()) and "Traceback" not in done.stderr, (policy, done.stderr)
+        assert done.returncode == 2 and message in " ".join(done.stderr.split()) and "Traceback" not in done.stderr, (
+            policy,
+            done.stderr,
+        )
     both = tuner("export", "e", "--policy", "knee", "--profile", "fast", cwd=study_dir)
     assert both.returncode == 2 and "choose one of" in both.stderr
 
@@ -125,32 +144,58 @@ def test_bad_policies_are_one_clear_line(study_dir: Path) -> None:
 @pytest.mark.slow
 def test_a_study_without_a_feasible_trial_gives_a_clear_error(tmp_path: Path) -> None:
     spec = tmp_path / "never.yaml"
-    spec.write_text((SPECS / "fake_grid.yaml").read_text().replace("{metric: psnr_db, min: 15}", "{metric: psnr_db, min: 1000}")
-                    .replace("trials: 6", "trials: 3"))
+    spec.write_text(
+        (SPECS / "fake_grid.yaml")
+        .read_text()
+        .replace("{metric: psnr_db, min: 15}", "{metric: psnr_db, min: 1000}")
+        .replace("trials: 6", "trials: 3")
+    )
     assert tuner("run", str(spec), "--study-name", "never", "--no-mlflow", cwd=tmp_path).returncode == 0
     done = tuner("export", "never", "--policy", "knee", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr
-    assert "no feasible measured trial" in " ".join(done.stderr.split()) and "3 trials recorded" in " ".join(done.stderr.split()), done.stderr
+    assert "no feasible measured trial" in " ".join(done.stderr.split()) and "3 trials recorded" in " ".join(
+        done.stderr.split()
+    ), done.stderr
 
 
 @pytest.mark.slow
 def test_command_workload_export_is_exactly_the_argv_the_runner_used(tmp_path: Path) -> None:
     script = "import sys; open('answer.txt', 'w').write(' '.join(sys.argv[1:]))"
     spec = {
-        "name": "echo_command", "workload": {"timeout_s": 60, "device": "cpu", "command": {
-            "argv": [sys.executable, "-c", script, "--steps", "{steps}", {"flag": "--fast", "when": "fast"},
-                     "--label", "{label}"],
-            "outputs": {"text": "answer.txt"}}},
-        "parameters": {"steps": {"type": "int", "low": 1, "high": 4}, "fast": {"type": "bool"},
-                       "label": {"type": "categorical", "choices": ["two words", "semi;colon $(x)"]}},
+        "name": "echo_command",
+        "workload": {
+            "timeout_s": 60,
+            "device": "cpu",
+            "command": {
+                "argv": [
+                    sys.executable,
+                    "-c",
+                    script,
+                    "--steps",
+                    "{steps}",
+                    {"flag": "--fast", "when": "fast"},
+                    "--label",
+                    "{label}",
+                ],
+                "outputs": {"text": "answer.txt"},
+            },
+        },
+        "parameters": {
+            "steps": {"type": "int", "low": 1, "high": 4},
+            "fast": {"type": "bool"},
+            "label": {"type": "categorical", "choices": ["two words", "semi;colon $(x)"]},
+        },
         "objectives": [{"metric": "latency_p50_s", "direction": "minimize"}],
         "measurement": {"warmup": 0, "min_repeats": 2, "max_repeats": 2},
-        "sampler": {"name": "random"}, "budget": {"trials": 4}}
+        "sampler": {"name": "random"},
+        "budget": {"trials": 4},
+    }
     (tmp_path / "echo.yaml").write_text(yaml.safe_dump(spec))
     done = tuner("run", str(tmp_path / "echo.yaml"), "--study-name", "echo", "--no-mlflow", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
-    exported = tuner("export", "echo", "--policy", "minimize latency_p50_s", "-o", str(tmp_path / "echo_out.yaml"),
-                     cwd=tmp_path)
+    exported = tuner(
+        "export", "echo", "--policy", "minimize latency_p50_s", "-o", str(tmp_path / "echo_out.yaml"), cwd=tmp_path
+    )
     assert exported.returncode == 0, exported.stderr
     document = load_config(tmp_path / "echo_out.yaml").to_document()
     trial = load(tmp_path, "echo").trials[document["provenance"]["trial"]]

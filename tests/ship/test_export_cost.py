@@ -24,21 +24,40 @@ HOUR = 3600.0
 def _cost(device_s: float, devices: int = 2) -> dict[str, Any]:
     """A stored ``cost`` attribute: ``device_s`` split over the phases as a worker would report them."""
     phases = {"startup": 0.4, "warmup": 0.1, "measured": 0.4, "evaluation": 0.05, "finish": 0.05, "unattributed": 0.0}
-    return {"device_s": device_s, "wall_s": device_s / devices, "devices": devices,
-            "phases_device_s": {k: v * device_s for k, v in phases.items()}}
+    return {
+        "device_s": device_s,
+        "wall_s": device_s / devices,
+        "devices": devices,
+        "phases_device_s": {k: v * device_s for k, v in phases.items()},
+    }
 
 
 def _metrics(latency: float, psnr: float) -> dict[str, Any]:
-    return {"latency_p50_s": {"value": latency, "unit": "s", "direction": "minimize"},
-            "psnr_db": {"value": psnr, "unit": "dB", "direction": "maximize"}}
+    return {
+        "latency_p50_s": {"value": latency, "unit": "s", "direction": "minimize"},
+        "psnr_db": {"value": psnr, "unit": "dB", "direction": "maximize"},
+    }
 
 
-def _add(study: optuna.Study, outcome: str, values: tuple[float, float], role: str = "search",
-         cost: dict[str, Any] | None = None, **attrs: Any) -> None:
+def _add(
+    study: optuna.Study,
+    outcome: str,
+    values: tuple[float, float],
+    role: str = "search",
+    cost: dict[str, Any] | None = None,
+    **attrs: Any,
+) -> None:
     trial = study.ask()
     trial.set_constraint("outcome", 0.0 if outcome == "OK" else 1.0)
-    for key, value in {"role": role, "outcome": outcome, "metrics": _metrics(*values), "slot": "gpu:0,1",
-                       "measured": cost is not None, **({"cost": cost} if cost else {}), **attrs}.items():
+    for key, value in {
+        "role": role,
+        "outcome": outcome,
+        "metrics": _metrics(*values),
+        "slot": "gpu:0,1",
+        "measured": cost is not None,
+        **({"cost": cost} if cost else {}),
+        **attrs,
+    }.items():
         trial.set_user_attr(key, value)
     study.tell(trial, list(values))
 
@@ -49,10 +68,10 @@ def gpu_study() -> optuna.Study:
     study.set_user_attr("objectives", NAMES)
     study.set_user_attr("device", "cuda")
     study.set_user_attr("budget_device_hours", 2.0)
-    _add(study, "OK", (2.0, 30.0), role="baseline", cost=_cost(720.0))        # trial 0: 0.2 GPU-h
-    _add(study, "OK", (1.0, 29.0), cost=_cost(360.0))                         # trial 1: 0.1 GPU-h, the fastest
+    _add(study, "OK", (2.0, 30.0), role="baseline", cost=_cost(720.0))  # trial 0: 0.2 GPU-h
+    _add(study, "OK", (1.0, 29.0), cost=_cost(360.0))  # trial 1: 0.1 GPU-h, the fastest
     _add(study, "OOM", (1e9, 0.0), cost=_cost(180.0), placeholder_values=True)  # trial 2: wasted
-    _add(study, "OK", (1.0, 29.0), duplicate_of=1)                            # trial 3: a copy of 1
+    _add(study, "OK", (1.0, 29.0), duplicate_of=1)  # trial 3: a copy of 1
     _add(study, "SKIPPED_PREDICTED_OOM", (1e9, 0.0), placeholder_values=True)  # trial 4: never ran
     return study
 
@@ -88,7 +107,9 @@ def test_a_malformed_cost_block_is_refused_naming_the_key(gpu_study: optuna.Stud
     document["provenance"]["cost"]["used_device_h"] = "a lot"
     with pytest.raises(ConfigError, match=r"provenance\.cost\.used_device_h"):
         validate_config(document, "bad.yaml")
-    document["provenance"]["cost"] = {**build_config(gpu_study, choose(gpu_study).record,
-                                                     "sqlite:///x.db")["provenance"]["cost"], "extra": 1}
+    document["provenance"]["cost"] = {
+        **build_config(gpu_study, choose(gpu_study).record, "sqlite:///x.db")["provenance"]["cost"],
+        "extra": 1,
+    }
     with pytest.raises(ConfigError, match=r"provenance\.cost\.extra"):
         validate_config(document, "bad.yaml")

@@ -22,36 +22,58 @@ from tuner.front.choice import front_of
 from tuner.ship.export import choose
 from tuner.spec.loading import parse_spec
 from tuner.storage.records import TrialRecord, record_feasible
-from tuner.tracking.views import CHOSEN_TAG, chosen_view
 from tuner.tracking.run_info import StudyRunInfo
+from tuner.tracking.views import CHOSEN_TAG, chosen_view
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""}
-DEMO = "".join(line for line in (ROOT / "search_spaces" / "avatar_demo.yaml").read_text().splitlines(keepends=True)
-               if not line.startswith("export:"))  # the demo without its own rule: each test gives one
+DEMO = "".join(
+    line
+    for line in (ROOT / "search_spaces" / "avatar_demo.yaml").read_text().splitlines(keepends=True)
+    if not line.startswith("export:")
+)  # the demo without its own rule: each test gives one
 
 
 def with_export(block: str) -> str:
     return DEMO + block + "\n"
 
 
-@pytest.mark.parametrize("block, problem", [
-    ('export: {policy: "minimize latency_p50_s subject to stlpips_alex <= -0.1"}',
-     "export.policy: stlpips_alex <= -0.1 is impossible: stlpips_alex lies in [0, inf)"),
-    ('export: {policy: "minimize latency_p50_s subject to ssim >= 1.5"}', "export.policy: ssim >= 1.5 is impossible"),
-    ('export: {policy: "minimize latency_p50_s subject to psnr_db >= 30 and psnr_db < 20"}',
-     "psnr_db >= 30 and psnr_db < 20 exclude each other"),
-    ('export: {policy: "minimize latency_p50_s subject to sharpness <= 1"}', "export.policy: unknown metric 'sharpness'"),
-    ('export: {policy: "minimize nosuch_s"}', "export.policy: unknown metric 'nosuch_s'"),
-    ('export: {policy: "fastest please"}', "export: policy 'fastest please' is not understood"),
-    ("export: {policy: knee, profile: fast}", "export: give policy or profile, not both"),
-    ("export: {profile: speedy}", "export.profile: Input should be 'fast', 'balanced' or 'quality'"),
-])
+@pytest.mark.parametrize(
+    "block, problem",
+    [
+        (
+            'export: {policy: "minimize latency_p50_s subject to stlpips_alex <= -0.1"}',
+            "export.policy: stlpips_alex <= -0.1 is impossible: stlpips_alex lies in [0, inf)",
+        ),
+        (
+            'export: {policy: "minimize latency_p50_s subject to ssim >= 1.5"}',
+            "export.policy: ssim >= 1.5 is impossible",
+        ),
+        (
+            'export: {policy: "minimize latency_p50_s subject to psnr_db >= 30 and psnr_db < 20"}',
+            "psnr_db >= 30 and psnr_db < 20 exclude each other",
+        ),
+        (
+            'export: {policy: "minimize latency_p50_s subject to sharpness <= 1"}',
+            "export.policy: unknown metric 'sharpness'",
+        ),
+        ('export: {policy: "minimize nosuch_s"}', "export.policy: unknown metric 'nosuch_s'"),
+        ('export: {policy: "fastest please"}', "export: policy 'fastest please' is not understood"),
+        ("export: {policy: knee, profile: fast}", "export: give policy or profile, not both"),
+        ("export: {profile: speedy}", "export.profile: Input should be 'fast', 'balanced' or 'quality'"),
+    ],
+)
 def test_a_wrong_export_rule_is_one_line_naming_file_line_and_key(block: str, problem: str, tmp_path: Path) -> None:
     spec = tmp_path / "ruled.yaml"
     spec.write_text(with_export(block))
-    done = subprocess.run([sys.executable, "-m", "tuner", "validate", str(spec), "--spec-only"], cwd=tmp_path,
-                          capture_output=True, text=True, timeout=120, env=ENV)
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "validate", str(spec), "--spec-only"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+    )
     assert done.returncode == 2, done.stdout
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith(f"error: {spec}:{DEMO.count(chr(10)) + 1}:"), done.stderr
@@ -61,17 +83,25 @@ def test_a_wrong_export_rule_is_one_line_naming_file_line_and_key(block: str, pr
 def test_a_policy_metric_is_computed_for_every_trial_and_the_rule_names_its_source() -> None:
     spec = parse_spec(with_export('export: {policy: "minimize latency_p50_s subject to lpips_alex <= 0.05"}'))
     assert "lpips_alex" in spec.used_metrics, "a quality metric only the policy names is still computed"
-    assert spec.export_rule.describe() == \
-        "minimize latency_p50_s subject to lpips_alex <= 0.05 (the spec's export rule)"
+    assert (
+        spec.export_rule.describe() == "minimize latency_p50_s subject to lpips_alex <= 0.05 (the spec's export rule)"
+    )
     assert parse_spec(DEMO).export_rule.describe().startswith("knee (default")
 
 
 def _trial(study: optuna.Study, latency: float, distance: float, role: str = "search") -> None:
-    metrics = {"latency_p50_s": {"value": latency, "unit": "s", "direction": "minimize"},
-               "stlpips_alex": {"value": distance, "unit": "1", "direction": "minimize"}}
-    study.add_trial(optuna.trial.create_trial(
-        params={}, distributions={}, values=[latency, distance],
-        user_attrs={"measured": True, "outcome": "OK", "role": role, "metrics": metrics}))
+    metrics = {
+        "latency_p50_s": {"value": latency, "unit": "s", "direction": "minimize"},
+        "stlpips_alex": {"value": distance, "unit": "1", "direction": "minimize"},
+    }
+    study.add_trial(
+        optuna.trial.create_trial(
+            params={},
+            distributions={},
+            values=[latency, distance],
+            user_attrs={"measured": True, "outcome": "OK", "role": role, "metrics": metrics},
+        )
+    )
 
 
 def test_without_a_rule_the_export_is_the_knee_never_an_end_of_the_front() -> None:
@@ -92,36 +122,64 @@ def test_the_mlflow_study_run_marks_the_trial_the_rule_chooses() -> None:
     for latency, distance in [(8.0, 0.0), (0.05, 0.20), (0.5, 0.012), (1.0, 0.009), (3.0, 0.004)]:
         _trial(study, latency, distance)
     records = [TrialRecord.from_trial(t) for t in study.trials]
-    info = StudyRunInfo("s", "avatar_demo @ cpu", {}, {}, ("latency_p50_s", "stlpips_alex"),
-                        ("minimize", "minimize"), export_rule=spec.export_rule)
-    assert chosen_view(records, info) == (3, "trial 3 by minimize latency_p50_s subject to stlpips_alex <= 0.01 "
-                                             "(the spec's export rule)")
-    strict = StudyRunInfo("s", "e", {}, {}, info.objective_names, info.directions,
-                          export_rule=parse_spec(with_export(
-                              'export: {policy: "minimize latency_p50_s subject to stlpips_alex < 0.0001"}'))
-                          .export_rule)
+    info = StudyRunInfo(
+        "s",
+        "avatar_demo @ cpu",
+        {},
+        {},
+        ("latency_p50_s", "stlpips_alex"),
+        ("minimize", "minimize"),
+        export_rule=spec.export_rule,
+    )
+    assert chosen_view(records, info) == (
+        3,
+        "trial 3 by minimize latency_p50_s subject to stlpips_alex <= 0.01 (the spec's export rule)",
+    )
+    strict = StudyRunInfo(
+        "s",
+        "e",
+        {},
+        {},
+        info.objective_names,
+        info.directions,
+        export_rule=parse_spec(
+            with_export('export: {policy: "minimize latency_p50_s subject to stlpips_alex < 0.0001"}')
+        ).export_rule,
+    )
     number, tag = chosen_view(records, strict)
     assert number == 0 and tag.startswith("trial 0 by"), "the reference (distance 0) satisfies any bound"
     assert CHOSEN_TAG == "tuner.chosen"
 
 
 SPEC: dict[str, Any] = {
-    "name": "ruled", "description": "Speed against quality: the fastest setting is the noisiest (SIMULATED).",
+    "name": "ruled",
+    "description": "Speed against quality: the fastest setting is the noisiest (SIMULATED).",
     "workload": {"class": "tuner.workloads.fake:FakeWorkload", "timeout_s": 60, "device": "cpu"},
     "inputs": {"note": "simulated"},
     "parameters": {"q": {"type": "categorical", "choices": [0, 1, 2, 3, 4]}},
     "derived": {"sleep_s": "0.01 + 0.03 * q", "noise": "48 - 12 * q"},
-    "objectives": [{"metric": "latency_p50_s", "direction": "minimize"},
-                   {"metric": "psnr_db", "direction": "maximize"}],
-    "reference": {"q": 4}, "baseline": {"q": 2},
+    "objectives": [
+        {"metric": "latency_p50_s", "direction": "minimize"},
+        {"metric": "psnr_db", "direction": "maximize"},
+    ],
+    "reference": {"q": 4},
+    "baseline": {"q": 2},
     "measurement": {"warmup": 0, "min_repeats": 3, "max_repeats": 3},
-    "sampler": {"name": "grid"}, "budget": {"trials": 5},
-    "export": {"policy": "minimize latency_p50_s subject to ssim >= 0.7"}}
+    "sampler": {"name": "grid"},
+    "budget": {"trials": 5},
+    "export": {"policy": "minimize latency_p50_s subject to ssim >= 0.7"},
+}
 
 
 def tuner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env={**ENV, "COLUMNS": "80"})
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        env={**ENV, "COLUMNS": "80"},
+    )
 
 
 @pytest.mark.slow

@@ -40,8 +40,13 @@ ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "docs" / "examples" / "run_exported.py"
 AVATAR_WEIGHTS = ROOT / "tuner" / "workloads" / "avatar_dit" / "weights" / "avatar_dit.pt"
 SECRET = "hunter2-token-value"
-STUDY_ENV = {"MY_API_TOKEN": SECRET, "MY_MODEL_HOME": "/models/cache", "OMP_NUM_THREADS": "1",
-             "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""}
+STUDY_ENV = {
+    "MY_API_TOKEN": SECRET,
+    "MY_MODEL_HOME": "/models/cache",
+    "OMP_NUM_THREADS": "1",
+    "MLFLOW_TRACKING_URI": "",
+    "TUNER_STORAGE": "",
+}
 
 TINY_MODEL = '''
 """A tiny deterministic model for the python adapter: frames from its weights file, the seed and the steps."""
@@ -73,8 +78,9 @@ def make_tiny_model(**kwargs):
 
 
 def tuner(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env=env)
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=env
+    )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
@@ -98,8 +104,14 @@ def export_and_run(home: Path, env: dict[str, str], *choice: str) -> tuple[dict[
     document = yaml.safe_load(config.read_text())
     output = home / f"{config.stem}.npz"
     threads = document["env"]["OMP_NUM_THREADS"]
-    done = subprocess.run([sys.executable, str(SCRIPT), str(config), str(output)], cwd=home, capture_output=True,
-                          text=True, timeout=300, env={**env, "OMP_NUM_THREADS": threads})
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(config), str(output)],
+        cwd=home,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env={**env, "OMP_NUM_THREADS": threads},
+    )
     assert done.returncode == 0, done.stderr[-3000:]
     return document, saved_arrays(output)
 
@@ -142,8 +154,12 @@ def git_facts(directory: Path) -> tuple[str | None, bool | None]:
     head = subprocess.run(["git", "-C", str(directory), "rev-parse", "HEAD"], capture_output=True, text=True)
     if head.returncode != 0:
         return None, None
-    status = subprocess.run(["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
-                            capture_output=True, text=True, check=True)
+    status = subprocess.run(
+        ["git", "-C", str(directory), "status", "--porcelain", "--untracked-files=no"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     return head.stdout.strip(), bool(status.stdout.strip())
 
 
@@ -204,18 +220,33 @@ def tiny(tmp_path_factory: pytest.TempPathFactory) -> tuple[optuna.Study, Path, 
     (models / "tiny_model.py").write_text(TINY_MODEL)
     weights = home / "tiny_weights.bin"
     weights.write_bytes(np.random.default_rng(7).integers(0, 128, 16 * 16 * 3, dtype=np.uint8).tobytes())
-    spec = {"name": "tiny_python",
-            "workload": {"timeout_s": 120, "device": "cpu",
-                         "python": {"factory": "tiny_model:make_tiny_model",
-                                    "kwargs": {"weights": str(weights), "seed": 3}, "reload_on": ["gain"]}},
-            "inputs": {"frames": 6},
-            "parameters": {"steps": {"type": "int", "low": 1, "high": 4},
-                           "gain": {"type": "categorical", "choices": [1, 2]}},
-            "objectives": [{"metric": "latency_p50_s", "direction": "minimize"},
-                           {"metric": "psnr_db", "direction": "maximize"}],
-            "reference": {"steps": 4, "gain": 1}, "baseline": {"steps": 2, "gain": 1},
-            "measurement": {"warmup": 0, "min_repeats": 1, "max_repeats": 2},
-            "budget": {"trials": 4}, "sampler": {"name": "random"}, "seed": 0}
+    spec = {
+        "name": "tiny_python",
+        "workload": {
+            "timeout_s": 120,
+            "device": "cpu",
+            "python": {
+                "factory": "tiny_model:make_tiny_model",
+                "kwargs": {"weights": str(weights), "seed": 3},
+                "reload_on": ["gain"],
+            },
+        },
+        "inputs": {"frames": 6},
+        "parameters": {
+            "steps": {"type": "int", "low": 1, "high": 4},
+            "gain": {"type": "categorical", "choices": [1, 2]},
+        },
+        "objectives": [
+            {"metric": "latency_p50_s", "direction": "minimize"},
+            {"metric": "psnr_db", "direction": "maximize"},
+        ],
+        "reference": {"steps": 4, "gain": 1},
+        "baseline": {"steps": 2, "gain": 1},
+        "measurement": {"warmup": 0, "min_repeats": 1, "max_repeats": 2},
+        "budget": {"trials": 4},
+        "sampler": {"name": "random"},
+        "seed": 0,
+    }
     path = [str(models), *filter(None, [os.environ.get("PYTHONPATH")])]
     env = study_env(PYTHONPATH=os.pathsep.join(path), GIT_CEILING_DIRECTORIES=str(home.parent))
     return run_study(spec, home, env), home, env
@@ -239,7 +270,8 @@ def test_the_avatar_demos_export_runs_from_the_yaml_alone(avatar: tuple[optuna.S
 
 @pytest.mark.slow
 def test_the_avatar_demos_export_names_commit_packages_runtime_weights_and_env(
-        avatar: tuple[optuna.Study, Path, dict[str, str]]) -> None:
+    avatar: tuple[optuna.Study, Path, dict[str, str]],
+) -> None:
     study, home, env = avatar
     config = home / "provenance.yaml"
     tuner("export", "s", "-o", str(config), cwd=home, env=env)
@@ -278,7 +310,8 @@ def test_a_python_adapter_export_runs_from_the_yaml_alone(tiny: tuple[optuna.Stu
 
 @pytest.mark.slow
 def test_a_python_adapter_export_names_weights_and_a_missing_commit(
-        tiny: tuple[optuna.Study, Path, dict[str, str]]) -> None:
+    tiny: tuple[optuna.Study, Path, dict[str, str]],
+) -> None:
     study, home, env = tiny
     config = home / "provenance.yaml"
     tuner("export", "s", "-o", str(config), cwd=home, env=env)
@@ -290,8 +323,13 @@ def test_a_python_adapter_export_names_weights_and_a_missing_commit(
     assert provenance["runtime"]["unavailable"]["git"] == git["reason"]
     assert "tiny_model" not in provenance["packages"], "a module no distribution provides has no version"
     weights = home / "tiny_weights.bin"
-    assert provenance["weights"] == {"tiny": {"path": str(weights.resolve()), "bytes": weights.stat().st_size,
-                                              "sha256": hashlib.sha256(weights.read_bytes()).hexdigest()}}
+    assert provenance["weights"] == {
+        "tiny": {
+            "path": str(weights.resolve()),
+            "bytes": weights.stat().st_size,
+            "sha256": hashlib.sha256(weights.read_bytes()).hexdigest(),
+        }
+    }
 
 
 def _copy_without(study: optuna.Study, study_keys: tuple[str, ...], trial_keys: tuple[str, ...]) -> optuna.Study:
@@ -301,10 +339,16 @@ def _copy_without(study: optuna.Study, study_keys: tuple[str, ...], trial_keys: 
         if key not in study_keys:
             old.set_user_attr(key, value)
     for trial in study.get_trials(deepcopy=True):
-        old.add_trial(optuna.trial.create_trial(
-            state=trial.state, values=trial.values, params=trial.params, distributions=trial.distributions,
-            user_attrs={k: v for k, v in trial.user_attrs.items() if k not in trial_keys},
-            system_attrs=trial.system_attrs))
+        old.add_trial(
+            optuna.trial.create_trial(
+                state=trial.state,
+                values=trial.values,
+                params=trial.params,
+                distributions=trial.distributions,
+                user_attrs={k: v for k, v in trial.user_attrs.items() if k not in trial_keys},
+                system_attrs=trial.system_attrs,
+            )
+        )
     return old
 
 
@@ -324,6 +368,12 @@ def test_older_studies_export_with_what_they_recorded(tiny: tuple[optuna.Study, 
     nothing = _copy_without(study, ("provenance",), ("env", "runtime", "invocation"))
     document = build_config(nothing, record, "sqlite:///old.db")
     provenance = document["provenance"]
-    assert (provenance["source"], provenance["git"], provenance["packages"], provenance["runtime"],
-            provenance["weights"], document["env"]) == (None, None, {}, None, {}, None)
+    assert (
+        provenance["source"],
+        provenance["git"],
+        provenance["packages"],
+        provenance["runtime"],
+        provenance["weights"],
+        document["env"],
+    ) == (None, None, {}, None, {}, None)
     assert document["invocation"]["device"] == study.user_attrs["device"], "the study's device when none recorded"

@@ -27,18 +27,25 @@ ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": ""}
 ENV.pop("TUNER_FAKE_LATENCY_CV", None)
 ENV.pop("TUNER_FAKE_EXTRA_SLEEP_S", None)
 SPEC: dict[str, Any] = {
-    "name": "fake_noisy", "description": "Noisy and stable FakeWorkload settings at equal latency.",
+    "name": "fake_noisy",
+    "description": "Noisy and stable FakeWorkload settings at equal latency.",
     "workload": {"class": "tuner.workloads.fake:FakeWorkload", "timeout_s": 60, "device": "cpu"},
     "inputs": {"note": "simulated"},
-    "parameters": {"sleep_s": {"type": "categorical", "choices": [0.04]},
-                   "jitter_cv": {"type": "categorical", "choices": [0.0, 0.3]},
-                   "replica": {"type": "categorical", "choices": [1, 2, 3]}},
-    "objectives": [{"metric": "latency_p50_s", "direction": "minimize"},
-                   {"metric": "psnr_db", "direction": "maximize"}],
+    "parameters": {
+        "sleep_s": {"type": "categorical", "choices": [0.04]},
+        "jitter_cv": {"type": "categorical", "choices": [0.0, 0.3]},
+        "replica": {"type": "categorical", "choices": [1, 2, 3]},
+    },
+    "objectives": [
+        {"metric": "latency_p50_s", "direction": "minimize"},
+        {"metric": "psnr_db", "direction": "maximize"},
+    ],
     "reference": {"sleep_s": 0.04, "jitter_cv": 0.0, "replica": 1},
     "baseline": {"sleep_s": 0.04, "jitter_cv": 0.3, "replica": 1},
     "measurement": {"warmup": 1, "min_repeats": 10, "max_repeats": 10},
-    "sampler": {"name": "grid"}, "budget": {"trials": 6}}
+    "sampler": {"name": "grid"},
+    "budget": {"trials": 6},
+}
 SELECTIONS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {  # CLI options, the keys the selection ranks on
     "default": ([], [("latency_p50_s", "minimize"), ("psnr_db", "maximize")]),  # the knee
     "policy": (["--policy", "minimize latency_p50_s"], [("latency_p50_s", "minimize")]),
@@ -48,8 +55,9 @@ SELECTIONS: dict[str, tuple[list[str], list[tuple[str, str]]]] = {  # CLI option
 
 
 def tuner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=400, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, timeout=400, env=ENV
+    )
 
 
 def flat(text: str) -> str:

@@ -11,34 +11,59 @@ from typing import Any
 import optuna
 import pytest
 
+from tuner.front.choice import parse_policy, prefer_stable, select, within_spread
 from tuner.front.report import front_table
 from tuner.ship.config_schema import validate_config
 from tuner.ship.export import build_config, choose, noise_warnings
-from tuner.front.choice import parse_policy, prefer_stable, select, within_spread
 from tuner.storage.records import NOISY_CV, TrialRecord
 
 DIRECTIONS = ["minimize", "maximize"]
 NAMES = ["latency_p50_s", "psnr_db"]
 
 
-def metrics(latency: float, psnr: float, cv: float | None, repeats: int = 10,
-            flagged: bool | None = None) -> dict[str, Any]:
+def metrics(
+    latency: float, psnr: float, cv: float | None, repeats: int = 10, flagged: bool | None = None
+) -> dict[str, Any]:
     noisy_flag = flagged if flagged is not None else (cv is not None and cv > 0.1)
-    return {"latency_p50_s": {"value": latency, "unit": "s", "direction": "minimize"},
-            "psnr_db": {"value": psnr, "unit": "dB", "direction": "maximize"},
-            "latency_cv": ({"value": cv, "unit": "1", "direction": "minimize"} if cv is not None else
-                           {"value": None, "unit": "1", "direction": "minimize", "reason": "needs at least two repeats"}),
-            "latency_noisy": {"value": (1.0 if noisy_flag else 0.0) if cv is not None else None, "unit": "1",
-                              "direction": "minimize"},
-            "repeats": {"value": float(repeats), "unit": "count", "direction": "maximize"}}
+    return {
+        "latency_p50_s": {"value": latency, "unit": "s", "direction": "minimize"},
+        "psnr_db": {"value": psnr, "unit": "dB", "direction": "maximize"},
+        "latency_cv": (
+            {"value": cv, "unit": "1", "direction": "minimize"}
+            if cv is not None
+            else {"value": None, "unit": "1", "direction": "minimize", "reason": "needs at least two repeats"}
+        ),
+        "latency_noisy": {
+            "value": (1.0 if noisy_flag else 0.0) if cv is not None else None,
+            "unit": "1",
+            "direction": "minimize",
+        },
+        "repeats": {"value": float(repeats), "unit": "count", "direction": "maximize"},
+    }
 
 
-def record(number: int, latency: float, psnr: float, cv: float | None, role: str = "search",
-           flagged: bool | None = None) -> TrialRecord:
-    return TrialRecord(number=number, state="COMPLETE", role=role, outcome="OK", reason=None, params={"n": number},
-                       derived={}, values=(latency, psnr), constraints={}, metrics=metrics(latency, psnr, cv, flagged=flagged),
-                       placeholder=False, duplicate_of=None, slot="cpu:0", wall_time_s=1.0, eval_time_s=0.1,
-                       datetime_start=None, datetime_complete=None)
+def record(
+    number: int, latency: float, psnr: float, cv: float | None, role: str = "search", flagged: bool | None = None
+) -> TrialRecord:
+    return TrialRecord(
+        number=number,
+        state="COMPLETE",
+        role=role,
+        outcome="OK",
+        reason=None,
+        params={"n": number},
+        derived={},
+        values=(latency, psnr),
+        constraints={},
+        metrics=metrics(latency, psnr, cv, flagged=flagged),
+        placeholder=False,
+        duplicate_of=None,
+        slot="cpu:0",
+        wall_time_s=1.0,
+        eval_time_s=0.1,
+        datetime_start=None,
+        datetime_complete=None,
+    )
 
 
 def test_one_definition_of_noisy() -> None:
@@ -87,24 +112,36 @@ def _stored(trials: list[TrialRecord]) -> optuna.Study:
     return study
 
 
-@pytest.mark.parametrize("how", [{}, {"policy": "minimize latency_p50_s"}, {"policy": "knee"}, {"profile": "fast"},
-                                 {"policy": "lexicographic latency_p50_s, psnr_db"}, {"profile": "balanced"}])
+@pytest.mark.parametrize(
+    "how",
+    [
+        {},
+        {"policy": "minimize latency_p50_s"},
+        {"policy": "knee"},
+        {"profile": "fast"},
+        {"policy": "lexicographic latency_p50_s, psnr_db"},
+        {"profile": "balanced"},
+    ],
+)
 def test_export_never_ships_a_noisy_trial_over_a_stable_one_at_equal_latency(how: dict[str, str]) -> None:
     # trial 0: the baseline; trial 1: noisy (CV 0.21) and a hair faster; trial 2: stable at equal latency.
-    study = _stored([record(0, 2.0, 25.0, 0.02, role="baseline"), record(1, 0.99, 30.0, 0.21),
-                     record(2, 1.0, 30.0, 0.02)])
+    study = _stored(
+        [record(0, 2.0, 25.0, 0.02, role="baseline"), record(1, 0.99, 30.0, 0.21), record(2, 1.0, 30.0, 0.02)]
+    )
     choice = choose(study, **how)
     assert choice.record.number == 2 and choice.replaced is not None and choice.replaced.number == 1, how
-    document = build_config(study, choice.record, "sqlite:///x.db", choice.policy, choice.profile,
-                            replaced_noisy=choice.replaced.number)
+    document = build_config(
+        study, choice.record, "sqlite:///x.db", choice.policy, choice.profile, replaced_noisy=choice.replaced.number
+    )
     assert document["selection"]["replaced_noisy_trial"] == 1 and document["warnings"] == []
     assert document["spread"]["noisy"] is False and document["baseline"]["spread"]["noisy"] is False
     assert validate_config(document).to_document() == document
 
 
 def test_shipping_a_noisy_trial_or_a_noisy_baseline_warns_in_the_document() -> None:
-    study = _stored([record(0, 2.0, 25.0, 0.3, role="baseline"), record(1, 1.0, 30.0, 0.21),
-                     record(2, 1.5, 30.0, 0.02)])
+    study = _stored(
+        [record(0, 2.0, 25.0, 0.3, role="baseline"), record(1, 1.0, 30.0, 0.21), record(2, 1.5, 30.0, 0.02)]
+    )
     choice = choose(study, policy="minimize latency_p50_s")
     assert choice.record.number == 1 and choice.replaced is None, "the stable trial is 50 % slower: beyond the spread"
     document = build_config(study, choice.record, "sqlite:///x.db", choice.policy)

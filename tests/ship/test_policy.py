@@ -11,26 +11,53 @@ from tuner.storage.records import TrialRecord
 
 
 def record(number: int, latency: float, quality: float, vram: float | None = None, role: str = "search") -> TrialRecord:
-    metrics: dict[str, Any] = {"latency_p50_s": {"value": latency, "unit": "s", "direction": "minimize"},
-                               "psnr_db": {"value": quality, "unit": "dB", "direction": "maximize"},
-                               "peak_vram_gb": {"value": vram, "unit": "GB", "direction": "minimize",
-                                                **({} if vram is not None else {"reason": "no GPU"})}}
-    return TrialRecord(number=number, state="COMPLETE", role=role, outcome="OK", reason=None, params={"n": number},
-                       derived={}, values=(latency, quality), constraints={}, metrics=metrics, placeholder=False,
-                       duplicate_of=None, slot="cpu:0", wall_time_s=1.0, eval_time_s=0.1,
-                       datetime_start=None, datetime_complete=None)
+    metrics: dict[str, Any] = {
+        "latency_p50_s": {"value": latency, "unit": "s", "direction": "minimize"},
+        "psnr_db": {"value": quality, "unit": "dB", "direction": "maximize"},
+        "peak_vram_gb": {
+            "value": vram,
+            "unit": "GB",
+            "direction": "minimize",
+            **({} if vram is not None else {"reason": "no GPU"}),
+        },
+    }
+    return TrialRecord(
+        number=number,
+        state="COMPLETE",
+        role=role,
+        outcome="OK",
+        reason=None,
+        params={"n": number},
+        derived={},
+        values=(latency, quality),
+        constraints={},
+        metrics=metrics,
+        placeholder=False,
+        duplicate_of=None,
+        slot="cpu:0",
+        wall_time_s=1.0,
+        eval_time_s=0.1,
+        datetime_start=None,
+        datetime_complete=None,
+    )
 
 
 DIRECTIONS = ["minimize", "maximize"]
 # front: 0 (fast, poor), 1 (knee), 2 (slow, best); 3 is dominated by 1
-TRIALS = [record(0, 1.0, 20.0, 10.0), record(1, 2.0, 38.0, 30.0), record(2, 6.0, 40.0, 50.0), record(3, 3.0, 30.0, 20.0)]
+TRIALS = [
+    record(0, 1.0, 20.0, 10.0),
+    record(1, 2.0, 38.0, 30.0),
+    record(2, 6.0, 40.0, 50.0),
+    record(3, 3.0, 30.0, 20.0),
+]
 
 
 def test_optimize_subject_to_conditions() -> None:
     assert select(parse_policy("minimize latency_p50_s"), TRIALS, DIRECTIONS).number == 0
     assert select(parse_policy("minimize latency_p50_s subject to psnr_db >= 35"), TRIALS, DIRECTIONS).number == 1
-    chosen = select(parse_policy("Maximize psnr_db subject to peak_vram_gb <= 40 and latency_p50_s < 5"),
-                    TRIALS, DIRECTIONS)
+    chosen = select(
+        parse_policy("Maximize psnr_db subject to peak_vram_gb <= 40 and latency_p50_s < 5"), TRIALS, DIRECTIONS
+    )
     assert chosen.number == 1
     off_front = select(parse_policy("minimize peak_vram_gb subject to psnr_db > 25"), TRIALS, DIRECTIONS)
     assert off_front.number == 3, "a policy may pick a trial off the objective front"
@@ -49,10 +76,16 @@ def test_profiles_from_the_front() -> None:
     assert picks == {"fast": 0, "balanced": 1, "quality": 2}
 
 
-@pytest.mark.parametrize("text, problem", [
-    ("", "empty"), ("fastest", "not understood"), ("minimize latency_p50_s subject to psnr_db ~ 3", "condition"),
-    ("lexicographic", "at least one"), ("lexicographic up psnr_db", "not 'METRIC'"),
-])
+@pytest.mark.parametrize(
+    "text, problem",
+    [
+        ("", "empty"),
+        ("fastest", "not understood"),
+        ("minimize latency_p50_s subject to psnr_db ~ 3", "condition"),
+        ("lexicographic", "at least one"),
+        ("lexicographic up psnr_db", "not 'METRIC'"),
+    ],
+)
 def test_policy_syntax_errors_name_the_problem(text: str, problem: str) -> None:
     with pytest.raises(PolicyError, match=problem):
         parse_policy(text)

@@ -9,24 +9,28 @@ import pytest
 import yaml
 
 from tuner.runner.base import Slot
-from tuner.testing.inline_runner import InlineRunner
+from tuner.search.objectives import plan_constraints
 from tuner.ship.export import build_config
 from tuner.spec.loading import parse_spec
-from tuner.study.coordinator import Coordinator
-from tuner.search.objectives import plan_constraints
 from tuner.storage.records import TrialRecord, record_feasible
+from tuner.study.coordinator import Coordinator
 from tuner.study.studies import OpenStudy, create_study
-from tuner.tracking.ui import StudyLocation, run_url
+from tuner.testing.inline_runner import InlineRunner
 from tuner.tracking.run_info import study_run_info
+from tuner.tracking.ui import StudyLocation, run_url
 
 SPEC_TEXT = (Path(__file__).parents[1] / "specs" / "fake_ok.yaml").read_text().replace("trials: 8", "trials: 3")
 SECRET = "s3cretPW"
 SECRET_URLS = [
     (f"postgresql://:{SECRET}@db.example:5432/studies", "postgresql://:***@db.example:5432/studies"),
-    (f"postgresql+psycopg://tuner@db.example/studies?sslmode=require&password={SECRET}",
-     "postgresql+psycopg://tuner@db.example/studies?sslmode=require&password=***"),
-    (f"postgresql://tuner:{SECRET}@db.example/studies?password={SECRET}2",
-     "postgresql://tuner:***@db.example/studies?password=***"),
+    (
+        f"postgresql+psycopg://tuner@db.example/studies?sslmode=require&password={SECRET}",
+        "postgresql+psycopg://tuner@db.example/studies?sslmode=require&password=***",
+    ),
+    (
+        f"postgresql://tuner:{SECRET}@db.example/studies?password={SECRET}2",
+        "postgresql://tuner:***@db.example/studies?password=***",
+    ),
 ]
 
 
@@ -35,18 +39,35 @@ def finished(tmp_path_factory: pytest.TempPathFactory) -> tuple[OpenStudy, Trial
     """A small finished study (fake workload, in-process) and one of its feasible trials."""
     home = tmp_path_factory.mktemp("secret_provenance")
     spec = parse_spec(SPEC_TEXT)
-    opened = create_study(spec, SPEC_TEXT, f"sqlite:///{home / 'studies.db'}", "s", "random", None,  # type: ignore[arg-type]
-                          {"spec_name": spec.name})
+    opened = create_study(
+        spec,
+        SPEC_TEXT,
+        f"sqlite:///{home / 'studies.db'}",
+        "s",
+        "random",
+        None,  # type: ignore[arg-type]
+        {"spec_name": spec.name},
+    )
     plan = plan_constraints(spec, {"gpu_memory_gb": None, "host_memory_gb": 24.0})
-    Coordinator(study=opened.study, spec=opened.spec, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=home, device="cpu", plan=plan,
-                budget_trials=opened.study.user_attrs["budget_trials"], wall_time_s=None).run()
+    Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=InlineRunner(),
+        slots=[Slot(0, None, 1)],
+        home=home,
+        device="cpu",
+        plan=plan,
+        budget_trials=opened.study.user_attrs["budget_trials"],
+        wall_time_s=None,
+    ).run()
     records = [TrialRecord.from_trial(t) for t in opened.study.get_trials(deepcopy=False)]
     return opened, next(r for r in records if record_feasible(r))
 
 
 @pytest.mark.parametrize(("url", "shown"), SECRET_URLS)
-def test_an_export_names_the_storage_without_its_password(finished: tuple[OpenStudy, TrialRecord], url: str,
-                                                          shown: str) -> None:
+def test_an_export_names_the_storage_without_its_password(
+    finished: tuple[OpenStudy, TrialRecord], url: str, shown: str
+) -> None:
     opened, record = finished
     document: dict[str, Any] = build_config(opened.study, record, url, None, None)
     assert SECRET not in yaml.safe_dump(document)
@@ -54,8 +75,9 @@ def test_an_export_names_the_storage_without_its_password(finished: tuple[OpenSt
 
 
 @pytest.mark.parametrize(("url", "shown"), SECRET_URLS)
-def test_mlflow_tags_name_the_storage_without_its_password(finished: tuple[OpenStudy, TrialRecord], url: str,
-                                                           shown: str) -> None:
+def test_mlflow_tags_name_the_storage_without_its_password(
+    finished: tuple[OpenStudy, TrialRecord], url: str, shown: str
+) -> None:
     opened, _ = finished
     info = study_run_info(opened.study, opened.spec, url)
     assert info.tags["tuner.storage"] == shown

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 import tracemalloc
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Iterator
 
 
 @contextmanager

@@ -11,8 +11,8 @@ import optuna
 import pytest
 
 from tuner.spec.loading import parse_spec
-from tuner.spec.models import SpecError
 from tuner.spec.measure.price import device_hour_price, price_metrics
+from tuner.spec.models import SpecError
 
 TABLE = {"gpu_hour_usd": {"H200": 3.79, "H100": 2.49, "H100 NVL": 2.99}, "cpu_hour_usd": 0.2}
 
@@ -38,8 +38,10 @@ def test_cost_per_output_from_throughput_devices_and_price() -> None:
     assert metrics["cost_per_1k_outputs_usd"].value == pytest.approx(4.0)
     unpriced = {m.name: m for m in price_metrics(0.5, None, "no price for a cuda trial", devices=1)}
     assert unpriced["outputs_per_device_hour"].value == pytest.approx(1800.0)
-    assert unpriced["cost_per_output_usd"].value is None and unpriced["cost_per_output_usd"].reason == \
-        "no price for a cuda trial"
+    assert (
+        unpriced["cost_per_output_usd"].value is None
+        and unpriced["cost_per_output_usd"].reason == "no price for a cuda trial"
+    )
     assert all(m.value is None for m in price_metrics(None, 3.6, None, devices=1))
 
 
@@ -72,8 +74,13 @@ def test_a_study_records_the_cost_of_each_output(tmp_path: Path, flag: list[str]
     """The spec's price, or the command line's in its place."""
     spec = tmp_path / "priced.yaml"
     spec.write_text(SPEC.replace("COST", "cost: {cpu_hour_usd: 0.36}"))
-    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "p", "--no-mlflow",
-                           *flag], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "run", str(spec), "--study-name", "p", "--no-mlflow", *flag],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=240,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
     study = optuna.load_study(study_name="p", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
     measured = [t for t in study.trials if t.user_attrs.get("measured")]

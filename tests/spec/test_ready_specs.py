@@ -32,18 +32,29 @@ def test_ready_spec_validates_with_the_cli(name: str) -> None:
     """The file is valid everywhere (--spec-only); on this host validate says what a run would."""
     from tuner.gpu import list_gpus
 
-    done = subprocess.run([sys.executable, "-m", "tuner", "validate", "--spec-only", f"search_spaces/{name}.yaml"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "validate", "--spec-only", f"search_spaces/{name}.yaml"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stderr
-    here = subprocess.run([sys.executable, "-m", "tuner", "validate", f"search_spaces/{name}.yaml"],
-                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    here = subprocess.run(
+        [sys.executable, "-m", "tuner", "validate", f"search_spaces/{name}.yaml"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+    )
     if list_gpus():
         assert here.returncode == 0, here.stderr
     else:  # these specs pin device: cuda; without a GPU a run could not start, and validate says so
         assert here.returncode == 2 and "workload.device" in here.stderr and "device: auto" in here.stderr, here.stderr
     spec = load_spec(ROOT / "search_spaces" / f"{name}.yaml")
-    assert "/path/to/" in yaml.safe_dump(spec.inputs) + yaml.safe_dump(spec.workload.options), \
+    assert "/path/to/" in yaml.safe_dump(spec.inputs) + yaml.safe_dump(spec.workload.options), (
         "a ready spec says where the user's checkout / weights go"
+    )
 
 
 def test_live_avatar_renders_its_real_flags() -> None:
@@ -52,8 +63,12 @@ def test_live_avatar_renders_its_real_flags() -> None:
     candidate, problem = resolve(spec, spec.reference)
     assert candidate is not None, problem
     argv = render_invocation(spec, candidate.settings)["argv"]
-    assert argv[:4] == ["torchrun", "--standalone", "--nproc_per_node=1",
-                        "/path/to/LiveAvatar/minimal_inference/s2v_streaming_interact.py"]
+    assert argv[:4] == [
+        "torchrun",
+        "--standalone",
+        "--nproc_per_node=1",
+        "/path/to/LiveAvatar/minimal_inference/s2v_streaming_interact.py",
+    ]
     flags = dict(zip(argv, argv[1:]))
     assert flags["--size"] == "720*400" and flags["--infer_frames"] == "48" and flags["--sample_steps"] == "4"
     assert flags["--num_clip"] == str(-(-10 * 25 // 48)), "num_clip covers the audio at 25 fps"
@@ -101,8 +116,10 @@ def _standin_spec(name: str, tmp_path: Path) -> dict[str, Any]:
     data["inputs"].update(checkout=str(tmp_path), ckpt_dir=str(tmp_path))
     if "audio" in data["inputs"]:
         data["inputs"].update(audio=str(_wav(tmp_path / "talk.wav", 5.0)), image=str(tmp_path / "face.jpg"))
-    data["objectives"] = [{"metric": "latency_p50_s", "direction": "minimize"},
-                          {"metric": "psnr_db", "direction": "maximize"}]
+    data["objectives"] = [
+        {"metric": "latency_p50_s", "direction": "minimize"},
+        {"metric": "psnr_db", "direction": "maximize"},
+    ]
     data["constraints"], data["report"] = [], []
     return data
 
@@ -114,17 +131,36 @@ def test_wan_spec_runs_against_the_standin(name: str, tmp_path: Path) -> None:
     runner = SubprocessRunner()
     try:
         for ulysses in (1, 2):
-            candidate, problem = resolve(spec, {**spec.baseline, "ulysses_size": ulysses, "frame_num": 5 if name == "wan_s2v" else 17, "size": "832*480"})
+            candidate, problem = resolve(
+                spec,
+                {
+                    **spec.baseline,
+                    "ulysses_size": ulysses,
+                    "frame_num": 5 if name == "wan_s2v" else 17,
+                    "size": "832*480",
+                },
+            )
             assert candidate is not None, problem
             request = TrialRequest(
-                study_name=name, trial_number=ulysses, workload_class=spec.workload.target,
-                settings=candidate.settings, **request_input_fields(spec), seed=spec.seed, device="cpu",
-                measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=120,
-                workdir=str(tmp_path / f"trial_{ulysses}"), workload_options=spec.workload.options)
+                study_name=name,
+                trial_number=ulysses,
+                workload_class=spec.workload.target,
+                settings=candidate.settings,
+                **request_input_fields(spec),
+                seed=spec.seed,
+                device="cpu",
+                measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+                timeout_s=120,
+                workdir=str(tmp_path / f"trial_{ulysses}"),
+                workload_options=spec.workload.options,
+            )
             result = runner.run(request, Slot(0, None, 1))
             assert result.outcome is Outcome.OK, (result.reason, result.log_tail[-1500:])
-            assert set(result.per_input) == {"boxing_cats", "coast_car", "rain_portrait"} if name == "wan_t2v" \
-                else {"studio", "street", "calm_room"}, "every prompt of the spec runs"
+            assert (
+                set(result.per_input) == {"boxing_cats", "coast_car", "rain_portrait"}
+                if name == "wan_t2v"
+                else {"studio", "street", "calm_room"}
+            ), "every prompt of the spec runs"
             assert result.invocation == render_invocation(spec, candidate.settings)  # the first prompt's
     finally:
         runner.close()
@@ -138,17 +174,26 @@ def test_one_gpu_wan_specs_fit_one_gpu_and_run_against_the_standin(name: str, tm
     assert spec.baseline is not None and spec.reference is not None
     runner = SubprocessRunner()
     try:
-        candidate, problem = resolve(spec, {**spec.baseline, "frame_num": 5 if name == "wan_s2v_1gpu" else 17,
-                                            "size": "832*480"})
+        candidate, problem = resolve(
+            spec, {**spec.baseline, "frame_num": 5 if name == "wan_s2v_1gpu" else 17, "size": "832*480"}
+        )
         assert candidate is not None, problem
         argv = render_invocation(spec, candidate.settings)["argv"]
         assert "--nproc_per_node=1" in argv and "--ulysses_size" not in argv and "--dit_fsdp" not in argv
         assert "--t5_cpu" in argv and argv[argv.index("--offload_model") + 1] == "True"
         request = TrialRequest(
-            study_name=name, trial_number=1, workload_class=spec.workload.target,
-            settings=candidate.settings, **request_input_fields(spec), seed=spec.seed, device="cpu",
-            measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1}, timeout_s=120,
-            workdir=str(tmp_path / "trial"), workload_options=spec.workload.options)
+            study_name=name,
+            trial_number=1,
+            workload_class=spec.workload.target,
+            settings=candidate.settings,
+            **request_input_fields(spec),
+            seed=spec.seed,
+            device="cpu",
+            measurement={"warmup": 0, "min_repeats": 1, "max_repeats": 1},
+            timeout_s=120,
+            workdir=str(tmp_path / "trial"),
+            workload_options=spec.workload.options,
+        )
         result = runner.run(request, Slot(0, None, 1))
         assert result.outcome is Outcome.OK, (result.reason, result.log_tail[-1500:])
     finally:

@@ -46,12 +46,15 @@ def test_without_the_block_every_setting_is_compared_with_the_reference_and_neve
     assert not resized_comparison(spec, {"frames": 4, "size": 16, "noise": 10}, found.params)
 
 
-@pytest.mark.parametrize("block, problem", [
-    ("{per: [frame_count]}", "reference_shape.per: ['frame_count'] are not parameters"),
-    ("{same_content: [size, size]}", "reference_shape.same_content: a parameter is named twice"),
-    ("{per: [size], same_content: [size]}", "['size'] named in both per and same_content"),
-    ("{per: [frames], resize: true}", "resize"),
-])
+@pytest.mark.parametrize(
+    "block, problem",
+    [
+        ("{per: [frame_count]}", "reference_shape.per: ['frame_count'] are not parameters"),
+        ("{same_content: [size, size]}", "reference_shape.same_content: a parameter is named twice"),
+        ("{per: [size], same_content: [size]}", "['size'] named in both per and same_content"),
+        ("{per: [frames], resize: true}", "resize"),
+    ],
+)
 def test_a_wrong_block_is_one_line_naming_the_key(block: str, problem: str) -> None:
     with pytest.raises(SpecError, match=problem.replace("[", r"\[").replace("]", r"\]")):
         parse_spec(with_block(block), "shapes.yaml")

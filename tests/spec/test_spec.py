@@ -62,19 +62,25 @@ def test_unknown_parameter_type() -> None:
 
 
 def test_unsafe_rule_is_refused() -> None:
-    message = bad(GOOD.replace('"not (noise == 40 and batch_size == 2)"', '"__import__(\'os\')"'))
+    message = bad(GOOD.replace('"not (noise == 40 and batch_size == 2)"', "\"__import__('os')\""))
     assert "rules.0.expr" in message and "only these functions" in message
 
 
 def test_baseline_outside_space() -> None:
-    message = bad(GOOD.replace("baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}",
-                               "baseline: {sleep_s: 0.02, noise: 7, batch_size: 1}"))
+    message = bad(
+        GOOD.replace(
+            "baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}", "baseline: {sleep_s: 0.02, noise: 7, batch_size: 1}"
+        )
+    )
     assert "baseline: noise=7 is outside" in message
 
 
 def test_baseline_breaking_a_rule() -> None:
-    message = bad(GOOD.replace("baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}",
-                               "baseline: {sleep_s: 0.02, noise: 40, batch_size: 2}"))
+    message = bad(
+        GOOD.replace(
+            "baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}", "baseline: {sleep_s: 0.02, noise: 40, batch_size: 2}"
+        )
+    )
     assert "baseline: noise 40 with batch 2 is refused" in message
 
 

@@ -32,8 +32,9 @@ def bad(text: str) -> str:
 
 def with_sleep(low: str, high: str, step: str) -> str:
     """The good spec with ``sleep_s`` over [low, high] by step (reference and baseline on ``low``)."""
-    return (GOOD.replace(SLEEP, f"sleep_s: {{type: float, low: {low}, high: {high}, step: {step}}}")
-            .replace("sleep_s: 0.02,", f"sleep_s: {low},"))
+    return GOOD.replace(SLEEP, f"sleep_s: {{type: float, low: {low}, high: {high}, step: {step}}}").replace(
+        "sleep_s: 0.02,", f"sleep_s: {low},"
+    )
 
 
 def test_a_float_step_that_does_not_divide_the_range_is_refused() -> None:
@@ -44,15 +45,18 @@ def test_a_float_step_that_does_not_divide_the_range_is_refused() -> None:
     assert "0.004" in message and "multiple of step 0.003" in message, message
 
 
-@pytest.mark.parametrize(("low", "high", "step"), [
-    ("0.1", "0.9", "0.1"),       # 0.8 / 0.1 is 7.999999999999999 in binary floats
-    ("0.001", "0.02", "0.001"),
-    ("0", "1", "0.05"),
-    ("1.0e-4", "3.0e-4", "1.0e-4"),
-    ("-0.3", "0.3", "0.1"),
-    ("0.5", "0.5", "0.25"),      # a single value
-    ("1", "10", "0.5"),
-])
+@pytest.mark.parametrize(
+    ("low", "high", "step"),
+    [
+        ("0.1", "0.9", "0.1"),  # 0.8 / 0.1 is 7.999999999999999 in binary floats
+        ("0.001", "0.02", "0.001"),
+        ("0", "1", "0.05"),
+        ("1.0e-4", "3.0e-4", "1.0e-4"),
+        ("-0.3", "0.3", "0.1"),
+        ("0.5", "0.5", "0.25"),  # a single value
+        ("1", "10", "0.5"),
+    ],
+)
 def test_a_float_step_that_divides_the_range_is_kept_as_written(low: str, high: str, step: str) -> None:
     spec = parse_spec(with_sleep(low, high, step))
     with warnings.catch_warnings():
@@ -73,18 +77,24 @@ def test_a_non_finite_timeout_is_refused(value: str) -> None:
     assert "workload.timeout_s" in message and "finite" in message, message
 
 
-@pytest.mark.parametrize(("old", "new", "key"), [
-    ("budget: {trials: 8}", "budget: {wall_time_s: .inf}", "budget.wall_time_s"),
-    ("budget: {trials: 8}", "budget: {trials: 8, wall_time_s: .nan}", "budget.wall_time_s"),
-    ("max_repeats: 3}", "max_repeats: 3, max_seconds: .inf}", "measurement.max_seconds"),
-    ("max_repeats: 3}", "max_repeats: 3, cv_target: .nan}", "measurement.cv_target"),
-    ("max_repeats: 3}", "max_repeats: 3, noisy_cv: .inf}", "measurement.noisy_cv"),
-    ("max_repeats: 3}", "max_repeats: 3, memory_sample_hz: .inf}", "measurement.memory_sample_hz"),
-    ("{metric: psnr_db, min: 15}", "{metric: psnr_db, min: .nan}", "constraints.1.min"),
-    ("{metric: psnr_db, min: 15}", "{metric: psnr_db, min: -.inf}", "constraints.1.min"),
-    ("{metric: peak_vram_gb, max: \"0.85 * gpu_memory_gb\"}", "{metric: peak_vram_gb, max: .inf}",
-     "constraints.0.max"),
-])
+@pytest.mark.parametrize(
+    ("old", "new", "key"),
+    [
+        ("budget: {trials: 8}", "budget: {wall_time_s: .inf}", "budget.wall_time_s"),
+        ("budget: {trials: 8}", "budget: {trials: 8, wall_time_s: .nan}", "budget.wall_time_s"),
+        ("max_repeats: 3}", "max_repeats: 3, max_seconds: .inf}", "measurement.max_seconds"),
+        ("max_repeats: 3}", "max_repeats: 3, cv_target: .nan}", "measurement.cv_target"),
+        ("max_repeats: 3}", "max_repeats: 3, noisy_cv: .inf}", "measurement.noisy_cv"),
+        ("max_repeats: 3}", "max_repeats: 3, memory_sample_hz: .inf}", "measurement.memory_sample_hz"),
+        ("{metric: psnr_db, min: 15}", "{metric: psnr_db, min: .nan}", "constraints.1.min"),
+        ("{metric: psnr_db, min: 15}", "{metric: psnr_db, min: -.inf}", "constraints.1.min"),
+        (
+            '{metric: peak_vram_gb, max: "0.85 * gpu_memory_gb"}',
+            "{metric: peak_vram_gb, max: .inf}",
+            "constraints.0.max",
+        ),
+    ],
+)
 def test_other_non_finite_numbers_are_refused(old: str, new: str, key: str) -> None:
     assert old in GOOD
     message = bad(GOOD.replace(old, new))

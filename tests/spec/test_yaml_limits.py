@@ -21,9 +21,8 @@ GOOD = (ROOT / "tests" / "specs" / "fake_ok.yaml").read_text()
 
 
 def refused(text: str, source: str = "bad.yaml", traced_mb: float | None = 200.0) -> str:
-    with cheap(traced_mb=traced_mb):
-        with pytest.raises(SpecError) as info:
-            parse_spec(text, source=source)
+    with cheap(traced_mb=traced_mb), pytest.raises(SpecError) as info:
+        parse_spec(text, source=source)
     message = str(info.value)
     assert "\n" not in message and "Traceback" not in message, message
     return message
@@ -44,14 +43,18 @@ def test_alias_bomb_is_refused_at_the_alias_that_crosses_the_limit() -> None:
     text = billion_laughs()
     assert len(text) < 800
     message = refused(text, source="bomb.yaml")
-    assert re.fullmatch(rf"bomb\.yaml:{line_of(text, 'lol5:')}: lol5\.\d: alias \*l4 expands the spec to more than "
-                        r"100,000 YAML nodes, counting every alias expanded \(limit 100,000\)", message), message
+    assert re.fullmatch(
+        rf"bomb\.yaml:{line_of(text, 'lol5:')}: lol5\.\d: alias \*l4 expands the spec to more than "
+        r"100,000 YAML nodes, counting every alias expanded \(limit 100,000\)",
+        message,
+    ), message
 
 
 def test_alias_bomb_inside_a_valid_spec_is_refused() -> None:
     bomb = "".join(f"    l{i}: &l{i} [{', '.join([f'*l{i - 1}'] * 10)}]\n" for i in range(1, 10))
-    text = GOOD.replace("inputs:\n  note: simulated\n", "inputs:\n  note: simulated\n  laughs:\n    l0: &l0 lol\n"
-                        + bomb)
+    text = GOOD.replace(
+        "inputs:\n  note: simulated\n", "inputs:\n  note: simulated\n  laughs:\n    l0: &l0 lol\n" + bomb
+    )
     message = refused(text)
     assert message.startswith(f"bad.yaml:{line_of(text, '    l5:')}: inputs.laughs.l5."), message
     assert "alias *l4 expands the spec to more than 100,000 YAML nodes" in message
@@ -59,14 +62,17 @@ def test_alias_bomb_inside_a_valid_spec_is_refused() -> None:
 
 def test_recursive_alias_is_refused() -> None:
     assert refused("name: x\nloop: &a [1, *a]\n") == (
-        "bad.yaml:2: loop.1: alias *a is used inside its own anchor (a recursive structure cannot be a spec)")
+        "bad.yaml:2: loop.1: alias *a is used inside its own anchor (a recursive structure cannot be a spec)"
+    )
 
 
 def test_aliases_and_merge_keys_within_the_limits_still_load() -> None:
-    text = GOOD.replace("inputs:\n  note: simulated\n", "inputs:\n  note: simulated\n  base: &b {x: 1, y: [1, 2]}\n"
-                        "  copy: *b\n").replace(
+    text = GOOD.replace(
+        "inputs:\n  note: simulated\n", "inputs:\n  note: simulated\n  base: &b {x: 1, y: [1, 2]}\n  copy: *b\n"
+    ).replace(
         "measurement: {warmup: 1, min_repeats: 2, max_repeats: 3}",
-        "measurement:\n  <<: {warmup: 1, min_repeats: 2, max_repeats: 4}\n  max_repeats: 3")
+        "measurement:\n  <<: {warmup: 1, min_repeats: 2, max_repeats: 4}\n  max_repeats: 3",
+    )
     spec = parse_spec(text)
     assert spec.inputs["copy"] == {"x": 1, "y": [1, 2]}
     assert (spec.measurement.warmup, spec.measurement.max_repeats) == (1, 3)
@@ -77,8 +83,10 @@ def test_deep_nesting_is_refused_while_composing(opening: str, closing: str) -> 
     text = "x: " + opening * 5000 + "1" + closing * 5000 + "\n"
     message = refused(text, source="deep.yaml", traced_mb=None)  # CPU is the point; tracing is slow here
     part = "0" if opening == "[" else "a"  # 64 levels: the top-level mapping, x's value and 62 more
-    expected = (f"deep.yaml:1: x.{'.'.join([part] * 5)}.(55 more).{'.'.join([part] * 3)}: "
-                "collections nested deeper than 64 levels (limit 64)")
+    expected = (
+        f"deep.yaml:1: x.{'.'.join([part] * 5)}.(55 more).{'.'.join([part] * 3)}: "
+        "collections nested deeper than 64 levels (limit 64)"
+    )
     assert message == expected
 
 
@@ -98,18 +106,21 @@ def test_oversized_text_is_refused_before_parsing() -> None:
     size = len(text.encode())
     with cheap(cpu_s=2.0, traced_mb=50):  # no parse: a 5 MB spec used to take 20 s
         message = refused(text)
-    assert message == (f"bad.yaml:1: (top level): the spec is {size:,} bytes (limit 1,048,576 bytes = 1 MiB); "
-                       "keep large data in files the workload reads")
+    assert message == (
+        f"bad.yaml:1: (top level): the spec is {size:,} bytes (limit 1,048,576 bytes = 1 MiB); "
+        "keep large data in files the workload reads"
+    )
 
 
 def test_oversized_file_is_not_read_whole(tmp_path: Path) -> None:
     path = tmp_path / "big.yaml"
     path.write_text(GOOD + "# padding\n" * (5 * 2**20 // 10))
-    with cheap(cpu_s=2.0, traced_mb=10):
-        with pytest.raises(SpecError) as info:
-            load_spec(path)
-    assert str(info.value) == (f"{path}:1: (top level): the spec is {path.stat().st_size:,} bytes "
-                               "(limit 1,048,576 bytes = 1 MiB); keep large data in files the workload reads")
+    with cheap(cpu_s=2.0, traced_mb=10), pytest.raises(SpecError) as info:
+        load_spec(path)
+    assert str(info.value) == (
+        f"{path}:1: (top level): the spec is {path.stat().st_size:,} bytes "
+        "(limit 1,048,576 bytes = 1 MiB); keep large data in files the workload reads"
+    )
 
 
 def test_file_that_is_not_utf8(tmp_path: Path) -> None:
@@ -139,7 +150,8 @@ def test_duplicate_key_in_a_flow_mapping() -> None:
 def test_misspelt_top_level_key_names_itself_with_a_suggestion() -> None:
     text = GOOD.replace("parameters:", "paramters:")
     assert refused(text, source="spec.yaml") == (
-        f"spec.yaml:{line_of(text, 'paramters:')}: paramters: unknown key (did you mean 'parameters'?)")
+        f"spec.yaml:{line_of(text, 'paramters:')}: paramters: unknown key (did you mean 'parameters'?)"
+    )
 
 
 def test_misspelt_key_keeps_the_count_of_other_problems() -> None:
@@ -147,13 +159,21 @@ def test_misspelt_key_keeps_the_count_of_other_problems() -> None:
     assert refused(text).endswith(": paramters: unknown key (did you mean 'parameters'?) (and 1 more problem)")
 
 
-@pytest.mark.parametrize("old, new, key, suggestion", [
-    ("noise: {type: int, low: 0,", "noise: {type: int, lowe: 0,", "parameters.noise.lowe", "low"),
-    ("  timeout_s: 20\n", "  timeout_s: 20\n  devise: cpu\n", "workload.devise", "device"),
-    ("{metric: psnr_db, min: 15}", "{metric: psnr_db, mim: 15}", "constraints.1.mim", "min"),
-    ("{metric: latency_p50_s, direction: minimize}", "{metric: latency_p50_s, directon: minimize}",
-     "objectives.0.directon", "direction"),
-], ids=["parameter", "workload", "constraint", "objective"])
+@pytest.mark.parametrize(
+    "old, new, key, suggestion",
+    [
+        ("noise: {type: int, low: 0,", "noise: {type: int, lowe: 0,", "parameters.noise.lowe", "low"),
+        ("  timeout_s: 20\n", "  timeout_s: 20\n  devise: cpu\n", "workload.devise", "device"),
+        ("{metric: psnr_db, min: 15}", "{metric: psnr_db, mim: 15}", "constraints.1.mim", "min"),
+        (
+            "{metric: latency_p50_s, direction: minimize}",
+            "{metric: latency_p50_s, directon: minimize}",
+            "objectives.0.directon",
+            "direction",
+        ),
+    ],
+    ids=["parameter", "workload", "constraint", "objective"],
+)
 def test_misspelt_nested_key_suggests_the_models_key(old: str, new: str, key: str, suggestion: str) -> None:
     text = GOOD.replace(old, new)
     typo = key.rsplit(".", 1)[1] + ":"
@@ -163,15 +183,18 @@ def test_misspelt_nested_key_suggests_the_models_key(old: str, new: str, key: st
 
 def test_unknown_key_without_a_close_match() -> None:
     text = GOOD + "zzz: 1\n"
-    assert refused(text) == (f"bad.yaml:{len(text.splitlines())}: zzz: unknown key (check the spelling; "
-                             "see search_spaces/schema.json)")
+    assert refused(text) == (
+        f"bad.yaml:{len(text.splitlines())}: zzz: unknown key (check the spelling; see search_spaces/schema.json)"
+    )
 
 
 def test_validator_message_naming_a_key_path_points_at_that_key() -> None:
-    text = GOOD.replace("baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}",
-                        "baseline: {sleep_s: 0.02, noise: 7, batch_size: 1}")
-    assert refused(text) == (f"bad.yaml:{line_of(text, 'baseline:')}: baseline: noise=7 is outside the "
-                             "parameter's range or choices")
+    text = GOOD.replace(
+        "baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}", "baseline: {sleep_s: 0.02, noise: 7, batch_size: 1}"
+    )
+    assert refused(text) == (
+        f"bad.yaml:{line_of(text, 'baseline:')}: baseline: noise=7 is outside the parameter's range or choices"
+    )
 
 
 def test_unreadable_scalar_is_located() -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 from tuner.runner.base import Slot
-from tuner.testing.inline_runner import InlineRunner
-from tuner.spec.loading import parse_spec
-from tuner.study.coordinator import EXHAUSTED_AFTER, Coordinator
 from tuner.search.objectives import plan_constraints
+from tuner.spec.loading import parse_spec
 from tuner.storage.records import TrialRecord
+from tuner.study.coordinator import EXHAUSTED_AFTER, Coordinator
 from tuner.study.studies import create_study
-from tuner.tracking.views import child_payload
+from tuner.testing.inline_runner import InlineRunner
 from tuner.tracking.run_info import study_run_info
+from tuner.tracking.views import child_payload
 
 SPEC_TEXT = (Path(__file__).parents[1] / "specs" / "fake_ok.yaml").read_text()
 
@@ -25,15 +25,27 @@ def open_new(tmp_path: Path, text: str, sampler: str = "tpe"):
 
 def coordinator(opened, tmp_path: Path, wall_time_s: float | None = None) -> Coordinator:
     plan = plan_constraints(opened.spec, {"gpu_memory_gb": None, "host_memory_gb": 24.0})
-    return Coordinator(study=opened.study, spec=opened.spec, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=tmp_path,
-                       device="cpu", plan=plan, budget_trials=opened.study.user_attrs["budget_trials"],
-                       wall_time_s=wall_time_s)
+    return Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=InlineRunner(),
+        slots=[Slot(0, None, 1)],
+        home=tmp_path,
+        device="cpu",
+        plan=plan,
+        budget_trials=opened.study.user_attrs["budget_trials"],
+        wall_time_s=wall_time_s,
+    )
 
 
-TINY = (SPEC_TEXT.replace("sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
-                          "sleep_s: {type: categorical, choices: [0.001, 0.02]}")
-        .replace("noise: {type: int, low: 0, high: 40, step: 5}", "noise: {type: categorical, choices: [0, 5]}")
-        .replace("trials: 8", "trials: 50"))
+TINY = (
+    SPEC_TEXT.replace(
+        "sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
+        "sleep_s: {type: categorical, choices: [0.001, 0.02]}",
+    )
+    .replace("noise: {type: int, low: 0, high: 40, step: 5}", "noise: {type: categorical, choices: [0, 5]}")
+    .replace("trials: 8", "trials: 50")
+)
 
 
 def test_a_space_with_nothing_new_to_run_ends_as_exhausted(tmp_path: Path) -> None:
@@ -50,19 +62,25 @@ def test_a_grid_ends_when_every_setting_was_proposed(tmp_path: Path) -> None:
 
 
 def test_wall_time_ends_the_invocation_before_the_budget(tmp_path: Path) -> None:
-    slow = (SPEC_TEXT.replace("sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
-                              "sleep_s: {type: float, low: 0.3, high: 0.4, step: 0.05}")
-            .replace("sleep_s: 0.02", "sleep_s: 0.3").replace("trials: 8", "trials: 40"))
+    slow = (
+        SPEC_TEXT.replace(
+            "sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
+            "sleep_s: {type: float, low: 0.3, high: 0.4, step: 0.05}",
+        )
+        .replace("sleep_s: 0.02", "sleep_s: 0.3")
+        .replace("trials: 8", "trials: 40")
+    )
     summary = coordinator(open_new(tmp_path, slow), tmp_path, wall_time_s=2.0).run()
     assert summary.stopped_because.startswith("wall time") and 1 <= summary.measured < 40, summary.stopped_because
 
 
 def test_placeholder_values_never_become_mlflow_metrics(tmp_path: Path) -> None:
     """OOM walls and rule-breaking proposals carry placeholder values: no MLflow metric shows them."""
-    text = SPEC_TEXT.replace("  batch_size: {type: categorical, choices: [1, 2]}\n",
-                             "  batch_size: {type: categorical, choices: [1, 2]}\n"
-                             "  behaviour: {type: categorical, choices: [ok, device_oom]}\n") \
-        .replace("batch_size: 1}", "batch_size: 1, behaviour: ok}")
+    text = SPEC_TEXT.replace(
+        "  batch_size: {type: categorical, choices: [1, 2]}\n",
+        "  batch_size: {type: categorical, choices: [1, 2]}\n"
+        "  behaviour: {type: categorical, choices: [ok, device_oom]}\n",
+    ).replace("batch_size: 1}", "batch_size: 1, behaviour: ok}")
     opened = open_new(tmp_path, text)
     opened.study.enqueue_trial({"sleep_s": 0.001, "noise": 5, "batch_size": 1, "behaviour": "device_oom"})
     opened.study.enqueue_trial({"sleep_s": 0.001, "noise": 40, "batch_size": 2, "behaviour": "ok"})  # a rule says no

@@ -12,15 +12,14 @@ import pytest
 
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
-from tuner.testing.inline_runner import InlineRunner
 from tuner.runner.measure.phases import INFO_KEY, PHASES, PhaseClock
-from tuner.spec.loading import SpecError, parse_spec
-from tuner.study.coordinator import Coordinator
-from tuner.storage.cost import (CostedTrial, device_budget_verdict, slot_devices, study_cost, summary_line,
-                              trial_cost)
 from tuner.search.objectives import plan_constraints
+from tuner.spec.loading import SpecError, parse_spec
+from tuner.storage.cost import CostedTrial, device_budget_verdict, slot_devices, study_cost, summary_line, trial_cost
 from tuner.storage.records import TrialRecord, study_cost_of
+from tuner.study.coordinator import Coordinator
 from tuner.study.studies import create_study, load_study
+from tuner.testing.inline_runner import InlineRunner
 
 SPEC_TEXT = (Path(__file__).parents[1] / "specs" / "fake_ok.yaml").read_text()
 
@@ -49,9 +48,11 @@ def test_phase_clock_charges_each_phase_until_the_next_begins() -> None:
 
 
 def test_trial_cost_adds_up_to_wall_time_times_devices() -> None:
-    result = TrialResult(Outcome.OK, wall_time_s=10.0,
-                         info={INFO_KEY: {"startup": 3.0, "warmup": 1.0, "measured": 4.0, "evaluation": 1.0,
-                                          "finish": 0.5}})
+    result = TrialResult(
+        Outcome.OK,
+        wall_time_s=10.0,
+        info={INFO_KEY: {"startup": 3.0, "warmup": 1.0, "measured": 4.0, "evaluation": 1.0, "finish": 0.5}},
+    )
     cost = trial_cost(result, "gpu:0,1")
     assert cost["devices"] == 2 and cost["device_s"] == 20.0
     phases = cost["phases_device_s"]
@@ -72,19 +73,30 @@ def test_worker_phases_longer_than_the_wall_are_scaled_into_it() -> None:
     assert sum(phases.values()) == pytest.approx(1.0) and phases["startup"] == pytest.approx(0.5)
 
 
-def _costed(number: int, outcome: str, device_s: float | None, *, measured: bool = True,
-            duplicate_of: int | None = None) -> CostedTrial:
-    return CostedTrial(number, outcome, measured, duplicate_of,
-                       None if device_s is None else {"device_s": device_s, "phases_device_s": {"measured": device_s}})
+def _costed(
+    number: int, outcome: str, device_s: float | None, *, measured: bool = True, duplicate_of: int | None = None
+) -> CostedTrial:
+    return CostedTrial(
+        number,
+        outcome,
+        measured,
+        duplicate_of,
+        None if device_s is None else {"device_s": device_s, "phases_device_s": {"measured": device_s}},
+    )
 
 
 def test_study_cost_sorts_runs_into_used_wasted_and_avoided() -> None:
-    trials = [_costed(0, "OK", 100.0), _costed(1, "OK", 20.0), _costed(2, "OOM", 8.0), _costed(3, "CRASH", 2.0),
-              _costed(4, "OK", None, measured=False, duplicate_of=1),  # a copy: its original's cost avoided
-              _costed(5, "SKIPPED_PREDICTED_OOM", None, measured=False),  # the median OOM run: 8
-              _costed(6, "INVALID", None, measured=False),  # refused by a rule: the median run, 14
-              _costed(7, "INTERRUPTED", 5.0, measured=False),  # given back after running 5 s: wasted
-              _costed(8, "INTERRUPTED", None, measured=False)]  # reclaimed: nothing known, nothing counted
+    trials = [
+        _costed(0, "OK", 100.0),
+        _costed(1, "OK", 20.0),
+        _costed(2, "OOM", 8.0),
+        _costed(3, "CRASH", 2.0),
+        _costed(4, "OK", None, measured=False, duplicate_of=1),  # a copy: its original's cost avoided
+        _costed(5, "SKIPPED_PREDICTED_OOM", None, measured=False),  # the median OOM run: 8
+        _costed(6, "INVALID", None, measured=False),  # refused by a rule: the median run, 14
+        _costed(7, "INTERRUPTED", 5.0, measured=False),  # given back after running 5 s: wasted
+        _costed(8, "INTERRUPTED", None, measured=False),
+    ]  # reclaimed: nothing known, nothing counted
     cost = study_cost(trials)
     assert cost.used_s == 120.0 and cost.used == {"OK": 2}
     assert cost.wasted_s == 15.0 and cost.wasted == {"OOM": 1, "CRASH": 1, "INTERRUPTED": 1}
@@ -129,8 +141,18 @@ class ChargedRunner(Runner):
 
 def _coordinator(opened: Any, tmp_path: Path, runner: Runner, budget_device_s: float) -> Coordinator:
     plan = plan_constraints(opened.spec, {"gpu_memory_gb": None, "host_memory_gb": 24.0})
-    return Coordinator(study=opened.study, spec=opened.spec, runner=runner, slots=[Slot(0, None, 1)], home=tmp_path, device="cpu",
-                       plan=plan, budget_trials=None, wall_time_s=None, budget_device_s=budget_device_s)
+    return Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=runner,
+        slots=[Slot(0, None, 1)],
+        home=tmp_path,
+        device="cpu",
+        plan=plan,
+        budget_trials=None,
+        wall_time_s=None,
+        budget_device_s=budget_device_s,
+    )
 
 
 def _spent(opened: Any) -> list[float]:
@@ -139,8 +161,9 @@ def _spent(opened: Any) -> list[float]:
 
 def test_a_study_stops_within_one_trials_cost_of_its_device_budget(tmp_path: Path) -> None:
     spec = parse_spec(SPEC_TEXT)
-    opened = create_study(spec, SPEC_TEXT, f"sqlite:///{tmp_path / 'studies.db'}", "s", "random", None, {},
-                          device_hours=0.01)  # 36 device-seconds
+    opened = create_study(
+        spec, SPEC_TEXT, f"sqlite:///{tmp_path / 'studies.db'}", "s", "random", None, {}, device_hours=0.01
+    )  # 36 device-seconds
     costs = iter([7.0, 5.0, 9.0, 6.0, 8.0, 4.0, 7.0, 9.0, 3.0] * 3)
     summary = _coordinator(opened, tmp_path, ChargedRunner(lambda _: next(costs)), 36.0).run()
     spent = _spent(opened)
@@ -182,12 +205,24 @@ def test_a_real_worker_reports_its_phases(tmp_path: Path) -> None:
     from tuner.runner.subprocess import SubprocessRunner
 
     spec = parse_spec(SPEC_TEXT)
-    request = TrialRequest(study_name="s", trial_number=0, workload_class=spec.workload.target,
-                           settings={"sleep_s": 0.01, "noise": 0, "batch_size": 1, "frames": 4}, workload_options={},
-                           inputs=dict(spec.inputs), seed=0, device="cpu",
-                           measurement={"warmup": 1, "min_repeats": 2, "max_repeats": 2}, timeout_s=60,
-                           workdir=str(tmp_path / "trial"), quality_metrics=[], reference_output=None,
-                           save_output=None, compare_with_self=False, reference_settings=None)
+    request = TrialRequest(
+        study_name="s",
+        trial_number=0,
+        workload_class=spec.workload.target,
+        settings={"sleep_s": 0.01, "noise": 0, "batch_size": 1, "frames": 4},
+        workload_options={},
+        inputs=dict(spec.inputs),
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 1, "min_repeats": 2, "max_repeats": 2},
+        timeout_s=60,
+        workdir=str(tmp_path / "trial"),
+        quality_metrics=[],
+        reference_output=None,
+        save_output=None,
+        compare_with_self=False,
+        reference_settings=None,
+    )
     runner = SubprocessRunner()
     try:
         result = runner.run(request, Slot(0, None, 1))
@@ -206,18 +241,31 @@ def test_a_failing_worker_still_reports_where_its_time_went(tmp_path: Path) -> N
     from tuner.testing.inline_runner import InlineRunner
 
     spec = parse_spec(SPEC_TEXT)
-    request = TrialRequest(study_name="s", trial_number=0, workload_class="tuner.workloads.fake:FakeWorkload",
-                           settings={"sleep_s": 0.01, "noise": 0, "batch_size": 1, "frames": 4, "behaviour": "raise"},
-                           workload_options={}, inputs=dict(spec.inputs), seed=0, device="cpu",
-                           measurement={"warmup": 1, "min_repeats": 2, "max_repeats": 2}, timeout_s=60,
-                           workdir=str(tmp_path / "trial"), quality_metrics=[], reference_output=None,
-                           save_output=None, compare_with_self=False, reference_settings=None)
+    request = TrialRequest(
+        study_name="s",
+        trial_number=0,
+        workload_class="tuner.workloads.fake:FakeWorkload",
+        settings={"sleep_s": 0.01, "noise": 0, "batch_size": 1, "frames": 4, "behaviour": "raise"},
+        workload_options={},
+        inputs=dict(spec.inputs),
+        seed=0,
+        device="cpu",
+        measurement={"warmup": 1, "min_repeats": 2, "max_repeats": 2},
+        timeout_s=60,
+        workdir=str(tmp_path / "trial"),
+        quality_metrics=[],
+        reference_output=None,
+        save_output=None,
+        compare_with_self=False,
+        reference_settings=None,
+    )
     result = InlineRunner().run(request, Slot(0, None, 1))
     assert result.outcome is not Outcome.OK
     assert set(result.info[INFO_KEY]) == {"startup", "warmup", "measured", "evaluation", "finish"}
 
 
 def test_metric_only_results_are_costed_from_the_wall_time() -> None:
-    result = TrialResult(Outcome.OK, metrics={"latency_p50_s": Metric("latency_p50_s", 1.0, "s", "minimize")},
-                         wall_time_s=2.5)
+    result = TrialResult(
+        Outcome.OK, metrics={"latency_p50_s": Metric("latency_p50_s", 1.0, "s", "minimize")}, wall_time_s=2.5
+    )
     assert trial_cost(result, "cpu:0")["phases_device_s"]["unattributed"] == 2.5

@@ -20,12 +20,27 @@ from optuna.distributions import FloatDistribution
 from optuna.storages import RDBStorage
 from optuna.trial import FrozenTrial
 
-from tuner.storage import optuna_private
-from tuner.storage.optuna_private import (CHECKED_OPTUNA, MODULE, RDB_PRIVATE_METHODS, RDB_STORAGE_MODULE,
-                                        UncheckedOptunaWarning, backend_of, backend_of_storage, grid_exhausted,
-                                        hooked_tpe_class, live_trial_cache, rdb_models, rdb_session, stale_trial_ids,
-                                        storage_of, study_id, trial_id, unchecked_optuna)
 from tuner.search.samplers import AskTellGridSampler
+from tuner.storage import optuna_private
+from tuner.storage.optuna_private import (
+    CHECKED_OPTUNA,
+    MODULE,
+    RDB_PRIVATE_METHODS,
+    RDB_STORAGE_MODULE,
+    UncheckedOptunaWarning,
+    backend_of,
+    backend_of_storage,
+    grid_exhausted,
+    hooked_tpe_class,
+    live_trial_cache,
+    rdb_models,
+    rdb_session,
+    stale_trial_ids,
+    storage_of,
+    study_id,
+    trial_id,
+    unchecked_optuna,
+)
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
 
@@ -80,8 +95,16 @@ def test_the_study_and_trial_internals_on_a_real_rdb_storage(tmp_path: Path) -> 
     with rdb_session(storage) as session:
         assert session.query(models.TrialModel).count() == 2
     assert stale_trial_ids(storage_of(study), study_id(study)) == [trial_id(old)]
-    for name in ("StudyModel", "StudyUserAttributeModel", "TrialModel", "TrialParamModel", "TrialValueModel",
-                 "TrialUserAttributeModel", "TrialSystemAttributeModel", "TrialHeartbeatModel"):
+    for name in (
+        "StudyModel",
+        "StudyUserAttributeModel",
+        "TrialModel",
+        "TrialParamModel",
+        "TrialValueModel",
+        "TrialUserAttributeModel",
+        "TrialSystemAttributeModel",
+        "TrialHeartbeatModel",
+    ):
         assert hasattr(models, name), name
 
 
@@ -136,5 +159,10 @@ def test_the_hooked_tpe_calls_its_hooks_and_uses_the_adjusted_acquisition() -> N
 def test_the_hooks_are_no_names_of_optunas_sampler() -> None:
     """The public hooks must not shadow anything TPESampler has (they would change Optuna's behaviour)."""
     hooks = {name for name, _ in inspect.getmembers(hooked_tpe_class()) if not name.startswith("_")}
-    assert hooks - set(dir(optuna.samplers.TPESampler)) == {"before_sample", "after_sample", "adjust_acquisition",
-                                                            "n_startup_trials", "random_state"}
+    assert hooks - set(dir(optuna.samplers.TPESampler)) == {
+        "before_sample",
+        "after_sample",
+        "adjust_acquisition",
+        "n_startup_trials",
+        "random_state",
+    }

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import optuna
 import psycopg
@@ -17,11 +18,16 @@ from optuna.trial import TrialState
 from sqlalchemy.exc import IntegrityError, OperationalError
 
 from tuner.storage import outage
-from tuner.storage.claims import Claims
-from tuner.storage.heartbeats import stale_trial_ids
-from tuner.storage.outage import (StorageMisconfigured, StorageUnavailable, call_through_outage, is_transient,
-                                misconfiguration)
+from tuner.storage.coordination.claims import Claims
+from tuner.storage.coordination.heartbeats import stale_trial_ids
 from tuner.storage.opening import open_storage
+from tuner.storage.outage import (
+    StorageMisconfigured,
+    StorageUnavailable,
+    call_through_outage,
+    is_transient,
+    misconfiguration,
+)
 
 
 def _wrapped(driver_error: Exception) -> StorageInternalError:
@@ -46,8 +52,9 @@ def heard(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
 
 
 def test_connection_level_errors_are_transient_and_request_errors_are_not() -> None:
-    refused = psycopg.OperationalError('connection failed: connection to server at "127.0.0.1", port 5 failed: '
-                                       'Connection refused')
+    refused = psycopg.OperationalError(
+        'connection failed: connection to server at "127.0.0.1", port 5 failed: Connection refused'
+    )
     assert is_transient(_wrapped(refused))
     assert is_transient(_wrapped(psycopg.errors.AdminShutdown("terminating connection due to administrator command")))
     assert is_transient(_wrapped(psycopg.errors.CannotConnectNow("the database system is shutting down")))
@@ -65,18 +72,23 @@ CONNECT = 'connection failed: connection to server at "127.0.0.1", port 5432 fai
 def test_a_server_starting_up_is_waited_for_and_a_refusal_is_not() -> None:
     """psycopg gives a failed connect no SQLSTATE: its words decide (as a real server says them; the real
     server's own refusals are tests/fleet/test_storage_misconfiguration.py's)."""
-    for words in ("FATAL:  the database system is starting up", "FATAL:  the database system is shutting down",
-                  "FATAL:  sorry, too many clients already", "Connection refused"):
+    for words in (
+        "FATAL:  the database system is starting up",
+        "FATAL:  the database system is shutting down",
+        "FATAL:  sorry, too many clients already",
+        "Connection refused",
+    ):
         assert is_transient(_wrapped(psycopg.OperationalError(CONNECT + words))), words
         assert misconfiguration(_wrapped(psycopg.OperationalError(CONNECT + words))) is None, words
-    refusals = {'FATAL:  password authentication failed for user "tuner"': "refused the login",
-                'FATAL:  no pg_hba.conf entry for host "10.0.0.7", user "tuner", database "db", no encryption':
-                    "refused the login",
-                "fe_sendauth: no password supplied": "refused the login",
-                'FATAL:  role "tuner" is not permitted to log in': "refused the login",
-                'FATAL:  role "nobody" does not exist': "refused the login",
-                'FATAL:  database "db" does not exist': "has no such database",
-                'FATAL:  permission denied for database "db"': "denied a permission"}
+    refusals = {
+        'FATAL:  password authentication failed for user "tuner"': "refused the login",
+        'FATAL:  no pg_hba.conf entry for host "10.0.0.7", user "tuner", database "db", no encryption': "refused the login",
+        "fe_sendauth: no password supplied": "refused the login",
+        'FATAL:  role "tuner" is not permitted to log in': "refused the login",
+        'FATAL:  role "nobody" does not exist': "refused the login",
+        'FATAL:  database "db" does not exist': "has no such database",
+        'FATAL:  permission denied for database "db"': "denied a permission",
+    }
     for words, problem in refusals.items():
         error = _wrapped(psycopg.OperationalError(CONNECT + words))
         assert not is_transient(error), words
@@ -92,8 +104,10 @@ def test_a_refusal_ends_an_outage_at_once_with_the_stop(heard: list[str], monkey
     """The password changed and the old sessions terminated: the lost connection is waited for, the refused
     login that follows is not — one StorageMisconfigured, no "back" line, long before the bound."""
     monkeypatch.setenv(outage.OUTAGE_BOUND_ENV, "120")
-    errors = [psycopg.errors.AdminShutdown("terminating connection due to administrator command"),
-              psycopg.OperationalError(CONNECT + 'FATAL:  password authentication failed for user "tuner"')]
+    errors = [
+        psycopg.errors.AdminShutdown("terminating connection due to administrator command"),
+        psycopg.OperationalError(CONNECT + 'FATAL:  password authentication failed for user "tuner"'),
+    ]
     calls: list[int] = []
 
     def refused() -> None:
@@ -159,6 +173,7 @@ def test_other_errors_are_raised_at_once_and_nested_calls_retry_only_outermost()
             inner.append(1)
             if len(inner) == 1:
                 raise _wrapped(psycopg.OperationalError("server closed the connection unexpectedly"))
+
         call_through_outage(once)  # nested: raises straight to the outer retry
         return "done"
 
@@ -178,7 +193,8 @@ def test_the_outage_bound_is_read_from_the_environment(monkeypatch: pytest.Monke
 
 
 def test_a_state_change_whose_commit_landed_before_the_connection_dropped_counts_as_done(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     storage = open_storage(f"sqlite:///{tmp_path / 's.db'}")
     study = optuna.create_study(storage=storage, study_name="s")
     trial = study.ask()

@@ -103,7 +103,8 @@ def test_side_records_leave_the_user_attributes_for_the_side_table(home: Path) -
 
 
 def test_show_and_export_still_print_the_environment_runtime_and_log_tail(
-        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     study = load(home)
     side = store_rows.stored_records(study)
     oom = next(t for t in measured_trials(study) if t.user_attrs.get("outcome") == "OOM")
@@ -117,15 +118,17 @@ def test_show_and_export_still_print_the_environment_runtime_and_log_tail(
     config = build_config(study, record, f"sqlite:///{home / 's.db'}")
     assert config["env"] == {str(k): str(v) for k, v in side[record.number][ENV].items()}
     assert config["provenance"]["source"] == "trial" and config["provenance"]["runtime"] is not None
-    status, out, err = cli(home, capsys, "s.db", "export", "s", "--trial", str(record.number),
-                           "--output", str(home / "exported.yaml"))
+    status, out, err = cli(
+        home, capsys, "s.db", "export", "s", "--trial", str(record.number), "--output", str(home / "exported.yaml")
+    )
     assert status == 0, err
     exported = yaml.safe_load((home / "exported.yaml").read_text())
     assert exported["env"] == config["env"] and exported["provenance"]["source"] == "trial"
 
 
 def test_a_study_an_older_tuner_wrote_still_shows_and_exports_them(
-        home: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    home: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     """Trials carrying their records as user attributes, in a database without the side table."""
     study = load(home)
     side = store_rows.stored_records(study)
@@ -133,9 +136,16 @@ def test_a_study_an_older_tuner_wrote_still_shows_and_exports_them(
     for key, value in study.user_attrs.items():
         old.set_user_attr(key, value)
     for trial in study.get_trials(deepcopy=True):
-        old.add_trial(optuna.trial.create_trial(
-            state=trial.state, values=trial.values, params=trial.params, distributions=trial.distributions,
-            user_attrs={**trial.user_attrs, **side.get(trial.number, {})}, system_attrs=trial.system_attrs))
+        old.add_trial(
+            optuna.trial.create_trial(
+                state=trial.state,
+                values=trial.values,
+                params=trial.params,
+                distributions=trial.distributions,
+                user_attrs={**trial.user_attrs, **side.get(trial.number, {})},
+                system_attrs=trial.system_attrs,
+            )
+        )
     assert store_rows.stored_records(old) == {}, "no table: no side records"
     old_trials = old.get_trials(deepcopy=False)
     assert {n: found for n, found in trial_records(old, old_trials).items() if found} == side
@@ -154,10 +164,20 @@ def test_a_study_an_older_tuner_wrote_still_shows_and_exports_them(
 def test_an_in_memory_storage_keeps_them_as_user_attributes() -> None:
     study = optuna.create_study()
     trial = study.ask()
-    result = TrialResult(outcome=Outcome.OK, metrics={"latency_p50_s": Metric("latency_p50_s", 0.25, "s", "minimize")},
-                         log_tail="the end\n", wall_time_s=1.5, eval_time_s=0.5, samples={"frame": "f.png"},
-                         info={"env": {"OMP_NUM_THREADS": "2"}, "runtime": {"python": "3.11"}, "repeats": 2,
-                               "cut_short": "2 of 5 repeats"})
+    result = TrialResult(
+        outcome=Outcome.OK,
+        metrics={"latency_p50_s": Metric("latency_p50_s", 0.25, "s", "minimize")},
+        log_tail="the end\n",
+        wall_time_s=1.5,
+        eval_time_s=0.5,
+        samples={"frame": "f.png"},
+        info={
+            "env": {"OMP_NUM_THREADS": "2"},
+            "runtime": {"python": "3.11"},
+            "repeats": 2,
+            "cut_short": "2 of 5 repeats",
+        },
+    )
     store.record_result(trial, result, "cpu0", False)
     study.tell(trial, 0.25)
     frozen = study.get_trials()[-1]
@@ -166,11 +186,21 @@ def test_an_in_memory_storage_keeps_them_as_user_attributes() -> None:
     assert attrs[WORKER_INFO] == {"repeats": 2, "cut_short": "2 of 5 repeats"} and attrs[LOG_TAIL] == "the end\n"
     assert attrs["cut_short"] == "2 of 5 repeats", "the one small field views need stays a user attribute"
     assert store_rows.stored_records(study) == {}
-    assert trial_records(study, [frozen]) == {frozen.number: {ENV: attrs[ENV], RUNTIME: attrs[RUNTIME],
-                                                             WORKER_INFO: attrs[WORKER_INFO], LOG_TAIL: "the end\n"}}
+    assert trial_records(study, [frozen]) == {
+        frozen.number: {
+            ENV: attrs[ENV],
+            RUNTIME: attrs[RUNTIME],
+            WORKER_INFO: attrs[WORKER_INFO],
+            LOG_TAIL: "the end\n",
+        }
+    }
     record = full_record(study, frozen)
     assert (record.env, record.runtime, record.log_tail, record.cut_short) == (
-        {"OMP_NUM_THREADS": "2"}, {"python": "3.11"}, "the end\n", "2 of 5 repeats")
+        {"OMP_NUM_THREADS": "2"},
+        {"python": "3.11"},
+        "the end\n",
+        "2 of 5 repeats",
+    )
 
 
 def test_a_deleted_study_takes_its_side_records_along(tmp_path: Path) -> None:

@@ -37,8 +37,15 @@ def test_each_queued_trial_is_popped_by_exactly_one_process(tmp_path: Path) -> N
     study = optuna.create_study(study_name="q", storage=open_storage(url))
     for index in range(QUEUED):
         study.enqueue_trial({"x": float(index)})
-    askers = [subprocess.Popen([sys.executable, "-c", ASKER, url, str(QUEUED // PROCESSES)], stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, text=True) for _ in range(PROCESSES)]
+    askers = [
+        subprocess.Popen(
+            [sys.executable, "-c", ASKER, url, str(QUEUED // PROCESSES)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        for _ in range(PROCESSES)
+    ]
     for asker in askers:
         assert asker.stdin is not None
         asker.stdin.write("go\n")

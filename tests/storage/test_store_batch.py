@@ -11,8 +11,9 @@ after it is told, Optuna's error on a finished trial, and the in-memory fallback
 from __future__ import annotations
 
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import optuna
 import pytest
@@ -22,7 +23,7 @@ from sqlalchemy import event
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.storage import store, store_rows
 from tuner.storage.attributes import TRIAL_RECORDS
-from tuner.storage.lock import ensure_tuner_tables
+from tuner.storage.coordination.lock import ensure_tuner_tables
 from tuner.testing.postgres import PostgresCluster, PostgresNotInstalled, postgres_bindir, running_postgres
 
 optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -30,9 +31,16 @@ optuna.logging.set_verbosity(optuna.logging.WARNING)
 
 def result() -> TrialResult:
     """A result with every part a real one records (metrics, environment, log tail, invocation)."""
-    return TrialResult(outcome=Outcome.OK, metrics={"latency_p50_s": Metric("latency_p50_s", 0.25, "s", "minimize")},
-                       log_tail="line\n" * 20, wall_time_s=1.5, eval_time_s=0.5, info={"environment": {"gpu": "H200"}},
-                       samples={"frame": "f.png"}, invocation={"argv": ["python", "-m", "x"]})
+    return TrialResult(
+        outcome=Outcome.OK,
+        metrics={"latency_p50_s": Metric("latency_p50_s", 0.25, "s", "minimize")},
+        log_tail="line\n" * 20,
+        wall_time_s=1.5,
+        eval_time_s=0.5,
+        info={"environment": {"gpu": "H200"}},
+        samples={"frame": "f.png"},
+        invocation={"argv": ["python", "-m", "x"]},
+    )
 
 
 def written(study: optuna.Study, write: Any) -> tuple[int, dict[str, Any], dict[str, Any]]:
@@ -54,8 +62,15 @@ def written(study: optuna.Study, write: Any) -> tuple[int, dict[str, Any], dict[
 def one_by_one(trial: optuna.Trial) -> None:
     """The per-attribute path: what record_result stored before it batched."""
     values: dict[str, Any] = {}
-    store.record_result(_Recorder(values), result(), "gpu0", False, reason="why", fingerprint_note="note",
-                        unavailable_constraints={"c": "n/a"})
+    store.record_result(
+        _Recorder(values),
+        result(),
+        "gpu0",
+        False,
+        reason="why",
+        fingerprint_note="note",
+        unavailable_constraints={"c": "n/a"},
+    )
     for key, value in values.items():
         trial.set_user_attr(key, value)
 
@@ -71,8 +86,9 @@ class _Recorder:
 
 
 def batched(trial: optuna.Trial) -> None:
-    store.record_result(trial, result(), "gpu0", False, reason="why", fingerprint_note="note",
-                        unavailable_constraints={"c": "n/a"})
+    store.record_result(
+        trial, result(), "gpu0", False, reason="why", fingerprint_note="note", unavailable_constraints={"c": "n/a"}
+    )
 
 
 @pytest.fixture(scope="module")

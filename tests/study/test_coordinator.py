@@ -11,12 +11,12 @@ from optuna.trial import TrialState
 
 from tuner.pareto import named_constraints
 from tuner.runner.base import Slot
-from tuner.testing.inline_runner import InlineRunner
-from tuner.spec.loading import parse_spec
-from tuner.study.coordinator import Coordinator
-from tuner.storage.heartbeats import HOST
 from tuner.search.objectives import plan_constraints
+from tuner.spec.loading import parse_spec
+from tuner.storage.coordination.heartbeats import HOST
+from tuner.study.coordinator import Coordinator
 from tuner.study.studies import create_study, load_study
+from tuner.testing.inline_runner import InlineRunner
 
 SPEC_TEXT = (Path(__file__).parents[1] / "specs" / "fake_ok.yaml").read_text()
 
@@ -29,9 +29,17 @@ def open_new(tmp_path: Path, text: str = SPEC_TEXT, trials: int | None = None, s
 
 def coordinator(opened, tmp_path: Path, budget: int | None = None, slots: int = 1) -> Coordinator:
     plan = plan_constraints(opened.spec, {"gpu_memory_gb": None, "host_memory_gb": 24.0})
-    return Coordinator(study=opened.study, spec=opened.spec, runner=InlineRunner(), slots=[Slot(i, None, 1) for i in range(slots)],
-                       home=tmp_path, device="cpu", plan=plan,
-                       budget_trials=budget or opened.study.user_attrs["budget_trials"], wall_time_s=None)
+    return Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=InlineRunner(),
+        slots=[Slot(i, None, 1) for i in range(slots)],
+        home=tmp_path,
+        device="cpu",
+        plan=plan,
+        budget_trials=budget or opened.study.user_attrs["budget_trials"],
+        wall_time_s=None,
+    )
 
 
 def test_reference_then_baseline_then_search(tmp_path: Path) -> None:
@@ -83,9 +91,11 @@ def test_a_setting_seen_before_is_not_run_again(tmp_path: Path) -> None:
 
 
 def test_oom_is_an_infeasible_point_and_crash_a_failure(tmp_path: Path) -> None:
-    text = SPEC_TEXT.replace("  batch_size: {type: categorical, choices: [1, 2]}",
-                             "  batch_size: {type: categorical, choices: [1, 2]}\n"
-                             "  behaviour: {type: categorical, choices: [ok, device_oom, raise]}")
+    text = SPEC_TEXT.replace(
+        "  batch_size: {type: categorical, choices: [1, 2]}",
+        "  batch_size: {type: categorical, choices: [1, 2]}\n"
+        "  behaviour: {type: categorical, choices: [ok, device_oom, raise]}",
+    )
     text = text.replace("batch_size: 1}", "batch_size: 1, behaviour: ok}")
     opened = open_new(tmp_path, text)
     opened.study.enqueue_trial({"sleep_s": 0.001, "noise": 5, "batch_size": 1, "behaviour": "device_oom"})

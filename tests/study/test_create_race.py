@@ -15,9 +15,9 @@ import pytest
 
 import tuner.study.studies as studies
 from tuner.cli.main import main
+from tuner.errors import StudyError
 from tuner.spec.loading import load_spec
 from tuner.storage.opening import open_storage
-from tuner.errors import StudyError
 
 SPEC = Path(__file__).resolve().parents[1] / "specs" / "fake_ok.yaml"
 
@@ -43,7 +43,8 @@ def lose_the_race(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
 
 
 def test_a_study_created_between_the_check_and_the_create_is_a_study_error(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     url = f"sqlite:///{tmp_path / 'studies.db'}"
     spec = load_spec(SPEC)
     lose_the_race(monkeypatch, "x")
@@ -58,7 +59,8 @@ def test_a_study_created_between_the_check_and_the_create_is_a_study_error(
 
 
 def test_tuner_run_losing_the_race_says_resume_and_exits_2(
-        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     home = tmp_path / "home"
     lose_the_race(monkeypatch, "x")
     monkeypatch.setenv("COLUMNS", "400")

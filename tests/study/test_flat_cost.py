@@ -14,21 +14,22 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from optuna.trial import FrozenTrial, create_trial
 
 from tuner.results import TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
-from tuner.testing.inline_runner import InlineRunner
+from tuner.search.objectives import plan_constraints
 from tuner.spec.loading import parse_spec
 from tuner.storage import store
 from tuner.study.coordinator import Coordinator
-from tuner.search.objectives import plan_constraints
 from tuner.study.studies import OpenStudy, create_study
+from tuner.testing.inline_runner import InlineRunner
 from tuner.testing.noop_spec import noop_spec
 
 STEADY_TRIALS = 6  # trials the coordinator runs in the grown study (the first and last bound the count)
@@ -39,11 +40,21 @@ def new_study(tmp_path: Path, name: str) -> OpenStudy:
     return create_study(parse_spec(text), text, f"sqlite:///{tmp_path / (name + '.db')}", name, "random", 3, {})
 
 
-def coordinator(opened: OpenStudy, home: Path, budget: int, runner: Runner | None = None,
-                listeners: list[Any] | None = None) -> Coordinator:
-    return Coordinator(study=opened.study, spec=opened.spec, runner=runner or InlineRunner(), slots=[Slot(0, None, 1)], home=home,
-                       device="cpu", plan=plan_constraints(opened.spec, {}), budget_trials=budget, wall_time_s=None,
-                       listeners=listeners or [])
+def coordinator(
+    opened: OpenStudy, home: Path, budget: int, runner: Runner | None = None, listeners: list[Any] | None = None
+) -> Coordinator:
+    return Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=runner or InlineRunner(),
+        slots=[Slot(0, None, 1)],
+        home=home,
+        device="cpu",
+        plan=plan_constraints(opened.spec, {}),
+        budget_trials=budget,
+        wall_time_s=None,
+        listeners=listeners or [],
+    )
 
 
 def grow(opened: OpenStudy, home: Path, finished: int) -> int:
@@ -54,9 +65,16 @@ def grow(opened: OpenStudy, home: Path, finished: int) -> int:
     copies = []
     for index in range(finished - 3):
         attrs = {**template.user_attrs, "candidate_key": f"grown-{index}"}
-        copies.append(create_trial(state=template.state, values=[v * (1 + index * 1e-6) for v in template.values],
-                                   params={"x": 10**8 + index}, distributions=template.distributions,
-                                   user_attrs=attrs, system_attrs=dict(template.system_attrs)))
+        copies.append(
+            create_trial(
+                state=template.state,
+                values=[v * (1 + index * 1e-6) for v in template.values],
+                params={"x": 10**8 + index},
+                distributions=template.distributions,
+                user_attrs=attrs,
+                system_attrs=dict(template.system_attrs),
+            )
+        )
     store.add_finished_trials(opened.study, copies)
     return sum(1 for t in opened.study.get_trials() if t.user_attrs.get("measured"))
 
@@ -131,8 +149,10 @@ def test_cost_per_trial_does_not_grow_with_the_study(tmp_path: Path, counting: A
     small_sql, small_reads = steady_cost(tmp_path, 10, counting)
     large_sql, large_reads = steady_cost(tmp_path, 1000, counting)
     assert large_sql <= small_sql + 1, f"SQL statements per trial: {small_sql} at 10 trials, {large_sql} at 1,000"
-    assert large_reads <= small_reads + 5, (f"trial attribute reads per trial: {small_reads} at 10 trials, "
-                                            f"{large_reads} at 1,000 (a scan over the study each turn?)")
+    assert large_reads <= small_reads + 5, (
+        f"trial attribute reads per trial: {small_reads} at 10 trials, "
+        f"{large_reads} at 1,000 (a scan over the study each turn?)"
+    )
 
 
 class SleepingRunner(Runner):
@@ -173,7 +193,7 @@ def test_a_coordinator_whose_slots_are_busy_reads_nothing(tmp_path: Path) -> Non
     coordinator(opened, tmp_path, budget=1, runner=runner).run()
     cpu_s = time.process_time() - cpu_before
     event.remove(engine, "before_cursor_execute", count)
-    (started, ended), = runner.spans
+    ((started, ended),) = runner.spans
     during = [s for at, s in statements if started + 0.5 <= at <= ended - 0.1 and "trial_heartbeats" not in s]
     assert during == [], f"{len(during)} statements while the slot was busy: {during[:5]}"
     assert cpu_s < 2.5, f"{cpu_s:.2f} s of CPU for a run that mostly waited 3 s"

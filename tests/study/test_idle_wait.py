@@ -20,14 +20,14 @@ import pytest
 import tuner.study.coordinator as coordinator_module
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
-from tuner.testing.inline_runner import InlineRunner
+from tuner.search.objectives import plan_constraints
 from tuner.spec.loading import parse_spec
 from tuner.storage import store
 from tuner.study.coordinator import TICK_S, Coordinator
 from tuner.study.listeners import Summary
-from tuner.search.objectives import plan_constraints
 from tuner.study.studies import OpenStudy, create_study
 from tuner.study.wakeup import Wakeup
+from tuner.testing.inline_runner import InlineRunner
 from tuner.testing.noop_spec import noop_spec
 
 WINDOW_S = 2.5  # how long the test watches the waiting coordinator
@@ -75,9 +75,18 @@ class Ticks:
 def waiting_coordinator(tmp_path: Path, runner: Runner, ticks: Ticks) -> tuple[Coordinator, OpenStudy]:
     text = noop_spec("idle", trials=1)
     opened = create_study(parse_spec(text), text, f"sqlite:///{tmp_path / 'idle.db'}", "idle", "random", 1, {})
-    coordinator = Coordinator(study=opened.study, spec=opened.spec, runner=runner, slots=[Slot(0, None, 1)], home=tmp_path, device="cpu",
-                              plan=plan_constraints(opened.spec, {}), budget_trials=1, wall_time_s=None,
-                              listeners=[ticks])
+    coordinator = Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=runner,
+        slots=[Slot(0, None, 1)],
+        home=tmp_path,
+        device="cpu",
+        plan=plan_constraints(opened.spec, {}),
+        budget_trials=1,
+        wall_time_s=None,
+        listeners=[ticks],
+    )
     return coordinator, opened
 
 
@@ -118,12 +127,18 @@ def test_a_coordinator_whose_slots_are_busy_sleeps(tmp_path: Path) -> None:
         runner.release.set()
         thread.join(60)
         event.remove(engine, "before_cursor_execute", count)
-    during = [s for at, s in statements if begin <= at <= end and "heartbeat" not in s.lower()
-              and not s.startswith(("BEGIN", "SELECT CURRENT_TIMESTAMP"))]
+    during = [
+        s
+        for at, s in statements
+        if begin <= at <= end
+        and "heartbeat" not in s.lower()
+        and not s.startswith(("BEGIN", "SELECT CURRENT_TIMESTAMP"))
+    ]
     assert during == [], f"{len(during)} statements that are no heartbeat while the slot was busy: {during[:5]}"
     beats = WINDOW_S / interval + 1 if interval else 0
     assert ticks_during <= WINDOW_S / TICK_S + beats + 1, (
-        f"{ticks_during} turns of the loop in {WINDOW_S} s (ticks every {TICK_S} s, heartbeats every {interval} s)")
+        f"{ticks_during} turns of the loop in {WINDOW_S} s (ticks every {TICK_S} s, heartbeats every {interval} s)"
+    )
     assert summaries and summaries[0].ran == 1
 
 

@@ -22,11 +22,11 @@ import optuna
 import pytest
 
 from tuner.pareto import front_trials
-from tuner.runner.measure.inputs import cliff_lines, combine_inputs, load_outputs, percentile_of_badness, save_outputs
 from tuner.results import Metric
-from tuner.spec.quality.cases import input_sets
+from tuner.runner.measure.inputs import cliff_lines, combine_inputs, load_outputs, percentile_of_badness, save_outputs
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SpecError
+from tuner.spec.quality.cases import input_sets
 from tuner.workloads.base import WorkloadOutput
 
 CASES = """cases:
@@ -34,11 +34,14 @@ CASES = """cases:
   - {name: busy, noise_gain: 1.0}
   - {name: fragile, cliff_low: 5, cliff_high: 7, cliff_noise: 14}
 """
-SPEC = """
+SPEC = (
+    """
 name: fake_cases
 workload: {class: "tuner.workloads.fake:FakeWorkload", timeout_s: 30}
 inputs: {note: simulated}
-""" + CASES + """cliff_margins: {psnr_db: 3}
+"""
+    + CASES
+    + """cliff_margins: {psnr_db: 3}
 parameters:
   noise: {type: categorical, choices: [0, 2, 6, 10]}
 derived:
@@ -52,11 +55,11 @@ sampler: {name: grid}
 measurement: {warmup: 0, min_repeats: 1, max_repeats: 1}
 budget: {trials: 4}
 """
+)
 
 
 def tuner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done
 
@@ -77,8 +80,12 @@ def mlflow_run_of(tmp_path: Path, study_name: str, number: int) -> Any:
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     tuner("sync-mlflow", study_name, "--mlflow-uri", uri, cwd=tmp_path)
     client = MlflowClient(uri)
-    runs = [run for experiment in client.search_experiments() for run in client.search_runs([experiment.experiment_id])
-            if run.data.tags.get("tuner.trial_number") == str(number)]
+    runs = [
+        run
+        for experiment in client.search_experiments()
+        for run in client.search_runs([experiment.experiment_id])
+        if run.data.tags.get("tuner.trial_number") == str(number)
+    ]
     assert len(runs) == 1
     return runs[0]
 
@@ -88,8 +95,11 @@ def noise_on_front(study: optuna.Study) -> set[int]:
 
 
 def by_noise(study: optuna.Study) -> dict[int, Any]:
-    return {t.params["noise"]: t for t in study.trials
-            if t.user_attrs.get("measured") and t.user_attrs.get("duplicate_of") is None}
+    return {
+        t.params["noise"]: t
+        for t in study.trials
+        if t.user_attrs.get("measured") and t.user_attrs.get("duplicate_of") is None
+    }
 
 
 @pytest.mark.slow
@@ -150,12 +160,15 @@ def test_a_folder_gives_one_case_per_file(tmp_path: Path, monkeypatch: pytest.Mo
         input_sets(parse_spec(text.replace("folder: clips", "folder: empty")))
 
 
-@pytest.mark.parametrize("change, problem", [
-    ("  - {name: calm}", r"cases: the name 'busy' is used twice|cases.0.name"),
-    ("cliff_margins: {psnr_db: 3}", r"cliff_margins.psnr_db: the margin must be > 0"),
-    ("report: [psnr_db, psnr_db:worst, psnr_db:p90]", r"report.0: unknown metric 'psnr_db:p100'"),
-    ("  - {name: calm}", r"cases.0: \['noise'\] are parameters or derived values, not inputs"),
-])
+@pytest.mark.parametrize(
+    "change, problem",
+    [
+        ("  - {name: calm}", r"cases: the name 'busy' is used twice|cases.0.name"),
+        ("cliff_margins: {psnr_db: 3}", r"cliff_margins.psnr_db: the margin must be > 0"),
+        ("report: [psnr_db, psnr_db:worst, psnr_db:p90]", r"report.0: unknown metric 'psnr_db:p100'"),
+        ("  - {name: calm}", r"cases.0: \['noise'\] are parameters or derived values, not inputs"),
+    ],
+)
 def test_a_wrong_cases_block_is_refused_with_its_key(change: str, problem: str) -> None:
     replacement = {
         r"cases: the name 'busy' is used twice|cases.0.name": "  - {name: busy}",
@@ -172,10 +185,18 @@ def metric(name: str, value: float | None, direction: str = "maximize", reason: 
 
 
 def test_figures_over_inputs_mean_worst_percentile_and_peaks() -> None:
-    per_input = {"a": {"psnr_db": metric("psnr_db", 30.0), "peak_rss_gb": metric("peak_rss_gb", 1.0, "minimize"),
-                       "lpips": metric("lpips", 0.1, "minimize")},
-                 "b": {"psnr_db": metric("psnr_db", 20.0), "peak_rss_gb": metric("peak_rss_gb", 3.0, "minimize"),
-                       "lpips": metric("lpips", 0.3, "minimize")}}
+    per_input = {
+        "a": {
+            "psnr_db": metric("psnr_db", 30.0),
+            "peak_rss_gb": metric("peak_rss_gb", 1.0, "minimize"),
+            "lpips": metric("lpips", 0.1, "minimize"),
+        },
+        "b": {
+            "psnr_db": metric("psnr_db", 20.0),
+            "peak_rss_gb": metric("peak_rss_gb", 3.0, "minimize"),
+            "lpips": metric("lpips", 0.3, "minimize"),
+        },
+    }
     combined = combine_inputs(per_input, ["psnr_db:worst", "lpips:worst", "lpips:p90", "psnr_db:p90", "gone:worst"])
     assert combined["psnr_db"].value == 25.0 and combined["peak_rss_gb"].value == 3.0  # a peak: the maximum
     assert combined["psnr_db:worst"].value == 20.0 and combined["lpips:worst"].value == 0.3
@@ -186,8 +207,10 @@ def test_figures_over_inputs_mean_worst_percentile_and_peaks() -> None:
 
 
 def test_a_figure_over_inputs_is_unavailable_when_one_input_is() -> None:
-    per_input = {"a": {"psnr_db": metric("psnr_db", 30.0)},
-                 "b": {"psnr_db": metric("psnr_db", None, reason="frames differ")}}
+    per_input = {
+        "a": {"psnr_db": metric("psnr_db", 30.0)},
+        "b": {"psnr_db": metric("psnr_db", None, reason="frames differ")},
+    }
     combined = combine_inputs(per_input, ["psnr_db:worst"])
     assert combined["psnr_db"].value is None and combined["psnr_db"].reason == "input b: frames differ"
     assert combined["psnr_db:worst"].value is None
@@ -196,11 +219,15 @@ def test_a_figure_over_inputs_is_unavailable_when_one_input_is() -> None:
 
 
 def test_cliffs_name_the_input_past_the_margin() -> None:
-    per_input = {"a": {"psnr_db": metric("psnr_db", 30.0)}, "b": {"psnr_db": metric("psnr_db", 30.0)},
-                 "c": {"psnr_db": metric("psnr_db", 18.0)}}
+    per_input = {
+        "a": {"psnr_db": metric("psnr_db", 30.0)},
+        "b": {"psnr_db": metric("psnr_db", 30.0)},
+        "c": {"psnr_db": metric("psnr_db", 18.0)},
+    }
     combined = combine_inputs(per_input, [])
     assert cliff_lines(per_input, combined, {"psnr_db": 3.0}) == [
-        "input c: psnr_db 18 dB, 8 worse than the mean 26 (margin 3)"]
+        "input c: psnr_db 18 dB, 8 worse than the mean 26 (margin 3)"
+    ]
     assert cliff_lines(per_input, combined, {"psnr_db": 9.0}) == []
 
 

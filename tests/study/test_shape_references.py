@@ -39,11 +39,21 @@ sampler: {name: grid}
 
 def run(tmp_path: Path, text: str, slots: int) -> Any:
     spec = parse_spec(text)
-    opened = create_study(spec, text, f"sqlite:///{tmp_path / 'studies.db'}", "s", "grid", None,
-                          {"spec_name": spec.name})
+    opened = create_study(
+        spec, text, f"sqlite:///{tmp_path / 'studies.db'}", "s", "grid", None, {"spec_name": spec.name}
+    )
     plan = plan_constraints(spec, {"gpu_memory_gb": None, "host_memory_gb": 24.0})
-    Coordinator(study=opened.study, spec=spec, runner=InlineRunner(), slots=[Slot(i, None, 1) for i in range(slots)],
-                home=tmp_path, device="cpu", plan=plan, budget_trials=20, wall_time_s=None).run()
+    Coordinator(
+        study=opened.study,
+        spec=spec,
+        runner=InlineRunner(),
+        slots=[Slot(i, None, 1) for i in range(slots)],
+        home=tmp_path,
+        device="cpu",
+        plan=plan,
+        budget_trials=20,
+        wall_time_s=None,
+    ).run()
     return opened.study
 
 
@@ -64,8 +74,9 @@ def test_each_trial_is_compared_with_the_reference_at_its_own_shape(tmp_path: Pa
         assert compared["shape"] == {"frames": trial.params["frames"]}
         by = study.trials[compared["trial"]]
         assert by.params == {"frames": trial.params["frames"], "noise": 0}, (trial.number, compared)
-        assert psnr(trial)["value"] == (pytest.approx(100.0) if trial.params["noise"] == 0 else pytest.approx(
-            psnr(trial)["value"]))
+        assert psnr(trial)["value"] == (
+            pytest.approx(100.0) if trial.params["noise"] == 0 else pytest.approx(psnr(trial)["value"])
+        )
     noisy_four = next(t for t in ran if t.params == {"frames": 4, "noise": 10})
     assert psnr(noisy_four)["value"] < 40, "compared with the clean 4-frame video, not itself"
     roles = sorted(t.user_attrs["role"] for t in ran)
@@ -80,11 +91,17 @@ def test_each_trial_is_compared_with_the_reference_at_its_own_shape(tmp_path: Pa
 
 
 def test_a_shape_whose_reference_cannot_run_has_no_quality_and_says_why(tmp_path: Path) -> None:
-    text = SPEC.replace("sampler: {name: grid}", 'sampler: {name: grid}\nrules:\n'
-                        '  - {expr: "not (frames == 4 and noise == 0)", message: "no clean 4-frame video"}')
+    text = SPEC.replace(
+        "sampler: {name: grid}",
+        "sampler: {name: grid}\nrules:\n"
+        '  - {expr: "not (frames == 4 and noise == 0)", message: "no clean 4-frame video"}',
+    )
     study = run(tmp_path, text, 1)
-    four = [t for t in study.trials if t.user_attrs.get("measured") and t.params.get("frames") == 4
-            and t.user_attrs.get("outcome") == "OK"]
+    four = [
+        t
+        for t in study.trials
+        if t.user_attrs.get("measured") and t.params.get("frames") == 4 and t.user_attrs.get("outcome") == "OK"
+    ]
     assert four, [(t.number, t.params, t.user_attrs.get("outcome")) for t in study.trials]
     for trial in four:
         metric = psnr(trial)

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tuner.spec.loading import parse_spec
 from tuner.errors import StudyError
+from tuner.spec.loading import parse_spec
 from tuner.storage.opening import check_study_name
 from tuner.study.studies import create_study, default_study_name, load_study, study_directory
 
@@ -29,8 +29,9 @@ def test_bad_study_names_are_refused_in_one_line(name: str) -> None:
         check_study_name(name)
     message = str(caught.value)
     assert "\n" not in message and len(message) < 300, message
-    assert message.endswith("is not allowed: use letters, digits, '_', '-', '.' "
-                            "(at most 128 characters, not starting with '.')"), message
+    assert message.endswith(
+        "is not allowed: use letters, digits, '_', '-', '.' (at most 128 characters, not starting with '.')"
+    ), message
 
 
 @pytest.mark.parametrize("name", ["demo", "fake_demo-cpu-20260101-000000", "v1.2", "x" * 128, "-x", "_"])
@@ -62,8 +63,10 @@ def test_study_directory_stays_inside_home(tmp_path: Path) -> None:
         study_directory(home, "linked")
 
 
-@pytest.mark.parametrize("spec_name, gpu", [("fake_demo", "NVIDIA H200"), ("..", "NVIDIA GeForce RTX 4090 / 24GB"),
-                                            ("a" * 300, "x" * 300), ("fake.demo", "")])
+@pytest.mark.parametrize(
+    "spec_name, gpu",
+    [("fake_demo", "NVIDIA H200"), ("..", "NVIDIA GeForce RTX 4090 / 24GB"), ("a" * 300, "x" * 300), ("fake.demo", "")],
+)
 def test_default_study_name_is_always_valid(spec_name: str, gpu: str) -> None:
     spec = parse_spec(FAKE_OK.read_text()).model_copy(update={"name": spec_name})
     name = default_study_name(spec, gpu)
@@ -75,12 +78,25 @@ def test_default_study_name_is_always_valid(spec_name: str, gpu: str) -> None:
 def test_tuner_run_with_a_bad_study_name_exits_2_and_writes_nothing(tmp_path: Path) -> None:
     cwd = tmp_path / "a" / "b"
     cwd.mkdir(parents=True)
-    env = {key: value for key, value in os.environ.items()
-           if not key.startswith(("TUNER_", "MLFLOW_"))}
+    env = {key: value for key, value in os.environ.items() if not key.startswith(("TUNER_", "MLFLOW_"))}
     before = tree(tmp_path)
-    done = subprocess.run([str(ROOT / ".venv" / "bin" / "tuner"), "run", str(FAKE_OK), "--study-name", "../../x",
-                           "--home", str(cwd / "home"), "--no-mlflow"],
-                          cwd=cwd, capture_output=True, text=True, timeout=300, env=env)
+    done = subprocess.run(
+        [
+            str(ROOT / ".venv" / "bin" / "tuner"),
+            "run",
+            str(FAKE_OK),
+            "--study-name",
+            "../../x",
+            "--home",
+            str(cwd / "home"),
+            "--no-mlflow",
+        ],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=env,
+    )
     assert done.returncode == 2, (done.stdout[-2000:], done.stderr[-2000:])
     lines = [line for line in done.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: study name '../../x' is not allowed"), done.stderr
@@ -92,20 +108,51 @@ def test_tuner_run_with_a_bad_study_name_exits_2_and_writes_nothing(tmp_path: Pa
 def _config(study: str) -> Any:
     from tuner.ship.config_schema import ConfigV1
 
-    spread: dict[str, Any] = {"latency_p50_s": None, "latency_p95_s": None, "latency_cv": None,
-                              "repeats": None, "noisy": None}
+    spread: dict[str, Any] = {
+        "latency_p50_s": None,
+        "latency_p95_s": None,
+        "latency_cv": None,
+        "repeats": None,
+        "noisy": None,
+    }
     settings = {"sleep_s": 0.02, "noise": 0, "batch_size": 1}
-    return ConfigV1.model_validate({
-        "schema": "tuner.config/v1", "workload": None, "params": settings, "derived": {}, "invocation": None,
-        "selection": {"policy": "p", "profile": None, "feasible_trials": 1, "front_size": 1, "on_front": True},
-        "objectives": {}, "metrics": {}, "spread": spread, "timing": {}, "gpu": {},
-        "baseline": {"trial": 0, "params": settings, "derived": {}, "outcome": "OK", "metrics": {},
-                     "spread": spread, "comparison": {"speed_metric": "latency_p50_s", "speedup": 1.0,
-                                                      "quality_delta": {}}},
-        "provenance": {"study": study, "trial": 3, "role": "search", "storage": "x", "spec_name": None,
-                       "spec_hash": None, "sampler": None, "measured_at": None, "exported_at": "now",
-                       "tuner_version": "0"},
-        "check": {"spec_yaml": FAKE_OK.read_text(), "device": "cpu", "reference": settings, "baseline": settings}})
+    return ConfigV1.model_validate(
+        {
+            "schema": "tuner.config/v1",
+            "workload": None,
+            "params": settings,
+            "derived": {},
+            "invocation": None,
+            "selection": {"policy": "p", "profile": None, "feasible_trials": 1, "front_size": 1, "on_front": True},
+            "objectives": {},
+            "metrics": {},
+            "spread": spread,
+            "timing": {},
+            "gpu": {},
+            "baseline": {
+                "trial": 0,
+                "params": settings,
+                "derived": {},
+                "outcome": "OK",
+                "metrics": {},
+                "spread": spread,
+                "comparison": {"speed_metric": "latency_p50_s", "speedup": 1.0, "quality_delta": {}},
+            },
+            "provenance": {
+                "study": study,
+                "trial": 3,
+                "role": "search",
+                "storage": "x",
+                "spec_name": None,
+                "spec_hash": None,
+                "sampler": None,
+                "measured_at": None,
+                "exported_at": "now",
+                "tuner_version": "0",
+            },
+            "check": {"spec_yaml": FAKE_OK.read_text(), "device": "cpu", "reference": settings, "baseline": settings},
+        }
+    )
 
 
 class _Stop(Exception):
@@ -113,8 +160,7 @@ class _Stop(Exception):
 
 
 @pytest.mark.parametrize("study", ["../../evil", "/etc/evil", "a/../../b", "..", "x" * 400])
-def test_check_work_dir_stays_inside_home_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                                 study: str) -> None:
+def test_check_work_dir_stays_inside_home_checks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, study: str) -> None:
     import tuner.runner.base
     from tuner.ship.check import run_check
 

@@ -20,10 +20,14 @@ SPACE = {"steps": IntDistribution(1, 8), "resolution": CategoricalDistribution([
 
 def run(steps: int, resolution: int, wall_s: float, outcome: str = "OK") -> optuna.trial.FrozenTrial:
     """A finished measured run that held its slot ``wall_s`` seconds."""
-    attrs: dict[str, Any] = {names.MEASURED: True, names.OUTCOME: outcome,
-                             names.COST: {"device_s": wall_s, "wall_s": wall_s, "devices": 1}}
-    return optuna.trial.create_trial(params={"steps": steps, "resolution": resolution}, distributions=SPACE,
-                                     values=[1.0], user_attrs=attrs)
+    attrs: dict[str, Any] = {
+        names.MEASURED: True,
+        names.OUTCOME: outcome,
+        names.COST: {"device_s": wall_s, "wall_s": wall_s, "devices": 1},
+    }
+    return optuna.trial.create_trial(
+        params={"steps": steps, "resolution": resolution}, distributions=SPACE, values=[1.0], user_attrs=attrs
+    )
 
 
 # The demo's shape: an expensive reference (all-high), then cheap settings; cost grows with steps x pixels.
@@ -42,7 +46,10 @@ def test_the_model_predicts_costly_settings_costly_and_never_below_what_it_was_f
     assert forecast.model is not None and forecast.margin >= MIN_MARGIN
     for trial in RUNS:
         assert forecast.predict_s(trial.params) >= trial.user_attrs[names.COST]["wall_s"], trial.params
-    cheap, costly = forecast.predict_s({"steps": 1, "resolution": 32}), forecast.predict_s({"steps": 8, "resolution": 64})
+    cheap, costly = (
+        forecast.predict_s({"steps": 1, "resolution": 32}),
+        forecast.predict_s({"steps": 8, "resolution": 64}),
+    )
     assert cheap is not None and costly is not None and costly > 5 * cheap
     assert forecast.predict_s({"steps": 8, "resolution": 64}, timeout_s=30.0) == 30.0, "a run ends at its limit"
 

@@ -17,8 +17,9 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
 
@@ -45,10 +46,13 @@ for (const cell of document.querySelectorAll('.ag-row .ag-cell[col-id]')) {
 return Object.values(rows).sort((a, b) => a.index - b.index);
 """
 
-pytestmark = [pytest.mark.slow,
-              pytest.mark.skipif(CHROMIUM is None or CHROMEDRIVER is None,
-                                 reason="headless browser test needs the Debian packages chromium and "
-                                        "chromium-driver (installed by .ci/run)")]
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None or CHROMEDRIVER is None,
+        reason="headless browser test needs the Debian packages chromium and chromium-driver (installed by .ci/run)",
+    ),
+]
 
 
 def read_lines_with(process: subprocess.Popen[bytes], markers: list[str], timeout_s: float) -> list[str]:
@@ -99,8 +103,13 @@ def browser() -> Iterator[Any]:
     from selenium.webdriver.chrome.service import Service
 
     options = Options()
-    for argument in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                     "--window-size=1600,1000"):
+    for argument in (
+        "--headless=new",
+        "--no-sandbox",
+        "--disable-dev-shm-usage",
+        "--disable-gpu",
+        "--window-size=1600,1000",
+    ):
         options.add_argument(argument)
     options.binary_location = str(CHROMIUM)
     driver = webdriver.Chrome(service=Service(str(CHROMEDRIVER)), options=options)
@@ -130,10 +139,13 @@ def grid_rows(browser: Any) -> list[dict[str, Any]]:
 
 def header_order(browser: Any) -> list[str]:
     """Column ids of the runs table's headers, left to right as drawn."""
-    return list(browser.execute_script(
-        "return Array.from(document.querySelectorAll('.ag-header-cell[col-id]'))"
-        ".sort((a, b) => a.getBoundingClientRect().left - b.getBoundingClientRect().left)"
-        ".map(c => c.getAttribute('col-id'));"))
+    return list(
+        browser.execute_script(
+            "return Array.from(document.querySelectorAll('.ag-header-cell[col-id]'))"
+            ".sort((a, b) => a.getBoundingClientRect().left - b.getBoundingClientRect().left)"
+            ".map(c => c.getAttribute('col-id'));"
+        )
+    )
 
 
 def widen_column(browser: Any, column_id: str, pixels: int) -> None:
@@ -142,8 +154,9 @@ def widen_column(browser: Any, column_id: str, pixels: int) -> None:
     from selenium.webdriver.common.by import By
 
     handle = browser.find_element(By.CSS_SELECTOR, f".ag-header-cell[col-id='{column_id}'] .ag-header-cell-resize")
-    ActionChains(browser).click_and_hold(handle).move_by_offset(pixels // 2, 0) \
-        .move_by_offset(pixels - pixels // 2, 0).release().move_by_offset(0, 500).perform()
+    ActionChains(browser).click_and_hold(handle).move_by_offset(pixels // 2, 0).move_by_offset(
+        pixels - pixels // 2, 0
+    ).release().move_by_offset(0, 500).perform()
 
 
 def close_assistant(browser: Any) -> None:
@@ -162,11 +175,22 @@ def test_mlflow_ui_shows_the_study_children_and_front_plot(tmp_path: Path, brows
     from mlflow.tracking import MlflowClient
     from selenium.webdriver.common.by import By
 
-    done = subprocess.run([sys.executable, "-m", "tuner", "run", str(SPECS / "fake_ok.yaml"), "--study-name", "ui",
-                           "--trials", "6"], cwd=tmp_path, capture_output=True, text=True, timeout=400, env=ENV)
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "run", str(SPECS / "fake_ok.yaml"), "--study-name", "ui", "--trials", "6"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=ENV,
+    )
     assert done.returncode == 0, done.stderr[-2000:]
-    ui = subprocess.Popen([sys.executable, "-m", "tuner", "ui", "ui"], cwd=tmp_path, env=ENV,
-                          stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
+    ui = subprocess.Popen(
+        [sys.executable, "-m", "tuner", "ui", "ui"],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         run_line, compare_line = read_lines_with(ui, ["study run:", "comparison of its trials:"], 240)
         run_url = run_line.split("study run:", 1)[1].strip()
@@ -175,29 +199,42 @@ def test_mlflow_ui_shows_the_study_children_and_front_plot(tmp_path: Path, brows
         experiment_url = run_url.split("/runs/")[0]
         browser.get(experiment_url + "/runs")
         body = lambda: browser.find_element(By.TAG_NAME, "body").text  # noqa: E731
-        wait_for(lambda: "ui" in body().split("\n") and "matching runs" in body(), "the study's run", browser,
-                 "experiment-missing.png")
-        expanders = wait_for(lambda: browser.find_elements(
-            By.CSS_SELECTOR, "button[data-component-id*='runnamecellrenderer']"), "the run expander", browser,
-            "expander-missing.png")
+        wait_for(
+            lambda: "ui" in body().split("\n") and "matching runs" in body(),
+            "the study's run",
+            browser,
+            "experiment-missing.png",
+        )
+        expanders = wait_for(
+            lambda: browser.find_elements(By.CSS_SELECTOR, "button[data-component-id*='runnamecellrenderer']"),
+            "the run expander",
+            browser,
+            "expander-missing.png",
+        )
         for expander in expanders:
             expander.click()
         study = optuna.load_study(study_name="ui", storage=f"sqlite:///{tmp_path / 'studies' / 'studies.db'}")
         client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow' / 'mlflow.db'}")
         parent_id = run_url.rsplit("/", 1)[1]
-        children = {int(r.data.tags["tuner.trial_number"]): r for r in client.search_runs(
-            [client.get_run(parent_id).info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'")}
+        children = {
+            int(r.data.tags["tuner.trial_number"]): r
+            for r in client.search_runs(
+                [client.get_run(parent_id).info.experiment_id], f"tags.mlflow.parentRunId = '{parent_id}'"
+            )
+        }
         assert sorted(children) == [t.number for t in study.trials]
         trials: dict[str, Any] = {}  # run name -> its trial
         for trial in study.trials:
             run = children[trial.number]
             assert trial.datetime_start is not None and trial.datetime_complete is not None
             start, end = trial.datetime_start.timestamp() * 1000, trial.datetime_complete.timestamp() * 1000
-            assert abs(run.info.start_time - start) <= 1 and abs(run.info.end_time - end) <= 1, \
+            assert abs(run.info.start_time - start) <= 1 and abs(run.info.end_time - end) <= 1, (
                 "the run starts and ends when its trial did"
+            )
             name = run.info.run_name
-            assert name.startswith(f"t{trial.number} · ") and ("· front" in name) == \
-                (run.data.tags["tuner.on_front"] == "true"), name
+            assert name.startswith(f"t{trial.number} · ") and ("· front" in name) == (
+                run.data.tags["tuner.on_front"] == "true"
+            ), name
             if trial.user_attrs["outcome"] == "OK" and trial.user_attrs.get("duplicate_of") is None:
                 latency, psnr = trial.user_attrs["metrics"]["latency_p50_s"]["value"], trial.values[1]
                 assert f" · {latency:.3g} s · PSNR {psnr:.3g} dB" in name, name
@@ -205,13 +242,22 @@ def test_mlflow_ui_shows_the_study_children_and_front_plot(tmp_path: Path, brows
 
         # the runs list as a user first sees it (their own columns), the run name column widened by hand
         close_assistant(browser)
-        wait_for(lambda: set(trials) <= {row["name"] for row in grid_rows(browser)}, "the six trial runs by name",
-                 browser, "children-missing.png")
+        wait_for(
+            lambda: set(trials) <= {row["name"] for row in grid_rows(browser)},
+            "the six trial runs by name",
+            browser,
+            "children-missing.png",
+        )
         widen_column(browser, NAME_COLUMN, 220)
         close_assistant(browser)
-        rows = wait_for(lambda: [row for row in grid_rows(browser) if row["name"] in trials and
-                                 not row["cells"][NAME_COLUMN]["cut"]], "the trial names in full", browser,
-                        "names-cut.png")
+        rows = wait_for(
+            lambda: [
+                row for row in grid_rows(browser) if row["name"] in trials and not row["cells"][NAME_COLUMN]["cut"]
+            ],
+            "the trial names in full",
+            browser,
+            "names-cut.png",
+        )
         assert len(rows) == len(trials), [row["name"] for row in grid_rows(browser)]
         assert "trial 0" not in body(), "no bare 'trial N' names"
         for row in rows:
@@ -230,18 +276,30 @@ def test_mlflow_ui_shows_the_study_children_and_front_plot(tmp_path: Path, brows
         # the comparison view: trial runs only, best first, duration, objectives, front, outcome, params
         assert compare_url == experiment_url + "/runs?viewStateShareKey=tuner-ui", "'tuner ui' prints the view"
         browser.get(compare_url)
-        columns = ["duration", "metrics.`latency_p50_s`", "metrics.`psnr_db`", "tags.`tuner.on_front`",
-                   "tags.`tuner.outcome`", "params.`sleep_s`", "params.`noise`", "params.`batch_size`"]
+        columns = [
+            "duration",
+            "metrics.`latency_p50_s`",
+            "metrics.`psnr_db`",
+            "tags.`tuner.on_front`",
+            "tags.`tuner.outcome`",
+            "params.`sleep_s`",
+            "params.`noise`",
+            "params.`batch_size`",
+        ]
 
         def after_pinned() -> list[str]:  # the columns drawn right of Run Name and Created (pinned left)
             order = header_order(browser)
-            return order[order.index("runDateAndNestInfo") + 1:] if "runDateAndNestInfo" in order else []
+            return order[order.index("runDateAndNestInfo") + 1 :] if "runDateAndNestInfo" in order else []
 
-        wait_for(lambda: {row["name"] for row in grid_rows(browser)} == set(trials) and len(after_pinned()) >= 5,
-                 "only the trial runs, with the comparison's columns", browser, "compare-missing.png")
+        wait_for(
+            lambda: {row["name"] for row in grid_rows(browser)} == set(trials) and len(after_pinned()) >= 5,
+            "only the trial runs, with the comparison's columns",
+            browser,
+            "compare-missing.png",
+        )
         close_assistant(browser)
         drawn = after_pinned()  # ag-grid draws only the columns that fit the window
-        assert drawn == columns[:len(drawn)], ("duration, objectives, front, outcome, parameters first", drawn)
+        assert drawn == columns[: len(drawn)], ("duration, objectives, front, outcome, parameters first", drawn)
         rows = grid_rows(browser)
         latency = {name: children[trial.number].data.metrics.get("latency_p50_s") for name, trial in trials.items()}
         measured = [row["name"] for row in rows if latency[row["name"]] is not None]
@@ -252,8 +310,12 @@ def test_mlflow_ui_shows_the_study_children_and_front_plot(tmp_path: Path, brows
         assert shot.stat().st_size > 10_000
 
         browser.get(run_url)
-        wait_for(lambda: "on the Pareto front" in body() and "Compare all trials" in body(), "the study run's "
-                 "description", browser, "description-missing.png")
+        wait_for(
+            lambda: "on the Pareto front" in body() and "Compare all trials" in body(),
+            "the study run's description",
+            browser,
+            "description-missing.png",
+        )
         front_names = [name for name in trials if name.endswith("· front")]
         assert front_names and all(n in body() for n in front_names), "the description's table lists the front"
         link = browser.find_element(By.PARTIAL_LINK_TEXT, "Compare all trials").get_attribute("href")
@@ -261,13 +323,23 @@ def test_mlflow_ui_shows_the_study_children_and_front_plot(tmp_path: Path, brows
         save_screenshot(browser, "study_run.png")
 
         browser.get(run_url + "/artifacts")
-        entry = wait_for(lambda: browser.find_elements(By.XPATH, "//*[text()='front.png']"), "front.png in the "
-                         "artifact list", browser, "artifacts-missing.png")
+        entry = wait_for(
+            lambda: browser.find_elements(By.XPATH, "//*[text()='front.png']"),
+            "front.png in the artifact list",
+            browser,
+            "artifacts-missing.png",
+        )
         assert {"front.html", "hypervolume.png", "trials.json", "trials.csv"} <= set(body().split("\n"))
         entry[0].click()
-        width = wait_for(lambda: browser.execute_script(
-            "return Math.max(0, ...Array.from(document.images).filter(i => i.src.startsWith('blob:'))"
-            ".map(i => i.naturalWidth));"), "the front plot image", browser, "plot-missing.png")
+        width = wait_for(
+            lambda: browser.execute_script(
+                "return Math.max(0, ...Array.from(document.images).filter(i => i.src.startsWith('blob:'))"
+                ".map(i => i.naturalWidth));"
+            ),
+            "the front plot image",
+            browser,
+            "plot-missing.png",
+        )
         assert width >= 600, "front.png is 640 px wide"
         save_screenshot(browser, "front_plot.png")
     finally:

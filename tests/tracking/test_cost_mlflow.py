@@ -14,30 +14,77 @@ from typing import Any
 import pytest
 
 from tuner.storage.records import TrialRecord
-from tuner.tracking.views import build_front_views, child_payload, ranks_of
 from tuner.tracking.run_info import StudyRunInfo
+from tuner.tracking.views import build_front_views, child_payload, ranks_of
 
-INFO = StudyRunInfo("g1", "fake_demo @ NVIDIA H200", {"tuner.device": "cuda"}, {}, ("latency_p50_s", "psnr_db"),
-                    ("minimize", "maximize"), {"parameters": {"steps": {}}}, device="cuda", budget_device_hours=2.0)
+INFO = StudyRunInfo(
+    "g1",
+    "fake_demo @ NVIDIA H200",
+    {"tuner.device": "cuda"},
+    {},
+    ("latency_p50_s", "psnr_db"),
+    ("minimize", "maximize"),
+    {"parameters": {"steps": {}}},
+    device="cuda",
+    budget_device_hours=2.0,
+)
 HOUR = 3600.0
 
 
 def _cost(device_s: float) -> dict[str, Any]:
-    return {"device_s": device_s, "wall_s": device_s / 2, "devices": 2,
-            "phases_device_s": {"startup": device_s / 2, "warmup": 0.0, "measured": device_s / 2, "evaluation": 0.0,
-                                "finish": 0.0, "unattributed": 0.0}}
+    return {
+        "device_s": device_s,
+        "wall_s": device_s / 2,
+        "devices": 2,
+        "phases_device_s": {
+            "startup": device_s / 2,
+            "warmup": 0.0,
+            "measured": device_s / 2,
+            "evaluation": 0.0,
+            "finish": 0.0,
+            "unattributed": 0.0,
+        },
+    }
 
 
-OK = TrialRecord(number=0, state="COMPLETE", role="search", outcome="OK", reason=None, params={"steps": 4}, derived={},
-                 values=(1.5, 30.0), constraints={"outcome": 0.0},
-                 metrics={"latency_p50_s": {"value": 1.5, "unit": "s"}, "psnr_db": {"value": 30.0, "unit": "dB"}},
-                 placeholder=False, duplicate_of=None, slot="gpu:0,1", wall_time_s=360.0, eval_time_s=1.0,
-                 datetime_start="2026-03-01T10:00:00", datetime_complete="2026-03-01T10:06:00", measured=True,
-                 cost=_cost(720.0))
-FASTER = replace(OK, number=1, values=(1.0, 29.0), cost=_cost(540.0),
-                 metrics={"latency_p50_s": {"value": 1.0, "unit": "s"}, "psnr_db": {"value": 29.0, "unit": "dB"}})
-TIMEOUT = replace(OK, number=2, outcome="TIMEOUT", state="FAIL", values=(1e9, 0.0), placeholder=True,
-                  constraints={"outcome": 1.0}, cost=_cost(1800.0))
+OK = TrialRecord(
+    number=0,
+    state="COMPLETE",
+    role="search",
+    outcome="OK",
+    reason=None,
+    params={"steps": 4},
+    derived={},
+    values=(1.5, 30.0),
+    constraints={"outcome": 0.0},
+    metrics={"latency_p50_s": {"value": 1.5, "unit": "s"}, "psnr_db": {"value": 30.0, "unit": "dB"}},
+    placeholder=False,
+    duplicate_of=None,
+    slot="gpu:0,1",
+    wall_time_s=360.0,
+    eval_time_s=1.0,
+    datetime_start="2026-03-01T10:00:00",
+    datetime_complete="2026-03-01T10:06:00",
+    measured=True,
+    cost=_cost(720.0),
+)
+FASTER = replace(
+    OK,
+    number=1,
+    values=(1.0, 29.0),
+    cost=_cost(540.0),
+    metrics={"latency_p50_s": {"value": 1.0, "unit": "s"}, "psnr_db": {"value": 29.0, "unit": "dB"}},
+)
+TIMEOUT = replace(
+    OK,
+    number=2,
+    outcome="TIMEOUT",
+    state="FAIL",
+    values=(1e9, 0.0),
+    placeholder=True,
+    constraints={"outcome": 1.0},
+    cost=_cost(1800.0),
+)
 COPY = replace(FASTER, number=3, duplicate_of=1, measured=False, cost=None, slot=None)
 RECORDS = [OK, FASTER, TIMEOUT, COPY]
 
@@ -51,8 +98,10 @@ def test_the_study_run_carries_used_wasted_avoided_in_gpu_hours() -> None:
     assert metrics["cost_avoided_device_h"] == pytest.approx(540 / HOUR), "the copy avoided its original's run"
     assert metrics["cost_wasted_runs"] == 1.0
     line = views.tags["tuner.cost"]
-    assert line.startswith("GPU-h: used 0.35 (2 runs OK), wasted 0.5 (1 TIMEOUT), avoided ~0.15 (1 copy); "
-                           "budget 2 GPU-h; 3060 device-s recorded by 3 runs (used + wasted)"), line
+    assert line.startswith(
+        "GPU-h: used 0.35 (2 runs OK), wasted 0.5 (1 TIMEOUT), avoided ~0.15 (1 copy); "
+        "budget 2 GPU-h; 3060 device-s recorded by 3 runs (used + wasted)"
+    ), line
     description = views.tags["mlflow.note.content"]
     assert line in description and "avoided is an estimate: a copy: its original's recorded cost" in description
 

@@ -22,24 +22,29 @@ import psutil
 import pytest
 from optuna.trial import TrialState
 
+from tuner.host import free_port
 from tuner.pareto import Point, front_trials, is_measured_feasible, named_constraints, pareto_ranks
 from tuner.runner.base import Slot
-from tuner.testing.inline_runner import InlineRunner
-from tuner.spec.loading import parse_spec
-from tuner.study.coordinator import Coordinator
 from tuner.search.objectives import plan_constraints
+from tuner.spec.loading import parse_spec
 from tuner.storage.records import TrialRecord
+from tuner.study.coordinator import Coordinator
 from tuner.study.studies import OpenStudy, create_study
+from tuner.testing.inline_runner import InlineRunner
 from tuner.tracking.dashboard import default_view_url, refresh_view
-from tuner.host import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
-SPEC_TEXT = ((ROOT / "tests" / "specs" / "fake_ok.yaml").read_text()
-             .replace("  batch_size: {type: categorical, choices: [1, 2]}",
-                      "  batch_size: {type: categorical, choices: [1, 2]}\n"
-                      "  behaviour: {type: categorical, choices: [ok, device_oom]}")
-             .replace("batch_size: 1}", "batch_size: 1, behaviour: ok}")
-             .replace("min: 15", "min: 30"))  # noise 40 (PSNR ~17 dB) misses it: measured, infeasible
+SPEC_TEXT = (
+    (ROOT / "tests" / "specs" / "fake_ok.yaml")
+    .read_text()
+    .replace(
+        "  batch_size: {type: categorical, choices: [1, 2]}",
+        "  batch_size: {type: categorical, choices: [1, 2]}\n"
+        "  behaviour: {type: categorical, choices: [ok, device_oom]}",
+    )
+    .replace("batch_size: 1}", "batch_size: 1, behaviour: ok}")
+    .replace("min: 15", "min: 30")
+)  # noise 40 (PSNR ~17 dB) misses it: measured, infeasible
 OBJECTIVES = ["latency_p50_s", "psnr_db"]
 OOM = {"sleep_s": 0.001, "noise": 5, "batch_size": 1, "behaviour": "device_oom"}
 INFEASIBLE = {"sleep_s": 0.001, "noise": 40, "batch_size": 1, "behaviour": "ok"}  # fastest of all: not dominated
@@ -53,13 +58,21 @@ def run_small_study(home: Path) -> OpenStudy:
     runs). Every run is enqueued: a sampled one could land beside the infeasible setting's 1 ms and, on a loaded
     machine, be measured faster than it."""
     spec = parse_spec(SPEC_TEXT)
-    opened = create_study(spec, SPEC_TEXT, f"sqlite:///{home / 'studies.db'}", "s", "tpe", 6,
-                          {"spec_name": spec.name})
+    opened = create_study(spec, SPEC_TEXT, f"sqlite:///{home / 'studies.db'}", "s", "tpe", 6, {"spec_name": spec.name})
     for setting in (OOM, INFEASIBLE, COPIED, COPIED, SLOWER):
         opened.study.enqueue_trial(setting)
     plan = plan_constraints(spec, {"gpu_memory_gb": None, "host_memory_gb": 24.0})
-    Coordinator(study=opened.study, spec=opened.spec, runner=InlineRunner(), slots=[Slot(0, None, 1)], home=home, device="cpu",
-                plan=plan, budget_trials=6, wall_time_s=None).run()
+    Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=InlineRunner(),
+        slots=[Slot(0, None, 1)],
+        home=home,
+        device="cpu",
+        plan=plan,
+        budget_trials=6,
+        wall_time_s=None,
+    ).run()
     return opened
 
 
@@ -99,8 +112,9 @@ def test_the_real_study_has_metric_names_and_only_the_per_key_constraints(real_s
         assert TrialRecord.from_trial(trial).constraints == named_constraints(trial)
 
 
-def test_the_view_maps_states_so_only_the_feasible_measured_trials_are_complete(real_study: OpenStudy,
-                                                                                tmp_path: Path) -> None:
+def test_the_view_maps_states_so_only_the_feasible_measured_trials_are_complete(
+    real_study: OpenStudy, tmp_path: Path
+) -> None:
     import optuna
 
     view_url = default_view_url(tmp_path)
@@ -176,8 +190,9 @@ def test_refreshes_at_the_same_time_add_each_trial_once(real_study: OpenStudy, t
         reports = pool.starmap(refresh_view, [(real_study.storage_url, "s", view_url)] * 8)
     shown = optuna.load_study(study_name="s", storage=view_url).get_trials()
     assert len(shown) == expected and [t.number for t in shown] == list(range(expected))
-    assert sum(r.added for r in reports) == expected or any(r.rebuilt for r in reports), \
-        [(r.added, r.rebuilt) for r in reports]
+    assert sum(r.added for r in reports) == expected or any(r.rebuilt for r in reports), [
+        (r.added, r.rebuilt) for r in reports
+    ]
     assert first.trials == expected
 
 
@@ -226,9 +241,25 @@ def test_optuna_dashboard_shows_the_tuner_front(tmp_path: Path) -> None:
     port = free_port("127.0.0.1")
     base = f"http://127.0.0.1:{port}"
     process = subprocess.Popen(
-        [sys.executable, "-m", "tuner", "dashboard", "s", "--home", str(tmp_path), "--port", str(port),
-         "--interval", "1"], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "dashboard",
+            "s",
+            "--home",
+            str(tmp_path),
+            "--port",
+            str(port),
+            "--interval",
+            "1",
+        ],
+        cwd=tmp_path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     try:
         wait_for_api(base, process)
         studies = get_json(base + "/api/studies")["study_summaries"]
@@ -265,16 +296,24 @@ def test_refresh_only_writes_the_view_and_bad_input_is_one_line(real_study: Open
     home = str(Path(real_study.storage_url.removeprefix("sqlite:///")).parent)
 
     def tuner(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run([sys.executable, "-m", "tuner", "dashboard", *args, "--home", home], cwd=tmp_path,
-                              capture_output=True, text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(ROOT)})
+        return subprocess.run(
+            [sys.executable, "-m", "tuner", "dashboard", *args, "--home", home],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )
 
     done = tuner("s", "--refresh-only", "--view-storage", f"sqlite:///{tmp_path / 'v.db'}")
     front = [t.number for t in front_trials(real_study.study.get_trials(), ["minimize", "maximize"])]
     assert done.returncode == 0 and f"tuner front: {front}" in done.stdout, done.stderr
     assert (tmp_path / "v.db").exists()
-    for args, expected in ((("nope", "--refresh-only"), "no study 'nope'"),
-                           (("s", "--refresh-only", "--view-storage", real_study.storage_url), "its own storage"),
-                           (("../x", "--refresh-only"), "is not allowed")):
+    for args, expected in (
+        (("nope", "--refresh-only"), "no study 'nope'"),
+        (("s", "--refresh-only", "--view-storage", real_study.storage_url), "its own storage"),
+        (("../x", "--refresh-only"), "is not allowed"),
+    ):
         bad = tuner(*args)
         assert bad.returncode == 2 and expected in bad.stderr, bad.stderr
         assert len(bad.stderr.strip().splitlines()) == 1 and "Traceback" not in bad.stderr
@@ -283,10 +322,27 @@ def test_refresh_only_writes_the_view_and_bad_input_is_one_line(real_study: Open
 def test_a_dashboard_terminated_while_its_server_starts_stops_it_at_once(real_study: OpenStudy) -> None:
     home = Path(real_study.storage_url.removeprefix("sqlite:///")).parent
     process = subprocess.Popen(
-        [sys.executable, "-m", "tuner", "dashboard", "s", "--home", str(home), "--port", str(free_port("127.0.0.1")),
-         "--view-storage", f"sqlite:///{home / 'startup_view.db'}", "--startup-timeout", "300"],
-        cwd=home, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env={**os.environ, "PYTHONPATH": str(ROOT)})
+        [
+            sys.executable,
+            "-m",
+            "tuner",
+            "dashboard",
+            "s",
+            "--home",
+            str(home),
+            "--port",
+            str(free_port("127.0.0.1")),
+            "--view-storage",
+            f"sqlite:///{home / 'startup_view.db'}",
+            "--startup-timeout",
+            "300",
+        ],
+        cwd=home,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert process.stdout is not None
     try:
         printed = [process.stdout.readline() for _ in range(2)]  # the view line, then "view storage: ..."

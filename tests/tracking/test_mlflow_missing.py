@@ -45,10 +45,17 @@ def _python(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
     hider = cwd.parent / "hide_mlflow"
     hider.mkdir(exist_ok=True)
     (hider / "sitecustomize.py").write_text(OUTSIDE_SITE_PACKAGES)
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(hider), os.environ.get("PYTHONPATH", "")]),
-           "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "TUNER_HOME": "", "TUNER_DEBUG": ""}
-    return subprocess.run([sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env,
-                          check=False)
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(hider), os.environ.get("PYTHONPATH", "")]),
+        "MLFLOW_TRACKING_URI": "",
+        "TUNER_STORAGE": "",
+        "TUNER_HOME": "",
+        "TUNER_DEBUG": "",
+    }
+    return subprocess.run(
+        [sys.executable, *args], cwd=cwd, capture_output=True, text=True, timeout=300, env=env, check=False
+    )
 
 
 @pytest.fixture
@@ -65,8 +72,12 @@ def _clean(text: str) -> None:
 
 
 def test_the_folder_imports_as_a_namespace_package_and_counts_as_not_installed(checkout: Path) -> None:
-    done = _python(checkout, "-c", "import mlflow, tuner.spec.extras as e; "
-                   "print(mlflow.__spec__.origin, getattr(mlflow, '__file__', None), e.is_installed('mlflow'))")
+    done = _python(
+        checkout,
+        "-c",
+        "import mlflow, tuner.spec.extras as e; "
+        "print(mlflow.__spec__.origin, getattr(mlflow, '__file__', None), e.is_installed('mlflow'))",
+    )
     assert done.stdout.split() == ["None", "None", "False"], done.stdout + done.stderr[-2000:]
     assert is_installed("mlflow") and is_installed("json"), "here (no hider) it is installed"
     assert core_requirement("mlflow") == "mlflow<4,>=3.0", "named as the tuner's core requires it"
@@ -79,9 +90,11 @@ def test_a_study_without_mlflow_runs_and_says_so_in_one_line(checkout: Path) -> 
     assert done.returncode == 0, said[-3000:]
     _clean(said)
     lines = [line for line in said.splitlines() if "MLflow" in line or "pip install" in line]
-    assert lines == ["MLflow logging needs the 'mlflow' package, a requirement of the tuner's core (no module named "
-                     "'mlflow'): pip install 'mlflow<4,>=3.0'; the study runs without it (rebuild its views later "
-                     "with 'tuner sync-mlflow s')"], said
+    assert lines == [
+        "MLflow logging needs the 'mlflow' package, a requirement of the tuner's core (no module named "
+        "'mlflow'): pip install 'mlflow<4,>=3.0'; the study runs without it (rebuild its views later "
+        "with 'tuner sync-mlflow s')"
+    ], said
 
 
 @pytest.mark.parametrize("command", [["sync-mlflow", "s"], ["ui", "s"]])
@@ -92,4 +105,5 @@ def test_sync_and_ui_without_mlflow_stop_with_one_line(checkout: Path, command: 
     _clean(done.stdout + done.stderr)
     assert done.returncode == 2 and done.stderr.strip().splitlines() == [
         f"error: tuner {command[0]} needs the 'mlflow' package, a requirement of the tuner's core (no module "
-        "named 'mlflow'): pip install 'mlflow<4,>=3.0'"], (done.returncode, done.stdout[-2000:], done.stderr[-3000:])
+        "named 'mlflow'): pip install 'mlflow<4,>=3.0'"
+    ], (done.returncode, done.stdout[-2000:], done.stderr[-3000:])

@@ -14,8 +14,9 @@ import os
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import optuna
 import pytest
@@ -24,20 +25,37 @@ from tuner.testing.mlflow_server import MlflowServer, running_mlflow_server, sta
 from tuner.workloads.fake import GATE_DIR_ENV
 
 SPECS = Path(__file__).parents[1] / "specs"
-ENV = {**os.environ, "MLFLOW_TRACKING_URI": "", "TUNER_STORAGE": "", "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
-       "MLFLOW_HTTP_REQUEST_TIMEOUT": "10"}
+ENV = {
+    **os.environ,
+    "MLFLOW_TRACKING_URI": "",
+    "TUNER_STORAGE": "",
+    "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+    "MLFLOW_HTTP_REQUEST_TIMEOUT": "10",
+}
 ENV.pop("TUNER_MLFLOW_REFRESH_S", None)
 EXPERIMENT = "fake_demo @ cpu"
-FRONT_ARTIFACTS = {"front.png", "front.csv", "front.json", "trials.json", "trials.csv", "front.html",
-                   "hypervolume.png", "hypervolume.csv",
-                   "latency_throughput.png", "latency_throughput.csv", "latency_throughput.txt", "search_space.json",
-                   "pareto/latency_p50_s_vs_psnr_db.png"}
+FRONT_ARTIFACTS = {
+    "front.png",
+    "front.csv",
+    "front.json",
+    "trials.json",
+    "trials.csv",
+    "front.html",
+    "hypervolume.png",
+    "hypervolume.csv",
+    "latency_throughput.png",
+    "latency_throughput.csv",
+    "latency_throughput.txt",
+    "search_space.json",
+    "pareto/latency_p50_s_vs_psnr_db.png",
+}
 pytestmark = pytest.mark.slow
 
 
 def tuner(*args: str, cwd: Path, timeout: float = 400) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=timeout, env=ENV)
+    return subprocess.run(
+        [sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, timeout=timeout, env=ENV
+    )
 
 
 def client_for(uri: str) -> Any:
@@ -72,32 +90,61 @@ def views(client: Any, study: str, folder: Path) -> dict[str, Any]:
     """Everything a user sees of a study, without what differs between stores (run ids, the parent's start);
     the trial runs' start and end are the trials' own, so they are compared too."""
     parent, children = study_runs(client, study)
-    volatile = ("mlflow.user", "mlflow.source.name", "mlflow.source.type", "mlflow.source.git.commit",
-                "mlflow.parentRunId")
+    volatile = (
+        "mlflow.user",
+        "mlflow.source.name",
+        "mlflow.source.type",
+        "mlflow.source.git.commit",
+        "mlflow.parentRunId",
+    )
 
     def tags(run: Any) -> dict[str, str]:
         return {k: v for k, v in run.data.tags.items() if k not in volatile}
 
     pid = parent.info.run_id
     paths = artifact_paths(client, pid)
-    texts = {name: read_artifact(client, pid, name, folder / name.replace("/", "_"))
-             for name in sorted(paths) if name.endswith((".csv", ".json", ".txt"))}
+    texts = {
+        name: read_artifact(client, pid, name, folder / name.replace("/", "_"))
+        for name in sorted(paths)
+        if name.endswith((".csv", ".json", ".txt"))
+    }
     return {
-        "parent": {"tags": tags(parent), "params": parent.data.params, "metrics": parent.data.metrics,
-                   "status": parent.info.status, "artifacts": paths, "texts": texts, "end": parent.info.end_time},
-        "children": {int(r.data.tags["tuner.trial_number"]): {
-            "name": r.info.run_name, "tags": tags(r), "params": r.data.params, "metrics": r.data.metrics,
-            "status": r.info.status, "artifacts": artifact_paths(client, r.info.run_id),
-            "start": r.info.start_time, "end": r.info.end_time} for r in children},
+        "parent": {
+            "tags": tags(parent),
+            "params": parent.data.params,
+            "metrics": parent.data.metrics,
+            "status": parent.info.status,
+            "artifacts": paths,
+            "texts": texts,
+            "end": parent.info.end_time,
+        },
+        "children": {
+            int(r.data.tags["tuner.trial_number"]): {
+                "name": r.info.run_name,
+                "tags": tags(r),
+                "params": r.data.params,
+                "metrics": r.data.metrics,
+                "status": r.info.status,
+                "artifacts": artifact_paths(client, r.info.run_id),
+                "start": r.info.start_time,
+                "end": r.info.end_time,
+            }
+            for r in children
+        },
     }
 
 
 def write_slow_spec(folder: Path) -> Path:
     spec = folder / "slow.yaml"
-    spec.write_text((SPECS / "fake_ok.yaml").read_text()
-                    .replace("sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
-                             "sleep_s: {type: float, low: 0.3, high: 0.5, step: 0.05}")
-                    .replace("sleep_s: 0.02", "sleep_s: 0.5"))
+    spec.write_text(
+        (SPECS / "fake_ok.yaml")
+        .read_text()
+        .replace(
+            "sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}",
+            "sleep_s: {type: float, low: 0.3, high: 0.5, step: 0.05}",
+        )
+        .replace("sleep_s: 0.02", "sleep_s: 0.5")
+    )
     return spec
 
 
@@ -105,10 +152,14 @@ def write_gated_spec(folder: Path) -> Path:
     """The slow spec whose search runs wait at the gate until the test opens it (the reference and the
     baseline, sleep_s 0.5 with noise 0 / 5, run free); a fixed timeout far above any wait of the test."""
     spec = write_slow_spec(folder)
-    spec.write_text(spec.read_text().replace("  timeout_s: 20\n", "  timeout_s: 600\n  timeout_mode: fixed\n")
-                    .replace('  total_frames: "4 * batch_size"\n',
-                             '  total_frames: "4 * batch_size"\n'
-                             '  gate: "not (noise <= 5 and batch_size == 1 and sleep_s >= 0.5)"\n'))
+    spec.write_text(
+        spec.read_text()
+        .replace("  timeout_s: 20\n", "  timeout_s: 600\n  timeout_mode: fixed\n")
+        .replace(
+            '  total_frames: "4 * batch_size"\n',
+            '  total_frames: "4 * batch_size"\n  gate: "not (noise <= 5 and batch_size == 1 and sleep_s >= 0.5)"\n',
+        )
+    )
     assert "timeout_mode: fixed" in spec.read_text() and "gate:" in spec.read_text()
     return spec
 
@@ -123,8 +174,9 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MlflowServer]:
 def live_study(server: MlflowServer, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A study of 8 trials logged live to the server; returns its working directory."""
     cwd = tmp_path_factory.mktemp("live")
-    done = tuner("run", str(SPECS / "fake_ok.yaml"), "--study-name", "live", "--trials", "8",
-                 "--mlflow-uri", server.url, cwd=cwd)
+    done = tuner(
+        "run", str(SPECS / "fake_ok.yaml"), "--study-name", "live", "--trials", "8", "--mlflow-uri", server.url, cwd=cwd
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     assert "MLflow logging" not in done.stderr and "failed" not in done.stderr, done.stderr[-2000:]
     return cwd
@@ -139,8 +191,14 @@ def test_live_study_runs_tags_metrics_and_artifacts(server: MlflowServer, live_s
     tags = parent.data.tags
     assert tags["tuner.spec_hash"] == study.user_attrs["spec_hash"] and tags["tuner.sampler"] == "tpe"
     assert tags["tuner.storage"].startswith("sqlite:///") and tags["tuner.gpu_type"] == "cpu"
-    for key in ("host.gpu_name", "host.gpu_memory_gb", "host.driver_version", "host.cuda_driver_version",
-                "host.torch_version", "host.hostname"):
+    for key in (
+        "host.gpu_name",
+        "host.gpu_memory_gb",
+        "host.driver_version",
+        "host.cuda_driver_version",
+        "host.torch_version",
+        "host.hostname",
+    ):
         assert tags[key], key
     assert json.loads(parent.data.params["space.noise"])["type"] == "int"
     assert parent.data.params["objective.psnr_db"] == "maximize"
@@ -154,8 +212,9 @@ def test_live_study_runs_tags_metrics_and_artifacts(server: MlflowServer, live_s
         assert child.data.tags["tuner.outcome"] == trial.user_attrs["outcome"]
         assert child.data.tags["tuner.on_front"] == str(number in front).lower()
         assert child.data.metrics["on_front"] == float(number in front)
-        assert child.info.run_name.startswith(f"t{number} · ") and child.info.run_name.endswith(" · front") == \
-            (number in front), child.info.run_name
+        assert child.info.run_name.startswith(f"t{number} · ") and child.info.run_name.endswith(" · front") == (
+            number in front
+        ), child.info.run_name
         assert abs(child.info.start_time - trial.datetime_start.timestamp() * 1000) <= 1000
         assert abs(child.info.end_time - trial.datetime_complete.timestamp() * 1000) <= 1000, "the trial's duration"
         if trial.user_attrs.get("duplicate_of") is None and trial.user_attrs["outcome"] == "OK":
@@ -170,14 +229,23 @@ def test_live_study_runs_tags_metrics_and_artifacts(server: MlflowServer, live_s
             assert child.data.metrics["pareto_rank"] == 0.0
 
     artifacts = artifact_paths(client, parent.info.run_id)
-    assert FRONT_ARTIFACTS <= artifacts, FRONT_ARTIFACTS - artifacts
+    assert artifacts >= FRONT_ARTIFACTS, FRONT_ARTIFACTS - artifacts
     table = json.loads(read_artifact(client, parent.info.run_id, "front.json", tmp_path))
     assert sorted(row[table["columns"].index("trial")] for row in table["data"]) == sorted(front)
-    assert json.loads(tags["mlflow.loggedArtifacts"]) == [{"path": "front.json", "type": "table"},
-                                                          {"path": "trials.json", "type": "table"}]
+    assert json.loads(tags["mlflow.loggedArtifacts"]) == [
+        {"path": "front.json", "type": "table"},
+        {"path": "trials.json", "type": "table"},
+    ]
     trials = json.loads(read_artifact(client, parent.info.run_id, "trials.json", tmp_path / "trials"))
-    assert trials["columns"][:7] == ["trial", "run", "outcome", "on front", "Pareto rank", "latency p50 [s]",
-                                     "PSNR [dB]"]
+    assert trials["columns"][:7] == [
+        "trial",
+        "run",
+        "outcome",
+        "on front",
+        "Pareto rank",
+        "latency p50 [s]",
+        "PSNR [dB]",
+    ]
     assert sorted(row[0] for row in trials["data"]) == [t.number for t in study.trials]
     assert "Compare all trials" in tags["mlflow.note.content"], "the description links the comparison view"
     view = json.loads(client.get_experiment(parent.info.experiment_id).tags["mlflow.sharedViewState.tuner-live"])
@@ -189,14 +257,17 @@ def test_live_study_runs_tags_metrics_and_artifacts(server: MlflowServer, live_s
     assert parent.data.metrics["hypervolume"] > 0 and parent.data.metrics["front_size"] == len(front)
 
 
-def test_tuner_ui_on_a_server_prints_the_study_run_and_its_comparison_view(server: MlflowServer,
-                                                                        live_study: Path) -> None:
+def test_tuner_ui_on_a_server_prints_the_study_run_and_its_comparison_view(
+    server: MlflowServer, live_study: Path
+) -> None:
     parent, _ = study_runs(client_for(server.url), "live")
     shown = tuner("ui", "live", "--mlflow-uri", server.url, cwd=live_study)
     assert shown.returncode == 0, shown.stderr
     experiment = f"{server.url.rstrip('/')}/#/experiments/{parent.info.experiment_id}"
-    assert shown.stdout.split() == [f"{experiment}/runs/{parent.info.run_id}",
-                                    f"{experiment}/runs?viewStateShareKey=tuner-live"]
+    assert shown.stdout.split() == [
+        f"{experiment}/runs/{parent.info.run_id}",
+        f"{experiment}/runs?viewStateShareKey=tuner-live",
+    ]
 
 
 def test_sync_rebuilds_the_same_views_as_live_logging(server: MlflowServer, live_study: Path, tmp_path: Path) -> None:
@@ -209,7 +280,9 @@ def test_sync_rebuilds_the_same_views_as_live_logging(server: MlflowServer, live
     synced = views(client_for(rebuilt), "live", tmp_path / "b")
     assert live == synced
     again = tuner("sync-mlflow", "live", "--mlflow-uri", rebuilt, cwd=live_study)
-    assert again.returncode == 0 and "0 trial runs logged, 0 replaced, 8 kept" in " ".join(again.stdout.split()), again.stdout
+    assert again.returncode == 0 and "0 trial runs logged, 0 replaced, 8 kept" in " ".join(again.stdout.split()), (
+        again.stdout
+    )
     assert views(client_for(rebuilt), "live", tmp_path / "c") == synced
 
 
@@ -221,10 +294,25 @@ def test_mlflow_stopped_mid_study_then_sync_makes_the_views_whole(tmp_path: Path
     process = None
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tuner", "run", str(write_gated_spec(tmp_path)), "--study-name", "outage",
-             "--trials", "8", "--mlflow-uri", first.url], cwd=tmp_path,
+            [
+                sys.executable,
+                "-m",
+                "tuner",
+                "run",
+                str(write_gated_spec(tmp_path)),
+                "--study-name",
+                "outage",
+                "--trials",
+                "8",
+                "--mlflow-uri",
+                first.url,
+            ],
+            cwd=tmp_path,
             env={**ENV, "TUNER_MLFLOW_REFRESH_S": "0", GATE_DIR_ENV: str(gate)},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         client = client_for(first.url)
         deadline = time.monotonic() + 300  # a bound on a stuck study, not a race: the search waits at the gate
         logged, refreshed = 0, False
@@ -284,12 +372,32 @@ def test_a_hung_mlflow_server_delays_the_end_of_a_study_only_briefly(tmp_path: P
     process = None
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "tuner", "run", str(write_gated_spec(tmp_path)), "--study-name", "hung",
-             "--trials", "8", "--mlflow-uri", server.url], cwd=tmp_path,
+            [
+                sys.executable,
+                "-m",
+                "tuner",
+                "run",
+                str(write_gated_spec(tmp_path)),
+                "--study-name",
+                "hung",
+                "--trials",
+                "8",
+                "--mlflow-uri",
+                server.url,
+            ],
+            cwd=tmp_path,
             # the user's own HTTP settings: a long request timeout, so a frozen server holds each call
-            env={**ENV, "TUNER_MLFLOW_REFRESH_S": "0", "MLFLOW_HTTP_REQUEST_TIMEOUT": "120",
-                 "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0", GATE_DIR_ENV: str(gate)},
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            env={
+                **ENV,
+                "TUNER_MLFLOW_REFRESH_S": "0",
+                "MLFLOW_HTTP_REQUEST_TIMEOUT": "120",
+                "MLFLOW_HTTP_REQUEST_MAX_RETRIES": "0",
+                GATE_DIR_ENV: str(gate),
+            },
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         client = client_for(server.url)
         deadline = time.monotonic() + 300  # a bound on a stuck study, not a race: the search waits at the gate
         logged = 0

@@ -30,8 +30,9 @@ pytestmark = pytest.mark.slow
 
 
 def tuner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    done = subprocess.run([sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True,
-                          timeout=600, env=ENV)
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", *args], cwd=cwd, capture_output=True, text=True, timeout=600, env=ENV
+    )
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
     return done
 
@@ -61,10 +62,26 @@ def killed_while_logging(cwd: Path, uri: str, point: str, *command: str) -> int:
     gate = cwd / f"gate-{point}"
     gate.mkdir()
     first = len(load(cwd).trials) if (cwd / "studies" / "studies.db").exists() else 0
-    process = subprocess.Popen([sys.executable, str(GATED), str(gate), point, str(first), *command,
-                                "--trials", str(first + 4), "--mlflow-uri", uri],
-                               cwd=cwd, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                               start_new_session=True)
+    process = subprocess.Popen(
+        [
+            sys.executable,
+            str(GATED),
+            str(gate),
+            point,
+            str(first),
+            *command,
+            "--trials",
+            str(first + 4),
+            "--mlflow-uri",
+            uri,
+        ],
+        cwd=cwd,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
     try:
         deadline = time.monotonic() + 300  # a bound on a stuck run, not a race: the tracker waits at the gate
         while not (gate / "arrived").exists() and process.poll() is None and time.monotonic() < deadline:
@@ -79,16 +96,25 @@ def killed_while_logging(cwd: Path, uri: str, point: str, *command: str) -> int:
 
 def shape(runs: list[Any], client: Any) -> dict[int, dict[str, Any]]:
     """What a user sees of each trial run, without what differs between stores (ids, rank steps)."""
+
     def artifacts(run_id: str, path: str | None = None) -> set[str]:
         found: set[str] = set()
         for item in client.list_artifacts(run_id, path):
             found |= artifacts(run_id, item.path) if item.is_dir else {item.path}
         return found
 
-    return {int(r.data.tags["tuner.trial_number"]): {
-        "params": r.data.params, "metrics": sorted(r.data.metrics), "status": r.info.status,
-        "start": r.info.start_time, "end": r.info.end_time, "artifacts": artifacts(r.info.run_id),
-        "samples_missing": r.data.tags.get("tuner.samples_missing")} for r in runs}
+    return {
+        int(r.data.tags["tuner.trial_number"]): {
+            "params": r.data.params,
+            "metrics": sorted(r.data.metrics),
+            "status": r.info.status,
+            "start": r.info.start_time,
+            "end": r.info.end_time,
+            "artifacts": artifacts(r.info.run_id),
+            "samples_missing": r.data.tags.get("tuner.samples_missing"),
+        }
+        for r in runs
+    }
 
 
 def assert_whole(cwd: Path, uri: str, fresh: str | None = None) -> None:
@@ -140,8 +166,8 @@ def _log_a_second_complete_run(client: Any, cwd: Path, number: int) -> None:
     written by the tuner's own writer."""
     from tuner.storage.records import TrialRecord
     from tuner.study.studies import load_study
-    from tuner.tracking.views import child_payload, rank_payload, ranks_of
     from tuner.tracking.run_info import study_run_info
+    from tuner.tracking.views import child_payload, rank_payload, ranks_of
     from tuner.tracking.writer import log_child
 
     opened = load_study(f"sqlite:///{cwd / 'studies' / 'studies.db'}", "s", read_only=True)
@@ -149,7 +175,11 @@ def _log_a_second_complete_run(client: Any, cwd: Path, number: int) -> None:
     records = [TrialRecord.from_trial(t) for t in opened.study.trials]
     ranks = ranks_of(records, info.directions)
     runs = trial_runs(client)
-    log_child(client, runs[0].info.experiment_id,
-              child_payload(records[number], info, runs[0].data.tags["mlflow.parentRunId"], ranks),
-              *rank_payload(number, ranks), len(records))
+    log_child(
+        client,
+        runs[0].info.experiment_id,
+        child_payload(records[number], info, runs[0].data.tags["mlflow.parentRunId"], ranks),
+        *rank_payload(number, ranks),
+        len(records),
+    )
     assert sum(r.data.tags["tuner.trial_number"] == str(number) for r in trial_runs(client)) == 2

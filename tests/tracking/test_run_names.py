@@ -15,18 +15,38 @@ from tuner.tracking.comparison import (
     trial_times_ms,
     trials_table,
 )
+from tuner.tracking.run_info import StudyRunInfo
 from tuner.tracking.ui import StudyLocation, compare_url
 from tuner.tracking.views import build_front_views, child_payload, rank_update, ranks_of
-from tuner.tracking.run_info import StudyRunInfo
 
-INFO = StudyRunInfo("s1", "fake_demo @ cpu", {"tuner.device": "cpu"}, {}, ("latency_p50_s", "stlpips_alex"),
-                    ("minimize", "minimize"), {"parameters": {"steps": {}, "size": {}}})
-BASE = TrialRecord(number=12, state="COMPLETE", role="search", outcome="OK", reason=None,
-                   params={"steps": 4, "size": "704*384", "other": 1}, derived={}, values=(1.3249, 0.01304),
-                   constraints={"outcome": 0.0}, metrics={"latency_p50_s": {"value": 1.3249, "unit": "s"},
-                                                          "stlpips_alex": {"value": 0.01304, "unit": "1"}},
-                   placeholder=False, duplicate_of=None, slot="cpu0", wall_time_s=95.0, eval_time_s=1.0,
-                   datetime_start="2026-03-01T10:00:00.250000", datetime_complete="2026-03-01T10:01:40.750000")
+INFO = StudyRunInfo(
+    "s1",
+    "fake_demo @ cpu",
+    {"tuner.device": "cpu"},
+    {},
+    ("latency_p50_s", "stlpips_alex"),
+    ("minimize", "minimize"),
+    {"parameters": {"steps": {}, "size": {}}},
+)
+BASE = TrialRecord(
+    number=12,
+    state="COMPLETE",
+    role="search",
+    outcome="OK",
+    reason=None,
+    params={"steps": 4, "size": "704*384", "other": 1},
+    derived={},
+    values=(1.3249, 0.01304),
+    constraints={"outcome": 0.0},
+    metrics={"latency_p50_s": {"value": 1.3249, "unit": "s"}, "stlpips_alex": {"value": 0.01304, "unit": "1"}},
+    placeholder=False,
+    duplicate_of=None,
+    slot="cpu0",
+    wall_time_s=95.0,
+    eval_time_s=1.0,
+    datetime_start="2026-03-01T10:00:00.250000",
+    datetime_complete="2026-03-01T10:01:40.750000",
+)
 
 
 def test_names_carry_objectives_with_units_and_the_front() -> None:
@@ -90,8 +110,10 @@ def test_the_comparison_view_selects_objectives_and_key_params_first() -> None:
     assert state["orderByKey"] == "metrics.`latency_p50_s`" and state["orderByAsc"] is True
     assert "tags.`tuner.study` = 's1'" in state["searchFilter"]
     assert view.route("3") == "/experiments/3/runs?viewStateShareKey=tuner-s1"
-    assert compare_url("http://u:pw@h:5000/", StudyLocation("3", "e", "r"), "s1") == \
-        "http://u:***@h:5000/#/experiments/3/runs?viewStateShareKey=tuner-s1"
+    assert (
+        compare_url("http://u:pw@h:5000/", StudyLocation("3", "e", "r"), "s1")
+        == "http://u:***@h:5000/#/experiments/3/runs?viewStateShareKey=tuner-s1"
+    )
     text = study_description([BASE], INFO, {12: 0}, view.route("3"))
     assert "(#/experiments/3/runs?viewStateShareKey=tuner-s1)" in text
     assert "| t12 · 1.32 s · ST-LPIPS 0.013 · front | 1.32 | 0.013 | - | 4 | 704*384 |" in text, "no cost: '-'"

@@ -6,8 +6,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,7 +23,12 @@ from tuner.workloads.avatar_dit.card import CARD_INPUTS, lipsync, truth_for
 from tuner.workloads.avatar_dit.checkpoint import DEFAULT_WEIGHTS, WeightsMissing, load_checkpoint, save_checkpoint
 from tuner.workloads.avatar_dit.data import HELD_OUT_SEEDS, TRAIN_SEED_MIN, TrainingData, ground_truth_video, mouth_box
 from tuner.workloads.avatar_dit.inputs import (
-    AUDIO_FEATURES_PER_FRAME, AUDIO_RATE_HZ, frame_audio_features, render_portraits, synth_speech_audio)
+    AUDIO_FEATURES_PER_FRAME,
+    AUDIO_RATE_HZ,
+    frame_audio_features,
+    render_portraits,
+    synth_speech_audio,
+)
 from tuner.workloads.avatar_dit.model import LATENT_CHANNELS, AvatarDiT, AvatarDiTConfig
 from tuner.workloads.avatar_dit.train import Bucket, TrainingPlan, train
 from tuner.workloads.base import InvalidSetting, RunContext, WorkloadOutput
@@ -41,15 +47,22 @@ def generate(params: Mapping[str, Any], ctx: RunContext) -> WorkloadOutput:
         workload.teardown()
 
 
-@pytest.mark.parametrize("params, inputs, video_shape", [
-    ({}, {}, (1, 24, 64, 64, 3)),
-    ({"infer_frames": 8, "num_clip": 2, "batch_size": 2}, {}, (2, 16, 64, 64, 3)),
-    ({"infer_frames": 5, "resolution": 48}, {}, (1, 24, 64, 64, 3)),  # 5 clips x 5 frames, cut to the audio's 24
-    ({"infer_frames": 4, "sample_steps": 1}, {"audio_seconds": 1.5, "fps": 10, "output_size": 40},
-     (1, 15, 40, 40, 3)),  # 4 clips x 4 frames, cut to the audio's 15
-])
-def test_output_shapes(params: dict[str, Any], inputs: dict[str, Any], video_shape: tuple[int, ...],
-                       tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "params, inputs, video_shape",
+    [
+        ({}, {}, (1, 24, 64, 64, 3)),
+        ({"infer_frames": 8, "num_clip": 2, "batch_size": 2}, {}, (2, 16, 64, 64, 3)),
+        ({"infer_frames": 5, "resolution": 48}, {}, (1, 24, 64, 64, 3)),  # 5 clips x 5 frames, cut to the audio's 24
+        (
+            {"infer_frames": 4, "sample_steps": 1},
+            {"audio_seconds": 1.5, "fps": 10, "output_size": 40},
+            (1, 15, 40, 40, 3),
+        ),  # 4 clips x 4 frames, cut to the audio's 15
+    ],
+)
+def test_output_shapes(
+    params: dict[str, Any], inputs: dict[str, Any], video_shape: tuple[int, ...], tmp_path: Path
+) -> None:
     output = generate(params, context(tmp_path, **inputs))
     assert output.video is not None and output.video.shape == video_shape
     assert output.video.dtype == np.uint8
@@ -126,8 +139,10 @@ def test_bf16_on_cpu_runs_close_to_fp32(tmp_path: Path) -> None:
 
 
 def test_output_size_is_fixed_across_resolutions(tmp_path: Path) -> None:
-    videos = {res: generate({"resolution": res, "infer_frames": 4, "num_clip": 1, "sample_steps": 2},
-                            context(tmp_path)).video for res in (16, 32, 48, 64)}
+    videos = {
+        res: generate({"resolution": res, "infer_frames": 4, "num_clip": 1, "sample_steps": 2}, context(tmp_path)).video
+        for res in (16, 32, 48, 64)
+    }
     assert {video.shape for video in videos.values() if video is not None} == {(1, 4, 64, 64, 3)}
     assert not np.array_equal(videos[32], videos[64])
 
@@ -140,7 +155,8 @@ def test_tokens_per_clip_follow_frames_and_resolution(tmp_path: Path) -> None:
         assert workload.dit is not None
         seen: list[int] = []
         hook = workload.dit.blocks[0].self_attention.register_forward_hook(
-            lambda module, args, result: seen.append(args[0].shape[1]))
+            lambda module, args, result: seen.append(args[0].shape[1])
+        )
         output = workload.run(params, context(tmp_path))
         hook.remove()
         frames = params.get("infer_frames", 12)
@@ -152,6 +168,7 @@ def test_tokens_per_clip_follow_frames_and_resolution(tmp_path: Path) -> None:
 
 def test_cost_grows_superlinearly_with_frames_per_clip(tmp_path: Path) -> None:
     """Joint attention: doubling frames per clip at fixed total frames costs more than 1x."""
+
     def gflops(**params: Any) -> float:
         return generate(params, context(tmp_path)).counters["dit_gflops"]
 
@@ -175,11 +192,25 @@ def test_flop_estimate_matches_a_flop_counter(resolution: int, frames: int) -> N
     assert counter.get_total_flops() == pytest.approx(config.forward_flops(resolution, frames, 2), rel=0.01)
 
 
-@pytest.mark.parametrize("params", [
-    {"precision": "fp16"}, {"resolution": 30}, {"resolution": 0}, {"resolution": "32"},
-    {"sample_steps": 0}, {"sample_steps": 9}, {"streams": 0}, {"streams": 3}, {"batch_size": 0},
-    {"infer_frames": 0}, {"num_clip": 0}, {"precision": "fp8"}, {"online_decode": 1}, {"resolution_px": 32},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"precision": "fp16"},
+        {"resolution": 30},
+        {"resolution": 0},
+        {"resolution": "32"},
+        {"sample_steps": 0},
+        {"sample_steps": 9},
+        {"streams": 0},
+        {"streams": 3},
+        {"batch_size": 0},
+        {"infer_frames": 0},
+        {"num_clip": 0},
+        {"precision": "fp8"},
+        {"online_decode": 1},
+        {"resolution_px": 32},
+    ],
+)
 def test_invalid_settings_are_refused(params: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(InvalidSetting):
         AvatarDiTWorkload().setup(params, context(tmp_path))
@@ -187,18 +218,34 @@ def test_invalid_settings_are_refused(params: dict[str, Any], tmp_path: Path) ->
         AvatarDiTWorkload().run(params, context(tmp_path))
 
 
-@pytest.mark.parametrize("inputs", [
-    {"model": {"dim": 64}}, {"weights": 3}, {"weights": ""},
-    {"audio_seconds": 0}, {"fps": -1}, {"output_size": 0},
-])
+@pytest.mark.parametrize(
+    "inputs",
+    [
+        {"model": {"dim": 64}},
+        {"weights": 3},
+        {"weights": ""},
+        {"audio_seconds": 0},
+        {"fps": -1},
+        {"output_size": 0},
+    ],
+)
 def test_invalid_inputs_are_refused(inputs: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(InvalidSetting):
         AvatarDiTWorkload().setup({}, context(tmp_path, **inputs))
 
 
 TINY = AvatarDiTConfig(dim=32, depth=1, heads=2, patch=1)
-TINY_PLAN = TrainingPlan(steps=40, seed=5, threads=1, learning_rate=1e-2, warmup_steps=5, token_budget=400,
-                         log_every=10, audio_pool=4, buckets=(Bucket(16, 3, 1.0),))
+TINY_PLAN = TrainingPlan(
+    steps=40,
+    seed=5,
+    threads=1,
+    learning_rate=1e-2,
+    warmup_steps=5,
+    token_budget=400,
+    log_every=10,
+    audio_pool=4,
+    buckets=(Bucket(16, 3, 1.0),),
+)
 
 
 def test_tiny_training_lowers_the_loss_deterministically_and_loads_as_weights(tmp_path: Path) -> None:
@@ -220,8 +267,15 @@ def test_tiny_training_lowers_the_loss_deterministically_and_loads_as_weights(tm
 def test_training_data_is_seeded_and_shaped() -> None:
     one, two = (TrainingData(3, audio_window=3, motion_frames=2, audio_pool=3).batch(32, 5, 2) for _ in range(2))
     assert one.frames.shape == (2, LATENT_CHANNELS, 5, 16, 16) and one.motion.shape == (2, LATENT_CHANNELS, 2, 16, 16)
-    assert one.reference.shape == (2, LATENT_CHANNELS, 1, 16, 16) and one.audio.shape == (2, 5, 3, AUDIO_FEATURES_PER_FRAME)
-    assert all(torch.equal(getattr(one, name), getattr(two, name)) for name in ("reference", "motion", "frames", "audio"))
+    assert one.reference.shape == (2, LATENT_CHANNELS, 1, 16, 16) and one.audio.shape == (
+        2,
+        5,
+        3,
+        AUDIO_FEATURES_PER_FRAME,
+    )
+    assert all(
+        torch.equal(getattr(one, name), getattr(two, name)) for name in ("reference", "motion", "frames", "audio")
+    )
     assert HELD_OUT_SEEDS and max(HELD_OUT_SEEDS) < TRAIN_SEED_MIN
 
 
@@ -243,6 +297,7 @@ def test_quality_follows_steps_and_resolution_on_held_out_pairs(tmp_path: Path) 
     SSIM rises with every doubling of sample_steps (1 -> 8, at 32 px); ST-LPIPS falls from 32
     to 48 to 64 px and from 1 to 8 steps (at 64 px). Every doubling of the steps at 64 px is measured
     paired over 32 held-out pairs by the card (too slow for a test); at 48 px it is flat past 4 steps."""
+
     def scores(**params: Any) -> tuple[float, float]:
         per_pair = []
         for seed in HELD_OUT_SEEDS[:2]:
@@ -276,7 +331,7 @@ def test_speech_audio_is_seeded_bursty_and_bounded() -> None:
     assert np.abs(audio).max() == pytest.approx(0.8, abs=1e-6)
     assert np.array_equal(audio, synth_speech_audio(2.0, seed=5))
     assert not np.array_equal(audio, synth_speech_audio(2.0, seed=6))
-    envelope = np.sqrt((audio[:32_000 // 320 * 320].reshape(-1, 320) ** 2).mean(axis=1))  # 20 ms
+    envelope = np.sqrt((audio[: 32_000 // 320 * 320].reshape(-1, 320) ** 2).mean(axis=1))  # 20 ms
     assert (envelope < 0.02).mean() > 0.1 and (envelope > 0.1).mean() > 0.2  # gaps and syllables
 
 
@@ -286,13 +341,13 @@ def test_frame_features_do_not_depend_on_the_frame_count() -> None:
     long = frame_audio_features(audio, AUDIO_RATE_HZ, 12, 30)
     assert long.features.shape == (30, AUDIO_FEATURES_PER_FRAME) and long.mouth_open.shape == (30,)
     assert np.array_equal(short.features, long.features[:6])
-    assert 0.0 <= long.mouth_open.min() and long.mouth_open.max() <= 1.0
+    assert long.mouth_open.min() >= 0.0 and long.mouth_open.max() <= 1.0
     assert np.all(long.mouth_open[13:] == 0.0)  # past the end of the audio: silence, mouth closed
 
 
 def test_portraits_are_seeded_and_open_their_mouths() -> None:
     closed, opened = render_portraits(32, seed=2, mouth_open=np.array([0.0, 1.0]))
-    assert closed.shape == (32, 32, 3) and 0.0 <= closed.min() and closed.max() <= 1.0
+    assert closed.shape == (32, 32, 3) and closed.min() >= 0.0 and closed.max() <= 1.0
     assert np.abs(closed - opened).sum() > 0 and np.abs(closed[:16] - opened[:16]).sum() == 0  # mouth only
     assert not np.array_equal(closed, render_portraits(32, seed=3, mouth_open=np.array([0.0]))[0])
 

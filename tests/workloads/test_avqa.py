@@ -3,8 +3,9 @@ with real effect, procedural data, and the training script."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Mapping
 from pathlib import Path
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 import pytest
@@ -111,15 +112,19 @@ def test_answers_are_strings_with_counters(workload: AVQAWorkload, tmp_path: Pat
     assert counters["prompt_tokens"] > counters["new_tokens"]
 
 
-@pytest.mark.parametrize("params, counter, expected", [
-    ({"video_fps": 1.0}, "frames_used", 4),
-    ({"video_fps": 8.0, "max_frames": 64}, "frames_used", 32),
-    ({"video_fps": 8.0, "max_frames": 5}, "frames_used", 5),
-    ({"max_audio_seconds": 1.5}, "audio_seconds_used", 1.5),
-    ({"batch_size": 4}, "batches", 2),
-])
-def test_settings_change_the_inputs(workload: AVQAWorkload, tmp_path: Path, params: dict[str, Any],
-                                    counter: str, expected: float) -> None:
+@pytest.mark.parametrize(
+    "params, counter, expected",
+    [
+        ({"video_fps": 1.0}, "frames_used", 4),
+        ({"video_fps": 8.0, "max_frames": 64}, "frames_used", 32),
+        ({"video_fps": 8.0, "max_frames": 5}, "frames_used", 5),
+        ({"max_audio_seconds": 1.5}, "audio_seconds_used", 1.5),
+        ({"batch_size": 4}, "batches", 2),
+    ],
+)
+def test_settings_change_the_inputs(
+    workload: AVQAWorkload, tmp_path: Path, params: dict[str, Any], counter: str, expected: float
+) -> None:
     assert answer(workload, params, context(tmp_path)).counters[counter] == pytest.approx(expected)
 
 
@@ -211,13 +216,27 @@ def test_demo_spec_ground_truth_matches_its_questions() -> None:
 # --------------------------------------------------------------------------- settings
 
 
-@pytest.mark.parametrize("params", [
-    {"precision": "fp16"}, {"precision": "int8"}, {"video_fps": 0}, {"video_fps": 9.0},
-    {"max_frames": 0}, {"audio_sample_rate": 22050}, {"audio_sample_rate": 2000},
-    {"max_audio_seconds": -1.0}, {"max_new_tokens": 0}, {"max_new_tokens": 65}, {"num_beams": 9},
-    {"do_sample": True, "num_beams": 2}, {"temperature": 0.0}, {"use_cache": "yes"}, {"batch_size": 0},
-    {"resolution": 224},
-])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"precision": "fp16"},
+        {"precision": "int8"},
+        {"video_fps": 0},
+        {"video_fps": 9.0},
+        {"max_frames": 0},
+        {"audio_sample_rate": 22050},
+        {"audio_sample_rate": 2000},
+        {"max_audio_seconds": -1.0},
+        {"max_new_tokens": 0},
+        {"max_new_tokens": 65},
+        {"num_beams": 9},
+        {"do_sample": True, "num_beams": 2},
+        {"temperature": 0.0},
+        {"use_cache": "yes"},
+        {"batch_size": 0},
+        {"resolution": 224},
+    ],
+)
 def test_invalid_settings_are_refused(params: dict[str, Any], tmp_path: Path) -> None:
     with pytest.raises(InvalidSetting):
         AVQAWorkload().setup(params, context(tmp_path))

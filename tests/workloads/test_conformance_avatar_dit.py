@@ -4,14 +4,19 @@ checks themselves catch the violations they are about."""
 from __future__ import annotations
 
 import itertools
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pytest
 
 from tuner.testing.workload_conformance import (
-    check_deterministic, check_output_contract, check_rejects_invalid, check_workload_conformance)
+    check_deterministic,
+    check_output_contract,
+    check_rejects_invalid,
+    check_workload_conformance,
+)
 from tuner.workloads.avatar_dit import AvatarDiTWorkload
 from tuner.workloads.base import RunContext, Workload, WorkloadOutput
 
@@ -34,11 +39,23 @@ def cpu_context(tmp_path: Path, **inputs: Any) -> RunContext:
     return RunContext(device="cpu", seed=3, inputs={"audio_seconds": 1.0, **inputs}, workdir=tmp_path)
 
 
-@pytest.mark.parametrize("params", [
-    {},
-    {"infer_frames": 4, "num_clip": 2, "batch_size": 2, "resolution": 16,
-     "precision": "bf16", "streams": 2, "online_decode": False, "sample_steps": 2},
-], ids=["defaults", "small-batched-bf16-offline"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {
+            "infer_frames": 4,
+            "num_clip": 2,
+            "batch_size": 2,
+            "resolution": 16,
+            "precision": "bf16",
+            "streams": 2,
+            "online_decode": False,
+            "sample_steps": 2,
+        },
+    ],
+    ids=["defaults", "small-batched-bf16-offline"],
+)
 def test_avatar_dit_conforms(params: dict[str, Any], tmp_path: Path) -> None:
     check_workload_conformance(AvatarDiTWorkload, params, cpu_context(tmp_path), invalid_params=INVALID_ON_CPU)
 
@@ -63,14 +80,17 @@ def test_checker_reports_nondeterminism(tmp_path: Path) -> None:
         check_deterministic(_DriftingWorkload, {}, cpu_context(tmp_path))
 
 
-@pytest.mark.parametrize("output, message", [
-    (WorkloadOutput(video=np.zeros((1, 2, 2, 3), dtype=np.float32)), "uint8"),
-    (WorkloadOutput(video=np.zeros((2, 1, 2, 2, 3), dtype=np.uint8), items=1), "batch axis"),
-    (WorkloadOutput(video=np.zeros((2, 2, 3), dtype=np.uint8)), "shape"),
-    (WorkloadOutput(items=0), "items"),
-    (WorkloadOutput(audio=np.zeros(4, dtype=np.float64), audio_rate=16000), "float32"),
-    (WorkloadOutput(counters={"tokens": float("nan")}), "finite"),
-])
+@pytest.mark.parametrize(
+    "output, message",
+    [
+        (WorkloadOutput(video=np.zeros((1, 2, 2, 3), dtype=np.float32)), "uint8"),
+        (WorkloadOutput(video=np.zeros((2, 1, 2, 2, 3), dtype=np.uint8), items=1), "batch axis"),
+        (WorkloadOutput(video=np.zeros((2, 2, 3), dtype=np.uint8)), "shape"),
+        (WorkloadOutput(items=0), "items"),
+        (WorkloadOutput(audio=np.zeros(4, dtype=np.float64), audio_rate=16000), "float32"),
+        (WorkloadOutput(counters={"tokens": float("nan")}), "finite"),
+    ],
+)
 def test_checker_reports_broken_outputs(output: WorkloadOutput, message: str) -> None:
     with pytest.raises(AssertionError, match=message):
         check_output_contract(output)

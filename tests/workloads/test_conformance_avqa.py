@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 import torch
@@ -35,12 +36,25 @@ def one_torch_thread() -> Iterator[None]:
     torch.set_num_threads(previous)
 
 
-@pytest.mark.parametrize("params", [
-    {},
-    {"video_fps": 4.0, "max_frames": 6, "audio_sample_rate": 8000, "max_audio_seconds": 2.0,
-     "num_beams": 2, "use_cache": False, "batch_size": 4, "precision": "bf16", "max_new_tokens": 4},
-    {"do_sample": True, "temperature": 1.2, "batch_size": 3},
-], ids=["defaults", "small-beams-nocache-bf16", "sampling"])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {
+            "video_fps": 4.0,
+            "max_frames": 6,
+            "audio_sample_rate": 8000,
+            "max_audio_seconds": 2.0,
+            "num_beams": 2,
+            "use_cache": False,
+            "batch_size": 4,
+            "precision": "bf16",
+            "max_new_tokens": 4,
+        },
+        {"do_sample": True, "temperature": 1.2, "batch_size": 3},
+    ],
+    ids=["defaults", "small-beams-nocache-bf16", "sampling"],
+)
 def test_avqa_conforms(params: dict[str, Any], tmp_path: Path) -> None:
     context = RunContext(device="cpu", seed=1, inputs={"num_questions": 6}, workdir=tmp_path)
     check_workload_conformance(AVQAWorkload, params, context, invalid_params=INVALID_ON_CPU)

@@ -11,7 +11,14 @@ import yaml
 from tuner.workloads.avatar_dit.card import CARD_INPUTS
 from tuner.workloads.avatar_dit.data import HELD_OUT_SEEDS
 from tuner.workloads.avatar_dit.noticeable import (
-    REFERENCE, choose_bound, jpeg_95, measure, shift_one_pixel, table, uniform_noise)
+    REFERENCE,
+    choose_bound,
+    jpeg_95,
+    measure,
+    shift_one_pixel,
+    table,
+    uniform_noise,
+)
 
 DEMO = Path(__file__).resolve().parents[2] / "search_spaces" / "avatar_demo.yaml"
 
@@ -38,8 +45,15 @@ def test_one_pair_at_tiny_settings_separates_a_shift_from_resolution_32() -> Non
     reference = {**REFERENCE, "infer_frames": 12, "sample_steps": 2}
     inputs = {**CARD_INPUTS, "audio_seconds": 1.0}  # 12 frames: one clip
     results = measure([HELD_OUT_SEEDS[0]], reference, inputs)
-    assert list(results) == ["shift_1px", "noise_2of255", "jpeg_q95", "bf16", "resolution_48", "resolution_32",
-                             "steps_1"]
+    assert list(results) == [
+        "shift_1px",
+        "noise_2of255",
+        "jpeg_q95",
+        "bf16",
+        "resolution_48",
+        "resolution_32",
+        "steps_1",
+    ]
     for result in results.values():
         assert result["group"] in ("invisible", "visible")
         assert list(result["per_seed"]) == [str(HELD_OUT_SEEDS[0])]
@@ -50,8 +64,10 @@ def test_one_pair_at_tiny_settings_separates_a_shift_from_resolution_32() -> Non
 
 def test_bound_is_the_smallest_round_number_between_the_groups() -> None:
     def results(invisible: float, visible: float) -> dict[str, dict[str, object]]:
-        return {"a": {"group": "invisible", "per_seed": {"1": invisible / 2, "2": invisible}},
-                "b": {"group": "visible", "per_seed": {"1": visible, "2": visible * 2}}}
+        return {
+            "a": {"group": "invisible", "per_seed": {"1": invisible / 2, "2": invisible}},
+            "b": {"group": "visible", "per_seed": {"1": visible, "2": visible * 2}},
+        }
 
     assert choose_bound(results(0.012, 0.08))["bound"] == 0.015
     assert choose_bound(results(0.016, 0.08))["bound"] == 0.02

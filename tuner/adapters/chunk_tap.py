@@ -32,8 +32,9 @@ import re
 import select
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import IO, Any, Mapping
+from typing import IO, Any
 
 from tuner.evaluators.runtime.streaming import ChunkClock
 from tuner.results import Direction, Metric
@@ -87,8 +88,10 @@ class ChunkTap:
         """The call's :data:`~tuner.spec.metrics.STREAMING_METRICS`, or each unavailable with the reason."""
         reason = self._problem
         if reason is None and self._markers == 0:
-            reason = (f"the program printed no chunk marker: none of its {self._lines} {self.stream} line(s) "
-                      f"matches chunks.pattern {self.pattern!r}")
+            reason = (
+                f"the program printed no chunk marker: none of its {self._lines} {self.stream} line(s) "
+                f"matches chunks.pattern {self.pattern!r}"
+            )
         if reason is None:
             return self._clock.metrics()
         return [Metric.unavailable(name, *_catalogued(name), reason) for name in STREAMING_METRICS]
@@ -139,10 +142,11 @@ class ChunkTap:
         except ValueError:
             output_s = math.nan
         if not math.isfinite(output_s) or output_s < 0:
-            self._problem = (f"{self.stream} line {self._lines} {text.strip()[:200]!r} matches chunks.pattern but "
-                             + (f"its group 'seconds' holds {seconds!r}, not a number of seconds >= 0"
-                                if seconds is not None else "without its group 'seconds', and chunks.output_s is "
-                                                            "not set"))
+            self._problem = f"{self.stream} line {self._lines} {text.strip()[:200]!r} matches chunks.pattern but " + (
+                f"its group 'seconds' holds {seconds!r}, not a number of seconds >= 0"
+                if seconds is not None
+                else "without its group 'seconds', and chunks.output_s is not set"
+            )
             return
         self._markers += 1
         self._clock.chunk(output_s)

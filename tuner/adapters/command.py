@@ -63,10 +63,11 @@ import os
 import re
 import signal
 import subprocess
+from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from tuner.adapters.chunk_tap import ChunkTap
 from tuner.adapters.media import MediaError, is_container, read_audio, read_container_audio, read_text, read_video
@@ -147,8 +148,11 @@ class CommandWorkload(Workload):
         stderr = stderr_path.read_text(errors="replace")
         if returncode != 0:
             oom_kills_after = oom_kill_count()
-            oom_kills = (oom_kills_after - oom_kills_before
-                         if oom_kills_before is not None and oom_kills_after is not None else 0)
+            oom_kills = (
+                oom_kills_after - oom_kills_before
+                if oom_kills_before is not None and oom_kills_after is not None
+                else 0
+            )
             self._raise_for_failure(returncode, stdout, stderr, oom_kills)
         self._parse_metrics(stdout + "\n" + stderr)
         for kind, path in outputs.items():
@@ -163,8 +167,14 @@ class CommandWorkload(Workload):
             name = declared["name"]
             value = self._found.get(name)
             if value is None:
-                metrics.append(Metric.unavailable(name, declared["unit"], declared["direction"],
-                                                  f"the program printed no line matching {declared['regex']!r}"))
+                metrics.append(
+                    Metric.unavailable(
+                        name,
+                        declared["unit"],
+                        declared["direction"],
+                        f"the program printed no line matching {declared['regex']!r}",
+                    )
+                )
             else:
                 metrics.append(Metric(name, value, declared["unit"], declared["direction"]))
         return metrics + (self._tap.metrics() if self._tap is not None else [])
@@ -176,13 +186,21 @@ class CommandWorkload(Workload):
         assert self.invocation is not None
         piped = tap.stream if tap is not None else None
         with ExitStack() as files:
-            sinks = {name: subprocess.PIPE if name == piped else files.enter_context(open(path, "wb"))
-                     for name, path in logs.items()}
+            sinks = {
+                name: subprocess.PIPE if name == piped else files.enter_context(open(path, "wb"))
+                for name, path in logs.items()
+            }
             if tap is not None:
                 tap.begin(logs[tap.stream])
             try:
-                process = subprocess.Popen(self.invocation["argv"], cwd=self._run_dir, env=env,
-                                           stdin=subprocess.DEVNULL, stdout=sinks["stdout"], stderr=sinks["stderr"])
+                process = subprocess.Popen(
+                    self.invocation["argv"],
+                    cwd=self._run_dir,
+                    env=env,
+                    stdin=subprocess.DEVNULL,
+                    stdout=sinks["stdout"],
+                    stderr=sinks["stderr"],
+                )
             except OSError as error:
                 if tap is not None:
                     tap.finish()
@@ -220,8 +238,11 @@ class CommandWorkload(Workload):
         """Raise the exception that classifies a failed call (rules in the module docstring)."""
         tail = _tail_lines(stderr, LOG_TAIL_CHARS) or _tail_lines(stdout, LOG_TAIL_CHARS)
         program = Path(self.invocation["argv"][0]).name if self.invocation else "command"
-        status = (f"killed by signal {signal.Signals(-returncode).name}" if returncode < 0
-                  and -returncode in signal.valid_signals() else f"exit status {returncode}")
+        status = (
+            f"killed by signal {signal.Signals(-returncode).name}"
+            if returncode < 0 and -returncode in signal.valid_signals()
+            else f"exit status {returncode}"
+        )
         refusal = self._refusal_line(stderr) or self._refusal_line(stdout)
         if refusal is not None:
             raise InvalidSetting(f"{program} refused the setting ({status}): {refusal}\n{tail}")
@@ -229,14 +250,18 @@ class CommandWorkload(Workload):
         if match is not None:
             raise CommandOutOfMemory(f"{program}: out of memory ({status}): {_line_of(match)}\n{tail}")
         if oom_kills > 0:
-            raise CommandOutOfMemory(f"{program}: out of memory ({status}): the kernel's OOM killer killed "
-                                     f"{oom_kills} process(es) of this cgroup during the call "
-                                     f"(memory.events oom_kill)\n{tail}")
+            raise CommandOutOfMemory(
+                f"{program}: out of memory ({status}): the kernel's OOM killer killed "
+                f"{oom_kills} process(es) of this cgroup during the call "
+                f"(memory.events oom_kill)\n{tail}"
+            )
         if returncode in self.options.get("invalid_exit_codes", [2]):
             raise InvalidSetting(f"{program} refused the setting ({status})\n{tail}")
         if returncode in (-signal.SIGKILL, 128 + signal.SIGKILL):
-            raise CommandFailed(f"{program}: {status}, not sent by the tuner; no sign of out-of-memory (the "
-                                f"cgroup's oom_kill count did not rise, no OOM message in its log)\n{tail}")
+            raise CommandFailed(
+                f"{program}: {status}, not sent by the tuner; no sign of out-of-memory (the "
+                f"cgroup's oom_kill count did not rise, no OOM message in its log)\n{tail}"
+            )
         raise CommandFailed(f"{program}: {status}\n{tail}")
 
     def _refusal_line(self, text: str) -> str | None:
@@ -271,7 +296,8 @@ class CommandWorkload(Workload):
             output.audio, output.audio_rate = read_audio(paths["audio"])
         elif "video" in paths:
             output.audio, output.audio_rate, output.audio_unavailable_reason = self._audio_of_video(
-                paths["video"], inputs)
+                paths["video"], inputs
+            )
         if "text" in paths:
             output.text = read_text(paths["text"])
         elif dict(self.options.get("outputs", {})).get("text_from_stdout"):
@@ -295,15 +321,24 @@ class CommandWorkload(Workload):
                 missing = f"the video output {video.name} has no audio track"
         name = dict(self.options.get("outputs", {})).get("audio_from_input")
         if name is None:
-            return None, None, (f"{missing}, and the spec declares neither outputs.audio (an audio file the "
-                                f"program writes) nor outputs.audio_from_input (the input whose audio file "
-                                f"the program copies into its video)")
+            return (
+                None,
+                None,
+                (
+                    f"{missing}, and the spec declares neither outputs.audio (an audio file the "
+                    f"program writes) nor outputs.audio_from_input (the input whose audio file "
+                    f"the program copies into its video)"
+                ),
+            )
         source = inputs.get(name)
         try:
             audio, rate = read_audio(Path(str(source)))
         except (MediaError, OSError, KeyError) as error:
-            return None, None, (f"{missing}, and the audio file of input {name!r} (outputs.audio_from_input) "
-                                f"cannot be read: {error}")
+            return (
+                None,
+                None,
+                (f"{missing}, and the audio file of input {name!r} (outputs.audio_from_input) cannot be read: {error}"),
+            )
         return audio, rate, None
 
 
@@ -314,9 +349,11 @@ def _require_inside(path: Path, trial_dir: Path, what: str) -> None:
     resolved = Path(os.path.realpath(path))
     if root in resolved.parents:
         return
-    raise InvalidSetting(f"command: {what} resolves to {resolved}, outside the trial directory {root}: the tuner "
-                         f"refuses to delete or read it (an output must be a relative path inside the trial "
-                         f"directory, like 'out.wav')")
+    raise InvalidSetting(
+        f"command: {what} resolves to {resolved}, outside the trial directory {root}: the tuner "
+        f"refuses to delete or read it (an output must be a relative path inside the trial "
+        f"directory, like 'out.wav')"
+    )
 
 
 def _tail_lines(text: str, limit: int) -> str:
@@ -325,7 +362,7 @@ def _tail_lines(text: str, limit: int) -> str:
     if len(text) <= limit:
         return text
     cut = text.find("\n", len(text) - limit)
-    return text[cut + 1:] if cut >= 0 else text[-limit:]
+    return text[cut + 1 :] if cut >= 0 else text[-limit:]
 
 
 def _line_of(match: re.Match[str]) -> str:
@@ -333,4 +370,4 @@ def _line_of(match: re.Match[str]) -> str:
     text = match.string
     start = text.rfind("\n", 0, match.start()) + 1
     end = text.find("\n", match.end())
-    return text[start:end if end >= 0 else len(text)].strip()
+    return text[start : end if end >= 0 else len(text)].strip()

@@ -27,9 +27,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from tuner.adapters.http_request import body_template, http_concurrency, http_request_values
 from tuner.adapters.template import TemplateError, render_text, render_value
@@ -92,16 +93,25 @@ class HttpWorkload(Workload):
         values = {**dict(context.inputs), **dict(params)}
         try:
             self._url = render_text(self.options["url"], values, "url")
-            self._headers = {k: render_text(v, values, f"headers.{k}")
-                             for k, v in dict(self.options.get("headers", {})).items()}
+            self._headers = {
+                k: render_text(v, values, f"headers.{k}") for k, v in dict(self.options.get("headers", {})).items()
+            }
             self._concurrency = http_concurrency(self.options.get("concurrency", 1), values)
-            self._bodies = [render_value(body_template(self.options),
-                                         http_request_values(self.options, context.inputs, params, index))
-                            for index in range(int(self.options.get("requests", 4)))]
+            self._bodies = [
+                render_value(
+                    body_template(self.options), http_request_values(self.options, context.inputs, params, index)
+                )
+                for index in range(int(self.options.get("requests", 4)))
+            ]
         except TemplateError as error:
             raise InvalidSetting(f"http: {error}") from None
-        self.invocation = {"kind": "http", "url": self._url, "api": self.options.get("api", "openai_chat"),
-                           "body": self._bodies[0], "concurrency": self._concurrency}
+        self.invocation = {
+            "kind": "http",
+            "url": self._url,
+            "api": self.options.get("api", "openai_chat"),
+            "body": self._bodies[0],
+            "concurrency": self._concurrency,
+        }
 
     def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
         if self.invocation is None:
@@ -119,6 +129,7 @@ class HttpWorkload(Workload):
 
     def measured_metrics(self) -> list[Metric]:
         """Per-request figures of the last call (see module docs)."""
+
         def metric(name: str, value: float | None, reason: str = "") -> Metric:
             unit, direction = HTTP_METRICS[name]
             if value is None:
@@ -137,15 +148,19 @@ class HttpWorkload(Workload):
             metric("request_latency_p99_s", _percentile(latencies, 99)),
             metric("request_latency_mean_s", statistics.fmean(latencies)),
             metric("requests_per_s", len(latencies) / wall),
-            metric("output_tokens_per_s", token_total / wall if token_total is not None else None,
-                   "the service's answers carry no usage.completion_tokens"),
+            metric(
+                "output_tokens_per_s",
+                token_total / wall if token_total is not None else None,
+                "the service's answers carry no usage.completion_tokens",
+            ),
         ]
 
     # ---------------------------------------------------------------- requests
     def _send(self, body: Any) -> _Answer:
         data = json.dumps(body).encode()
-        request = urllib.request.Request(self._url, data=data, method="POST",
-                                         headers={"Content-Type": "application/json", **self._headers})
+        request = urllib.request.Request(
+            self._url, data=data, method="POST", headers={"Content-Type": "application/json", **self._headers}
+        )
         started = time.perf_counter()
         try:
             with urllib.request.urlopen(request, timeout=float(self.options.get("request_timeout_s", 120))) as reply:

@@ -12,7 +12,8 @@ overrides, e.g. ``{prompt: ..., max_tokens: 16}``).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tuner.adapters.template import TemplateError
 
@@ -26,8 +27,9 @@ def body_template(options: Mapping[str, Any]) -> dict[str, Any]:
     return body
 
 
-def http_request_values(options: Mapping[str, Any], inputs: Mapping[str, Any], settings: Mapping[str, Any],
-                        index: int) -> dict[str, Any]:
+def http_request_values(
+    options: Mapping[str, Any], inputs: Mapping[str, Any], settings: Mapping[str, Any], index: int
+) -> dict[str, Any]:
     """Placeholder values of request ``index`` (0-based; prompts are reused round-robin)."""
     values: dict[str, Any] = {**dict(inputs), **dict(settings), "request_index": index, "prompt": ""}
     prompts_name = options.get("prompts")

@@ -39,8 +39,9 @@ def read_video(path: Path) -> np.ndarray:
     else:
         video = _decode_with_opencv(path)
     if video.dtype != np.uint8 or video.ndim not in (4, 5) or video.shape[-1] != 3:
-        raise MediaError(f"{path}: video must be uint8 (T, H, W, 3) or (B, T, H, W, 3), "
-                         f"got {video.dtype} {video.shape}")
+        raise MediaError(
+            f"{path}: video must be uint8 (T, H, W, 3) or (B, T, H, W, 3), got {video.dtype} {video.shape}"
+        )
     return video
 
 
@@ -123,8 +124,7 @@ def read_container_audio(path: Path) -> tuple[np.ndarray, int] | None:
             chunks.extend(part.to_ndarray() for part in to_float.resample(None))
         except av.FFmpegError as error:
             raise MediaError(f"{path}: its audio stream cannot be decoded: {error}") from None
-        samples = (np.concatenate(chunks, axis=1).mean(axis=0) if chunks
-                   else np.zeros(0, dtype=np.float32))
+        samples = np.concatenate(chunks, axis=1).mean(axis=0) if chunks else np.zeros(0, dtype=np.float32)
         if stream.duration is not None and stream.time_base is not None:
             declared = int(round(float(stream.duration * stream.time_base) * rate))
             if 0 < declared < len(samples):

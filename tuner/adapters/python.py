@@ -35,8 +35,9 @@ are added to every output, so a study shows how often its model was loaded.
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 
@@ -60,8 +61,9 @@ def as_output(value: Any, factory: str) -> WorkloadOutput:
     if isinstance(value, Mapping):
         unknown = set(value) - set(_OUTPUT_FIELDS)
         if unknown:
-            raise TypeError(f"{factory}: run() returned unknown output keys {sorted(unknown)} "
-                            f"(use {', '.join(_OUTPUT_FIELDS)})")
+            raise TypeError(
+                f"{factory}: run() returned unknown output keys {sorted(unknown)} (use {', '.join(_OUTPUT_FIELDS)})"
+            )
         fields = dict(value)
         fields.setdefault("counters", {})
         fields["counters"] = dict(fields["counters"])
@@ -69,9 +71,15 @@ def as_output(value: Any, factory: str) -> WorkloadOutput:
     raise TypeError(f"{factory}: run() returned {type(value).__name__}, not a WorkloadOutput or a mapping")
 
 
-def python_invocation(factory: str, factory_kwargs: Mapping[str, Any], reload_on: list[str],
-                      settings: Mapping[str, Any], inputs: Mapping[str, Any], seed: int,
-                      device: str) -> dict[str, Any]:
+def python_invocation(
+    factory: str,
+    factory_kwargs: Mapping[str, Any],
+    reload_on: list[str],
+    settings: Mapping[str, Any],
+    inputs: Mapping[str, Any],
+    seed: int,
+    device: str,
+) -> dict[str, Any]:
     """How production runs this setting of a factory, as plain data (``tuner.config/v1`` ``invocation``)::
 
         model = factory(**factory_kwargs); model.load(load_params); model.run(kwargs, inputs)
@@ -80,9 +88,18 @@ def python_invocation(factory: str, factory_kwargs: Mapping[str, Any], reload_on
     values), ``kwargs`` all of them. ``seed`` and ``device`` are the study's and the trial's;
     the adapter does not pass them to the model (its ``factory_kwargs`` carry them, if it takes them).
     """
-    return {"kind": "python", "interface": "factory", "target": factory, "factory_kwargs": dict(factory_kwargs),
-            "reload_on": list(reload_on), "load_params": {name: settings[name] for name in reload_on if name in settings},
-            "kwargs": dict(settings), "inputs": dict(inputs), "seed": seed, "device": device}
+    return {
+        "kind": "python",
+        "interface": "factory",
+        "target": factory,
+        "factory_kwargs": dict(factory_kwargs),
+        "reload_on": list(reload_on),
+        "load_params": {name: settings[name] for name in reload_on if name in settings},
+        "kwargs": dict(settings),
+        "inputs": dict(inputs),
+        "seed": seed,
+        "device": device,
+    }
 
 
 class PythonAdapterWorkload(Workload):
@@ -109,8 +126,9 @@ class PythonAdapterWorkload(Workload):
             self.model = load_factory(self.factory_path)(**self.kwargs)
             for method in ("load", "run"):
                 if not callable(getattr(self.model, method, None)):
-                    raise TypeError(f"{self.factory_path} returned {type(self.model).__name__}, "
-                                    f"which has no {method}() method")
+                    raise TypeError(
+                        f"{self.factory_path} returned {type(self.model).__name__}, which has no {method}() method"
+                    )
         if static != self.loaded_static:
             if self.loaded_static is not None and callable(getattr(self.model, "unload", None)):
                 self.model.unload()
@@ -118,8 +136,9 @@ class PythonAdapterWorkload(Workload):
             self.model.load(dict(static))
             self.loaded_static = static
             PythonAdapterWorkload.loads_in_process += 1
-        self.invocation = python_invocation(self.factory_path, self.kwargs, self.reload_on, params, context.inputs,
-                                            context.seed, context.device)
+        self.invocation = python_invocation(
+            self.factory_path, self.kwargs, self.reload_on, params, context.inputs, context.seed, context.device
+        )
 
     def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
         if self.model is None or self.loaded_static != {name: params.get(name) for name in self.reload_on}:

@@ -13,7 +13,8 @@ holds (spaces, quotes, ``;``, ``$(...)``), because no shell ever sees it.
 from __future__ import annotations
 
 import string
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tuner.errors import InputError
 
@@ -84,8 +85,9 @@ def command_values(settings: Mapping[str, Any], inputs: Mapping[str, Any], gpus:
     return {**dict(inputs), **dict(settings), "num_gpus": gpus, "seed": seed}
 
 
-def render_command(options: Mapping[str, Any], settings: Mapping[str, Any],
-                   inputs: Mapping[str, Any], seed: int) -> dict[str, Any]:
+def render_command(
+    options: Mapping[str, Any], settings: Mapping[str, Any], inputs: Mapping[str, Any], seed: int
+) -> dict[str, Any]:
     """``{"argv", "env", "cwd"}`` of a command block (``options`` = the block as plain data).
 
     ``env`` holds only the variables the spec sets (they are added to the
@@ -95,5 +97,8 @@ def render_command(options: Mapping[str, Any], settings: Mapping[str, Any],
     values = command_values(settings, inputs, int(options.get("gpus", 1)), seed)
     env = {k: render_text(v, values, f"env.{k}") for k, v in dict(options.get("env", {})).items()}
     cwd = options.get("cwd")
-    return {"argv": render_argv(list(options["argv"]), values), "env": env,
-            "cwd": render_text(cwd, values, "cwd") if cwd is not None else None}
+    return {
+        "argv": render_argv(list(options["argv"]), values),
+        "env": env,
+        "cwd": render_text(cwd, values, "cwd") if cwd is not None else None,
+    }

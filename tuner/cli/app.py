@@ -12,6 +12,7 @@ from rich.console import Console
 from tuner.errors import EXIT_USER_ERROR
 from tuner.secrets import redact_text
 
+
 def _flags_show_no_type() -> None:
     """Typer's rich help prints a type after every option, ``<bool>`` after a flag too (``--help <bool>``,
     ``--no-mlflow <bool>``), though a flag takes no value: a flag's type column is left empty (options that
@@ -30,8 +31,9 @@ def _flags_show_no_type() -> None:
 
 
 _flags_show_no_type()
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="Auto-tune inference settings of video and audio-visual models.")
+app = typer.Typer(
+    add_completion=False, no_args_is_help=True, help="Auto-tune inference settings of video and audio-visual models."
+)
 out = Console()
 err = Console(stderr=True)
 
@@ -43,14 +45,30 @@ def finite(value: float | None) -> float | None:
     return value
 
 
-StorageOption = typer.Option(None, "--storage", help="Optuna storage URL (env TUNER_STORAGE); default: SQLite under the tuner home.")
-HomeOption = typer.Option(None, "--home", help="Directory for the default storage and trial files (env TUNER_HOME; default ./studies).")
-WallTimeOption = typer.Option(None, "--wall-time", min=0, callback=finite,
-                              help="Seconds this invocation may run (overrides the spec; 0: no limit).")
-DeviceHoursOption = typer.Option(None, "--device-hours", min=0.000001, callback=finite,
-                                 help="Device-hours (GPU-hours; CPU-slot hours on a CPU) the study's runs may "
-                                      "hold, every host together (overrides the spec's budget.device_hours).")
-MlflowOption = typer.Option(None, "--mlflow-uri", help="MLflow tracking URI (env MLFLOW_TRACKING_URI; default sqlite under ./mlflow).")
+StorageOption = typer.Option(
+    None, "--storage", help="Optuna storage URL (env TUNER_STORAGE); default: SQLite under the tuner home."
+)
+HomeOption = typer.Option(
+    None, "--home", help="Directory for the default storage and trial files (env TUNER_HOME; default ./studies)."
+)
+WallTimeOption = typer.Option(
+    None,
+    "--wall-time",
+    min=0,
+    callback=finite,
+    help="Seconds this invocation may run (overrides the spec; 0: no limit).",
+)
+DeviceHoursOption = typer.Option(
+    None,
+    "--device-hours",
+    min=0.000001,
+    callback=finite,
+    help="Device-hours (GPU-hours; CPU-slot hours on a CPU) the study's runs may "
+    "hold, every host together (overrides the spec's budget.device_hours).",
+)
+MlflowOption = typer.Option(
+    None, "--mlflow-uri", help="MLflow tracking URI (env MLFLOW_TRACKING_URI; default sqlite under ./mlflow)."
+)
 
 
 def counted(count: int, noun: str) -> str:
@@ -78,5 +96,7 @@ def listen_port(host: str, port: int) -> int:
     try:
         return port or free_port(host)
     except OSError as error:
-        fail(f"--host {host}: cannot listen there ({error.strerror or error}); use an address of this host, "
-             "e.g. 127.0.0.1 or 0.0.0.0")
+        fail(
+            f"--host {host}: cannot listen there ({error.strerror or error}); use an address of this host, "
+            "e.g. 127.0.0.1 or 0.0.0.0"
+        )

@@ -14,32 +14,32 @@ import signal
 import sys
 import threading
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
 import typer
 from rich.markup import escape
 
 from tuner.cli.app import HomeOption, StorageOption, app, err, fail, listen_port, out
-from tuner.secrets import redact_text
-from tuner.storage.opening import list_studies, storage_url, tuner_home
 from tuner.errors import StudyError
-from tuner.secrets import redact_url
+from tuner.secrets import redact_text, redact_url
+from tuner.storage.opening import list_studies, storage_url, tuner_home
 
 if TYPE_CHECKING:
     from tuner.tracking.dashboard import ViewReport
 
-ViewOption = typer.Option(None, "--view-storage",
-                          help="Optuna storage URL of the view (default: sqlite:///<home>/dashboard.db).")
+ViewOption = typer.Option(
+    None, "--view-storage", help="Optuna storage URL of the view (default: sqlite:///<home>/dashboard.db)."
+)
 
 
 @app.command()
 def dashboard(
-    study: Optional[str] = typer.Argument(None, help="Study to show (default: every study in the storage)."),
+    study: str | None = typer.Argument(None, help="Study to show (default: every study in the storage)."),
     host: str = typer.Option("127.0.0.1", "--host", help="Interface to listen on (default: localhost only)."),
     port: int = typer.Option(0, "--port", min=0, max=65535, help="Port (0: a free one)."),
-    storage: Optional[str] = StorageOption,
-    home: Optional[Path] = HomeOption,
-    view_storage: Optional[str] = ViewOption,
+    storage: str | None = StorageOption,
+    home: Path | None = HomeOption,
+    view_storage: str | None = ViewOption,
     refresh_only: bool = typer.Option(False, "--refresh-only", help="Write the view and exit (no server)."),
     interval: float = typer.Option(5.0, "--interval", min=1.0, help="Seconds between refreshes while serving."),
     startup_timeout: float = typer.Option(60.0, "--startup-timeout", min=1.0, help="Seconds to wait for the server."),
@@ -70,24 +70,48 @@ def dashboard(
     if not refresh_only:
         signal.signal(signal.SIGTERM, lambda signum, frame: terminated.set())
     for report in reports:
-        out.print(f"view of {report.study_name}: {report.trials} trials ({report.complete} on the dashboard as "
-                  f"COMPLETE, {report.pruned} PRUNED, {report.failed} FAIL, {report.unfinished} unfinished); "
-                  f"tuner front: {list(report.front)}", highlight=False, soft_wrap=True)
+        out.print(
+            f"view of {report.study_name}: {report.trials} trials ({report.complete} on the dashboard as "
+            f"COMPLETE, {report.pruned} PRUNED, {report.failed} FAIL, {report.unfinished} unfinished); "
+            f"tuner front: {list(report.front)}",
+            highlight=False,
+            soft_wrap=True,
+        )
     out.print(f"view storage: {redact_url(view_url)}", highlight=False, soft_wrap=True)
     if refresh_only:
         return
-    _serve(url, chosen, view_url, host, port, root, interval, startup_timeout,
-           reports[0].study_id if len(reports) == 1 else None, terminated)
+    _serve(
+        url,
+        chosen,
+        view_url,
+        host,
+        port,
+        root,
+        interval,
+        startup_timeout,
+        reports[0].study_id if len(reports) == 1 else None,
+        terminated,
+    )
 
 
-def _refresh(url: str, name: str, view_url: str, rebuild: bool = False) -> "ViewReport":
+def _refresh(url: str, name: str, view_url: str, rebuild: bool = False) -> ViewReport:
     from tuner.tracking.dashboard import refresh_view
 
     return refresh_view(url, name, view_url, rebuild=rebuild)
 
 
-def _serve(url: str, names: list[str], view_url: str, host: str, port: int, root: Path, interval: float,
-           startup_timeout: float, study_id: int | None, terminated: threading.Event) -> None:
+def _serve(
+    url: str,
+    names: list[str],
+    view_url: str,
+    host: str,
+    port: int,
+    root: Path,
+    interval: float,
+    startup_timeout: float,
+    study_id: int | None,
+    terminated: threading.Event,
+) -> None:
     """Run optuna-dashboard on ``view_url`` until Ctrl-C or ``terminated`` is set (SIGTERM), refreshing
     the views every ``interval`` s."""
     from tuner.tracking.dashboard_server import DashboardError, start_dashboard, study_page, wait_ready
@@ -105,16 +129,22 @@ def _serve(url: str, names: list[str], view_url: str, host: str, port: int, root
     try:
         if not wait_ready(base, startup_timeout, process, stop=terminated):
             return  # terminated while the server started: the finally clause stops it
-        out.print(f"optuna-dashboard: {study_page(base, study_id) if study_id is not None else base}",
-                  highlight=False, soft_wrap=True)
+        out.print(
+            f"optuna-dashboard: {study_page(base, study_id) if study_id is not None else base}",
+            highlight=False,
+            soft_wrap=True,
+        )
         sys.stdout.flush()
         while process.poll() is None and not terminated.wait(interval):
             for name in names:
                 try:
                     _refresh(url, name, view_url)
                 except Exception as error:  # noqa: BLE001 - the server keeps serving the last view
-                    err.print(f"[yellow]view of {name} not refreshed: {escape(redact_text(str(error))[:300])}[/]",
-                              highlight=False, soft_wrap=True)
+                    err.print(
+                        f"[yellow]view of {name} not refreshed: {escape(redact_text(str(error))[:300])}[/]",
+                        highlight=False,
+                        soft_wrap=True,
+                    )
         if not terminated.is_set():
             err.print(f"optuna-dashboard exited with status {process.returncode} (log: {log_path})")
     except DashboardError as error:
@@ -123,4 +153,3 @@ def _serve(url: str, names: list[str], view_url: str, host: str, port: int, root
         pass
     finally:
         stop_server(process)
-

@@ -23,12 +23,12 @@ import traceback
 
 import typer
 
+import tuner.cli.dashboard_command  # noqa: F401 - registers dashboard
+import tuner.cli.fleet_commands  # noqa: F401 - registers serve, submit
+import tuner.cli.show_command  # noqa: F401 - registers show
 import tuner.cli.study_commands  # noqa: F401 - registers validate, run, resume, status, schema
 import tuner.cli.view_commands  # noqa: F401 - registers front, export, check, ui, sync-mlflow
-import tuner.cli.show_command  # noqa: F401 - registers show
 import tuner.cli.worker_command  # noqa: F401 - registers worker
-import tuner.cli.fleet_commands  # noqa: F401 - registers serve, submit
-import tuner.cli.dashboard_command  # noqa: F401 - registers dashboard
 from tuner.cli.app import app, err
 from tuner.errors import EXIT_INTERNAL_ERROR, EXIT_USER_ERROR, TunerError
 from tuner.spec.extras import missing_extra_message
@@ -50,8 +50,7 @@ def _one_line(message: str) -> None:
 
     from tuner.secrets import redact_text
 
-    err.print(f"[bold red]error:[/] {escape(redact_text(' '.join(message.split())))}", highlight=False,
-              soft_wrap=True)
+    err.print(f"[bold red]error:[/] {escape(redact_text(' '.join(message.split())))}", highlight=False, soft_wrap=True)
 
 
 def _command(argv: list[str] | None) -> str:
@@ -69,8 +68,10 @@ def error_answer(error: Exception, command: str) -> tuple[str, int]:
         return missing, EXIT_USER_ERROR
     if isinstance(error, TunerError):  # a failure the tuner recognises, said in one line
         return str(error), error.exit_status
-    return (f"internal error: {type(error).__name__}: {error} (rerun with {DEBUG_ENV}=1 for the traceback and "
-            "please report it)"), EXIT_INTERNAL_ERROR
+    return (
+        f"internal error: {type(error).__name__}: {error} (rerun with {DEBUG_ENV}=1 for the traceback and "
+        "please report it)"
+    ), EXIT_INTERNAL_ERROR
 
 
 def main(argv: list[str] | None = None) -> None:

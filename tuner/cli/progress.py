@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import textwrap
 import time
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.live import Live
@@ -46,8 +47,9 @@ def format_duration(seconds: float | None) -> str:
     return f"{seconds}s"
 
 
-def eta_seconds(done_this_run: int, elapsed_s: float, remaining: int | None,
-                wall_left_s: float | None = None) -> float | None:
+def eta_seconds(
+    done_this_run: int, elapsed_s: float, remaining: int | None, wall_left_s: float | None = None
+) -> float | None:
     """Remaining trials times the mean time per trial so far, at most ``wall_left_s`` (what the wall-time
     budget leaves now); None when unknown."""
     if remaining is None or done_this_run <= 0:
@@ -59,8 +61,9 @@ def eta_seconds(done_this_run: int, elapsed_s: float, remaining: int | None,
 def fitted(text: str, width: int, indent: str = "    ") -> list[str]:
     """``text`` broken between words into lines of at most ``width`` (a word wider stands alone), continued
     with ``indent``; no line ends in blanks."""
-    return textwrap.wrap(text, max(width, 20), subsequent_indent=indent, break_long_words=False,
-                         break_on_hyphens=False) or [""]
+    return textwrap.wrap(
+        text, max(width, 20), subsequent_indent=indent, break_long_words=False, break_on_hyphens=False
+    ) or [""]
 
 
 class ProgressDisplay:
@@ -79,20 +82,30 @@ class ProgressDisplay:
         self._wall_left_s: float | None = None  # what the wall-time budget left at the start
         self._units: dict[str, str] = {}  # objective -> unit, in the objectives' order
 
-    def on_start(self, study_name: str, done: int, total: int | None, wall_left_s: float | None = None,
-                 objectives: Sequence[str] = ()) -> None:
+    def on_start(
+        self,
+        study_name: str,
+        done: int,
+        total: int | None,
+        wall_left_s: float | None = None,
+        objectives: Sequence[str] = (),
+    ) -> None:
         self._start_done = done
         self._clock_start = time.monotonic()
         self._wall_left_s = wall_left_s
         self._units = objective_units(list(objectives), [])
         self._status = {"study": study_name, "done": done, "total": total, "front": 0, "elapsed": 0.0}
         if self.live_enabled:
-            self._live = Live(console=self.console, refresh_per_second=LIVE_REFRESH_HZ, transient=False,
-                              get_renderable=self._render)
+            self._live = Live(
+                console=self.console, refresh_per_second=LIVE_REFRESH_HZ, transient=False, get_renderable=self._render
+            )
             self._live.start()
         else:
-            counted = f"{done}/{total} trials measured" if total is not None else \
-                f"{done} trials measured so far (no trial budget)"
+            counted = (
+                f"{done}/{total} trials measured"
+                if total is not None
+                else f"{done} trials measured so far (no trial budget)"
+            )
             budget = "" if wall_left_s is None else f", {format_duration(wall_left_s)} of wall time for trials"
             self._plain(f"study {study_name}: {counted}{budget}")
             if self._units:
@@ -122,12 +135,12 @@ class ProgressDisplay:
         self._plain(f"trial {number}: taken over by another worker, its late result dropped: {reason}")
 
     def _running_text(self, now: float) -> str:
-        return ", ".join(f"trial {n} {role} on {slot} {format_duration(now - started)}"
-                         f"/{format_duration(timeout)}" for n, (role, slot, started, timeout)
-                         in sorted(self._running.items()))
+        return ", ".join(
+            f"trial {n} {role} on {slot} {format_duration(now - started)}/{format_duration(timeout)}"
+            for n, (role, slot, started, timeout) in sorted(self._running.items())
+        )
 
-    def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,
-                 elapsed_s: float) -> None:
+    def on_trial(self, trial: FrozenTrial, done: int, total: int | None, front_size: int, elapsed_s: float) -> None:
         self._running.pop(trial.number, None)
         record = TrialRecord.from_trial(trial)
         outcome = record.outcome
@@ -141,23 +154,28 @@ class ProgressDisplay:
         elif outcome == "OK" and record.cut_short:
             note = f"cut short: {record.cut_short}"
         units = list(self._units.values())
-        values = ", ".join(_valued(v, units[i] if i < len(units) else "") for i, v in enumerate(trial.values)) \
-            if trial.values and not record.placeholder else ""
+        values = (
+            ", ".join(_valued(v, units[i] if i < len(units) else "") for i, v in enumerate(trial.values))
+            if trial.values and not record.placeholder
+            else ""
+        )
         role = record.role
         self._rows = (self._rows + [(str(trial.number), role, outcome, values, note)])[-8:]
         remaining = None if total is None else total - done
         wall_left = None if self._wall_left_s is None else self._wall_left_s - elapsed_s
         eta = eta_seconds(done - self._start_done, elapsed_s, remaining, wall_left)
-        self._status.update(done=done, total=total, front=front_size, elapsed=elapsed_s, eta=eta,
-                            last=f"#{trial.number} {outcome}")
+        self._status.update(
+            done=done, total=total, front=front_size, elapsed=elapsed_s, eta=eta, last=f"#{trial.number} {outcome}"
+        )
         if self._live is None:
             self._last_plain = time.monotonic()
             self._plain(
                 f"[{_count(done, total)}] trial {trial.number} {role} {outcome}"
                 f"{' ' + values if values else ''}{' (' + note + ')' if note else ''} | front {front_size} | "
-                f"elapsed {format_duration(elapsed_s)}{'' if total is None else ' | ETA ' + format_duration(eta)}")
+                f"elapsed {format_duration(elapsed_s)}{'' if total is None else ' | ETA ' + format_duration(eta)}"
+            )
 
-    def on_finish(self, trials: list["FrozenTrial"], front: list["FrozenTrial"]) -> None:
+    def on_finish(self, trials: list[FrozenTrial], front: list[FrozenTrial]) -> None:
         if self._live is not None:
             self._live.refresh()
             self._live.stop()
@@ -167,10 +185,12 @@ class ProgressDisplay:
         s = self._status
         total = s.get("total")
         now = time.monotonic()
-        title = (f"{s.get('study')}  {'' if total is None else 'trial '}{_count(s.get('done', 0), total)}  "
-                 f"front {s.get('front')}  last {s.get('last', '-')}  "
-                 f"elapsed {format_duration(now - self._clock_start)}"
-                 f"{'' if total is None else '  ETA ' + format_duration(s.get('eta'))}")
+        title = (
+            f"{s.get('study')}  {'' if total is None else 'trial '}{_count(s.get('done', 0), total)}  "
+            f"front {s.get('front')}  last {s.get('last', '-')}  "
+            f"elapsed {format_duration(now - self._clock_start)}"
+            f"{'' if total is None else '  ETA ' + format_duration(s.get('eta'))}"
+        )
         caption = f"running: {self._running_text(now)}" if self._running else None
         table = Table(title=title, title_justify="left", caption=caption, caption_justify="left", expand=False)
         for column in ("trial", "role", "outcome", ", ".join(self._units) or "objectives", "note"):

@@ -53,7 +53,7 @@ class ConsoleSession:
         self.out = out
         self.err = err
 
-    def trial_listeners(self) -> list["Listener"]:
+    def trial_listeners(self) -> list[Listener]:
         from tuner.cli.progress import ProgressDisplay
 
         return [ProgressDisplay(self.err)]
@@ -81,8 +81,9 @@ def fitted_text(text: Text, console: Console) -> list[Text]:
     cut = len(first.plain)
     cut += len(text.plain[cut:]) - len(text.plain[cut:].lstrip(" "))
     if cut < len(text.plain):
-        lines += [Text(CONTINUATION) + part for part in text[cut:].wrap(console, width - len(CONTINUATION),
-                                                                           overflow="fold")]
+        lines += [
+            Text(CONTINUATION) + part for part in text[cut:].wrap(console, width - len(CONTINUATION), overflow="fold")
+        ]
     for line in lines:
         line.rstrip()
     return lines

@@ -26,22 +26,23 @@ import json
 import re
 import shlex
 import textwrap
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Optional, Sequence
+from typing import TYPE_CHECKING, Any
 
 import typer
 
 from tuner.cli.app import HomeOption, StorageOption, app, fail, out
 from tuner.cli.status_view import trial_document
+from tuner.errors import StudyError
 from tuner.front.cost import trial_cost_lines
 from tuner.front.load_curve import load_lines, prediction_lines
 from tuner.front.spread import spread_lines
 from tuner.secrets import redact_text
 from tuner.spec.metrics import NO_REFERENCE_METRICS, base_metric, has_direction, objective_units
 from tuner.spec.models import SpecError
-from tuner.storage.records import StudyRecord, full_record
 from tuner.storage.opening import storage_url, tuner_home
-from tuner.errors import StudyError
+from tuner.storage.records import StudyRecord, full_record
 from tuner.study.studies import OpenStudy, load_study, study_directory
 
 if TYPE_CHECKING:
@@ -55,8 +56,8 @@ LOG_READ_BYTES = 256 * 1024  # at most this much of the log's end is read
 def show(
     study: str = typer.Argument(..., help="Study name."),
     trial: int = typer.Argument(..., help="Trial number (as 'tuner status' lists them)."),
-    storage: Optional[str] = StorageOption,
-    home: Optional[Path] = HomeOption,
+    storage: str | None = StorageOption,
+    home: Path | None = HomeOption,
     lines: int = typer.Option(LOG_LINES, "--lines", "-n", min=0, help="Lines of the log tail to show."),
     as_json: bool = typer.Option(False, "--json", help="Print the trial as one JSON document."),
 ) -> None:
@@ -91,12 +92,13 @@ def fit_lines(lines: Sequence[str], width: int) -> list[str]:
             continue
         lead = re.match(r"\s*(\| )?", line)
         indent = (lead.group(0) if lead else "").replace("|", ":") + "  "
-        fitted += textwrap.wrap(line, width, subsequent_indent=indent, break_on_hyphens=False,
-                                drop_whitespace=True) or [line[:width]]
+        fitted += textwrap.wrap(
+            line, width, subsequent_indent=indent, break_on_hyphens=False, drop_whitespace=True
+        ) or [line[:width]]
     return fitted
 
 
-def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: int) -> dict[str, Any]:
+def trial_view(opened: OpenStudy, trial: FrozenTrial, trial_dir: Path, lines: int) -> dict[str, Any]:
     """One stored trial as a JSON-able document: :func:`tuner.cli.status_view.trial_document` plus ``study``,
     ``device`` (the study's: ``cuda`` or ``cpu``, the unit of its cost), ``invocation`` (native, from the stored spec; None with ``invocation_error`` when it cannot be
     rendered), ``executed`` (what the worker ran, from ``result.json``), ``files`` and ``log_tail``
@@ -108,8 +110,11 @@ def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: 
     trials = opened.study.get_trials(deepcopy=False)
     on_front = record.number in {t.number for t in front_trials(trials, [o.direction for o in opened.spec.objectives])}
     units = objective_units(opened.spec.objective_names, [record.metrics])
-    document = {"study": opened.study.study_name, "device": StudyRecord.of(opened.study).device,
-                **trial_document(record, opened.spec.objective_names, units, on_front)}
+    document = {
+        "study": opened.study.study_name,
+        "device": StudyRecord.of(opened.study).device,
+        **trial_document(record, opened.spec.objective_names, units, on_front),
+    }
     try:
         document["invocation"] = _redacted(render_invocation(opened.spec, {**record.params, **record.derived}))
     except ValueError as error:
@@ -117,8 +122,11 @@ def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: 
     result_path, log_path = trial_dir / "result.json", trial_dir / "worker.log"
     payload = _result_payload(result_path)
     document["executed"] = _redacted(_executed(payload))
-    document["files"] = {"trial_dir": str(trial_dir), "result": str(result_path) if result_path.is_file() else None,
-                         "log": str(log_path) if log_path.is_file() else None}
+    document["files"] = {
+        "trial_dir": str(trial_dir),
+        "result": str(result_path) if result_path.is_file() else None,
+        "log": str(log_path) if log_path.is_file() else None,
+    }
     document["log_tail"] = _log_tail(payload, log_path, record.log_tail, lines)
     runtime = record.runtime
     document["weights_identity"] = runtime.get("weights_identity") if isinstance(runtime, Mapping) else None
@@ -127,8 +135,10 @@ def trial_view(opened: OpenStudy, trial: "FrozenTrial", trial_dir: Path, lines: 
 
 def render_trial(document: Mapping[str, Any]) -> list[str]:
     """The lines ``tuner show`` prints for a :func:`trial_view` document (plain text, nothing cut)."""
-    head = [f"trial {document['number']} of study {document['study']}: {document['role']}, {document['outcome']}"
-            f" (state {document['state']}{', on the Pareto front' if document['on_front'] else ''})"]
+    head = [
+        f"trial {document['number']} of study {document['study']}: {document['role']}, {document['outcome']}"
+        f" (state {document['state']}{', on the Pareto front' if document['on_front'] else ''})"
+    ]
     head += _where(document)
     head += trial_cost_lines(document.get("cost"), document.get("device"), document["duplicate_of"])
     head += _links(document)
@@ -136,12 +146,23 @@ def render_trial(document: Mapping[str, Any]) -> list[str]:
     identity = document.get("weights_identity")
     if identity:
         random = str(identity).startswith("random:")
-        head.append(f"weights: {identity}" + (" (random: quality metrics are agreement with the reference setting "
-                                               "of an untrained network, not output quality)" if random else ""))
+        head.append(
+            f"weights: {identity}"
+            + (
+                " (random: quality metrics are agreement with the reference setting "
+                "of an untrained network, not output quality)"
+                if random
+                else ""
+            )
+        )
     body = _pairs("params", document["params"]) + _pairs("derived", document["derived"])
     body += _objectives(document) + _constraints(document["constraints"]) + render_metric_lines(document["metrics"])
-    body += spread_lines(document.get("per_input") or {}, document["metrics"], document.get("cliffs") or [],
-                         [name.partition(":")[0] for name in document["objectives"]])
+    body += spread_lines(
+        document.get("per_input") or {},
+        document["metrics"],
+        document.get("cliffs") or [],
+        [name.partition(":")[0] for name in document["objectives"]],
+    )
     body += prediction_lines(document.get("prediction"), document["metrics"])
     body += load_lines(document.get("sustained"))
     body += _pairs("samples", document["samples"]) + _invocations(document) + _files(document)
@@ -155,13 +176,21 @@ def render_trial(document: Mapping[str, Any]) -> list[str]:
 
 
 def _where(document: Mapping[str, Any]) -> list[str]:
-    parts = [f"{label} {document[key]}" for label, key in (("host", "host"), ("slot", "slot"), ("worker", "worker"))
-             if document.get(key)]
-    times = [f"{label} {document[key]}" for label, key in (("started", "datetime_start"),
-                                                           ("completed", "datetime_complete")) if document.get(key)]
-    spans = [f"{label} {document[key]:.4g} s" for label, key in (("wall time", "wall_time_s"),
-                                                                 ("evaluation", "eval_time_s"))
-             if isinstance(document.get(key), (int, float))]
+    parts = [
+        f"{label} {document[key]}"
+        for label, key in (("host", "host"), ("slot", "slot"), ("worker", "worker"))
+        if document.get(key)
+    ]
+    times = [
+        f"{label} {document[key]}"
+        for label, key in (("started", "datetime_start"), ("completed", "datetime_complete"))
+        if document.get(key)
+    ]
+    spans = [
+        f"{label} {document[key]:.4g} s"
+        for label, key in (("wall time", "wall_time_s"), ("evaluation", "eval_time_s"))
+        if isinstance(document.get(key), (int, float))
+    ]
     lines = [f"ran on {', '.join(parts)}"] if parts else ["ran on: - (never run here: a copy, a skip or queued)"]
     return lines + ([", ".join(times + spans)] if times or spans else [])
 
@@ -169,14 +198,17 @@ def _where(document: Mapping[str, Any]) -> list[str]:
 def _links(document: Mapping[str, Any]) -> list[str]:
     lines = []
     if document["duplicate_of"] is not None:
-        lines.append(f"copy of trial {document['duplicate_of']}: the same setting, measured there (its log and "
-                     f"files: tuner show {document['study']} {document['duplicate_of']})")
+        lines.append(
+            f"copy of trial {document['duplicate_of']}: the same setting, measured there (its log and "
+            f"files: tuner show {document['study']} {document['duplicate_of']})"
+        )
     if document["warm_start_from"]:
         lines.append(f"queued by a warm start from study {document['warm_start_from']}")
     if document["predicted_peak_gb"] is not None or document["prediction_witness"]:
         peak = document["predicted_peak_gb"]
-        lines.append(f"predicted OOM: {f'peak {peak:.2f} GB, ' if peak is not None else ''}"
-                     f"from {document['prediction_witness']}")
+        lines.append(
+            f"predicted OOM: {f'peak {peak:.2f} GB, ' if peak is not None else ''}from {document['prediction_witness']}"
+        )
     compared = document.get("compared_with")
     if compared:
         shape = ", ".join(f"{name}={value}" for name, value in (compared.get("shape") or {}).items())
@@ -199,8 +231,11 @@ def _pairs(title: str, values: Mapping[str, Any]) -> list[str]:
 
 
 def _objectives(document: Mapping[str, Any]) -> list[str]:
-    note = " (placeholders: worst-case values told to the sampler for a failed point, not measurements)" \
-        if document["placeholder_values"] else ""
+    note = (
+        " (placeholders: worst-case values told to the sampler for a failed point, not measurements)"
+        if document["placeholder_values"]
+        else ""
+    )
     lines = [f"objectives:{note}"]
     for name, objective in document["objectives"].items():
         value = objective["value"]
@@ -212,7 +247,8 @@ def _constraints(constraints: Mapping[str, float]) -> list[str]:
     if not constraints:
         return ["constraints: -"]
     return ["constraints (feasible when <= 0):"] + [
-        f"  {name} = {value:.4g} ({'ok' if value <= 0 else 'violated'})" for name, value in constraints.items()]
+        f"  {name} = {value:.4g} ({'ok' if value <= 0 else 'violated'})" for name, value in constraints.items()
+    ]
 
 
 def render_metric_lines(metrics: Mapping[str, Mapping[str, Any]]) -> list[str]:
@@ -239,7 +275,10 @@ def _invocations(document: Mapping[str, Any]) -> list[str]:
     if document["invocation"] is None:
         lines = [f"invocation: unavailable: {document.get('invocation_error')}"]
     else:
-        lines = ["invocation (native, outside the tuner):", *(f"  {line}" for line in _invocation_lines(document["invocation"]))]
+        lines = [
+            "invocation (native, outside the tuner):",
+            *(f"  {line}" for line in _invocation_lines(document["invocation"])),
+        ]
     if document["executed"]:
         lines += ["executed by the worker:", *(f"  {line}" for line in _invocation_lines(document["executed"]))]
     return lines
@@ -253,19 +292,26 @@ def _invocation_lines(invocation: Mapping[str, Any]) -> list[str]:
         lines += [f"env {k}={v}" for k, v in (invocation.get("env") or {}).items()]
         return lines + ([f"cwd {invocation['cwd']}"] if invocation.get("cwd") else [])
     if kind == "http":
-        return [f"POST {invocation.get('url')} ({invocation.get('api')}, concurrency {invocation.get('concurrency')})",
-                f"body {json.dumps(invocation.get('body'), default=str)}"]
+        return [
+            f"POST {invocation.get('url')} ({invocation.get('api')}, concurrency {invocation.get('concurrency')})",
+            f"body {json.dumps(invocation.get('body'), default=str)}",
+        ]
     rest = {k: v for k, v in invocation.items() if k not in ("kind", "target")}
-    return [f"{kind or 'python'}: {invocation.get('target')}"] + [f"{k} {json.dumps(v, default=str)}" for k, v in rest.items()]
+    return [f"{kind or 'python'}: {invocation.get('target')}"] + [
+        f"{k} {json.dumps(v, default=str)}" for k, v in rest.items()
+    ]
 
 
 def _files(document: Mapping[str, Any]) -> list[str]:
     files = document["files"]
     if files["result"] is None and files["log"] is None:
-        return [f"files: none at {files['trial_dir']} (a copy or skip ran nothing; or it ran on another host or "
-                "under another --home)"]
-    return [f"files: {files['trial_dir']}"] + [f"  {name}: {path}" for name, path in
-                                               (("result", files["result"]), ("log", files["log"])) if path]
+        return [
+            f"files: none at {files['trial_dir']} (a copy or skip ran nothing; or it ran on another host or "
+            "under another --home)"
+        ]
+    return [f"files: {files['trial_dir']}"] + [
+        f"  {name}: {path}" for name, path in (("result", files["result"]), ("log", files["log"])) if path
+    ]
 
 
 def _with_unit(value: Any, unit: Any) -> str:
@@ -297,8 +343,12 @@ def _log_tail(payload: Mapping[str, Any], log_path: Path, stored: str | None, li
     """
     if lines == 0:
         return {"source": "not asked for (--lines 0)", "lines": []}
-    sources: list[tuple[str, str]] = [(str(payload.get("log_tail") or ""), f"{log_path.parent / 'result.json'} "
-                                       "(the worker's traceback, then the end of its log)")]
+    sources: list[tuple[str, str]] = [
+        (
+            str(payload.get("log_tail") or ""),
+            f"{log_path.parent / 'result.json'} (the worker's traceback, then the end of its log)",
+        )
+    ]
     try:
         with open(log_path, "rb") as handle:
             size = handle.seek(0, 2)

@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import json
 import textwrap
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.front.cost import (
     budget_hours,
@@ -72,35 +73,54 @@ def parse_outcomes(values: Sequence[str] | None) -> set[str]:
 def shown_values(record: TrialRecord, names: Sequence[str]) -> dict[str, float | None]:
     """The objective values a view shows: None for a placeholder (an OOM's worst-case stand-in) or none stored."""
     if record.values is None or record.placeholder:
-        return {name: None for name in names}
+        return dict.fromkeys(names)
     return dict(zip(names, (float(v) for v in record.values)))
 
 
-def trial_document(record: TrialRecord, names: Sequence[str], units: Mapping[str, str],
-                   on_front: bool) -> dict[str, Any]:
+def trial_document(
+    record: TrialRecord, names: Sequence[str], units: Mapping[str, str], on_front: bool
+) -> dict[str, Any]:
     """The JSON form of one trial, nothing cut: params, derived, objectives (value, unit), every
     stored metric, constraints, the whole reason, where and when it ran, samples, copy and warm-start links,
     ``device_s`` (device-seconds its run held; None: it ran nothing or its cost is unknown) and ``cost``
     (:func:`tuner.front.cost.trial_cost_document`: device-seconds, wall seconds, devices, phases)."""
     values = shown_values(record, names)
     return {
-        "number": record.number, "state": record.state, "outcome": record.outcome, "role": record.role,
-        "on_front": on_front, "reason": record.reason,
-        "params": dict(record.params), "derived": dict(record.derived),
+        "number": record.number,
+        "state": record.state,
+        "outcome": record.outcome,
+        "role": record.role,
+        "on_front": on_front,
+        "reason": record.reason,
+        "params": dict(record.params),
+        "derived": dict(record.derived),
         "objectives": {name: {"value": values[name], "unit": units.get(name, "")} for name in names},
         "values": list(record.values) if record.values is not None else None,
         "placeholder_values": record.placeholder,
-        "constraints": dict(record.constraints), "metrics": {k: dict(v) for k, v in record.metrics.items()},
-        "noisy": record.noisy, "latency_cv": record.latency_cv, "cut_short": record.cut_short,
-        "duplicate_of": record.duplicate_of, "warm_start_from": record.warm_start_from,
-        "predicted_peak_gb": record.predicted_peak_gb, "prediction_witness": record.prediction_witness,
-        "host": record.host, "slot": record.slot, "worker": record.worker,
-        "fingerprint_note": record.fingerprint_note, "compared_with": record.compared_with,
-        "datetime_start": record.datetime_start, "datetime_complete": record.datetime_complete,
-        "wall_time_s": record.wall_time_s, "eval_time_s": record.eval_time_s,
+        "constraints": dict(record.constraints),
+        "metrics": {k: dict(v) for k, v in record.metrics.items()},
+        "noisy": record.noisy,
+        "latency_cv": record.latency_cv,
+        "cut_short": record.cut_short,
+        "duplicate_of": record.duplicate_of,
+        "warm_start_from": record.warm_start_from,
+        "predicted_peak_gb": record.predicted_peak_gb,
+        "prediction_witness": record.prediction_witness,
+        "host": record.host,
+        "slot": record.slot,
+        "worker": record.worker,
+        "fingerprint_note": record.fingerprint_note,
+        "compared_with": record.compared_with,
+        "datetime_start": record.datetime_start,
+        "datetime_complete": record.datetime_complete,
+        "wall_time_s": record.wall_time_s,
+        "eval_time_s": record.eval_time_s,
         "samples": dict(record.samples),
-        "per_input": {case: dict(figures) for case, figures in record.per_input.items()}, "cliffs": list(record.cliffs),
-        "device_s": record.device_s, "cost": trial_cost_document(record), "sustained": record.sustained,
+        "per_input": {case: dict(figures) for case, figures in record.per_input.items()},
+        "cliffs": list(record.cliffs),
+        "device_s": record.device_s,
+        "cost": trial_cost_document(record),
+        "sustained": record.sustained,
         "prediction": record.prediction,
     }
 
@@ -108,7 +128,7 @@ def trial_document(record: TrialRecord, names: Sequence[str], units: Mapping[str
 def one_line_cut(text: str) -> str:
     """``text`` on one line, cut at :data:`NOTE_CHARS` characters with an ellipsis."""
     text = " ".join(text.split())
-    return text if len(text) <= NOTE_CHARS else text[:NOTE_CHARS - 1] + "…"
+    return text if len(text) <= NOTE_CHARS else text[: NOTE_CHARS - 1] + "…"
 
 
 def trial_note(record: TrialRecord) -> str:
@@ -132,7 +152,7 @@ def compact_params(params: Mapping[str, Any]) -> str:
     return " ".join(f"{key}={value}" for key, value in params.items())
 
 
-def sort_trials(trials: Sequence[StatusTrial], column: str, opened: "OpenStudy") -> list[StatusTrial]:
+def sort_trials(trials: Sequence[StatusTrial], column: str, opened: OpenStudy) -> list[StatusTrial]:
     """``trials`` ordered by ``column``: ``number``, ``outcome``, ``role``, ``front``, ``dev-s`` (device-seconds),
     an objective, any stored metric or a parameter (``param.<name>`` when a metric has the same name).
 
@@ -184,24 +204,42 @@ def _orderable(value: Any) -> tuple[int, Any] | None:
     return (1, str(value))
 
 
-def status_lines(trials: Sequence[StatusTrial], names: Sequence[str], units: Mapping[str, str],
-                 width: int | None = None) -> list[str]:
+def status_lines(
+    trials: Sequence[StatusTrial], names: Sequence[str], units: Mapping[str, str], width: int | None = None
+) -> list[str]:
     """The table: a header and one line a trial, columns padded to their widest cell (the last not).
 
     When a line would be wider than ``width`` (an 80-column terminal, a pipe), each trial's row keeps its
     number, outcome, role, objectives, front mark and ``dev-s``, and its host/slot, parameters and note are
     stacked on indented lines under it, wrapped to ``width`` (a word wider stands alone)."""
-    headers = ["#", "outcome", "role", *(f"{n} [{units[n]}]" if units.get(n) not in (None, "", "1") else n
-                                         for n in names), "front", "dev-s", "where", "params", "note"]
+    headers = [
+        "#",
+        "outcome",
+        "role",
+        *(f"{n} [{units[n]}]" if units.get(n) not in (None, "", "1") else n for n in names),
+        "front",
+        "dev-s",
+        "where",
+        "params",
+        "note",
+    ]
     rows = []
     for trial in trials:
         record = trial.record
         values = shown_values(record, names)
-        rows.append([str(record.number), record.outcome, record.role_shown,
-                     *(f"{values[n]:.4g}" if values[n] is not None else "-" for n in names),
-                     "*" if trial.on_front else "", device_s_text(record.device_s), trial.where or "-",
-                     compact_params(record.params) or "-",
-                     trial_note(record)])
+        rows.append(
+            [
+                str(record.number),
+                record.outcome,
+                record.role_shown,
+                *(f"{values[n]:.4g}" if values[n] is not None else "-" for n in names),
+                "*" if trial.on_front else "",
+                device_s_text(record.device_s),
+                trial.where or "-",
+                compact_params(record.params) or "-",
+                trial_note(record),
+            ]
+        )
     numeric = {0, *range(3, 3 + len(names)), 4 + len(names)}
     lines = aligned([headers, *rows], numeric)
     if width is None or all(len(line) <= width for line in lines):
@@ -211,11 +249,18 @@ def status_lines(trials: Sequence[StatusTrial], names: Sequence[str], units: Map
     for row, line in zip(rows, aligned([headers[:kept], *(row[:kept] for row in rows)], numeric)[1:]):
         where, params, note = row[kept:]
         stacked.append(line)
-        stacked += wrap_items(params.split(" ") if params != "-" else [], width, STACK_INDENT + f"on {where}: ",
-                              STACK_INDENT, sep=" ") or [STACK_INDENT + f"on {where}"]
+        stacked += wrap_items(
+            params.split(" ") if params != "-" else [], width, STACK_INDENT + f"on {where}: ", STACK_INDENT, sep=" "
+        ) or [STACK_INDENT + f"on {where}"]
         if note:
-            stacked += textwrap.wrap(note, width, initial_indent=STACK_INDENT, subsequent_indent=STACK_INDENT,
-                                     break_long_words=False, break_on_hyphens=False)
+            stacked += textwrap.wrap(
+                note,
+                width,
+                initial_indent=STACK_INDENT,
+                subsequent_indent=STACK_INDENT,
+                break_long_words=False,
+                break_on_hyphens=False,
+            )
     return stacked
 
 
@@ -234,7 +279,7 @@ def aligned(rows: Sequence[Sequence[str]], numeric: set[int]) -> list[str]:
     return [line.rstrip() for line in lines]
 
 
-def status_trials(opened: "OpenStudy") -> list[StatusTrial]:
+def status_trials(opened: OpenStudy) -> list[StatusTrial]:
     """Every stored trial of ``opened`` in number order, with its front flag and host/slot."""
     from tuner.pareto import front_trials
 
@@ -248,7 +293,9 @@ def status_trials(opened: "OpenStudy") -> list[StatusTrial]:
     return shown
 
 
-def status_document(opened: "OpenStudy", trials: Sequence[StatusTrial], all_trials: Sequence[StatusTrial]) -> dict[str, Any]:
+def status_document(
+    opened: OpenStudy, trials: Sequence[StatusTrial], all_trials: Sequence[StatusTrial]
+) -> dict[str, Any]:
     """``--json``: the study's summary and ``trials`` (filtered and sorted as asked), every field whole.
 
     ``cost``: the study's :meth:`tuner.storage.cost.StudyCost.as_dict` (every trial, whatever the filter),
@@ -258,21 +305,29 @@ def status_document(opened: "OpenStudy", trials: Sequence[StatusTrial], all_tria
     units = objective_units(names, (r.metrics for r in records))
     stored = StudyRecord.of(opened.study)
     return {
-        "study": opened.study.study_name, "spec": stored.spec_name, "device": stored.device,
-        "objectives": [{"metric": o.metric, "direction": o.direction, "unit": units[o.metric]}
-                       for o in opened.spec.objectives],
+        "study": opened.study.study_name,
+        "spec": stored.spec_name,
+        "device": stored.device,
+        "objectives": [
+            {"metric": o.metric, "direction": o.direction, "unit": units[o.metric]} for o in opened.spec.objectives
+        ],
         "budget_trials": stored.budget_trials,
         "measured": sum(1 for t in all_trials if t.record.measured),
-        "recorded": len(all_trials), "front": [t.record.number for t in all_trials if t.on_front],
+        "recorded": len(all_trials),
+        "front": [t.record.number for t in all_trials if t.on_front],
         "warm_start": dict(stored.warm_start) if stored.warm_start is not None else None,
-        "cost": {**cost_of_records(records).as_dict(), "unit": device_unit(stored.device),
-                 "budget_device_hours": budget_hours(stored.budget_device_hours)},
+        "cost": {
+            **cost_of_records(records).as_dict(),
+            "unit": device_unit(stored.device),
+            "budget_device_hours": budget_hours(stored.budget_device_hours),
+        },
         "trials": [trial_document(t.record, names, units, t.on_front) for t in trials],
     }
 
 
-def render_status(opened: "OpenStudy", sort: str | None, outcomes: Sequence[str] | None,
-                  as_json: bool, width: int | None = None) -> list[str]:
+def render_status(
+    opened: OpenStudy, sort: str | None, outcomes: Sequence[str] | None, as_json: bool, width: int | None = None
+) -> list[str]:
     """The lines ``tuner status STUDY`` prints (JSON: one document), at most ``width`` columns where a line can be
     broken (:func:`status_lines`; None: one line a trial, however wide). Raises ``ValueError`` for a bad
     ``--sort`` column or ``--outcome`` name (the command turns it into one line, exit 2)."""
@@ -285,24 +340,33 @@ def render_status(opened: "OpenStudy", sort: str | None, outcomes: Sequence[str]
         return [json.dumps(status_document(opened, chosen, every), indent=2, default=str)]
     names = opened.spec.objective_names
     stored = StudyRecord.of(opened.study)
-    lines = [f"study {opened.study.study_name} (spec {stored.spec_name}, device {stored.device}, "
-             f"sampler {stored.sampler})"]
+    lines = [
+        f"study {opened.study.study_name} (spec {stored.spec_name}, device {stored.device}, sampler {stored.sampler})"
+    ]
     lines += status_lines(chosen, names, objective_units(names, (t.record.metrics for t in every)), width)
     lines += _summary(opened, every, len(chosen), wanted)
     if width is None:
         return lines
-    return [part for line in lines for part in (textwrap.wrap(line, width, subsequent_indent=STACK_INDENT,
-                                                             break_long_words=False, break_on_hyphens=False)
-                                                if len(line) > width else [line])]
+    return [
+        part
+        for line in lines
+        for part in (
+            textwrap.wrap(line, width, subsequent_indent=STACK_INDENT, break_long_words=False, break_on_hyphens=False)
+            if len(line) > width
+            else [line]
+        )
+    ]
 
 
-def _summary(opened: "OpenStudy", every: Sequence[StatusTrial], shown: int, wanted: set[str]) -> list[str]:
+def _summary(opened: OpenStudy, every: Sequence[StatusTrial], shown: int, wanted: set[str]) -> list[str]:
     stored = StudyRecord.of(opened.study)
     measured = sum(1 for t in every if t.record.measured)
     skipped = sum(1 for t in every if t.record.outcome == Outcome.SKIPPED_PREDICTED_OOM.value)
     front = sum(1 for t in every if t.on_front)
-    lines = [f"{measured} measured of budget {stored.budget_trials}, {len(every)} recorded, {front} on the front"
-             + (f", {skipped} skipped as predicted OOM (never run)" if skipped else "")]
+    lines = [
+        f"{measured} measured of budget {stored.budget_trials}, {len(every)} recorded, {front} on the front"
+        + (f", {skipped} skipped as predicted OOM (never run)" if skipped else "")
+    ]
     cost = cost_of_records([t.record for t in every])
     lines += cost_lines(cost, stored.device, budget_hours(stored.budget_device_hours))
     shares = phase_shares_line(cost)
@@ -312,8 +376,10 @@ def _summary(opened: "OpenStudy", every: Sequence[StatusTrial], shown: int, want
         lines.append(f"showing {shown} of {len(every)} trials (outcome {', '.join(sorted(wanted))})")
     warm = stored.warm_start
     if warm is not None:
-        lines.append(f"warm start from {warm.get('study')} ({warm.get('storage')}): {warm.get('front_enqueued')} front "
-                     f"setting(s) queued, {warm.get('dropped')} dropped, {warm.get('observations')} memory observations")
+        lines.append(
+            f"warm start from {warm.get('study')} ({warm.get('storage')}): {warm.get('front_enqueued')} front "
+            f"setting(s) queued, {warm.get('dropped')} dropped, {warm.get('observations')} memory observations"
+        )
     lines.append(f"one whole trial: tuner show {opened.study.study_name} NUMBER")
     return lines
 
@@ -332,8 +398,13 @@ def study_list_entries(url: str) -> list[dict[str, Any]]:
     for frozen in storage.get_all_studies():
         trials = trials_of(storage, frozen)
         cost = cost_of_records([TrialRecord.from_trial(t) for t in trials])
-        entries.append({"study": frozen.study_name, "trials": len(trials),
-                        "used_device_h": round(cost.used_s / SECONDS_PER_HOUR, 6),
-                        "wasted_device_h": round(cost.wasted_s / SECONDS_PER_HOUR, 6),
-                        "unit": device_unit(StudyRecord.of(frozen).device)})
+        entries.append(
+            {
+                "study": frozen.study_name,
+                "trials": len(trials),
+                "used_device_h": round(cost.used_s / SECONDS_PER_HOUR, 6),
+                "wasted_device_h": round(cost.wasted_s / SECONDS_PER_HOUR, 6),
+                "unit": device_unit(StudyRecord.of(frozen).device),
+            }
+        )
     return entries

@@ -8,41 +8,64 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.markup import escape
-from rich.table import Table
 
-from tuner.cli.app import (DeviceHoursOption, HomeOption, MlflowOption, StorageOption, WallTimeOption, app, counted, err,
-                           fail, finite, out)
+from tuner.cli.app import (
+    DeviceHoursOption,
+    HomeOption,
+    MlflowOption,
+    StorageOption,
+    WallTimeOption,
+    app,
+    counted,
+    err,
+    fail,
+    finite,
+    out,
+)
+from tuner.errors import StudyError
+from tuner.search.guards import measurement_settings
 from tuner.spec.loading import load_spec
 from tuner.spec.models import SamplerName, SpecError, spec_json_schema
 from tuner.storage import attributes as names
-from tuner.search.guards import measurement_settings
-from tuner.storage.records import StudyRecord
 from tuner.storage.opening import storage_url, tuner_home
-from tuner.errors import StudyError
+from tuner.storage.records import StudyRecord
 from tuner.study.studies import load_study
 
 if TYPE_CHECKING:
     from tuner.session.run import RunOptions
     from tuner.study.studies import OpenStudy
 
-MemoryModelOption = typer.Option(True, "--memory-model/--no-memory-model",
-                                 help="Skip settings predicted to run out of memory (from the OOMs and memory peaks "
-                                      "measured so far, and a warm start's), recorded SKIPPED_PREDICTED_OOM.")
-GpuHourOption = typer.Option(None, "--gpu-hour-usd", min=0.0, metavar="USD",
-                             help="Price of one GPU-hour for the cost metrics (cost_per_output_usd...): replaces "
-                                  "the spec's cost block for this run, as TUNER_GPU_HOUR_USD does.")
-CpuHourOption = typer.Option(None, "--cpu-hour-usd", min=0.0, metavar="USD",
-                             help="Price of one CPU slot-hour for the cost metrics of a CPU study, as "
-                                  "TUNER_CPU_HOUR_USD does.")
-WarmStartStorageOption = typer.Option(None, "--warm-start-storage", metavar="URL",
-                                      help="Storage of the --warm-start study (default: this run's storage).")
+MemoryModelOption = typer.Option(
+    True,
+    "--memory-model/--no-memory-model",
+    help="Skip settings predicted to run out of memory (from the OOMs and memory peaks "
+    "measured so far, and a warm start's), recorded SKIPPED_PREDICTED_OOM.",
+)
+GpuHourOption = typer.Option(
+    None,
+    "--gpu-hour-usd",
+    min=0.0,
+    metavar="USD",
+    help="Price of one GPU-hour for the cost metrics (cost_per_output_usd...): replaces "
+    "the spec's cost block for this run, as TUNER_GPU_HOUR_USD does.",
+)
+CpuHourOption = typer.Option(
+    None,
+    "--cpu-hour-usd",
+    min=0.0,
+    metavar="USD",
+    help="Price of one CPU slot-hour for the cost metrics of a CPU study, as TUNER_CPU_HOUR_USD does.",
+)
+WarmStartStorageOption = typer.Option(
+    None, "--warm-start-storage", metavar="URL", help="Storage of the --warm-start study (default: this run's storage)."
+)
 
 
-def _finish(opened: "OpenStudy", options: "RunOptions") -> None:
+def _finish(opened: OpenStudy, options: RunOptions) -> None:
     """Run the session and exit: 0 when the study ran (whatever its trials' outcomes), 3 when it
     stopped early because continuing would waste its budget, 130 when interrupted."""
     from tuner.cli.session import run_in_terminal
@@ -73,8 +96,10 @@ def _load_runnable(spec_path: Path, sampler: str | None = None, host: bool = Tru
         fail(str(error))
     warning = shape_warning(spec, spec.measured_metrics)
     if warning is not None:
-        typer.echo(f"{spec_path}:{key_line(text, ('reference_shape',)) if spec.reference_shape else 1}: "
-                   f"warning: {warning}", err=True)
+        typer.echo(
+            f"{spec_path}:{key_line(text, ('reference_shape',)) if spec.reference_shape else 1}: warning: {warning}",
+            err=True,
+        )
     return spec, text, device
 
 
@@ -91,46 +116,59 @@ def _resolve_device(requested: str) -> str:
 @app.command()
 def validate(
     spec_path: Path = typer.Argument(..., help="Spec YAML file."),
-    spec_only: bool = typer.Option(False, "--spec-only", help="Check the file alone, not this host (device, "
-                                   "workload import): e.g. a GPU spec on a laptop."),
+    spec_only: bool = typer.Option(
+        False,
+        "--spec-only",
+        help="Check the file alone, not this host (device, workload import): e.g. a GPU spec on a laptop.",
+    ),
 ) -> None:
     """Check a spec as 'tuner run' would on this host (sampler, workload import, device); runs nothing."""
     spec, _, device = _load_runnable(spec_path, host=not spec_only)
     where = "spec only" if spec_only else f"device {device}"
-    counts = ", ".join(counted(len(items), noun) for items, noun in (
-        (spec.parameters, "parameter"), (spec.objectives, "objective"), (spec.constraints, "constraint"),
-        (spec.rules, "rule")))
+    counts = ", ".join(
+        counted(len(items), noun)
+        for items, noun in (
+            (spec.parameters, "parameter"),
+            (spec.objectives, "objective"),
+            (spec.constraints, "constraint"),
+            (spec.rules, "rule"),
+        )
+    )
     out.print(f"{spec_path}: ok ({where}) — {counts}")
 
 
 @app.command()
 def run(
     spec_path: Path = typer.Argument(..., help="Spec YAML file."),
-    storage: Optional[str] = StorageOption,
-    study_name: Optional[str] = typer.Option(None, "--study-name", help="Default: <spec>-<gpu>-<time>."),
-    trials: Optional[int] = typer.Option(None, "--trials", min=1, help="Trials to measure (overrides the spec)."),
-    device_hours: Optional[float] = DeviceHoursOption,
-    sampler: Optional[str] = typer.Option(None, "--sampler", help="tpe | nsga2 | gp | random | grid."),
+    storage: str | None = StorageOption,
+    study_name: str | None = typer.Option(None, "--study-name", help="Default: <spec>-<gpu>-<time>."),
+    trials: int | None = typer.Option(None, "--trials", min=1, help="Trials to measure (overrides the spec)."),
+    device_hours: float | None = DeviceHoursOption,
+    sampler: str | None = typer.Option(None, "--sampler", help="tpe | nsga2 | gp | random | grid."),
     workers: int = typer.Option(1, "--workers", min=1, help="Trials in parallel (one per GPU / CPU share)."),
-    wall_time: Optional[float] = WallTimeOption,
-    mlflow_uri: Optional[str] = MlflowOption,
+    wall_time: float | None = WallTimeOption,
+    mlflow_uri: str | None = MlflowOption,
     no_mlflow: bool = typer.Option(False, "--no-mlflow", help="Do not log to MLflow."),
-    home: Optional[Path] = HomeOption,
+    home: Path | None = HomeOption,
     memory_model: bool = MemoryModelOption,
-    warm_start: Optional[str] = typer.Option(None, "--warm-start", metavar="STUDY",
-                                             help="A finished study of the same spec on other hardware: its "
-                                                  "front runs first, its memory evidence informs the memory model."),
-    warm_start_storage: Optional[str] = WarmStartStorageOption,
-    gpu_hour_usd: Optional[float] = GpuHourOption,
-    cpu_hour_usd: Optional[float] = CpuHourOption,
+    warm_start: str | None = typer.Option(
+        None,
+        "--warm-start",
+        metavar="STUDY",
+        help="A finished study of the same spec on other hardware: its "
+        "front runs first, its memory evidence informs the memory model.",
+    ),
+    warm_start_storage: str | None = WarmStartStorageOption,
+    gpu_hour_usd: float | None = GpuHourOption,
+    cpu_hour_usd: float | None = CpuHourOption,
 ) -> None:
     """Create a study from SPEC and run it until its budget is spent."""
     _price_override(gpu_hour_usd, cpu_hour_usd)
     from tuner.gpu import gpu_type
+    from tuner.search.warm_start import enqueue_front, open_source
     from tuner.session.run import RunOptions
     from tuner.storage.store import set_study_attribute
     from tuner.study.studies import create_study, default_study_name, study_attributes
-    from tuner.search.warm_start import enqueue_front, open_source
 
     started = time.monotonic()  # the wall-time budget counts from here: the whole command keeps it
     spec, text, device = _load_runnable(spec_path, sampler)
@@ -151,16 +189,30 @@ def run(
         fail(str(error))
     if wall_time is not None:
         set_study_attribute(opened.study, names.BUDGET_WALL_TIME_S, wall_time or None)
-    _say(f"study [bold]{escape(name)}[/] in {escape(_shown(url))} — sampler {chosen}, device {device}, "
-         f"workers {workers}")
+    _say(
+        f"study [bold]{escape(name)}[/] in {escape(_shown(url))} — sampler {chosen}, device {device}, workers {workers}"
+    )
     if source is not None:
         record = enqueue_front(opened.study, opened.spec, opened.storage_url, source)
-        _say(f"warm start from [bold]{escape(source.study_name)}[/]: {record['front_enqueued']} front setting(s) "
-             f"queued after the reference and baseline ({record['dropped']} outside this spec's space, "
-             f"{record['already_queued']} already queued); {record['observations']} memory observations")
-    _finish(opened, RunOptions(root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, {},
-                               memory_model=memory_model,
-                               warm_start_storage=source_url if warm_start_storage else None, started=started))
+        _say(
+            f"warm start from [bold]{escape(source.study_name)}[/]: {record['front_enqueued']} front setting(s) "
+            f"queued after the reference and baseline ({record['dropped']} outside this spec's space, "
+            f"{record['already_queued']} already queued); {record['observations']} memory observations"
+        )
+    _finish(
+        opened,
+        RunOptions(
+            root,
+            device,
+            workers,
+            None if no_mlflow else mlflow_uri,
+            not no_mlflow,
+            {},
+            memory_model=memory_model,
+            warm_start_storage=source_url if warm_start_storage else None,
+            started=started,
+        ),
+    )
 
 
 def _price_override(gpu_hour_usd: float | None, cpu_hour_usd: float | None) -> None:
@@ -178,25 +230,26 @@ def _price_override(gpu_hour_usd: float | None, cpu_hour_usd: float | None) -> N
 @app.command()
 def resume(
     study: str = typer.Argument(..., help="Study name."),
-    storage: Optional[str] = StorageOption,
-    trials: Optional[int] = typer.Option(None, "--trials", min=1, help="New total of measured trials."),
-    device_hours: Optional[float] = DeviceHoursOption,
-    sampler: Optional[str] = typer.Option(None, "--sampler"),
+    storage: str | None = StorageOption,
+    trials: int | None = typer.Option(None, "--trials", min=1, help="New total of measured trials."),
+    device_hours: float | None = DeviceHoursOption,
+    sampler: str | None = typer.Option(None, "--sampler"),
     workers: int = typer.Option(1, "--workers", min=1),
-    wall_time: Optional[float] = WallTimeOption,
-    mlflow_uri: Optional[str] = MlflowOption,
+    wall_time: float | None = WallTimeOption,
+    mlflow_uri: str | None = MlflowOption,
     no_mlflow: bool = typer.Option(False, "--no-mlflow"),
-    home: Optional[Path] = HomeOption,
-    timeout: Optional[float] = typer.Option(None, "--timeout", min=1, callback=finite,
-                                            help="Seconds per trial from now on (replaces workload.timeout_s)."),
-    warmup: Optional[int] = typer.Option(None, "--warmup", min=0, help="Untimed calls before timing (measurement)."),
-    min_repeats: Optional[int] = typer.Option(None, "--min-repeats", min=1, help="Fewest timed repeats."),
-    max_repeats: Optional[int] = typer.Option(None, "--max-repeats", min=1, help="Most timed repeats."),
-    cv_target: Optional[float] = typer.Option(None, "--cv-target", min=0.0001, help="Stop repeating below this CV."),
+    home: Path | None = HomeOption,
+    timeout: float | None = typer.Option(
+        None, "--timeout", min=1, callback=finite, help="Seconds per trial from now on (replaces workload.timeout_s)."
+    ),
+    warmup: int | None = typer.Option(None, "--warmup", min=0, help="Untimed calls before timing (measurement)."),
+    min_repeats: int | None = typer.Option(None, "--min-repeats", min=1, help="Fewest timed repeats."),
+    max_repeats: int | None = typer.Option(None, "--max-repeats", min=1, help="Most timed repeats."),
+    cv_target: float | None = typer.Option(None, "--cv-target", min=0.0001, help="Stop repeating below this CV."),
     memory_model: bool = MemoryModelOption,
-    warm_start_storage: Optional[str] = WarmStartStorageOption,
-    gpu_hour_usd: Optional[float] = GpuHourOption,
-    cpu_hour_usd: Optional[float] = CpuHourOption,
+    warm_start_storage: str | None = WarmStartStorageOption,
+    gpu_hour_usd: float | None = GpuHourOption,
+    cpu_hour_usd: float | None = CpuHourOption,
 ) -> None:
     """Continue a study (after a crash or kill, with a larger --trials, or a larger --timeout)."""
     _price_override(gpu_hour_usd, cpu_hour_usd)
@@ -218,9 +271,16 @@ def resume(
         overrides[names.BUDGET_DEVICE_HOURS] = device_hours
     if timeout is not None:
         overrides[names.TIMEOUT_OVERRIDE] = timeout
-    measurement = {key: value for key, value in (("warmup", warmup), ("min_repeats", min_repeats),
-                                                  ("max_repeats", max_repeats), ("cv_target", cv_target))
-                   if value is not None}
+    measurement = {
+        key: value
+        for key, value in (
+            ("warmup", warmup),
+            ("min_repeats", min_repeats),
+            ("max_repeats", max_repeats),
+            ("cv_target", cv_target),
+        )
+        if value is not None
+    }
     stored = StudyRecord.of(opened.study)
     if measurement:
         merged = {**stored.measurement_overrides, **measurement}
@@ -232,21 +292,41 @@ def resume(
     device = stored.device or _resolve_device(opened.spec.workload.device)
     _say(f"resuming [bold]{escape(study)}[/] in {escape(_shown(url))}")
     source_url = storage_url(warm_start_storage, root) if warm_start_storage else None
-    _finish(opened, RunOptions(root, device, workers, None if no_mlflow else mlflow_uri, not no_mlflow, overrides,
-                               memory_model=memory_model, warm_start_storage=source_url, started=started))
+    _finish(
+        opened,
+        RunOptions(
+            root,
+            device,
+            workers,
+            None if no_mlflow else mlflow_uri,
+            not no_mlflow,
+            overrides,
+            memory_model=memory_model,
+            warm_start_storage=source_url,
+            started=started,
+        ),
+    )
 
 
 @app.command()
 def status(
-    study: Optional[str] = typer.Argument(None, help="Study name (omit to list studies)."),
-    storage: Optional[str] = StorageOption,
-    home: Optional[Path] = HomeOption,
-    sort: Optional[str] = typer.Option(None, "--sort", metavar="COLUMN",
-                                       help="Order by number, outcome, role, front, an objective or metric (best "
-                                            "first), or a parameter; '-' before it reverses (e.g. --sort=-psnr_db)."),
-    outcome: Optional[list[str]] = typer.Option(None, "--outcome", metavar="OUTCOME",
-                                                help="Only trials with this outcome (OK, OOM, TIMEOUT, CRASH, INVALID, "
-                                                     "SKIPPED_PREDICTED_OOM, RUNNING, ...); repeat it or give a comma list."),
+    study: str | None = typer.Argument(None, help="Study name (omit to list studies)."),
+    storage: str | None = StorageOption,
+    home: Path | None = HomeOption,
+    sort: str | None = typer.Option(
+        None,
+        "--sort",
+        metavar="COLUMN",
+        help="Order by number, outcome, role, front, an objective or metric (best "
+        "first), or a parameter; '-' before it reverses (e.g. --sort=-psnr_db).",
+    ),
+    outcome: list[str] | None = typer.Option(
+        None,
+        "--outcome",
+        metavar="OUTCOME",
+        help="Only trials with this outcome (OK, OOM, TIMEOUT, CRASH, INVALID, "
+        "SKIPPED_PREDICTED_OOM, RUNNING, ...); repeat it or give a comma list.",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print every trial (or study) as JSON, nothing cut."),
 ) -> None:
     """List studies, or show one study's trials: one line a trial (objectives with units, front marker, params)."""
@@ -260,8 +340,14 @@ def status(
                 typer.echo(json.dumps(studies, indent=2))
                 return
             rows = [["study", "trials", "used", "wasted"]] + [
-                [entry["study"], str(entry["trials"]), f"{entry['used_device_h']:.4g} {entry['unit']}",
-                 f"{entry['wasted_device_h']:.4g} {entry['unit']}"] for entry in studies]
+                [
+                    entry["study"],
+                    str(entry["trials"]),
+                    f"{entry['used_device_h']:.4g} {entry['unit']}",
+                    f"{entry['wasted_device_h']:.4g} {entry['unit']}",
+                ]
+                for entry in studies
+            ]
             for line in aligned(rows, {1, 2, 3}):
                 out.print(line, markup=False, highlight=False, soft_wrap=True)
             return

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import signal
 from pathlib import Path
-from typing import Optional
 
 import typer
 
 from tuner.cli.app import HomeOption, MlflowOption, StorageOption, app, err, fail, out
+from tuner.errors import StudyError
 from tuner.spec.models import SpecError
 from tuner.storage.opening import storage_url, tuner_home
-from tuner.errors import StudyError
 
 
 def _parse_gpus(text: str | None) -> list[int] | None:
@@ -49,15 +48,19 @@ def _stop_on_sigterm() -> None:
 
 @app.command()
 def worker(
-    study: Optional[str] = typer.Argument(None, help="Study to join (omit: any open study for this host's GPUs)."),
-    storage: Optional[str] = StorageOption,
-    gpus: Optional[str] = typer.Option(None, "--gpus", help="GPUs this worker uses, e.g. 0,1 (default: all "
-                                       "visible; one slot each). On a CPU study they only name its shares."),
-    mlflow_uri: Optional[str] = MlflowOption,
+    study: str | None = typer.Argument(None, help="Study to join (omit: any open study for this host's GPUs)."),
+    storage: str | None = StorageOption,
+    gpus: str | None = typer.Option(
+        None,
+        "--gpus",
+        help="GPUs this worker uses, e.g. 0,1 (default: all "
+        "visible; one slot each). On a CPU study they only name its shares.",
+    ),
+    mlflow_uri: str | None = MlflowOption,
     no_mlflow: bool = typer.Option(False, "--no-mlflow", help="Do not log to MLflow."),
     once: bool = typer.Option(False, "--once", help="Exit when no open study is left instead of waiting."),
     poll: float = typer.Option(5.0, "--poll", min=0.1, help="Seconds between looks for a new study."),
-    home: Optional[Path] = HomeOption,
+    home: Path | None = HomeOption,
 ) -> None:
     """Run trials of a shared study (or of every open study for this host) on this host's slots."""
     from tuner.cli.session import ConsoleSession
@@ -72,8 +75,9 @@ def worker(
         except StudyError as error:
             fail(str(error))
     _stop_on_sigterm()
-    options = WorkerOptions(storage_url(storage, root), root, study, chosen, None if no_mlflow else mlflow_uri,
-                            not no_mlflow, once, poll)
+    options = WorkerOptions(
+        storage_url(storage, root), root, study, chosen, None if no_mlflow else mlflow_uri, not no_mlflow, once, poll
+    )
     try:
         status = run_worker(options, ConsoleSession(out, err))
     except (StudyError, SpecError) as error:

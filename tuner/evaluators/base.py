@@ -14,8 +14,9 @@ candidate's latency.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from tuner.results import Metric
 

@@ -41,8 +41,9 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 import numpy as np
 
@@ -54,6 +55,7 @@ class PhaseMarks(Protocol):
 
     def __setitem__(self, phase: str, at: float) -> None: ...
 
+
 T = TypeVar("T")
 
 
@@ -63,9 +65,7 @@ def _require_int(name: str, value: object, minimum: int) -> None:
 
 
 def _require_ratio(name: str, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
-        math.isfinite(value) and value >= 0
-    ):
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not (math.isfinite(value) and value >= 0):
         raise ValueError(f"LatencySettings.{name} must be a finite number >= 0, got {value!r}")
 
 
@@ -100,8 +100,7 @@ class LatencySettings:
         _require_int("max_repeats", self.max_repeats, 1)
         if self.max_repeats < self.min_repeats:
             raise ValueError(
-                f"LatencySettings.max_repeats ({self.max_repeats}) must be >= "
-                f"min_repeats ({self.min_repeats})"
+                f"LatencySettings.max_repeats ({self.max_repeats}) must be >= min_repeats ({self.min_repeats})"
             )
         _require_ratio("cv_target", self.cv_target)
         _require_ratio("noisy_cv", self.noisy_cv)
@@ -151,9 +150,13 @@ class LatencyStats:
     warmup_counted: bool = False
 
     @staticmethod
-    def from_samples(samples_s: list[float] | tuple[float, ...], warmup: int,
-                     settings: LatencySettings, cut_short: bool = False,
-                     warmup_counted: bool = False) -> "LatencyStats":
+    def from_samples(
+        samples_s: list[float] | tuple[float, ...],
+        warmup: int,
+        settings: LatencySettings,
+        cut_short: bool = False,
+        warmup_counted: bool = False,
+    ) -> LatencyStats:
         """Summarise ``samples_s`` (at least one) under ``settings``' thresholds."""
         if not samples_s:
             raise ValueError("LatencyStats needs at least one sample")
@@ -176,9 +179,7 @@ class LatencyStats:
         """The latency metrics; ``items`` = requests served per call (>= 1) for throughput."""
         if isinstance(items, bool) or not isinstance(items, int) or items < 1:
             raise ValueError(f"items must be an int >= 1, got {items!r}")
-        spread_reason = (
-            "needs at least two repeats" if len(self.samples_s) < 2 else "mean latency is 0"
-        )
+        spread_reason = "needs at least two repeats" if len(self.samples_s) < 2 else "mean latency is 0"
         metrics = [
             Metric("latency_p50_s", self.p50_s, "s", "minimize"),
             Metric("latency_p95_s", self.p95_s, "s", "minimize"),
@@ -192,13 +193,9 @@ class LatencyStats:
             metrics.append(Metric("latency_noisy", 1.0 if self.noisy else 0.0, "1", "minimize"))
         metrics.append(Metric("repeats", float(len(self.samples_s)), "count", "maximize"))
         if self.p50_s > 0:
-            metrics.append(
-                Metric("throughput_items_per_s", items / self.p50_s, "items/s", "maximize")
-            )
+            metrics.append(Metric("throughput_items_per_s", items / self.p50_s, "items/s", "maximize"))
         else:
-            metrics.append(Metric.unavailable(
-                "throughput_items_per_s", "items/s", "maximize", "median latency is 0"
-            ))
+            metrics.append(Metric.unavailable("throughput_items_per_s", "items/s", "maximize", "median latency is 0"))
         return metrics
 
 
@@ -225,7 +222,7 @@ def measure_latency(
     settings: LatencySettings,
     clock: Callable[[], float] = time.perf_counter,
     deadline: float | None = None,
-    marks: "PhaseMarks | None" = None,
+    marks: PhaseMarks | None = None,
 ) -> tuple[LatencyStats, T]:
     """Time ``call`` under the protocol in the module docstring.
 
@@ -270,8 +267,9 @@ def measure_latency(
         if _past_deadline(clock, deadline, max(samples_s)):
             cut_short = True
             break
-    return LatencyStats.from_samples(counted + samples_s, warmup_done - len(counted), settings, cut_short,
-                                     bool(counted)), result
+    return LatencyStats.from_samples(
+        counted + samples_s, warmup_done - len(counted), settings, cut_short, bool(counted)
+    ), result
 
 
 def _counted(candidate: float | None, samples_s: list[float], within: float | None) -> list[float]:

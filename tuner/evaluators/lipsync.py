@@ -39,8 +39,9 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -96,7 +97,7 @@ def frame_audio_rms(audio: np.ndarray, rate: float, fps: float, n_frames: int) -
         raise ValueError(f"rate and fps must be positive, got rate={rate} Hz, fps={fps}")
     samples = np.asarray(audio, dtype=np.float64).reshape(-1)
     bounds = np.round(np.arange(n_frames + 1) * (rate / fps)).astype(np.int64)
-    squares = np.concatenate(([0.0], np.cumsum(samples ** 2)))
+    squares = np.concatenate(([0.0], np.cumsum(samples**2)))
     clipped = np.minimum(bounds, len(samples))
     energy = squares[clipped[1:]] - squares[clipped[:-1]]
     lengths = np.maximum(bounds[1:] - bounds[:-1], 1)
@@ -221,9 +222,9 @@ def lag_correlation(a: np.ndarray, b: np.ndarray, max_lag: int = MAX_LAG_FRAMES)
     corrs = np.empty(len(lags))
     for i, lag in enumerate(lags):
         if lag >= 0:
-            corrs[i] = _pearson(x[:n - lag], y[lag:])
+            corrs[i] = _pearson(x[: n - lag], y[lag:])
         else:
-            corrs[i] = _pearson(x[-lag:], y[:n + lag])
+            corrs[i] = _pearson(x[-lag:], y[: n + lag])
     return lags, corrs
 
 
@@ -237,8 +238,9 @@ def sync_stats(lags: np.ndarray, corrs: np.ndarray) -> SyncStats:
     if not defined.any():
         raise ValueError("no lag has a defined correlation")
     peak = float(np.max(corrs[defined]))
-    best = min((int(lag) for lag, c in zip(lags, corrs) if np.isfinite(c) and c == peak),
-               key=lambda lag: (abs(lag), lag))
+    best = min(
+        (int(lag) for lag, c in zip(lags, corrs) if np.isfinite(c) and c == peak), key=lambda lag: (abs(lag), lag)
+    )
     return SyncStats(lag_frames=best, peak_corr=peak, margin=peak - float(np.median(corrs[defined])))
 
 
@@ -246,11 +248,13 @@ def _all_unavailable(reason: str) -> list[Metric]:
     return [Metric.unavailable(name, unit, direction, reason) for name, (unit, direction) in LIPSYNC_METRICS.items()]
 
 
-def _pair_metrics(prefix: str, audio_series: np.ndarray, video_series: np.ndarray,
-                  with_abs: bool) -> list[Metric]:
+def _pair_metrics(prefix: str, audio_series: np.ndarray, video_series: np.ndarray, with_abs: bool) -> list[Metric]:
     """Lag / peak / margin metrics of one (audio, video) series pair, named ``prefix_*``."""
-    names = [f"{prefix}_lag_frames"] + ([f"{prefix}_abs_lag_frames"] if with_abs else []) \
+    names = (
+        [f"{prefix}_lag_frames"]
+        + ([f"{prefix}_abs_lag_frames"] if with_abs else [])
         + [f"{prefix}_peak_corr", f"{prefix}_margin"]
+    )
     if np.ptp(audio_series) == 0 or np.ptp(video_series) == 0:
         side = "audio" if np.ptp(audio_series) == 0 else "mouth"
         reason = f"the {side} series of {prefix} is constant over the video, so no correlation is defined"
@@ -259,8 +263,12 @@ def _pair_metrics(prefix: str, audio_series: np.ndarray, video_series: np.ndarra
         stats = sync_stats(*lag_correlation(audio_series, video_series, MAX_LAG_FRAMES))
     except ValueError as error:
         return [Metric.unavailable(n, *LIPSYNC_METRICS[n], str(error)) for n in names]
-    values = {f"{prefix}_lag_frames": float(stats.lag_frames), f"{prefix}_abs_lag_frames": float(abs(stats.lag_frames)),
-              f"{prefix}_peak_corr": stats.peak_corr, f"{prefix}_margin": stats.margin}
+    values = {
+        f"{prefix}_lag_frames": float(stats.lag_frames),
+        f"{prefix}_abs_lag_frames": float(abs(stats.lag_frames)),
+        f"{prefix}_peak_corr": stats.peak_corr,
+        f"{prefix}_margin": stats.margin,
+    }
     return [Metric(n, values[n], *LIPSYNC_METRICS[n]) for n in names]
 
 
@@ -286,12 +294,17 @@ def lipsync_metrics(output: Any, reference: Any, context: EvalContext) -> list[M
     track: :class:`tuner.adapters.command.CommandOutput`).
     """
     del reference
-    video, audio, rate = getattr(output, "video", None), getattr(output, "audio", None), getattr(output, "audio_rate", None)
+    video, audio, rate = (
+        getattr(output, "video", None),
+        getattr(output, "audio", None),
+        getattr(output, "audio_rate", None),
+    )
     if video is None:
         return _all_unavailable("the workload produced no video")
     if audio is None or not rate:
-        return _all_unavailable(getattr(output, "audio_unavailable_reason", None)
-                                or "the workload produced no audio (or no audio_rate)")
+        return _all_unavailable(
+            getattr(output, "audio_unavailable_reason", None) or "the workload produced no audio (or no audio_rate)"
+        )
     frames = first_request(np.asarray(video))
     samples = np.asarray(audio, dtype=np.float64).reshape(-1)
     if len(frames) == 0 or len(samples) == 0:
@@ -307,7 +320,8 @@ def lipsync_metrics(output: Any, reference: Any, context: EvalContext) -> list[M
     if n_frames < MIN_FRAMES:
         return _all_unavailable(
             f"only {n_frames} frames have both video and audio (at {fps:g} fps); the lip-sync proxy needs "
-            f"at least {MIN_FRAMES} (2 x {MAX_LAG_FRAMES} lags + 1)")
+            f"at least {MIN_FRAMES} (2 x {MAX_LAG_FRAMES} lags + 1)"
+        )
     frames = frames[:n_frames]
     declared = context.inputs.get("mouth_box")
     if declared is not None:
@@ -321,5 +335,6 @@ def lipsync_metrics(output: Any, reference: Any, context: EvalContext) -> list[M
         return _all_unavailable(NO_FACE_REASON)
     rms = frame_audio_rms(samples, rate, fps, n_frames)
     aperture = mouth_aperture(frames, box)
-    return (_pair_metrics("lipsync", rms, aperture, with_abs=True)
-            + _pair_metrics("lipsync_onset", onset_strength(rms), mouth_motion(aperture), with_abs=False))
+    return _pair_metrics("lipsync", rms, aperture, with_abs=True) + _pair_metrics(
+        "lipsync_onset", onset_strength(rms), mouth_motion(aperture), with_abs=False
+    )

@@ -63,11 +63,9 @@ import os
 import resource
 import sys
 from types import TracebackType
-from typing import Any
 
-
-from tuner.evaluators.process_tree import ProcessTreeSampler
 from tuner.evaluators.cuda_api import active_cuda, release_cached_memory
+from tuner.evaluators.process_tree import ProcessTreeSampler
 from tuner.results import Metric
 
 BYTES_PER_GB = 1e9
@@ -149,7 +147,7 @@ class PeakMemoryMonitor:
         """True when the RSS high-water mark was reset on entry (peak is for the window)."""
         return self._rss_reset
 
-    def __enter__(self) -> "PeakMemoryMonitor":
+    def __enter__(self) -> PeakMemoryMonitor:
         if self._entered:
             raise RuntimeError("PeakMemoryMonitor is single-use")
         self._entered = True
@@ -170,8 +168,9 @@ class PeakMemoryMonitor:
             self._sampler.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         if not self._entered:
             raise RuntimeError("PeakMemoryMonitor.__exit__ without __enter__")
         if self._sampler is not None:
@@ -223,16 +222,20 @@ class PeakMemoryMonitor:
         if sampler is None:
             nvml, nvml_reason = None, SAMPLER_OFF
         else:
-            nvml, nvml_reason = sampler.peak_nvml_bytes, sampler.nvml_reason or (
-                "NVML reported no per-process memory for this process tree (no GPU work, "
-                "usedGpuMemory not available, or a container PID namespace hides host PIDs)")
+            nvml, nvml_reason = (
+                sampler.peak_nvml_bytes,
+                sampler.nvml_reason
+                or (
+                    "NVML reported no per-process memory for this process tree (no GPU work, "
+                    "usedGpuMemory not available, or a container PID namespace hides host PIDs)"
+                ),
+            )
         pool_reason = self._torch_reason
         if self._cache_problem is not None:  # the peaks may hold an earlier trial's cache: not this trial's
             reserved = nvml = None
             nvml_reason = pool_reason = f"{self._cache_problem}; the peak would include earlier trials' cache"
         seen = [value for value in (nvml, reserved) if value is not None]
-        device_reason = (nvml_reason if pool_reason == _TORCH_UNAVAILABLE
-                         else f"{pool_reason}; NVML: {nvml_reason}")
+        device_reason = nvml_reason if pool_reason == _TORCH_UNAVAILABLE else f"{pool_reason}; NVML: {nvml_reason}"
         metrics = [
             _gb_metric("peak_vram_gb", self._torch_allocated_bytes, self._torch_reason),
             _gb_metric("peak_vram_reserved_gb", reserved, pool_reason),
@@ -244,15 +247,17 @@ class PeakMemoryMonitor:
         metrics += self._activity_metrics()
         achieved_hz = sampler.achieved_hz if sampler is not None else None
         if achieved_hz is None:
-            metrics.append(Metric.unavailable(
-                "memory_sample_hz", "Hz", "maximize", SAMPLER_OFF if sampler is None else "fewer than two samples"
-            ))
+            metrics.append(
+                Metric.unavailable(
+                    "memory_sample_hz", "Hz", "maximize", SAMPLER_OFF if sampler is None else "fewer than two samples"
+                )
+            )
         else:
             metrics.append(Metric("memory_sample_hz", achieved_hz, "Hz", "maximize"))
         return metrics
 
 
-def _unread_reason(sampler: "ProcessTreeSampler | None") -> str | None:
+def _unread_reason(sampler: ProcessTreeSampler | None) -> str | None:
     """Why the sampler read no GPU utilization or power (None when it read NVML)."""
     if sampler is None:
         return SAMPLER_OFF

@@ -42,8 +42,9 @@ import contextlib
 import importlib.util
 import re
 import warnings
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -70,7 +71,7 @@ FRAMES_PER_BATCH = 8
 ALEXNET_CHECKPOINT_FALLBACK = "alexnet-owt-7be5be79.pth"
 """torchvision's AlexNet ImageNet checkpoint name (0.29), used if torchvision cannot say."""
 
-_MODELS: dict[tuple[str, str, str, int], "torch.nn.Module"] = {}
+_MODELS: dict[tuple[str, str, str, int], torch.nn.Module] = {}
 
 
 class WeightsUnavailable(HostError, FileNotFoundError):
@@ -135,7 +136,7 @@ def _downloads_forbidden() -> Iterator[None]:
         torch.hub.download_url_to_file = original
 
 
-def _load_file(path: Path) -> dict[str, "torch.Tensor"]:
+def _load_file(path: Path) -> dict[str, torch.Tensor]:
     import torch
 
     if not path.is_file():
@@ -149,7 +150,7 @@ def _load_file(path: Path) -> dict[str, "torch.Tensor"]:
     return state
 
 
-def _with_lin_aliases(state: Mapping[str, "torch.Tensor"]) -> dict[str, "torch.Tensor"]:
+def _with_lin_aliases(state: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Both LPIPS packages register each head twice (``linK`` and ``lins.K``); fill the alias."""
     full = dict(state)
     for key, value in state.items():
@@ -163,7 +164,7 @@ def _cache_key(metric: str, device: str, weights: Path) -> tuple[str, str, str, 
     return metric, device, str(weights), weights.stat().st_mtime_ns
 
 
-def load_stlpips_alex(device: str = "cpu") -> "torch.nn.Module":
+def load_stlpips_alex(device: str = "cpu") -> torch.nn.Module:
     """ST-LPIPS AlexNet (shift-tolerant), all weights from the wheel, eval mode, on ``device``.
 
     Raises :class:`WeightsUnavailable` when the wheel's weights file is missing.
@@ -177,14 +178,13 @@ def load_stlpips_alex(device: str = "cpu") -> "torch.nn.Module":
         with _downloads_forbidden():
             from stlpips_pytorch import stlpips  # type: ignore[import-untyped]
 
-            model = stlpips.LPIPS(pretrained=False, net="alex", variant="shift_tolerant",
-                                  verbose=False)
+            model = stlpips.LPIPS(pretrained=False, net="alex", variant="shift_tolerant", verbose=False)
         model.load_state_dict(_with_lin_aliases(state), strict=True)
         _MODELS[key] = model.eval().to(device)
     return _MODELS[key]
 
 
-def load_lpips_alex(device: str = "cpu") -> "torch.nn.Module":
+def load_lpips_alex(device: str = "cpu") -> torch.nn.Module:
     """Classic LPIPS v0.1 AlexNet: heads from the ``lpips`` wheel, trunk from the local checkpoint.
 
     Raises :class:`WeightsUnavailable` naming the checkpoint file and directory when
@@ -194,7 +194,8 @@ def load_lpips_alex(device: str = "cpu") -> "torch.nn.Module":
     if not checkpoint.is_file():
         raise WeightsUnavailable(
             f"classic LPIPS needs torchvision's AlexNet checkpoint {checkpoint.name} in "
-            f"{checkpoint.parent} (no download is attempted); put the file there, or use stlpips_alex")
+            f"{checkpoint.parent} (no download is attempted); put the file there, or use stlpips_alex"
+        )
     key = _cache_key("lpips_alex", device, checkpoint)
     if key not in _MODELS:
         heads = _load_file(lpips_linear_weights_path())
@@ -215,7 +216,7 @@ def load_lpips_alex(device: str = "cpu") -> "torch.nn.Module":
     return _MODELS[key]
 
 
-def _as_tensor(frames: np.ndarray, device: str) -> "torch.Tensor":
+def _as_tensor(frames: np.ndarray, device: str) -> torch.Tensor:
     """(T, H, W, 3) float 0..255 -> (T, 3, H, W) float32 in [-1, 1] on ``device``."""
     import torch
 
@@ -223,8 +224,9 @@ def _as_tensor(frames: np.ndarray, device: str) -> "torch.Tensor":
     return torch.from_numpy(scaled).to(device)
 
 
-def perceptual_distance(model: "torch.nn.Module", candidate: np.ndarray, reference: np.ndarray,
-                        min_side_px: int = 1, device: str = "cpu") -> float:
+def perceptual_distance(
+    model: torch.nn.Module, candidate: np.ndarray, reference: np.ndarray, min_side_px: int = 1, device: str = "cpu"
+) -> float:
     """Mean over aligned frames of ``model(candidate_frame, reference_frame)`` (unit 1).
 
     ``candidate`` / ``reference``: uint8 videos (B, T, H, W, 3) or (T, H, W, 3).
@@ -236,8 +238,9 @@ def perceptual_distance(model: "torch.nn.Module", candidate: np.ndarray, referen
     if ref.shape[-1] != 3:
         raise ValueError(f"perceptual metrics need RGB frames, got {ref.shape[-1]} channels")
     if min(ref.shape[1:3]) < min_side_px:
-        raise ValueError(f"frames of {ref.shape[1]}x{ref.shape[2]} px are below this network's "
-                         f"minimum side of {min_side_px} px")
+        raise ValueError(
+            f"frames of {ref.shape[1]}x{ref.shape[2]} px are below this network's minimum side of {min_side_px} px"
+        )
     total = 0.0
     with torch.inference_mode():
         for start in range(0, len(ref), FRAMES_PER_BATCH):
@@ -249,14 +252,12 @@ def perceptual_distance(model: "torch.nn.Module", candidate: np.ndarray, referen
 
 def stlpips_alex(candidate: np.ndarray, reference: np.ndarray, device: str = "cpu") -> float:
     """ST-LPIPS (AlexNet, shift-tolerant) of two uint8 videos, mean over aligned frames."""
-    return perceptual_distance(load_stlpips_alex(device), candidate, reference,
-                               MIN_SIDE_PX["stlpips_alex"], device)
+    return perceptual_distance(load_stlpips_alex(device), candidate, reference, MIN_SIDE_PX["stlpips_alex"], device)
 
 
 def lpips_alex(candidate: np.ndarray, reference: np.ndarray, device: str = "cpu") -> float:
     """Classic LPIPS v0.1 (AlexNet) of two uint8 videos; raises WeightsUnavailable without the trunk."""
-    return perceptual_distance(load_lpips_alex(device), candidate, reference,
-                               MIN_SIDE_PX["lpips_alex"], device)
+    return perceptual_distance(load_lpips_alex(device), candidate, reference, MIN_SIDE_PX["lpips_alex"], device)
 
 
 def _eval_device(context: EvalContext) -> str:
@@ -282,8 +283,9 @@ def perceptual_metrics(output: Any, reference: Any, context: EvalContext) -> lis
     candidate, ref = output.video, reference.video
     missing = comparable_reason(candidate, ref, context.resize_to_reference)
     if missing is not None:
-        return [Metric.unavailable(name, unit, direction, missing)
-                for name, (unit, direction) in PERCEPTUAL_METRICS.items()]
+        return [
+            Metric.unavailable(name, unit, direction, missing) for name, (unit, direction) in PERCEPTUAL_METRICS.items()
+        ]
     device = _eval_device(context)
     return [
         _measured("stlpips_alex", lambda: stlpips_alex(candidate, ref, device)),

@@ -115,8 +115,7 @@ class ProcTree:
         """Add descendants born since the last look (all of ``/proc`` when ``full``); True if any was added."""
         before = len(self.members)
         last_pid = self._read_last_pid()
-        if full or last_pid is None or self._last_pid is None or not (
-                0 <= last_pid - self._last_pid <= _MAX_PID_SCAN):
+        if full or last_pid is None or self._last_pid is None or not (0 <= last_pid - self._last_pid <= _MAX_PID_SCAN):
             self._full_scan(born_in_window=True)
         elif last_pid != self._last_pid:
             for pid in range(self._last_pid + 1, last_pid + 1):  # parents before their children

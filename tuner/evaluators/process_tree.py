@@ -21,12 +21,13 @@ import os
 import select
 import threading
 import time
+from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Callable
+from typing import Any
 
 from tuner import gpu
-from tuner.evaluators.runtime.device_activity import DeviceActivity
 from tuner.evaluators.proc_tree import ProcTree, PsutilTree
+from tuner.evaluators.runtime.device_activity import DeviceActivity
 
 SLOW_HZ = 10.0
 """Sampling rate while the sampling process is alone in its tree, settled, holding no GPU memory."""
@@ -60,9 +61,16 @@ class ProcessTreeSampler:
     device at least every ``NVML_ALL_DEVICES_S``, in between only those the tree was seen on.
     """
 
-    def __init__(self, root_pid: int, sample_hz: float = 100.0, *, use_nvml: bool = True,
-                 tree_refresh_s: float = 5.0, settle_s: float = SETTLE_S,
-                 gpu_probe: Callable[[], int | None] | None = None) -> None:
+    def __init__(
+        self,
+        root_pid: int,
+        sample_hz: float = 100.0,
+        *,
+        use_nvml: bool = True,
+        tree_refresh_s: float = 5.0,
+        settle_s: float = SETTLE_S,
+        gpu_probe: Callable[[], int | None] | None = None,
+    ) -> None:
         if not sample_hz > 0:
             raise ValueError(f"sample_hz must be > 0, got {sample_hz!r}")
         if not tree_refresh_s > 0:
@@ -104,13 +112,10 @@ class ProcessTreeSampler:
         elif self._use_nvml:
             self._open_nvml()
         self._started_at = self._scanned_at = self._changed_at = time.monotonic()
-        self._tree = (ProcTree(self.root_pid) if ProcTree.usable()
-                      else PsutilTree(self.root_pid, self.tree_refresh_s))
+        self._tree = ProcTree(self.root_pid) if ProcTree.usable() else PsutilTree(self.root_pid, self.tree_refresh_s)
         self._wake_read, self._wake_write = os.pipe()
         self._sample_once(force_marks=True)
-        self._thread = threading.Thread(
-            target=self._run, name=f"memory-sampler-{self.root_pid}", daemon=True
-        )
+        self._thread = threading.Thread(target=self._run, name=f"memory-sampler-{self.root_pid}", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -133,12 +138,13 @@ class ProcessTreeSampler:
             self._pynvml = None
             self._handles = []
 
-    def __enter__(self) -> "ProcessTreeSampler":
+    def __enter__(self) -> ProcessTreeSampler:
         self.start()
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         self.stop()
 
     # -- results -------------------------------------------------------------------
@@ -181,8 +187,11 @@ class ProcessTreeSampler:
         """The rate the next sample is scheduled at: ``sample_hz`` or ``slow_hz`` (see the class doc)."""
         with self._lock:
             members = list(self._tree.members) if self._tree is not None else []
-            fast = (self._holds_gpu or time.monotonic() - self._changed_at < self.settle_s
-                    or any(pid != self._own_pid for pid in members))
+            fast = (
+                self._holds_gpu
+                or time.monotonic() - self._changed_at < self.settle_s
+                or any(pid != self._own_pid for pid in members)
+            )
         return self.sample_hz if fast else self.slow_hz
 
     @property

@@ -21,12 +21,13 @@ from __future__ import annotations
 
 import importlib
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Iterable
+from typing import Any
 
 from tuner.evaluators.base import EvalContext, QualityFunction
-from tuner.spec.extras import missing_module, missing_modules, quality_modules, unavailable_reason
 from tuner.results import Direction, Metric
+from tuner.spec.extras import missing_module, missing_modules, quality_modules, unavailable_reason
 from tuner.spec.metrics import MEASURED_METRICS, QUALITY_FAMILIES, known_metric  # noqa: F401 - re-exported
 
 
@@ -63,11 +64,11 @@ _FUNCTIONS: dict[str, tuple[str, str | None]] = {
 
 FAMILIES: tuple[Family, ...] = tuple(
     Family(f.name, _FUNCTIONS[f.name][0], f.metrics, f.needs_reference, _FUNCTIONS[f.name][1], f.reference_free)
-    for f in QUALITY_FAMILIES)
+    for f in QUALITY_FAMILIES
+)
 
 QUALITY_METRICS: dict[str, tuple[str, Direction, Family]] = {
-    name: (unit, direction, family)
-    for family in FAMILIES for name, (unit, direction) in family.metrics.items()
+    name: (unit, direction, family) for family in FAMILIES for name, (unit, direction) in family.metrics.items()
 }
 
 
@@ -77,8 +78,7 @@ def warm_ups(names: Iterable[str]) -> list[str]:
     return [f.warm_up for f in FAMILIES if f.warm_up and wanted & set(f.metrics)]
 
 
-def evaluate_quality(names: Iterable[str], output: Any, reference: Any | None,
-                     context: EvalContext) -> list[Metric]:
+def evaluate_quality(names: Iterable[str], output: Any, reference: Any | None, context: EvalContext) -> list[Metric]:
     """Compute the named quality metrics of ``output`` (against ``reference``).
 
     Returns the requested metrics plus ``eval_<family>_s`` (seconds) for each
@@ -94,8 +94,9 @@ def evaluate_quality(names: Iterable[str], output: Any, reference: Any | None,
             continue
         if reference is None:
             reason = context.reference_missing or "no reference output in this study"
-            metrics.extend(Metric.unavailable(n, *family.metrics[n], reason)
-                           for n in requested if family.needs_reference_for(n))
+            metrics.extend(
+                Metric.unavailable(n, *family.metrics[n], reason) for n in requested if family.needs_reference_for(n)
+            )
             requested = [n for n in requested if not family.needs_reference_for(n)]  # the output's own figures
             if not requested:
                 continue
@@ -110,8 +111,11 @@ def evaluate_quality(names: Iterable[str], output: Any, reference: Any | None,
         except Exception as error:  # noqa: BLE001 - an evaluator failure is an unavailable metric
             produced = {}
             module = missing_module(error)
-            failure = (unavailable_reason(f"{family.name} evaluator", module) if module is not None
-                       else f"{family.name} evaluator failed: {type(error).__name__}: {error}")
+            failure = (
+                unavailable_reason(f"{family.name} evaluator", module)
+                if module is not None
+                else f"{family.name} evaluator failed: {type(error).__name__}: {error}"
+            )
         else:
             failure = f"the {family.name} evaluator did not report it"
         for name in requested:

@@ -24,7 +24,8 @@ Formulas (``I_t`` is frame t, values 0..255; ``|.|`` absolute value):
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import cv2
 import numpy as np
@@ -84,8 +85,9 @@ def frame_jumps(frames: np.ndarray) -> np.ndarray:
     ``frames``: uint8 (T, H, W, 3), T >= 2. Returns float64 of shape (T - 1,).
     """
     _check_frames(frames)
-    return np.array([float(np.mean(cv2.absdiff(frames[t + 1], frames[t])))
-                     for t in range(len(frames) - 1)], dtype=np.float64)
+    return np.array(
+        [float(np.mean(cv2.absdiff(frames[t + 1], frames[t]))) for t in range(len(frames) - 1)], dtype=np.float64
+    )
 
 
 def mean_abs_frame_diff(frames: np.ndarray) -> float:
@@ -102,16 +104,23 @@ def _farneback(first: np.ndarray, second: np.ndarray) -> np.ndarray:
     """Dense flow first -> second (grey uint8 (H, W)) as float32 (H, W, 2), pixels (dx, dy)."""
     flow = np.zeros((*first.shape, 2), dtype=np.float32)  # output only: flags has no initial flow
     flow = cv2.calcOpticalFlowFarneback(
-        first, second, flow, pyr_scale=FARNEBACK_PYR_SCALE, levels=FARNEBACK_LEVELS,
-        winsize=FARNEBACK_WINSIZE, iterations=FARNEBACK_ITERATIONS, poly_n=FARNEBACK_POLY_N,
-        poly_sigma=FARNEBACK_POLY_SIGMA, flags=0)
+        first,
+        second,
+        flow,
+        pyr_scale=FARNEBACK_PYR_SCALE,
+        levels=FARNEBACK_LEVELS,
+        winsize=FARNEBACK_WINSIZE,
+        iterations=FARNEBACK_ITERATIONS,
+        poly_n=FARNEBACK_POLY_N,
+        poly_sigma=FARNEBACK_POLY_SIGMA,
+        flags=0,
+    )
     return np.asarray(flow, dtype=np.float32)
 
 
 def _sample(image: np.ndarray, map_x: np.ndarray, map_y: np.ndarray) -> np.ndarray:
     """Bilinear ``image(map_x, map_y)`` (``cv2.remap``; outside samples are 0, masked later)."""
-    return cv2.remap(image, map_x, map_y, interpolation=cv2.INTER_LINEAR,
-                     borderMode=cv2.BORDER_CONSTANT, borderValue=0)
+    return cv2.remap(image, map_x, map_y, interpolation=cv2.INTER_LINEAR, borderMode=cv2.BORDER_CONSTANT, borderValue=0)
 
 
 def pair_warping_error(current: np.ndarray, following: np.ndarray) -> tuple[float, int]:
@@ -129,15 +138,15 @@ def pair_warping_error(current: np.ndarray, following: np.ndarray) -> tuple[floa
     grey_next = cv2.cvtColor(following, cv2.COLOR_RGB2GRAY)
     forward = _farneback(grey_t, grey_next)
     backward = _farneback(grey_next, grey_t)
-    grid_x, grid_y = np.meshgrid(np.arange(width, dtype=np.float32),
-                                 np.arange(height, dtype=np.float32))
+    grid_x, grid_y = np.meshgrid(np.arange(width, dtype=np.float32), np.arange(height, dtype=np.float32))
     map_x, map_y = grid_x + forward[..., 0], grid_y + forward[..., 1]
     inside = (map_x >= 0) & (map_x <= width - 1) & (map_y >= 0) & (map_y <= height - 1)
     backward_at_target = _sample(backward, map_x, map_y)
     mismatch = np.sum((forward + backward_at_target) ** 2, axis=-1)
-    tolerance = (CONSISTENCY_RELATIVE * (np.sum(forward ** 2, axis=-1)
-                                         + np.sum(backward_at_target ** 2, axis=-1))
-                 + CONSISTENCY_ABSOLUTE_PX2)
+    tolerance = (
+        CONSISTENCY_RELATIVE * (np.sum(forward**2, axis=-1) + np.sum(backward_at_target**2, axis=-1))
+        + CONSISTENCY_ABSOLUTE_PX2
+    )
     valid = inside & (mismatch < tolerance)
     count = int(valid.sum())
     if count == 0:
@@ -157,8 +166,10 @@ def warping_error(frames: np.ndarray) -> float:
     """
     _check_frames(frames)
     if min(frames.shape[1:3]) < MIN_FLOW_SIDE_PX:
-        raise ValueError(f"frames of {frames.shape[2]}x{frames.shape[1]} px are below "
-                         f"{MIN_FLOW_SIDE_PX} px: optical flow is unreliable")
+        raise ValueError(
+            f"frames of {frames.shape[2]}x{frames.shape[1]} px are below "
+            f"{MIN_FLOW_SIDE_PX} px: optical flow is unreliable"
+        )
     errors = [pair_warping_error(frames[t], frames[t + 1]) for t in range(len(frames) - 1)]
     usable = [error for error, count in errors if count > 0]
     if not usable:
@@ -181,8 +192,7 @@ def seam_score(frames: np.ndarray, clip_length: int) -> float:
     jumps = frame_jumps(frames)
     at_boundary = (np.arange(len(jumps)) + 1) % clip_length == 0
     if not at_boundary.any():
-        raise ValueError(f"the video ({len(frames)} frames) is one clip of <= {clip_length} "
-                         "frames: no clip boundary")
+        raise ValueError(f"the video ({len(frames)} frames) is one clip of <= {clip_length} frames: no clip boundary")
     if at_boundary.all():
         raise ValueError(f"clips of {clip_length} frame(s) leave no frame pair inside a clip")
     inside_median = float(np.median(jumps[~at_boundary]))
@@ -249,8 +259,10 @@ def _videos(output: Any, reference: Any) -> tuple[np.ndarray | None, np.ndarray 
     """First-request frames of the candidate and the reference (None where no video)."""
     video = getattr(output, "video", None)
     ref_video = getattr(reference, "video", None)
-    return (None if video is None else first_request(np.asarray(video)),
-            None if ref_video is None else first_request(np.asarray(ref_video)))
+    return (
+        None if video is None else first_request(np.asarray(video)),
+        None if ref_video is None else first_request(np.asarray(ref_video)),
+    )
 
 
 def flicker_metrics(output: Any, reference: Any, context: EvalContext) -> list[Metric]:
@@ -262,8 +274,11 @@ def flicker_metrics(output: Any, reference: Any, context: EvalContext) -> list[M
     mae = _try(mean_abs_frame_diff, frames)
     ref_mae = NO_REFERENCE_VIDEO if ref_frames is None else _try(mean_abs_frame_diff, ref_frames)
     score = mae if isinstance(mae, str) else (255.0 - mae) / 255.0
-    return [_value("flicker_mae", mae), _value("flicker_score", score),
-            _ratio("flicker_ratio", mae, ref_mae, "mean absolute frame difference")]
+    return [
+        _value("flicker_mae", mae),
+        _value("flicker_score", score),
+        _ratio("flicker_ratio", mae, ref_mae, "mean absolute frame difference"),
+    ]
 
 
 def warping_metrics(output: Any, reference: Any, context: EvalContext) -> list[Metric]:
@@ -273,8 +288,7 @@ def warping_metrics(output: Any, reference: Any, context: EvalContext) -> list[M
         return [_missing(name, NO_VIDEO) for name in ("warping_error", "warping_error_ratio")]
     error = _try(warping_error, frames)
     ref_error = NO_REFERENCE_VIDEO if ref_frames is None else _try(warping_error, ref_frames)
-    return [_value("warping_error", error),
-            _ratio("warping_error_ratio", error, ref_error, "warping error")]
+    return [_value("warping_error", error), _ratio("warping_error_ratio", error, ref_error, "warping error")]
 
 
 def seam_metrics(output: Any, reference: Any, context: EvalContext) -> list[Metric]:
@@ -284,8 +298,7 @@ def seam_metrics(output: Any, reference: Any, context: EvalContext) -> list[Metr
     if frames is None:
         return [_missing(name, NO_VIDEO) for name in ("seam_score", "seam_score_ratio")]
     seam = _seam(frames, context.settings, "candidate")
-    ref_seam = (NO_REFERENCE_VIDEO if ref_frames is None
-                else _seam(ref_frames, context.reference_settings, "reference"))
+    ref_seam = NO_REFERENCE_VIDEO if ref_frames is None else _seam(ref_frames, context.reference_settings, "reference")
     return [_value("seam_score", seam), _ratio("seam_score_ratio", seam, ref_seam, "seam score")]
 
 
@@ -306,6 +319,8 @@ def temporal_metrics(output: Any, reference: Any, context: EvalContext) -> list[
     :func:`flicker_metrics` + :func:`warping_metrics` + :func:`seam_metrics`, which a
     registry may wire separately so that a study naming only flicker skips the flow.
     """
-    return (flicker_metrics(output, reference, context)
-            + warping_metrics(output, reference, context)
-            + seam_metrics(output, reference, context))
+    return (
+        flicker_metrics(output, reference, context)
+        + warping_metrics(output, reference, context)
+        + seam_metrics(output, reference, context)
+    )

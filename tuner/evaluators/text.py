@@ -55,7 +55,8 @@ import numbers
 import string
 import unicodedata
 from collections import Counter
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from tuner.evaluators.base import EvalContext
 from tuner.results import Direction, Metric
@@ -201,8 +202,9 @@ def _scored_metrics(prefix: str, preds: Sequence[str], refs: Sequence[str]) -> l
 
 
 def _unavailable(prefix: str, reason: str) -> list[Metric]:
-    return [Metric.unavailable(f"{prefix}{suffix}", *TEXT_METRICS[f"{prefix}{suffix}"], reason)
-            for suffix in PAIR_SCORES]
+    return [
+        Metric.unavailable(f"{prefix}{suffix}", *TEXT_METRICS[f"{prefix}{suffix}"], reason) for suffix in PAIR_SCORES
+    ]
 
 
 def ground_truth_answers(inputs: Mapping[str, Any], count: int) -> list[str]:
@@ -214,8 +216,9 @@ def ground_truth_answers(inputs: Mapping[str, Any], count: int) -> list[str]:
         return [truth] * count
     if isinstance(truth, (list, tuple)) and truth and all(isinstance(t, str) for t in truth):
         return list(truth)
-    raise ValueError("inputs['ground_truth'] must be a string or a non-empty list of strings, "
-                     f"got {type(truth).__name__}")
+    raise ValueError(
+        f"inputs['ground_truth'] must be a string or a non-empty list of strings, got {type(truth).__name__}"
+    )
 
 
 # --------------------------------------------------------------------------- truncation
@@ -229,8 +232,7 @@ def _token_limit(value: Any) -> float | None:
     return limit if math.isfinite(limit) and limit >= 1 else None
 
 
-def truncated_fraction(counters: Mapping[str, float], settings: Mapping[str, Any],
-                       answers: int) -> float:
+def truncated_fraction(counters: Mapping[str, float], settings: Mapping[str, Any], answers: int) -> float:
     """Fraction of ``answers`` that hit ``max_new_tokens``; ``ValueError`` with the reason.
 
     An answer hit the limit when its new token count is >= ``settings["max_new_tokens"]``.
@@ -257,17 +259,18 @@ def truncated_fraction(counters: Mapping[str, float], settings: Mapping[str, Any
     if limit is None:
         raise ValueError("no max_new_tokens (>= 1) in settings and no counters['max_new_tokens_hit']")
     if "new_tokens" not in counters:
-        raise ValueError("the workload reported neither counters['new_tokens'] "
-                         "nor counters['max_new_tokens_hit']")
+        raise ValueError("the workload reported neither counters['new_tokens'] nor counters['max_new_tokens_hit']")
     total = float(counters["new_tokens"])
     if not (math.isfinite(total) and total >= 0):
         raise ValueError(f"counters['new_tokens'] = {total} is not a token count")
     least = min(answers, max(0, math.ceil(total - answers * (limit - 1))))
     most = min(answers, math.floor(total / limit))
     if least != most:
-        raise ValueError(f"new_tokens = {total:g} over {answers} answers with max_new_tokens = {limit:g} "
-                         f"leaves {least}..{most} answers at the limit; report "
-                         "counters['max_new_tokens_hit']")
+        raise ValueError(
+            f"new_tokens = {total:g} over {answers} answers with max_new_tokens = {limit:g} "
+            f"leaves {least}..{most} answers at the limit; report "
+            "counters['max_new_tokens_hit']"
+        )
     return most / answers
 
 

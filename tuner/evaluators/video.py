@@ -42,7 +42,8 @@ module's job (it can pass ``mouth_box`` to the pure functions).
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -59,6 +60,7 @@ PSNR_CAP_DB = 100.0
 
 SSIM_DEFAULT_WINDOW = 7
 """scikit-image's default SSIM window side, pixels."""
+
 
 def warm_up() -> None:
     """Import what PSNR / SSIM need (:data:`SKIMAGE_MODULES`): a fork server calls it once, so its trial
@@ -132,12 +134,15 @@ def aligned_pair(candidate: np.ndarray, reference: np.ndarray) -> tuple[np.ndarr
 
 def frame_count_reason(candidate_frames: int, reference_frames: int) -> str:
     """Why videos of two frame counts are not compared (one line)."""
-    return (f"the output has {candidate_frames} frames and its reference {reference_frames}: another frame count is "
-            f"another video, never truncated (declare the parameter in reference_shape.per)")
+    return (
+        f"the output has {candidate_frames} frames and its reference {reference_frames}: another frame count is "
+        f"another video, never truncated (declare the parameter in reference_shape.per)"
+    )
 
 
-def comparable_reason(candidate: np.ndarray | None, reference: np.ndarray | None,
-                      resize_to_reference: bool) -> str | None:
+def comparable_reason(
+    candidate: np.ndarray | None, reference: np.ndarray | None, resize_to_reference: bool
+) -> str | None:
     """Why two videos cannot be compared frame by frame, or None when they can: a video missing or not uint8,
     another frame count, or (unless ``resize_to_reference``) frames of another size."""
     missing = missing_video_reason(candidate, reference)
@@ -149,9 +154,11 @@ def comparable_reason(candidate: np.ndarray | None, reference: np.ndarray | None
     if len(cand) != len(ref):
         return frame_count_reason(len(cand), len(ref))
     if cand.shape[1:3] != ref.shape[1:3] and not resize_to_reference:
-        return (f"the output's frames are {cand.shape[1]}x{cand.shape[2]} px and its reference's "
-                f"{ref.shape[1]}x{ref.shape[2]}: declare the parameter in reference_shape.per (or in "
-                f"reference_shape.same_content when it only resizes the same scene)")
+        return (
+            f"the output's frames are {cand.shape[1]}x{cand.shape[2]} px and its reference's "
+            f"{ref.shape[1]}x{ref.shape[2]}: declare the parameter in reference_shape.per (or in "
+            f"reference_shape.same_content when it only resizes the same scene)"
+        )
     return None
 
 
@@ -179,8 +186,9 @@ def _crop(frames: np.ndarray, box: MouthBox | None) -> np.ndarray:
     return frames[:, row0:row1, col0:col1]
 
 
-def _compared(candidate: np.ndarray, reference: np.ndarray,
-              mouth_box: MouthBox | None) -> tuple[np.ndarray, np.ndarray]:
+def _compared(
+    candidate: np.ndarray, reference: np.ndarray, mouth_box: MouthBox | None
+) -> tuple[np.ndarray, np.ndarray]:
     cand, ref = aligned_pair(candidate, reference)
     return _crop(cand, mouth_box), _crop(ref, mouth_box)
 
@@ -198,8 +206,9 @@ def ssim_window(height: int, width: int) -> int:
     return side
 
 
-def psnr_db(candidate: np.ndarray, reference: np.ndarray, peak: float = 255.0,
-            mouth_box: MouthBox | None = None) -> float:
+def psnr_db(
+    candidate: np.ndarray, reference: np.ndarray, peak: float = 255.0, mouth_box: MouthBox | None = None
+) -> float:
     """Mean over frames of the per-frame PSNR in dB, each frame capped at 100 dB.
 
     ``peak`` is the data range (255 for uint8). With ``mouth_box`` only that region
@@ -216,8 +225,7 @@ def psnr_db(candidate: np.ndarray, reference: np.ndarray, peak: float = 255.0,
     return float(np.mean(per_frame))
 
 
-def ssim(candidate: np.ndarray, reference: np.ndarray,
-         mouth_box: MouthBox | None = None) -> float:
+def ssim(candidate: np.ndarray, reference: np.ndarray, mouth_box: MouthBox | None = None) -> float:
     """Mean over frames of the per-frame SSIM (unit 1; 1 = identical).
 
     Window: :func:`ssim_window` of the compared region. With ``mouth_box`` only
@@ -226,8 +234,11 @@ def ssim(candidate: np.ndarray, reference: np.ndarray,
     cand, ref = _compared(candidate, reference, mouth_box)
     window = ssim_window(ref.shape[1], ref.shape[2])
     per_frame = [
-        float(_skimage_metrics().structural_similarity(ref_frame, cand_frame, win_size=window,
-                                    channel_axis=-1, data_range=255.0))
+        float(
+            _skimage_metrics().structural_similarity(
+                ref_frame, cand_frame, win_size=window, channel_axis=-1, data_range=255.0
+            )
+        )
         for ref_frame, cand_frame in zip(ref, cand)
     ]
     return float(np.mean(per_frame))
@@ -282,8 +293,7 @@ def video_fidelity_metrics(output: Any, reference: Any, context: EvalContext) ->
     candidate, ref = output.video, reference.video
     missing = comparable_reason(candidate, ref, context.resize_to_reference)
     if missing is not None:
-        return [Metric.unavailable(name, unit, direction, missing)
-                for name, (unit, direction) in VIDEO_METRICS.items()]
+        return [Metric.unavailable(name, unit, direction, missing) for name, (unit, direction) in VIDEO_METRICS.items()]
     metrics = [
         _measured("psnr_db", lambda: psnr_db(candidate, ref)),
         _measured("ssim", lambda: ssim(candidate, ref)),

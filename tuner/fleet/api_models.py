@@ -34,18 +34,30 @@ class SubmitRequest(_Model):
     """``POST /api/studies``: a spec (its YAML text) to create a study from, for workers to pick up."""
 
     spec_yaml: str = Field(description="The spec as YAML text (at most 1 MiB), as in search_spaces/*.yaml.")
-    name: str | None = Field(default=None, max_length=1000,
-                             description="Study name: letters, digits, '_', '-', '.', at most 128 characters, not "
-                                         "starting with '.' (default: <spec name>-<gpu type>-<UTC time>).")
-    trials: int | None = Field(default=None, ge=1, le=TRIALS_MAX,
-                               description="Trials to measure (default: the spec's budget.trials).")
-    device_hours: float | None = Field(default=None, gt=0, le=1e7, allow_inf_nan=False,
-                                       description="Device-hours the study's runs may hold, every worker together "
-                                                   "(default: the spec's budget.device_hours).")
-    gpu_type: str | None = Field(default=None, pattern=GPU_TYPE_PATTERN,
-                                 description="The GPU type the study targets, as workers report it (e.g. "
-                                             "'NVIDIA H200'), or 'cpu'. Default: 'cpu' for a 'device: cpu' spec; "
-                                             "required otherwise.")
+    name: str | None = Field(
+        default=None,
+        max_length=1000,
+        description="Study name: letters, digits, '_', '-', '.', at most 128 characters, not "
+        "starting with '.' (default: <spec name>-<gpu type>-<UTC time>).",
+    )
+    trials: int | None = Field(
+        default=None, ge=1, le=TRIALS_MAX, description="Trials to measure (default: the spec's budget.trials)."
+    )
+    device_hours: float | None = Field(
+        default=None,
+        gt=0,
+        le=1e7,
+        allow_inf_nan=False,
+        description="Device-hours the study's runs may hold, every worker together "
+        "(default: the spec's budget.device_hours).",
+    )
+    gpu_type: str | None = Field(
+        default=None,
+        pattern=GPU_TYPE_PATTERN,
+        description="The GPU type the study targets, as workers report it (e.g. "
+        "'NVIDIA H200'), or 'cpu'. Default: 'cpu' for a 'device: cpu' spec; "
+        "required otherwise.",
+    )
     sampler: SamplerName | None = Field(default=None, description="Default: the spec's sampler.")
 
 
@@ -77,19 +89,24 @@ class CostSummary(_Model):
 
     unit: str = Field(description="'GPU-h' (a CUDA study) or 'CPU-h' (CPU-slot hours).")
     used_device_h: float = Field(description="Device-hours of runs measured OK (constraint-violating ones too).")
-    wasted_device_h: float = Field(description="Device-hours of runs that ended OOM, TIMEOUT, CRASH or INVALID, "
-                                               "or were interrupted.")
-    avoided_device_h: float = Field(description="Device-hours not spent, estimated: copies of measured settings "
-                                                "(their original's cost), predicted OOMs and refused settings "
-                                                "(medians; see avoided_estimate).")
+    wasted_device_h: float = Field(
+        description="Device-hours of runs that ended OOM, TIMEOUT, CRASH or INVALID, or were interrupted."
+    )
+    avoided_device_h: float = Field(
+        description="Device-hours not spent, estimated: copies of measured settings "
+        "(their original's cost), predicted OOMs and refused settings "
+        "(medians; see avoided_estimate)."
+    )
     recorded_device_h: float = Field(description="used + wasted: the trials' recorded device-seconds, in hours.")
     used_trials: dict[str, int] = Field(description="Runs in 'used' by outcome.")
     wasted_trials: dict[str, int] = Field(description="Runs in 'wasted' by outcome.")
-    avoided_trials: dict[str, int] = Field(description="Trials in 'avoided' by kind (copy, predicted OOM, "
-                                                       "refused by rules).")
+    avoided_trials: dict[str, int] = Field(
+        description="Trials in 'avoided' by kind (copy, predicted OOM, refused by rules)."
+    )
     avoided_estimate: str = Field(description="How 'avoided' was estimated, in one line (empty: nothing avoided).")
-    runs_without_cost: int = Field(description="Measured runs without a recorded cost (their coordinator died): "
-                                               "not counted.")
+    runs_without_cost: int = Field(
+        description="Measured runs without a recorded cost (their coordinator died): not counted."
+    )
     budget_device_hours: float | None = Field(description="The study's device-hour budget (None: none).")
 
 
@@ -105,9 +122,11 @@ class StudySummary(_Model):
     objectives: list[str]
     directions: list[str]
     trials: int = Field(description="Trials recorded (every state).")
-    counts: dict[str, int] = Field(description="Trials by outcome (OK, OOM, TIMEOUT, CRASH, INVALID, "
-                                               "SKIPPED_PREDICTED_OOM, RUNNING, "
-                                               "WAITING, ...).")
+    counts: dict[str, int] = Field(
+        description="Trials by outcome (OK, OOM, TIMEOUT, CRASH, INVALID, "
+        "SKIPPED_PREDICTED_OOM, RUNNING, "
+        "WAITING, ...)."
+    )
     measured: int = Field(description="Trials that ran a workload (what the budget counts).")
     budget_trials: int | None
     budget_left: int | None
@@ -150,8 +169,10 @@ class TrialEntry(_Model):
     reason: str | None
     started: str | None
     completed: str | None
-    device_s: float | None = Field(description="Device-seconds its run held (wall seconds x the slot's devices); "
-                                               "None: it ran nothing (a copy, a skip) or its cost is unknown.")
+    device_s: float | None = Field(
+        description="Device-seconds its run held (wall seconds x the slot's devices); "
+        "None: it ran nothing (a copy, a skip) or its cost is unknown."
+    )
 
 
 class TrialPage(_Model):
@@ -168,9 +189,14 @@ class Health(_Model):
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    status: {"model": ErrorBody, "description": text} for status, text in (
-        (400, "Bad input: the one line says what."), (401, "Missing or wrong bearer token."),
-        (404, "No such study."), (413, "The request body is too large."),
+    status: {"model": ErrorBody, "description": text}
+    for status, text in (
+        (400, "Bad input: the one line says what."),
+        (401, "Missing or wrong bearer token."),
+        (404, "No such study."),
+        (413, "The request body is too large."),
         (422, "A field or query parameter is invalid: the one line names it."),
-        (503, "The storage cannot be reached."))}
+        (503, "The storage cannot be reached."),
+    )
+}
 """Error answers every API route may give (declared in the OpenAPI schema)."""

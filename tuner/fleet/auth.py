@@ -22,8 +22,8 @@ from __future__ import annotations
 import hmac
 import ipaddress
 import os
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Callable, Mapping
 
 from tuner.errors import InputError
 
@@ -51,8 +51,9 @@ def load_token(token_file: Path | None, environ: Mapping[str, str] | None = None
         except OSError as error:
             raise AuthError(f"--token-file {token_file}: cannot read it ({error.strerror or error})") from None
         if len(raw) > TOKEN_FILE_MAX_BYTES:
-            raise AuthError(f"--token-file {token_file}: more than {TOKEN_FILE_MAX_BYTES} bytes; it must hold "
-                            "only the token")
+            raise AuthError(
+                f"--token-file {token_file}: more than {TOKEN_FILE_MAX_BYTES} bytes; it must hold only the token"
+            )
         try:
             token = raw.decode("utf-8").strip()
         except UnicodeDecodeError:
@@ -70,8 +71,9 @@ def _checked(token: str, where: str) -> str:
     if not token:
         raise AuthError(f"{where}: the token is empty (make one with {MAKE_TOKEN_HINT})")
     if len(token) < MIN_TOKEN_LENGTH:
-        raise AuthError(f"{where}: the token is shorter than {MIN_TOKEN_LENGTH} characters (make one with "
-                        f"{MAKE_TOKEN_HINT})")
+        raise AuthError(
+            f"{where}: the token is shorter than {MIN_TOKEN_LENGTH} characters (make one with {MAKE_TOKEN_HINT})"
+        )
     if any(c.isspace() or not c.isprintable() for c in token):
         raise AuthError(f"{where}: the token holds whitespace or control characters")
     return token
@@ -93,11 +95,15 @@ def check_bind(host: str, token: str | None, insecure_localhost: bool) -> None:
     if token is not None:
         return
     if not insecure_localhost:
-        raise AuthError(f"no token: give --token-file PATH or set {TOKEN_ENV} (make one with {MAKE_TOKEN_HINT}); "
-                        "--insecure-localhost serves without one on 127.0.0.1 only")
+        raise AuthError(
+            f"no token: give --token-file PATH or set {TOKEN_ENV} (make one with {MAKE_TOKEN_HINT}); "
+            "--insecure-localhost serves without one on 127.0.0.1 only"
+        )
     if not is_loopback(host):
-        raise AuthError(f"--insecure-localhost serves only on a loopback address (127.0.0.1, ::1, localhost), "
-                        f"not on --host {host}: give a token (--token-file or {TOKEN_ENV}) to listen there")
+        raise AuthError(
+            f"--insecure-localhost serves only on a loopback address (127.0.0.1, ::1, localhost), "
+            f"not on --host {host}: give a token (--token-file or {TOKEN_ENV}) to listen there"
+        )
 
 
 def token_matches(expected: str, authorization: str | None) -> bool:
@@ -124,10 +130,12 @@ def bearer_guard(token: str | None) -> Callable[..., None]:
     def guard(request_credentials: HTTPAuthorizationCredentials | None = Depends(scheme)) -> None:
         if token is None:
             return
-        header = None if request_credentials is None else (
-            f"{request_credentials.scheme} {request_credentials.credentials}")
+        header = (
+            None if request_credentials is None else (f"{request_credentials.scheme} {request_credentials.credentials}")
+        )
         if not token_matches(token, header):
-            raise HTTPException(status_code=401, detail="missing or wrong bearer token",
-                                headers={"WWW-Authenticate": "Bearer"})
+            raise HTTPException(
+                status_code=401, detail="missing or wrong bearer token", headers={"WWW-Authenticate": "Bearer"}
+            )
 
     return guard

@@ -42,8 +42,7 @@ def check_server_url(server: str) -> str:
     return server.strip().rstrip("/")
 
 
-def call(server: str, method: str, path: str, token: str | None, body: Any = None,
-         timeout_s: float = TIMEOUT_S) -> Any:
+def call(server: str, method: str, path: str, token: str | None, body: Any = None, timeout_s: float = TIMEOUT_S) -> Any:
     """``method`` ``server + path`` with a JSON ``body``; the decoded JSON answer (ServiceError otherwise)."""
     base = check_server_url(server)
     headers = {"Accept": "application/json"}

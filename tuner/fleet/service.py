@@ -36,17 +36,25 @@ from __future__ import annotations
 import json
 import logging
 import socket
-from typing import TYPE_CHECKING, Any, Awaitable, Callable, Literal, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any, Literal
 
-from tuner.fleet.api_models import (ERROR_RESPONSES, PAGE_LIMIT_MAX, ErrorBody, Health, StudyList, StudySummary,
-                                    SubmitRequest, TrialPage)
+from tuner.errors import StudyError
+from tuner.fleet.api_models import (
+    ERROR_RESPONSES,
+    PAGE_LIMIT_MAX,
+    ErrorBody,
+    Health,
+    StudyList,
+    StudySummary,
+    SubmitRequest,
+    TrialPage,
+)
 from tuner.fleet.auth import bearer_guard
 from tuner.fleet.study_views import study_list, study_summary, trial_page
 from tuner.fleet.submission import Refused, exists, submit
 from tuner.secrets import redact_text, redact_url
-from tuner.storage.opening import open_storage
-from tuner.errors import StudyError
-from tuner.storage.opening import check_study_name
+from tuner.storage.opening import check_study_name, open_storage
 
 if TYPE_CHECKING:
     import optuna
@@ -69,8 +77,13 @@ def one_line(text: str) -> str:
 
 async def _send_error(send: Send, status: int, detail: str) -> None:
     body = json.dumps({"detail": detail}).encode()
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -89,9 +102,13 @@ class RequestGuard:
             return
         declared = dict(scope.get("headers") or []).get(b"content-length")
         if declared is not None and (not declared.isdigit() or int(declared) > self.max_body_bytes):
-            await _send_error(send, 413 if declared.isdigit() else 400,
-                              f"request body over {self.max_body_bytes:,} bytes" if declared.isdigit()
-                              else "bad Content-Length header")
+            await _send_error(
+                send,
+                413 if declared.isdigit() else 400,
+                f"request body over {self.max_body_bytes:,} bytes"
+                if declared.isdigit()
+                else "bad Content-Length header",
+            )
             return
         body = bytearray()
         while True:
@@ -123,8 +140,9 @@ class RequestGuard:
         try:
             await self.app(scope, replay, watched_send)
         except Exception as error:  # noqa: BLE001 - a bug: one line in the log, 500 to the client
-            LOG.error(one_line(f"{scope.get('method')} {scope.get('path')}: internal error: "
-                               f"{type(error).__name__}: {error}"))
+            LOG.error(
+                one_line(f"{scope.get('method')} {scope.get('path')}: internal error: {type(error).__name__}: {error}")
+            )
             if not started:
                 await _send_error(send, 500, f"internal error ({type(error).__name__}); see the service log")
 
@@ -138,8 +156,9 @@ def _version() -> str:
         return "0"
 
 
-def create_app(storage_url: str, token: str | None, allow_command_workloads: bool = False,
-               max_body_bytes: int = MAX_BODY_BYTES) -> "FastAPI":
+def create_app(
+    storage_url: str, token: str | None, allow_command_workloads: bool = False, max_body_bytes: int = MAX_BODY_BYTES
+) -> FastAPI:
     """The FastAPI app serving the studies of ``storage_url`` (opened now: StudyError when it cannot be).
 
     ``token``: the bearer token every route but ``/healthz`` requires (None: no check, for
@@ -152,8 +171,14 @@ def create_app(storage_url: str, token: str | None, allow_command_workloads: boo
     storage = open_storage(storage_url)
     guard = bearer_guard(token)
     shown_storage = redact_url(storage_url)
-    app = FastAPI(title="tuner", version=_version(), docs_url=None, redoc_url=None, openapi_url=None,
-                  description=f"Studies of the tuner storage {shown_storage}: submit, list, cancel, export.")
+    app = FastAPI(
+        title="tuner",
+        version=_version(),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
+        description=f"Studies of the tuner storage {shown_storage}: submit, list, cancel, export.",
+    )
     app.include_router(_studies_router(storage, storage_url, guard, allow_command_workloads))
 
     @app.get("/healthz", response_model=Health)
@@ -172,10 +197,12 @@ def create_app(storage_url: str, token: str | None, allow_command_workloads: boo
 
 CREATE_RESPONSES: dict[int | str, dict[str, Any]] = {
     403: {"model": ErrorBody, "description": "A command or python workload, not allowed here."},
-    409: {"model": ErrorBody, "description": "A study of that name exists."}}
+    409: {"model": ErrorBody, "description": "A study of that name exists."},
+}
 EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {
     200: {"content": {"application/yaml": {"schema": {"type": "string"}}}, "description": "The tuner.config/v1 YAML."},
-    409: {"model": ErrorBody, "description": "No feasible measured trial to export."}}
+    409: {"model": ErrorBody, "description": "No feasible measured trial to export."},
+}
 
 
 def _study_loader(storage: Any) -> Callable[[str], Any]:
@@ -183,7 +210,7 @@ def _study_loader(storage: Any) -> Callable[[str], Any]:
     import optuna
     from fastapi import HTTPException
 
-    def load(name: str) -> "optuna.Study":
+    def load(name: str) -> optuna.Study:
         try:
             check_study_name(name)
         except StudyError as error:
@@ -195,8 +222,9 @@ def _study_loader(storage: Any) -> Callable[[str], Any]:
     return load
 
 
-def _studies_router(storage: Any, storage_url: str, guard: Callable[..., Any],
-                    allow_command_workloads: bool) -> "APIRouter":
+def _studies_router(
+    storage: Any, storage_url: str, guard: Callable[..., Any], allow_command_workloads: bool
+) -> APIRouter:
     """The ``/api`` routes of :func:`create_app` (every one behind ``guard``, the bearer check)."""
     from fastapi import APIRouter, Body, Depends, HTTPException, Query
     from fastapi.responses import Response
@@ -225,8 +253,9 @@ def _studies_router(storage: Any, storage_url: str, guard: Callable[..., Any],
         return study_summary(load(name))
 
     @api.get("/studies/{name}/trials", response_model=TrialPage)
-    def trials(name: str, offset: int = Query(0, ge=0, le=10_000_000),
-               limit: int = Query(100, ge=1, le=PAGE_LIMIT_MAX)) -> TrialPage:
+    def trials(
+        name: str, offset: int = Query(0, ge=0, le=10_000_000), limit: int = Query(100, ge=1, le=PAGE_LIMIT_MAX)
+    ) -> TrialPage:
         """A page of the study's trials by number."""
         return trial_page(load(name), offset, limit)
 
@@ -243,10 +272,15 @@ def _studies_router(storage: Any, storage_url: str, guard: Callable[..., Any],
         return study_summary(study)
 
     @api.get("/studies/{name}/export", response_class=Response, response_model=None, responses=EXPORT_RESPONSES)
-    def export(name: str, profile: Literal["fast", "balanced", "quality"] | None = None,
-               policy: str | None = Query(None, max_length=POLICY_MAX_CHARS,
-                                          description="e.g. 'minimize latency_p50_s subject to psnr_db >= 30', "
-                                                      "'knee'.")) -> Response:
+    def export(
+        name: str,
+        profile: Literal["fast", "balanced", "quality"] | None = None,
+        policy: str | None = Query(
+            None,
+            max_length=POLICY_MAX_CHARS,
+            description="e.g. 'minimize latency_p50_s subject to psnr_db >= 30', 'knee'.",
+        ),
+    ) -> Response:
         """The chosen trial as a tuner.config/v1 YAML (what 'tuner export' writes); 409 when the study has
         no feasible measured trial or was not created by tuner."""
         return _export(load(name), storage_url, profile, policy)
@@ -254,7 +288,7 @@ def _studies_router(storage: Any, storage_url: str, guard: Callable[..., Any],
     return api
 
 
-def _add_error_handlers(app: "FastAPI", shown_storage: str) -> None:
+def _add_error_handlers(app: FastAPI, shown_storage: str) -> None:
     """422 with one line for a request that does not validate; 503 (and one log line) for a storage
     that cannot be used now."""
     from fastapi import Request
@@ -268,8 +302,9 @@ def _add_error_handlers(app: "FastAPI", shown_storage: str) -> None:
 
     async def storage_down(request: Request, error: Exception) -> JSONResponse:
         LOG.error(one_line(f"{request.method} {request.url.path}: storage error: {type(error).__name__}: {error}"))
-        return JSONResponse({"detail": f"the storage {shown_storage} cannot be used now ({type(error).__name__})"},
-                            status_code=503)
+        return JSONResponse(
+            {"detail": f"the storage {shown_storage} cannot be used now ({type(error).__name__})"}, status_code=503
+        )
 
     app.add_exception_handler(RequestValidationError, refused_input)
     for kind in (StudyError, StorageInternalError, SQLAlchemyError):
@@ -285,7 +320,7 @@ def _validation_line(error: Exception) -> str:
     return redact_text("; ".join(" ".join(p.split()) for p in problems) or "invalid request")
 
 
-def _export(study: "optuna.Study", storage_url: str, profile: str | None, policy: str | None) -> Any:
+def _export(study: optuna.Study, storage_url: str, profile: str | None, policy: str | None) -> Any:
     """The export answer (see :func:`create_app`)."""
     import yaml
     from fastapi import HTTPException
@@ -297,19 +332,28 @@ def _export(study: "optuna.Study", storage_url: str, profile: str | None, policy
     if profile is not None and policy is not None:
         raise HTTPException(400, "give profile or policy, not both")
     if not StudyRecord.of(study).tuner_study:
-        raise HTTPException(409, f"study '{study.study_name}' was not created by tuner (no spec stored with it): "
-                                 "nothing to export")
+        raise HTTPException(
+            409, f"study '{study.study_name}' was not created by tuner (no spec stored with it): nothing to export"
+        )
     try:
         chosen = choose(study, policy=policy, profile=profile)
-        document = build_config(study, chosen.record, storage_url, chosen.policy, chosen.profile,
-                                replaced_noisy=chosen.replaced.number if chosen.replaced else None, rule=chosen.rule)
+        document = build_config(
+            study,
+            chosen.record,
+            storage_url,
+            chosen.policy,
+            chosen.profile,
+            replaced_noisy=chosen.replaced.number if chosen.replaced else None,
+            rule=chosen.rule,
+        )
     except ExportError as error:
         feasible = any(record_feasible(TrialRecord.from_trial(t)) for t in study.get_trials(deepcopy=False))
         raise HTTPException(400 if feasible else 409, one_line(str(error))) from None
     text = yaml.safe_dump(document, sort_keys=False, allow_unicode=True)
     filename = f"{study.study_name}-{profile or 'best'}.yaml"
-    return Response(text, media_type="application/yaml",
-                    headers={"Content-Disposition": f'attachment; filename="{filename}"'})
+    return Response(
+        text, media_type="application/yaml", headers={"Content-Disposition": f'attachment; filename="{filename}"'}
+    )
 
 
 def listening_socket(host: str, port: int) -> socket.socket:
@@ -333,11 +377,12 @@ def service_url(sock: socket.socket) -> str:
     return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
 
 
-def run_server(app: "FastAPI", sock: socket.socket, log_level: str = "warning") -> None:
+def run_server(app: FastAPI, sock: socket.socket, log_level: str = "warning") -> None:
     """Serve ``app`` on the listening ``sock`` until SIGINT / SIGTERM (then finish the requests in flight
     and return; uvicorn re-raises the signal afterwards, so the caller's handlers decide the exit)."""
     import uvicorn
 
-    config = uvicorn.Config(app, log_level=log_level, access_log=False, server_header=False,
-                            timeout_graceful_shutdown=10, lifespan="off")
+    config = uvicorn.Config(
+        app, log_level=log_level, access_log=False, server_header=False, timeout_graceful_shutdown=10, lifespan="off"
+    )
     uvicorn.Server(config).run(sockets=[sock])

@@ -21,10 +21,19 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
 
-from tuner.fleet.api_models import (CostSummary, FrontPoint, StudyList, StudyListEntry, StudySummary, TrialEntry,
-                                    TrialPage, WorkerSeen)
+from tuner.fleet.api_models import (
+    CostSummary,
+    FrontPoint,
+    StudyList,
+    StudyListEntry,
+    StudySummary,
+    TrialEntry,
+    TrialPage,
+    WorkerSeen,
+)
 from tuner.front.cost import budget_hours, cost_of_records
 from tuner.pareto import front_trials
 from tuner.secrets import redact_text
@@ -57,17 +66,17 @@ def _int_or_none(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
-def measured_count(trials: Iterable["FrozenTrial"]) -> int:
+def measured_count(trials: Iterable[FrozenTrial]) -> int:
     """Trials that ran a workload (the ``measured`` attribute the coordinator sets)."""
     return sum(1 for t in trials if is_measured(t))
 
 
-def _seen_at(trial: "FrozenTrial") -> str | None:
+def _seen_at(trial: FrozenTrial) -> str | None:
     moment = trial.datetime_complete or trial.datetime_start
     return moment.isoformat() if moment is not None else None
 
 
-def workers_seen(trials: Sequence["FrozenTrial"]) -> list[WorkerSeen]:
+def workers_seen(trials: Sequence[FrozenTrial]) -> list[WorkerSeen]:
     """Distinct workers (``worker`` attribute; else the ``host`` alone) with trial counts and last seen time."""
     seen: dict[tuple[str | None, str | None], dict[str, Any]] = {}
     for trial in trials:
@@ -83,27 +92,32 @@ def workers_seen(trials: Sequence["FrozenTrial"]) -> list[WorkerSeen]:
         moment = _seen_at(trial)
         if moment is not None and (entry["last_seen"] is None or moment > entry["last_seen"]):
             entry["last_seen"] = moment
-    return [WorkerSeen(worker=worker, host=host, **entry)
-            for (worker, host), entry in sorted(seen.items(), key=lambda item: (str(item[0][1]), str(item[0][0])))]
+    return [
+        WorkerSeen(worker=worker, host=host, **entry)
+        for (worker, host), entry in sorted(seen.items(), key=lambda item: (str(item[0][1]), str(item[0][0])))
+    ]
 
 
-def front_points(trials: Sequence["FrozenTrial"], directions: Sequence[str]) -> list[FrontPoint]:
+def front_points(trials: Sequence[FrozenTrial], directions: Sequence[str]) -> list[FrontPoint]:
     """The Pareto front: trial numbers, objective values, params."""
-    return [FrontPoint(number=t.number, role=role_of(t),
-                       values=finite(list(t.values or ())), params=finite(dict(t.params)))
-            for t in front_trials(trials, directions)]
+    return [
+        FrontPoint(number=t.number, role=role_of(t), values=finite(list(t.values or ())), params=finite(dict(t.params)))
+        for t in front_trials(trials, directions)
+    ]
 
 
 def cost_summary(records: Sequence[TrialRecord], stored: StudyRecord) -> CostSummary:
     """What the study's runs cost (:meth:`tuner.storage.cost.StudyCost.as_dict`'s hours and counts), its unit
     and device-hour budget."""
     figures = cost_of_records(records).as_dict()
-    return CostSummary(unit=device_unit(stored.device), budget_device_hours=budget_hours(stored.budget_device_hours),
-                       **{key: figures[key] for key in CostSummary.model_fields
-                          if key not in ("unit", "budget_device_hours")})
+    return CostSummary(
+        unit=device_unit(stored.device),
+        budget_device_hours=budget_hours(stored.budget_device_hours),
+        **{key: figures[key] for key in CostSummary.model_fields if key not in ("unit", "budget_device_hours")},
+    )
 
 
-def study_summary(study: "optuna.Study") -> StudySummary:
+def study_summary(study: optuna.Study) -> StudySummary:
     """The summary of one study (see the module docstring)."""
     stored = StudyRecord.of(study)
     trials = study.get_trials(deepcopy=False)
@@ -112,43 +126,72 @@ def study_summary(study: "optuna.Study") -> StudySummary:
     measured = measured_count(trials)
     budget = _int_or_none(stored.budget_trials)
     return StudySummary(
-        name=study.study_name, spec_name=_text(stored.spec_name), workload=_text(stored.workload_class),
-        gpu_type=_text(stored.gpu_type), device=_text(stored.device), sampler=_text(stored.sampler),
-        objectives=list(stored.objectives), directions=directions,
-        trials=len(trials), counts=dict(sorted(Counter(str(r.outcome) for r in records).items())),
-        measured=measured, budget_trials=budget, budget_left=None if budget is None else max(budget - measured, 0),
-        cancelled=stored.cancelled, workers=workers_seen(trials),
-        front=front_points(trials, directions), cost=cost_summary(records, stored))
+        name=study.study_name,
+        spec_name=_text(stored.spec_name),
+        workload=_text(stored.workload_class),
+        gpu_type=_text(stored.gpu_type),
+        device=_text(stored.device),
+        sampler=_text(stored.sampler),
+        objectives=list(stored.objectives),
+        directions=directions,
+        trials=len(trials),
+        counts=dict(sorted(Counter(str(r.outcome) for r in records).items())),
+        measured=measured,
+        budget_trials=budget,
+        budget_left=None if budget is None else max(budget - measured, 0),
+        cancelled=stored.cancelled,
+        workers=workers_seen(trials),
+        front=front_points(trials, directions),
+        cost=cost_summary(records, stored),
+    )
 
 
-def trial_entry(trial: "FrozenTrial") -> TrialEntry:
+def trial_entry(trial: FrozenTrial) -> TrialEntry:
     """One trial as :class:`TrialEntry`."""
     record = TrialRecord.from_trial(trial)
     return TrialEntry(
-        number=record.number, state=record.state, role=str(record.role), outcome=str(record.outcome),
-        values=None if record.values is None else finite(list(record.values)), placeholder=record.placeholder,
-        params=finite(dict(record.params)), host=_text(record.host), slot=_text(record.slot),
-        worker=_text(record.worker), reason=_text(record.reason), started=record.datetime_start,
-        completed=record.datetime_complete, device_s=finite(record.device_s))
+        number=record.number,
+        state=record.state,
+        role=str(record.role),
+        outcome=str(record.outcome),
+        values=None if record.values is None else finite(list(record.values)),
+        placeholder=record.placeholder,
+        params=finite(dict(record.params)),
+        host=_text(record.host),
+        slot=_text(record.slot),
+        worker=_text(record.worker),
+        reason=_text(record.reason),
+        started=record.datetime_start,
+        completed=record.datetime_complete,
+        device_s=finite(record.device_s),
+    )
 
 
-def trial_page(study: "optuna.Study", offset: int, limit: int) -> TrialPage:
+def trial_page(study: optuna.Study, offset: int, limit: int) -> TrialPage:
     """Trials ``offset`` .. ``offset + limit - 1`` (by number) of ``study``."""
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
-    return TrialPage(total=len(trials), offset=offset, limit=limit,
-                     trials=[trial_entry(t) for t in trials[offset:offset + limit]])
+    return TrialPage(
+        total=len(trials), offset=offset, limit=limit, trials=[trial_entry(t) for t in trials[offset : offset + limit]]
+    )
 
 
-def study_list(storage: "optuna.storages.BaseStorage") -> StudyList:
+def study_list(storage: optuna.storages.BaseStorage) -> StudyList:
     """Every study in ``storage`` (name, trial count, GPU type, budget, cancelled, device-hours used), by name."""
     entries = []
     for frozen in storage.get_all_studies():
         stored = StudyRecord.of(frozen)
         trials = trials_of(storage, frozen)
         used = cost_of_records([TrialRecord.from_trial(t) for t in trials]).used_s / SECONDS_PER_HOUR
-        entries.append(StudyListEntry(
-            name=frozen.study_name, trials=len(trials),
-            gpu_type=_text(stored.gpu_type), budget_trials=_int_or_none(stored.budget_trials),
-            cancelled=stored.cancelled, tuner_study=stored.tuner_study, used_device_h=round(used, 6),
-            unit=device_unit(stored.device)))
+        entries.append(
+            StudyListEntry(
+                name=frozen.study_name,
+                trials=len(trials),
+                gpu_type=_text(stored.gpu_type),
+                budget_trials=_int_or_none(stored.budget_trials),
+                cancelled=stored.cancelled,
+                tuner_study=stored.tuner_study,
+                used_device_h=round(used, 6),
+                unit=device_unit(stored.device),
+            )
+        )
     return StudyList(studies=sorted(entries, key=lambda e: e.name))

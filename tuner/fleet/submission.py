@@ -28,15 +28,14 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tuner.errors import TunerError
+from tuner.errors import StudyError, TunerError
 from tuner.fleet.api_models import SubmitRequest
+from tuner.secrets import redact_url
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SamplerName, SpecError, StudySpec
 from tuner.storage import attributes as names
-from tuner.study.preflight import check_runnable
-from tuner.errors import StudyError
-from tuner.secrets import redact_url
 from tuner.storage.opening import check_study_name
+from tuner.study.preflight import check_runnable
 from tuner.study.studies import create_study, default_study_name, study_attributes
 
 if TYPE_CHECKING:
@@ -64,8 +63,11 @@ def _target_gpu_type(spec: StudySpec, given: str | None) -> tuple[str, str]:
     if given is None:
         if device == "cpu":
             return "cpu", "cpu"
-        raise Refused(400, f"gpu_type is required: the spec's workload.device is '{device}'; give the GPU type the "
-                           "study targets as workers report it (e.g. 'NVIDIA H200'), or 'cpu'")
+        raise Refused(
+            400,
+            f"gpu_type is required: the spec's workload.device is '{device}'; give the GPU type the "
+            "study targets as workers report it (e.g. 'NVIDIA H200'), or 'cpu'",
+        )
     chosen = given.strip()
     if device == "cpu" and chosen.lower() != "cpu":
         raise Refused(400, f"gpu_type '{chosen}' contradicts workload.device 'cpu': a CPU study targets 'cpu'")
@@ -83,9 +85,12 @@ def check_submission(request: SubmitRequest, allow_command_workloads: bool) -> t
         raise Refused(400, str(error)) from None
     adapter = spec.workload.adapter
     if adapter in CODE_ADAPTERS and not allow_command_workloads:
-        raise Refused(403, f"{SOURCE}: workload.{adapter}: a {adapter} workload runs code the spec names on every "
-                           "worker; this service refuses it (start 'tuner serve --allow-command-workloads' to "
-                           "accept them)")
+        raise Refused(
+            403,
+            f"{SOURCE}: workload.{adapter}: a {adapter} workload runs code the spec names on every "
+            "worker; this service refuses it (start 'tuner serve --allow-command-workloads' to "
+            "accept them)",
+        )
     sampler: SamplerName = request.sampler or spec.sampler.name
     try:
         check_runnable(spec, request.spec_yaml, SOURCE, sampler, host=False)
@@ -99,20 +104,32 @@ def check_submission(request: SubmitRequest, allow_command_workloads: bool) -> t
     return spec, name, gpu_type, device
 
 
-def submit(request: SubmitRequest, storage_url: str, storage: "optuna.storages.BaseStorage",
-           allow_command_workloads: bool) -> "optuna.Study":
+def submit(
+    request: SubmitRequest, storage_url: str, storage: optuna.storages.BaseStorage, allow_command_workloads: bool
+) -> optuna.Study:
     """Create the study ``request`` describes in the storage at ``storage_url`` (opened as ``storage``);
     Refused (400 / 403 / 409 / 503) when it is not accepted."""
     spec, name, gpu_type, device = check_submission(request, allow_command_workloads)
     if exists(storage, name):
         raise Refused(409, f"study '{name}' already exists: pick another name")
     sampler: SamplerName = request.sampler or spec.sampler.name
-    attributes = {key: value for key, value in study_attributes(spec, request.spec_yaml, device, gpu_type).items()
-                  if key != names.FINGERPRINT}
+    attributes = {
+        key: value
+        for key, value in study_attributes(spec, request.spec_yaml, device, gpu_type).items()
+        if key != names.FINGERPRINT
+    }
     attributes.update({names.CANCELLED: False, names.SUBMITTED_AT: time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())})
     try:
-        opened = create_study(spec, request.spec_yaml, storage_url, name, sampler, request.trials, attributes,
-                              device_hours=request.device_hours)
+        opened = create_study(
+            spec,
+            request.spec_yaml,
+            storage_url,
+            name,
+            sampler,
+            request.trials,
+            attributes,
+            device_hours=request.device_hours,
+        )
     except StudyError as error:
         if exists(storage, name):
             raise Refused(409, f"study '{name}' already exists: pick another name") from None
@@ -120,12 +137,13 @@ def submit(request: SubmitRequest, storage_url: str, storage: "optuna.storages.B
     except Exception as error:  # noqa: BLE001 - optuna's DuplicatedStudyError when two submissions race
         if exists(storage, name):
             raise Refused(409, f"study '{name}' already exists: pick another name") from None
-        raise Refused(503, f"cannot create study '{name}' in {redact_url(storage_url)}: "
-                           f"{type(error).__name__}") from None
+        raise Refused(
+            503, f"cannot create study '{name}' in {redact_url(storage_url)}: {type(error).__name__}"
+        ) from None
     return opened.study
 
 
-def exists(storage: "optuna.storages.BaseStorage", name: str) -> bool:
+def exists(storage: optuna.storages.BaseStorage, name: str) -> bool:
     """Whether a study named ``name`` is in ``storage`` (a storage error propagates: it is not a "no")."""
     try:
         storage.get_study_id_from_name(name)

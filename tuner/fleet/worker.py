@@ -17,15 +17,16 @@ first, so a fleet finishes one study before the next.
 from __future__ import annotations
 
 import threading
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
+from tuner.errors import StudyError
 from tuner.session.events import Notice, SessionListener
 from tuner.session.signals import INTERRUPTED_EXIT
-from tuner.errors import StudyError
-from tuner.study.listeners import Summary
 from tuner.storage.optuna_private import RDB_STORAGE_MODULE
+from tuner.study.listeners import Summary
 
 
 @dataclass(frozen=True)
@@ -78,8 +79,15 @@ def _open_in(storage: Any, gpu_type: str | None) -> list[OpenStudyInfo]:
         device_budget = device_budget_s(stored.budget_device_hours)
         if device_budget is not None and sum(device_s_of(cost_of(t)) or 0.0 for t in trials) >= device_budget:
             continue
-        found.append(OpenStudyInfo(summary.study_name, kind, str(stored.device or "cpu"), measured,
-                                   int(budget) if budget is not None else None))
+        found.append(
+            OpenStudyInfo(
+                summary.study_name,
+                kind,
+                str(stored.device or "cpu"),
+                measured,
+                int(budget) if budget is not None else None,
+            )
+        )
     return found
 
 
@@ -126,8 +134,8 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
     read, or a GPU study meets a host without GPUs.
     """
     from tuner.gpu import gpu_type
-    from tuner.storage.heartbeats import HOST
     from tuner.secrets import redact_url
+    from tuner.storage.coordination.heartbeats import HOST
 
     kind = gpu_type()
     _import_what_a_join_needs()
@@ -137,31 +145,47 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
     finished: set[str] = set()  # studies this worker ran to an end (exhausted, stopped early): not again
     while True:
         _stop_if_asked()
-        names = ([options.study] if options.study is not None else
-                 [s.name for s in open_studies(options.storage_url, kind) if s.name not in finished])
+        names = (
+            [options.study]
+            if options.study is not None
+            else [s.name for s in open_studies(options.storage_url, kind) if s.name not in finished]
+        )
         if not names:
             if options.once:
                 listener.on_notice(Notice("worker_done", "no open study for this host: done (--once)"))
                 return 0
             if not waiting:
                 waiting = True
-                listener.on_notice(Notice("worker_waiting", f"no open study for {kind}: waiting (every "
-                                          f"{options.poll_s:g} s; Ctrl-C stops)"))
+                listener.on_notice(
+                    Notice(
+                        "worker_waiting",
+                        f"no open study for {kind}: waiting (every {options.poll_s:g} s; Ctrl-C stops)",
+                    )
+                )
             _STOP.wait(options.poll_s)
             continue
         waiting = False
         summary = _join(names[0], kind, options, listener)
         if summary.interrupted or options.study is not None:
-            return (INTERRUPTED_EXIT if summary.interrupted else
-                    STOPPED_EARLY_EXIT if summary.failure is not None else 0)
+            return INTERRUPTED_EXIT if summary.interrupted else STOPPED_EARLY_EXIT if summary.failure is not None else 0
         finished.add(names[0])
         if summary.failure is not None:
             listener.on_notice(Notice("worker_moves_on", f"study {names[0]} stopped early; this worker moves on"))
 
 
-JOIN_MODULES = ("tuner.session.run", "tuner.study.coordinator", "tuner.study.studies", "tuner.runner.choice",
-                "tuner.runner.subprocess", "tuner.evaluators.registry", "tuner.search.objectives",
-                "tuner.search.samplers", "optuna.samplers", RDB_STORAGE_MODULE, "sqlalchemy.orm")
+JOIN_MODULES = (
+    "tuner.session.run",
+    "tuner.study.coordinator",
+    "tuner.study.studies",
+    "tuner.runner.choice",
+    "tuner.runner.subprocess",
+    "tuner.evaluators.registry",
+    "tuner.search.objectives",
+    "tuner.search.samplers",
+    "optuna.samplers",
+    RDB_STORAGE_MODULE,
+    "sqlalchemy.orm",
+)
 
 
 def _import_what_a_join_needs() -> None:
@@ -177,9 +201,9 @@ def _import_what_a_join_needs() -> None:
 def _join(name: str, kind: str, options: WorkerOptions, listener: SessionListener) -> Summary:
     """Run study ``name`` here as one session of one slot per GPU (or one CPU share)."""
     from tuner.session.run import RunOptions, run_session
-    from tuner.storage.records import StudyRecord
-    from tuner.storage.heartbeats import worker_id
+    from tuner.storage.coordination.heartbeats import worker_id
     from tuner.storage.opening import close_storage
+    from tuner.storage.records import StudyRecord
     from tuner.storage.store import backend_of
     from tuner.study.studies import load_study
 
@@ -188,8 +212,16 @@ def _join(name: str, kind: str, options: WorkerOptions, listener: SessionListene
     device = str(stored.device or "cpu")
     if device == "cuda" and kind == "cpu":
         raise StudyError(f"study '{name}' runs on GPUs ({stored.gpu_type}) but this host has none visible")
-    run = RunOptions(options.home, device, 1, options.mlflow_uri if options.use_mlflow else None, options.use_mlflow,
-                     {}, options.gpus, dashboard_view=False)  # a view is built where it is browsed
+    run = RunOptions(
+        options.home,
+        device,
+        1,
+        options.mlflow_uri if options.use_mlflow else None,
+        options.use_mlflow,
+        {},
+        options.gpus,
+        dashboard_view=False,
+    )  # a view is built where it is browsed
     try:
         return run_session(opened, run, listener)
     finally:

@@ -34,16 +34,30 @@ timing is uncertain.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from tuner.pareto import Point, knee_point, pareto_ranks
 from tuner.spec.export_rule import PROFILES, ExportRule, Policy, PolicyError, parse_policy
 from tuner.storage.records import TrialRecord
 
-__all__ = ["PROFILES", "Choice", "Policy", "PolicyError", "choose_by_rule", "eligible", "front_of", "parse_policy",
-           "prefer_stable", "profile_policy", "ranking_keys", "select", "select_profile", "speed_objective",
-           "within_spread"]
+__all__ = [
+    "PROFILES",
+    "Choice",
+    "Policy",
+    "PolicyError",
+    "choose_by_rule",
+    "eligible",
+    "front_of",
+    "parse_policy",
+    "prefer_stable",
+    "profile_policy",
+    "ranking_keys",
+    "select",
+    "select_profile",
+    "speed_objective",
+    "within_spread",
+]
 
 
 def _direction_of(metric: str, records: Sequence[TrialRecord], given: str) -> str:
@@ -90,8 +104,10 @@ def eligible(policy: Policy, feasible: Sequence[TrialRecord]) -> list[TrialRecor
         return list(feasible)
     allowed = [r for r in feasible if all(c.holds(r) for c in policy.conditions)]
     if not allowed:
-        raise PolicyError(f"policy '{policy.text}': none of the {len(feasible)} feasible trials satisfies "
-                          + " and ".join(str(c) for c in policy.conditions))
+        raise PolicyError(
+            f"policy '{policy.text}': none of the {len(feasible)} feasible trials satisfies "
+            + " and ".join(str(c) for c in policy.conditions)
+        )
     for metric, _ in policy.keys:
         allowed = [r for r in allowed if r.metric_value(metric) is not None]
         if not allowed:
@@ -99,8 +115,9 @@ def eligible(policy: Policy, feasible: Sequence[TrialRecord]) -> list[TrialRecor
     return allowed
 
 
-def ranking_keys(policy: Policy, records: Sequence[TrialRecord],
-                 objectives: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
+def ranking_keys(
+    policy: Policy, records: Sequence[TrialRecord], objectives: Sequence[tuple[str, str]]
+) -> list[tuple[str, str]]:
     """The (metric, direction) pairs ``policy`` ranks on; for ``knee``, the ``objectives``."""
     if policy.kind == "knee":
         return list(objectives)
@@ -125,8 +142,9 @@ def within_spread(candidate: TrialRecord, noisy: TrialRecord, keys: Sequence[tup
     return True
 
 
-def prefer_stable(pick: TrialRecord, pool: Sequence[TrialRecord],
-                  keys: Sequence[tuple[str, str]]) -> tuple[TrialRecord, TrialRecord | None]:
+def prefer_stable(
+    pick: TrialRecord, pool: Sequence[TrialRecord], keys: Sequence[tuple[str, str]]
+) -> tuple[TrialRecord, TrialRecord | None]:
     """``(shipped, replaced)``: ``pick`` and None, or — when ``pick`` is noisy and a stable record of ``pool``
     is within its spread on ``keys`` — the best such record (by ``keys`` in order, then trial number) and ``pick``.
     """
@@ -150,8 +168,9 @@ def speed_objective(names: Sequence[str], records: Sequence[TrialRecord]) -> int
     return 0
 
 
-def profile_policy(profile: str, names: Sequence[str], directions: Sequence[str],
-                   records: Sequence[TrialRecord]) -> Policy:
+def profile_policy(
+    profile: str, names: Sequence[str], directions: Sequence[str], records: Sequence[TrialRecord]
+) -> Policy:
     """The policy a profile stands for in this study (see module docs)."""
     if profile not in PROFILES:
         raise PolicyError(f"unknown profile '{profile}': use {', '.join(PROFILES)}")
@@ -160,20 +179,28 @@ def profile_policy(profile: str, names: Sequence[str], directions: Sequence[str]
     speed = speed_objective(names, records)
     index = speed if profile == "fast" else next((i for i in range(len(names)) if i != speed), speed)
     others = [(names[i], directions[i]) for i in range(len(names)) if i != index]
-    return Policy("lexicographic", f"lexicographic {', '.join(n for n, _ in [(names[index], ''), *others])}",
-                  ((names[index], directions[index]), *others))
+    return Policy(
+        "lexicographic",
+        f"lexicographic {', '.join(n for n, _ in [(names[index], ''), *others])}",
+        ((names[index], directions[index]), *others),
+    )
 
 
-def select_profile(profile: str, feasible: Sequence[TrialRecord], names: Sequence[str],
-                   directions: Sequence[str]) -> tuple[Policy, TrialRecord]:
+def select_profile(
+    profile: str, feasible: Sequence[TrialRecord], names: Sequence[str], directions: Sequence[str]
+) -> tuple[Policy, TrialRecord]:
     """The profile's policy and its pick among the front of ``feasible``."""
     policy = profile_policy(profile, names, directions, feasible)
     front = front_of(feasible, directions)
     if policy.kind == "knee":
         return policy, select(policy, front, directions)
     values = {r.number: dict(zip(names, r.values or ())) for r in front}
-    best = min(front, key=lambda r: tuple((1.0 if d == "minimize" else -1.0) * values[r.number][n]
-                                          for n, d in policy.keys) + (r.number,))
+    best = min(
+        front,
+        key=lambda r: (
+            tuple((1.0 if d == "minimize" else -1.0) * values[r.number][n] for n, d in policy.keys) + (r.number,)
+        ),
+    )
     return policy, best
 
 
@@ -191,8 +218,9 @@ class Choice:
     rule: str = ""
 
 
-def choose_by_rule(feasible: Sequence[TrialRecord], names: Sequence[str], directions: Sequence[str],
-                   rule: ExportRule) -> Choice:
+def choose_by_rule(
+    feasible: Sequence[TrialRecord], names: Sequence[str], directions: Sequence[str], rule: ExportRule
+) -> Choice:
     """The trial ``rule`` picks among ``feasible`` (feasible, measured records of a study whose objectives
     are ``names`` / ``directions``), a noisy pick replaced by a stable one within its spread
     (:func:`prefer_stable`). Raises :class:`PolicyError` when the rule picks nothing (saying why)."""

@@ -13,7 +13,8 @@ of the trials' recorded ``device_s`` (``recorded``); ``avoided`` is never part o
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from tuner.storage.cost import (
     SECONDS_PER_HOUR,
@@ -26,8 +27,18 @@ from tuner.storage.cost import (
 )
 from tuner.storage.records import TrialRecord
 
-__all__ = ["cost_of_records", "budget_hours", "cost_lines", "cost_metrics", "device_s_text", "trial_cost_lines",
-           "trial_cost_document", "export_cost_block", "runs_counted", "phase_shares_line"]
+__all__ = [
+    "cost_of_records",
+    "budget_hours",
+    "cost_lines",
+    "cost_metrics",
+    "device_s_text",
+    "trial_cost_lines",
+    "trial_cost_document",
+    "export_cost_block",
+    "runs_counted",
+    "phase_shares_line",
+]
 
 METRIC_PREFIX = "cost_"  # the MLflow study run's metrics: cost_used_device_h, cost_wasted_device_h, ...
 
@@ -52,8 +63,10 @@ def cost_lines(cost: StudyCost, device: str | None, budget_device_hours: float |
     """The lines a view prints: :func:`tuner.storage.cost.summary_line` with the recorded device-seconds
     the sums add up to; then how ``avoided`` was estimated (when something was avoided) and the runs
     whose cost is unknown (when there are any)."""
-    lines = [f"{summary_line(cost, device, budget_device_hours)}; {_seconds(cost.recorded_s)} device-s recorded "
-             f"by {runs_counted(cost)} runs (used + wasted)"]
+    lines = [
+        f"{summary_line(cost, device, budget_device_hours)}; {_seconds(cost.recorded_s)} device-s recorded "
+        f"by {runs_counted(cost)} runs (used + wasted)"
+    ]
     if cost.avoided_estimate:
         lines.append(f"avoided is an estimate: {cost.avoided_estimate}")
     if cost.unknown:
@@ -82,11 +95,13 @@ def phase_shares_line(cost: StudyCost) -> str | None:
 def cost_metrics(cost: StudyCost) -> dict[str, float]:
     """The MLflow study run's cost metrics, in device-hours: ``cost_used_device_h``, ``cost_wasted_device_h``,
     ``cost_avoided_device_h``, ``cost_recorded_device_h`` (= used + wasted), and ``cost_wasted_runs``."""
-    return {f"{METRIC_PREFIX}used_device_h": cost.used_s / SECONDS_PER_HOUR,
-            f"{METRIC_PREFIX}wasted_device_h": cost.wasted_s / SECONDS_PER_HOUR,
-            f"{METRIC_PREFIX}avoided_device_h": cost.avoided_s / SECONDS_PER_HOUR,
-            f"{METRIC_PREFIX}recorded_device_h": cost.recorded_s / SECONDS_PER_HOUR,
-            f"{METRIC_PREFIX}wasted_runs": float(sum(cost.wasted.values()))}
+    return {
+        f"{METRIC_PREFIX}used_device_h": cost.used_s / SECONDS_PER_HOUR,
+        f"{METRIC_PREFIX}wasted_device_h": cost.wasted_s / SECONDS_PER_HOUR,
+        f"{METRIC_PREFIX}avoided_device_h": cost.avoided_s / SECONDS_PER_HOUR,
+        f"{METRIC_PREFIX}recorded_device_h": cost.recorded_s / SECONDS_PER_HOUR,
+        f"{METRIC_PREFIX}wasted_runs": float(sum(cost.wasted.values())),
+    }
 
 
 def device_s_text(seconds: float | None) -> str:
@@ -100,37 +115,59 @@ def trial_cost_document(record: TrialRecord) -> dict[str, Any] | None:
     if record.device_s is None or record.cost is None:
         return None
     phases = record.cost.get("phases_device_s")
-    return {"device_s": record.device_s, "wall_s": record.cost.get("wall_s"), "devices": record.cost.get("devices"),
-            "phases_device_s": dict(phases) if isinstance(phases, Mapping) else {}}
+    return {
+        "device_s": record.device_s,
+        "wall_s": record.cost.get("wall_s"),
+        "devices": record.cost.get("devices"),
+        "phases_device_s": dict(phases) if isinstance(phases, Mapping) else {},
+    }
 
 
 def trial_cost_lines(cost: Mapping[str, Any] | None, device: str | None, copy_of: int | None = None) -> list[str]:
     """``tuner show``'s lines for a trial's :func:`trial_cost_document`: device-seconds, devices, wall time
     and the phases (only those that took time)."""
     if cost is None:
-        why = (f"a copy of trial {copy_of}: it ran nothing (its original's cost counts as avoided)"
-               if copy_of is not None else "none recorded (it ran nothing, or its coordinator died)")
+        why = (
+            f"a copy of trial {copy_of}: it ran nothing (its original's cost counts as avoided)"
+            if copy_of is not None
+            else "none recorded (it ran nothing, or its coordinator died)"
+        )
         return [f"cost: {why}"]
     devices, wall = cost.get("devices"), cost.get("wall_s")
     unit = device_unit(device)
-    head = (f"cost: {_seconds(cost['device_s'])} device-s ({format_hours(cost['device_s'])} {unit})"
-            + (f" = {_seconds(wall)} s wall x {devices} device(s)" if isinstance(wall, (int, float)) else ""))
+    head = f"cost: {_seconds(cost['device_s'])} device-s ({format_hours(cost['device_s'])} {unit})" + (
+        f" = {_seconds(wall)} s wall x {devices} device(s)" if isinstance(wall, (int, float)) else ""
+    )
     phases = {k: v for k, v in (cost.get("phases_device_s") or {}).items() if isinstance(v, (int, float)) and v > 0}
     return [head] + [f"  {phase} {_seconds(seconds)} device-s" for phase, seconds in phases.items()]
 
 
-def export_cost_block(cost: StudyCost, device: str | None, chosen: TrialRecord,
-                      budget_device_hours: float | None) -> dict[str, Any]:
+def export_cost_block(
+    cost: StudyCost, device: str | None, chosen: TrialRecord, budget_device_hours: float | None
+) -> dict[str, Any]:
     """The export's ``provenance.cost``: what finding this setting cost, at export time: the study's
     used / wasted / avoided / recorded device-hours and the trials in each, the chosen trial's own
     device-seconds, the unit and the device-hour budget (see :class:`tuner.ship.config_schema.CostBlock`)."""
     figures = cost.as_dict()
     return {
-        "unit": device_unit(device), "device": str(device or "cpu"),
-        **{key: figures[key] for key in ("used_device_h", "wasted_device_h", "avoided_device_h", "recorded_device_h",
-                                          "used_trials", "wasted_trials", "avoided_trials", "avoided_estimate",
-                                          "runs_without_cost")},
-        "recorded_device_s": round(cost.recorded_s, 3), "runs": runs_counted(cost),
+        "unit": device_unit(device),
+        "device": str(device or "cpu"),
+        **{
+            key: figures[key]
+            for key in (
+                "used_device_h",
+                "wasted_device_h",
+                "avoided_device_h",
+                "recorded_device_h",
+                "used_trials",
+                "wasted_trials",
+                "avoided_trials",
+                "avoided_estimate",
+                "runs_without_cost",
+            )
+        },
+        "recorded_device_s": round(cost.recorded_s, 3),
+        "runs": runs_counted(cost),
         "trial_device_s": chosen.device_s,
         "budget_device_hours": budget_device_hours,
     }

@@ -15,8 +15,9 @@ have none). The closing front (:mod:`tuner.session.front_lines`), ``best.yaml``'
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 from tuner.spec.export_rule import Policy, PolicyError, parse_policy
 from tuner.storage.records import TrialRecord, record_feasible
@@ -78,20 +79,31 @@ class Headline:
             faster = f"{self.speedup:.2f}x faster" if self.speedup >= 1 else f"{1 / self.speedup:.2f}x slower"
             head = f"{faster} than the {self.against} (trial {self.comparator.number})"
         if self.baseline is not None and self.baseline_misses:
-            head += (f"; the baseline (trial {self.baseline.number}) fails the export rule: "
-                     + ", ".join(self.baseline_misses))
+            head += f"; the baseline (trial {self.baseline.number}) fails the export rule: " + ", ".join(
+                self.baseline_misses
+            )
         return head
 
     def document(self) -> dict[str, Any]:
         """The headline as data (``best.yaml``'s ``selection.headline``)."""
-        return {"against": self.against, "trial": self.comparator.number, "speed_metric": self.speed_metric,
-                "speedup": self.speedup, "text": self.text(),
-                "baseline_meets_rule": None if self.baseline is None else not self.baseline_misses,
-                "baseline_misses": list(self.baseline_misses)}
+        return {
+            "against": self.against,
+            "trial": self.comparator.number,
+            "speed_metric": self.speed_metric,
+            "speedup": self.speedup,
+            "text": self.text(),
+            "baseline_meets_rule": None if self.baseline is None else not self.baseline_misses,
+            "baseline_misses": list(self.baseline_misses),
+        }
 
 
-def headline(chosen: TrialRecord, baseline: TrialRecord | None, reference: TrialRecord | None,
-             policy_text: str | None, speed_metric: str | None) -> Headline | None:
+def headline(
+    chosen: TrialRecord,
+    baseline: TrialRecord | None,
+    reference: TrialRecord | None,
+    policy_text: str | None,
+    speed_metric: str | None,
+) -> Headline | None:
     """The :class:`Headline` of ``chosen`` (see the module docstring); None without a baseline or reference."""
     base_misses = tuple(rule_misses(baseline, policy_text)) if baseline is not None else ()
     if baseline is not None and not base_misses:
@@ -110,5 +122,8 @@ def headline(chosen: TrialRecord, baseline: TrialRecord | None, reference: Trial
 
 def measured_roles(records: Sequence[TrialRecord]) -> dict[str, TrialRecord]:
     """The study's measured ``baseline`` and ``reference`` records (OK, not copies), by role."""
-    return {r.role: r for r in records
-            if r.outcome == "OK" and r.duplicate_of is None and r.role in ("baseline", "reference")}
+    return {
+        r.role: r
+        for r in records
+        if r.outcome == "OK" and r.duplicate_of is None and r.role in ("baseline", "reference")
+    }

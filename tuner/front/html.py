@@ -9,7 +9,7 @@ grey. Placeholder values (OOM / TIMEOUT) are never drawn.
 from __future__ import annotations
 
 import html
-from typing import Sequence
+from collections.abc import Sequence
 
 from tuner.front.labels import metric_label
 from tuner.front.report import objective_labels
@@ -20,21 +20,26 @@ def hover_text(record: TrialRecord, names: Sequence[str]) -> str:
     """``trial 7 (search)`` then one line per objective value (``latency p50 [s] = 0.0123``) and per
     parameter."""
     lines = [f"<b>trial {record.number}</b> ({html.escape(record.role)})"]
-    lines += [f"{html.escape(metric_label(n, record.metrics.get(n, {}).get('unit')))} = {v:.6g}"
-              for n, v in zip(names, record.values or ())]
+    lines += [
+        f"{html.escape(metric_label(n, record.metrics.get(n, {}).get('unit')))} = {v:.6g}"
+        for n, v in zip(names, record.values or ())
+    ]
     lines += [f"{html.escape(str(k))} = {html.escape(str(v))}" for k, v in record.params.items()]
     lines += [f"{html.escape(str(k))} = {html.escape(str(v))} (derived)" for k, v in record.derived.items()]
     return "<br>".join(lines)
 
 
-def front_html(records: Sequence[TrialRecord], front: set[int], names: Sequence[str],
-               directions: Sequence[str], title: str) -> str:
+def front_html(
+    records: Sequence[TrialRecord], front: set[int], names: Sequence[str], directions: Sequence[str], title: str
+) -> str:
     """A self-contained HTML page (plotly.js embedded) of the measured trials and the front."""
     import plotly.graph_objects as go
 
     measured = sorted((r for r in records if record_feasible(r)), key=lambda r: r.number)
-    groups = [("Pareto front", [r for r in measured if r.number in front], "#d62728", 11),
-              ("measured (feasible)", [r for r in measured if r.number not in front], "#9a9a9a", 8)]
+    groups = [
+        ("Pareto front", [r for r in measured if r.number in front], "#d62728", 11),
+        ("measured (feasible)", [r for r in measured if r.number not in front], "#9a9a9a", 8),
+    ]
     figure = go.Figure()
     labels = objective_labels(records, names, directions)
     for label, group, colour, size in groups:
@@ -43,11 +48,19 @@ def front_html(records: Sequence[TrialRecord], front: set[int], names: Sequence[
         texts = [hover_text(r, names) for r in group]
         marker = {"color": colour, "size": size, "line": {"width": 1, "color": "#333"}}
         if len(names) >= 3:
-            figure.add_trace(go.Splom(
-                dimensions=[{"label": lab, "values": [r.values[i] for r in group if r.values]}
-                            for i, lab in enumerate(labels)],
-                text=texts, hovertemplate="%{text}<extra></extra>", name=label, marker=marker,
-                diagonal_visible=False))
+            figure.add_trace(
+                go.Splom(
+                    dimensions=[
+                        {"label": lab, "values": [r.values[i] for r in group if r.values]}
+                        for i, lab in enumerate(labels)
+                    ],
+                    text=texts,
+                    hovertemplate="%{text}<extra></extra>",
+                    name=label,
+                    marker=marker,
+                    diagonal_visible=False,
+                )
+            )
             continue
         if len(names) == 2:
             xs = [r.values[0] for r in group if r.values]
@@ -58,9 +71,17 @@ def front_html(records: Sequence[TrialRecord], front: set[int], names: Sequence[
         if label == "Pareto front":
             order = sorted(range(len(xs)), key=lambda i: (xs[i], ys[i]))
             xs, ys, texts = [xs[i] for i in order], [ys[i] for i in order], [texts[i] for i in order]
-        figure.add_trace(go.Scatter(
-            x=xs, y=ys, text=texts, hovertemplate="%{text}<extra></extra>", name=label, marker=marker,
-            mode="lines+markers" if label == "Pareto front" and len(names) == 2 else "markers"))
+        figure.add_trace(
+            go.Scatter(
+                x=xs,
+                y=ys,
+                text=texts,
+                hovertemplate="%{text}<extra></extra>",
+                name=label,
+                marker=marker,
+                mode="lines+markers" if label == "Pareto front" and len(names) == 2 else "markers",
+            )
+        )
     if len(names) == 2:
         figure.update_layout(xaxis_title=labels[0], yaxis_title=labels[1])
     elif len(names) == 1:

@@ -15,10 +15,27 @@ from __future__ import annotations
 from tuner.spec.metrics import UNIT_SUFFIXES, unit_of
 
 DIMENSIONLESS = frozenset({"", "1", "score"})
-_WHOLE_NAMES = {"stlpips_alex": "ST-LPIPS", "lpips_alex": "LPIPS", "text_rouge_l": "text ROUGE-L",
-                "text_gt_rouge_l": "text GT ROUGE-L"}
-_WORDS = {"psnr": "PSNR", "ssim": "SSIM", "lpips": "LPIPS", "stlpips": "ST-LPIPS", "vram": "VRAM", "rss": "RSS",
-          "nvml": "NVML", "cv": "CV", "mae": "MAE", "f1": "F1", "bleu": "BLEU", "chrf": "chrF", "gt": "GT"}
+_WHOLE_NAMES = {
+    "stlpips_alex": "ST-LPIPS",
+    "lpips_alex": "LPIPS",
+    "text_rouge_l": "text ROUGE-L",
+    "text_gt_rouge_l": "text GT ROUGE-L",
+}
+_WORDS = {
+    "psnr": "PSNR",
+    "ssim": "SSIM",
+    "lpips": "LPIPS",
+    "stlpips": "ST-LPIPS",
+    "vram": "VRAM",
+    "rss": "RSS",
+    "nvml": "NVML",
+    "cv": "CV",
+    "mae": "MAE",
+    "f1": "F1",
+    "bleu": "BLEU",
+    "chrf": "chrF",
+    "gt": "GT",
+}
 _DIRECTION_WORDS = {"minimize": "lower is better", "maximize": "higher is better"}
 
 

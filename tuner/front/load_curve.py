@@ -11,7 +11,8 @@ level's note goes on its own line under the table.
 from __future__ import annotations
 
 import textwrap
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 WIDTH = 80
 
@@ -25,13 +26,23 @@ def _table(levels: Sequence[Mapping[str, Any]], indent: str) -> list[str]:
     notes = []
     for level in levels:
         mark = "*" if level.get("knee") else " "
-        rows.append([f"{mark}{level.get('streams')}", str(level.get("calls", 0)),
-                     _number(level.get("throughput_per_hour"), ".5g"), _number(level.get("latency_p50_s")),
-                     _number(level.get("latency_p95_s"))])
+        rows.append(
+            [
+                f"{mark}{level.get('streams')}",
+                str(level.get("calls", 0)),
+                _number(level.get("throughput_per_hour"), ".5g"),
+                _number(level.get("latency_p50_s")),
+                _number(level.get("latency_p95_s")),
+            ]
+        )
         problem = level.get("error") or level.get("note")
         if problem:
-            notes += textwrap.wrap(f"{level.get('streams')} streams: {problem}", WIDTH,
-                                   initial_indent=indent + "  ", subsequent_indent=indent + "    ")
+            notes += textwrap.wrap(
+                f"{level.get('streams')} streams: {problem}",
+                WIDTH,
+                initial_indent=indent + "  ",
+                subsequent_indent=indent + "    ",
+            )
     widths = [max(len(row[k]) for row in rows) for k in range(len(rows[0]))]
     return [indent + "  ".join(cell.rjust(width) for cell, width in zip(row, widths)) for row in rows] + notes
 
@@ -59,8 +70,10 @@ def prediction_lines(prediction: Mapping[str, Mapping[str, Any]] | None, metrics
 
     errors = prediction_errors(prediction, metrics)
     fitted = max(int(p.get("fitted_on", 0)) for p in prediction.values())
-    lines = [f"predicted before it ran (fitted on {fitted} trials"
-             f"{' and a warm start' if any(p.get('prior') for p in prediction.values()) else ''}):"]
+    lines = [
+        f"predicted before it ran (fitted on {fitted} trials"
+        f"{' and a warm start' if any(p.get('prior') for p in prediction.values()) else ''}):"
+    ]
     for name, p in prediction.items():
         unit = (metrics.get(name) or {}).get("unit", "")
         error = f"; measured {errors[name]:+.0%}" if name in errors else ""

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import csv
 import io
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tuner.front.labels import metric_label
 from tuner.spec.metrics import unit_of
 from tuner.storage.records import TrialRecord, record_feasible
 
 
-def front_table(records: Sequence[TrialRecord], front: set[int], objective_names: Sequence[str]) -> list[dict[str, Any]]:
+def front_table(
+    records: Sequence[TrialRecord], front: set[int], objective_names: Sequence[str]
+) -> list[dict[str, Any]]:
     """One row per front trial: number, role, objective values, ``noisy``, ``device_s``, params (``param.<name>``).
 
     ``noisy`` is :attr:`TrialRecord.noisy` (latency CV above :data:`tuner.storage.records.NOISY_CV`):
@@ -71,18 +74,21 @@ def figure_png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def objective_labels(records: Sequence[TrialRecord], names: Sequence[str],
-                     directions: Sequence[str] | None = None) -> list[str]:
+def objective_labels(
+    records: Sequence[TrialRecord], names: Sequence[str], directions: Sequence[str] | None = None
+) -> list[str]:
     """Axis labels of the objectives (:func:`tuner.front.labels.metric_label`): ``latency p50 [s]``,
     with ``(lower is better)`` / ``(higher is better)`` when ``directions`` are given; units as stored
     with the trials, else the metric catalogue's."""
     stored = [r.metrics for r in records]
-    return [metric_label(name, unit_of(name, stored), directions[i] if directions else None)
-            for i, name in enumerate(names)]
+    return [
+        metric_label(name, unit_of(name, stored), directions[i] if directions else None) for i, name in enumerate(names)
+    ]
 
 
-def pareto_pair_png(records: Sequence[TrialRecord], front: set[int], names: Sequence[str],
-                    directions: Sequence[str], x: int, y: int) -> bytes:
+def pareto_pair_png(
+    records: Sequence[TrialRecord], front: set[int], names: Sequence[str], directions: Sequence[str], x: int, y: int
+) -> bytes:
     """Objective ``x`` against objective ``y``: front points red, joined and numbered; others grey.
 
     With a single objective (``x == y == 0``) the objective is drawn against
@@ -115,17 +121,22 @@ def pareto_pair_png(records: Sequence[TrialRecord], front: set[int], names: Sequ
     return figure_png(figure)
 
 
-def pairwise_pngs(records: Sequence[TrialRecord], front: set[int], names: Sequence[str],
-                  directions: Sequence[str]) -> dict[str, bytes]:
+def pairwise_pngs(
+    records: Sequence[TrialRecord], front: set[int], names: Sequence[str], directions: Sequence[str]
+) -> dict[str, bytes]:
     """``<a>_vs_<b>.png`` for every pair of objectives (one plot against trial number for one objective)."""
     if len(names) == 1:
         return {f"{names[0]}_vs_trial.png": pareto_pair_png(records, front, names, directions, 0, 0)}
-    return {f"{names[i]}_vs_{names[j]}.png": pareto_pair_png(records, front, names, directions, i, j)
-            for i in range(len(names)) for j in range(i + 1, len(names))}
+    return {
+        f"{names[i]}_vs_{names[j]}.png": pareto_pair_png(records, front, names, directions, i, j)
+        for i in range(len(names))
+        for j in range(i + 1, len(names))
+    }
 
 
-def hypervolume_png(history: Sequence[tuple[int, float]], names: Sequence[str],
-                    records: Sequence[TrialRecord] = ()) -> bytes:
+def hypervolume_png(
+    history: Sequence[tuple[int, float]], names: Sequence[str], records: Sequence[TrialRecord] = ()
+) -> bytes:
     """Hypervolume after each feasible measured trial (in completion order); its unit is the
     product of the objectives' (``latency p50 [s] × PSNR [dB]``, units from ``records``)."""
     figure, axes = new_figure(6.4, 3.6)

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import csv
 import io
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 from tuner.front.labels import metric_label
 from tuner.front.report import figure_png, new_figure
@@ -95,8 +95,10 @@ def throughput_curve(records: Sequence[TrialRecord]) -> ThroughputCurve | str:
     if not saw_batch:
         return f"the search space has no '{BATCH_KEY}' parameter or derived value"
     if len(best) < 2:
-        return (f"feasible trials with {LATENCY_METRIC} and {THROUGHPUT_METRIC} cover "
-                f"{len(best)} batch size(s); a curve needs 2")
+        return (
+            f"feasible trials with {LATENCY_METRIC} and {THROUGHPUT_METRIC} cover "
+            f"{len(best)} batch size(s); a curve needs 2"
+        )
     points = tuple(best[b] for b in sorted(best))
     found = knee(points)
     reason = None if found else ("needs 3 batch sizes or more" if len(points) < 3 else "the curve is a straight line")
@@ -110,11 +112,23 @@ def throughput_png(curve: ThroughputCurve) -> bytes:
     ys = [p.latency_s for p in curve.points]
     axes.plot(xs, ys, "-o", c="tab:green")
     for point in curve.points:
-        axes.annotate(f"batch {point.batch_size} (#{point.trial})", (point.throughput, point.latency_s),
-                      textcoords="offset points", xytext=(4, 4), fontsize=8)
+        axes.annotate(
+            f"batch {point.batch_size} (#{point.trial})",
+            (point.throughput, point.latency_s),
+            textcoords="offset points",
+            xytext=(4, 4),
+            fontsize=8,
+        )
     if curve.knee is not None:
-        axes.scatter([curve.knee.throughput], [curve.knee.latency_s], s=180, facecolors="none",
-                     edgecolors="tab:red", linewidths=2, label=f"knee: batch {curve.knee.batch_size}")
+        axes.scatter(
+            [curve.knee.throughput],
+            [curve.knee.latency_s],
+            s=180,
+            facecolors="none",
+            edgecolors="tab:red",
+            linewidths=2,
+            label=f"knee: batch {curve.knee.batch_size}",
+        )
         axes.legend(loc="best")
     axes.set_xlabel(metric_label(curve.throughput_metric))
     axes.set_ylabel(metric_label(curve.latency_metric))

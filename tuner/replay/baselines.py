@@ -31,7 +31,8 @@ from __future__ import annotations
 
 import itertools
 import random
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import optuna
 
@@ -64,11 +65,13 @@ def sweep_values(values: Sequence[Any], start: Any) -> list[Any]:
     return [values[i] for i in sorted(range(len(values)), key=lambda i: (abs(i - origin), i))]
 
 
-def sweep_order(spec: "StudySpec") -> list[dict[str, Any]]:
+def sweep_order(spec: StudySpec) -> list[dict[str, Any]]:
     """Every setting of ``spec``'s space in the hand-sweep order (see the module docstring)."""
     reference = spec.reference or {}
-    columns = {name: sweep_values(values, reference[name]) if name in reference else list(values)
-               for name, values in grid(spec).items()}
+    columns = {
+        name: sweep_values(values, reference[name]) if name in reference else list(values)
+        for name, values in grid(spec).items()
+    }
     return [dict(zip(columns, combo)) for combo in itertools.product(*columns.values())]
 
 
@@ -77,7 +80,7 @@ class _TableSampler(optuna.samplers.BaseSampler):
 
     exhausted = False
 
-    def __init__(self, spec: "StudySpec", seed: int | None = None) -> None:
+    def __init__(self, spec: StudySpec, seed: int | None = None) -> None:
         self._names = list(spec.parameters)
         self._distributions = distributions(spec)
         self._fallback = optuna.samplers.RandomSampler(seed=seed)
@@ -85,22 +88,23 @@ class _TableSampler(optuna.samplers.BaseSampler):
     def _key(self, params: Mapping[str, Any]) -> str:
         return canonical_key({name: params[name] for name in self._names})
 
-    def _setting_of(self, trial: "FrozenTrial") -> dict[str, Any] | None:
+    def _setting_of(self, trial: FrozenTrial) -> dict[str, Any] | None:
         """The trial's full setting: its params, else its enqueued (fixed) params; None when partial."""
         for source in (trial.params, enqueued_params(trial) or {}):
             if all(name in source for name in self._names):
                 return {name: source[name] for name in self._names}
         return None
 
-    def _visited(self, study: "Study") -> set[str]:
+    def _visited(self, study: Study) -> set[str]:
         settings = (self._setting_of(t) for t in study.get_trials(deepcopy=False))
         return {self._key(s) for s in settings if s is not None}
 
-    def infer_relative_search_space(self, study: "Study", trial: "FrozenTrial") -> dict[str, "BaseDistribution"]:
+    def infer_relative_search_space(self, study: Study, trial: FrozenTrial) -> dict[str, BaseDistribution]:
         return {name: d for name, d in self._distributions.items() if not d.single()}
 
-    def sample_independent(self, study: "Study", trial: "FrozenTrial", param_name: str,
-                           param_distribution: "BaseDistribution") -> Any:
+    def sample_independent(
+        self, study: Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+    ) -> Any:
         return self._fallback.sample_independent(study, trial, param_name, param_distribution)
 
     def _answer(self, setting: Mapping[str, Any], search_space: Mapping[str, Any]) -> dict[str, Any]:
@@ -110,7 +114,7 @@ class _TableSampler(optuna.samplers.BaseSampler):
 class SweepSampler(_TableSampler):
     """The hand sweep (benchmark baseline only; see the module docstring)."""
 
-    def __init__(self, spec: "StudySpec", seed: int | None = None) -> None:
+    def __init__(self, spec: StudySpec, seed: int | None = None) -> None:
         super().__init__(spec, seed)
         self.order = sweep_order(spec)
         self._keys = [self._key(s) for s in self.order]
@@ -118,7 +122,7 @@ class SweepSampler(_TableSampler):
         self._visited_keys: set[str] = set()
         self._seen: set[int] = set()
 
-    def _advance(self, study: "Study") -> None:
+    def _advance(self, study: Study) -> None:
         for trial in study.get_trials(deepcopy=False):
             if trial.number not in self._seen:
                 setting = self._setting_of(trial)
@@ -128,8 +132,9 @@ class SweepSampler(_TableSampler):
         while self._cursor < len(self._keys) and self._keys[self._cursor] in self._visited_keys:
             self._cursor += 1
 
-    def sample_relative(self, study: "Study", trial: "FrozenTrial",
-                        search_space: dict[str, "BaseDistribution"]) -> dict[str, Any]:
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
         if not search_space or enqueued_params(trial) is not None:
             return {}
         self._advance(study)
@@ -141,8 +146,7 @@ class SweepSampler(_TableSampler):
         self._cursor += 1
         return self._answer(setting, search_space)
 
-    def after_trial(self, study: "Study", trial: "FrozenTrial", state: "TrialState",
-                    values: Sequence[float] | None) -> None:
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
         self._advance(study)
         self.exhausted = self._cursor >= len(self.order)
 
@@ -150,7 +154,7 @@ class SweepSampler(_TableSampler):
 class HillClimbSampler(_TableSampler):
     """Pareto local search from the baseline (benchmark baseline only; see the module docstring)."""
 
-    def __init__(self, spec: "StudySpec", seed: int | None = None) -> None:
+    def __init__(self, spec: StudySpec, seed: int | None = None) -> None:
         super().__init__(spec, seed)
         self._values = grid(spec)
         self._directions = [o.direction for o in spec.objectives]
@@ -173,8 +177,9 @@ class HillClimbSampler(_TableSampler):
         self._rng.shuffle(found)
         return found
 
-    def sample_relative(self, study: "Study", trial: "FrozenTrial",
-                        search_space: dict[str, "BaseDistribution"]) -> dict[str, Any]:
+    def sample_relative(
+        self, study: Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+    ) -> dict[str, Any]:
         if not search_space or enqueued_params(trial) is not None:
             return {}
         trials = study.get_trials(deepcopy=False)
@@ -193,6 +198,5 @@ class HillClimbSampler(_TableSampler):
             return self._answer(self._all[0], search_space)  # asked past the end: a copy, free
         return self._answer(self._rng.choice(unvisited), search_space)
 
-    def after_trial(self, study: "Study", trial: "FrozenTrial", state: "TrialState",
-                    values: Sequence[float] | None) -> None:
+    def after_trial(self, study: Study, trial: FrozenTrial, state: TrialState, values: Sequence[float] | None) -> None:
         self.exhausted = len(self._visited(study)) >= len(self._all)

@@ -21,8 +21,9 @@ calls than this model's call term (a check, never applied).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any
 
 from tuner.replay.table import MeasuredRow, MeasuredTable
 from tuner.results import Outcome, TrialResult
@@ -42,7 +43,7 @@ class ReplayCostModel:
     measured_overhead: bool  # False: start-up and evaluation are not measured for this table (0 s)
 
     @staticmethod
-    def of(table: MeasuredTable) -> "ReplayCostModel":
+    def of(table: MeasuredTable) -> ReplayCostModel:
         overhead = table.sidecar.get(OVERHEAD_KEY)
         measured = isinstance(overhead, Mapping)
         startup = float(overhead.get("startup", 0.0)) if measured else 0.0  # type: ignore[union-attr]
@@ -55,8 +56,13 @@ class ReplayCostModel:
         """Seconds per phase of the replayed ``result`` of ``row`` (see the module docstring)."""
         latency = (row.values.get("latency_p50_s") if row is not None else None) or 0.0
         if result.outcome is Outcome.OK:
-            return {"startup": self.startup_s, "warmup": self.warmup_calls * latency,
-                    "measured": self.repeats * latency, "evaluation": self.evaluation_s, "finish": 0.0}
+            return {
+                "startup": self.startup_s,
+                "warmup": self.warmup_calls * latency,
+                "measured": self.repeats * latency,
+                "evaluation": self.evaluation_s,
+                "finish": 0.0,
+            }
         if result.outcome is Outcome.OOM:
             return {"startup": self.startup_s, "warmup": latency, "measured": 0.0, "evaluation": 0.0, "finish": 0.0}
         return {"startup": self.startup_s, "warmup": 0.0, "measured": 0.0, "evaluation": 0.0, "finish": 0.0}
@@ -70,12 +76,20 @@ def overhead_note(table: MeasuredTable) -> str:
     """One line on how the table's per-trial start-up and evaluation are modelled."""
     model = ReplayCostModel.of(table)
     if not model.measured_overhead:
-        return (f"{table.hardware.label}: no measured per-trial start-up / evaluation ({OVERHEAD_KEY} missing from "
-                "the sidecar): modelled as 0 s; costs are the calls' only")
+        return (
+            f"{table.hardware.label}: no measured per-trial start-up / evaluation ({OVERHEAD_KEY} missing from "
+            "the sidecar): modelled as 0 s; costs are the calls' only"
+        )
     overhead: Mapping[str, Any] = table.sidecar.get(OVERHEAD_KEY, {})
     where, check = overhead.get("source", "the sidecar"), overhead.get("calls_vs_model")
-    checked = (f"; the real trials measured there spent {check:.3g} x that on their calls (a fresh process, repeats "
-               f"until the CV converges; not modelled)" if isinstance(check, (int, float)) else "")
-    return (f"{table.hardware.label}: per trial start-up {model.startup_s:.3g} s + evaluation {model.evaluation_s:.3g} s "
-            f"(measured: {where}) + ({model.warmup_calls} warm-up + {model.repeats} timed calls) x latency_p50_s"
-            f"{checked}")
+    checked = (
+        f"; the real trials measured there spent {check:.3g} x that on their calls (a fresh process, repeats "
+        f"until the CV converges; not modelled)"
+        if isinstance(check, (int, float))
+        else ""
+    )
+    return (
+        f"{table.hardware.label}: per trial start-up {model.startup_s:.3g} s + evaluation {model.evaluation_s:.3g} s "
+        f"(measured: {where}) + ({model.warmup_calls} warm-up + {model.repeats} timed calls) x latency_p50_s"
+        f"{checked}"
+    )

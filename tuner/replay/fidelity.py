@@ -21,8 +21,8 @@ normaliser and the exhaustive front.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
@@ -51,8 +51,11 @@ def kendall_tau(a: Sequence[float], b: Sequence[float]) -> float:
 def rank_agreement(full: MeasuredTable, proxy: MeasuredTable) -> dict[str, float]:
     """Kendall tau per objective metric between ``proxy`` and ``full`` (settings OK in both)."""
     names = [o.metric for o in full.spec.objectives]
-    both = [(full.rows[key], proxy.rows[key]) for key in full.rows
-            if key in proxy.rows and full.rows[key].outcome is Outcome.OK and proxy.rows[key].outcome is Outcome.OK]
+    both = [
+        (full.rows[key], proxy.rows[key])
+        for key in full.rows
+        if key in proxy.rows and full.rows[key].outcome is Outcome.OK and proxy.rows[key].outcome is Outcome.OK
+    ]
     agreement: dict[str, float] = {}
     for name in names:
         pairs = [(f.values.get(name), p.values.get(name)) for f, p in both]
@@ -75,8 +78,9 @@ class ScreeningRun:
     settings: int
 
 
-def screening_replay(target: Target, proxy: MeasuredTable, seed: int,
-                     shares: Sequence[float] = (0.90, 0.95, 0.99)) -> ScreeningRun:
+def screening_replay(
+    target: Target, proxy: MeasuredTable, seed: int, shares: Sequence[float] = (0.90, 0.95, 0.99)
+) -> ScreeningRun:
     """Walk the full table's settings in an order seeded by ``seed``, with and without screening."""
     full = target.table
     full_points = feasible_values(full)
@@ -94,7 +98,7 @@ def screening_replay(target: Target, proxy: MeasuredTable, seed: int,
         spent, promoted = 0.0, 0
         measured: list[tuple[float, ...]] = []
         seen_proxy: dict[str, tuple[float, ...]] = {}
-        reached: dict[float, float | None] = {share: None for share in shares}
+        reached: dict[float, float | None] = dict.fromkeys(shares)
         for key in keys:
             if screen:
                 spent += cost(proxy, key)

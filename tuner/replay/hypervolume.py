@@ -15,8 +15,9 @@ on the table can reach, so ``found / front`` is a fraction in [0, 1].
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Hashable, Iterable, Mapping, Sequence, TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from tuner.pareto import dominates, hypervolume, is_measured_feasible
 from tuner.storage.attributes import is_measured
@@ -44,15 +45,16 @@ class Normalizer:
     high: tuple[float, ...]
 
     @staticmethod
-    def over(values: Iterable[Sequence[float]], names: Sequence[str], directions: Sequence[str]) -> "Normalizer":
+    def over(values: Iterable[Sequence[float]], names: Sequence[str], directions: Sequence[str]) -> Normalizer:
         """The normaliser spanning ``values`` (the feasible settings' objective values)."""
         log = tuple(name.startswith(LOG_SCALED_PREFIXES) for name in names)
         scaled = [tuple(_scaled(v, lg) for v, lg in zip(point, log)) for point in values]
         if not scaled:
             raise ValueError("no feasible values to normalise over")
         columns = list(zip(*scaled))
-        return Normalizer(tuple(names), tuple(directions), log, tuple(min(c) for c in columns),
-                          tuple(max(c) for c in columns))
+        return Normalizer(
+            tuple(names), tuple(directions), log, tuple(min(c) for c in columns), tuple(max(c) for c in columns)
+        )
 
     def normalise(self, values: Sequence[float]) -> tuple[float, ...]:
         """``values`` in [0, 1] per objective (outside when beyond the feasible range), 0 best."""
@@ -83,7 +85,7 @@ def nondominated(points: Mapping[K, Sequence[float]], directions: Sequence[str])
     return front
 
 
-def hypervolume_curve(trials: Sequence["FrozenTrial"], normalizer: Normalizer) -> list[float]:
+def hypervolume_curve(trials: Sequence[FrozenTrial], normalizer: Normalizer) -> list[float]:
     """Normalised hypervolume after each trial that ran a workload, in trial-number order.
 
     Entry ``i`` is the hypervolume of the feasible measured points among the first ``i + 1``

@@ -26,9 +26,10 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping, get_args
+from typing import TYPE_CHECKING, Any, get_args
 
 from tuner.replay.baselines import HillClimbSampler, SweepSampler
 from tuner.replay.hypervolume import Normalizer, hypervolume_curve
@@ -36,12 +37,12 @@ from tuner.replay.runner import ReplayRunner
 from tuner.replay.table import MeasuredTable, exhaustive_front, feasible_values, replay_spec
 from tuner.results import Outcome
 from tuner.runner.base import Slot
-from tuner.spec.models import SamplerName
-from tuner.storage.attributes import cost_of, is_measured, outcome_of
-from tuner.study.coordinator import Coordinator
-from tuner.storage.cost import device_s_of
 from tuner.search.objectives import plan_constraints
 from tuner.search.samplers import make_sampler
+from tuner.spec.models import SamplerName
+from tuner.storage.attributes import cost_of, is_measured, outcome_of
+from tuner.storage.cost import device_s_of
+from tuner.study.coordinator import Coordinator
 from tuner.study.studies import OpenStudy, create_study
 
 if TYPE_CHECKING:
@@ -51,8 +52,7 @@ if TYPE_CHECKING:
     from tuner.spec.models import StudySpec
 
 BASELINE_SAMPLERS: dict[str, type] = {"sweep": SweepSampler, "hillclimb": HillClimbSampler}
-SAMPLER_HOOKS = ("infer_relative_search_space", "sample_relative", "sample_independent", "before_trial",
-                 "after_trial")
+SAMPLER_HOOKS = ("infer_relative_search_space", "sample_relative", "sample_independent", "before_trial", "after_trial")
 
 
 @dataclass(frozen=True)
@@ -96,7 +96,7 @@ class Target:
     front_size: int
 
     @staticmethod
-    def of(table: MeasuredTable) -> "Target":
+    def of(table: MeasuredTable) -> Target:
         feasible = feasible_values(table)
         names = [o.metric for o in table.spec.objectives]
         normalizer = Normalizer.over(feasible.values(), names, [o.direction for o in table.spec.objectives])
@@ -128,7 +128,7 @@ class SamplerClock:
     seconds: float = 0.0
     _depth: int = 0
 
-    def attach(self, sampler: "optuna.samplers.BaseSampler") -> None:
+    def attach(self, sampler: optuna.samplers.BaseSampler) -> None:
         for name in SAMPLER_HOOKS:
             setattr(sampler, name, self._timed(getattr(sampler, name)))
 
@@ -142,10 +142,11 @@ class SamplerClock:
                 self._depth -= 1
                 if self._depth == 0:
                     self.seconds += time.perf_counter() - started
+
         return timed
 
 
-def sampler_for(method: Method, spec: "StudySpec", seed: int) -> "optuna.samplers.BaseSampler":
+def sampler_for(method: Method, spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     """The method's sampler for a replay spec (whose sampler block holds the method's options)."""
     if method.sampler in BASELINE_SAMPLERS:
         return BASELINE_SAMPLERS[method.sampler](spec, seed=seed)  # type: ignore[no-any-return]
@@ -157,8 +158,15 @@ def budget_for(method: Method, table: MeasuredTable, budget: int) -> int:
     return table.space_size + 2 if method.whole_space else budget
 
 
-def replay_once(target: Target, method: Method, seed: int, budget: int, workdir: Path,
-                storage_url: str | None = None, study_name: str | None = None) -> Replay:
+def replay_once(
+    target: Target,
+    method: Method,
+    seed: int,
+    budget: int,
+    workdir: Path,
+    storage_url: str | None = None,
+    study_name: str | None = None,
+) -> Replay:
     """Replay one study of ``method`` with ``seed`` (the spec's seed; the sampler's seed is the same).
 
     The study is ``study_name`` (default ``<method>-seed<seed>``) in ``storage_url`` (default: a
@@ -172,8 +180,15 @@ def replay_once(target: Target, method: Method, seed: int, budget: int, workdir:
     name = study_name or re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{method.name}-seed{seed}")
     workdir.mkdir(parents=True, exist_ok=True)
     url = storage_url or f"sqlite:///{workdir / (name + '.db')}"
-    opened = create_study(spec, text, url, name, sampler_name, trials,
-                          {"spec_name": spec.name, "replay_of": table.hardware.label, "method": method.name})
+    opened = create_study(
+        spec,
+        text,
+        url,
+        name,
+        sampler_name,
+        trials,
+        {"spec_name": spec.name, "replay_of": table.hardware.label, "method": method.name},
+    )
     if method.sampler in BASELINE_SAMPLERS:
         opened.study.sampler = sampler_for(method, spec, seed)
     clock = SamplerClock()
@@ -182,19 +197,39 @@ def replay_once(target: Target, method: Method, seed: int, budget: int, workdir:
     if method.setup is not None:
         options.update(method.setup(opened, SetupContext(table, seed, workdir)) or {})
     runner = ReplayRunner(table)
-    coordinator = Coordinator(study=opened.study, spec=opened.spec, runner=runner, slots=[Slot(0, None, 1)], home=workdir, device="cpu",
-                              plan=plan_constraints(spec, {}), budget_trials=trials, wall_time_s=None, **options)
+    coordinator = Coordinator(
+        study=opened.study,
+        spec=opened.spec,
+        runner=runner,
+        slots=[Slot(0, None, 1)],
+        home=workdir,
+        device="cpu",
+        plan=plan_constraints(spec, {}),
+        budget_trials=trials,
+        wall_time_s=None,
+        **options,
+    )
     summary = coordinator.run()
     recorded = opened.study.get_trials(deepcopy=False)
     curve = hypervolume_curve(recorded, target.normalizer)
     fractions = [v / target.front_hypervolume if target.front_hypervolume > 0 else 1.0 for v in curve]
     outcomes = [outcome_of(t) for t in recorded]
-    return Replay(method.name, seed, fractions, len(recorded), runner.runs, summary.stopped_because,
-                  time.perf_counter() - started, clock.seconds, outcomes.count(Outcome.OOM.value),
-                  outcomes.count(Outcome.SKIPPED_PREDICTED_OOM.value), cost_curve(recorded))
+    return Replay(
+        method.name,
+        seed,
+        fractions,
+        len(recorded),
+        runner.runs,
+        summary.stopped_because,
+        time.perf_counter() - started,
+        clock.seconds,
+        outcomes.count(Outcome.OOM.value),
+        outcomes.count(Outcome.SKIPPED_PREDICTED_OOM.value),
+        cost_curve(recorded),
+    )
 
 
-def cost_curve(trials: "list[FrozenTrial]") -> list[float]:
+def cost_curve(trials: list[FrozenTrial]) -> list[float]:
     """Cumulative device-seconds (:mod:`tuner.storage.cost`) after each trial that ran a workload, in
     trial-number order: aligned with :func:`~tuner.replay.hypervolume.hypervolume_curve`."""
     spent, curve = 0.0, []

@@ -18,9 +18,9 @@ from __future__ import annotations
 
 import json
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from tuner.replay.hypervolume import trials_to_reach
 from tuner.replay.methods import Replay
@@ -125,8 +125,10 @@ def device_s_to_reach(replay: Replay, target: float) -> float:
     front's hypervolume; +inf when it never did. ValueError when its cost curve is not aligned with its
     fractions (one entry per measured trial)."""
     if len(replay.device_s) != len(replay.fractions):
-        raise ValueError(f"{replay.method} seed {replay.seed}: {len(replay.device_s)} device-seconds entries for "
-                         f"{len(replay.fractions)} measured trials")
+        raise ValueError(
+            f"{replay.method} seed {replay.seed}: {len(replay.device_s)} device-seconds entries for "
+            f"{len(replay.fractions)} measured trials"
+        )
     reached = trials_to_reach(replay.fractions, target)
     return math.inf if reached is None else replay.device_s[reached - 1]
 
@@ -151,21 +153,31 @@ def table_lines(results: Sequence[MethodResult]) -> list[str]:
     """The per-method table: trials, then device-seconds, to each target; the fraction at the printed
     checkpoint (:data:`PRINTED_CHECKPOINTS`); OOM runs and skips; a study's device-seconds; the replay's
     own seconds per study and sampler milliseconds per trial."""
-    header = (f"{'method':<28} {'seeds':>5}  " + "  ".join(f"{f'to {round(t * 100)} %':<22}" for t in TARGETS)
-              + "  " + "  ".join(f"{f'dev-s to {round(t * 100)} %':<22}" for t in TARGETS)
-              + "  " + "  ".join(f"{f'HV@{k}':>6}" for k in PRINTED_CHECKPOINTS) + f"  {'OOM run':>7} {'skipped':>7}"
-              + f"  {'dev-s/study':>11}  {'s/study':>8} {'sampler ms/trial':>16}")
+    header = (
+        f"{'method':<28} {'seeds':>5}  "
+        + "  ".join(f"{f'to {round(t * 100)} %':<22}" for t in TARGETS)
+        + "  "
+        + "  ".join(f"{f'dev-s to {round(t * 100)} %':<22}" for t in TARGETS)
+        + "  "
+        + "  ".join(f"{f'HV@{k}':>6}" for k in PRINTED_CHECKPOINTS)
+        + f"  {'OOM run':>7} {'skipped':>7}"
+        + f"  {'dev-s/study':>11}  {'s/study':>8} {'sampler ms/trial':>16}"
+    )
     lines = [header]
     for result in results:
         trials = sum(r.trials for r in result.replays) or 1
         study_s = sum(r.elapsed_s for r in result.replays) / max(len(result.replays), 1)
         sampler_ms = 1000 * sum(r.sampler_s for r in result.replays) / trials
-        lines.append(f"{result.name:<28} {len(result.replays):>5}  "
-                     + "  ".join(f"{result.cell(t):<22}" for t in TARGETS) + "  "
-                     + "  ".join(f"{result.device_cell(t):<22}" for t in TARGETS) + "  "
-                     + "  ".join(f"{result.median_fraction_at(k):>6.3f}" for k in PRINTED_CHECKPOINTS)
-                     + f"  {result.mean_oom_runs:>7.1f} {result.mean_skipped:>7.1f}"
-                     + f"  {_seconds(result.median_study_device_s):>11}  {study_s:>8.1f} {sampler_ms:>16.1f}")
+        lines.append(
+            f"{result.name:<28} {len(result.replays):>5}  "
+            + "  ".join(f"{result.cell(t):<22}" for t in TARGETS)
+            + "  "
+            + "  ".join(f"{result.device_cell(t):<22}" for t in TARGETS)
+            + "  "
+            + "  ".join(f"{result.median_fraction_at(k):>6.3f}" for k in PRINTED_CHECKPOINTS)
+            + f"  {result.mean_oom_runs:>7.1f} {result.mean_skipped:>7.1f}"
+            + f"  {_seconds(result.median_study_device_s):>11}  {study_s:>8.1f} {sampler_ms:>16.1f}"
+        )
     return lines
 
 
@@ -175,11 +187,15 @@ def comparison(label: str, default: MethodResult, sweep: MethodResult, target: f
     percent = round(target * 100)
     where = f"{label}: " if label else ""
     if ours == math.inf:
-        return (f"{where}default does not reach {percent} % of the front's hypervolume within {default.budget} trials "
-                f"(median); the sweep needs {_count(theirs, sweep.budget)}"), math.inf
+        return (
+            f"{where}default does not reach {percent} % of the front's hypervolume within {default.budget} trials "
+            f"(median); the sweep needs {_count(theirs, sweep.budget)}"
+        ), math.inf
     ratio = ours / theirs if theirs not in (0, math.inf) else math.nan
-    return (f"{where}default reaches {percent} % of the front's hypervolume in {ours:g} trials (median) = "
-            f"{ratio:.2f} x the sweep's {_count(theirs, sweep.budget)}"), ratio
+    return (
+        f"{where}default reaches {percent} % of the front's hypervolume in {ours:g} trials (median) = "
+        f"{ratio:.2f} x the sweep's {_count(theirs, sweep.budget)}"
+    ), ratio
 
 
 def cost_ratio(new: MethodResult, old: MethodResult, target: float = COST_TARGET) -> float:
@@ -191,8 +207,9 @@ def cost_ratio(new: MethodResult, old: MethodResult, target: float = COST_TARGET
     return ours / theirs
 
 
-def cost_comparison(label: str, new: MethodResult, old: MethodResult, target: float = COST_TARGET,
-                    old_called: str | None = None) -> tuple[str, float]:
+def cost_comparison(
+    label: str, new: MethodResult, old: MethodResult, target: float = COST_TARGET, old_called: str | None = None
+) -> tuple[str, float]:
     """The line comparing ``new``'s median device-seconds to ``target`` of the front's hypervolume with
     ``old``'s (called ``old_called``, default its name), and their ratio (:func:`cost_ratio`), e.g.
     ``avatar_dit:cpu1t: default reaches 95 % of the front's hypervolume in 512 device-s (median) = 0.80 x
@@ -202,8 +219,10 @@ def cost_comparison(label: str, new: MethodResult, old: MethodResult, target: fl
     ratio = cost_ratio(new, old, target)
     if ours == math.inf:
         after = f"{them} needs {_seconds(theirs)}" if theirs != math.inf else f"nor does {them}"
-        return (f"{where}{new.name} does not reach {percent} % of the front's hypervolume within its budget "
-                f"(median); {after}"), ratio
+        return (
+            f"{where}{new.name} does not reach {percent} % of the front's hypervolume within its budget "
+            f"(median); {after}"
+        ), ratio
     head = f"{where}{new.name} reaches {percent} % of the front's hypervolume in {_seconds(ours)} device-s (median)"
     if math.isnan(ratio):
         why = "does not within its budget (median)" if theirs == math.inf else "spent nothing"
@@ -216,8 +235,9 @@ def sweep_cost_line(label: str, method: MethodResult, sweep: MethodResult, targe
     return cost_comparison(label, method, sweep, target, old_called="the sweep")[0]
 
 
-def write_outputs(directory: Path, stem: str, title: str, results: Sequence[MethodResult],
-                  about: dict[str, object]) -> tuple[Path, Path]:
+def write_outputs(
+    directory: Path, stem: str, title: str, results: Sequence[MethodResult], about: dict[str, object]
+) -> tuple[Path, Path]:
     """``<stem>.png`` (median fraction vs trials per method) and ``<stem>.json`` (raw curves) in ``directory``."""
     import matplotlib
 
@@ -252,16 +272,28 @@ def write_outputs(directory: Path, stem: str, title: str, results: Sequence[Meth
 def _raw(result: MethodResult) -> dict[str, object]:
     """One method's raw results: per-seed curves (fractions, cumulative device-seconds) and, per target,
     each seed's trials and device-seconds to reach it (null: never)."""
+
     def finite(values: list[float], digits: int) -> list[float | None]:
         return [None if v == math.inf else round(v, digits) for v in values]
 
-    return {"budget": result.budget,
-            "trials_to": {f"{t:g}": finite(result.trials_to(t), 0) for t in TARGETS},
-            "device_s_to": {f"{t:g}": finite(result.device_s_to(t), 3) for t in TARGETS},
-            "median_fraction_at": {str(k): round(result.median_fraction_at(k), 6) for k in CHECKPOINTS},
-            "replays": [
-                {"seed": x.seed, "fractions": [round(f, 6) for f in x.fractions],
-                 "device_s": [round(d, 3) for d in x.device_s], "trials_recorded": x.trials,
-                 "runs": x.runs, "stopped_because": x.stopped_because, "elapsed_s": round(x.elapsed_s, 3),
-                 "sampler_s": round(x.sampler_s, 3), "oom_runs": x.oom_runs, "skipped_predicted_oom": x.skipped_oom}
-                for x in result.replays]}
+    return {
+        "budget": result.budget,
+        "trials_to": {f"{t:g}": finite(result.trials_to(t), 0) for t in TARGETS},
+        "device_s_to": {f"{t:g}": finite(result.device_s_to(t), 3) for t in TARGETS},
+        "median_fraction_at": {str(k): round(result.median_fraction_at(k), 6) for k in CHECKPOINTS},
+        "replays": [
+            {
+                "seed": x.seed,
+                "fractions": [round(f, 6) for f in x.fractions],
+                "device_s": [round(d, 3) for d in x.device_s],
+                "trials_recorded": x.trials,
+                "runs": x.runs,
+                "stopped_because": x.stopped_because,
+                "elapsed_s": round(x.elapsed_s, 3),
+                "sampler_s": round(x.sampler_s, 3),
+                "oom_runs": x.oom_runs,
+                "skipped_predicted_oom": x.skipped_oom,
+            }
+            for x in result.replays
+        ],
+    }

@@ -24,9 +24,9 @@ from pathlib import Path
 
 from tuner.replay.cost_model import ReplayCostModel
 from tuner.replay.table import MeasuredTable
-from tuner.runner.measure.phases import INFO_KEY
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest, with_trial_disk_usage
+from tuner.runner.measure.phases import INFO_KEY
 
 
 class ReplayRunner(Runner):
@@ -48,8 +48,12 @@ class ReplayRunner(Runner):
         except Exception as error:  # noqa: BLE001 - the contract: never raise
             result = TrialResult(Outcome.CRASH, reason=f"replay failed: {type(error).__name__}: {error}")
         phases = self.cost_model.phases(row, result)
-        info = {**result.info, "replayed_from": str(self.table.hardware.table_path), INFO_KEY: phases,
-                "simulated": "values replayed from a measured table; nothing ran; wall time and phases modelled "
-                             "(tuner.replay.cost_model)"}
+        info = {
+            **result.info,
+            "replayed_from": str(self.table.hardware.table_path),
+            INFO_KEY: phases,
+            "simulated": "values replayed from a measured table; nothing ran; wall time and phases modelled "
+            "(tuner.replay.cost_model)",
+        }
         result = replace(result, info=info, wall_time_s=sum(phases.values()))
         return with_trial_disk_usage(result, Path(request.workdir))

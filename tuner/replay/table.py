@@ -30,21 +30,22 @@ from __future__ import annotations
 import csv
 import json
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 import yaml
 
 from tuner.errors import InputError
 from tuner.replay.hypervolume import nondominated
 from tuner.results import Direction, Metric, Outcome, TrialResult
+from tuner.search.objectives import judge, plan_constraints
 from tuner.spec.candidate import canonical_key
 from tuner.spec.loading import load_spec, parse_spec
 from tuner.spec.metrics import catalogue_entry
 from tuner.spec.models import SamplerName, StudySpec
 from tuner.spec.space import grid
-from tuner.search.objectives import judge, plan_constraints
 
 HARDWARE_TYPES_PATH = Path(__file__).resolve().parents[2] / "bench" / "tables" / "hardware_types.yaml"
 FIXED_COLUMNS = ("outcome", "reason", "latency_p50_s", "latency_repeats", "peak_rss_gb")
@@ -94,8 +95,15 @@ def load_hardware_types(path: Path = HARDWARE_TYPES_PATH) -> dict[str, HardwareT
             fixed = dict(entry.get("fixed") or {})
             inputs = dict(entry.get("inputs") or {})
             for name, hardware in dict(entry["hardware"]).items():
-                kind = HardwareType(str(table), str(name), path.parent / str(hardware["table"]),
-                                    _cap(hardware["memory_cap_gb"]), spec_path, fixed, inputs)
+                kind = HardwareType(
+                    str(table),
+                    str(name),
+                    path.parent / str(hardware["table"]),
+                    _cap(hardware["memory_cap_gb"]),
+                    spec_path,
+                    fixed,
+                    inputs,
+                )
                 types[kind.label] = kind
         except (KeyError, TypeError, ValueError) as error:
             raise TableError(f"{path}: table {table!r}: {type(error).__name__}: {error}") from None
@@ -151,8 +159,7 @@ class MeasuredTable:
 
     def lookup(self, params: Mapping[str, Any]) -> MeasuredRow | None:
         """The row of the setting ``params`` (extra keys, e.g. derived values, are ignored)."""
-        return self.rows.get(canonical_key({name: params[name] for name in self.parameter_names
-                                            if name in params}))
+        return self.rows.get(canonical_key({name: params[name] for name in self.parameter_names if name in params}))
 
     def result(self, params: Mapping[str, Any]) -> TrialResult:
         """What a run of ``params`` on this hardware type records (see :func:`replayed_result`)."""
@@ -173,8 +180,11 @@ def replayed_result(row: MeasuredRow | None, cap_gb: float | None, metric_names:
     for name in metric_names:
         unit, direction = metric_unit(name)
         value = row.values.get(name)
-        metrics[name] = (Metric(name, value, unit, direction) if value is not None
-                         else Metric.unavailable(name, unit, direction, "not recorded in the table"))
+        metrics[name] = (
+            Metric(name, value, unit, direction)
+            if value is not None
+            else Metric.unavailable(name, unit, direction, "not recorded in the table")
+        )
     return TrialResult(Outcome.OK, metrics=metrics)
 
 
@@ -224,11 +234,23 @@ def load_table(hardware: HardwareType) -> MeasuredTable:
                 outcome = Outcome(cells["outcome"])
             except ValueError:
                 raise TableError(f"{path}:{line}: unknown outcome {cells['outcome']!r}") from None
-            row = MeasuredRow(params, outcome, cells.get("reason") or "",
-                              {m: _number(cells.get(m), f"{path}:{line}: {m}") for m in metrics})
+            row = MeasuredRow(
+                params,
+                outcome,
+                cells.get("reason") or "",
+                {m: _number(cells.get(m), f"{path}:{line}: {m}") for m in metrics},
+            )
             rows.setdefault(canonical_key(params), row)
-    return MeasuredTable(hardware, spec, hardware.spec_path.read_text(), names, metrics, rows,
-                         math.prod(len(v) for v in values.values()), sidecar)
+    return MeasuredTable(
+        hardware,
+        spec,
+        hardware.spec_path.read_text(),
+        names,
+        metrics,
+        rows,
+        math.prod(len(v) for v in values.values()),
+        sidecar,
+    )
 
 
 def _sidecar(hardware: HardwareType) -> dict[str, Any]:
@@ -244,11 +266,14 @@ def _sidecar(hardware: HardwareType) -> dict[str, Any]:
     if named and not (Path(named) == hardware.spec_path or hardware.spec_path.as_posix().endswith(named)):
         raise TableError(f"{path}: the sidecar names spec {named}, the hardware types declare {hardware.spec_path}")
     if dict(sidecar.get("fixed") or {}) != dict(hardware.fixed):
-        raise TableError(f"{path}: the sidecar fixes {sidecar.get('fixed')}, the hardware types declare "
-                         f"{dict(hardware.fixed)}")
+        raise TableError(
+            f"{path}: the sidecar fixes {sidecar.get('fixed')}, the hardware types declare {dict(hardware.fixed)}"
+        )
     if dict(sidecar.get("inputs_override") or {}) != dict(hardware.inputs):
-        raise TableError(f"{path}: the sidecar overrides inputs {sidecar.get('inputs_override')}, the hardware "
-                         f"types declare {dict(hardware.inputs)}")
+        raise TableError(
+            f"{path}: the sidecar overrides inputs {sidecar.get('inputs_override')}, the hardware "
+            f"types declare {dict(hardware.inputs)}"
+        )
     return dict(sidecar)
 
 
@@ -290,8 +315,13 @@ def over_cap_fraction(table: MeasuredTable) -> float:
 
 
 # ------------------------------------------------------------------ replay spec and front
-def replay_spec(table: MeasuredTable, budget_trials: int, sampler: SamplerName = "tpe",
-                options: Mapping[str, Any] | None = None, seed: int = 0) -> tuple[StudySpec, str]:
+def replay_spec(
+    table: MeasuredTable,
+    budget_trials: int,
+    sampler: SamplerName = "tpe",
+    options: Mapping[str, Any] | None = None,
+    seed: int = 0,
+) -> tuple[StudySpec, str]:
     """The spec (and its YAML text) a replayed study runs: the table's spec with the fixed parameters
     narrowed to their one value, the table's overridden inputs, its quality constraints plus
     ``peak_rss_gb <= memory_cap_gb`` when a cap is declared (GPU-memory constraints dropped), a budget of ``budget_trials``

@@ -113,7 +113,7 @@ class TrialRequest:
         return json.dumps(asdict(self), default=str)
 
     @staticmethod
-    def from_json(text: str) -> "TrialRequest":
+    def from_json(text: str) -> TrialRequest:
         return TrialRequest(**json.loads(text))
 
 
@@ -191,12 +191,22 @@ def with_trial_disk_usage(result: TrialResult, workdir: Path, policy: ScratchPol
     note = report.note()
     append_note(workdir / "worker.log", note)
     reason = f"{result.reason}\n{note}" if result.reason else note
-    return replace(result, metrics=metrics, reason=reason,
-                   info={**result.info, "trial_disk_note": note, "trial_scratch": report.info()})
+    return replace(
+        result,
+        metrics=metrics,
+        reason=reason,
+        info={**result.info, "trial_disk_note": note, "trial_scratch": report.info()},
+    )
 
 
-def plan_slots(workers: int, device: str, gpu_indices: list[int], cores: int | None = None,
-               threads: int | None = None, gpus_per_slot: int = 1) -> list[Slot]:
+def plan_slots(
+    workers: int,
+    device: str,
+    gpu_indices: list[int],
+    cores: int | None = None,
+    threads: int | None = None,
+    gpus_per_slot: int = 1,
+) -> list[Slot]:
     """Slots for ``workers`` parallel trials.
 
     On ``cuda``: one slot per worker, GPUs dealt round-robin from ``gpu_indices``
@@ -219,8 +229,10 @@ def plan_slots(workers: int, device: str, gpu_indices: list[int], cores: int | N
         if gpus_per_slot > 1:
             if gpus_per_slot > len(gpu_indices):
                 raise ValueError(f"a trial needs {gpus_per_slot} GPUs but {len(gpu_indices)} are visible")
-            sets = [gpu_indices[k:k + gpus_per_slot]
-                    for k in range(0, len(gpu_indices) - gpus_per_slot + 1, gpus_per_slot)]
+            sets = [
+                gpu_indices[k : k + gpus_per_slot]
+                for k in range(0, len(gpu_indices) - gpus_per_slot + 1, gpus_per_slot)
+            ]
             return [Slot(i, ",".join(str(g) for g in sets[i % len(sets)]), per_slot) for i in range(workers)]
         return [Slot(i, str(gpu_indices[i % len(gpu_indices)]), per_slot) for i in range(workers)]
     return [Slot(i, None, per_slot) for i in range(workers)]

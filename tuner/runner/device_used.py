@@ -26,9 +26,11 @@ from tuner.evaluators.cuda_api import torch_cuda_in_use
 
 def device_used(nvml_indices: list[int]) -> dict[str, Any]:
     """The record described in the module docstring (JSON-serialisable)."""
-    record: dict[str, Any] = {"cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
-                              "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER"),
-                              "nvml_indices": list(nvml_indices)}
+    record: dict[str, Any] = {
+        "cuda_visible_devices": os.environ.get("CUDA_VISIBLE_DEVICES"),
+        "cuda_device_order": os.environ.get("CUDA_DEVICE_ORDER"),
+        "nvml_indices": list(nvml_indices),
+    }
     cuda = torch_cuda_in_use()
     if cuda is None:
         record["unavailable"] = {"torch_device": "the trial did not initialise CUDA in the worker process"}
@@ -38,8 +40,9 @@ def device_used(nvml_indices: list[int]) -> dict[str, Any]:
         properties = cuda.get_device_properties(index)
         uuid = str(getattr(properties, "uuid", "") or "")
         torch_device: dict[str, Any] = {"index": index, "name": str(properties.name), "uuid": uuid}
-        domain, bus, device = (getattr(properties, key, None) for key in ("pci_domain_id", "pci_bus_id",
-                                                                           "pci_device_id"))
+        domain, bus, device = (
+            getattr(properties, key, None) for key in ("pci_domain_id", "pci_bus_id", "pci_device_id")
+        )
         if isinstance(domain, int) and isinstance(bus, int) and isinstance(device, int):
             torch_device["pci_bus_id"] = f"{domain:08x}:{bus:02x}:{device:02x}.0"
         torch_device["nvml_index"] = _nvml_index_of(uuid)

@@ -38,8 +38,7 @@ class _Launch:
 class ForkServerClient:
     """A running fork server with ``preload`` modules imported; thread-safe."""
 
-    def __init__(self, preload: list[str], python: str = sys.executable,
-                 env: dict[str, str] | None = None) -> None:
+    def __init__(self, preload: list[str], python: str = sys.executable, env: dict[str, str] | None = None) -> None:
         """``env``: variables added to the server's environment (its children inherit them); the
         rest is the coordinator's without the tuner's secrets (:func:`tuner.secrets.child_environment`)."""
         self.preload = preload
@@ -54,11 +53,19 @@ class ForkServerClient:
         if self._process is None or self._process.poll() is not None:
             self._process = subprocess.Popen(
                 [self.python, "-m", "tuner.runner.forkserver", *self.preload],
-                stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=None, env={**child_environment(), **self.env},
-                start_new_session=True)  # a Ctrl-C or a signal to the coordinator's group never reaches it
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=None,
+                env={**child_environment(), **self.env},
+                start_new_session=True,
+            )  # a Ctrl-C or a signal to the coordinator's group never reaches it
             assert self._process.stdout is not None
-            threading.Thread(target=self._read, args=(self._process, self._process.stdout), daemon=True,
-                             name="tuner-forkserver-reader").start()
+            threading.Thread(
+                target=self._read,
+                args=(self._process, self._process.stdout),
+                daemon=True,
+                name="tuner-forkserver-reader",
+            ).start()
         return self._process
 
     def _read(self, process: subprocess.Popen[bytes], stream: IO[bytes]) -> None:
@@ -104,8 +111,11 @@ class ForkServerClient:
             self._launches[ident] = launch
             assert process.stdin is not None
             try:
-                process.stdin.write((json.dumps({"id": ident, "request": request, "result": result,
-                                                 "log": log, "env": env}) + "\n").encode())
+                process.stdin.write(
+                    (
+                        json.dumps({"id": ident, "request": request, "result": result, "log": log, "env": env}) + "\n"
+                    ).encode()
+                )
                 process.stdin.flush()
             except OSError:
                 self._launches.pop(ident, None)

@@ -44,8 +44,8 @@ import selectors
 import signal
 import sys
 import traceback
-from typing import Any, Callable
-
+from collections.abc import Callable
+from typing import Any
 
 CUDA_CHECK_VARIABLE = "PYTORCH_NVML_BASED_CUDA_CHECK"
 """Set to 1 in the server: ``torch.cuda.is_available()`` in a preloaded module then asks NVML
@@ -88,8 +88,11 @@ def _child(message: dict[str, Any], cuda_problem: str | None = None) -> None:
         signal.set_wakeup_fd(-1)
         os.environ.clear()
         os.environ.update(message["env"])
-        code = (_refuse(message, cuda_problem) if cuda_problem is not None
-                else main([message["request"], message["result"]]))
+        code = (
+            _refuse(message, cuda_problem)
+            if cuda_problem is not None
+            else main([message["request"], message["result"]])
+        )
     except KeyboardInterrupt:
         print("worker: interrupted (SIGINT) before a result was written", file=sys.stderr)
         code = 130
@@ -137,9 +140,11 @@ def _preload(preload: list[str]) -> str | None:
         except Exception as error:  # noqa: BLE001 - the child will report it as the trial's crash
             print(f"forkserver: cannot preload {entry}: {type(error).__name__}: {error}", file=sys.stderr)
         if cuda_problem is None and cuda_initialised_here():
-            cuda_problem = (f"the fork server initialised CUDA while preloading {entry!r}: a forked worker cannot "
-                            f"use CUDA then; keep CUDA out of that module's import and warm-up (initialise it in "
-                            f"the workload's setup), or use the exec launcher")
+            cuda_problem = (
+                f"the fork server initialised CUDA while preloading {entry!r}: a forked worker cannot "
+                f"use CUDA then; keep CUDA out of that module's import and warm-up (initialise it in "
+                f"the workload's setup), or use the exec launcher"
+            )
     from tuner.runner.provenance import warm_cache
 
     # children inherit the git and package facts of the workload's module (a ``module:Name`` entry: the only

@@ -34,9 +34,10 @@ import os
 import platform
 import subprocess
 import sys
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from tuner.secrets import redact_text
 
@@ -54,9 +55,11 @@ def git_state(directory: Path) -> dict[str, Any]:
     count). Outside a repository, without git, or on any git error: ``commit``,
     ``dirty`` and ``repository`` are None and ``reason`` says why. Never raises.
     """
+
     def git(*args: str) -> str:
-        done = subprocess.run(["git", "-C", str(directory), *args], capture_output=True, text=True,
-                              timeout=GIT_TIMEOUT_S, check=False)
+        done = subprocess.run(
+            ["git", "-C", str(directory), *args], capture_output=True, text=True, timeout=GIT_TIMEOUT_S, check=False
+        )
         if done.returncode != 0:
             raise RuntimeError((done.stderr.strip().splitlines() or [f"git exited {done.returncode}"])[-1])
         return done.stdout.strip()
@@ -65,8 +68,12 @@ def git_state(directory: Path) -> dict[str, Any]:
         top, commit = git("rev-parse", "--show-toplevel", "HEAD").splitlines()
         dirty = bool(git("status", "--porcelain", "--untracked-files=no"))
     except (OSError, RuntimeError, ValueError, subprocess.SubprocessError) as error:
-        return {"repository": None, "commit": None, "dirty": None,
-                "reason": f"no git commit for {directory}: {redact_text(str(error))}"}
+        return {
+            "repository": None,
+            "commit": None,
+            "dirty": None,
+            "reason": f"no git commit for {directory}: {redact_text(str(error))}",
+        }
     return {"repository": top, "commit": commit, "dirty": dirty, "reason": None}
 
 
@@ -157,8 +164,12 @@ def _torch_build() -> dict[str, Any]:
         cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
     except Exception:  # noqa: BLE001 - a broken cuDNN install is a fact, not a failure
         cudnn = None
-    return {"version": torch.__version__, "cuda": torch.version.cuda, "cudnn": cudnn,
-            "cuda_available": bool(torch.cuda.is_available())}
+    return {
+        "version": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": cudnn,
+        "cuda_available": bool(torch.cuda.is_available()),
+    }
 
 
 def torch_runtime() -> dict[str, Any]:
@@ -173,8 +184,7 @@ def torch_runtime() -> dict[str, Any]:
     """
     import torch
 
-    return {**_torch_build(), "threads": torch.get_num_threads(),
-            "interop_threads": torch.get_num_interop_threads()}
+    return {**_torch_build(), "threads": torch.get_num_threads(), "interop_threads": torch.get_num_interop_threads()}
 
 
 def driver_version() -> tuple[str | None, str | None]:
@@ -235,15 +245,20 @@ def _read_sha256(path: Path) -> str:
     return hasher.hexdigest()
 
 
-def weights_record(declared: Mapping[str, Path], cache_file: Path | None = None) -> tuple[dict[str, Any], dict[str, str]]:
+def weights_record(
+    declared: Mapping[str, Path], cache_file: Path | None = None
+) -> tuple[dict[str, Any], dict[str, str]]:
     """``({name: {"path", "bytes", "sha256"}}, {name: why not})`` for a workload's declared weights."""
     record: dict[str, Any] = {}
     problems: dict[str, str] = {}
     for name, path in sorted(declared.items()):
         try:
             resolved = Path(path).resolve()
-            record[name] = {"path": str(resolved), "bytes": resolved.stat().st_size,
-                            "sha256": sha256_file(resolved, cache_file)}
+            record[name] = {
+                "path": str(resolved),
+                "bytes": resolved.stat().st_size,
+                "sha256": sha256_file(resolved, cache_file),
+            }
         except OSError as error:
             problems[f"weights.{name}"] = f"cannot hash {path}: {error}"
     return record, problems
@@ -282,12 +297,17 @@ def study_provenance(target: str, factory: str | None) -> dict[str, Any]:
     source (the working directory for a command / http workload), package versions, Python."""
     module = workload_module(target, factory)
     directory = module_directory(module) if module else Path.cwd()
-    return {"git": git_state(directory), "packages": package_versions((module,) if module else ()),
-            "python": platform.python_version(), "platform": platform.platform()}
+    return {
+        "git": git_state(directory),
+        "packages": package_versions((module,) if module else ()),
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+    }
 
 
-def trial_runtime(modules: tuple[str, ...], declared_weights: Mapping[str, Path],
-                  cache_file: Path | None = None) -> dict[str, Any]:
+def trial_runtime(
+    modules: tuple[str, ...], declared_weights: Mapping[str, Path], cache_file: Path | None = None
+) -> dict[str, Any]:
     """The runtime facts of this trial (see module docs). ``modules``: the workload's own modules, the
     first one's source directory decides the git checkout. Never raises; what fails is unavailable."""
     unavailable: dict[str, str] = {}
@@ -298,8 +318,10 @@ def trial_runtime(modules: tuple[str, ...], declared_weights: Mapping[str, Path]
         except Exception as error:  # noqa: BLE001
             unavailable["torch"] = f"{type(error).__name__}: {error}"
     else:
-        unavailable["torch"] = ("the workload did not import torch in the worker (a command or http workload runs "
-                                "its model in another process; a python one may not use torch)")
+        unavailable["torch"] = (
+            "the workload did not import torch in the worker (a command or http workload runs "
+            "its model in another process; a python one may not use torch)"
+        )
     if torch_facts is not None:
         for key, why in (("cuda", "a CPU-only torch build"), ("cudnn", "torch has no cuDNN")):
             if torch_facts[key] is None:
@@ -313,6 +335,13 @@ def trial_runtime(modules: tuple[str, ...], declared_weights: Mapping[str, Path]
         unavailable["git"] = git["reason"]
     weights, problems = weights_record(declared_weights, cache_file)
     unavailable.update(problems)
-    return {"python": platform.python_version(), "platform": platform.platform(),
-            "packages": package_versions(modules), "torch": torch_facts, "driver": driver, "git": git,
-            "weights": weights, "unavailable": unavailable}
+    return {
+        "python": platform.python_version(),
+        "platform": platform.platform(),
+        "packages": package_versions(modules),
+        "torch": torch_facts,
+        "driver": driver,
+        "git": git,
+        "weights": weights,
+        "unavailable": unavailable,
+    }

@@ -40,7 +40,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Collection
+from collections.abc import Collection
 
 from tuner.secrets import child_environment
 
@@ -142,8 +142,12 @@ class Reaper:
                 return
             env = {k: v for k, v in child_environment().items() if k != TAG_ENV}
             self._process = subprocess.Popen(
-                [self.python, "-m", "tuner.runner.reaper", self.tag], stdin=subprocess.PIPE,
-                stdout=subprocess.DEVNULL, env=env, start_new_session=True)
+                [self.python, "-m", "tuner.runner.reaper", self.tag],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                env=env,
+                start_new_session=True,
+            )
 
     def close(self, wait_s: float = 3.0) -> None:
         with self._lock:

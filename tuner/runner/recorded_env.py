@@ -34,19 +34,37 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Iterable, Mapping
 from functools import lru_cache
-from typing import Any, Iterable, Mapping
+from typing import Any
 
 from tuner.secrets import MASK, SECRET_VARIABLES, is_secret_name, redact_text
 
 ALLOWED: tuple[str, ...] = (
-    "CUDA_*", "CUBLAS_*", "CUBLASLT_*", "CUDNN_*", "NCCL_*",
-    "PYTORCH_*", "TORCH_*", "TORCHINDUCTOR_*", "TORCHDYNAMO_*",
+    "CUDA_*",
+    "CUBLAS_*",
+    "CUBLASLT_*",
+    "CUDNN_*",
+    "NCCL_*",
+    "PYTORCH_*",
+    "TORCH_*",
+    "TORCHINDUCTOR_*",
+    "TORCHDYNAMO_*",
     "NVIDIA_*",
-    "OMP_*", "KMP_*", "GOMP_*", "MKL_*", "OPENBLAS_*",
-    "NUMEXPR_NUM_THREADS", "NUMEXPR_MAX_THREADS", "VECLIB_MAXIMUM_THREADS", "BLIS_NUM_THREADS",
+    "OMP_*",
+    "KMP_*",
+    "GOMP_*",
+    "MKL_*",
+    "OPENBLAS_*",
+    "NUMEXPR_NUM_THREADS",
+    "NUMEXPR_MAX_THREADS",
+    "VECLIB_MAXIMUM_THREADS",
+    "BLIS_NUM_THREADS",
     "TOKENIZERS_PARALLELISM",
-    "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE", "HF_DATASETS_OFFLINE", "HF_EVALUATE_OFFLINE",
+    "HF_HUB_OFFLINE",
+    "TRANSFORMERS_OFFLINE",
+    "HF_DATASETS_OFFLINE",
+    "HF_EVALUATE_OFFLINE",
     "TUNER_*",
 )
 """The built-in allow-list (names or ``fnmatch`` globs); see the module docstring for why each."""

@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import os
 import stat
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 BYTES_PER_GB = 1e9
 TUNER_FILES = ("request.json", "result.json", "result.json.tmp", "worker.log")
@@ -62,31 +63,45 @@ class ScratchReport:
 
     def note(self) -> str:
         """One line for the trial's reason and log: the size, the limit, what was deleted or kept."""
-        head = (f"note: the trial directory takes {gb_text(self.size_bytes / BYTES_PER_GB)} GB after the trial "
-                f"({self.workdir}), over the {self.limit_gb:g} GB limit (workload.max_trial_dir_gb)")
+        head = (
+            f"note: the trial directory takes {gb_text(self.size_bytes / BYTES_PER_GB)} GB after the trial "
+            f"({self.workdir}), over the {self.limit_gb:g} GB limit (workload.max_trial_dir_gb)"
+        )
         named = ", ".join(f"{path} ({gb_text(size / BYTES_PER_GB)} GB)" for path, size in self.files[:NAMED_IN_NOTE])
         more = f" and {len(self.files) - NAMED_IN_NOTE} more" if len(self.files) > NAMED_IN_NOTE else ""
         if not self.cleaned:
-            return (f"{head}; kept (workload.trial_scratch: keep); largest: {named or 'none'}{more}: remove what "
-                    f"the program leaves there or write its outputs elsewhere")
-        text = (f"{head}; deleted {len(self.files)} file(s) the tuner does not need, "
-                f"{gb_text(self.freed_bytes / BYTES_PER_GB)} GB, largest first: {named or 'none'}{more}; "
-                f"{gb_text(self.left_bytes / BYTES_PER_GB)} GB left")
+            return (
+                f"{head}; kept (workload.trial_scratch: keep); largest: {named or 'none'}{more}: remove what "
+                f"the program leaves there or write its outputs elsewhere"
+            )
+        text = (
+            f"{head}; deleted {len(self.files)} file(s) the tuner does not need, "
+            f"{gb_text(self.freed_bytes / BYTES_PER_GB)} GB, largest first: {named or 'none'}{more}; "
+            f"{gb_text(self.left_bytes / BYTES_PER_GB)} GB left"
+        )
         if self.left_bytes > self.limit_gb * BYTES_PER_GB:
             text += " (still over: the rest is the tuner's own files and the trial's output)"
         if self.failures:
             text += f"; not deleted: {'; '.join(self.failures[:NAMED_IN_NOTE])}"
-        return (f"{text}. Write scratch outside the trial directory or remove it in the program "
-                f"(workload.trial_scratch: keep keeps it)")
+        return (
+            f"{text}. Write scratch outside the trial directory or remove it in the program "
+            f"(workload.trial_scratch: keep keeps it)"
+        )
 
     def info(self) -> dict[str, Any]:
         """The report as the trial's ``info["trial_scratch"]`` (JSON; sizes in GB)."""
-        return {"size_gb": self.size_bytes / BYTES_PER_GB, "limit_gb": self.limit_gb,
-                "action": "cleaned" if self.cleaned else "kept",
-                "cleaned_gb": self.freed_bytes / BYTES_PER_GB, "left_gb": self.left_bytes / BYTES_PER_GB,
-                ("deleted" if self.cleaned else "largest"): [
-                    {"path": path, "gb": size / BYTES_PER_GB} for path, size in self.files[:NAMED_IN_INFO]],
-                "files": len(self.files), **({"failures": self.failures} if self.failures else {})}
+        return {
+            "size_gb": self.size_bytes / BYTES_PER_GB,
+            "limit_gb": self.limit_gb,
+            "action": "cleaned" if self.cleaned else "kept",
+            "cleaned_gb": self.freed_bytes / BYTES_PER_GB,
+            "left_gb": self.left_bytes / BYTES_PER_GB,
+            ("deleted" if self.cleaned else "largest"): [
+                {"path": path, "gb": size / BYTES_PER_GB} for path, size in self.files[:NAMED_IN_INFO]
+            ],
+            "files": len(self.files),
+            **({"failures": self.failures} if self.failures else {}),
+        }
 
 
 def needed_paths(workdir: Path, extra: Iterable[str | None]) -> set[str]:

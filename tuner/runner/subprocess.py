@@ -88,9 +88,20 @@ def slot_environment(slot: Slot, base: dict[str, str] | None = None) -> dict[str
 
 
 Launcher = Literal["fork", "exec"]
-WORKER_MODULES = ["tuner.runner.worker", "tuner.evaluators.latency", "tuner.evaluators.memory", "tuner.evaluators.registry",
-                  "tuner.evaluators.video", "tuner.workloads.base", "numpy", "numpy.ma", "psutil",  # numpy.ma: np.percentile's
-                  "PIL.Image", "PIL.PngImagePlugin", "PIL.GifImagePlugin"]  # the samples (tuner.runner.measure.samples)
+WORKER_MODULES = [
+    "tuner.runner.worker",
+    "tuner.evaluators.latency",
+    "tuner.evaluators.memory",
+    "tuner.evaluators.registry",
+    "tuner.evaluators.video",
+    "tuner.workloads.base",
+    "numpy",
+    "numpy.ma",
+    "psutil",  # numpy.ma: np.percentile's
+    "PIL.Image",
+    "PIL.PngImagePlugin",
+    "PIL.GifImagePlugin",
+]  # the samples (tuner.runner.measure.samples)
 
 
 @dataclass(frozen=True)
@@ -108,8 +119,14 @@ CLOSED = "aborted: the runner was closed while the trial ran"
 class SubprocessRunner(Runner):
     """Runs each request in a new worker process (see the module docstring)."""
 
-    def __init__(self, launcher: Launcher = "fork", python: str = sys.executable, grace_s: float = 0.0,
-                 preload: list[str] | None = None, scratch: ScratchPolicy | None = None) -> None:
+    def __init__(
+        self,
+        launcher: Launcher = "fork",
+        python: str = sys.executable,
+        grace_s: float = 0.0,
+        preload: list[str] | None = None,
+        scratch: ScratchPolicy | None = None,
+    ) -> None:
         """``preload``: extra modules the fork server imports once (the workload's module). ``scratch``:
         what to do with a trial directory over its limit (:class:`~tuner.runner.base.ScratchPolicy`)."""
         self.scratch = scratch or ScratchPolicy()
@@ -122,8 +139,11 @@ class SubprocessRunner(Runner):
         self._reaper = Reaper(self.tag, python)
         self._numbers = itertools.count(1)
         self._generation = 0
-        self._forks = (ForkServerClient(WORKER_MODULES + list(preload or []), python, env={TAG_ENV: self.tag})
-                       if launcher == "fork" else None)
+        self._forks = (
+            ForkServerClient(WORKER_MODULES + list(preload or []), python, env={TAG_ENV: self.tag})
+            if launcher == "fork"
+            else None
+        )
         weakref.finalize(self, _shut_down, self.tag, self._forks, self._reaper)  # a forgotten runner too
 
     def close(self) -> None:
@@ -154,18 +174,33 @@ class SubprocessRunner(Runner):
         if generation != self._generation:
             ended = replace(ended, cause=CLOSED)
         oom_kills_after = oom_kill_count()
-        oom_kills = (oom_kills_after - oom_kills_before
-                     if oom_kills_before is not None and oom_kills_after is not None else 0)
-        result = classify_worker_exit(ended.returncode, ended.timed_out, result_path, read_log_tail(log_path),
-                                      request.timeout_s, wall_time_s, oom_kills=oom_kills, cause=ended.cause)
+        oom_kills = (
+            oom_kills_after - oom_kills_before if oom_kills_before is not None and oom_kills_after is not None else 0
+        )
+        result = classify_worker_exit(
+            ended.returncode,
+            ended.timed_out,
+            result_path,
+            read_log_tail(log_path),
+            request.timeout_s,
+            wall_time_s,
+            oom_kills=oom_kills,
+            cause=ended.cause,
+        )
         return with_trial_disk_usage(result, workdir, self.scratch)
 
-    def _run_exec(self, request: TrialRequest, env: dict[str, str], request_path: Path, result_path: Path,
-                  log_path: Path) -> WorkerExit:
+    def _run_exec(
+        self, request: TrialRequest, env: dict[str, str], request_path: Path, result_path: Path, log_path: Path
+    ) -> WorkerExit:
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 [self.python, "-m", "tuner.runner.worker", str(request_path), str(result_path)],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                env=env,
+                start_new_session=True,
+            )
             timed_out = False
             try:
                 timed_out = not wait_exit(process, request.timeout_s + self.grace_s)
@@ -174,25 +209,30 @@ class SubprocessRunner(Runner):
                 process.wait(timeout=10)
         return WorkerExit(process.returncode, timed_out)
 
-    def _run_forked(self, request: TrialRequest, env: dict[str, str], request_path: Path, result_path: Path,
-                    log_path: Path) -> WorkerExit:
+    def _run_forked(
+        self, request: TrialRequest, env: dict[str, str], request_path: Path, result_path: Path, log_path: Path
+    ) -> WorkerExit:
         assert self._forks is not None
         launch = self._forks.launch(str(request_path), str(result_path), str(log_path), env)
         if launch.pid is None:
-            return WorkerExit(None, cause=f"the fork server died before the worker started "
-                                          f"({launch.server_exit or 'status unknown'})")
+            return WorkerExit(
+                None, cause=f"the fork server died before the worker started ({launch.server_exit or 'status unknown'})"
+            )
         finished = launch.finished.wait(request.timeout_s + self.grace_s)
         kill_group(launch.pid, leader_alive=not finished or launch.status is None)
         if not finished:
             launch.finished.wait(10)
             return WorkerExit(-signal.SIGKILL, timed_out=True)
         if launch.status is None:
-            return WorkerExit(None, cause=f"the fork server died while the trial ran "
-                                          f"({launch.server_exit or 'status unknown'}); the worker died with it")
+            return WorkerExit(
+                None,
+                cause=f"the fork server died while the trial ran "
+                f"({launch.server_exit or 'status unknown'}); the worker died with it",
+            )
         return WorkerExit(launch.status)
 
 
-def wait_exit(process: "subprocess.Popen[bytes]", timeout_s: float) -> bool:
+def wait_exit(process: subprocess.Popen[bytes], timeout_s: float) -> bool:
     """Block until ``process`` exits (True, reaped) or ``timeout_s`` seconds pass (False).
 
     Without polling where Linux offers a pidfd (``os.pidfd_open``, Linux 5.3+): one ``poll`` on it.
@@ -230,9 +270,16 @@ def _shut_down(tag: str, forks: ForkServerClient | None, reaper: Reaper) -> None
     reaper.close()
 
 
-def classify_worker_exit(returncode: int | None, timed_out: bool, result_path: Path, tail: str,
-                         timeout_s: float, wall_time_s: float, oom_kills: int = 0,
-                         cause: str | None = None) -> TrialResult:
+def classify_worker_exit(
+    returncode: int | None,
+    timed_out: bool,
+    result_path: Path,
+    tail: str,
+    timeout_s: float,
+    wall_time_s: float,
+    oom_kills: int = 0,
+    cause: str | None = None,
+) -> TrialResult:
     """The result of a worker that ended (see the module docstring for the rules).
 
     ``returncode``: exit status or ``-signal`` (None: unknown). ``tail`` is the end
@@ -242,8 +289,9 @@ def classify_worker_exit(returncode: int | None, timed_out: bool, result_path: P
     the worker ended (the runner was closed, the fork server died).
     """
     if timed_out:
-        return TrialResult(Outcome.TIMEOUT, reason=f"no result after {timeout_s:g} s: killed",
-                           log_tail=tail, wall_time_s=wall_time_s)
+        return TrialResult(
+            Outcome.TIMEOUT, reason=f"no result after {timeout_s:g} s: killed", log_tail=tail, wall_time_s=wall_time_s
+        )
     if returncode == 0 and result_path.exists():
         result = TrialResult.from_json(result_path.read_text())
         log_tail = result.log_tail + ("\n--- worker log ---\n" + tail if tail.strip() else "")
@@ -257,9 +305,15 @@ def classify_worker_exit(returncode: int | None, timed_out: bool, result_path: P
         name = signal.Signals(-returncode).name if -returncode in signal.valid_signals() else str(-returncode)
         how = f"worker died of signal {name}"
         if -returncode == signal.SIGKILL and evidence is None:
-            return TrialResult(Outcome.CRASH, log_tail=tail, wall_time_s=wall_time_s, reason=(
-                "worker killed by SIGKILL, not sent by the tuner; no sign of out-of-memory (the cgroup's "
-                "oom_kill count did not rise, no out-of-memory message in the log)"))
+            return TrialResult(
+                Outcome.CRASH,
+                log_tail=tail,
+                wall_time_s=wall_time_s,
+                reason=(
+                    "worker killed by SIGKILL, not sent by the tuner; no sign of out-of-memory (the cgroup's "
+                    "oom_kill count did not rise, no out-of-memory message in the log)"
+                ),
+            )
     else:
         how = f"worker exited with status {returncode} without a result"
     if evidence is not None:
@@ -270,7 +324,9 @@ def classify_worker_exit(returncode: int | None, timed_out: bool, result_path: P
 def _oom_evidence(tail: str, oom_kills: int) -> str | None:
     """Why a death without a result looks like out-of-memory, or None."""
     if oom_kills > 0:
-        return (f"the kernel's OOM killer killed {oom_kills} process(es) of this cgroup during the trial "
-                f"(memory.events oom_kill)")
+        return (
+            f"the kernel's OOM killer killed {oom_kills} process(es) of this cgroup during the trial "
+            f"(memory.events oom_kill)"
+        )
     marker = next((m for m in _OOM_LOG_MARKERS if m in tail), None)
     return f"the log shows {marker!r}" if marker is not None else None

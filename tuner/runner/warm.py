@@ -69,8 +69,9 @@ class _Worker:
 class WarmRunner(Runner):
     """Runs requests in one warm worker per slot (see the module docstring)."""
 
-    def __init__(self, python: str = sys.executable, grace_s: float = 0.0,
-                 scratch: ScratchPolicy | None = None) -> None:
+    def __init__(
+        self, python: str = sys.executable, grace_s: float = 0.0, scratch: ScratchPolicy | None = None
+    ) -> None:
         """``scratch``: what to do with a trial directory over its limit (:class:`~tuner.runner.base.ScratchPolicy`)."""
         self.python = python
         self.scratch = scratch or ScratchPolicy()
@@ -82,8 +83,9 @@ class WarmRunner(Runner):
         self._workers: dict[int, _Worker] = {}
         self._lock = threading.Lock()
         self._logs = Path(tempfile.mkdtemp(prefix="tuner-warm-"))
-        self._finalizer = weakref.finalize(self, _stop_all, self._workers, self._lock, self._logs, self.tag,
-                                           self._reaper)
+        self._finalizer = weakref.finalize(
+            self, _stop_all, self._workers, self._lock, self._logs, self.tag, self._reaper
+        )
 
     def close(self) -> None:
         """Stop every worker (in-flight trials at once, idle ones after a short grace) and kill their trees."""
@@ -108,8 +110,9 @@ class WarmRunner(Runner):
         oom_kills_before = oom_kill_count()
         started = time.perf_counter()
         try:
-            replied, timed_out = self._send_and_wait(worker, request_path, result_path,
-                                                     request.timeout_s + self.grace_s)
+            replied, timed_out = self._send_and_wait(
+                worker, request_path, result_path, request.timeout_s + self.grace_s
+            )
         except BaseException:
             self._retire(worker)
             raise
@@ -119,11 +122,13 @@ class WarmRunner(Runner):
         returncode = 0 if replied else (worker.process.returncode if worker.process.returncode is not None else -9)
         tail = _copy_log_slice(worker.log_path, offset, workdir / "worker.log")
         oom_kills_after = oom_kill_count()
-        oom_kills = (oom_kills_after - oom_kills_before
-                     if oom_kills_before is not None and oom_kills_after is not None else 0)
+        oom_kills = (
+            oom_kills_after - oom_kills_before if oom_kills_before is not None and oom_kills_after is not None else 0
+        )
         cause = CLOSED if generation != self._generation and not replied else None
-        result = classify_worker_exit(returncode, timed_out, result_path, tail, request.timeout_s, wall_time_s,
-                                      oom_kills=oom_kills, cause=cause)
+        result = classify_worker_exit(
+            returncode, timed_out, result_path, tail, request.timeout_s, wall_time_s, oom_kills=oom_kills, cause=cause
+        )
         worker.trials += 1
         info = {**result.info, "warm_worker_pid": worker.process.pid, "warm_worker_trial": worker.trials}
         if result.outcome not in KEEP_WORKER_AFTER and replied:
@@ -152,8 +157,13 @@ class WarmRunner(Runner):
             with open(log_path, "wb") as log:
                 process = subprocess.Popen(
                     [self.python, "-m", "tuner.runner.warm_worker", str(write_end)],
-                    stdin=subprocess.PIPE, stdout=log, stderr=subprocess.STDOUT, pass_fds=(write_end,),
-                    env={**slot_environment(slot), TAG_ENV: tag}, start_new_session=True)
+                    stdin=subprocess.PIPE,
+                    stdout=log,
+                    stderr=subprocess.STDOUT,
+                    pass_fds=(write_end,),
+                    env={**slot_environment(slot), TAG_ENV: tag},
+                    start_new_session=True,
+                )
             os.close(write_end)
             worker = _Worker(process, read_end, log_path, slot, tag, busy=True)
             self._workers[slot.index] = worker
@@ -167,8 +177,7 @@ class WarmRunner(Runner):
         _stop(worker, kill=True)
 
     @staticmethod
-    def _send_and_wait(worker: _Worker, request_path: Path, result_path: Path,
-                       timeout_s: float) -> tuple[bool, bool]:
+    def _send_and_wait(worker: _Worker, request_path: Path, result_path: Path, timeout_s: float) -> tuple[bool, bool]:
         """(replied, timed_out) for one request sent to ``worker``."""
         assert worker.process.stdin is not None
         try:

@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import TrialRequest
 from tuner.runner.device_used import device_used
-from tuner.runner.reaper import TAG_ENV, kill_tagged
 from tuner.runner.measure.trial import MEASUREMENT_SHARE_OF_TIMEOUT, finite_metrics
+from tuner.runner.reaper import TAG_ENV, kill_tagged
 
 if TYPE_CHECKING:
     from tuner.workloads.base import RunContext, Workload
@@ -129,8 +129,9 @@ def _descendants() -> set[int]:
         return set()
 
 
-def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
-            processes: TrialProcesses | None = None) -> TrialResult:
+def execute(
+    request: TrialRequest, keep: dict[str, Any] | None = None, processes: TrialProcesses | None = None
+) -> TrialResult:
     """Run and measure ``request`` in this process. Never raises for workload errors.
 
     ``keep`` (a warm worker's cache): workloads are taken from and left in it,
@@ -148,7 +149,7 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
     phases = PhaseClock()
     context = _run_context(request)
     stage = ["import"]
-    workload: "Workload | None" = None
+    workload: Workload | None = None
     try:
         key = f"{request.workload_class} {json.dumps(request.workload_options, sort_keys=True)}"
         kept = keep.pop(key, None) if keep is not None else None
@@ -161,26 +162,36 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
         for index, (name, inputs) in enumerate(sets):
             deadline = started + MEASUREMENT_SHARE_OF_TIMEOUT * request.timeout_s * (index + 1) / len(sets)
             begin = processes.begin if processes is not None and index == 0 else None
-            run, seconds = measure_input(request, running, replace(context, inputs=inputs), name, deadline,
-                                         phases, stage, references, begin)
+            run, seconds = measure_input(
+                request, running, replace(context, inputs=inputs), name, deadline, phases, stage, references, begin
+            )
             runs.append(run)
             eval_time_s += seconds
         phases.mark("finish")
         result = result_of(request, runs, context, eval_time_s, trial_provenance(request, running, context))
         if keep is not None:
             keep[key], workload = running, None  # kept for the next trial: no teardown
-        return replace(result, wall_time_s=time.perf_counter() - started,
-                       info={**result.info, INFO_KEY: phases.seconds()})
+        return replace(
+            result, wall_time_s=time.perf_counter() - started, info={**result.info, INFO_KEY: phases.seconds()}
+        )
     except BaseException as error:  # noqa: BLE001 - every failure becomes an outcome
         if isinstance(error, KeyboardInterrupt):
             raise
         outcome = classify_exception(error) if stage[0] != "import" else Outcome.CRASH
         reason = f"{stage[0]}: {type(error).__name__}: {error}"
         log_tail = traceback.format_exc()[-4000:]
-        return TrialResult(outcome=outcome, reason=reason[:2000], log_tail=log_tail,
-                           wall_time_s=time.perf_counter() - started, invocation=_invocation_of(workload),
-                           info={"device_used": device_used([]), **trial_provenance(request, workload, context),
-                                 INFO_KEY: phases.seconds()})
+        return TrialResult(
+            outcome=outcome,
+            reason=reason[:2000],
+            log_tail=log_tail,
+            wall_time_s=time.perf_counter() - started,
+            invocation=_invocation_of(workload),
+            info={
+                "device_used": device_used([]),
+                **trial_provenance(request, workload, context),
+                INFO_KEY: phases.seconds(),
+            },
+        )
     finally:
         if processes is not None:
             processes.end()
@@ -191,17 +202,22 @@ def execute(request: TrialRequest, keep: dict[str, Any] | None = None,
                 traceback.print_exc()
 
 
-def _run_context(request: TrialRequest) -> "RunContext":
+def _run_context(request: TrialRequest) -> RunContext:
     """What the workload is told besides its parameters; the trial directory is made here."""
     from tuner.workloads.base import RunContext
 
     workdir = Path(request.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    return RunContext(device=request.device, seed=request.seed, inputs=request.inputs, workdir=workdir,
-                      gpu_slot=os.environ.get("CUDA_VISIBLE_DEVICES"))
+    return RunContext(
+        device=request.device,
+        seed=request.seed,
+        inputs=request.inputs,
+        workdir=workdir,
+        gpu_slot=os.environ.get("CUDA_VISIBLE_DEVICES"),
+    )
 
 
-def _new_workload(request: TrialRequest) -> "Workload":
+def _new_workload(request: TrialRequest) -> Workload:
     """The request's workload class, imported and built (with its options, when it has any)."""
     workload_class = load_workload_class(request.workload_class)
     workload: Workload = workload_class(request.workload_options) if request.workload_options else workload_class()
@@ -212,7 +228,7 @@ WEIGHTS_HASH_CACHE = "weights_sha256.json"
 """The weights' sha256 cache, in the directory holding the trial directories (the study's)."""
 
 
-def trial_provenance(request: TrialRequest, workload: "Workload | None", context: "RunContext") -> dict[str, Any]:
+def trial_provenance(request: TrialRequest, workload: Workload | None, context: RunContext) -> dict[str, Any]:
     """``{"env": ..., "runtime": ...}``: what this trial ran with (the allow-listed environment,
     :mod:`tuner.runner.recorded_env`; the runtime, :mod:`tuner.runner.provenance`),
     taken after the measurement (``workload`` None: it was never built). Never raises: what cannot
@@ -245,7 +261,7 @@ def trial_provenance(request: TrialRequest, workload: "Workload | None", context
     return {"env": recorded_environment(extra=request.record_env), "runtime": runtime}
 
 
-def _invocation_of(workload: "Workload | None") -> dict[str, Any] | None:
+def _invocation_of(workload: Workload | None) -> dict[str, Any] | None:
     """A copy of what the workload last executed (:attr:`Workload.invocation`), or None."""
     return dict(workload.invocation) if workload is not None and workload.invocation is not None else None
 
@@ -297,8 +313,12 @@ def write_result(result: TrialResult, path: Path) -> None:
         try:
             text = replace(result, info={"unserialisable_info": f"{type(error).__name__}: {error}"}).to_json()
         except (TypeError, ValueError) as again:
-            text = TrialResult(Outcome.CRASH, reason=f"the worker's result could not be written: {again}",
-                               log_tail=result.log_tail, wall_time_s=result.wall_time_s).to_json()
+            text = TrialResult(
+                Outcome.CRASH,
+                reason=f"the worker's result could not be written: {again}",
+                log_tail=result.log_tail,
+                wall_time_s=result.wall_time_s,
+            ).to_json()
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     tmp.replace(path)

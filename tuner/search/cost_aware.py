@@ -35,8 +35,9 @@ renamed them fails loudly, not silently).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
 from tuner.storage.attributes import cost_of, is_measured, outcome_of
@@ -75,7 +76,7 @@ class CostAwareOptions:
     ridge: float = 1.0
 
     @staticmethod
-    def parse(value: Any) -> "CostAwareOptions":
+    def parse(value: Any) -> CostAwareOptions:
         """From a preset name of :data:`PRESETS` or a mapping of the fields; ValueError otherwise."""
         if isinstance(value, str):
             if value not in PRESETS:
@@ -86,8 +87,12 @@ class CostAwareOptions:
         unknown = sorted(set(value) - {"weight", "cool_over", "cheap_start", "ridge"})
         if unknown:
             raise ValueError(f"{COST_OPTION}: unknown option {unknown[0]!r} (weight, cool_over, cheap_start, ridge)")
-        options = CostAwareOptions(float(value.get("weight", 0.0)), _optional_int(value.get("cool_over")),
-                                   bool(value.get("cheap_start", False)), float(value.get("ridge", 1.0)))
+        options = CostAwareOptions(
+            float(value.get("weight", 0.0)),
+            _optional_int(value.get("cool_over")),
+            bool(value.get("cheap_start", False)),
+            float(value.get("ridge", 1.0)),
+        )
         if options.weight < 0 or options.ridge <= 0 or (options.cool_over is not None and options.cool_over < 1):
             raise ValueError(f"{COST_OPTION}: weight >= 0, ridge > 0 and cool_over >= 1 required, got {value!r}")
         return options
@@ -103,7 +108,7 @@ def _optional_int(value: Any) -> int | None:
     return None if value is None else int(value)
 
 
-def features(internal: Mapping[str, np.ndarray], space: Mapping[str, "BaseDistribution"]) -> np.ndarray:
+def features(internal: Mapping[str, np.ndarray], space: Mapping[str, BaseDistribution]) -> np.ndarray:
     """The cost model's design matrix (rows: settings) from Optuna internal representations.
 
     An int / float parameter is one column in [0, 1] (on a log scale when its range is positive:
@@ -135,16 +140,20 @@ def features(internal: Mapping[str, np.ndarray], space: Mapping[str, "BaseDistri
 class CostModel:
     """log(device-seconds) ~ ridge-linear in :func:`features` (see the module docstring)."""
 
-    space: Mapping[str, "BaseDistribution"]
+    space: Mapping[str, BaseDistribution]
     mean_x: np.ndarray
     mean_y: float
     coef: np.ndarray
     runs: int
 
     @staticmethod
-    def fit(trials: Sequence["FrozenTrial"], space: Mapping[str, "BaseDistribution"],
-            ridge: float = 1.0, seconds_of: Callable[["FrozenTrial"], float | None] | None = None,
-            min_runs: int = MIN_FIT_RUNS) -> "CostModel | None":
+    def fit(
+        trials: Sequence[FrozenTrial],
+        space: Mapping[str, BaseDistribution],
+        ridge: float = 1.0,
+        seconds_of: Callable[[FrozenTrial], float | None] | None = None,
+        min_runs: int = MIN_FIT_RUNS,
+    ) -> CostModel | None:
         """Fitted on the measured OK runs among ``trials`` with a positive ``seconds_of(trial)`` (default: the
         recorded ``device_s``) and every parameter of ``space``; None with fewer than ``min_runs`` such runs."""
         import numpy as np
@@ -183,7 +192,7 @@ class CostModel:
         return float(np.exp(self.predict_log(internal)[0]))
 
 
-def cheap_half_value(distribution: "BaseDistribution", rng: np.random.RandomState) -> Any:
+def cheap_half_value(distribution: BaseDistribution, rng: np.random.RandomState) -> Any:
     """A value drawn uniformly from the cheaper half of ``distribution`` by its declared order.
 
     Int: ``low .. low + steps // 2 * step`` (on its step grid); float: ``[low, midpoint]`` (the
@@ -209,12 +218,12 @@ def cheap_half_value(distribution: "BaseDistribution", rng: np.random.RandomStat
     raise ValueError(f"no cheap half for {type(distribution).__name__}")
 
 
-def measured_runs(trials: Sequence["FrozenTrial"]) -> int:
+def measured_runs(trials: Sequence[FrozenTrial]) -> int:
     """Trials that ran a workload (the budget's count)."""
     return sum(1 for t in trials if is_measured(t))
 
 
-def cost_aware_tpe(value: Any, seed: int | None, **tpe_options: Any) -> "optuna.samplers.TPESampler":
+def cost_aware_tpe(value: Any, seed: int | None, **tpe_options: Any) -> optuna.samplers.TPESampler:
     """A :class:`~optuna.samplers.TPESampler` with ``tpe_options``, made cost-aware by ``value``
     (a preset name or mapping, :meth:`CostAwareOptions.parse`); ValueError for a bad ``value``."""
     return _sampler_class()(CostAwareOptions.parse(value), seed=seed, **tpe_options)  # type: ignore[no-any-return]
@@ -240,11 +249,10 @@ def _sampler_class() -> type:
             self._cost_model: CostModel | None = None
             self._cost_weight = 0.0
 
-        def before_sample(self, study: "optuna.Study", search_space: dict[str, "BaseDistribution"]) -> None:
+        def before_sample(self, study: optuna.Study, search_space: dict[str, BaseDistribution]) -> None:
             trials = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))
             self._cost_weight = self.cost.weight_after(measured_runs(trials))
-            self._cost_model = (CostModel.fit(trials, search_space, self.cost.ridge)
-                                if self._cost_weight > 0 else None)
+            self._cost_model = CostModel.fit(trials, search_space, self.cost.ridge) if self._cost_weight > 0 else None
 
         def after_sample(self) -> None:
             self._cost_model = None
@@ -254,8 +262,9 @@ def _sampler_class() -> type:
                 return values
             return values - self._cost_weight * self._cost_model.predict_log(samples)  # type: ignore[no-any-return]
 
-        def sample_independent(self, study: "optuna.Study", trial: "FrozenTrial", param_name: str,
-                               param_distribution: "BaseDistribution") -> Any:
+        def sample_independent(
+            self, study: optuna.Study, trial: FrozenTrial, param_name: str, param_distribution: BaseDistribution
+        ) -> Any:
             if self.cost.cheap_start:
                 finished = study.get_trials(deepcopy=False, states=(TrialState.COMPLETE, TrialState.PRUNED))
                 if len(finished) < self.n_startup_trials:

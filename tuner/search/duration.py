@@ -19,8 +19,9 @@ Never more than the trial's own time limit: a run that reaches it is killed. Uni
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
 from tuner.search.cost_aware import CostModel
@@ -40,7 +41,7 @@ RIDGE = 0.1
 """The model's L2 penalty: small, so that a costlier setting is predicted costlier from a few runs."""
 
 
-def run_wall_s(trial: "FrozenTrial") -> float | None:
+def run_wall_s(trial: FrozenTrial) -> float | None:
     """Seconds the run of ``trial`` held its slot (its recorded ``cost.wall_s``, else the worker's wall time);
     None when it ran nothing or recorded neither."""
     if not is_measured(trial):
@@ -62,13 +63,16 @@ class DurationForecast:
     runs: int
 
     @staticmethod
-    def fit(trials: Sequence["FrozenTrial"], space: Mapping[str, "BaseDistribution"]) -> "DurationForecast":
+    def fit(trials: Sequence[FrozenTrial], space: Mapping[str, BaseDistribution]) -> DurationForecast:
         """The forecast from ``trials`` (finished ones; the rest are ignored) over the parameters ``space``."""
         ok = [t for t in trials if outcome_of(t) == Outcome.OK.value and run_wall_s(t) is not None]
         walls = [run_wall_s(t) or 0.0 for t in ok]
         longest = max(walls) if walls else None
-        model = CostModel.fit(ok, space, ridge=RIDGE, seconds_of=run_wall_s, min_runs=MIN_MODEL_RUNS) \
-            if space and len(ok) >= MIN_MODEL_RUNS else None
+        model = (
+            CostModel.fit(ok, space, ridge=RIDGE, seconds_of=run_wall_s, min_runs=MIN_MODEL_RUNS)
+            if space and len(ok) >= MIN_MODEL_RUNS
+            else None
+        )
         margin = MIN_MARGIN
         if model is not None:
             for trial, wall in zip(ok, walls):

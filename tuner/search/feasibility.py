@@ -47,18 +47,25 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
-from tuner.storage.attributes import (PREDICTED_PEAK_GB, PREDICTION_WITNESS, duplicate_of, is_measured, metrics_of,
-                                    outcome_of)
+from tuner.storage.attributes import (
+    PREDICTED_PEAK_GB,
+    PREDICTION_WITNESS,
+    duplicate_of,
+    is_measured,
+    metrics_of,
+    outcome_of,
+)
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
-    from tuner.spec.models import StudySpec
     from tuner.search.objectives import ConstraintPlan
+    from tuner.spec.models import StudySpec
 
 MEMORY_METRIC = re.compile(r"peak_[a-z0-9_]+_gb")
 DEFAULT_MARGIN = 0.05
@@ -104,7 +111,7 @@ class Prediction:
         return {PREDICTED_PEAK_GB: self.predicted_peak_gb, PREDICTION_WITNESS: self.witness}
 
 
-def memory_limits(plan: "ConstraintPlan") -> dict[str, float]:
+def memory_limits(plan: ConstraintPlan) -> dict[str, float]:
     """Memory metric -> this host's limit (GB), from the plan's active ``max`` constraints on ``peak_*_gb``."""
     limits: dict[str, float] = {}
     for constraint in plan.active:
@@ -113,7 +120,7 @@ def memory_limits(plan: "ConstraintPlan") -> dict[str, float]:
     return limits
 
 
-def observation_of(trial: "FrozenTrial", source: str = LOCAL) -> Observation | None:
+def observation_of(trial: FrozenTrial, source: str = LOCAL) -> Observation | None:
     """The evidence in a finished trial that ran (``OK`` with its peaks, or ``OOM``); None for anything else
     (not run, a copy, a crash, a timeout, still running)."""
     if not trial.state.is_finished() or not is_measured(trial) or duplicate_of(trial) is not None:
@@ -169,10 +176,11 @@ def _listed_key(parameter: Any) -> Callable[[Any], float]:
             if type(choice) is type(value) and choice == value:
                 return float(index)
         raise ValueError(f"not a choice: {value!r}")
+
     return key
 
 
-def order_keys(spec: "StudySpec") -> dict[str, Callable[[Any], float] | None]:
+def order_keys(spec: StudySpec) -> dict[str, Callable[[Any], float] | None]:
     """Parameter name -> how its values are ordered by cost (larger key: costlier); None for a parameter of no
     effect (``memory: none``); absent for one that must be equal (see the module docstring)."""
     keys: dict[str, Callable[[Any], float] | None] = {}
@@ -195,15 +203,15 @@ def _reversed(key: Callable[[Any], float]) -> Callable[[Any], float]:
 def describe(params: Mapping[str, Any], limit: int = 160) -> str:
     """``name=value ...`` of a setting, cut to ``limit`` characters."""
     text = " ".join(f"{name}={value}" for name, value in params.items())
-    return text if len(text) <= limit else text[:limit - 3] + "..."
+    return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
 @dataclass
 class FeasibilityModel:
     """The monotone memory model of one study (see the module docstring)."""
 
-    spec: "StudySpec"
-    plan: "ConstraintPlan"
+    spec: StudySpec
+    plan: ConstraintPlan
     prior: Sequence[Observation] = ()
     margin: float = DEFAULT_MARGIN
     enabled: bool = True  # False: it learns nothing and never skips (``--no-memory-model``)
@@ -232,7 +240,7 @@ class FeasibilityModel:
                 self._frontier = [top for top in self._frontier if not self.no_costlier(top.params, observation.params)]
                 self._frontier.append(observation)
 
-    def update(self, trials: Iterable["FrozenTrial"]) -> None:
+    def update(self, trials: Iterable[FrozenTrial]) -> None:
         """Take in the finished trials not seen yet (each trial is looked at once, once finished)."""
         for trial in trials if self.enabled else ():
             if trial.number in self._seen or not trial.state.is_finished():
@@ -269,8 +277,9 @@ class FeasibilityModel:
     def within_limits(self, observation: Observation) -> bool:
         """An observation that completed with no known peak past a limit (an unreported peak is not held
         against it: the trial ran)."""
-        return not observation.oom and all(observation.peaks_gb.get(metric, -math.inf) <= limit
-                                           for metric, limit in self.limits.items())
+        return not observation.oom and all(
+            observation.peaks_gb.get(metric, -math.inf) <= limit for metric, limit in self.limits.items()
+        )
 
     def live_prior(self) -> list[Observation]:
         """The prior observations no local measurement has overruled."""
@@ -290,8 +299,9 @@ class FeasibilityModel:
         skip on an OOM among them, or on a peak above a limit (× the margin); else the largest peak seen."""
         oom = next((w for w in witnesses if w.oom), None)
         if oom is not None:
-            return Prediction(True, f"OOM at {oom.witness} ({describe(oom.params)}) which is no costlier",
-                              None, oom.witness)
+            return Prediction(
+                True, f"OOM at {oom.witness} ({describe(oom.params)}) which is no costlier", None, oom.witness
+            )
         predicted: float | None = None
         for metric, limit in self.limits.items():
             measured = [w for w in witnesses if metric in w.peaks_gb]
@@ -301,7 +311,11 @@ class FeasibilityModel:
             peak = top.peaks_gb[metric]
             predicted = peak if predicted is None else predicted
             if peak > limit * (1 + self.margin):
-                return Prediction(True, f"predicted peak {peak:.1f} GB > limit {limit:.1f} GB (x{1 + self.margin:g} "
-                                        f"margin) on {metric}, from {top.witness} ({describe(top.params)})",
-                                  peak, top.witness)
+                return Prediction(
+                    True,
+                    f"predicted peak {peak:.1f} GB > limit {limit:.1f} GB (x{1 + self.margin:g} "
+                    f"margin) on {metric}, from {top.witness} ({describe(top.params)})",
+                    peak,
+                    top.witness,
+                )
         return Prediction(False, predicted_peak_gb=predicted)

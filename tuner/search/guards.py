@@ -24,13 +24,23 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
-from tuner.storage.attributes import (MEASUREMENT_OVERRIDES, REFERENCE, TIMEOUT_OVERRIDE, is_measured, is_placeholder,
-                                    outcome_of, reason_of, role_of, wall_time_s_of)
+from tuner.storage.attributes import (
+    MEASUREMENT_OVERRIDES,
+    REFERENCE,
+    TIMEOUT_OVERRIDE,
+    is_measured,
+    is_placeholder,
+    outcome_of,
+    reason_of,
+    role_of,
+    wall_time_s_of,
+)
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -52,34 +62,41 @@ class StudyStop:
     message: str
 
 
-def successful_reference(trials: Sequence["FrozenTrial"]) -> "FrozenTrial | None":
+def successful_reference(trials: Sequence[FrozenTrial]) -> FrozenTrial | None:
     """The reference trial that ran OK and produced values (not a placeholder), if any."""
     for trial in trials:
-        if (role_of(trial) == REFERENCE and outcome_of(trial) == Outcome.OK.value
-                and trial.values is not None and not is_placeholder(trial)):
+        if (
+            role_of(trial) == REFERENCE
+            and outcome_of(trial) == Outcome.OK.value
+            and trial.values is not None
+            and not is_placeholder(trial)
+        ):
             return trial
     return None
 
 
-def reference_stop(study_name: str, trial: "FrozenTrial") -> StudyStop | None:
+def reference_stop(study_name: str, trial: FrozenTrial) -> StudyStop | None:
     """A :class:`StudyStop` when the finished reference ``trial`` cannot serve as the reference."""
     if successful_reference([trial]) is not None:
         return None
     outcome = outcome_of(trial)
     reason = reason_of(trial) or "no reason recorded"
-    hint = {"TIMEOUT": f"a larger workload.timeout_s, or 'tuner resume {study_name} --timeout S'",
-            "OOM": "a cheaper reference setting (smaller frames, resolution or batch) or a larger GPU"}.get(
-        outcome, f"the workload or a cheaper reference setting, then 'tuner resume {study_name}'")
-    return StudyStop(f"the reference setting failed ({outcome}: {reason}); every quality metric compares "
-                     f"with it, so the search stopped after trial {trial.number}. Fix: {hint}")
+    hint = {
+        "TIMEOUT": f"a larger workload.timeout_s, or 'tuner resume {study_name} --timeout S'",
+        "OOM": "a cheaper reference setting (smaller frames, resolution or batch) or a larger GPU",
+    }.get(outcome, f"the workload or a cheaper reference setting, then 'tuner resume {study_name}'")
+    return StudyStop(
+        f"the reference setting failed ({outcome}: {reason}); every quality metric compares "
+        f"with it, so the search stopped after trial {trial.number}. Fix: {hint}"
+    )
 
 
-def _signature(trial: "FrozenTrial") -> tuple[str, str]:
+def _signature(trial: FrozenTrial) -> tuple[str, str]:
     reason = reason_of(trial) or ""
     return outcome_of(trial), re.sub(r"\d+", "N", reason)[:500]
 
 
-def same_failure_stop(trials: Sequence["FrozenTrial"]) -> StudyStop | None:
+def same_failure_stop(trials: Sequence[FrozenTrial]) -> StudyStop | None:
     """A :class:`StudyStop` when the study's first runs all failed the same way (none OK yet)."""
     measured = [t for t in trials if is_measured(t)]
     if len(measured) < SAME_FAILURE_STOP or any(outcome_of(t) == Outcome.OK.value for t in measured):
@@ -90,12 +107,15 @@ def same_failure_stop(trials: Sequence["FrozenTrial"]) -> StudyStop | None:
     outcome = outcome_of(first[0])
     reason = reason_of(first[0]) or "no reason recorded"
     numbers = ", ".join(str(t.number) for t in first)
-    return StudyStop(f"the first {SAME_FAILURE_STOP} runs (trials {numbers}) all failed the same way, so the "
-                     f"study stopped instead of spending its budget: {outcome}: {reason}")
+    return StudyStop(
+        f"the first {SAME_FAILURE_STOP} runs (trials {numbers}) all failed the same way, so the "
+        f"study stopped instead of spending its budget: {outcome}: {reason}"
+    )
 
 
-def trial_timeout_s(spec: "StudySpec", role: str, study_attrs: Mapping[str, Any],
-                    trials: Sequence["FrozenTrial"], inputs: int = 1) -> float:
+def trial_timeout_s(
+    spec: StudySpec, role: str, study_attrs: Mapping[str, Any], trials: Sequence[FrozenTrial], inputs: int = 1
+) -> float:
     """The wall-clock limit in seconds for a trial of ``role`` (see the module docstring) running ``inputs``
     inputs (the spec's ``cases``): ``timeout_s`` is per input, so the base is ``inputs`` times it."""
     sustained = spec.measurement.sustained
@@ -110,7 +130,7 @@ def trial_timeout_s(spec: "StudySpec", role: str, study_attrs: Mapping[str, Any]
     return max(base, SEARCH_TIMEOUT_FACTOR * float(wall)) if wall else base
 
 
-def measurement_settings(spec: "StudySpec", study_attrs: Mapping[str, Any]) -> dict[str, Any]:
+def measurement_settings(spec: StudySpec, study_attrs: Mapping[str, Any]) -> dict[str, Any]:
     """The spec's ``measurement`` block with the study's overrides applied (validated like the spec).
 
     Raises ``ValueError`` naming the problem when the overrides contradict the
@@ -136,6 +156,8 @@ def unwritable(directory: Path) -> str | None:
         probe.write_bytes(b"0" * 4096)
         probe.unlink()
     except OSError as error:
-        return (f"environment: cannot write the trial directory {directory}: {error.strerror or error} "
-                f"(check --home / TUNER_HOME: permissions and free disk); nothing was measured")
+        return (
+            f"environment: cannot write the trial directory {directory}: {error.strerror or error} "
+            f"(check --home / TUNER_HOME: permissions and free disk); nothing was measured"
+        )
     return None

@@ -31,8 +31,9 @@ merges both forms, so the samplers would see every constraint twice.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from tuner.pareto import constraints_hold
 from tuner.results import Metric, Outcome, TrialResult
@@ -46,7 +47,9 @@ if TYPE_CHECKING:
 
 OUTCOME_CONSTRAINT = "outcome"
 NO_MEASUREMENT_PLACEHOLDER = 1e6
-LEGACY_CONSTRAINTS_ATTR = LEGACY_CONSTRAINTS  # trial system attribute (dashboard view only): optuna-dashboard 0.21's list
+LEGACY_CONSTRAINTS_ATTR = (
+    LEGACY_CONSTRAINTS  # trial system attribute (dashboard view only): optuna-dashboard 0.21's list
+)
 CONSTRAINT_ORDER_ATTR = CONSTRAINT_ORDER  # view study user attribute: the keys of that list, in order
 UNAVAILABLE_CONSTRAINT_VIOLATION = 1.0
 """The violation told for a constraint that cannot be evaluated: positive, so every sampler and every view
@@ -100,7 +103,7 @@ class ConstraintPlan:
     disabled: Mapping[str, str] = field(default_factory=dict)
 
 
-def plan_constraints(spec: "StudySpec", host: Mapping[str, float | None]) -> ConstraintPlan:
+def plan_constraints(spec: StudySpec, host: Mapping[str, float | None]) -> ConstraintPlan:
     """Evaluate constraint bounds with ``host`` facts (``gpu_memory_gb``, ``host_memory_gb``)."""
     scope = {k: v for k, v in host.items() if v is not None}
     active: list[ActiveConstraint] = []
@@ -115,12 +118,17 @@ def plan_constraints(spec: "StudySpec", host: Mapping[str, float | None]) -> Con
                     bounds[side] = float(compile_expression(raw).evaluate(scope))
                 except ExpressionError as error:
                     lacking = sorted(compile_expression(raw).names - scope.keys())
-                    problem = (f"bound '{raw}' needs {', '.join(lacking)}, which this host does not have"
-                               if lacking else f"bound '{raw}' cannot be evaluated: {error}")
+                    problem = (
+                        f"bound '{raw}' needs {', '.join(lacking)}, which this host does not have"
+                        if lacking
+                        else f"bound '{raw}' cannot be evaluated: {error}"
+                    )
             else:
                 bounds[side] = None if raw is None else float(raw)
-        parts = [f"{constraint.metric}<={bounds['max']:g}" if bounds.get("max") is not None else "",
-                 f"{constraint.metric}>={bounds['min']:g}" if bounds.get("min") is not None else ""]
+        parts = [
+            f"{constraint.metric}<={bounds['max']:g}" if bounds.get("max") is not None else "",
+            f"{constraint.metric}>={bounds['min']:g}" if bounds.get("min") is not None else "",
+        ]
         key = ",".join(p for p in parts if p) or constraint.metric
         if problem:
             disabled[constraint.metric] = problem
@@ -143,8 +151,11 @@ class Verdict:
     def feasible(self) -> bool:
         """Measured values, every constraint a number <= 0 and none unavailable
         (:func:`tuner.pareto.constraints_hold`, the test the front and the export apply)."""
-        return (self.values is not None and not self.placeholder
-                and constraints_hold(self.constraints, self.unavailable_constraints))
+        return (
+            self.values is not None
+            and not self.placeholder
+            and constraints_hold(self.constraints, self.unavailable_constraints)
+        )
 
 
 def placeholder_value(direction: str, measured: Sequence[float]) -> float:
@@ -156,8 +167,9 @@ def placeholder_value(direction: str, measured: Sequence[float]) -> float:
     return high + margin if direction == "minimize" else low - margin
 
 
-def wall(spec: "StudySpec", plan: ConstraintPlan, measured_values: Sequence[Sequence[float]],
-         reason: str | None) -> Verdict:
+def wall(
+    spec: StudySpec, plan: ConstraintPlan, measured_values: Sequence[Sequence[float]], reason: str | None
+) -> Verdict:
     """An infeasible point: placeholder values worse than ``measured_values``, the ``outcome``
     constraint at 1 (OOM, TIMEOUT, and a setting a rule refuses, which is never run)."""
     walls = [placeholder_value(o.direction, [v[i] for v in measured_values]) for i, o in enumerate(spec.objectives)]
@@ -165,8 +177,9 @@ def wall(spec: "StudySpec", plan: ConstraintPlan, measured_values: Sequence[Sequ
     return Verdict(walls, at_wall, placeholder=True, reason=reason)
 
 
-def judge(spec: "StudySpec", plan: ConstraintPlan, result: TrialResult,
-          measured_values: Sequence[Sequence[float]]) -> Verdict:
+def judge(
+    spec: StudySpec, plan: ConstraintPlan, result: TrialResult, measured_values: Sequence[Sequence[float]]
+) -> Verdict:
     """Turn ``result`` into a :class:`Verdict`; ``measured_values`` are earlier OK values.
 
     A constraint that cannot be evaluated (:meth:`ActiveConstraint.unevaluable`) is told as
@@ -203,7 +216,7 @@ def constraint_order(constraints: Mapping[str, float]) -> list[str]:
     return sorted(constraints)
 
 
-def ensure_metric_names(study: "optuna.Study", spec: "StudySpec") -> None:
+def ensure_metric_names(study: optuna.Study, spec: StudySpec) -> None:
     """Name the study's objectives after the spec's objective metrics (``study.set_metric_names``);
     nothing is written when they already are (idempotent: safe on every open)."""
     import warnings

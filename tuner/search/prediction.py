@@ -17,8 +17,9 @@ it beside the measurement (:func:`prediction_errors`: measured / predicted - 1).
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
 from tuner.storage.attributes import is_measured, metrics_of, outcome_of
@@ -40,7 +41,7 @@ LATENCY = "latency_p50_s"
 MEMORY_FALLBACKS = ("peak_vram_device_gb", "peak_rss_gb")
 
 
-def memory_metric(spec: "StudySpec") -> str:
+def memory_metric(spec: StudySpec) -> str:
     """The memory figure to predict: the first ``peak_*_gb`` a constraint limits, else the device peak."""
     for constraint in spec.constraints:
         if constraint.metric.startswith("peak_") and constraint.metric.endswith("_gb") and constraint.max is not None:
@@ -48,7 +49,7 @@ def memory_metric(spec: "StudySpec") -> str:
     return MEMORY_FALLBACKS[0]
 
 
-def setting_features(params: Mapping[str, Any], space: Mapping[str, "BaseDistribution"], prior: bool) -> list[float]:
+def setting_features(params: Mapping[str, Any], space: Mapping[str, BaseDistribution], prior: bool) -> list[float]:
     """One setting's feature row (see the module docstring), in ``space`` order, then the prior column."""
     from optuna.distributions import CategoricalDistribution
 
@@ -88,14 +89,19 @@ class Prediction:
     prior: bool
 
     def record(self) -> dict[str, Any]:
-        return {"value": self.value, "low": self.low, "high": self.high, "fitted_on": self.fitted_on,
-                "prior": self.prior}
+        return {
+            "value": self.value,
+            "low": self.low,
+            "high": self.high,
+            "fitted_on": self.fitted_on,
+            "prior": self.prior,
+        }
 
 
 class LogRidge:
     """log(y) ridge-linear in the feature rows, with leave-one-out residuals for the interval."""
 
-    def __init__(self, rows: "np.ndarray", logs: "np.ndarray") -> None:
+    def __init__(self, rows: np.ndarray, logs: np.ndarray) -> None:
         import numpy as np
 
         self.mean_x, self.mean_y = rows.mean(axis=0), float(logs.mean())
@@ -119,15 +125,16 @@ class OutcomePredictor:
     """The study's latency and memory predictions (see the module docstring). ``prior``: a warm start's source
     trials (another GPU type), taken as evidence with the "other hardware" column set."""
 
-    def __init__(self, spec: "StudySpec", space: Mapping[str, "BaseDistribution"],
-                 prior: Iterable["FrozenTrial"] = ()) -> None:
+    def __init__(
+        self, spec: StudySpec, space: Mapping[str, BaseDistribution], prior: Iterable[FrozenTrial] = ()
+    ) -> None:
         self.metrics = (LATENCY, memory_metric(spec))
         self._space = dict(space)
         self._samples: dict[str, list[tuple[list[float], float, bool]]] = {name: [] for name in self.metrics}
         self._models: dict[str, LogRidge | None] = {}
         self.update(prior, prior=True)
 
-    def update(self, finished: Iterable["FrozenTrial"], prior: bool = False) -> None:
+    def update(self, finished: Iterable[FrozenTrial], prior: bool = False) -> None:
         """Take in finished trials (each once): the measured OK ones with a positive figure are evidence."""
         for trial in finished:
             if not is_measured(trial) or outcome_of(trial) != Outcome.OK.value:
@@ -151,13 +158,15 @@ class OutcomePredictor:
             if local < MIN_FIT:
                 continue
             if name not in self._models:
-                self._models[name] = LogRidge(np.asarray([row for row, _, _ in samples]),
-                                              np.asarray([log for _, log, _ in samples]))
+                self._models[name] = LogRidge(
+                    np.asarray([row for row, _, _ in samples]), np.asarray([log for _, log, _ in samples])
+                )
             model = self._models[name]
             assert model is not None
             centre, low, high = model.predict(setting_features(params, self._space, prior=False))
-            out[name] = Prediction(math.exp(centre), math.exp(low), math.exp(high), local,
-                                   any(prior for _, _, prior in samples))
+            out[name] = Prediction(
+                math.exp(centre), math.exp(low), math.exp(high), local, any(prior for _, _, prior in samples)
+            )
         return out
 
 

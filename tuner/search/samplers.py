@@ -4,16 +4,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tuner.errors import StudyError
+from tuner.search.cost_aware import COST_OPTION, cost_aware_tpe
 from tuner.spec.models import SamplerName, StudySpec
 from tuner.spec.space import grid
-from tuner.search.cost_aware import COST_OPTION, cost_aware_tpe
-from tuner.errors import StudyError
 
 if TYPE_CHECKING:
     import optuna
 
 
-def make_sampler(name: SamplerName, spec: StudySpec, seed: int) -> "optuna.samplers.BaseSampler":
+def make_sampler(name: SamplerName, spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
     """The named Optuna sampler with the spec's options (constraints are read from trials).
 
     ``tpe`` takes one option of its own, ``cost_aware`` (a preset name or mapping,
@@ -45,9 +45,13 @@ def sampler_class(name: str) -> type | None:
     """The Optuna class behind a sampler name (for the options it accepts); None for an unknown name."""
     import optuna
 
-    classes: dict[str, type] = {"tpe": optuna.samplers.TPESampler, "nsga2": optuna.samplers.NSGAIISampler,
-                                "gp": optuna.samplers.GPSampler, "random": optuna.samplers.RandomSampler,
-                                "grid": optuna.samplers.GridSampler}
+    classes: dict[str, type] = {
+        "tpe": optuna.samplers.TPESampler,
+        "nsga2": optuna.samplers.NSGAIISampler,
+        "gp": optuna.samplers.GPSampler,
+        "random": optuna.samplers.RandomSampler,
+        "grid": optuna.samplers.GridSampler,
+    }
     return classes.get(name)
 
 
@@ -65,12 +69,12 @@ def _grid_sampler_class() -> type:
 
         exhausted = False
 
-        def after_trial(self, study: "optuna.Study", trial: Any, state: Any, values: Any) -> None:
+        def after_trial(self, study: optuna.Study, trial: Any, state: Any, values: Any) -> None:
             self.exhausted = grid_exhausted(self, study)
 
     return _AskTellGridSampler
 
 
-def AskTellGridSampler(search_space: dict[str, list[Any]], seed: int, **options: Any) -> "optuna.samplers.BaseSampler":
+def AskTellGridSampler(search_space: dict[str, list[Any]], seed: int, **options: Any) -> optuna.samplers.BaseSampler:
     """A grid sampler usable with ask/tell (see :func:`_grid_sampler_class`); ``options`` go to GridSampler."""
     return _grid_sampler_class()(search_space, seed=seed, **options)  # type: ignore[no-any-return]

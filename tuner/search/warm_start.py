@@ -27,20 +27,19 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from tuner.errors import StudyError
 from tuner.pareto import front_trials
+from tuner.search.feasibility import Observation, observation_of
 from tuner.secrets import MASK, redact_url
 from tuner.spec.space import check_setting, resolve
 from tuner.storage import attributes as names
-from tuner.search.feasibility import Observation, observation_of
-from tuner.storage.records import StudyRecord
-from tuner.errors import StudyError
 from tuner.storage.opening import open_stored_study
+from tuner.storage.records import StudyRecord
 from tuner.storage.store import enqueue, set_study_attribute
 
 if TYPE_CHECKING:
-    from optuna.trial import FrozenTrial
-
     import optuna
+    from optuna.trial import FrozenTrial
 
     from tuner.spec.models import StudySpec
 
@@ -54,7 +53,7 @@ class WarmStartSource:
 
     study_name: str
     storage_url: str
-    trials: list["FrozenTrial"]
+    trials: list[FrozenTrial]
     directions: list[str]
     gpu_memory_gb: float | None  # the source host's GPU memory, when its fingerprint knows it
 
@@ -69,7 +68,7 @@ class WarmStartSource:
         return [o for o in found if o is not None]
 
 
-def open_source(url: str, name: str, spec: "StudySpec") -> WarmStartSource:
+def open_source(url: str, name: str, spec: StudySpec) -> WarmStartSource:
     """The study ``name`` in ``url``, checked as a warm start for ``spec``; StudyError (one line) when it
     does not exist, measured nothing, or its parameters are not ``spec``'s."""
     try:
@@ -80,15 +79,25 @@ def open_source(url: str, name: str, spec: "StudySpec") -> WarmStartSource:
         raise StudyError(f"warm start: study '{name}' cannot be read: {str(error).splitlines()[0][:200]}") from None
     theirs, ours = set(opened.spec.parameters), set(spec.parameters)
     if theirs != ours:
-        differ = "; ".join(f"only {where}: {', '.join(sorted(names))}" for where, names in
-                           ((f"in '{name}'", theirs - ours), ("in this spec", ours - theirs)) if names)
-        raise StudyError(f"warm start: study '{name}' has other parameters than this spec ({differ}): "
-                         f"a warm start needs the same spec")
+        differ = "; ".join(
+            f"only {where}: {', '.join(sorted(names))}"
+            for where, names in ((f"in '{name}'", theirs - ours), ("in this spec", ours - theirs))
+            if names
+        )
+        raise StudyError(
+            f"warm start: study '{name}' has other parameters than this spec ({differ}): "
+            f"a warm start needs the same spec"
+        )
     trials = opened.study.get_trials(deepcopy=False)
     if not any(names.is_measured(t) for t in trials):
         raise StudyError(f"warm start: study '{name}' in {redact_url(url)} has no measured trials")
-    return WarmStartSource(name, url, trials, [d.name.lower() for d in opened.study.directions],
-                           _gpu_memory_gb(StudyRecord.of(opened.study).fingerprint))
+    return WarmStartSource(
+        name,
+        url,
+        trials,
+        [d.name.lower() for d in opened.study.directions],
+        _gpu_memory_gb(StudyRecord.of(opened.study).fingerprint),
+    )
 
 
 def _gpu_memory_gb(fingerprint: Any) -> float | None:
@@ -98,8 +107,7 @@ def _gpu_memory_gb(fingerprint: Any) -> float | None:
         return None
 
 
-def enqueue_front(study: "optuna.Study", spec: "StudySpec", storage_url: str,
-                  source: WarmStartSource) -> dict[str, Any]:
+def enqueue_front(study: optuna.Study, spec: StudySpec, storage_url: str, source: WarmStartSource) -> dict[str, Any]:
     """Queue ``source``'s front on the new ``study`` of ``spec``, stored at ``storage_url`` (best first on the
     source's first objective, behind the reference and baseline already queued); record and return the
     ``warm_start`` attribute."""
@@ -119,20 +127,31 @@ def enqueue_front(study: "optuna.Study", spec: "StudySpec", storage_url: str,
         queued.add(key)
         enqueue(study, params, names.SEARCH, warm_start_from=source.study_name)
         enqueued += 1
-    record = {"study": source.study_name, "storage": redact_url(source.storage_url),
-              "same_storage": source.storage_url == storage_url, "front_enqueued": enqueued,
-              "dropped": dropped, "already_queued": already, "observations": len(source.observations())}
+    record = {
+        "study": source.study_name,
+        "storage": redact_url(source.storage_url),
+        "same_storage": source.storage_url == storage_url,
+        "front_enqueued": enqueued,
+        "dropped": dropped,
+        "already_queued": already,
+        "observations": len(source.observations()),
+    }
     set_study_attribute(study, names.WARM_START, record)
     return record
 
 
-def _key(spec: "StudySpec", params: Any) -> str:
+def _key(spec: StudySpec, params: Any) -> str:
     candidate, _ = resolve(spec, dict(params))
     return candidate.key if candidate is not None else repr(sorted(dict(params).items()))
 
 
-def load_prior(study: "optuna.Study", spec: "StudySpec", study_storage_url: str, gpu_memory_gb: float | None,
-               storage_url: str | None = None) -> tuple[list[Observation], list[str]]:
+def load_prior(
+    study: optuna.Study,
+    spec: StudySpec,
+    study_storage_url: str,
+    gpu_memory_gb: float | None,
+    storage_url: str | None = None,
+) -> tuple[list[Observation], list[str]]:
     """The memory model's prior of the warm-started ``study`` of ``spec`` (stored at ``study_storage_url``),
     read again from its source, and notes to print (why nothing was loaded, what was left out).
     ``storage_url`` replaces the source's stored (redacted) storage URL; ``gpu_memory_gb`` is this host's GPU
@@ -143,8 +162,10 @@ def load_prior(study: "optuna.Study", spec: "StudySpec", study_storage_url: str,
     name = str(record["study"])
     url = storage_url or (study_storage_url if record.get("same_storage") else str(record.get("storage") or ""))
     if not url or MASK in url:
-        return [], [f"warm start: the memory evidence of '{name}' was not loaded: its storage "
-                    f"{redact_url(url)} needs its credentials again (--warm-start-storage)"]
+        return [], [
+            f"warm start: the memory evidence of '{name}' was not loaded: its storage "
+            f"{redact_url(url)} needs its credentials again (--warm-start-storage)"
+        ]
     try:
         source = open_source(url, name, spec)
     except StudyError as error:
@@ -155,6 +176,8 @@ def load_prior(study: "optuna.Study", spec: "StudySpec", study_storage_url: str,
         ooms = sum(1 for o in observations if o.oom)
         observations = [o for o in observations if not o.oom]
         if ooms:
-            notes.append(f"warm start: {ooms} OOM trial(s) of '{name}' left out of the memory model: its GPU "
-                         f"({source.gpu_memory_gb:g} GB) has less memory than this one ({gpu_memory_gb:g} GB)")
+            notes.append(
+                f"warm start: {ooms} OOM trial(s) of '{name}' left out of the memory model: its GPU "
+                f"({source.gpu_memory_gb:g} GB) has less memory than this one ({gpu_memory_gb:g} GB)"
+            )
     return observations, notes

@@ -16,29 +16,61 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 if TYPE_CHECKING:
     from tuner.front.headline import Headline
-    from tuner.study.listeners import Listener
     from tuner.storage.records import TrialRecord
+    from tuner.study.listeners import Listener
 
 NoticeKind = Literal[
     # setting up a run
-    "constraint_disabled", "host_busy", "mlflow_missing", "mlflow_unreachable", "mlflow_failed", "warm_start",
-    "memory_model", "inputs",
+    "constraint_disabled",
+    "host_busy",
+    "mlflow_missing",
+    "mlflow_unreachable",
+    "mlflow_failed",
+    "warm_start",
+    "memory_model",
+    "inputs",
     # Ctrl-C / SIGTERM while it runs
-    "stopping", "exiting",
+    "stopping",
+    "exiting",
     # finishing it
-    "mlflow_failure", "mlflow_incomplete", "study_stopped", "interrupted", "summary", "exported",
-    "export_warning", "nothing_exported", "dashboard_stale", "mlflow_run", "storage",
+    "mlflow_failure",
+    "mlflow_incomplete",
+    "study_stopped",
+    "interrupted",
+    "summary",
+    "exported",
+    "export_warning",
+    "nothing_exported",
+    "dashboard_stale",
+    "mlflow_run",
+    "storage",
     # a fleet worker between studies (:mod:`tuner.fleet.worker`)
-    "worker_started", "worker_done", "worker_waiting", "worker_moves_on",
+    "worker_started",
+    "worker_done",
+    "worker_waiting",
+    "worker_moves_on",
 ]
 
-WARNINGS: frozenset[NoticeKind] = frozenset({
-    "constraint_disabled", "host_busy", "mlflow_missing", "mlflow_unreachable", "mlflow_failed", "warm_start",
-    "mlflow_failure", "mlflow_incomplete", "export_warning", "nothing_exported", "dashboard_stale"})
+WARNINGS: frozenset[NoticeKind] = frozenset(
+    {
+        "constraint_disabled",
+        "host_busy",
+        "mlflow_missing",
+        "mlflow_unreachable",
+        "mlflow_failed",
+        "warm_start",
+        "mlflow_failure",
+        "mlflow_incomplete",
+        "export_warning",
+        "nothing_exported",
+        "dashboard_stale",
+    }
+)
 """Kinds that warn: the run goes on, but something the user asked for is missing or degraded."""
 
-DIAGNOSTICS: frozenset[NoticeKind] = frozenset({
-    "stopping", "exiting", "mlflow_failure", "study_stopped", "interrupted", "worker_moves_on"})
+DIAGNOSTICS: frozenset[NoticeKind] = frozenset(
+    {"stopping", "exiting", "mlflow_failure", "study_stopped", "interrupted", "worker_moves_on"}
+)
 """Kinds that belong on the error stream (stderr), beside the live display; the rest are the run's report."""
 
 
@@ -51,7 +83,7 @@ class Notice:
     emphasis: tuple[int, int] | None = None
 
     @staticmethod
-    def emphasised(kind: NoticeKind, before: str, emphasised: str, after: str) -> "Notice":
+    def emphasised(kind: NoticeKind, before: str, emphasised: str, after: str) -> Notice:
         """``before + emphasised + after``, the middle part emphasised."""
         return Notice(kind, before + emphasised + after, (len(before), len(before) + len(emphasised)))
 
@@ -83,22 +115,22 @@ class FrontSummary:
     objective_names: tuple[str, ...]
     directions: tuple[str, ...]
     units: dict[str, str]
-    front: tuple["TrialRecord", ...]
+    front: tuple[TrialRecord, ...]
     chosen: int | None = None
     rule: str | None = None
-    baseline: "TrialRecord | None" = None
-    reference: "TrialRecord | None" = None
+    baseline: TrialRecord | None = None
+    reference: TrialRecord | None = None
     speed_metric: str | None = None
-    chosen_record: "TrialRecord | None" = None
-    headline: "Headline | None" = None
+    chosen_record: TrialRecord | None = None
+    headline: Headline | None = None
     extra_metrics: tuple[str, ...] = ()  # metrics shown after the objectives (``tuner front``: p95, memory ...)
 
     @property
-    def comparator(self) -> "TrialRecord | None":
+    def comparator(self) -> TrialRecord | None:
         """The trial speed-ups are taken against: the headline's, else the baseline."""
         return self.headline.comparator if self.headline is not None else self.baseline
 
-    def speedup(self, record: "TrialRecord") -> float | None:
+    def speedup(self, record: TrialRecord) -> float | None:
         """Comparator / ``record`` on :attr:`speed_metric` (None when either is missing or zero)."""
         comparator = self.comparator
         if self.speed_metric is None or comparator is None:
@@ -111,7 +143,7 @@ class SessionListener(Protocol):
     """Receives what a session says. Called from the session's thread, except that ``stopping`` and
     ``exiting`` notices come from a signal handler (keep :meth:`on_notice` short and non-blocking)."""
 
-    def trial_listeners(self) -> list["Listener"]:
+    def trial_listeners(self) -> list[Listener]:
         """Fresh listeners for one run's coordinator (a live display); asked once per run."""
         ...
 
@@ -127,7 +159,7 @@ class SessionListener(Protocol):
 class Quiet:
     """A :class:`SessionListener` that shows nothing (``tuner.run_study`` without ``verbose``)."""
 
-    def trial_listeners(self) -> list["Listener"]:
+    def trial_listeners(self) -> list[Listener]:
         return []
 
     def on_notice(self, notice: Notice) -> None:

@@ -9,22 +9,22 @@ The closing front (:func:`front_summary`) marks the same trial.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING
 
-from tuner.secrets import redact_text
+from tuner.secrets import redact_text, redact_url
 from tuner.session.events import FrontSummary, Notice, SessionListener
-from tuner.study.listeners import Summary
 from tuner.storage.records import StudyRecord, TrialRecord
-from tuner.secrets import redact_url
+from tuner.study.listeners import Summary
 from tuner.study.studies import study_directory
 
 if TYPE_CHECKING:
     import optuna
 
-    from tuner.spec.models import StudySpec
     from tuner.front.choice import Choice
     from tuner.ship.export import ExportError
+    from tuner.spec.models import StudySpec
     from tuner.tracking.live import MlflowTracker
 
 MLFLOW_CLOSE_TIMEOUT_S = 20.0  # at exit, wait at most this long for MLflow; the views can be rebuilt
@@ -40,17 +40,21 @@ def finish_reserve_s(wall_time_s: float | None) -> float:
     return 0.0 if not wall_time_s else min(FINISH_RESERVE_S, FINISH_RESERVE_SHARE * wall_time_s)
 
 
-def close_tracker(tracker: "MlflowTracker", study_name: str, listener: SessionListener) -> None:
+def close_tracker(tracker: MlflowTracker, study_name: str, listener: SessionListener) -> None:
     """Let the tracker finish (at most :data:`MLFLOW_CLOSE_TIMEOUT_S`); each of its failures is a line."""
     tracker.close(timeout_s=MLFLOW_CLOSE_TIMEOUT_S)
     for failure in tracker.failures:
         listener.on_notice(Notice("mlflow_failure", failure))
     if tracker.failures:
-        listener.on_notice(Notice("mlflow_incomplete", f"MLflow views may be incomplete: rebuild them from the "
-                                  f"storage with 'tuner sync-mlflow {study_name}'"))
+        listener.on_notice(
+            Notice(
+                "mlflow_incomplete",
+                f"MLflow views may be incomplete: rebuild them from the storage with 'tuner sync-mlflow {study_name}'",
+            )
+        )
 
 
-def choose_export(study: "optuna.Study") -> "Choice | ExportError":
+def choose_export(study: optuna.Study) -> Choice | ExportError:
     """The trial the study's export rule chooses (:func:`tuner.ship.export.choose`), or why none can be:
     chosen once per run, for the closing front's mark and for ``best.yaml``."""
     from tuner.ship.export import ExportError, choose
@@ -61,27 +65,40 @@ def choose_export(study: "optuna.Study") -> "Choice | ExportError":
         return error
 
 
-def say_summary(study: "optuna.Study", spec: "StudySpec", summary: Summary, listener: SessionListener,
-                chosen: "Choice | ExportError") -> None:
+def say_summary(
+    study: optuna.Study, spec: StudySpec, summary: Summary, listener: SessionListener, chosen: Choice | ExportError
+) -> None:
     """Why the run stopped early or was interrupted (when it was), the counts, the cost (:func:`say_cost`)
     and the Pareto front, ``chosen`` (:func:`choose_export`) marked."""
     study_name = study.study_name
     if summary.failure is not None:
         listener.on_notice(Notice.emphasised("study_stopped", "", "study stopped:", f" {summary.failure}"))
     if summary.interrupted:
-        listener.on_notice(Notice("interrupted", f"interrupted: trials in flight that had not finished were recorded "
-                                  f"INTERRUPTED and queued again; continue with 'tuner resume {study_name}'"))
+        listener.on_notice(
+            Notice(
+                "interrupted",
+                f"interrupted: trials in flight that had not finished were recorded "
+                f"INTERRUPTED and queued again; continue with 'tuner resume {study_name}'",
+            )
+        )
     outcomes = ", ".join(f"{k} {v}" for k, v in sorted(summary.outcomes.items()))
-    listener.on_notice(Notice.emphasised(
-        "summary", "study ", summary.study_name, f": {summary.measured} measured ({summary.ran} this run), "
-        f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}"))
+    listener.on_notice(
+        Notice.emphasised(
+            "summary",
+            "study ",
+            summary.study_name,
+            f": {summary.measured} measured ({summary.ran} this run), "
+            f"{summary.recorded} trials recorded ({outcomes}); stopped: {summary.stopped_because}",
+        )
+    )
     records = [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)]
     say_cost(StudyRecord.of(study), records, listener)
     listener.on_front(front_summary(spec, records, summary.front, chosen))
 
 
-def front_summary(spec: "StudySpec", records: Sequence[TrialRecord], front: Sequence[int],
-                  chosen: "Choice | ExportError") -> FrontSummary:
+def front_summary(
+    spec: StudySpec, records: Sequence[TrialRecord], front: Sequence[int], chosen: Choice | ExportError
+) -> FrontSummary:
     """The closing front of a study of ``spec``: the trials numbered ``front`` among ``records`` (best first on
     the first objective), the trial its export rule chooses marked (none when nothing can be chosen), its
     measured baseline and reference, speed-ups on the first objective measured in seconds."""
@@ -92,8 +109,9 @@ def front_summary(spec: "StudySpec", records: Sequence[TrialRecord], front: Sequ
     names, directions = spec.objective_names, [o.direction for o in spec.objectives]
     by_number = {r.number: r for r in records}
     sign = -1.0 if directions[0] == "maximize" else 1.0
-    shown = sorted((by_number[n] for n in front if n in by_number),
-                   key=lambda r: (sign * (r.values or (0.0,))[0], r.number))
+    shown = sorted(
+        (by_number[n] for n in front if n in by_number), key=lambda r: (sign * (r.values or (0.0,))[0], r.number)
+    )
     units = objective_units(names, (r.metrics for r in records))
     roles = measured_roles(records)
     speed = next((n for n in names if units.get(n) == "s"), None)
@@ -102,8 +120,19 @@ def front_summary(spec: "StudySpec", records: Sequence[TrialRecord], front: Sequ
         said = headline(record, roles.get("baseline"), roles.get("reference"), chosen.policy, speed)
     else:
         number, rule, record, said = None, None, None, None
-    return FrontSummary(tuple(names), tuple(directions), units, tuple(shown), number, rule,
-                        roles.get("baseline"), roles.get("reference"), speed, record, said)
+    return FrontSummary(
+        tuple(names),
+        tuple(directions),
+        units,
+        tuple(shown),
+        number,
+        rule,
+        roles.get("baseline"),
+        roles.get("reference"),
+        speed,
+        record,
+        said,
+    )
 
 
 def say_cost(stored: StudyRecord, records: Sequence[TrialRecord], listener: SessionListener) -> None:
@@ -117,8 +146,9 @@ def say_cost(stored: StudyRecord, records: Sequence[TrialRecord], listener: Sess
         listener.on_notice(Notice("summary", line))
 
 
-def export_best(study: "optuna.Study", storage_url: str, home: Path, listener: SessionListener,
-                chosen: "Choice | ExportError") -> Path | None:
+def export_best(
+    study: optuna.Study, storage_url: str, home: Path, listener: SessionListener, chosen: Choice | ExportError
+) -> Path | None:
     """Export the trial the study's export rule chooses (:func:`tuner.ship.export.choose`; a noisy one replaced
     by a stable one) to ``<home>/<study>/best.yaml``; its path, or None (one warning) when nothing can be
     chosen. The notice names the rule."""
@@ -127,15 +157,23 @@ def export_best(study: "optuna.Study", storage_url: str, home: Path, listener: S
     try:
         if isinstance(chosen, ExportError):
             raise chosen
-        document = build_config(study, chosen.record, storage_url, chosen.policy, chosen.profile,
-                                replaced_noisy=chosen.replaced.number if chosen.replaced else None, rule=chosen.rule)
+        document = build_config(
+            study,
+            chosen.record,
+            storage_url,
+            chosen.policy,
+            chosen.profile,
+            replaced_noisy=chosen.replaced.number if chosen.replaced else None,
+            rule=chosen.rule,
+        )
         path = write_config(document, study_directory(home, study.study_name) / "best.yaml")
     except ExportError as error:
         listener.on_notice(Notice("nothing_exported", f"nothing exported: {error}"))
         return None
     replaced = f" (stable, in place of noisy trial {chosen.replaced.number})" if chosen.replaced else ""
-    listener.on_notice(Notice("exported", f"chosen by {chosen.rule}: trial {chosen.record.number}"
-                              f"{replaced} -> exported to {path}"))
+    listener.on_notice(
+        Notice("exported", f"chosen by {chosen.rule}: trial {chosen.record.number}{replaced} -> exported to {path}")
+    )
     for warning in document.get("warnings") or []:
         listener.on_notice(Notice("export_warning", f"warning: {warning}"))
     return path
@@ -149,16 +187,25 @@ def refresh_dashboard_view(storage_url: str, study_name: str, home: Path, listen
     try:
         refresh_view(storage_url, study_name, default_view_url(home))
     except Exception as error:  # noqa: BLE001 - a view never fails the study
-        listener.on_notice(Notice("dashboard_stale", f"dashboard view not refreshed ({type(error).__name__}: "
-                                  f"{redact_text(str(error))[:200]}): rebuild it with 'tuner dashboard "
-                                  f"{study_name} --refresh-only'"))
+        listener.on_notice(
+            Notice(
+                "dashboard_stale",
+                f"dashboard view not refreshed ({type(error).__name__}: "
+                f"{redact_text(str(error))[:200]}): rebuild it with 'tuner dashboard "
+                f"{study_name} --refresh-only'",
+            )
+        )
 
 
-def say_where(name: str, storage_url: str, tracker: "MlflowTracker | None", listener: SessionListener) -> None:
+def say_where(name: str, storage_url: str, tracker: MlflowTracker | None, listener: SessionListener) -> None:
     """Where to look next for the study ``name``: the MLflow run (when tracked) and the storage."""
     if tracker is not None and tracker.run_id is not None:
-        listener.on_notice(Notice("mlflow_run", f"MLflow: {redact_url(tracker.uri)} — experiment "
-                                  f"'{tracker.info.experiment_name}', run {tracker.run_id} (browse with: tuner ui "
-                                  f"{name})"))
-    listener.on_notice(Notice("storage", f"storage: {redact_url(storage_url)} — inspect with 'tuner status "
-                              f"{name}'"))
+        listener.on_notice(
+            Notice(
+                "mlflow_run",
+                f"MLflow: {redact_url(tracker.uri)} — experiment "
+                f"'{tracker.info.experiment_name}', run {tracker.run_id} (browse with: tuner ui "
+                f"{name})",
+            )
+        )
+    listener.on_notice(Notice("storage", f"storage: {redact_url(storage_url)} — inspect with 'tuner status {name}'"))

@@ -26,7 +26,8 @@ every front trial shares are listed once. Pure: no terminal, no I/O.
 from __future__ import annotations
 
 import textwrap
-from typing import TYPE_CHECKING, Any, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tuner.session.events import FrontSummary
@@ -51,7 +52,7 @@ UNITLESS = frozenset({"", "1"})
 """Units that are not printed after a value."""
 
 
-def front_lines(summary: "FrontSummary", width: int) -> list[str]:
+def front_lines(summary: FrontSummary, width: int) -> list[str]:
     """The front of ``summary`` as lines of at most ``width`` characters (see the module docstring).
 
     Contract: for ``width >= MIN_WIDTH`` no line is longer than ``width`` unless it is one
@@ -63,8 +64,10 @@ def front_lines(summary: "FrontSummary", width: int) -> list[str]:
     """
     front = summary.front
     count = f"{len(front)} trial{'' if len(front) == 1 else 's'}"
-    objectives = [f"{name} ({_direction(direction)}{_unit_suffix(summary, name, ', ')})"
-                  for name, direction in zip(summary.objective_names, summary.directions)]
+    objectives = [
+        f"{name} ({_direction(direction)}{_unit_suffix(summary, name, ', ')})"
+        for name, direction in zip(summary.objective_names, summary.directions)
+    ]
     comparator = summary.comparator
     if comparator is not None and summary.speed_metric is not None:
         against = summary.headline.against if summary.headline is not None else "baseline"
@@ -86,11 +89,20 @@ def front_lines(summary: "FrontSummary", width: int) -> list[str]:
     if not front:
         lines.append(f"{CONTINUATION_INDENT}(no trial is on the front)")
     if shared:
-        lines += wrap_items([f"{name}={_text(value)}" for name, value in shared.items()], width,
-                            "same on every front trial: ", CONTINUATION_INDENT)
+        lines += wrap_items(
+            [f"{name}={_text(value)}" for name, value in shared.items()],
+            width,
+            "same on every front trial: ",
+            CONTINUATION_INDENT,
+        )
     if summary.chosen is not None:
-        lines += textwrap.wrap(chosen_text(summary), width, subsequent_indent=CONTINUATION_INDENT,
-                               break_long_words=False, break_on_hyphens=False)
+        lines += textwrap.wrap(
+            chosen_text(summary),
+            width,
+            subsequent_indent=CONTINUATION_INDENT,
+            break_long_words=False,
+            break_on_hyphens=False,
+        )
     return lines
 
 
@@ -99,7 +111,7 @@ def marks_chosen(line: str) -> bool:
     return line.startswith(MARK + " ")
 
 
-def split_params(front: Sequence["TrialRecord"]) -> tuple[list[str], dict[str, Any]]:
+def split_params(front: Sequence[TrialRecord]) -> tuple[list[str], dict[str, Any]]:
     """``(varying, shared)``: the parameter names whose value differs across ``front`` (or that some
     trials lack), in first-seen order; and ``name -> value`` of the ones every trial has alike. A
     single trial's parameters all count as varying (they are shown under its row)."""
@@ -108,12 +120,15 @@ def split_params(front: Sequence["TrialRecord"]) -> tuple[list[str], dict[str, A
         names += [name for name in record.params if name not in names]
     if len(front) < 2:
         return names, {}
-    shared = {name: front[0].params[name] for name in names
-              if all(name in r.params and _same(r.params[name], front[0].params[name]) for r in front)}
+    shared = {
+        name: front[0].params[name]
+        for name in names
+        if all(name in r.params and _same(r.params[name], front[0].params[name]) for r in front)
+    }
     return [name for name in names if name not in shared], shared
 
 
-def chosen_text(summary: "FrontSummary") -> str:
+def chosen_text(summary: FrontSummary) -> str:
     """The closing line, unwrapped: which trial the rule chose, its speed-up (over the baseline when it meets the
     export rule, else the reference, and how the baseline fails it: :attr:`FrontSummary.headline`) and,
     for each objective but the speed metric, its value beside the reference's and the baseline's.
@@ -155,14 +170,14 @@ def chosen_text(summary: "FrontSummary") -> str:
     return head + (" — " + "; ".join(parts) if parts else "")
 
 
-def chosen_record(summary: "FrontSummary") -> "TrialRecord | None":
+def chosen_record(summary: FrontSummary) -> TrialRecord | None:
     """The record of :attr:`FrontSummary.chosen`: its own record when given, else the one on the front, the
     baseline or the reference with its number (None)."""
     candidates = [summary.chosen_record, *summary.front, summary.baseline, summary.reference]
     return next((r for r in candidates if r is not None and r.number == summary.chosen), None)
 
 
-def objective_value(record: "TrialRecord", name: str, index: int) -> float | None:
+def objective_value(record: TrialRecord, name: str, index: int) -> float | None:
     """``record``'s measured value of objective ``name`` (the ``index``-th): its stored metric, else
     its objective value (not a placeholder); None when it has neither."""
     value = record.metric_value(name)
@@ -197,7 +212,7 @@ def wrap_items(items: Sequence[str], width: int, first: str, indent: str, sep: s
     return lines
 
 
-def _rows(summary: "FrontSummary") -> list[list[str]]:
+def _rows(summary: FrontSummary) -> list[list[str]]:
     """The table's cells: a header, then one row per front trial (mark, trial, role, objectives, the
     summary's extra metrics, speed-up, flag)."""
     rows = [["", "trial", "role", *summary.objective_names, *summary.extra_metrics, "speed-up", ""]]
@@ -210,8 +225,16 @@ def _rows(summary: "FrontSummary") -> list[list[str]]:
             extra = record.metric_value(name)
             values.append("-" if extra is None else _value(summary, name, extra))
         speedup = summary.speedup(record)
-        rows.append([MARK if record.number == summary.chosen else "", str(record.number), record.role_shown, *values,
-                     "-" if speedup is None else f"{speedup:.2f}x", "NOISY" if record.noisy else ""])
+        rows.append(
+            [
+                MARK if record.number == summary.chosen else "",
+                str(record.number),
+                record.role_shown,
+                *values,
+                "-" if speedup is None else f"{speedup:.2f}x",
+                "NOISY" if record.noisy else "",
+            ]
+        )
     return rows
 
 
@@ -227,7 +250,7 @@ def _table(rows: list[list[str]]) -> list[str]:
     return lines
 
 
-def _stacked_row(summary: "FrontSummary", header: list[str], row: list[str], width: int) -> list[str]:
+def _stacked_row(summary: FrontSummary, header: list[str], row: list[str], width: int) -> list[str]:
     """One trial's row when the table is wider than ``width``: ``* trial 12 search:`` and its
     cells as ``name value`` items, wrapped."""
     first = f"{row[0] or ' '} trial {row[1]} {row[2]}: "
@@ -239,12 +262,12 @@ def _direction(direction: str) -> str:
     return {"minimize": "min", "maximize": "max"}.get(direction, direction)
 
 
-def _unit_suffix(summary: "FrontSummary", name: str, sep: str) -> str:
+def _unit_suffix(summary: FrontSummary, name: str, sep: str) -> str:
     unit = summary.units.get(name, "")
     return "" if unit in UNITLESS else f"{sep}{unit}"
 
 
-def _value(summary: "FrontSummary", name: str, value: float) -> str:
+def _value(summary: FrontSummary, name: str, value: float) -> str:
     """``value`` to 4 significant digits, its unit after it (``0.412 s``)."""
     return f"{value:.4g}{_unit_suffix(summary, name, ' ')}"
 

@@ -1,7 +1,7 @@
 """One run of a study on this host (``tuner run`` / ``resume`` / ``worker``, ``tuner.run_study``): open, run, finish.
 
 :func:`run_session` holds the study's lock on this host's devices throughout
-(:mod:`tuner.storage.lock`), records the run (or resume, with its overrides) as a study
+(:mod:`tuner.storage.coordination.lock`), records the run (or resume, with its overrides) as a study
 event, wires the parts (:mod:`.wiring`), runs the
 :class:`~tuner.study.coordinator.Coordinator` (Ctrl-C / SIGTERM stop it: :mod:`.signals`)
 and finishes (:mod:`.finish`). A storage failure anywhere becomes one
@@ -12,24 +12,40 @@ permission — its :class:`~tuner.storage.outage.StorageMisconfigured`, at once)
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from tuner.session.events import Quiet, SessionListener
-from tuner.session.finish import (choose_export, close_tracker, export_best, finish_reserve_s, refresh_dashboard_view,
-                                  say_summary, say_where)
-from tuner.session.signals import stop_on_signals
-from tuner.session.wiring import (connect_tracker, host_facts, memory_prior, reference_store, resources,
-                                  say_disabled_constraints, say_inputs, slots_for)
-from tuner.storage import attributes as names
-from tuner.storage import store
-from tuner.study.listeners import Listener, Summary
-from tuner.storage.lock import lock_for
-from tuner.storage.outage import StorageMisconfigured, misconfiguration
-from tuner.storage.records import StudyRecord
 from tuner.errors import StudyError
 from tuner.secrets import redact_url
+from tuner.session.events import Quiet, SessionListener
+from tuner.session.finish import (
+    choose_export,
+    close_tracker,
+    export_best,
+    finish_reserve_s,
+    refresh_dashboard_view,
+    say_summary,
+    say_where,
+)
+from tuner.session.signals import stop_on_signals
+from tuner.session.wiring import (
+    connect_tracker,
+    host_facts,
+    memory_prior,
+    reference_store,
+    resources,
+    say_disabled_constraints,
+    say_inputs,
+    slots_for,
+)
+from tuner.storage import attributes as names
+from tuner.storage import store
+from tuner.storage.coordination.lock import lock_for
+from tuner.storage.outage import StorageMisconfigured, misconfiguration
+from tuner.storage.records import StudyRecord
+from tuner.study.listeners import Listener, Summary
 from tuner.study.studies import OpenStudy
 
 if TYPE_CHECKING:
@@ -88,14 +104,20 @@ def run_session(opened: OpenStudy, options: RunOptions, listener: SessionListene
     except Exception as error:
         problem = misconfiguration(error)
         if problem is not None:  # a refusal, never waited out: the storage named, the problem in its words
-            raise StorageMisconfigured.of(problem, opened.storage_url, f"; not an outage, so the study stopped at "
-                                          f"once (once it is put right, 'tuner resume {study.study_name}' re-runs "
-                                          f"the trial in flight; nothing stored is lost)") from None
+            raise StorageMisconfigured.of(
+                problem,
+                opened.storage_url,
+                f"; not an outage, so the study stopped at "
+                f"once (once it is put right, 'tuner resume {study.study_name}' re-runs "
+                f"the trial in flight; nothing stored is lost)",
+            ) from None
         cause = storage_cause(error)
         if cause is not None:
-            raise StudyError(f"storage error, the study stopped: {cause} (storage {redact_url(opened.storage_url)}; "
-                             f"the trial in flight is re-run by 'tuner resume {study.study_name}'; "
-                             f"nothing stored is lost)") from None
+            raise StudyError(
+                f"storage error, the study stopped: {cause} (storage {redact_url(opened.storage_url)}; "
+                f"the trial in flight is re-run by 'tuner resume {study.study_name}'; "
+                f"nothing stored is lost)"
+            ) from None
         raise
     finally:
         lock.release()
@@ -114,10 +136,18 @@ def _locked_run(opened: OpenStudy, options: RunOptions, listener: SessionListene
     store.set_study_attribute(study, names.DISABLED_CONSTRAINTS, dict(plan.disabled))
     ensure_metric_names(study, opened.spec)  # a study made before metric names were stored gets them (dashboards)
     slots = slots_for(opened.spec.workload, options.device, options.workers, options.gpus, listener)
-    tracker = (connect_tracker(study, opened.spec, opened.storage_url, tracking_uri(options.mlflow_uri), listener)
-               if options.use_mlflow else None)
-    prior = (memory_prior(study, opened.spec, opened.storage_url, plan, facts["gpu_memory_gb"], options.warm_start_storage, listener)
-             if options.memory_model else [])
+    tracker = (
+        connect_tracker(study, opened.spec, opened.storage_url, tracking_uri(options.mlflow_uri), listener)
+        if options.use_mlflow
+        else None
+    )
+    prior = (
+        memory_prior(
+            study, opened.spec, opened.storage_url, plan, facts["gpu_memory_gb"], options.warm_start_storage, listener
+        )
+        if options.memory_model
+        else []
+    )
     summary = _run_coordinator(opened, options, plan, slots, tracker, prior, listener)
     if tracker is not None:
         close_tracker(tracker, study.study_name, listener)
@@ -130,14 +160,20 @@ def _locked_run(opened: OpenStudy, options: RunOptions, listener: SessionListene
     return summary
 
 
-def _run_coordinator(opened: OpenStudy, options: RunOptions, plan: "ConstraintPlan", slots: list["Slot"],
-                     tracker: "MlflowTracker | None", prior: Sequence["Observation"],
-                     listener: SessionListener) -> Summary:
+def _run_coordinator(
+    opened: OpenStudy,
+    options: RunOptions,
+    plan: ConstraintPlan,
+    slots: list[Slot],
+    tracker: MlflowTracker | None,
+    prior: Sequence[Observation],
+    listener: SessionListener,
+) -> Summary:
     """The coordinator's run on ``slots`` (the runner closed after it, whatever happens)."""
     from tuner.evaluators.registry import warm_ups
     from tuner.runner.choice import make_runner
-    from tuner.study.coordinator import Coordinator
     from tuner.storage.cost import device_budget_s
+    from tuner.study.coordinator import Coordinator
     from tuner.tracking.live import tracking_uri
 
     study, spec = opened.study, opened.spec
@@ -145,13 +181,25 @@ def _run_coordinator(opened: OpenStudy, options: RunOptions, plan: "ConstraintPl
     stored = StudyRecord.of(study)
     runner = make_runner(spec, warm_ups(spec.measured_metrics))
     coordinator = Coordinator(
-        study=study, spec=spec, runner=runner, slots=slots, home=options.home, device=options.device, plan=plan,
-        budget_trials=stored.budget_trials, wall_time_s=stored.budget_wall_time_s, listeners=listeners,
+        study=study,
+        spec=spec,
+        runner=runner,
+        slots=slots,
+        home=options.home,
+        device=options.device,
+        plan=plan,
+        budget_trials=stored.budget_trials,
+        wall_time_s=stored.budget_wall_time_s,
+        listeners=listeners,
         budget_device_s=device_budget_s(stored.budget_device_hours),
-        reference_store=reference_store(spec.name, stored.gpu_type,
-                                        tracking_uri(options.mlflow_uri) if tracker is not None else None),
-        memory_model=options.memory_model, memory_prior=prior, wall_started=options.started,
-        finish_reserve_s=finish_reserve_s(stored.budget_wall_time_s))
+        reference_store=reference_store(
+            spec.name, stored.gpu_type, tracking_uri(options.mlflow_uri) if tracker is not None else None
+        ),
+        memory_model=options.memory_model,
+        memory_prior=prior,
+        wall_started=options.started,
+        finish_reserve_s=finish_reserve_s(stored.budget_wall_time_s),
+    )
     try:
         with stop_on_signals(coordinator.interrupt, listener):
             return coordinator.run()

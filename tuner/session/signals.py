@@ -13,7 +13,7 @@ import os
 import signal
 import threading
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from tuner.session.events import Notice, SessionListener
 
@@ -37,8 +37,11 @@ def stop_on_signals(interrupt: Callable[[], None], listener: SessionListener) ->
         presses.append(time.monotonic())
         if len(presses) == 1:
             interrupt()
-            listener.on_notice(Notice("stopping", "stopping: no new trials; trials in flight end within seconds "
-                                      "(Ctrl-C again: exit now)"))
+            listener.on_notice(
+                Notice(
+                    "stopping", "stopping: no new trials; trials in flight end within seconds (Ctrl-C again: exit now)"
+                )
+            )
             return
         listener.on_notice(Notice("exiting", "exiting now: 'tuner resume' re-runs the trials that were in flight"))
         os._exit(INTERRUPTED_EXIT)

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import shutil
 import sys
-from typing import TYPE_CHECKING, Sequence, TextIO
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, TextIO
 
 from tuner.session.events import FrontSummary, Notice
 from tuner.session.front_lines import front_lines
@@ -29,7 +30,7 @@ class TextSession:
         self.out = out or sys.stdout
         self.err = err or sys.stderr
 
-    def trial_listeners(self) -> list["Listener"]:
+    def trial_listeners(self) -> list[Listener]:
         return [TrialLines(self.err)]
 
     def on_notice(self, notice: Notice) -> None:
@@ -50,28 +51,43 @@ class TrialLines:
     def __init__(self, stream: TextIO) -> None:
         self.stream = stream
 
-    def on_start(self, study_name: str, done: int, total: int | None, wall_left_s: float | None = None,
-                 objectives: Sequence[str] = ()) -> None:
-        print(f"study {study_name}: {done}{'' if total is None else f'/{total}'} trials measured",
-              file=self.stream, flush=True)
+    def on_start(
+        self,
+        study_name: str,
+        done: int,
+        total: int | None,
+        wall_left_s: float | None = None,
+        objectives: Sequence[str] = (),
+    ) -> None:
+        print(
+            f"study {study_name}: {done}{'' if total is None else f'/{total}'} trials measured",
+            file=self.stream,
+            flush=True,
+        )
 
     def on_trial_start(self, number: int, role: str, slot: str, timeout_s: float) -> None:
         print(f"trial {number} {role} started on {slot}", file=self.stream, flush=True)
 
-    def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,
-                 elapsed_s: float) -> None:
+    def on_trial(self, trial: FrozenTrial, done: int, total: int | None, front_size: int, elapsed_s: float) -> None:
         from tuner.storage.records import TrialRecord
 
         record = TrialRecord.from_trial(trial)
-        print(f"[{done}{'' if total is None else f'/{total}'}] trial {record.number} {record.role} {record.outcome}"
-              f" | front {front_size} | elapsed {elapsed_s:.0f} s", file=self.stream, flush=True)
+        print(
+            f"[{done}{'' if total is None else f'/{total}'}] trial {record.number} {record.role} {record.outcome}"
+            f" | front {front_size} | elapsed {elapsed_s:.0f} s",
+            file=self.stream,
+            flush=True,
+        )
 
     def on_tick(self, elapsed_s: float) -> None:
         return None
 
     def on_trial_dropped(self, number: int, reason: str) -> None:
-        print(f"trial {number}: taken over by another worker, its late result dropped: {reason}",
-              file=self.stream, flush=True)
+        print(
+            f"trial {number}: taken over by another worker, its late result dropped: {reason}",
+            file=self.stream,
+            flush=True,
+        )
 
-    def on_finish(self, trials: list["FrozenTrial"], front: list["FrozenTrial"]) -> None:
+    def on_finish(self, trials: list[FrozenTrial], front: list[FrozenTrial]) -> None:
         return None

@@ -32,9 +32,10 @@ import math
 import re
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from tuner.errors import TunerError
 from tuner.results import Outcome, TrialResult
@@ -124,6 +125,7 @@ class CheckReport:
 
 def margin_of(baseline: Spread, chosen: Spread) -> float:
     """The relative margin below the exported speed-up (see module docs); in [MIN_MARGIN, MAX_MARGIN]."""
+
     def part(spread: Spread) -> float:
         return (spread.latency_cv or 0.0) ** 2 / max(1, spread.repeats or 1)
 
@@ -140,9 +142,15 @@ def _settings(spec: Any, params: dict[str, Any], what: str) -> dict[str, Any]:
     return dict(candidate.settings)
 
 
-def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_speedup: float | None = None,
-              max_quality_drop: float | None = None, progress: Callable[[str], None] = lambda _: None,
-              max_rounds: int | None = None) -> CheckReport:
+def run_check(
+    config: ConfigV1,
+    home: Path,
+    rounds: int = DEFAULT_ROUNDS,
+    min_speedup: float | None = None,
+    max_quality_drop: float | None = None,
+    progress: Callable[[str], None] = lambda _: None,
+    max_rounds: int | None = None,
+) -> CheckReport:
     """Run the check (see module docs) with trial files under ``home/checks/``.
 
     ``rounds``: rounds always run; ``max_rounds`` (default ``max(rounds, 16)``): the most run
@@ -162,21 +170,28 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
     chosen_settings = _settings(spec, dict(config.params), "exported")
     baseline_settings = _settings(spec, dict(config.check.baseline), "baseline")
     quality_metrics = sorted(spec.measured_metrics & QUALITY_METRIC_NAMES)
-    quality_figures = sorted({name for name in spec.used_metrics if base_metric(name) in QUALITY_METRIC_NAMES}
-                             | set(quality_metrics))  # with the figures over inputs (psnr_db:worst) the spec names
+    quality_figures = sorted(
+        {name for name in spec.used_metrics if base_metric(name) in QUALITY_METRIC_NAMES} | set(quality_metrics)
+    )  # with the figures over inputs (psnr_db:worst) the spec names
     speed_metric = config.baseline.comparison.speed_metric
     workdir = _fresh_dir(_check_dir(home, config.provenance.study, config.provenance.trial))
     device = config.check.device
-    slot = plan_slots(1, device, _gpus(device), threads=spec.workload.torch_threads,
-                      gpus_per_slot=spec.workload.gpus_per_trial)[0]
+    slot = plan_slots(
+        1, device, _gpus(device), threads=spec.workload.torch_threads, gpus_per_slot=spec.workload.gpus_per_trial
+    )[0]
     expected = config.baseline.comparison.speedup
     margin = margin_of(config.baseline.spread, config.spread)
-    floors = {name: value for name, value in (("exported", expected * (1 - margin) if expected else None),
-                                              ("min-speedup", min_speedup)) if value is not None and value > 0}
-    reference_settings = (_settings(spec, dict(config.check.reference), "reference")
-                          if config.check.reference is not None else None)
-    request = _request_maker(f"check-{config.provenance.study}", spec, device, workdir, quality_metrics,
-                             reference_settings)
+    floors = {
+        name: value
+        for name, value in (("exported", expected * (1 - margin) if expected else None), ("min-speedup", min_speedup))
+        if value is not None and value > 0
+    }
+    reference_settings = (
+        _settings(spec, dict(config.check.reference), "reference") if config.check.reference is not None else None
+    )
+    request = _request_maker(
+        f"check-{config.provenance.study}", spec, device, workdir, quality_metrics, reference_settings
+    )
     runner = make_runner(spec, warm_ups(spec.measured_metrics))  # the same kind of worker as the study's
     sides = {"baseline": SideMeasurement("baseline"), "chosen": SideMeasurement("chosen")}
     tests: dict[str, ShiftTest] = {}
@@ -197,39 +212,74 @@ def run_check(config: ConfigV1, home: Path, rounds: int = DEFAULT_ROUNDS, min_sp
                 _record(sides[label], result, speed_metric, quality_figures)
             if index + 1 < rounds:
                 continue
-            tests = {name: shift_test(sides["baseline"].p50_s, sides["chosen"].p50_s, value, ALPHA)
-                     for name, value in floors.items()}
+            tests = {
+                name: shift_test(sides["baseline"].p50_s, sides["chosen"].p50_s, value, ALPHA)
+                for name, value in floors.items()
+            }
             if all(t.regression or t.confirmed for t in tests.values()):
                 break
-            progress(f"after {index + 1} rounds: " + "; ".join(
-                f"{_interval(t)} against the {name} floor {t.floor:.3g}x: undecided" for name, t in tests.items()))
+            progress(
+                f"after {index + 1} rounds: "
+                + "; ".join(
+                    f"{_interval(t)} against the {name} floor {t.floor:.3g}x: undecided" for name, t in tests.items()
+                )
+            )
     finally:
         runner.close()
     report = _report(speed_metric, sides["baseline"], sides["chosen"], tests, expected, margin, workdir)
-    report.quality_drops = _quality(config, sides["baseline"], sides["chosen"], quality_figures, max_quality_drop,
-                                    report.failures)
+    report.quality_drops = _quality(
+        config, sides["baseline"], sides["chosen"], quality_figures, max_quality_drop, report.failures
+    )
     return report
 
 
-def _report(speed_metric: str, base: SideMeasurement, chosen: SideMeasurement, tests: dict[str, ShiftTest],
-            expected: float | None, margin: float, workdir: Path) -> CheckReport:
+def _report(
+    speed_metric: str,
+    base: SideMeasurement,
+    chosen: SideMeasurement,
+    tests: dict[str, ShiftTest],
+    expected: float | None,
+    margin: float,
+    workdir: Path,
+) -> CheckReport:
     """The speed half of the report: the overall speed-up and each floor's verdict (failures, notes)."""
     overall = shift_test(base.p50_s, chosen.p50_s, 1.0, ALPHA)
-    report = CheckReport(speed_metric, base, chosen, overall.estimate, (overall.low, overall.high), expected,
-                         margin, [], len(base.p50_s), {}, [], [], str(workdir))
+    report = CheckReport(
+        speed_metric,
+        base,
+        chosen,
+        overall.estimate,
+        (overall.low, overall.high),
+        expected,
+        margin,
+        [],
+        len(base.p50_s),
+        {},
+        [],
+        [],
+        str(workdir),
+    )
     for name, test in tests.items():
         speed_floor = SpeedFloor(name, test.floor, test, test.regression or test.confirmed)
         report.floors.append(speed_floor)
         if not speed_floor.decided_by_test:
-            report.notes.append(f"undecided at 95 % after {report.rounds} rounds ({_interval(test)} against the "
-                                f"{name} floor {test.floor:.3g}x): decided on the estimate")
+            report.notes.append(
+                f"undecided at 95 % after {report.rounds} rounds ({_interval(test)} against the "
+                f"{name} floor {test.floor:.3g}x): decided on the estimate"
+            )
         if speed_floor.failed:
             report.failures.append(_speed_failure(speed_floor, expected, margin))
     return report
 
 
-def _request_maker(study_name: str, spec: Any, device: str, workdir: Path, quality_metrics: list[str],
-                   reference_settings: dict[str, Any] | None) -> Callable[..., "TrialRequest"]:
+def _request_maker(
+    study_name: str,
+    spec: Any,
+    device: str,
+    workdir: Path,
+    quality_metrics: list[str],
+    reference_settings: dict[str, Any] | None,
+) -> Callable[..., TrialRequest]:
     """``request(label, settings, reference_output, as_reference=False)``: the check's next trial
     request, numbered in order, in ``workdir/<number>_<label>``; the reference run saves its output."""
     from tuner.runner.base import TrialRequest
@@ -238,19 +288,29 @@ def _request_maker(study_name: str, spec: Any, device: str, workdir: Path, quali
     counter = iter(range(10**6))
     input_fields = request_input_fields(spec, spec.used_metrics)
 
-    def request(label: str, settings: dict[str, Any], reference_output: str | None,
-                as_reference: bool = False) -> TrialRequest:
+    def request(
+        label: str, settings: dict[str, Any], reference_output: str | None, as_reference: bool = False
+    ) -> TrialRequest:
         number = next(counter)
         return TrialRequest(
-            study_name=study_name, trial_number=number,
-            workload_class=spec.workload.target, workload_options=spec.workload.options,
-            settings=settings, **input_fields, seed=spec.seed, device=device,
+            study_name=study_name,
+            trial_number=number,
+            workload_class=spec.workload.target,
+            workload_options=spec.workload.options,
+            settings=settings,
+            **input_fields,
+            seed=spec.seed,
+            device=device,
             measurement=spec.measurement.model_dump(),
             timeout_s=spec.workload.timeout_s * max(1, len(input_fields["input_sets"])),
-            workdir=str(workdir / f"{number:03d}_{label}"), quality_metrics=quality_metrics,
-            reference_output=reference_output, compare_with_self=as_reference,
+            workdir=str(workdir / f"{number:03d}_{label}"),
+            quality_metrics=quality_metrics,
+            reference_output=reference_output,
+            compare_with_self=as_reference,
             save_output=str(workdir / "reference_output.npz") if as_reference else None,
-            reference_settings=reference_settings, cost=spec.cost.model_dump() if spec.cost is not None else {})
+            reference_settings=reference_settings,
+            cost=spec.cost.model_dump() if spec.cost is not None else {},
+        )
 
     return request
 
@@ -262,12 +322,17 @@ def _interval(test: ShiftTest) -> str:
 
 def _speed_failure(floor: SpeedFloor, expected: float | None, margin: float) -> str:
     test = floor.test
-    how = (f"below it with 97.5 % confidence (Mann-Whitney p = {test.p_below:.2g}, {test.rounds} rounds)"
-           if floor.decided_by_test else f"undecided after {test.rounds} rounds; the estimate is below it")
+    how = (
+        f"below it with 97.5 % confidence (Mann-Whitney p = {test.p_below:.2g}, {test.rounds} rounds)"
+        if floor.decided_by_test
+        else f"undecided after {test.rounds} rounds; the estimate is below it"
+    )
     if floor.name == "min-speedup":
         return f"{_interval(test)} is below --min-speedup {test.floor:g}x: {how}"
-    return (f"{_interval(test)} is below the exported {expected:.3g}x beyond the margin (floor {test.floor:.3g}x = "
-            f"exported x (1 - {margin:.3g})): {how}")
+    return (
+        f"{_interval(test)} is below the exported {expected:.3g}x beyond the margin (floor {test.floor:.3g}x = "
+        f"exported x (1 - {margin:.3g})): {how}"
+    )
 
 
 def _check_dir(home: Path, study: str, trial: int) -> Path:
@@ -318,7 +383,7 @@ def _record(side: SideMeasurement, result: TrialResult, speed_metric: str, quali
             side.quality[name] = measured
         elif name not in side.missing:
             metric = result.metrics.get(name)
-            side.missing[name] = (metric.reason if metric is not None and metric.reason else "not reported by the run")
+            side.missing[name] = metric.reason if metric is not None and metric.reason else "not reported by the run"
 
 
 def _why_missing(side: SideMeasurement, name: str, measured: list[str]) -> str | None:
@@ -330,16 +395,25 @@ def _why_missing(side: SideMeasurement, name: str, measured: list[str]) -> str |
     return None if name in side.quality else "no run measured it"
 
 
-def _quality(config: ConfigV1, base: SideMeasurement, chosen: SideMeasurement, measured: list[str],
-             max_drop: float | None, failures: list[str]) -> dict[str, float]:
+def _quality(
+    config: ConfigV1,
+    base: SideMeasurement,
+    chosen: SideMeasurement,
+    measured: list[str],
+    max_drop: float | None,
+    failures: list[str],
+) -> dict[str, float]:
     """Drops (metric units, > 0: worse than the baseline) of the quality objectives; failures appended."""
     assert config.baseline is not None
     drops: dict[str, float] = {}
     for name, entry in config.baseline.comparison.quality_delta.items():
         if base_metric(name) not in QUALITY_METRIC_NAMES:
             continue  # not a quality metric (memory, throughput): not re-judged here
-        lost = [f"the {side.label} side ({why})" for side in (chosen, base)
-                if (why := _why_missing(side, name, measured)) is not None]
+        lost = [
+            f"the {side.label} side ({why})"
+            for side in (chosen, base)
+            if (why := _why_missing(side, name, measured)) is not None
+        ]
         if lost:
             failures.append(f"{name}: quality objective missing on {' and on '.join(lost)}")
             continue
@@ -348,15 +422,19 @@ def _quality(config: ConfigV1, base: SideMeasurement, chosen: SideMeasurement, m
         drops[name] = drop
         if max_drop is not None:
             if drop > max_drop:
-                failures.append(f"{name}: quality drop {drop:.4g} against the baseline is above "
-                                f"--max-quality-drop {max_drop:g}")
+                failures.append(
+                    f"{name}: quality drop {drop:.4g} against the baseline is above --max-quality-drop {max_drop:g}"
+                )
         elif entry.delta is None:
-            failures.append(f"{name}: the config has no exported quality delta to compare the drop {drop:.4g} "
-                            f"with (unavailable at export); pass --max-quality-drop")
+            failures.append(
+                f"{name}: the config has no exported quality delta to compare the drop {drop:.4g} "
+                f"with (unavailable at export); pass --max-quality-drop"
+            )
         else:
             exported = sign * entry.delta
             allowed = exported + QUALITY_ABSOLUTE_TOLERANCE + QUALITY_RELATIVE_TOLERANCE * abs(exported)
             if drop > allowed:
-                failures.append(f"{name}: quality drop {drop:.4g} against the baseline is above the exported "
-                                f"{exported:.4g} (+1 %)")
+                failures.append(
+                    f"{name}: quality drop {drop:.4g} against the baseline is above the exported {exported:.4g} (+1 %)"
+                )
     return drops

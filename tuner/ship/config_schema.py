@@ -35,7 +35,7 @@ trial's own device-seconds.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, ValidationError
@@ -151,8 +151,10 @@ def _invocation_kind(value: Any) -> str:
     return "python" if kind == "python" else "native"
 
 
-Invocation = Annotated[Union[Annotated[PythonInvocation, Tag("python")], Annotated[dict[str, Any], Tag("native")]],
-                       Discriminator(_invocation_kind)]
+Invocation = Annotated[
+    Annotated[PythonInvocation, Tag("python")] | Annotated[dict[str, Any], Tag("native")],
+    Discriminator(_invocation_kind),
+]
 """``kind: python`` is a :class:`PythonInvocation`; ``command`` / ``http`` stay their native mapping
 (:func:`tuner.ship.invocation.render_invocation`)."""
 
@@ -276,8 +278,9 @@ class ConfigV1(_Model):
     warnings: list[str] = Field(default_factory=list)
     env: dict[str, str] | None = None
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True,
-                              alias_generator=lambda name: "schema" if name == "schema_" else name)
+    model_config = ConfigDict(
+        extra="forbid", populate_by_name=True, alias_generator=lambda name: "schema" if name == "schema_" else name
+    )
 
     def to_document(self) -> dict[str, Any]:
         """The plain YAML-able document (key ``schema``, every key present)."""

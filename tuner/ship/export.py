@@ -38,18 +38,19 @@ from __future__ import annotations
 import importlib.metadata
 import math
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
 from tuner.errors import TunerError
+from tuner.front.choice import Choice, PolicyError, choose_by_rule, front_of, prefer_stable, speed_objective
 from tuner.front.cost import budget_hours, cost_of_records, export_cost_block
+from tuner.front.headline import headline
 from tuner.secrets import redact_url
 from tuner.ship.config_schema import SCHEMA, validate_config
 from tuner.ship.invocation import runnable_invocation
-from tuner.front.choice import Choice, PolicyError, choose_by_rule, front_of, prefer_stable, speed_objective
-from tuner.front.headline import headline
 from tuner.ship.provenance_block import provenance_fields, recorded_device, recorded_env
 from tuner.spec.export_rule import DEFAULT_RULE, ExportRule
 from tuner.spec.loading import parse_spec
@@ -59,20 +60,30 @@ from tuner.storage.records import NOISY_CV, StudyRecord, TrialRecord, record_fea
 if TYPE_CHECKING:
     import optuna
 
-__all__ = ["SCHEMA", "ExportError", "Choice", "choose", "choose_trial", "build_config", "noise_warnings",
-           "study_export_rule", "write_config"]
+__all__ = [
+    "SCHEMA",
+    "ExportError",
+    "Choice",
+    "choose",
+    "choose_trial",
+    "build_config",
+    "noise_warnings",
+    "study_export_rule",
+    "write_config",
+]
 
 
 class ExportError(TunerError, RuntimeError):
     """No trial can be exported; the message says why."""
 
 
-def _records(study: "optuna.Study") -> list[TrialRecord]:
+def _records(study: optuna.Study) -> list[TrialRecord]:
     return [TrialRecord.from_trial(t) for t in study.get_trials(deepcopy=False)]
 
 
-def _measuring_attributes(study: "optuna.Study", trials: "list[optuna.trial.FrozenTrial]",
-                          record: TrialRecord) -> Mapping[str, Any]:
+def _measuring_attributes(
+    study: optuna.Study, trials: list[optuna.trial.FrozenTrial], record: TrialRecord
+) -> Mapping[str, Any]:
     """User attributes and side records (:func:`~tuner.storage.records.trial_records`) of the trial of ``study`` that
     measured ``record``'s setting (itself, or the original of a copy); ``record``'s own ``env`` / ``runtime``
     when that trial is not among ``trials``."""
@@ -83,21 +94,23 @@ def _measuring_attributes(study: "optuna.Study", trials: "list[optuna.trial.Froz
     return {**attributes_of(found), **trial_records(study, [found])[found.number]}
 
 
-def _directions(study: "optuna.Study") -> list[str]:
+def _directions(study: optuna.Study) -> list[str]:
     return [d.name.lower() for d in study.directions]
 
 
-def _no_feasible(study: "optuna.Study", records: list[TrialRecord]) -> ExportError:
+def _no_feasible(study: optuna.Study, records: list[TrialRecord]) -> ExportError:
     outcomes: dict[str, int] = {}
     for record in records:
         key = record.outcome if not (record.outcome == "OK" and record.values is not None) else "OK but infeasible"
         outcomes[key] = outcomes.get(key, 0) + 1
     described = ", ".join(f"{k} {v}" for k, v in sorted(outcomes.items())) or "none"
-    return ExportError(f"study '{study.study_name}' has no feasible measured trial to export "
-                       f"({len(records)} trials recorded: {described})")
+    return ExportError(
+        f"study '{study.study_name}' has no feasible measured trial to export "
+        f"({len(records)} trials recorded: {described})"
+    )
 
 
-def study_export_rule(study: "optuna.Study") -> ExportRule:
+def study_export_rule(study: optuna.Study) -> ExportRule:
     """The export rule of the spec stored with ``study`` (:data:`DEFAULT_RULE` for a spec without one, or a
     study stored before specs had rules)."""
     text = StudyRecord.of(study).spec_yaml
@@ -109,8 +122,13 @@ def study_export_rule(study: "optuna.Study") -> ExportRule:
         return DEFAULT_RULE
 
 
-def choose(study: "optuna.Study", policy: str | None = None, profile: str | None = None,
-           objective: str | None = None, trial_number: int | None = None) -> Choice:
+def choose(
+    study: optuna.Study,
+    policy: str | None = None,
+    profile: str | None = None,
+    objective: str | None = None,
+    trial_number: int | None = None,
+) -> Choice:
     """The trial to export; at most one of policy / profile / objective / trial_number (the command line's
     choice), else the rule of the study's spec (:func:`study_export_rule`). Raises ExportError."""
     if sum(x is not None for x in (policy, profile, objective, trial_number)) > 1:
@@ -146,27 +164,36 @@ def choose(study: "optuna.Study", policy: str | None = None, profile: str | None
         raise ExportError(f"{error} (rule: {rule.describe()})") from None
 
 
-def choose_trial(study: "optuna.Study", objective: str | None = None,
-                 trial_number: int | None = None) -> "optuna.trial.FrozenTrial":
+def choose_trial(
+    study: optuna.Study, objective: str | None = None, trial_number: int | None = None
+) -> optuna.trial.FrozenTrial:
     """The frozen trial :func:`choose` picks by objective or number (for the end of ``tuner run``)."""
     choice = choose(study, objective=objective, trial_number=trial_number)
     return next(t for t in study.get_trials(deepcopy=False) if t.number == choice.record.number)
 
 
 def _metrics_block(record: TrialRecord) -> dict[str, Any]:
-    return {name: {"value": metric.get("value"), "unit": metric.get("unit"), "direction": metric.get("direction"),
-                   "unavailable": None if metric.get("value") is not None else str(metric.get("reason", "unknown"))}
-            for name, metric in sorted(record.metrics.items())}
+    return {
+        name: {
+            "value": metric.get("value"),
+            "unit": metric.get("unit"),
+            "direction": metric.get("direction"),
+            "unavailable": None if metric.get("value") is not None else str(metric.get("reason", "unknown")),
+        }
+        for name, metric in sorted(record.metrics.items())
+    }
 
 
 def _spread(record: TrialRecord) -> dict[str, Any]:
     repeats = record.metric_value("repeats")
     known = record.latency_cv is not None or record.metric_value("latency_noisy") is not None
-    return {"latency_p50_s": record.metric_value("latency_p50_s"),
-            "latency_p95_s": record.metric_value("latency_p95_s"),
-            "latency_cv": record.latency_cv,
-            "repeats": int(repeats) if repeats is not None else None,
-            "noisy": record.noisy if known else None}
+    return {
+        "latency_p50_s": record.metric_value("latency_p50_s"),
+        "latency_p95_s": record.metric_value("latency_p95_s"),
+        "latency_cv": record.latency_cv,
+        "repeats": int(repeats) if repeats is not None else None,
+        "noisy": record.noisy if known else None,
+    }
 
 
 def _relative_se(record: TrialRecord) -> float:
@@ -183,35 +210,46 @@ def noise_warnings(record: TrialRecord, base: TrialRecord | None, speedup: float
     One more for each of them the time limit cut short (fewer repeats than the spec asks).
     """
     warnings: list[str] = []
-    ratio_se = (math.hypot(_relative_se(record), _relative_se(base)) if base is not None else None)
-    against = (f"; the speed-up {speedup:.3g}x over the baseline is uncertain by about ±{ratio_se:.0%}"
-               if speedup is not None and ratio_se is not None else "")
+    ratio_se = math.hypot(_relative_se(record), _relative_se(base)) if base is not None else None
+    against = (
+        f"; the speed-up {speedup:.3g}x over the baseline is uncertain by about ±{ratio_se:.0%}"
+        if speedup is not None and ratio_se is not None
+        else ""
+    )
     for what, trial in (("the shipped trial", record), ("the baseline", base)):
         if trial is None or not trial.noisy:
             continue
         cv = f"{trial.latency_cv:.2g}" if trial.latency_cv is not None else "unknown"
         p50 = trial.metric_value("latency_p50_s")
         median = f"its median latency {p50:.4g} s" if p50 is not None else "its latency"
-        warnings.append(f"{what} (trial {trial.number}) is noisy: latency CV {cv} > {NOISY_CV:g}, so {median} is "
-                        f"uncertain by about ±{_relative_se(trial):.0%}{against}; re-measure it (tuner check) "
-                        f"on a quiet machine before relying on it")
+        warnings.append(
+            f"{what} (trial {trial.number}) is noisy: latency CV {cv} > {NOISY_CV:g}, so {median} is "
+            f"uncertain by about ±{_relative_se(trial):.0%}{against}; re-measure it (tuner check) "
+            f"on a quiet machine before relying on it"
+        )
     for what, trial in (("the shipped trial", record), ("the baseline", base)):
         if trial is not None and trial.cut_short:
-            warnings.append(f"{what} (trial {trial.number}) was measured with fewer repeats than the spec asks: "
-                            f"{trial.cut_short}; re-measure it (tuner check) or give the study a larger "
-                            f"workload.timeout_s")
+            warnings.append(
+                f"{what} (trial {trial.number}) was measured with fewer repeats than the spec asks: "
+                f"{trial.cut_short}; re-measure it (tuner check) or give the study a larger "
+                f"workload.timeout_s"
+            )
     return warnings
 
 
 def _speed_metric(names: list[str], records: list[TrialRecord]) -> str:
     """The metric speed-ups are taken on: the first objective in seconds, else ``latency_p50_s``."""
     speed = speed_objective(names, records) if names else 0
-    return names[speed] if names and any(
-        (r.metrics.get(names[speed]) or {}).get("unit") == "s" for r in records) else "latency_p50_s"
+    return (
+        names[speed]
+        if names and any((r.metrics.get(names[speed]) or {}).get("unit") == "s" for r in records)
+        else "latency_p50_s"
+    )
 
 
-def _comparison(chosen: TrialRecord, base: TrialRecord, names: list[str], directions: list[str],
-                records: list[TrialRecord]) -> dict[str, Any]:
+def _comparison(
+    chosen: TrialRecord, base: TrialRecord, names: list[str], directions: list[str], records: list[TrialRecord]
+) -> dict[str, Any]:
     speed_metric = _speed_metric(names, records)
     fast, slow = chosen.metric_value(speed_metric), base.metric_value(speed_metric)
     speedup = slow / fast if fast and slow is not None and fast > 0 else None
@@ -220,14 +258,22 @@ def _comparison(chosen: TrialRecord, base: TrialRecord, names: list[str], direct
         if name == speed_metric:
             continue
         mine, theirs = chosen.metric_value(name), base.metric_value(name)
-        deltas[name] = {"delta": mine - theirs if mine is not None and theirs is not None else None,
-                        "direction": direction}
+        deltas[name] = {
+            "delta": mine - theirs if mine is not None and theirs is not None else None,
+            "direction": direction,
+        }
     return {"speed_metric": speed_metric, "speedup": speedup, "quality_delta": deltas}
 
 
-def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | TrialRecord", storage_url: str,
-                 policy: str | None = None, profile: str | None = None,
-                 replaced_noisy: int | None = None, rule: str | None = None) -> dict[str, Any]:
+def build_config(
+    study: optuna.Study,
+    trial: optuna.trial.FrozenTrial | TrialRecord,
+    storage_url: str,
+    policy: str | None = None,
+    profile: str | None = None,
+    replaced_noisy: int | None = None,
+    rule: str | None = None,
+) -> dict[str, Any]:
     """The validated ``tuner.config/v1`` document for ``trial``.
 
     ``replaced_noisy``: the noisy trial the policy picked and ``trial`` replaced
@@ -247,32 +293,48 @@ def build_config(study: "optuna.Study", trial: "optuna.trial.FrozenTrial | Trial
     by_role = {r.role: r for r in records if r.outcome == "OK" and r.duplicate_of is None and r.role != "search"}
     base = by_role.get("baseline")
     comparison = _comparison(record, base, names, directions, records) if base is not None else None
-    said = headline(record, base, by_role.get("reference"), policy, comparison["speed_metric"] if comparison else
-                    _speed_metric(names, records))
+    said = headline(
+        record,
+        base,
+        by_role.get("reference"),
+        policy,
+        comparison["speed_metric"] if comparison else _speed_metric(names, records),
+    )
     document: dict[str, Any] = {
         "schema": SCHEMA,
         "workload": stored.workload_class,
-        "selection": {"policy": policy or f"trial {record.number}", "rule": rule or policy or f"trial {record.number}",
-                      "profile": profile,
-                      "feasible_trials": len(feasible), "front_size": len(front),
-                      "on_front": record.number in front, "replaced_noisy_trial": replaced_noisy,
-                      "headline": said.document() if said is not None else None},
+        "selection": {
+            "policy": policy or f"trial {record.number}",
+            "rule": rule or policy or f"trial {record.number}",
+            "profile": profile,
+            "feasible_trials": len(feasible),
+            "front_size": len(front),
+            "on_front": record.number in front,
+            "replaced_noisy_trial": replaced_noisy,
+            "headline": said.document() if said is not None else None,
+        },
         "params": dict(record.params),
         "derived": dict(record.derived),
-        "invocation": _invocation(stored.spec_yaml, {**record.params, **record.derived},
-                                  recorded_device(study_attrs, measured)),
-        "objectives": {name: {"value": value, "direction": d}
-                       for name, value, d in zip(names, record.values or (), directions)},
+        "invocation": _invocation(
+            stored.spec_yaml, {**record.params, **record.derived}, recorded_device(study_attrs, measured)
+        ),
+        "objectives": {
+            name: {"value": value, "direction": d} for name, value, d in zip(names, record.values or (), directions)
+        },
         "metrics": _metrics_block(record),
         "spread": _spread(record),
         "timing": {"worker_wall_time_s": record.wall_time_s, "eval_time_s": record.eval_time_s},
         "baseline": _baseline_block(base, comparison),
         "gpu": {str(k): str(v) for k, v in stored.fingerprint.items()},
-        "provenance": _provenance_block(study.study_name, record, records, stored, storage_url,
-                                        {**provenance_fields(study_attrs, measured)}),
-        "check": {"spec_yaml": stored.spec_yaml or "", "device": str(stored.device or "cpu"),
-                  "reference": _settings_of(by_role.get("reference")),
-                  "baseline": _settings_of(base)},
+        "provenance": _provenance_block(
+            study.study_name, record, records, stored, storage_url, {**provenance_fields(study_attrs, measured)}
+        ),
+        "check": {
+            "spec_yaml": stored.spec_yaml or "",
+            "device": str(stored.device or "cpu"),
+            "reference": _settings_of(by_role.get("reference")),
+            "baseline": _settings_of(base),
+        },
         "warnings": noise_warnings(record, base, comparison["speedup"] if comparison else None)
         + random_weights_warnings(measured),
         "env": recorded_env(measured),
@@ -284,22 +346,42 @@ def _baseline_block(base: TrialRecord | None, comparison: Mapping[str, Any] | No
     """The export's ``baseline``: the baseline trial's setting, figures and its comparison with the chosen one."""
     if base is None:
         return None
-    return {"trial": base.number, "params": dict(base.params), "derived": dict(base.derived),
-            "outcome": base.outcome, "metrics": _metrics_block(base), "spread": _spread(base),
-            "comparison": comparison}
+    return {
+        "trial": base.number,
+        "params": dict(base.params),
+        "derived": dict(base.derived),
+        "outcome": base.outcome,
+        "metrics": _metrics_block(base),
+        "spread": _spread(base),
+        "comparison": comparison,
+    }
 
 
-def _provenance_block(study_name: str, record: TrialRecord, records: list[TrialRecord], stored: StudyRecord,
-                      storage_url: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+def _provenance_block(
+    study_name: str,
+    record: TrialRecord,
+    records: list[TrialRecord],
+    stored: StudyRecord,
+    storage_url: str,
+    fields: Mapping[str, Any],
+) -> dict[str, Any]:
     """The export's ``provenance``: where the chosen trial was measured, with what, at what cost."""
-    return {"study": study_name, "trial": record.number, "role": record.role,
-            "storage": redact_url(storage_url), "spec_name": stored.spec_name,
-            "spec_hash": stored.spec_hash, "sampler": stored.sampler,
-            "measured_at": record.datetime_complete,
-            "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            "tuner_version": _version(), **fields,
-            "cost": export_cost_block(cost_of_records(records), stored.device, record,
-                                      budget_hours(stored.budget_device_hours))}
+    return {
+        "study": study_name,
+        "trial": record.number,
+        "role": record.role,
+        "storage": redact_url(storage_url),
+        "spec_name": stored.spec_name,
+        "spec_hash": stored.spec_hash,
+        "sampler": stored.sampler,
+        "measured_at": record.datetime_complete,
+        "exported_at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "tuner_version": _version(),
+        **fields,
+        "cost": export_cost_block(
+            cost_of_records(records), stored.device, record, budget_hours(stored.budget_device_hours)
+        ),
+    }
 
 
 def random_weights_warnings(trial_attrs: Mapping[str, Any]) -> list[str]:
@@ -309,9 +391,11 @@ def random_weights_warnings(trial_attrs: Mapping[str, Any]) -> list[str]:
     identity = runtime.get("weights_identity") if isinstance(runtime, Mapping) else None
     if not (isinstance(identity, str) and identity.startswith("random:")):
         return []
-    return [f"measured with random weights ({identity}): latency and memory are the architecture's, but the "
-            f"quality figures are agreement with the reference setting of an untrained network, not output "
-            f"quality; re-measure with the real weights before shipping"]
+    return [
+        f"measured with random weights ({identity}): latency and memory are the architecture's, but the "
+        f"quality figures are agreement with the reference setting of an untrained network, not output "
+        f"quality; re-measure with the real weights before shipping"
+    ]
 
 
 def _settings_of(record: TrialRecord | None) -> dict[str, Any] | None:

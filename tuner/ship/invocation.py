@@ -27,13 +27,14 @@ This module runs in the coordinator process: it never imports the workload
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tuner.adapters.http_request import body_template, http_concurrency, http_request_values
 from tuner.adapters.python import python_invocation
 from tuner.adapters.template import TemplateError, render_command, render_text, render_value
-from tuner.spec.quality.cases import first_input_values
 from tuner.spec.models import StudySpec
+from tuner.spec.quality.cases import first_input_values
 
 
 def render_invocation(spec: StudySpec, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -54,14 +55,23 @@ def render_invocation(spec: StudySpec, settings: Mapping[str, Any]) -> dict[str,
         values = {**first_input_values(spec), **dict(settings)}
         request = http_request_values(work.http.model_dump(mode="json"), first_input_values(spec), settings, 0)
         try:
-            return {"kind": "http", "url": render_text(work.http.url, values, "url"),
-                    "api": work.http.api, "body": render_value(body_template(work.http.model_dump(mode="json")), request),
-                    "concurrency": http_concurrency(work.http.concurrency, values)}
+            return {
+                "kind": "http",
+                "url": render_text(work.http.url, values, "url"),
+                "api": work.http.api,
+                "body": render_value(body_template(work.http.model_dump(mode="json")), request),
+                "concurrency": http_concurrency(work.http.concurrency, values),
+            }
         except TemplateError as error:
             raise ValueError(f"cannot render the http request: {error}") from None
     if work.python is not None:
-        return {"kind": "python", "target": work.python.factory, "factory_kwargs": dict(work.python.kwargs),
-                "reload_on": list(work.python.reload_on), "kwargs": dict(settings)}
+        return {
+            "kind": "python",
+            "target": work.python.factory,
+            "factory_kwargs": dict(work.python.kwargs),
+            "reload_on": list(work.python.reload_on),
+            "kwargs": dict(settings),
+        }
     return {"kind": "python", "target": work.target, "kwargs": dict(settings)}
 
 
@@ -71,10 +81,26 @@ def runnable_invocation(spec: StudySpec, settings: Mapping[str, Any], device: st
     Raises ``ValueError`` like :func:`render_invocation`."""
     work = spec.workload
     if work.python is not None:
-        return python_invocation(work.python.factory, work.python.kwargs, list(work.python.reload_on), settings,
-                                 first_input_values(spec), spec.seed, device)
+        return python_invocation(
+            work.python.factory,
+            work.python.kwargs,
+            list(work.python.reload_on),
+            settings,
+            first_input_values(spec),
+            spec.seed,
+            device,
+        )
     if work.adapter is None:
-        return {"kind": "python", "interface": "workload", "target": work.target, "factory_kwargs": {},
-                "reload_on": [], "load_params": None, "kwargs": dict(settings), "inputs": first_input_values(spec),
-                "seed": spec.seed, "device": device}
+        return {
+            "kind": "python",
+            "interface": "workload",
+            "target": work.target,
+            "factory_kwargs": {},
+            "reload_on": [],
+            "load_params": None,
+            "kwargs": dict(settings),
+            "inputs": first_input_values(spec),
+            "seed": spec.seed,
+            "device": device,
+        }
     return render_invocation(spec, settings)

@@ -25,7 +25,8 @@ never guessed. This module never imports torch.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tuner.storage.attributes import DEVICE, ENV, INVOCATION, PROVENANCE, RUNTIME
 
@@ -51,9 +52,11 @@ def _packages(packages: Any) -> dict[str, str | None]:
 
 def _weights(weights: Any) -> dict[str, dict[str, Any]]:
     found = _mapping(weights) or {}
-    return {str(name): {"path": entry["path"], "bytes": entry["bytes"], "sha256": entry["sha256"]}
-            for name, entry in found.items()
-            if isinstance(entry, Mapping) and {"path", "bytes", "sha256"} <= set(entry)}
+    return {
+        str(name): {"path": entry["path"], "bytes": entry["bytes"], "sha256": entry["sha256"]}
+        for name, entry in found.items()
+        if isinstance(entry, Mapping) and {"path", "bytes", "sha256"} <= set(entry)
+    }
 
 
 def runtime_block(runtime: Mapping[str, Any]) -> dict[str, Any]:
@@ -67,11 +70,17 @@ def runtime_block(runtime: Mapping[str, Any]) -> dict[str, Any]:
     """
     torch = _mapping(runtime.get("torch")) or {}
     unavailable = _mapping(runtime.get("unavailable")) or {}
-    return {"python": runtime.get("python"), "platform": runtime.get("platform"),
-            "torch": torch.get("version"), "torch_cuda": torch.get("cuda"), "cudnn": torch.get("cudnn"),
-            "cuda_available": torch.get("cuda_available"), "driver": runtime.get("driver"),
-            "torch_threads": torch.get("threads"),
-            "unavailable": {str(key): str(why) for key, why in unavailable.items()}}
+    return {
+        "python": runtime.get("python"),
+        "platform": runtime.get("platform"),
+        "torch": torch.get("version"),
+        "torch_cuda": torch.get("cuda"),
+        "cudnn": torch.get("cudnn"),
+        "cuda_available": torch.get("cuda_available"),
+        "driver": runtime.get("driver"),
+        "torch_threads": torch.get("threads"),
+        "unavailable": {str(key): str(why) for key, why in unavailable.items()},
+    }
 
 
 def provenance_fields(study_attrs: Mapping[str, Any], trial_attrs: Mapping[str, Any]) -> dict[str, Any]:
@@ -80,15 +89,25 @@ def provenance_fields(study_attrs: Mapping[str, Any], trial_attrs: Mapping[str, 
     trial that measured the setting."""
     runtime = _mapping(trial_attrs.get(RUNTIME))
     if runtime is not None:
-        return {"source": "trial", "git": _git_block(runtime.get("git")),
-                "packages": _packages(runtime.get("packages")), "runtime": runtime_block(runtime),
-                "weights": _weights(runtime.get("weights")),
-                "weights_identity": (str(runtime["weights_identity"]) if runtime.get("weights_identity") is not None
-                                     else None)}
+        return {
+            "source": "trial",
+            "git": _git_block(runtime.get("git")),
+            "packages": _packages(runtime.get("packages")),
+            "runtime": runtime_block(runtime),
+            "weights": _weights(runtime.get("weights")),
+            "weights_identity": (
+                str(runtime["weights_identity"]) if runtime.get("weights_identity") is not None else None
+            ),
+        }
     study = _mapping(study_attrs.get(PROVENANCE))
     if study is not None:
-        return {"source": "study", "git": _git_block(study.get("git")), "packages": _packages(study.get("packages")),
-                "runtime": None, "weights": {}}
+        return {
+            "source": "study",
+            "git": _git_block(study.get("git")),
+            "packages": _packages(study.get("packages")),
+            "runtime": None,
+            "weights": {},
+        }
     return {"source": None, "git": None, "packages": {}, "runtime": None, "weights": {}}
 
 

@@ -24,22 +24,22 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 
 __all__ = ["ShiftTest", "u_null_counts", "shift_test"]
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _counts(n: int, m: int) -> tuple[float, ...]:
     if n == 0 or m == 0:
         return (1.0,)
     fewer_x, fewer_y = _counts(n - 1, m), _counts(n, m - 1)
     out = np.zeros(n * m + 1)
-    out[m:m + len(fewer_x)] += fewer_x  # the largest value is an x: it beats all m y's
-    out[:len(fewer_y)] += fewer_y       # the largest value is a y: it beats no x
+    out[m : m + len(fewer_x)] += fewer_x  # the largest value is an x: it beats all m y's
+    out[: len(fewer_y)] += fewer_y  # the largest value is a y: it beats no x
     return tuple(float(v) for v in out)
 
 
@@ -84,8 +84,7 @@ class ShiftTest:
         return self.p_above <= self.alpha
 
 
-def shift_test(baseline_s: Sequence[float], chosen_s: Sequence[float], floor: float,
-               alpha: float) -> ShiftTest:
+def shift_test(baseline_s: Sequence[float], chosen_s: Sequence[float], floor: float, alpha: float) -> ShiftTest:
     """Mann–Whitney test of ``baseline / chosen`` against ``floor`` at one-sided level ``alpha``.
 
     ``baseline_s`` / ``chosen_s``: per-round median latencies (seconds, > 0, at least one
@@ -112,6 +111,13 @@ def shift_test(baseline_s: Sequence[float], chosen_s: Sequence[float], floor: fl
     total = len(differences)
     low = math.exp(differences[k - 1]) if k > 0 else 0.0
     high = math.exp(differences[total - k]) if k > 0 else math.inf
-    return ShiftTest(estimate=math.exp(float(np.median(differences))), low=low, high=high,
-                     p_below=min(1.0, p_below), p_above=min(1.0, p_above), floor=floor, alpha=alpha,
-                     rounds=min(len(x), len(y)))
+    return ShiftTest(
+        estimate=math.exp(float(np.median(differences))),
+        low=low,
+        high=high,
+        p_below=min(1.0, p_below),
+        p_above=min(1.0, p_above),
+        floor=floor,
+        alpha=alpha,
+        rounds=min(len(x), len(y)),
+    )

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import re
 import string
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
@@ -82,8 +82,9 @@ def template_names(text: str) -> list[str]:
         if field is None:
             continue
         if not field.isidentifier() or spec or conversion:
-            raise ValueError(f"template {text!r}: placeholder {{{field}}} must be a plain name "
-                             f"(no format spec, index or attribute)")
+            raise ValueError(
+                f"template {text!r}: placeholder {{{field}}} must be a plain name (no format spec, index or attribute)"
+            )
         names.append(field)
     return names
 
@@ -151,17 +152,21 @@ class ChunkMarkers(_Strict):
             raise ValueError(f"pattern {value!r} does not compile: {error}") from None
         others = sorted(set(compiled.groupindex) - {"seconds"})
         if others:
-            raise ValueError(f"pattern {value!r}: named group {others[0]!r} is not read (only (?P<seconds>...), "
-                             f"the chunk's seconds of output)")
+            raise ValueError(
+                f"pattern {value!r}: named group {others[0]!r} is not read (only (?P<seconds>...), "
+                f"the chunk's seconds of output)"
+            )
         if compiled.search("") is not None:
             raise ValueError(f"pattern {value!r} matches an empty line, so every line would count as a chunk")
         return value
 
     @model_validator(mode="after")
-    def _duration(self) -> "ChunkMarkers":
+    def _duration(self) -> ChunkMarkers:
         if self.output_s is None and "seconds" not in re.compile(self.pattern).groupindex:
-            raise ValueError(f"pattern {self.pattern!r} has no (?P<seconds>...) group, so give output_s "
-                             f"(the seconds of output each chunk holds)")
+            raise ValueError(
+                f"pattern {self.pattern!r} has no (?P<seconds>...) group, so give output_s "
+                f"(the seconds of output each chunk holds)"
+            )
         return self
 
 
@@ -198,7 +203,7 @@ class CommandSpec(_Strict):
         return patterns
 
     @model_validator(mode="after")
-    def _check(self) -> "CommandSpec":
+    def _check(self) -> CommandSpec:
         first = self.argv[0]
         if not isinstance(first, str) or not first.strip():
             raise ValueError("argv[0] must be the program (a non-empty string)")
@@ -234,10 +239,12 @@ def _cwd_problem(command: CommandSpec) -> str | None:
     declared = command.outputs.declared()
     if command.cwd is None or not declared:
         return None
-    return (f"cwd: {command.cwd!r} is not the trial directory, and outputs ({', '.join(k for k, _ in declared)}) "
-            f"are read relative to it, where the tuner would delete them before each call; drop cwd: "
-            f"(the program then runs in the trial's run directory, where outputs land) and pass the program "
-            f"its own paths through inputs, like '{{checkout}}/generate.py'")
+    return (
+        f"cwd: {command.cwd!r} is not the trial directory, and outputs ({', '.join(k for k, _ in declared)}) "
+        f"are read relative to it, where the tuner would delete them before each call; drop cwd: "
+        f"(the program then runs in the trial's run directory, where outputs land) and pass the program "
+        f"its own paths through inputs, like '{{checkout}}/generate.py'"
+    )
 
 
 def output_path_problems(command: CommandSpec, input_names: set[str]) -> list[tuple[str, str]]:
@@ -262,8 +269,10 @@ def output_path_problems(command: CommandSpec, input_names: set[str]) -> list[tu
             except ValueError:
                 used = []
             if used:
-                problem = output_refusal(template, f"placeholder {{{used[0]}}} is an input (the user's own "
-                                                    f"value, often a file), not a setting")
+                problem = output_refusal(
+                    template,
+                    f"placeholder {{{used[0]}}} is an input (the user's own value, often a file), not a setting",
+                )
         if problem is not None:
             problems.append((f"outputs.{kind}", problem))
     return problems

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 
 def canonical_key(params: Mapping[str, Any]) -> str:
@@ -40,7 +41,7 @@ class Candidate:
     key: str = field(default="")
 
     @staticmethod
-    def create(params: Mapping[str, Any], derived: Mapping[str, Any]) -> "Candidate":
+    def create(params: Mapping[str, Any], derived: Mapping[str, Any]) -> Candidate:
         return Candidate(
             params=MappingProxyType(dict(params)),
             derived=MappingProxyType(dict(derived)),

@@ -34,8 +34,9 @@ from __future__ import annotations
 import math
 import operator
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Literal, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, model_validator
 
@@ -48,8 +49,15 @@ if TYPE_CHECKING:
 Profile = Literal["fast", "balanced", "quality"]
 PROFILES: tuple[str, ...] = ("fast", "balanced", "quality")
 _COMPARE: dict[str, Callable[[float, float], bool]] = {
-    "<=": operator.le, "<": operator.lt, ">=": operator.ge, ">": operator.gt, "==": operator.eq}
-_CONDITION = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.]*(?::(?:worst|p[1-9][0-9]?))?)\s*(<=|>=|==|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$")
+    "<=": operator.le,
+    "<": operator.lt,
+    ">=": operator.ge,
+    ">": operator.gt,
+    "==": operator.eq,
+}
+_CONDITION = re.compile(
+    r"^\s*([A-Za-z_][A-Za-z0-9_.]*(?::(?:worst|p[1-9][0-9]?))?)\s*(<=|>=|==|<|>)\s*([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)\s*$"
+)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_.]*(?::(?:worst|p[1-9][0-9]?))?$")
 
 
@@ -99,7 +107,7 @@ def parse_policy(text: str) -> Policy:
     if lowered == "knee":
         return Policy("knee", stripped)
     if lowered == "lexicographic" or lowered.startswith("lexicographic "):
-        rest = stripped[len("lexicographic"):].strip()
+        rest = stripped[len("lexicographic") :].strip()
         if not rest:
             raise PolicyError(f"policy '{text}': lexicographic needs at least one metric")
         keys = []
@@ -116,8 +124,10 @@ def parse_policy(text: str) -> Policy:
         return Policy("lexicographic", stripped, tuple(keys))
     match = re.match(r"^(minimize|maximize)\s+(\S+)(?:\s+subject\s+to\s+(.+))?$", stripped, re.IGNORECASE)
     if not match:
-        raise PolicyError(f"policy '{text}' is not understood: use 'minimize|maximize METRIC "
-                          f"[subject to METRIC <= NUMBER and ...]', 'knee' or 'lexicographic M1, M2'")
+        raise PolicyError(
+            f"policy '{text}' is not understood: use 'minimize|maximize METRIC "
+            f"[subject to METRIC <= NUMBER and ...]', 'knee' or 'lexicographic M1, M2'"
+        )
     if not _NAME.match(match.group(2)):
         raise PolicyError(f"policy '{text}': '{match.group(2)}' is not a metric name")
     conditions = []
@@ -138,12 +148,14 @@ class ExportSpec(BaseModel):
     profile: Profile | None = None
 
     @model_validator(mode="after")
-    def _one(self) -> "ExportSpec":
+    def _one(self) -> ExportSpec:
         if self.policy is not None and self.profile is not None:
             raise ValueError("give policy or profile, not both")
         if self.policy is None and self.profile is None:
-            raise ValueError("give a policy (e.g. 'minimize latency_p50_s subject to stlpips_alex <= 0.03') "
-                             "or a profile (fast, balanced, quality)")
+            raise ValueError(
+                "give a policy (e.g. 'minimize latency_p50_s subject to stlpips_alex <= 0.03') "
+                "or a profile (fast, balanced, quality)"
+            )
         if self.policy is not None:
             try:
                 parse_policy(self.policy)
@@ -180,8 +192,18 @@ def rule_of(export: ExportSpec | None) -> ExportRule:
     return ExportRule(policy=export.policy, profile=export.profile, source="spec")
 
 
-_UNIT_INTERVAL = frozenset({"flicker_score", "text_exact_match", "text_f1", "text_rouge_l",
-                            "text_gt_exact_match", "text_gt_f1", "text_gt_rouge_l", "text_truncated_fraction"})
+_UNIT_INTERVAL = frozenset(
+    {
+        "flicker_score",
+        "text_exact_match",
+        "text_f1",
+        "text_rouge_l",
+        "text_gt_exact_match",
+        "text_gt_f1",
+        "text_gt_rouge_l",
+        "text_truncated_fraction",
+    }
+)
 _CORRELATIONS = frozenset({"lipsync_peak_corr", "lipsync_onset_peak_corr", "ssim", "ssim_mouth"})
 _NON_NEGATIVE_UNITS = frozenset({"s", "GB", "items/s", "dB", "levels"})
 
@@ -227,7 +249,7 @@ def _interval(low: float, high: float) -> str:
     return f"{'(' if low == -math.inf else '['}{low:g}, {high:g}{')' if high == math.inf else ']'}"
 
 
-def check_export_rule(spec: "StudySpec") -> None:
+def check_export_rule(spec: StudySpec) -> None:
     """Raise ``ValueError('export.policy: ...')`` when the spec's policy names a metric the study does not
     record or asks for something impossible (see module docs)."""
     if spec.export is None or spec.export.policy is None:

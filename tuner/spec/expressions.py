@@ -36,9 +36,10 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from tuner.errors import InputError
 
@@ -149,8 +150,9 @@ def compile_expression(source: str, limits: ExpressionLimits = LIMITS) -> Expres
 @lru_cache(maxsize=1024)
 def _compile(source: str, limits: ExpressionLimits) -> Expression:
     if len(source) > limits.max_source_chars:
-        raise ExpressionLimitError(f"{_show(source)} is too long: {len(source)} characters "
-                                   f"(limit {limits.max_source_chars})")
+        raise ExpressionLimitError(
+            f"{_show(source)} is too long: {len(source)} characters (limit {limits.max_source_chars})"
+        )
     try:
         tree = ast.parse(source, mode="eval").body
     except SyntaxError as error:
@@ -161,8 +163,7 @@ def _compile(source: str, limits: ExpressionLimits) -> Expression:
         raise ExpressionError(f"{_show(source)} is not a valid expression: {_short(error)}") from None
     depth = _depth(tree)
     if depth > limits.max_depth:
-        raise ExpressionLimitError(f"{_show(source)} is too deeply nested: {depth} levels "
-                                   f"(limit {limits.max_depth})")
+        raise ExpressionLimitError(f"{_show(source)} is too deeply nested: {depth} levels (limit {limits.max_depth})")
     names: set[str] = set()
     _check(tree, source, names, limits)
     expression = Expression(source=source, tree=tree, names=frozenset(names), limits=limits)
@@ -185,8 +186,10 @@ def _check(node: ast.AST, source: str, names: set[str], limits: ExpressionLimits
         if not isinstance(node.value, (int, float, str, bool, type(None))):
             raise ExpressionError(f"{_show(source)}: constant {node.value!r} is not allowed")
         if isinstance(node.value, int) and node.value.bit_length() > limits.max_int_bits:
-            raise ExpressionLimitError(f"{_show(source)} is too expensive: an integer of "
-                                       f"{node.value.bit_length()} bits (limit {limits.max_int_bits} bits)")
+            raise ExpressionLimitError(
+                f"{_show(source)} is too expensive: an integer of "
+                f"{node.value.bit_length()} bits (limit {limits.max_int_bits} bits)"
+            )
         return
     if isinstance(node, ast.Name):
         if node.id not in FUNCTIONS:
@@ -326,8 +329,7 @@ class _Evaluation:
         if _is_int(number) and _is_int(digits) and digits < 0:
             bits = -digits * math.log2(10)
             if bits > self.limits.max_int_bits:
-                raise self.refuse(f"an integer of about {_about(bits)} bits "
-                                  f"(limit {self.limits.max_int_bits} bits)")
+                raise self.refuse(f"an integer of about {_about(bits)} bits (limit {self.limits.max_int_bits} bits)")
 
     def check_items(self, sample: Any, items: float) -> None:
         if items > self.limits.max_items:
@@ -338,8 +340,9 @@ class _Evaluation:
     def bounded(self, result: Any) -> Any:
         """A computed result, refused when it is over the integer or sequence limit."""
         if _is_int(result) and result.bit_length() > self.limits.max_int_bits:
-            raise self.refuse(f"an integer of about {_about(result.bit_length())} bits "
-                              f"(limit {self.limits.max_int_bits} bits)")
+            raise self.refuse(
+                f"an integer of about {_about(result.bit_length())} bits (limit {self.limits.max_int_bits} bits)"
+            )
         if isinstance(result, _SEQUENCES):
             self.check_items(result, _items(result, self.limits.max_items))
         return result
@@ -374,9 +377,9 @@ def _about(number: float) -> str:
 def _show(source: str, width: int = 80) -> str:
     """The source quoted for a one-line message: newlines escaped, long text shortened."""
     text = source.replace("\r", "\\r").replace("\n", "\\n")
-    return f"'{text if len(text) <= width else text[:width - 3] + '...'}'"
+    return f"'{text if len(text) <= width else text[: width - 3] + '...'}'"
 
 
 def _short(error: BaseException, width: int = 200) -> str:
     text = " ".join(str(error).split())
-    return text if len(text) <= width else text[:width - 3] + "..."
+    return text if len(text) <= width else text[: width - 3] + "..."

@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import importlib.util
 import re
-from typing import Iterable
+from collections.abc import Iterable
 
 from tuner.errors import HostError
 
@@ -80,8 +80,9 @@ class MissingExtra(HostError, ModuleNotFoundError):
 
     def __init__(self, module: str, extra: str, needed_by: str) -> None:
         self.module, self.extra, self.needed_by = module, extra, needed_by
-        super().__init__(f"{needed_by} needs the '{extra}' extra (no module named '{module}'): "
-                         f"{install_command(extra)}", name=module)
+        super().__init__(
+            f"{needed_by} needs the '{extra}' extra (no module named '{module}'): {install_command(extra)}", name=module
+        )
 
 
 def install_command(extra: str) -> str:
@@ -132,8 +133,11 @@ class MissingPackage(HostError, ModuleNotFoundError):
 
     def __init__(self, module: str, needed_by: str) -> None:
         self.module, self.needed_by = module, needed_by
-        super().__init__(f"{needed_by} needs the '{module}' package, a requirement of the tuner's core (no module "
-                         f"named '{module}'): pip install '{core_requirement(module)}'", name=module)
+        super().__init__(
+            f"{needed_by} needs the '{module}' package, a requirement of the tuner's core (no module "
+            f"named '{module}'): pip install '{core_requirement(module)}'",
+            name=module,
+        )
 
 
 def core_requirement(distribution: str) -> str:

@@ -28,8 +28,9 @@ import difflib
 import re
 import types
 import typing
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from pydantic import BaseModel, ValidationError
 from pydantic_core import ErrorDetails
@@ -52,12 +53,14 @@ def load_spec(path: str | Path) -> StudySpec:
     if len(raw) > MAX_SPEC_BYTES:
         size = _file_size(path)
         shown = f"{size:,} bytes" if size > MAX_SPEC_BYTES else f"more than {MAX_SPEC_BYTES:,} bytes"
-        raise SpecError(f"{path}:1: (top level): the spec is {shown} (limit {MAX_SPEC_BYTES:,} bytes = 1 MiB); "
-                        "keep large data in files the workload reads")
+        raise SpecError(
+            f"{path}:1: (top level): the spec is {shown} (limit {MAX_SPEC_BYTES:,} bytes = 1 MiB); "
+            "keep large data in files the workload reads"
+        )
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError as error:
-        line = raw[:error.start].count(b"\n") + 1
+        line = raw[: error.start].count(b"\n") + 1
         raise SpecError(f"{path}:{line}: (top level): not UTF-8 text (byte {error.start})") from None
     return parse_spec(text, source=str(path))
 
@@ -76,8 +79,9 @@ def parse_spec(text: str, source: str = "<spec>") -> StudySpec:
     except YamlProblem as problem:
         raise SpecError(_line(source, problem.line, problem.path, problem.problem)) from None
     if not isinstance(data, dict):
-        raise SpecError(f"{source}:1: (top level): the spec must be a mapping of keys "
-                        "(name, workload, parameters, ...)")
+        raise SpecError(
+            f"{source}:1: (top level): the spec must be a mapping of keys (name, workload, parameters, ...)"
+        )
     try:
         return StudySpec.model_validate(data)
     except ValidationError as error:
@@ -85,8 +89,9 @@ def parse_spec(text: str, source: str = "<spec>") -> StudySpec:
     except ExpressionError as error:
         raise SpecError(_line(source, 1, (), str(error))) from None
     except (RecursionError, MemoryError) as error:
-        raise SpecError(_line(source, 1, (), f"the spec is too deeply nested or too large to validate "
-                              f"({type(error).__name__})")) from None
+        raise SpecError(
+            _line(source, 1, (), f"the spec is too deeply nested or too large to validate ({type(error).__name__})")
+        ) from None
 
 
 def spec_key_lines(text: str) -> dict[KeyPath, int]:
@@ -119,14 +124,17 @@ def _validation_message(error: ValidationError, lines: dict[KeyPath, int], sourc
     explained: list[ErrorDetails] = [chosen]
     if chosen["type"] == "extra_forbidden":
         message, suggestion = _unknown_key(raw, errors)
-        explained += [e for e in errors if e["type"] == "missing" and suggestion is not None
-                      and tuple(e["loc"]) == (*raw[:-1], suggestion)]
+        explained += [
+            e
+            for e in errors
+            if e["type"] == "missing" and suggestion is not None and tuple(e["loc"]) == (*raw[:-1], suggestion)
+        ]
     else:
         message = _clean_message(chosen["msg"], chosen["type"], chosen.get("input"))
         keyed = _KEYED.match(message)
         if keyed:  # a validator that names its own key path
             path = tuple(keyed.group(1).split("."))
-            if path[0] in _field_keys(StudySpec) and path[:len(location)] == location:
+            if path[0] in _field_keys(StudySpec) and path[: len(location)] == location:
                 location, message = path, keyed.group(2)
     more = len(errors) - len(explained)
     suffix = f" (and {more} more problem{'s' if more > 1 else ''})" if more else ""
@@ -160,8 +168,12 @@ def _allowed_keys(location: tuple[Any, ...]) -> list[str]:
             elif typing.get_origin(kind) is list and isinstance(part, int):
                 following.append(typing.get_args(kind)[0])
         current = following
-    return [key for kind in _members(current) if isinstance(kind, type) and issubclass(kind, BaseModel)
-            for key in _field_keys(kind)]
+    return [
+        key
+        for kind in _members(current)
+        if isinstance(kind, type) and issubclass(kind, BaseModel)
+        for key in _field_keys(kind)
+    ]
 
 
 def _members(kinds: list[Any]) -> list[Any]:
@@ -186,8 +198,10 @@ def _is_tag(model: type[BaseModel], part: Any) -> bool:
         return False
     if part == model.__name__ or part.startswith("function-"):
         return True
-    return any(typing.get_origin(f.annotation) is typing.Literal and part in typing.get_args(f.annotation)
-               for f in _model_fields(model).values())
+    return any(
+        typing.get_origin(f.annotation) is typing.Literal and part in typing.get_args(f.annotation)
+        for f in _model_fields(model).values()
+    )
 
 
 def _field_keys(model: type[BaseModel]) -> list[str]:
@@ -202,7 +216,8 @@ def _model_fields(model: Any) -> dict[str, Any]:
 def _is_union_tag(part: Any) -> bool:
     """pydantic puts the discriminator value (e.g. 'int') into error locations."""
     return part in ("int", "float", "categorical", "bool", "str") or (
-        isinstance(part, str) and part.startswith("function-"))
+        isinstance(part, str) and part.startswith("function-")
+    )
 
 
 def _clean_message(message: str, kind: str, value: Any) -> str:
@@ -210,8 +225,11 @@ def _clean_message(message: str, kind: str, value: Any) -> str:
     if kind == "missing":
         return "required key is missing"
     if kind == "union_tag_invalid":
-        return f"unknown type {value!r}: use int, float, categorical or bool" if not isinstance(value, dict) \
+        return (
+            f"unknown type {value!r}: use int, float, categorical or bool"
+            if not isinstance(value, dict)
             else f"unknown parameter type {value.get('type')!r}: use int, float, categorical or bool"
+        )
     if kind == "union_tag_not_found":
         return "a parameter needs 'type': int, float, categorical or bool"
     if kind == "finite_number":

@@ -23,8 +23,8 @@ metric no trial has recorded yet (an objective of an OOM-only study).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Callable, Iterable, Mapping
 
 from tuner.results import Direction
 
@@ -52,8 +52,9 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "postprocess_s": ("s", "minimize"),  # the model's result to the returned output (host copy, uint8)
     "outside_spans_s": ("s", "minimize"),  # latency_p50_s less the spans: glue and the timing itself
     # a call's cost structure, medians (tuner.evaluators.runtime.structure): phases inside model_s, one step / token
-    **{name: ("s", "minimize") for name in ("text_s", "denoise_s", "denoise_step_s", "decode_s", "prefill_s",
-                                            "decode_token_s")},
+    **dict.fromkeys(
+        ("text_s", "denoise_s", "denoise_step_s", "decode_s", "prefill_s", "decode_token_s"), ("s", "minimize")
+    ),
     "time_to_first_chunk_s": ("s", "minimize"),  # a chunked workload's (tuner.evaluators.runtime.streaming)
     "chunk_latency_p50_s": ("s", "minimize"),
     "chunk_latency_p95_s": ("s", "minimize"),
@@ -68,8 +69,13 @@ MEASURED_METRICS: dict[str, tuple[str, Direction]] = {
     "cost_per_1k_outputs_usd": ("USD", "minimize"),
 }
 
-STREAMING_METRICS = ("time_to_first_chunk_s", "chunk_latency_p50_s", "chunk_latency_p95_s", "real_time_factor",
-                     "stall_count")
+STREAMING_METRICS = (
+    "time_to_first_chunk_s",
+    "chunk_latency_p50_s",
+    "chunk_latency_p95_s",
+    "real_time_factor",
+    "stall_count",
+)
 """The figures of a chunked call (:mod:`tuner.evaluators.runtime.streaming`); a command reports them from the
 marker lines of its ``chunks`` block."""
 
@@ -90,37 +96,67 @@ class MetricFamily:
 
 
 QUALITY_FAMILIES: tuple[MetricFamily, ...] = (
-    MetricFamily("video", {
-        "psnr_db": ("dB", "maximize"), "ssim": ("1", "maximize"),
-        "psnr_mouth_db": ("dB", "maximize"), "ssim_mouth": ("1", "maximize")}),
+    MetricFamily(
+        "video",
+        {
+            "psnr_db": ("dB", "maximize"),
+            "ssim": ("1", "maximize"),
+            "psnr_mouth_db": ("dB", "maximize"),
+            "ssim_mouth": ("1", "maximize"),
+        },
+    ),
     MetricFamily("perceptual", {"stlpips_alex": ("1", "minimize"), "lpips_alex": ("1", "minimize")}),
-    MetricFamily("flicker", {
-        "flicker_mae": ("levels", "minimize"), "flicker_score": ("1", "maximize"),
-        "flicker_ratio": ("1", "minimize")}, reference_free=frozenset({"flicker_mae", "flicker_score"})),
-    MetricFamily("warping", {"warping_error": ("1", "minimize"), "warping_error_ratio": ("1", "minimize")},
-                 reference_free=frozenset({"warping_error"})),
-    MetricFamily("seam", {"seam_score": ("1", "minimize"), "seam_score_ratio": ("1", "minimize")},
-                 reference_free=frozenset({"seam_score"})),
-    MetricFamily("lipsync", {
-        "lipsync_lag_frames": ("frames", "minimize"), "lipsync_abs_lag_frames": ("frames", "minimize"),
-        "lipsync_peak_corr": ("1", "maximize"), "lipsync_margin": ("1", "maximize"),
-        "lipsync_onset_lag_frames": ("frames", "minimize"), "lipsync_onset_peak_corr": ("1", "maximize"),
-        "lipsync_onset_margin": ("1", "maximize")},
-        needs_reference=False),
-    MetricFamily("text", {
-        "text_exact_match": ("1", "maximize"), "text_f1": ("1", "maximize"),
-        "text_rouge_l": ("1", "maximize"), "text_chrf": ("score", "maximize"),
-        "text_bleu": ("score", "maximize"), "text_gt_exact_match": ("1", "maximize"),
-        "text_gt_f1": ("1", "maximize"), "text_gt_rouge_l": ("1", "maximize"),
-        "text_gt_chrf": ("score", "maximize"), "text_gt_bleu": ("score", "maximize"),
-        "text_truncated_fraction": ("1", "minimize")}),
+    MetricFamily(
+        "flicker",
+        {"flicker_mae": ("levels", "minimize"), "flicker_score": ("1", "maximize"), "flicker_ratio": ("1", "minimize")},
+        reference_free=frozenset({"flicker_mae", "flicker_score"}),
+    ),
+    MetricFamily(
+        "warping",
+        {"warping_error": ("1", "minimize"), "warping_error_ratio": ("1", "minimize")},
+        reference_free=frozenset({"warping_error"}),
+    ),
+    MetricFamily(
+        "seam",
+        {"seam_score": ("1", "minimize"), "seam_score_ratio": ("1", "minimize")},
+        reference_free=frozenset({"seam_score"}),
+    ),
+    MetricFamily(
+        "lipsync",
+        {
+            "lipsync_lag_frames": ("frames", "minimize"),
+            "lipsync_abs_lag_frames": ("frames", "minimize"),
+            "lipsync_peak_corr": ("1", "maximize"),
+            "lipsync_margin": ("1", "maximize"),
+            "lipsync_onset_lag_frames": ("frames", "minimize"),
+            "lipsync_onset_peak_corr": ("1", "maximize"),
+            "lipsync_onset_margin": ("1", "maximize"),
+        },
+        needs_reference=False,
+    ),
+    MetricFamily(
+        "text",
+        {
+            "text_exact_match": ("1", "maximize"),
+            "text_f1": ("1", "maximize"),
+            "text_rouge_l": ("1", "maximize"),
+            "text_chrf": ("score", "maximize"),
+            "text_bleu": ("score", "maximize"),
+            "text_gt_exact_match": ("1", "maximize"),
+            "text_gt_f1": ("1", "maximize"),
+            "text_gt_rouge_l": ("1", "maximize"),
+            "text_gt_chrf": ("score", "maximize"),
+            "text_gt_bleu": ("score", "maximize"),
+            "text_truncated_fraction": ("1", "minimize"),
+        },
+    ),
 )
 
-QUALITY_METRIC_NAMES: frozenset[str] = frozenset(
-    name for family in QUALITY_FAMILIES for name in family.metrics)
+QUALITY_METRIC_NAMES: frozenset[str] = frozenset(name for family in QUALITY_FAMILIES for name in family.metrics)
 
 NO_REFERENCE_METRICS: frozenset[str] = frozenset(
-    name for family in QUALITY_FAMILIES for name in family.metrics if not family.needs_reference_for(name))
+    name for family in QUALITY_FAMILIES for name in family.metrics if not family.needs_reference_for(name)
+)
 """Quality metrics computed from a trial's own output alone (temporal stability, the lip-sync proxy)."""
 
 COMPANION_METRICS: tuple[str, ...] = ("flicker_mae", "flicker_score", "warping_error")
@@ -131,23 +167,33 @@ shape's reference could not run. ``seam_score`` joins them where the setting has
 VIDEO_REFERENCE_FAMILIES = ("video", "perceptual", "flicker", "warping", "seam")
 
 
-def trial_quality_metrics(measured: Iterable[str], setting_names: Iterable[str],
-                          installed: Callable[[str], bool] = lambda name: True) -> list[str]:
+def trial_quality_metrics(
+    measured: Iterable[str], setting_names: Iterable[str], installed: Callable[[str], bool] = lambda name: True
+) -> list[str]:
     """The quality metrics a trial computes: those of ``measured`` (a spec's measured metrics) and, when one of
     them compares a video with the reference, the :data:`COMPANION_METRICS` (and ``seam_score`` when
     ``setting_names`` -- parameters and derived values -- hold ``infer_frames``) whose modules are ``installed``."""
     asked = set(measured) & QUALITY_METRIC_NAMES
-    compares_video = any(name in family.metrics and family.needs_reference_for(name)
-                         for family in QUALITY_FAMILIES if family.name in VIDEO_REFERENCE_FAMILIES
-                         for name in asked)
+    compares_video = any(
+        name in family.metrics and family.needs_reference_for(name)
+        for family in QUALITY_FAMILIES
+        if family.name in VIDEO_REFERENCE_FAMILIES
+        for name in asked
+    )
     if compares_video:
         companions = [*COMPANION_METRICS, *(["seam_score"] if "infer_frames" in set(setting_names) else [])]
         asked |= {name for name in companions if installed(name)}
     return sorted(asked)
 
 
-UNIT_SUFFIXES: dict[str, str] = {"s": "_s", "GB": "_gb", "dB": "_db", "items/s": "_items_per_s",
-                                 "frames": "_frames", "USD": "_usd"}
+UNIT_SUFFIXES: dict[str, str] = {
+    "s": "_s",
+    "GB": "_gb",
+    "dB": "_db",
+    "items/s": "_items_per_s",
+    "frames": "_frames",
+    "USD": "_usd",
+}
 """Unit -> the suffix a metric name carries for it (``latency_p50_s``)."""
 
 RecordedMetrics = Mapping[str, Mapping[str, object]]

@@ -17,18 +17,18 @@ import hashlib
 import math
 import re
 from decimal import Decimal, InvalidOperation
-from typing import Annotated, Any, Literal, Union
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from tuner.errors import SpecError as SpecError  # re-exported: tuner.spec.models.SpecError
 from tuner.spec.export_rule import ExportRule, ExportSpec, check_export_rule, parse_policy, rule_of
 from tuner.spec.expressions import ExpressionError, compile_expression
-from tuner.spec.quality.cases import CasesSpec, check_cases, input_keys
-from tuner.spec.metrics import base_metric, known_metric
 from tuner.spec.measure.measurement import BudgetSpec, MeasurementSpec
 from tuner.spec.measure.price import CostSpec
+from tuner.spec.metrics import base_metric, known_metric
 from tuner.spec.names import check_expression_cost, check_expression_names
+from tuner.spec.quality.cases import CasesSpec, check_cases, input_keys
 from tuner.spec.quality.reference_shape import ReferenceShapeSpec, check_reference_shape
 from tuner.spec.space import check_setting
 from tuner.spec.workload import WorkloadSpec, check_adapter_names
@@ -68,7 +68,7 @@ class IntParameter(_Parameter):
     log: bool = False
 
     @model_validator(mode="after")
-    def _check(self) -> "IntParameter":
+    def _check(self) -> IntParameter:
         if self.low > self.high:
             raise ValueError(f"low must be <= high ({self.low} > {self.high})")
         if self.step < 1:
@@ -80,8 +80,12 @@ class IntParameter(_Parameter):
         return self
 
     def contains(self, value: Any) -> bool:
-        return (isinstance(value, int) and not isinstance(value, bool)
-                and self.low <= value <= self.high and (value - self.low) % self.step == 0)
+        return (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and self.low <= value <= self.high
+            and (value - self.low) % self.step == 0
+        )
 
 
 class FloatParameter(_Parameter):
@@ -94,7 +98,7 @@ class FloatParameter(_Parameter):
     log: bool = False
 
     @model_validator(mode="after")
-    def _check(self) -> "FloatParameter":
+    def _check(self) -> FloatParameter:
         if not (math.isfinite(self.low) and math.isfinite(self.high)):
             raise ValueError("low and high must be finite")
         if self.low > self.high:
@@ -110,14 +114,15 @@ class FloatParameter(_Parameter):
         narrowed = None if self.step is None else _narrowed_high(self.low, self.high, self.step)
         if narrowed is not None:
             span = float(_decimal(self.high) - _decimal(self.low))
-            raise ValueError(f"high - low ({span!r}) must be a multiple of step {self.step!r}: Optuna would narrow "
-                             f"the range to [{self.low!r}, {narrowed!r}] (use high: {narrowed!r}, or a step that "
-                             "divides the range)")
+            raise ValueError(
+                f"high - low ({span!r}) must be a multiple of step {self.step!r}: Optuna would narrow "
+                f"the range to [{self.low!r}, {narrowed!r}] (use high: {narrowed!r}, or a step that "
+                "divides the range)"
+            )
         return self
 
     def contains(self, value: Any) -> bool:
-        return (isinstance(value, (int, float)) and not isinstance(value, bool)
-                and self.low <= float(value) <= self.high)
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and self.low <= float(value) <= self.high
 
 
 def _decimal(value: float) -> Decimal:
@@ -157,9 +162,11 @@ class CategoricalParameter(_Parameter):
                 if earlier == choice:
                     shown = ", ".join(_yaml_text(c) for c in (earlier, choice))
                     same = "repeats a value" if type(earlier) is type(choice) else "holds equal values"
-                    raise ValueError(f"choices {same} ({shown}; {_yaml_text(earlier)} == {_yaml_text(choice)} "
-                                     "for Optuna, which would record one and run the other): make them distinct, "
-                                     "e.g. quote them as strings")
+                    raise ValueError(
+                        f"choices {same} ({shown}; {_yaml_text(earlier)} == {_yaml_text(choice)} "
+                        "for Optuna, which would record one and run the other): make them distinct, "
+                        "e.g. quote them as strings"
+                    )
         return choices
 
     def contains(self, value: Any) -> bool:
@@ -183,7 +190,7 @@ class BoolParameter(_Parameter):
 
 
 Parameter = Annotated[
-    Union[IntParameter, FloatParameter, CategoricalParameter, BoolParameter],
+    IntParameter | FloatParameter | CategoricalParameter | BoolParameter,
     Field(discriminator="type"),
 ]
 
@@ -228,7 +235,7 @@ class Constraint(_Strict):
         return bound
 
     @model_validator(mode="after")
-    def _check(self) -> "Constraint":
+    def _check(self) -> Constraint:
         if self.max is None and self.min is None:
             raise ValueError("a constraint needs max and/or min")
         for bound in (self.max, self.min):
@@ -282,8 +289,10 @@ class StudySpec(_Strict):
     def _record_env_names(cls, names: list[str]) -> list[str]:
         for index, name in enumerate(names):
             if not RECORD_ENV_PATTERN.fullmatch(name):
-                raise ValueError(f"record_env.{index}: {name!r} is not an environment variable name or a simple glob "
-                                 "(letters, digits, _ and the wildcards * ?, starting with a letter or _)")
+                raise ValueError(
+                    f"record_env.{index}: {name!r} is not an environment variable name or a simple glob "
+                    "(letters, digits, _ and the wildcards * ?, starting with a letter or _)"
+                )
         return names
 
     @field_validator("rules", mode="before")
@@ -306,7 +315,7 @@ class StudySpec(_Strict):
         return derived
 
     @model_validator(mode="after")
-    def _cross_check(self) -> "StudySpec":
+    def _cross_check(self) -> StudySpec:
         clashes = set(self.parameters) & (set(self.derived) | set(self.inputs))
         if clashes:
             raise ValueError(f"names used both as parameter and derived/input: {sorted(clashes)}")
@@ -316,17 +325,23 @@ class StudySpec(_Strict):
         metrics = [o.metric for o in self.objectives]
         if len(set(metrics)) != len(metrics):
             raise ValueError(f"objectives repeat a metric: {metrics}")
-        named = ([(f"objectives.{i}.metric", m) for i, m in enumerate(metrics)]
-                 + [(f"constraints.{i}.metric", c.metric) for i, c in enumerate(self.constraints)]
-                 + [(f"report.{i}", m) for i, m in enumerate(self.report)]
-                 + [(f"cliff_margins.{m}", m) for m in self.cliff_margins])
+        named = (
+            [(f"objectives.{i}.metric", m) for i, m in enumerate(metrics)]
+            + [(f"constraints.{i}.metric", c.metric) for i, c in enumerate(self.constraints)]
+            + [(f"report.{i}", m) for i, m in enumerate(self.report)]
+            + [(f"cliff_margins.{m}", m) for m in self.cliff_margins]
+        )
         for key, metric in named:
             if not known_metric(metric) and base_metric(metric) not in self.workload.declared_metrics():
                 raise ValueError(f"{key}: unknown metric '{metric}' (see the metric list in docs/specs.md)")
-        priced = [base_metric(m) for _, m in named if base_metric(m) in ("cost_per_output_usd", "cost_per_1k_outputs_usd")]
+        priced = [
+            base_metric(m) for _, m in named if base_metric(m) in ("cost_per_output_usd", "cost_per_1k_outputs_usd")
+        ]
         if priced and self.cost is None:
-            raise ValueError(f"cost: the spec names {priced[0]} but gives no price (cost: {{gpu_hour_usd: ...}}, "
-                             "or cpu_hour_usd for a CPU study)")
+            raise ValueError(
+                f"cost: the spec names {priced[0]} but gives no price (cost: {{gpu_hour_usd: ...}}, "
+                "or cpu_hour_usd for a CPU study)"
+            )
         check_expression_names(self)
         check_expression_cost(self)
         for role in ("reference", "baseline"):

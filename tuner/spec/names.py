@@ -18,7 +18,8 @@ Both raise :class:`ValueError` with a message that starts with the key path
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from tuner.spec.expressions import ExpressionError, ExpressionLimitError, compile_expression
 
@@ -28,7 +29,7 @@ if TYPE_CHECKING:
 HOST_FACTS = ("gpu_memory_gb", "host_memory_gb")  # names a constraint bound may use (GB)
 
 
-def _scalar_inputs(spec: "StudySpec") -> list[str]:
+def _scalar_inputs(spec: StudySpec) -> list[str]:
     return [k for k, v in spec.inputs.items() if isinstance(v, (int, float, str, bool))]
 
 
@@ -37,14 +38,17 @@ def _unknown(key: str, source: str, names: frozenset[str], known: set[str], late
         if name in known:
             continue
         if name in later:
-            raise ValueError(f"{key}: '{source}' uses '{name}', which is defined after it (derived values are "
-                             "evaluated in spec order; move it above, and a cycle can never be evaluated)")
+            raise ValueError(
+                f"{key}: '{source}' uses '{name}', which is defined after it (derived values are "
+                "evaluated in spec order; move it above, and a cycle can never be evaluated)"
+            )
         hint = "" if len(known) > 30 else f" (known: {', '.join(sorted(known)) or 'none'})"
-        raise ValueError(f"{key}: '{source}' names '{name}', which is not a parameter, derived value or "
-                         f"scalar input{hint}")
+        raise ValueError(
+            f"{key}: '{source}' names '{name}', which is not a parameter, derived value or scalar input{hint}"
+        )
 
 
-def check_expression_names(spec: "StudySpec") -> None:
+def check_expression_names(spec: StudySpec) -> None:
     """Every name in a derived value, rule and constraint bound must exist where it is evaluated."""
     known = set(spec.parameters) | set(_scalar_inputs(spec))
     derived = list(spec.derived.items())
@@ -59,11 +63,13 @@ def check_expression_names(spec: "StudySpec") -> None:
             bound = getattr(constraint, side)
             if isinstance(bound, str):
                 for name in sorted(compile_expression(bound).names - set(HOST_FACTS)):
-                    raise ValueError(f"constraints.{index}.{side}: '{bound}' names '{name}'; a bound may use "
-                                     f"numbers and {', '.join(HOST_FACTS)} (GB)")
+                    raise ValueError(
+                        f"constraints.{index}.{side}: '{bound}' names '{name}'; a bound may use "
+                        f"numbers and {', '.join(HOST_FACTS)} (GB)"
+                    )
 
 
-def trial_settings(spec: "StudySpec") -> list[dict[str, Any]]:
+def trial_settings(spec: StudySpec) -> list[dict[str, Any]]:
     """The settings evaluated at validate: reference, baseline, all-low and all-high corners."""
     low: dict[str, Any] = {}
     high: dict[str, Any] = {}
@@ -77,7 +83,7 @@ def trial_settings(spec: "StudySpec") -> list[dict[str, Any]]:
     return [dict(s) for s in (spec.reference, spec.baseline) if s is not None] + [low, high]
 
 
-def check_expression_cost(spec: "StudySpec") -> None:
+def check_expression_cost(spec: StudySpec) -> None:
     """Evaluate derived values and rules on :func:`trial_settings`; refuse any over the limits."""
     inputs = {k: spec.inputs[k] for k in _scalar_inputs(spec)}
     for setting in trial_settings(spec):

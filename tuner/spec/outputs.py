@@ -21,15 +21,19 @@ class _Strict(BaseModel):
 OUTPUT_KINDS = ("video", "audio", "text")
 """The declared output files of a command block (``outputs.<kind>``)."""
 
-OUTPUT_HINT = ("an output must be a relative path inside the trial directory that starts with a name, "
-               "like 'out.wav' or 'results/{seed}/out_{steps}.wav'")
+OUTPUT_HINT = (
+    "an output must be a relative path inside the trial directory that starts with a name, "
+    "like 'out.wav' or 'results/{seed}/out_{steps}.wav'"
+)
 """What to write instead, appended to every refusal of an output path."""
 
 
 def output_refusal(template: str, why: str) -> str:
     """The refusal of output path ``template`` because of ``why``, with :data:`OUTPUT_HINT`."""
-    return (f"{template!r} may point outside the trial directory: {why} ({OUTPUT_HINT}); "
-            f"the tuner deletes outputs before each call")
+    return (
+        f"{template!r} may point outside the trial directory: {why} ({OUTPUT_HINT}); "
+        f"the tuner deletes outputs before each call"
+    )
 
 
 def output_syntax_problem(template: str) -> str | None:
@@ -89,7 +93,7 @@ class CommandOutputs(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _audio_from_input_needs_a_video(self) -> "CommandOutputs":
+    def _audio_from_input_needs_a_video(self) -> CommandOutputs:
         """``audio_from_input`` stands in for a video's missing audio track: it needs a ``video``
         output and no ``audio`` file (which would always win). That it names an input holding a
         path is checked by :func:`audio_from_input_problem`, which needs the spec's inputs."""
@@ -97,11 +101,15 @@ class CommandOutputs(_Strict):
             return self
         key = "workload.command.outputs.audio_from_input"
         if self.audio is not None:
-            raise ValueError(f"{key}: give audio (a file the program writes) or audio_from_input (an input "
-                             f"the program copies into its video), not both: the audio file would always win")
+            raise ValueError(
+                f"{key}: give audio (a file the program writes) or audio_from_input (an input "
+                f"the program copies into its video), not both: the audio file would always win"
+            )
         if self.video is None:
-            raise ValueError(f"{key}: needs a video output: it is the audio of the video when the video "
-                             f"file has no audio track of its own")
+            raise ValueError(
+                f"{key}: needs a video output: it is the audio of the video when the video "
+                f"file has no audio track of its own"
+            )
         return self
 
     def declared(self) -> list[tuple[str, str]]:
@@ -124,10 +132,14 @@ def audio_from_input_problem(outputs: CommandOutputs, inputs: dict[str, Any]) ->
     if name is None:
         return None
     if name not in inputs:
-        return (f"'{name}' is not an input (give the name of the input holding the audio file the program "
-                f"copies into its video, e.g. audio; inputs: {sorted(inputs)})")
+        return (
+            f"'{name}' is not an input (give the name of the input holding the audio file the program "
+            f"copies into its video, e.g. audio; inputs: {sorted(inputs)})"
+        )
     value = inputs[name]
     if not isinstance(value, str) or not value.lower().endswith(AUDIO_INPUT_SUFFIXES):
-        return (f"input '{name}' is {value!r}, not the path of a .wav or .npz audio file "
-                f"(audio_from_input names the input holding the program's audio file)")
+        return (
+            f"input '{name}' is {value!r}, not the path of a .wav or .npz audio file "
+            f"(audio_from_input names the input holding the program's audio file)"
+        )
     return None

@@ -8,7 +8,8 @@ or the reason it must never run. All expressions go through
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 from tuner.spec.candidate import Candidate
 from tuner.spec.expressions import ExpressionError, compile_expression
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
     from tuner.spec.models import StudySpec
 
 
-def distributions(spec: "StudySpec") -> dict[str, "BaseDistribution"]:
+def distributions(spec: StudySpec) -> dict[str, BaseDistribution]:
     """One Optuna distribution per spec parameter, in spec order."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
@@ -37,7 +38,7 @@ def distributions(spec: "StudySpec") -> dict[str, "BaseDistribution"]:
     return result
 
 
-def grid(spec: "StudySpec") -> dict[str, list[Any]]:
+def grid(spec: StudySpec) -> dict[str, list[Any]]:
     """Every value of every parameter, for the grid sampler. Floats need a step."""
     values: dict[str, list[Any]] = {}
     for name, p in spec.parameters.items():
@@ -55,7 +56,7 @@ def grid(spec: "StudySpec") -> dict[str, list[Any]]:
     return values
 
 
-def suggest(trial: "optuna.Trial", spec: "StudySpec") -> dict[str, Any]:
+def suggest(trial: optuna.Trial, spec: StudySpec) -> dict[str, Any]:
     """Draw every spec parameter from ``trial`` (enqueued values are honoured), through Optuna's public
     ``suggest_*`` calls on the distributions of :func:`distributions`."""
     from optuna.distributions import FloatDistribution, IntDistribution
@@ -63,22 +64,24 @@ def suggest(trial: "optuna.Trial", spec: "StudySpec") -> dict[str, Any]:
     params: dict[str, Any] = {}
     for name, distribution in distributions(spec).items():
         if isinstance(distribution, IntDistribution):
-            params[name] = trial.suggest_int(name, distribution.low, distribution.high, step=distribution.step,
-                                             log=distribution.log)
+            params[name] = trial.suggest_int(
+                name, distribution.low, distribution.high, step=distribution.step, log=distribution.log
+            )
         elif isinstance(distribution, FloatDistribution):
-            params[name] = trial.suggest_float(name, distribution.low, distribution.high, step=distribution.step,
-                                               log=distribution.log)
+            params[name] = trial.suggest_float(
+                name, distribution.low, distribution.high, step=distribution.step, log=distribution.log
+            )
         else:
             params[name] = trial.suggest_categorical(name, distribution.choices)
     return params
 
 
-def scalar_inputs(spec: "StudySpec") -> dict[str, Any]:
+def scalar_inputs(spec: StudySpec) -> dict[str, Any]:
     """Inputs usable in expressions: the spec's scalar (number / string / bool) inputs."""
     return {k: v for k, v in spec.inputs.items() if isinstance(v, (int, float, str, bool))}
 
 
-def derive(spec: "StudySpec", params: Mapping[str, Any]) -> dict[str, Any]:
+def derive(spec: StudySpec, params: Mapping[str, Any]) -> dict[str, Any]:
     """Derived values, evaluated in spec order; each may use params, inputs and earlier ones."""
     scope: dict[str, Any] = {**scalar_inputs(spec), **params}
     derived: dict[str, Any] = {}
@@ -89,7 +92,7 @@ def derive(spec: "StudySpec", params: Mapping[str, Any]) -> dict[str, Any]:
     return derived
 
 
-def broken_rule(spec: "StudySpec", params: Mapping[str, Any], derived: Mapping[str, Any]) -> str | None:
+def broken_rule(spec: StudySpec, params: Mapping[str, Any], derived: Mapping[str, Any]) -> str | None:
     """The first rule ``params`` break, as a message; ``None`` when all hold."""
     scope = {**scalar_inputs(spec), **params, **derived}
     for rule in spec.rules:
@@ -102,7 +105,7 @@ def broken_rule(spec: "StudySpec", params: Mapping[str, Any], derived: Mapping[s
     return None
 
 
-def resolve(spec: "StudySpec", params: Mapping[str, Any]) -> tuple[Candidate | None, str | None]:
+def resolve(spec: StudySpec, params: Mapping[str, Any]) -> tuple[Candidate | None, str | None]:
     """``(candidate, None)`` for a runnable setting, ``(None, reason)`` otherwise."""
     try:
         derived = derive(spec, params)
@@ -114,7 +117,7 @@ def resolve(spec: "StudySpec", params: Mapping[str, Any]) -> tuple[Candidate | N
     return Candidate.create(params, derived), None
 
 
-def check_setting(spec: "StudySpec", setting: Mapping[str, Any]) -> str | None:
+def check_setting(spec: StudySpec, setting: Mapping[str, Any]) -> str | None:
     """Why a full setting (baseline / reference) is unusable, or ``None`` when fine."""
     missing = [name for name in spec.parameters if name not in setting]
     if missing:

@@ -24,8 +24,8 @@ from tuner.spec.adapters import (
     template_names,
 )
 from tuner.spec.metrics import STREAMING_METRICS, base_metric
-from tuner.spec.quality.cases import listed_input_values
 from tuner.spec.outputs import audio_from_input_problem
+from tuner.spec.quality.cases import listed_input_values
 
 if TYPE_CHECKING:
     from tuner.spec.models import StudySpec
@@ -76,9 +76,12 @@ class WorkloadSpec(_Strict):
         return value
 
     @model_validator(mode="after")
-    def _exactly_one(self) -> "WorkloadSpec":
-        given = [k for k in ("class", "command", "python", "http")
-                 if (self.class_path if k == "class" else getattr(self, k)) is not None]
+    def _exactly_one(self) -> WorkloadSpec:
+        given = [
+            k
+            for k in ("class", "command", "python", "http")
+            if (self.class_path if k == "class" else getattr(self, k)) is not None
+        ]
         if len(given) != 1:
             raise ValueError(f"give exactly one of class, command, python, http (got {given or 'none'})")
         if self.class_path is None:
@@ -129,7 +132,7 @@ class WorkloadSpec(_Strict):
         return {}
 
 
-def check_adapter_names(spec: "StudySpec") -> None:
+def check_adapter_names(spec: StudySpec) -> None:
     """Every template placeholder and adapter name must be a parameter, derived value or input."""
     known = set(spec.parameters) | set(spec.derived) | spec.input_keys
     work = spec.workload
@@ -143,8 +146,10 @@ def check_adapter_names(spec: "StudySpec") -> None:
     for path, text in block.templates() if work.command or work.http else []:
         for name in template_names(text):
             if name not in known and name not in extra:
-                raise ValueError(f"workload.{work.adapter}.{path}: placeholder {{{name}}} is not a parameter, "
-                                 f"derived value or input (known: {sorted(known | set(extra))})")
+                raise ValueError(
+                    f"workload.{work.adapter}.{path}: placeholder {{{name}}} is not a parameter, "
+                    f"derived value or input (known: {sorted(known | set(extra))})"
+                )
     if work.command is not None:
         for path, name in work.command.flag_names():
             parameter = spec.parameters.get(name)
@@ -154,8 +159,10 @@ def check_adapter_names(spec: "StudySpec") -> None:
             raise ValueError(f"workload.command.{path}: {problem}")
         streamed = sorted({base_metric(name) for name in spec.used_metrics} & set(STREAMING_METRICS))
         if streamed and work.command.chunks is None:
-            raise ValueError(f"workload.command: the spec names {streamed[0]}, which a command reports from the "
-                             f"chunk markers it prints: declare chunks: {{pattern: 'chunk ready', output_s: 0.5}}")
+            raise ValueError(
+                f"workload.command: the spec names {streamed[0]}, which a command reports from the "
+                f"chunk markers it prints: declare chunks: {{pattern: 'chunk ready', output_s: 0.5}}"
+            )
         for values in listed_input_values(spec):
             audio_problem = audio_from_input_problem(work.command.outputs, values)
             if audio_problem is not None:
@@ -164,4 +171,3 @@ def check_adapter_names(spec: "StudySpec") -> None:
         for name in work.python.reload_on:
             if name not in spec.parameters and name not in spec.derived:
                 raise ValueError(f"workload.python.reload_on: '{name}' is not a parameter or derived value")
-

@@ -78,16 +78,20 @@ class _GuardedLoader(yaml.SafeLoader):
             node = super().compose_node(parent, index)
             size = self.sizes.get(id(node))
             if size is None:
-                raise self.refuse(event.start_mark, f"alias *{event.anchor} is used inside its own anchor "
-                                  "(a recursive structure cannot be a spec)")
+                raise self.refuse(
+                    event.start_mark,
+                    f"alias *{event.anchor} is used inside its own anchor (a recursive structure cannot be a spec)",
+                )
             self.count(size, event.start_mark, f"alias *{event.anchor} expands the spec")
             return node
         collection = self.check_event(MappingStartEvent, SequenceStartEvent)
         if collection:
             self.depth += 1
             if self.depth > MAX_DEPTH:
-                raise self.refuse(self.peek_event().start_mark,
-                                  f"collections nested deeper than {MAX_DEPTH} levels (limit {MAX_DEPTH})")
+                raise self.refuse(
+                    self.peek_event().start_mark,
+                    f"collections nested deeper than {MAX_DEPTH} levels (limit {MAX_DEPTH})",
+                )
         try:
             node = super().compose_node(parent, index)
         finally:
@@ -107,8 +111,10 @@ class _GuardedLoader(yaml.SafeLoader):
     def count(self, nodes: int, mark: Any, what: str) -> None:
         self.expanded += nodes
         if self.expanded > MAX_NODES:
-            raise self.refuse(mark, f"{what} to more than {MAX_NODES:,} YAML nodes, counting every alias "
-                              f"expanded (limit {MAX_NODES:,})")
+            raise self.refuse(
+                mark,
+                f"{what} to more than {MAX_NODES:,} YAML nodes, counting every alias expanded (limit {MAX_NODES:,})",
+            )
 
     def check_keys(self, node: yaml.MappingNode) -> None:
         """Refuse a key given twice in one mapping (merged ``<<`` keys may be overridden)."""
@@ -118,8 +124,11 @@ class _GuardedLoader(yaml.SafeLoader):
                 continue
             earlier = first.get((key_node.tag, key_node.value))
             if earlier is not None:
-                raise self.refuse(key_node.start_mark, f"duplicate key '{key_node.value}' "
-                                  f"(first at line {earlier.start_mark.line + 1})", (*self.path, str(key_node.value)))
+                raise self.refuse(
+                    key_node.start_mark,
+                    f"duplicate key '{key_node.value}' (first at line {earlier.start_mark.line + 1})",
+                    (*self.path, str(key_node.value)),
+                )
             first[(key_node.tag, key_node.value)] = key_node
 
     def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
@@ -145,11 +154,15 @@ def check_size(text: str) -> None:
     """Refuse a text over :data:`MAX_SPEC_BYTES` before anything parses it."""
     size = len(text.encode("utf-8", "replace"))
     if size > MAX_SPEC_BYTES:
-        raise YamlProblem(1, (), f"the spec is {size:,} bytes (limit {MAX_SPEC_BYTES:,} bytes = 1 MiB); "
-                          "keep large data in files the workload reads")
+        raise YamlProblem(
+            1,
+            (),
+            f"the spec is {size:,} bytes (limit {MAX_SPEC_BYTES:,} bytes = 1 MiB); "
+            "keep large data in files the workload reads",
+        )
 
 
-def _new_loader(text: str) -> "_GuardedLoader":
+def _new_loader(text: str) -> _GuardedLoader:
     """A loader over ``text``; the reader checks the characters at once (a control character is a
     :class:`YamlProblem` with its line, like any other YAML error)."""
     try:
@@ -169,8 +182,9 @@ def load_yaml(text: str) -> tuple[Any, dict[KeyPath, int]]:
     except yaml.YAMLError as error:
         raise _located(error) from None
     except (RecursionError, MemoryError) as error:
-        raise YamlProblem(1, (), f"the spec is too deeply nested or too large to read ({type(error).__name__})"
-                          ) from None
+        raise YamlProblem(
+            1, (), f"the spec is too deeply nested or too large to read ({type(error).__name__})"
+        ) from None
     finally:
         loader.dispose()
     return data, lines

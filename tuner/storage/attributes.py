@@ -13,8 +13,9 @@ stored trial through it.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
-from typing import TYPE_CHECKING, Any, Mapping, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -127,7 +128,7 @@ def role_of(trial: Attributed) -> str:
     return str(trial.user_attrs.get(ROLE, SEARCH))
 
 
-def outcome_of(trial: "FrozenTrial") -> str:
+def outcome_of(trial: FrozenTrial) -> str:
     """The stored outcome, else the trial's state name (``RUNNING``, ``WAITING``, ``FAIL``...)."""
     return str(trial.user_attrs.get(OUTCOME, trial.state.name))
 
@@ -194,19 +195,22 @@ def unavailable_constraints_of(trial: Attributed) -> Mapping[str, Any]:
     return trial.user_attrs.get(UNAVAILABLE_CONSTRAINTS) or {}
 
 
-def enqueued_params(trial: "FrozenTrial") -> dict[str, Any] | None:
+def enqueued_params(trial: FrozenTrial) -> dict[str, Any] | None:
     """The setting a trial was enqueued with (Optuna's ``fixed_params``); None for a trial the sampler proposed."""
     fixed = trial.system_attrs.get(FIXED_PARAMS)
     return None if fixed is None else dict(fixed)
 
 
-def named_constraints(trial: "FrozenTrial") -> dict[str, float]:
+def named_constraints(trial: FrozenTrial) -> dict[str, float]:
     """The trial's constraints by key, from Optuna 5's per-key form (``constraints:<key>``).
 
     ``FrozenTrial.constraints`` also lists the legacy ``constraints`` list (kept for
     optuna-dashboard) under ``"0"``, ``"1"``, ...; this leaves those copies out. A trial with
     only the legacy list (written by an older tool) gets ``FrozenTrial.constraints``.
     """
-    named = {key[len(CONSTRAINT_PREFIX):]: float(value) for key, value in trial.system_attrs.items()
-             if key.startswith(CONSTRAINT_PREFIX)}
+    named = {
+        key[len(CONSTRAINT_PREFIX) :]: float(value)
+        for key, value in trial.system_attrs.items()
+        if key.startswith(CONSTRAINT_PREFIX)
+    }
     return named or dict(trial.constraints)

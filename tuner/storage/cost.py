@@ -27,15 +27,15 @@ from __future__ import annotations
 
 import math
 import statistics
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from tuner.results import Outcome, TrialResult
 from tuner.runner.measure.phases import INFO_KEY, PHASES
 
 SECONDS_PER_HOUR = 3600.0
-WASTED_OUTCOMES = (Outcome.OOM.value, Outcome.TIMEOUT.value, Outcome.CRASH.value, Outcome.INVALID.value,
-                   "INTERRUPTED")
+WASTED_OUTCOMES = (Outcome.OOM.value, Outcome.TIMEOUT.value, Outcome.CRASH.value, Outcome.INVALID.value, "INTERRUPTED")
 
 
 def slot_devices(slot_label: str | None) -> int:
@@ -52,7 +52,7 @@ def trial_cost(result: TrialResult, slot_label: str | None) -> dict[str, Any]:
     devices = slot_devices(slot_label)
     wall = max(float(result.wall_time_s or 0.0), 0.0)
     reported = result.info.get(INFO_KEY) if isinstance(result.info, Mapping) else None
-    phases = {phase: 0.0 for phase in PHASES}
+    phases = dict.fromkeys(PHASES, 0.0)
     if isinstance(reported, Mapping) and reported:
         worker = {p: max(float(reported.get(p) or 0.0), 0.0) for p in PHASES[:-1]}
         inside = sum(worker.values())
@@ -61,8 +61,12 @@ def trial_cost(result: TrialResult, slot_label: str | None) -> dict[str, Any]:
         phases["startup"] += max(wall - inside * scale, 0.0)  # process start, imports, teardown
     else:
         phases["unattributed"] = wall  # killed, timed out, or died before reporting
-    return {"device_s": round(wall * devices, 6), "wall_s": round(wall, 6), "devices": devices,
-            "phases_device_s": {p: round(s * devices, 6) for p, s in phases.items()}}
+    return {
+        "device_s": round(wall * devices, 6),
+        "wall_s": round(wall, 6),
+        "devices": devices,
+        "phases_device_s": {p: round(s * devices, 6) for p, s in phases.items()},
+    }
 
 
 def device_budget_s(device_hours: Any) -> float | None:
@@ -72,8 +76,9 @@ def device_budget_s(device_hours: Any) -> float | None:
     return None
 
 
-def device_budget_verdict(budget_s: float | None, spent_s: float, running: int,
-                          median_run_s: float | None) -> str | None:
+def device_budget_verdict(
+    budget_s: float | None, spent_s: float, running: int, median_run_s: float | None
+) -> str | None:
     """Whether a device budget of ``budget_s`` device-seconds lets another trial start: None (yes),
     ``"wait"`` (only the ``running`` runs, counted at the median run's cost, would spend it: they may end
     under it) or why the study stops (``spent_s`` reached the budget). Overshoot: at most the runs in
@@ -81,8 +86,10 @@ def device_budget_verdict(budget_s: float | None, spent_s: float, running: int,
     if budget_s is None:
         return None
     if spent_s >= budget_s:
-        return (f"device-hour budget spent ({spent_s / SECONDS_PER_HOUR:.3g} of "
-                f"{budget_s / SECONDS_PER_HOUR:g} device-hours)")
+        return (
+            f"device-hour budget spent ({spent_s / SECONDS_PER_HOUR:.3g} of "
+            f"{budget_s / SECONDS_PER_HOUR:g} device-hours)"
+        )
     if running and spent_s + running * (median_run_s or 0.0) >= budget_s:
         return "wait"
     return None
@@ -134,14 +141,21 @@ class StudyCost:
 
     def as_dict(self) -> dict[str, Any]:
         """JSON-ready: hours and seconds of each sum, the counts, the phases and the estimate's rule."""
-        return {"used_device_h": round(self.hours(self.used_s), 6), "wasted_device_h": round(self.hours(self.wasted_s), 6),
-                "avoided_device_h": round(self.hours(self.avoided_s), 6),
-                "recorded_device_h": round(self.hours(self.recorded_s), 6),
-                "used_device_s": round(self.used_s, 3), "wasted_device_s": round(self.wasted_s, 3),
-                "avoided_device_s": round(self.avoided_s, 3), "used_trials": dict(self.used),
-                "wasted_trials": dict(self.wasted), "avoided_trials": dict(self.avoided),
-                "phases_device_s": {k: round(v, 3) for k, v in self.phases_s.items()},
-                "avoided_estimate": self.avoided_estimate, "runs_without_cost": self.unknown}
+        return {
+            "used_device_h": round(self.hours(self.used_s), 6),
+            "wasted_device_h": round(self.hours(self.wasted_s), 6),
+            "avoided_device_h": round(self.hours(self.avoided_s), 6),
+            "recorded_device_h": round(self.hours(self.recorded_s), 6),
+            "used_device_s": round(self.used_s, 3),
+            "wasted_device_s": round(self.wasted_s, 3),
+            "avoided_device_s": round(self.avoided_s, 3),
+            "used_trials": dict(self.used),
+            "wasted_trials": dict(self.wasted),
+            "avoided_trials": dict(self.avoided),
+            "phases_device_s": {k: round(v, 3) for k, v in self.phases_s.items()},
+            "avoided_estimate": self.avoided_estimate,
+            "runs_without_cost": self.unknown,
+        }
 
 
 def study_cost(trials: Sequence[CostedTrial]) -> StudyCost:
@@ -158,20 +172,28 @@ def study_cost(trials: Sequence[CostedTrial]) -> StudyCost:
         if kind is not None:
             avoided[kind] = avoided.get(kind, 0) + 1
             avoided_s += estimate
-    phases = {phase: 0.0 for phase in PHASES}
+    phases = dict.fromkeys(PHASES, 0.0)
     for trial in [*used, *wasted]:
         for phase, seconds in ((trial.cost or {}).get("phases_device_s") or {}).items():
             if phase in phases and isinstance(seconds, (int, float)):
                 phases[phase] += float(seconds)
     unknown = sum(1 for t in trials if t.measured and costs[t.number] is None and t.duplicate_of is None)
-    return StudyCost(used_s=sum(costs[t.number] or 0.0 for t in used),
-                     wasted_s=sum(costs[t.number] or 0.0 for t in wasted),
-                     avoided_s=avoided_s, used=_count(used), wasted=_count(wasted), avoided=avoided, phases_s=phases,
-                     avoided_estimate=_estimate_rule(avoided, runs, all_median, oom_median), unknown=unknown)
+    return StudyCost(
+        used_s=sum(costs[t.number] or 0.0 for t in used),
+        wasted_s=sum(costs[t.number] or 0.0 for t in wasted),
+        avoided_s=avoided_s,
+        used=_count(used),
+        wasted=_count(wasted),
+        avoided=avoided,
+        phases_s=phases,
+        avoided_estimate=_estimate_rule(avoided, runs, all_median, oom_median),
+        unknown=unknown,
+    )
 
 
-def _avoided(trial: CostedTrial, costs: Mapping[int, float | None], all_median: float | None,
-             oom_median: float | None) -> tuple[str | None, float]:
+def _avoided(
+    trial: CostedTrial, costs: Mapping[int, float | None], all_median: float | None, oom_median: float | None
+) -> tuple[str | None, float]:
     """(kind, estimated device-seconds) of a trial that avoided a run; (None, 0) for any other."""
     if trial.duplicate_of is not None:
         return "copy", costs.get(trial.duplicate_of) or 0.0
@@ -183,8 +205,9 @@ def _avoided(trial: CostedTrial, costs: Mapping[int, float | None], all_median: 
     return None, 0.0
 
 
-def _estimate_rule(avoided: Mapping[str, int], runs: Sequence[CostedTrial], all_median: float | None,
-                   oom_median: float | None) -> str:
+def _estimate_rule(
+    avoided: Mapping[str, int], runs: Sequence[CostedTrial], all_median: float | None, oom_median: float | None
+) -> str:
     """How the avoided sum was estimated, in one line (empty when nothing was avoided)."""
     if not avoided:
         return ""
@@ -192,8 +215,11 @@ def _estimate_rule(avoided: Mapping[str, int], runs: Sequence[CostedTrial], all_
     if avoided.get("copy"):
         parts.append("a copy: its original's recorded cost")
     if avoided.get("predicted OOM"):
-        parts.append(f"a predicted OOM: the median OOM run ({oom_median:.3g} device-s)" if oom_median is not None
-                     else f"a predicted OOM: the median run ({all_median or 0:.3g} device-s; no OOM run yet)")
+        parts.append(
+            f"a predicted OOM: the median OOM run ({oom_median:.3g} device-s)"
+            if oom_median is not None
+            else f"a predicted OOM: the median run ({all_median or 0:.3g} device-s; no OOM run yet)"
+        )
     if avoided.get("refused by rules"):
         parts.append(f"a refused setting: the median run ({all_median or 0:.3g} device-s of {len(runs)} runs)")
     return "; ".join(parts)
@@ -233,9 +259,11 @@ def summary_line(cost: StudyCost, device: str | None, budget_device_hours: float
     unit = device_unit(device)
     wasted = ", ".join(f"{n} {o}" for o, n in sorted(cost.wasted.items()))
     avoided = ", ".join(f"{n} {k}" for k, n in sorted(cost.avoided.items()))
-    line = (f"{unit}: used {format_hours(cost.used_s)} ({sum(cost.used.values())} runs OK), "
-            f"wasted {format_hours(cost.wasted_s)}{f' ({wasted})' if wasted else ''}, "
-            f"avoided ~{format_hours(cost.avoided_s)}{f' ({avoided})' if avoided else ''}")
+    line = (
+        f"{unit}: used {format_hours(cost.used_s)} ({sum(cost.used.values())} runs OK), "
+        f"wasted {format_hours(cost.wasted_s)}{f' ({wasted})' if wasted else ''}, "
+        f"avoided ~{format_hours(cost.avoided_s)}{f' ({avoided})' if avoided else ''}"
+    )
     if budget_device_hours is not None:
         line += f"; budget {budget_device_hours:g} {unit}"
     return line

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tuner.spec.extras import MissingExtra, is_installed
 from tuner.errors import StudyError
+from tuner.secrets import redact_text, redact_url, remember_url
+from tuner.spec.extras import MissingExtra, is_installed
 from tuner.storage.outage import StorageMisconfigured, misconfiguration
 from tuner.storage.store import trials_of
-from tuner.secrets import redact_text, redact_url, remember_url
 
 if TYPE_CHECKING:
     import optuna
@@ -49,9 +49,27 @@ GRACE_PERIOD_ENV = "TUNER_GRACE_PERIOD_S"  # overrides GRACE_PERIOD_S (whole sec
 POSTGRES_SCHEMES = ("postgresql://", "postgres://")  # opened as postgresql+psycopg://
 STUDY_NAME_MAX = 128
 _STUDY_NAME = re.compile(rf"[A-Za-z0-9_\-][A-Za-z0-9_.\-]{{0,{STUDY_NAME_MAX - 1}}}")
-__all__ = ["tuner_home", "check_study_name", "open_stored_study", "StoredStudy", "default_storage_url", "storage_url", "open_storage",
-           "list_studies", "close_storage", "driver_url", "heartbeat_settings", "DEFAULT_HOME", "STORAGE_ENV", "HOME_ENV",
-           "SQLITE_BUSY_TIMEOUT_ENV", "HEARTBEAT_INTERVAL_S", "GRACE_PERIOD_S", "HEARTBEAT_ENV", "GRACE_PERIOD_ENV"]
+__all__ = [
+    "tuner_home",
+    "check_study_name",
+    "open_stored_study",
+    "StoredStudy",
+    "default_storage_url",
+    "storage_url",
+    "open_storage",
+    "list_studies",
+    "close_storage",
+    "driver_url",
+    "heartbeat_settings",
+    "DEFAULT_HOME",
+    "STORAGE_ENV",
+    "HOME_ENV",
+    "SQLITE_BUSY_TIMEOUT_ENV",
+    "HEARTBEAT_INTERVAL_S",
+    "GRACE_PERIOD_S",
+    "HEARTBEAT_ENV",
+    "GRACE_PERIOD_ENV",
+]
 
 
 def tuner_home(explicit: str | Path | None = None) -> Path:
@@ -107,12 +125,14 @@ def heartbeat_settings() -> tuple[int, int]:
         values.append(value)
     interval, grace = values
     if grace < interval:
-        raise StudyError(f"{GRACE_PERIOD_ENV}={grace} is shorter than {HEARTBEAT_ENV}={interval}: "
-                         "every running trial would look stale")
+        raise StudyError(
+            f"{GRACE_PERIOD_ENV}={grace} is shorter than {HEARTBEAT_ENV}={interval}: "
+            "every running trial would look stale"
+        )
     return interval, grace
 
 
-def open_storage(url: str, create: bool = True, read_only: bool = False) -> "optuna.storages.BaseStorage":
+def open_storage(url: str, create: bool = True, read_only: bool = False) -> optuna.storages.BaseStorage:
     """An Optuna RDB storage with heartbeats (:func:`heartbeat_settings`) and a pre-pinged pool.
 
     SQLite files get their directory created and a busy timeout; ``postgresql://`` and
@@ -135,15 +155,18 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> "opt
 
     remember_url(url)
     if url.startswith("grpc://"):
-        raise StudyError(f"cannot open storage {redact_url(url)}: a gRPC storage proxy is not a tuner storage (the "
-                         "tuner's claims, device locks and heartbeats are SQL transactions on the study's database); "
-                         "point every worker at the PostgreSQL database itself (docs/fleet.md)")
+        raise StudyError(
+            f"cannot open storage {redact_url(url)}: a gRPC storage proxy is not a tuner storage (the "
+            "tuner's claims, device locks and heartbeats are SQL transactions on the study's database); "
+            "point every worker at the PostgreSQL database itself (docs/fleet.md)"
+        )
     missing = None if create else missing_sqlite_file(url)
     if missing is not None:
         raise StudyError(f"no storage at {missing}: no study has run with this --home / --storage yet")
     if driver_url(url).startswith("postgresql+psycopg://") and not is_installed("psycopg"):
-        raise StudyError(f"cannot open storage {redact_url(url)}: "
-                         f"{MissingExtra('psycopg', 'postgres', 'a PostgreSQL storage')}")
+        raise StudyError(
+            f"cannot open storage {redact_url(url)}: {MissingExtra('psycopg', 'postgres', 'a PostgreSQL storage')}"
+        )
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     interval, grace = heartbeat_settings()
     # Optuna warns at every ask() of a heartbeat storage outside optimize(); the tuner's ask/tell
@@ -159,9 +182,12 @@ def open_storage(url: str, create: bool = True, read_only: bool = False) -> "opt
             with warnings.catch_warnings():  # heartbeat_interval is "experimental" since Optuna 2.9
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 # Optuna fills "{SCHEMA_VERSION}" with str.format: doubled braces keep a "{" in a password
-                storage = OutageTolerantRDBStorage(driver_url(url).replace("{", "{{").replace("}", "}}"),
-                                                     engine_kwargs=engine_kwargs,
-                                                     heartbeat_interval=interval, grace_period=grace)
+                storage = OutageTolerantRDBStorage(
+                    driver_url(url).replace("{", "{{").replace("}", "}}"),
+                    engine_kwargs=engine_kwargs,
+                    heartbeat_interval=interval,
+                    grace_period=grace,
+                )
             break
         except Exception as error:  # noqa: BLE001 - any driver error: say which storage
             if attempt < 3 and any(text in str(error) for text in ("locked", "already exists", "UNIQUE constraint")):
@@ -196,7 +222,7 @@ def _driver_reason(error: Exception) -> str:
     return f"{type(cause).__name__}: {' '.join(lines[:3]) or 'no reason given'}"
 
 
-def _use_write_ahead_log(storage: "optuna.storages.RDBStorage", atomic_writes: bool = True) -> None:
+def _use_write_ahead_log(storage: optuna.storages.RDBStorage, atomic_writes: bool = True) -> None:
     """SQLite in WAL mode with ``synchronous=NORMAL``, every transaction ``BEGIN IMMEDIATE``.
 
     WAL: a committed trial survives the coordinator being killed (SIGKILL); only a
@@ -246,8 +272,10 @@ def check_study_name(name: str) -> str:
     """
     if not _STUDY_NAME.fullmatch(name):
         shown = repr(name) if len(name) <= 80 else f"{name[:80]!r}... ({len(name)} characters)"
-        raise StudyError(f"study name {shown} is not allowed: use letters, digits, '_', '-', '.' "
-                         f"(at most {STUDY_NAME_MAX} characters, not starting with '.')")
+        raise StudyError(
+            f"study name {shown} is not allowed: use letters, digits, '_', '-', '.' "
+            f"(at most {STUDY_NAME_MAX} characters, not starting with '.')"
+        )
     return name
 
 
@@ -256,9 +284,9 @@ class StoredStudy:
     """A tuner study as its storage holds it: the Optuna study (Optuna's default sampler: for reading), the
     storage it was opened on, the spec rebuilt from the stored YAML, and the sampler name stored at creation."""
 
-    storage: "optuna.storages.BaseStorage"
-    study: "optuna.Study"
-    spec: "StudySpec"
+    storage: optuna.storages.BaseStorage
+    study: optuna.Study
+    spec: StudySpec
     spec_text: str
     sampler: str | None
 
@@ -274,8 +302,10 @@ def open_stored_study(url: str, name: str, read_only: bool = False) -> StoredStu
 
     check_study_name(name)
     if missing_sqlite_file(url) is not None:
-        raise StudyError(f"no study '{name}' in {redact_url(url)} (that storage does not exist yet: run a study "
-                         "first, or check --home / --storage)")
+        raise StudyError(
+            f"no study '{name}' in {redact_url(url)} (that storage does not exist yet: run a study "
+            "first, or check --home / --storage)"
+        )
     storage = open_storage(url, create=False, read_only=read_only)
     names = [s.study_name for s in storage.get_all_studies()]
     if name not in names:

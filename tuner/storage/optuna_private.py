@@ -51,7 +51,8 @@ from __future__ import annotations
 
 import functools
 import warnings
-from typing import TYPE_CHECKING, Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from types import ModuleType
@@ -64,8 +65,13 @@ if TYPE_CHECKING:
 CHECKED_OPTUNA = ("5.0",)  # major.minor releases of Optuna every name in the module docstring was read against
 MODULE = "tuner/storage/optuna_private.py"
 RDB_STORAGE_MODULE = "optuna.storages._rdb.storage"
-RDB_PRIVATE_METHODS = ("_create_new_trial", "_set_trial_param", "_get_trials", "_get_best_trial_id",
-                       "_get_stale_trial_ids")
+RDB_PRIVATE_METHODS = (
+    "_create_new_trial",
+    "_set_trial_param",
+    "_get_trials",
+    "_get_best_trial_id",
+    "_get_stale_trial_ids",
+)
 TPE_HOOKS = ("_sample", "_compute_acquisition_func")
 _VERDICT: list[str] = []  # the one check of this process: "" (checked) or the warning given
 
@@ -83,9 +89,11 @@ def unchecked_optuna(version: str | None = None) -> str | None:
         version = str(installed)
     if ".".join(version.split(".")[:2]) in CHECKED_OPTUNA:
         return None
-    return (f"optuna {version} is installed; {MODULE} (Optuna's private API in tuner) was checked against "
-            f"Optuna {', '.join(CHECKED_OPTUNA)}: re-check each private name its docstring lists, then add the "
-            f"version to CHECKED_OPTUNA (pyproject pins optuna==5.0.*)")
+    return (
+        f"optuna {version} is installed; {MODULE} (Optuna's private API in tuner) was checked against "
+        f"Optuna {', '.join(CHECKED_OPTUNA)}: re-check each private name its docstring lists, then add the "
+        f"version to CHECKED_OPTUNA (pyproject pins optuna==5.0.*)"
+    )
 
 
 def _check() -> None:
@@ -101,7 +109,7 @@ def _check() -> None:
 # ------------------------------------------------------------------ study, trial and storage
 
 
-def storage_of(study: "optuna.Study") -> Any:
+def storage_of(study: optuna.Study) -> Any:
     """The storage ``study`` reads and writes (Optuna's own wrapper of the storage it was opened on)."""
     _check()
     return study._storage
@@ -113,7 +121,7 @@ def backend_of_storage(storage: Any) -> Any:
     return getattr(storage, "_backend", storage)
 
 
-def backend_of(study: "optuna.Study") -> Any:
+def backend_of(study: optuna.Study) -> Any:
     """The storage behind ``study``'s cache wrapper (an ``RDBStorage`` for a database URL)."""
     return backend_of_storage(storage_of(study))
 
@@ -128,14 +136,14 @@ def trial_id(trial: Any) -> int:
     return int(trial._trial_id)
 
 
-def live_trial_cache(trial: Any) -> "FrozenTrial | None":
+def live_trial_cache(trial: Any) -> FrozenTrial | None:
     """A live ``optuna.Trial``'s in-memory copy of itself (what its ``params`` and attributes read); None for a
     ``FrozenTrial`` (no storage behind it)."""
     _check()
     return getattr(trial, "_cached_frozen_trial", None)
 
 
-def rdb_models() -> "ModuleType":
+def rdb_models() -> ModuleType:
     """Optuna's ORM models of an RDB storage (``StudyModel``, ``TrialModel``, ``TrialUserAttributeModel`` ...)."""
     _check()
     from optuna.storages._rdb import models
@@ -143,7 +151,7 @@ def rdb_models() -> "ModuleType":
     return models
 
 
-def rdb_session(backend: Any) -> ContextManager[Any]:
+def rdb_session(backend: Any) -> AbstractContextManager[Any]:
     """A session of the ``RDBStorage`` ``backend`` that commits on leaving, rolls back on an error and ignores an
     integrity error, as Optuna's own writes do."""
     _check()
@@ -161,7 +169,7 @@ def stale_trial_ids(storage: Any, study: int) -> list[int]:
 # ------------------------------------------------------------------ samplers
 
 
-def grid_exhausted(sampler: Any, study: "optuna.Study") -> bool:
+def grid_exhausted(sampler: Any, study: optuna.Study) -> bool:
     """Whether the ``optuna.samplers.GridSampler`` ``sampler`` has no unvisited grid point left in ``study``."""
     _check()
     return len(sampler._get_unvisited_grid_ids(study)) == 0
@@ -201,29 +209,31 @@ def hooked_tpe_class() -> type:
             return int(self._n_startup_trials)
 
         @property
-        def random_state(self) -> "np.random.RandomState":
+        def random_state(self) -> np.random.RandomState:
             return self._rng.rng
 
-        def before_sample(self, study: "optuna.Study", search_space: dict[str, "BaseDistribution"]) -> None:
+        def before_sample(self, study: optuna.Study, search_space: dict[str, BaseDistribution]) -> None:
             """Called before TPE samples (nothing by default)."""
 
         def after_sample(self) -> None:
             """Called after TPE sampled, also on an error (nothing by default)."""
 
-        def adjust_acquisition(self, samples: dict[str, "np.ndarray"], values: "np.ndarray") -> "np.ndarray":
+        def adjust_acquisition(self, samples: dict[str, np.ndarray], values: np.ndarray) -> np.ndarray:
             """TPE's acquisition ``values`` of ``samples`` as the sampler uses them (unchanged by default)."""
             return values
 
-        def _sample(self, study: "optuna.Study", trial: "FrozenTrial",
-                    search_space: dict[str, "BaseDistribution"]) -> dict[str, Any]:
+        def _sample(
+            self, study: optuna.Study, trial: FrozenTrial, search_space: dict[str, BaseDistribution]
+        ) -> dict[str, Any]:
             self.before_sample(study, search_space)
             try:
                 return super()._sample(study, trial, search_space)  # type: ignore[no-any-return]
             finally:
                 self.after_sample()
 
-        def _compute_acquisition_func(self, samples: dict[str, "np.ndarray"], mpe_below: Any,
-                                      mpe_above: Any) -> "np.ndarray":
+        def _compute_acquisition_func(
+            self, samples: dict[str, np.ndarray], mpe_below: Any, mpe_above: Any
+        ) -> np.ndarray:
             return self.adjust_acquisition(samples, super()._compute_acquisition_func(samples, mpe_below, mpe_above))
 
     return HookedTPESampler

@@ -36,10 +36,10 @@ A transaction cut short by a connection error was rolled back by
 the server, so running it again is safe; the one ambiguous case — the connection drops while the
 server commits — is made harmless where it matters: a state change found already made by this
 process counts as done (see :class:`~tuner.storage.opening.OutageTolerantRDBStorage`) and a claim
-found held by the claiming trial is its own (:mod:`tuner.storage.claims`).
+found held by the claiming trial is its own (:mod:`tuner.storage.coordination.claims`).
 
 After an outage, every coordinator's heartbeats are as old as the outage: :func:`recovered_within`
-lets the stale-trial check (:mod:`tuner.storage.heartbeats`) give the others one grace period to beat
+lets the stale-trial check (:mod:`tuner.storage.coordination.heartbeats`) give the others one grace period to beat
 again before their trials count as abandoned.
 """
 
@@ -50,28 +50,59 @@ import re
 import sys
 import threading
 import time
-from typing import Any, Callable, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from tuner.secrets import redact_text, redact_url
 from tuner.errors import StudyError
+from tuner.secrets import redact_text, redact_url
 
 OUTAGE_BOUND_ENV = "TUNER_STORAGE_OUTAGE_S"  # seconds to wait for a storage that went away
 DEFAULT_OUTAGE_BOUND_S = 120.0
 FIRST_WAIT_S = 0.5  # the first retry's delay; it doubles up to LONGEST_WAIT_S
 LONGEST_WAIT_S = 5.0
-TRANSIENT_SQLSTATES = ("57P01", "57P02", "57P03", "53300")  # admin shutdown, crash shutdown, cannot connect now, too many
-TRANSIENT_WORDS = ("connection refused", "could not connect", "connection failed", "server closed the connection",
-                   "the database system is", "terminating connection", "connection reset", "connection timed out",
-                   "timeout expired", "no route to host", "broken pipe", "consuming input failed",
-                   "connection is closed", "connection already closed", "ssl connection has been closed",
-                   "could not receive data", "could not send data")
+TRANSIENT_SQLSTATES = (
+    "57P01",
+    "57P02",
+    "57P03",
+    "53300",
+)  # admin shutdown, crash shutdown, cannot connect now, too many
+TRANSIENT_WORDS = (
+    "connection refused",
+    "could not connect",
+    "connection failed",
+    "server closed the connection",
+    "the database system is",
+    "terminating connection",
+    "connection reset",
+    "connection timed out",
+    "timeout expired",
+    "no route to host",
+    "broken pipe",
+    "consuming input failed",
+    "connection is closed",
+    "connection already closed",
+    "ssl connection has been closed",
+    "could not receive data",
+    "could not send data",
+)
 
-MISCONFIGURED_SQLSTATES = {"28": "refused the login", "3D000": "has no such database",  # "28": the whole class
-                           "57P04": "has no such database", "42501": "denied a permission"}
-REFUSAL_WORDS = ((re.compile(r"authentication failed|no pg_hba\.conf entry|pg_hba\.conf rejects|no password supplied|"
-                             r"is not permitted to log in|role \"[^\"]*\" does not exist"), "refused the login"),
-                 (re.compile(r"database \"[^\"]*\" does not exist"), "has no such database"),
-                 (re.compile(r"permission denied"), "denied a permission"))  # psycopg's words, matched lower-cased
+MISCONFIGURED_SQLSTATES = {
+    "28": "refused the login",
+    "3D000": "has no such database",  # "28": the whole class
+    "57P04": "has no such database",
+    "42501": "denied a permission",
+}
+REFUSAL_WORDS = (
+    (
+        re.compile(
+            r"authentication failed|no pg_hba\.conf entry|pg_hba\.conf rejects|no password supplied|"
+            r"is not permitted to log in|role \"[^\"]*\" does not exist"
+        ),
+        "refused the login",
+    ),
+    (re.compile(r"database \"[^\"]*\" does not exist"), "has no such database"),
+    (re.compile(r"permission denied"), "denied a permission"),
+)  # psycopg's words, matched lower-cased
 
 T = TypeVar("T")
 
@@ -87,7 +118,7 @@ class StorageMisconfigured(StudyError):
     problem: str = ""
 
     @classmethod
-    def of(cls, problem: str, url: str | None = None, then: str = "") -> "StorageMisconfigured":
+    def of(cls, problem: str, url: str | None = None, then: str = "") -> StorageMisconfigured:
         """``storage <url, redacted> <problem><then>`` (``the storage ...`` without a URL), on one line."""
         where = f"storage {redact_url(url)}" if url else "the storage"
         error = cls(redact_text(" ".join(f"{where} {problem}{then}".split())))
@@ -116,7 +147,11 @@ def _chain(error: BaseException) -> list[BaseException]:
     while current is not None and current not in seen:
         seen.append(current)
         orig = getattr(current, "orig", None)  # SQLAlchemy's DBAPIError: the driver's exception
-        if isinstance(orig, BaseException) and orig not in seen and orig is not (current.__cause__ or current.__context__):
+        if (
+            isinstance(orig, BaseException)
+            and orig not in seen
+            and orig is not (current.__cause__ or current.__context__)
+        ):
             seen.append(orig)
         current = current.__cause__ or current.__context__
     return seen
@@ -223,8 +258,10 @@ def _went_away(error: BaseException, bound: float) -> None:
         if _STATE.away_since is not None:
             return
         _STATE.away_since = time.monotonic()
-    _reporter(f"the storage is unreachable ({_driver_words(error)}); waiting up to {bound:.0f} s for it to come "
-              f"back ({OUTAGE_BOUND_ENV}); trials in flight keep running")
+    _reporter(
+        f"the storage is unreachable ({_driver_words(error)}); waiting up to {bound:.0f} s for it to come "
+        f"back ({OUTAGE_BOUND_ENV}); trials in flight keep running"
+    )
 
 
 def _refused() -> None:
@@ -243,8 +280,9 @@ def _came_back() -> None:
     _reporter(f"the storage is back after {away:.0f} s; going on")
 
 
-def call_through_outage(call: Callable[..., T], *args: Any, retrying: Callable[[BaseException], T | None]
-                        | None = None, **kwargs: Any) -> T:
+def call_through_outage(
+    call: Callable[..., T], *args: Any, retrying: Callable[[BaseException], T | None] | None = None, **kwargs: Any
+) -> T:
     """``call(*args, **kwargs)``, retried while its error :func:`is_transient`, up to the outage bound;
     a refusal (:func:`misconfiguration`) raises :class:`StorageMisconfigured` at once, chained.
 
@@ -281,8 +319,10 @@ def call_through_outage(call: Callable[..., T], *args: Any, retrying: Callable[[
             started = time.monotonic() if started is None else started
             waited = time.monotonic() - started
             if waited >= bound:
-                raise StorageUnavailable(f"the storage stayed unreachable for {waited:.0f} s "
-                                         f"({OUTAGE_BOUND_ENV}={bound:.0f}): {_driver_words(error)}") from error
+                raise StorageUnavailable(
+                    f"the storage stayed unreachable for {waited:.0f} s "
+                    f"({OUTAGE_BOUND_ENV}={bound:.0f}): {_driver_words(error)}"
+                ) from error
             _went_away(error, bound)
             time.sleep(min(wait, max(0.0, bound - waited)))
             wait = min(wait * 2, LONGEST_WAIT_S)

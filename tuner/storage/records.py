@@ -8,9 +8,10 @@ Part of the storage gateway (:mod:`tuner.storage.attributes` names every attribu
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.pareto import feasible_measurement
 from tuner.results import TrialResult
@@ -50,13 +51,14 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
     """The user attributes recording ``result`` (JSON-serialisable): what a coordinator reads (outcome, metrics,
     times, samples, ``cut_short``); the bulky rest is :func:`result_records`."""
     metrics = {
-        name: {"value": m.value, "unit": m.unit, "direction": m.direction,
-               **({"reason": m.reason} if m.reason else {})}
+        name: {"value": m.value, "unit": m.unit, "direction": m.direction, **({"reason": m.reason} if m.reason else {})}
         for name, m in result.metrics.items()
     }
     cut_short = result.info.get("cut_short")
-    per_input = {case: {name: {"value": m.value, **({"reason": m.reason} if m.reason else {})}
-                        for name, m in figures.items()} for case, figures in result.per_input.items()}
+    per_input = {
+        case: {name: {"value": m.value, **({"reason": m.reason} if m.reason else {})} for name, m in figures.items()}
+        for case, figures in result.per_input.items()
+    }
     return {
         names.OUTCOME: result.outcome.value,
         names.REASON: result.reason,
@@ -106,8 +108,9 @@ def _with_recorded_env(records: dict[str, Any], record_env: Sequence[str]) -> di
     return records
 
 
-def trial_records(study: "optuna.Study", trials: "Sequence[FrozenTrial]",
-                  record_env: Sequence[str] | None = None) -> dict[int, dict[str, Any]]:
+def trial_records(
+    study: optuna.Study, trials: Sequence[FrozenTrial], record_env: Sequence[str] | None = None
+) -> dict[int, dict[str, Any]]:
     """Trial number -> the side records of each of ``trials`` of ``study`` (name -> value, only those stored):
     the side table's (:func:`tuner.storage.store_rows.stored_records`, one query), else the trial's user attributes
     (in memory, or written by an older tuner). The one reader of env, runtime, worker info and log tail.
@@ -117,11 +120,16 @@ def trial_records(study: "optuna.Study", trials: "Sequence[FrozenTrial]",
     stored = stored_records(study, [t.number for t in trials])
     if record_env is None:
         record_env = study_record_env(study) if trials else ()
-    return {t.number: _with_recorded_env({**{k: t.user_attrs[k] for k in names.TRIAL_RECORDS if k in t.user_attrs},
-                                          **stored.get(t.number, {})}, record_env) for t in trials}
+    return {
+        t.number: _with_recorded_env(
+            {**{k: t.user_attrs[k] for k in names.TRIAL_RECORDS if k in t.user_attrs}, **stored.get(t.number, {})},
+            record_env,
+        )
+        for t in trials
+    }
 
 
-def full_record(study: "optuna.Study", trial: "FrozenTrial") -> "TrialRecord":
+def full_record(study: optuna.Study, trial: FrozenTrial) -> TrialRecord:
     """:meth:`TrialRecord.from_trial` with the trial's side records read (env, runtime, log tail)."""
     record_env = study_record_env(study)  # the study's attributes read once
     return TrialRecord.from_trial(trial, trial_records(study, [trial], record_env)[trial.number], record_env)
@@ -169,15 +177,17 @@ class TrialRecord:
     sustained: Any = None  # measurement.sustained's levels (a list; by input name for several inputs), when it ran
 
     @staticmethod
-    def from_trial(trial: "FrozenTrial", records: Mapping[str, Any] | None = None,
-                   record_env: Sequence[str] = ()) -> "TrialRecord":
+    def from_trial(
+        trial: FrozenTrial, records: Mapping[str, Any] | None = None, record_env: Sequence[str] = ()
+    ) -> TrialRecord:
         """The record of ``trial``; ``env``, ``runtime`` and ``log_tail`` from its side ``records``
         (:func:`trial_records`) when given, else from its user attributes (None for a trial whose side
         records are in the side table: read them with :func:`full_record`). ``env`` holds only the
         allow-listed variables and ``record_env`` (the study spec's; :func:`study_record_env`)."""
         attrs = trial.user_attrs
-        side = _with_recorded_env({**{k: attrs[k] for k in names.TRIAL_RECORDS if k in attrs}, **(records or {})},
-                                  record_env)
+        side = _with_recorded_env(
+            {**{k: attrs[k] for k in names.TRIAL_RECORDS if k in attrs}, **(records or {})}, record_env
+        )
         return TrialRecord(
             number=trial.number,
             state=trial.state.name,
@@ -257,8 +267,14 @@ class TrialRecord:
 def record_feasible(record: TrialRecord) -> bool:
     """COMPLETE, real values (no placeholder), not a copy, every constraint a number <= 0 and none
     unavailable: :func:`tuner.pareto.feasible_measurement`, the test the front applies to frozen trials."""
-    return feasible_measurement(record.state == "COMPLETE", record.values, record.placeholder, record.duplicate_of,
-                                record.constraints, record.unavailable_constraints)
+    return feasible_measurement(
+        record.state == "COMPLETE",
+        record.values,
+        record.placeholder,
+        record.duplicate_of,
+        record.constraints,
+        record.unavailable_constraints,
+    )
 
 
 @dataclass(frozen=True)
@@ -299,7 +315,7 @@ class StudyRecord:
         return bool(self.spec_yaml)
 
     @staticmethod
-    def of(study: Attributed) -> "StudyRecord":
+    def of(study: Attributed) -> StudyRecord:
         attrs = study.user_attrs
         warm = attrs.get(names.WARM_START)
         fingerprint, objectives = attrs.get(names.FINGERPRINT), attrs.get(names.OBJECTIVES)
@@ -332,6 +348,6 @@ class StudyRecord:
         )
 
 
-def study_cost_of(trials: "Sequence[FrozenTrial]") -> StudyCost:
+def study_cost_of(trials: Sequence[FrozenTrial]) -> StudyCost:
     """A study's device-seconds used / wasted / avoided (:func:`tuner.storage.cost.study_cost`) from its trials."""
     return study_cost([TrialRecord.from_trial(t).costed() for t in trials])

@@ -20,7 +20,8 @@ Contracts:
   None of them tells the trial: the caller does (``study.tell``), so a write and the tell stay
   in the order the caller chose.
 * A study attribute is written by :func:`record_study_created`, :func:`set_study_attribute`,
-  :func:`record_event` (overrides applied and an event appended), :func:`cancel_study` ...
+  :func:`record_event` (overrides applied and an event appended), :func:`cancel_study` ... (in
+  :mod:`tuner.storage.study_writes`, re-exported here with the dashboard mirror's trial writes).
 * Internals: :func:`storage_of`, :func:`backend_of`, :func:`engine_of`, :func:`study_id`,
   :func:`trial_id`, the heartbeat functions. Behaviour follows Optuna 5.0; a change there is
   fixed here and in :mod:`tuner.storage.optuna_private` only.
@@ -28,8 +29,8 @@ Contracts:
 
 from __future__ import annotations
 
-import datetime
-from typing import TYPE_CHECKING, Any, Collection, Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.storage import attributes as names
 from tuner.storage.cost import trial_cost
@@ -37,9 +38,23 @@ from tuner.storage.optuna_private import backend_of_storage, rdb_models, stale_t
 from tuner.storage.outage import call_through_outage
 from tuner.storage.records import result_attributes, result_records
 from tuner.storage.store_rows import (  # Optuna's internals and the one-transaction write, re-exported
-backend_of as backend_of, delete_side_records, engine_of as engine_of,
-                                    set_trial_attributes as set_trial_attributes, storage_of as storage_of,
-                                    study_id as study_id, trial_id as trial_id, write_attributes)
+    backend_of as backend_of,
+)
+from tuner.storage.store_rows import delete_side_records, write_attributes
+from tuner.storage.store_rows import engine_of as engine_of
+from tuner.storage.store_rows import set_trial_attributes as set_trial_attributes
+from tuner.storage.store_rows import storage_of as storage_of
+from tuner.storage.store_rows import study_id as study_id
+from tuner.storage.store_rows import trial_id as trial_id
+from tuner.storage.study_writes import cancel_study as cancel_study  # study writes, re-exported
+from tuner.storage.study_writes import new_frozen_trial as new_frozen_trial
+from tuner.storage.study_writes import record_event as record_event
+from tuner.storage.study_writes import record_mlflow_run as record_mlflow_run
+from tuner.storage.study_writes import record_study_created as record_study_created
+from tuner.storage.study_writes import set_study_attribute as set_study_attribute
+from tuner.storage.study_writes import set_study_attributes as set_study_attributes
+from tuner.storage.study_writes import stored_differently as stored_differently
+from tuner.storage.study_writes import update_unfinished as update_unfinished
 
 if TYPE_CHECKING:
     import optuna
@@ -53,18 +68,18 @@ Study = Any  # an ``optuna.Study``, or a study summary (``FrozenStudy``) where o
 # ------------------------------------------------------------------ Optuna internals
 
 
-def trials_of(storage: Any, study: Study) -> list["FrozenTrial"]:
+def trials_of(storage: Any, study: Study) -> list[FrozenTrial]:
     """Every trial of ``study`` (e.g. a summary from ``storage.get_all_studies()``), not copied."""
     return list(storage.get_all_trials(study_id(study), deepcopy=False))
 
 
-def trial_by_number(study: "optuna.Study", number: int) -> "FrozenTrial":
+def trial_by_number(study: optuna.Study, number: int) -> FrozenTrial:
     """The trial ``number`` of ``study``, read fresh from the storage."""
     storage = storage_of(study)
     return storage.get_trial(storage.get_trial_id_from_study_id_trial_number(study_id(study), number))
 
 
-def study_attribute(study: "optuna.Study", name: str) -> Any:
+def study_attribute(study: optuna.Study, name: str) -> Any:
     """The study attribute ``name`` (None when unset); on an RDB storage one row is read, not every attribute
     (the spec's text included) as ``study.user_attrs`` does; rides through an outage (:mod:`.outage`)."""
     if not hasattr(backend := backend_of(study), "scoped_session"):
@@ -88,7 +103,7 @@ def delete_study(storage: Any, study: Study) -> None:
     delete_side_records(study, getattr(backend_of_storage(storage), "engine", None))
 
 
-def add_finished_trials(study: "optuna.Study", trials: Sequence["FrozenTrial"]) -> None:
+def add_finished_trials(study: optuna.Study, trials: Sequence[FrozenTrial]) -> None:
     """Add finished ``trials`` after ``study``'s last in one transaction (tests, benches; not RDB: add_trials)."""
     if not hasattr(backend := backend_of(study), "scoped_session"):
         return study.add_trials(trials)
@@ -101,17 +116,29 @@ def add_finished_trials(study: "optuna.Study", trials: Sequence["FrozenTrial"]) 
         m.StudyModel.find_or_raise_by_id(study_id(study), session, for_update=True)
         first = session.query(func.count(m.TrialModel.trial_id)).filter(m.TrialModel.study_id == study_id(study))
         for number, t in enumerate(trials, start=int(first.scalar())):
-            model = m.TrialModel(study_id=study_id(study), number=number, state=t.state,
-                                 datetime_start=t.datetime_start, datetime_complete=t.datetime_complete)
-            model.params = [m.TrialParamModel(param_name=k, param_value=d.to_internal_repr(t.params[k]),
-                                              distribution_json=distribution_to_json(d))
-                            for k, d in t.distributions.items()]
-            model.values = [m.TrialValueModel(objective=i, value=v, value_type=kind) for i, (v, kind)
-                            in enumerate(m.TrialValueModel.value_to_stored_repr(v) for v in t.values or ())]
-            model.user_attributes = [m.TrialUserAttributeModel(key=k, value_json=dumps(v))
-                                     for k, v in t.user_attrs.items()]
-            model.system_attributes = [m.TrialSystemAttributeModel(key=k, value_json=dumps(v))
-                                       for k, v in t.system_attrs.items()]
+            model = m.TrialModel(
+                study_id=study_id(study),
+                number=number,
+                state=t.state,
+                datetime_start=t.datetime_start,
+                datetime_complete=t.datetime_complete,
+            )
+            model.params = [
+                m.TrialParamModel(
+                    param_name=k, param_value=d.to_internal_repr(t.params[k]), distribution_json=distribution_to_json(d)
+                )
+                for k, d in t.distributions.items()
+            ]
+            model.values = [
+                m.TrialValueModel(objective=i, value=v, value_type=kind)
+                for i, (v, kind) in enumerate(m.TrialValueModel.value_to_stored_repr(v) for v in t.values or ())
+            ]
+            model.user_attributes = [
+                m.TrialUserAttributeModel(key=k, value_json=dumps(v)) for k, v in t.user_attrs.items()
+            ]
+            model.system_attributes = [
+                m.TrialSystemAttributeModel(key=k, value_json=dumps(v)) for k, v in t.system_attrs.items()
+            ]
             session.add(model)
         session.commit()
 
@@ -119,30 +146,30 @@ def add_finished_trials(study: "optuna.Study", trials: Sequence["FrozenTrial"]) 
 # ------------------------------------------------------------------ heartbeats
 
 
-def heartbeat_interval_s(study: "optuna.Study") -> float | None:
+def heartbeat_interval_s(study: optuna.Study) -> float | None:
     """The storage's heartbeat interval in seconds; None when it keeps no heartbeats."""
     interval = getattr(storage_of(study), "get_heartbeat_interval", lambda: None)()
     return float(interval) if interval else None
 
 
-def record_heartbeat(study: "optuna.Study", trial_ids: Sequence[int]) -> None:
+def record_heartbeat(study: optuna.Study, trial_ids: Sequence[int]) -> None:
     """One heartbeat for each of ``trial_ids`` (the storage must keep heartbeats)."""
     for number in trial_ids:
         storage_of(study).record_heartbeat(number)
 
 
-def heartbeat_grace_period_s(study: "optuna.Study") -> float:
+def heartbeat_grace_period_s(study: optuna.Study) -> float:
     """The storage's heartbeat grace period in seconds (Optuna's default: twice the interval)."""
     grace, interval = (getattr(backend_of(study), name, None) for name in ("grace_period", "heartbeat_interval"))
     return float(grace if grace else 2 * (interval or 0))
 
 
-def heartbeat_stale_trial_ids(study: "optuna.Study") -> list[int]:
+def heartbeat_stale_trial_ids(study: optuna.Study) -> list[int]:
     """Ids of the study's RUNNING trials whose last heartbeat is older than the grace period."""
     return stale_trial_ids(storage_of(study), study_id(study))
 
 
-def trials_with_heartbeat(study: "optuna.Study", among: Collection[int] | None = None) -> set[int]:
+def trials_with_heartbeat(study: optuna.Study, among: Collection[int] | None = None) -> set[int]:
     """Ids of trials that have a heartbeat row (an RDB storage with heartbeats), of ``among`` when given (only those
     rows read); empty for another storage. The query rides through a storage outage (:mod:`.outage`)."""
     if not hasattr(backend := backend_of(study), "scoped_session"):
@@ -188,10 +215,19 @@ def record_slot(trial: Trial, label: str, compared_with: Mapping[str, Any] | Non
         trial.set_user_attr(names.COMPARED_WITH, dict(compared_with))
 
 
-def record_result(trial: Trial, result: "TrialResult", slot: str, placeholder: bool, *,
-                  reference_output: str | None = None, published: Mapping[str, Any] | None = None,
-                  fingerprint_note: str | None = None, unavailable_constraints: Mapping[str, str] | None = None,
-                  reason: str | None = None, constraints: Mapping[str, float] | None = None) -> None:
+def record_result(
+    trial: Trial,
+    result: TrialResult,
+    slot: str,
+    placeholder: bool,
+    *,
+    reference_output: str | None = None,
+    published: Mapping[str, Any] | None = None,
+    fingerprint_note: str | None = None,
+    unavailable_constraints: Mapping[str, str] | None = None,
+    reason: str | None = None,
+    constraints: Mapping[str, float] | None = None,
+) -> None:
     """Record a run's ``result`` (:func:`~tuner.storage.records.result_attributes`), its ``slot``, what the adapter
     ran, ``measured`` true and ``placeholder`` (values are the wall, not a measurement); when given: the reference's
     local ``reference_output`` path and what its hand-off ``published``, the host's ``fingerprint_note``, the
@@ -199,46 +235,97 @@ def record_result(trial: Trial, result: "TrialResult", slot: str, placeholder: b
     runtime, worker info, log tail: :func:`~tuner.storage.records.result_records`) go to the side table and its
     ``constraints`` (name -> value, as ``trial.set_constraint``) to the trial, in the same transaction
     (:func:`set_trial_attributes`; one by one on a storage without one)."""
-    given = _given({names.INVOCATION: result.invocation, names.REFERENCE_OUTPUT: reference_output,
-                    names.FINGERPRINT_NOTE: fingerprint_note, names.REASON: reason,
-                    names.UNAVAILABLE_CONSTRAINTS: dict(unavailable_constraints) if unavailable_constraints else None})
-    set_trial_attributes(trial, {**result_attributes(result), names.COST: trial_cost(result, slot), names.SLOT: slot,
-                                 names.MEASURED: True, names.PLACEHOLDER_VALUES: placeholder, **(published or {}),
-                                 **given}, side=result_records(result), constraints=constraints)
+    given = _given(
+        {
+            names.INVOCATION: result.invocation,
+            names.REFERENCE_OUTPUT: reference_output,
+            names.FINGERPRINT_NOTE: fingerprint_note,
+            names.REASON: reason,
+            names.UNAVAILABLE_CONSTRAINTS: dict(unavailable_constraints) if unavailable_constraints else None,
+        }
+    )
+    set_trial_attributes(
+        trial,
+        {
+            **result_attributes(result),
+            names.COST: trial_cost(result, slot),
+            names.SLOT: slot,
+            names.MEASURED: True,
+            names.PLACEHOLDER_VALUES: placeholder,
+            **(published or {}),
+            **given,
+        },
+        side=result_records(result),
+        constraints=constraints,
+    )
 
 
 def _given(values: Mapping[str, Any]) -> dict[str, Any]:  # ``values`` without those that are None (not given)
     return {key: value for key, value in values.items() if value is not None}
 
 
-def record_unrun(trial: Trial, outcome: str, reason: str | None, extra: Mapping[str, Any] | None = None,
-                 constraints: Mapping[str, float] | None = None) -> None:
+def record_unrun(
+    trial: Trial,
+    outcome: str,
+    reason: str | None,
+    extra: Mapping[str, Any] | None = None,
+    constraints: Mapping[str, float] | None = None,
+) -> None:
     """Record a trial that is never run (INVALID, SKIPPED_PREDICTED_OOM): ``outcome``, ``reason``,
     ``measured`` false (no budget), placeholder values; ``extra`` attributes (named in :mod:`.attributes`);
     its ``constraints`` in the same transaction."""
-    set_trial_attributes(trial, {names.OUTCOME: outcome, names.REASON: reason, names.MEASURED: False,
-                                 names.PLACEHOLDER_VALUES: True, **(extra or {})}, constraints=constraints)
+    set_trial_attributes(
+        trial,
+        {
+            names.OUTCOME: outcome,
+            names.REASON: reason,
+            names.MEASURED: False,
+            names.PLACEHOLDER_VALUES: True,
+            **(extra or {}),
+        },
+        constraints=constraints,
+    )
 
 
-def record_copy(trial: Trial, original: "FrozenTrial") -> None:
+def record_copy(trial: Trial, original: FrozenTrial) -> None:
     """Record ``trial`` as a copy of the measured ``original``: ``duplicate_of``, ``measured`` false (no
     budget), and the original's outcome, reason, metrics, placeholder flag, ``compared_with`` (the reference
     its metrics were computed against) and per-input figures; its constraints when it has values (one transaction)."""
-    copied = (names.OUTCOME, names.REASON, names.METRICS, names.PLACEHOLDER_VALUES, names.COMPARED_WITH,
-              names.PER_INPUT, names.CLIFFS)
-    set_trial_attributes(trial, {names.DUPLICATE_OF: original.number, names.MEASURED: False,
-                                 **{key: original.user_attrs[key] for key in copied if key in original.user_attrs}},
-                         constraints=original.constraints if original.values is not None else None)
+    copied = (
+        names.OUTCOME,
+        names.REASON,
+        names.METRICS,
+        names.PLACEHOLDER_VALUES,
+        names.COMPARED_WITH,
+        names.PER_INPUT,
+        names.CLIFFS,
+    )
+    set_trial_attributes(
+        trial,
+        {
+            names.DUPLICATE_OF: original.number,
+            names.MEASURED: False,
+            **{key: original.user_attrs[key] for key in copied if key in original.user_attrs},
+        },
+        constraints=original.constraints if original.values is not None else None,
+    )
 
 
 def record_interrupted(trial: Trial, reason: str, cost: Mapping[str, Any] | None = None) -> None:
     """Record a trial given back before it ended: outcome ``INTERRUPTED``, ``reason``, ``measured`` false, and
     the device time its interrupted run held (``cost``, :func:`~tuner.storage.cost.trial_cost`) when it ran."""
-    set_trial_attributes(trial, {names.OUTCOME: names.INTERRUPTED, names.REASON: reason, names.MEASURED: False,
-                                 **_given({names.COST: None if cost is None else dict(cost)})})
+    set_trial_attributes(
+        trial,
+        {
+            names.OUTCOME: names.INTERRUPTED,
+            names.REASON: reason,
+            names.MEASURED: False,
+            **_given({names.COST: None if cost is None else dict(cost)}),
+        },
+    )
 
 
-def fail_waiting(study: "optuna.Study", trial: "FrozenTrial", reason: str) -> None:
+def fail_waiting(study: optuna.Study, trial: FrozenTrial, reason: str) -> None:
     """Fail the WAITING ``trial`` as ``INTERRUPTED`` with ``reason`` (it is enqueued again by the caller)."""
     from optuna.trial import TrialState
 
@@ -246,7 +333,7 @@ def fail_waiting(study: "optuna.Study", trial: "FrozenTrial", reason: str) -> No
     storage_of(study).set_trial_state_values(trial_id(trial), TrialState.FAIL)
 
 
-def reclaim(study: "optuna.Study", stale_id: int, reason: str) -> "FrozenTrial | None":
+def reclaim(study: optuna.Study, stale_id: int, reason: str) -> FrozenTrial | None:
     """Fail the stale RUNNING trial ``stale_id`` as ``INTERRUPTED`` (``measured`` false) with ``reason``; the
     trial as it was, or None when another coordinator finished or reclaimed it first (then only that one
     re-queues its setting)."""
@@ -256,8 +343,9 @@ def reclaim(study: "optuna.Study", stale_id: int, reason: str) -> "FrozenTrial |
     storage = storage_of(study)
     try:
         trial = storage.get_trial(stale_id)
-        write_attributes(study, stale_id, {names.OUTCOME: names.INTERRUPTED, names.REASON: reason,
-                                            names.MEASURED: False})
+        write_attributes(
+            study, stale_id, {names.OUTCOME: names.INTERRUPTED, names.REASON: reason, names.MEASURED: False}
+        )
         if not storage.set_trial_state_values(stale_id, state=TrialState.FAIL):
             return None
     except UpdateFinishedTrialError:
@@ -265,94 +353,13 @@ def reclaim(study: "optuna.Study", stale_id: int, reason: str) -> "FrozenTrial |
     return trial
 
 
-def enqueue(study: "optuna.Study", params: Mapping[str, Any], role: str, rerun_of: int | None = None,
-            warm_start_from: str | None = None) -> None:
+def enqueue(
+    study: optuna.Study,
+    params: Mapping[str, Any],
+    role: str,
+    rerun_of: int | None = None,
+    warm_start_from: str | None = None,
+) -> None:
     """Queue the setting ``params`` with its ``role``, the trial it re-runs and the warm-start study it came from."""
     attrs = {names.ROLE: role, **_given({names.RERUN_OF: rerun_of, names.WARM_START_FROM: warm_start_from})}
     study.enqueue_trial(dict(params), user_attrs=attrs)
-
-
-# ------------------------------------------------------------------ study writes
-
-
-def set_study_attribute(study: "optuna.Study", name: str, value: Any) -> None:
-    """Write the study attribute ``name`` (one of :mod:`.attributes`' study names)."""
-    study.set_user_attr(name, value)
-
-
-def set_study_attributes(study: "optuna.Study", values: Mapping[str, Any]) -> None:
-    """Write each of ``values`` as a study attribute, in order."""
-    for key, value in values.items():
-        study.set_user_attr(key, value)
-
-
-def record_study_created(study: "optuna.Study", spec_text: str, sampler: str, budget_trials: int | None,
-                         budget_wall_time_s: float | None, objectives: Sequence[str],
-                         provenance: Mapping[str, Any], budget_device_hours: float | None = None) -> None:
-    """What a new study stores: its spec's text, sampler, budget (trials, wall time, device-hours), objective
-    metrics and ``provenance`` (:func:`tuner.study.studies.study_attributes`, keys of :mod:`.attributes`)."""
-    set_study_attributes(study, {names.SPEC_YAML: spec_text, names.SAMPLER: sampler,
-                                 names.BUDGET_TRIALS: budget_trials, names.BUDGET_WALL_TIME_S: budget_wall_time_s,
-                                 names.BUDGET_DEVICE_HOURS: budget_device_hours,
-                                 names.OBJECTIVES: list(objectives)})
-    set_study_attributes(study, provenance)
-
-
-def record_event(study: "optuna.Study", kind: str, overrides: Mapping[str, Any]) -> None:
-    """Apply ``overrides`` (study attributes) and append ``{at, event, overrides}`` to the study's ``events``."""
-    set_study_attributes(study, overrides)
-    events = list(study.user_attrs.get(names.EVENTS, []))
-    events.append({"at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-                   "event": kind, "overrides": dict(overrides)})
-    study.set_user_attr(names.EVENTS, events)
-
-
-def record_mlflow_run(study: "optuna.Study", run_id: str, shown_uri: str) -> None:
-    """Record the study's MLflow parent run and the (redacted) tracking URI it lives at."""
-    set_study_attributes(study, {names.MLFLOW_RUN_ID: run_id, names.MLFLOW_URI: shown_uri})
-
-
-def cancel_study(study: "optuna.Study", at: str) -> None:
-    """Mark the study cancelled (workers finish the trial in flight, then stop proposing) at ``at`` (UTC)."""
-    set_study_attributes(study, {names.CANCELLED: True, names.CANCELLED_AT: at})
-
-
-# ------------------------------------------------------------------ mirrors (the dashboard view's storage)
-
-
-def new_frozen_trial(state: Any, values: Sequence[float] | None, params: Mapping[str, Any],
-                     distributions: Mapping[str, Any], attributes: Mapping[str, Any],
-                     legacy_constraints: Sequence[float] | None = None) -> "FrozenTrial":
-    """A trial to add to a study (``study.add_trials``) with user ``attributes`` and, when given, the
-    legacy constraint list optuna-dashboard reads."""
-    from optuna.trial import create_trial
-
-    system = {names.LEGACY_CONSTRAINTS: list(legacy_constraints)} if legacy_constraints else {}
-    return create_trial(state=state, values=None if values is None else list(values), params=dict(params),
-                        distributions=dict(distributions), user_attrs=dict(attributes), system_attrs=system)
-
-
-def stored_differently(mirror: "FrozenTrial", desired: "FrozenTrial") -> bool:
-    """Whether two trials differ in state, values, params or attributes (times and ids aside)."""
-    return (mirror.state != desired.state or mirror.values != desired.values or mirror.params != desired.params
-            or mirror.user_attrs != desired.user_attrs or mirror.system_attrs != desired.system_attrs)
-
-
-def update_unfinished(study: "optuna.Study", mirror: "FrozenTrial", desired: "FrozenTrial") -> None:
-    """Move the unfinished trial ``mirror`` of ``study`` to ``desired`` through the storage: state, new params,
-    changed attributes, values (its times become the storage's)."""
-    from optuna.trial import TrialState
-
-    storage, number = storage_of(study), trial_id(mirror)
-    if mirror.state == TrialState.WAITING and desired.state != TrialState.WAITING:
-        storage.set_trial_state_values(number, TrialState.RUNNING)
-    for name, value in desired.params.items():
-        if name not in mirror.params:
-            distribution = desired.distributions[name]
-            storage.set_trial_param(number, name, distribution.to_internal_repr(value), distribution)
-    write_attributes(study, number, {k: v for k, v in desired.user_attrs.items() if mirror.user_attrs.get(k) != v})
-    for key, value in desired.system_attrs.items():
-        if mirror.system_attrs.get(key) != value:
-            storage.set_trial_system_attr(number, key, value)
-    if desired.state.is_finished():
-        storage.set_trial_state_values(number, desired.state, desired.values)

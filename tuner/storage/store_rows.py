@@ -28,12 +28,17 @@ from __future__ import annotations
 import functools
 import sqlite3
 import weakref
+from collections.abc import Collection, Mapping
 from json import dumps, loads
-from typing import TYPE_CHECKING, Any, Collection, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tuner.storage.optuna_private import (  # Optuna's internals, re-exported (used by the storage gateway)
-    backend_of as backend_of, live_trial_cache, rdb_models, rdb_session, storage_of as storage_of,
-    study_id as study_id, trial_id as trial_id)
+    backend_of as backend_of,
+)
+from tuner.storage.optuna_private import live_trial_cache, rdb_models, rdb_session
+from tuner.storage.optuna_private import storage_of as storage_of
+from tuner.storage.optuna_private import study_id as study_id
+from tuner.storage.optuna_private import trial_id as trial_id
 from tuner.storage.outage import call_through_outage
 
 if TYPE_CHECKING:
@@ -45,12 +50,12 @@ UPSERTS = ("postgresql", "mysql", *(("sqlite",) if sqlite3.sqlite_version_info >
 SIDE_TABLE = "tuner_trial_records"
 CONSTRAINT_PREFIX = "constraints:"  # Optuna 5's per-key form of a trial's constraint (``Trial.set_constraint``)
 _MAX_LISTED = 500  # more trial numbers than this are not listed in the query: the study's rows are read, then picked
-_SIDE_READY: "weakref.WeakSet[Any]" = weakref.WeakSet()  # engines whose side table this process has seen
+_SIDE_READY: weakref.WeakSet[Any] = weakref.WeakSet()  # engines whose side table this process has seen
 
 # ------------------------------------------------------------------ Optuna internals
 
 
-def engine_of(study: "optuna.Study") -> Any:
+def engine_of(study: optuna.Study) -> Any:
     """The SQLAlchemy engine of the study's database; None for a storage without one (in memory, journal)."""
     return getattr(backend_of(study), "engine", None)
 
@@ -62,11 +67,14 @@ def side_table(metadata: Any) -> Any:
     """The ``tuner_trial_records`` table in ``metadata`` (SQLAlchemy ``MetaData``)."""
     from sqlalchemy import Column, Integer, String, Table, Text
 
-    return Table(SIDE_TABLE, metadata,
-                 Column("study_id", Integer, primary_key=True),
-                 Column("trial_number", Integer, primary_key=True),
-                 Column("name", String(255), primary_key=True),
-                 Column("value_json", Text, nullable=False))
+    return Table(
+        SIDE_TABLE,
+        metadata,
+        Column("study_id", Integer, primary_key=True),
+        Column("trial_number", Integer, primary_key=True),
+        Column("name", String(255), primary_key=True),
+        Column("value_json", Text, nullable=False),
+    )
 
 
 def ensure_tables(metadata: Any, engine: Any) -> None:
@@ -106,7 +114,7 @@ def _ensure_side_table(engine: Any) -> None:
     _SIDE_READY.add(engine)
 
 
-def stored_records(study: "optuna.Study", numbers: Collection[int] | None = None) -> dict[int, dict[str, Any]]:
+def stored_records(study: optuna.Study, numbers: Collection[int] | None = None) -> dict[int, dict[str, Any]]:
     """Trial number -> name -> value of ``study``'s side records (of ``numbers`` when given): empty for a
     storage without an engine or a database without the table. Rides through an outage."""
     engine = engine_of(study)
@@ -120,7 +128,8 @@ def stored_records(study: "optuna.Study", numbers: Collection[int] | None = None
             return {}
         table = _side()
         query = select(table.c.trial_number, table.c.name, table.c.value_json).where(
-            table.c.study_id == study_id(study))
+            table.c.study_id == study_id(study)
+        )
         wanted = None if numbers is None else set(numbers)
         if wanted is not None and len(wanted) <= _MAX_LISTED:
             query = query.where(table.c.trial_number.in_(sorted(wanted)))
@@ -151,8 +160,12 @@ def delete_side_records(study: Study, engine: Any) -> None:
 # ------------------------------------------------------------------ a trial's attributes in one transaction
 
 
-def set_trial_attributes(trial: Trial, values: Mapping[str, Any], side: Mapping[str, Any] | None = None,
-                         constraints: Mapping[str, float] | None = None) -> None:
+def set_trial_attributes(
+    trial: Trial,
+    values: Mapping[str, Any],
+    side: Mapping[str, Any] | None = None,
+    constraints: Mapping[str, float] | None = None,
+) -> None:
     """Write ``values`` (keys named in :mod:`.attributes`) to the live ``trial``, its ``side`` records
     (:data:`tuner.storage.attributes.TRIAL_RECORDS`) to the side table and its ``constraints`` (name -> value,
     feasible at <= 0) as Optuna 5 stores them (a system attribute ``constraints:<name>`` each, what
@@ -188,18 +201,28 @@ def constraint_attributes(constraints: Mapping[str, float]) -> dict[str, float]:
     return attributes
 
 
-def write_attributes(study: "optuna.Study", number: int, values: Mapping[str, Any],
-                     side: Mapping[str, Any] | None = None, trial_number: int | None = None,
-                     system: Mapping[str, Any] | None = None) -> bool:
+def write_attributes(
+    study: optuna.Study,
+    number: int,
+    values: Mapping[str, Any],
+    side: Mapping[str, Any] | None = None,
+    trial_number: int | None = None,
+    system: Mapping[str, Any] | None = None,
+) -> bool:
     """Write ``values`` (user attributes) and ``system`` (system attributes) to the unfinished trial of id
     ``number`` (see :func:`set_trial_attributes`) and ``side`` to the side table as trial ``trial_number`` of
     ``study``; True when ``side`` went to the table, False when it was written as user attributes (no upserting
     engine) or there was none."""
     engine = engine_of(study)
     system = dict(system or {})
-    rows = [] if not side or trial_number is None else [
-        {"study_id": study_id(study), "trial_number": trial_number, "name": key, "value_json": dumps(value)}
-        for key, value in side.items()]
+    rows = (
+        []
+        if not side or trial_number is None
+        else [
+            {"study_id": study_id(study), "trial_number": trial_number, "name": key, "value_json": dumps(value)}
+            for key, value in side.items()
+        ]
+    )
     if (values or rows or system) and (dialect := getattr(engine, "name", None)) in UPSERTS:
         if rows:
             _ensure_side_table(engine)
@@ -222,8 +245,14 @@ def _upsert(dialect: str, table: Any, rows: list[dict[str, Any]], keys: list[Any
     return statement.on_conflict_do_update(index_elements=keys, set_={"value_json": statement.excluded.value_json})
 
 
-def _upsert_attributes(backend: Any, dialect: str, number: int, values: Mapping[str, Any],
-                       side_rows: list[dict[str, Any]], system: Mapping[str, Any]) -> None:
+def _upsert_attributes(
+    backend: Any,
+    dialect: str,
+    number: int,
+    values: Mapping[str, Any],
+    side_rows: list[dict[str, Any]],
+    system: Mapping[str, Any],
+) -> None:
     """One transaction: refuse a finished trial ``number`` (as Optuna does), then upsert each of ``values``
     (user attributes), each of ``system`` (system attributes) and each of ``side_rows`` (the side table)."""
     m = rdb_models()

@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import logging
 import math
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from optuna.exceptions import UpdateFinishedTrialError
 from optuna.storages import RDBStorage
@@ -27,12 +28,33 @@ from tuner.storage.outage import TRANSIENT_WORDS, call_through_outage
 # RDBStorage methods that reach the database: its public ones, and the private ones _CachedStorage and Optuna call
 # (named in tuner.storage.optuna_private with every other use of Optuna's private API).
 RETRIED_METHODS = (
-    "create_new_study", "delete_study", "set_study_user_attr", "set_study_system_attr", "get_study_id_from_name",
-    "get_study_name_from_id", "get_study_directions", "get_study_user_attrs", "get_study_system_attrs",
-    "get_all_studies", "create_new_trial", "set_trial_param", "get_trial_id_from_study_id_trial_number",
-    "get_trial_number_from_id", "get_trial_param", "get_trial_params", "get_trial_user_attrs",
-    "get_trial_system_attrs", "set_trial_intermediate_value", "set_trial_user_attr", "set_trial_system_attr",
-    "get_trial", "get_all_trials", "get_n_trials", "get_best_trial", "record_heartbeat", "get_current_version",
+    "create_new_study",
+    "delete_study",
+    "set_study_user_attr",
+    "set_study_system_attr",
+    "get_study_id_from_name",
+    "get_study_name_from_id",
+    "get_study_directions",
+    "get_study_user_attrs",
+    "get_study_system_attrs",
+    "get_all_studies",
+    "create_new_trial",
+    "set_trial_param",
+    "get_trial_id_from_study_id_trial_number",
+    "get_trial_number_from_id",
+    "get_trial_param",
+    "get_trial_params",
+    "get_trial_user_attrs",
+    "get_trial_system_attrs",
+    "set_trial_intermediate_value",
+    "set_trial_user_attr",
+    "set_trial_system_attr",
+    "get_trial",
+    "get_all_trials",
+    "get_n_trials",
+    "get_best_trial",
+    "record_heartbeat",
+    "get_current_version",
     *RDB_PRIVATE_METHODS,
 )
 
@@ -61,18 +83,21 @@ logging.getLogger(RDB_STORAGE_MODULE).addFilter(_QuietDuringOutage())
 class OutageTolerantRDBStorage(RDBStorage):
     """An ``RDBStorage`` that waits out connection-level errors (see the module docstring)."""
 
-    def set_trial_state_values(self, trial_id: int, state: TrialState,
-                               values: Sequence[float] | None = None) -> bool:
+    def set_trial_state_values(self, trial_id: int, state: TrialState, values: Sequence[float] | None = None) -> bool:
         def already_done(error: BaseException) -> bool | None:
             if not isinstance(error, UpdateFinishedTrialError):
                 return None
             stored = RDBStorage.get_trial(self, trial_id)
-            same_values = values is None or (stored.values is not None and len(stored.values) == len(values) and all(
-                a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(stored.values, values)))
+            same_values = values is None or (
+                stored.values is not None
+                and len(stored.values) == len(values)
+                and all(a == b or (math.isnan(a) and math.isnan(b)) for a, b in zip(stored.values, values))
+            )
             return True if stored.state == state and same_values else None
 
-        return call_through_outage(RDBStorage.set_trial_state_values, self, trial_id, state, values,
-                                   retrying=already_done)
+        return call_through_outage(
+            RDBStorage.set_trial_state_values, self, trial_id, state, values, retrying=already_done
+        )
 
 
 for _name in RETRIED_METHODS:

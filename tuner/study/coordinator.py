@@ -41,30 +41,31 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
+from tuner.search.feasibility import FeasibilityModel, Observation
+from tuner.search.guards import StudyStop, reference_stop, same_failure_stop, unwritable
+from tuner.search.objectives import ConstraintPlan
 from tuner.spec.candidate import Candidate
-from tuner.spec.quality.cases import request_input_fields
 from tuner.spec.extras import quality_metric_installed
 from tuner.spec.metrics import trial_quality_metrics
+from tuner.spec.quality.cases import request_input_fields
 from tuner.spec.quality.reference_shape import resized_comparison
 from tuner.spec.space import distributions
 from tuner.storage import attributes as names
 from tuner.storage import store
-from tuner.storage.claims import claims_for
-from tuner.study.coordinator_state import InFlight, LoopState, result_of
+from tuner.storage.coordination.claims import claims_for
+from tuner.storage.coordination.heartbeats import Heartbeats, reclaim_stale
 from tuner.storage.cost import device_budget_verdict, trial_cost
-from tuner.search.feasibility import FeasibilityModel, Observation
-from tuner.search.guards import (StudyStop, reference_stop, same_failure_stop, unwritable)
-from tuner.storage.heartbeats import Heartbeats, reclaim_stale
+from tuner.study.coordinator_state import InFlight, LoopState, result_of
 from tuner.study.listeners import Listener, Summary
 from tuner.study.placement import Placement
-from tuner.search.objectives import ConstraintPlan
 from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore, reference_settings
 from tuner.study.shapes import Comparison, ShapeReferences
 from tuner.study.shared import EXCLUSIVE_ROLES, ORIGINAL_LOST, SharedView, queue_reference, settle_copies
@@ -91,7 +92,7 @@ TICK_S = 5.0  # the longest one wait for a trial in flight lasts (listeners tick
 class Coordinator:
     """Runs ``study`` (created from ``spec``) until its budget is spent. See the module docstring."""
 
-    study: "optuna.Study"
+    study: optuna.Study
     spec: StudySpec
     runner: Runner
     slots: list[Slot]
@@ -111,9 +112,9 @@ class Coordinator:
     def __post_init__(self) -> None:
         self.directions = [o.direction for o in self.spec.objectives]
         self.study_dir = study_directory(self.home, self.study.study_name)
-        self.quality_metrics = trial_quality_metrics(self.spec.measured_metrics,
-                                                     {*self.spec.parameters, *self.spec.derived},
-                                                     quality_metric_installed)
+        self.quality_metrics = trial_quality_metrics(
+            self.spec.measured_metrics, {*self.spec.parameters, *self.spec.derived}, quality_metric_installed
+        )
         self._input_fields = request_input_fields(self.spec, self.spec.used_metrics)
         self._interrupt = threading.Event()
         self._claims = claims_for(self.study)
@@ -137,9 +138,10 @@ class Coordinator:
         ``stored``: the study's attributes."""
         if self._handoff.path is not None:
             return self._handoff.path
-        references = sorted(self._snapshot.references + [t for t in self._snapshot.unfinished
-                                                         if names.role_of(t) == names.REFERENCE],
-                            key=lambda t: t.number)
+        references = sorted(
+            self._snapshot.references + [t for t in self._snapshot.unfinished if names.role_of(t) == names.REFERENCE],
+            key=lambda t: t.number,
+        )
         return self._handoff.output(references, stored)
 
     def recover_interrupted(self) -> int:
@@ -150,7 +152,7 @@ class Coordinator:
     def run(self) -> Summary:
         """Run trials on this host's slots until the budget is spent or the study stops; what happened."""
         self._wakeup = Wakeup()  # a trial's end or an interrupt wakes the waiting loop (:meth:`_wait`)
-        self._watched: set["Future[TrialResult]"] = set()
+        self._watched: set[Future[TrialResult]] = set()
         state = self._begin()
         with ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="tuner-slot") as pool:
             while True:
@@ -172,17 +174,31 @@ class Coordinator:
         """Recover stale trials, queue a failed reference again, tell the listeners; the loop's state."""
         started = time.monotonic()
         self._wall = WallBudget(self.wall_time_s, self.wall_started or started, self.finish_reserve_s)
-        self._recorder = TrialRecorder(self.study, self.spec, self.plan, self._handoff, self.listeners,
-                                       self.budget_trials, started, self._snapshot)
+        self._recorder = TrialRecorder(
+            self.study, self.spec, self.plan, self._handoff, self.listeners, self.budget_trials, started, self._snapshot
+        )
         self.recover_interrupted()
         queue_reference(self.study, self.spec)
         self._snapshot.refresh()
         for listener in self.listeners:
-            listener.on_start(self.study.study_name, self._snapshot.measured, self.budget_trials, self._wall.left_s(),
-                              self.spec.objective_names)
+            listener.on_start(
+                self.study.study_name,
+                self._snapshot.measured,
+                self.budget_trials,
+                self._wall.left_s(),
+                self.spec.objective_names,
+            )
         self._heartbeats = Heartbeats(self.study)
-        self._placement = Placement(self.study, self.spec, self._recorder, self._heartbeats, self._feasibility,
-                                    self._claims, self._shapes, self._snapshot)
+        self._placement = Placement(
+            self.study,
+            self.spec,
+            self._recorder,
+            self._heartbeats,
+            self._feasibility,
+            self._claims,
+            self._shapes,
+            self._snapshot,
+        )
         return LoopState(started=started, free_slots=list(self.slots), last_reclaim=time.monotonic())
 
     def _stopping(self, state: LoopState) -> bool:
@@ -206,7 +222,7 @@ class Coordinator:
         self._snapshot.refresh()
         view = SharedView.from_snapshot(self._snapshot, state.held_ids(), self.spec)
         finished = self._snapshot.finished_log
-        self._feasibility.update(sorted(finished[self._fed:], key=lambda t: t.number))  # evidence since
+        self._feasibility.update(sorted(finished[self._fed :], key=lambda t: t.number))  # evidence since
         self._fed = len(finished)
         settled = settle_copies(state.waiting, view, state.keys_in_flight())
         for twin, _, original in settled.copies:
@@ -260,8 +276,12 @@ class Coordinator:
 
     def _device_budget_spent(self, state: LoopState, view: SharedView) -> bool:
         """Whether the device-hour budget stops new trials (:func:`~tuner.storage.cost.device_budget_verdict`)."""
-        verdict = device_budget_verdict(self.budget_device_s, view.spent_device_s,
-                                        len(state.inflight) + view.running_elsewhere, view.median_run_device_s)
+        verdict = device_budget_verdict(
+            self.budget_device_s,
+            view.spent_device_s,
+            len(state.inflight) + view.running_elsewhere,
+            view.median_run_device_s,
+        )
         if verdict == "wait":
             state.blocked = not state.inflight
         elif verdict is not None:
@@ -275,8 +295,9 @@ class Coordinator:
         if role in EXCLUSIVE_ROLES and (state.inflight or view.running_elsewhere):
             state.blocked = not state.inflight
             return False  # run it alone once the slots drain, here and elsewhere
-        if role != names.REFERENCE and not self._wall.admits(trial.number, candidate.params,
-                                                             self._snapshot.finished_log, self._space):
+        if role != names.REFERENCE and not self._wall.admits(
+            trial.number, candidate.params, self._snapshot.finished_log, self._space
+        ):
             self._recorder.give_back(trial, candidate.params, role, f"not started: {self._wall.refused}")
             state.held, state.stopped = None, self._wall.refused or ""
             return False
@@ -310,12 +331,20 @@ class Coordinator:
             state.held = None
         for key in list(state.waiting):
             for twin, twin_candidate in state.waiting.pop(key):
-                self._recorder.give_back(twin, twin_candidate.params, "search", "not copied: the study "
-                                         "stopped before the setting it repeats was measured")
+                self._recorder.give_back(
+                    twin,
+                    twin_candidate.params,
+                    "search",
+                    "not copied: the study stopped before the setting it repeats was measured",
+                )
         for key in list(state.parked):
             for trial, candidate, role in state.parked.pop(key):
-                self._recorder.give_back(trial, candidate.params, role, "not started: the study stopped before "
-                                         "the reference at its shape was measured")
+                self._recorder.give_back(
+                    trial,
+                    candidate.params,
+                    role,
+                    "not started: the study stopped before the reference at its shape was measured",
+                )
 
     def _beat_and_reclaim(self, state: LoopState) -> None:
         """Beat for the trials held here when a beat is due; every :data:`RECLAIM_EVERY_S` while a slot here
@@ -339,7 +368,7 @@ class Coordinator:
             return True
         return False
 
-    def _wait(self, state: LoopState) -> set["Future[TrialResult]"]:
+    def _wait(self, state: LoopState) -> set[Future[TrialResult]]:
         """Sleep until a trial in flight ends, an interrupt comes or the next thing is due (:meth:`_wait_s`);
         past the interrupt's grace, kill the trials in flight. Those that ended.
 
@@ -364,17 +393,29 @@ class Coordinator:
 
     def _wait_s(self, state: LoopState) -> float:
         """Seconds until the loop has something to do other than collect a trial (:meth:`LoopState.wait_s`)."""
-        return state.wait_s(time.monotonic(), self._interrupt.is_set(), self._heartbeats.next_due(),
-                            RECLAIM_EVERY_S, TICK_S, POLL_S, INTERRUPT_GRACE_S)
+        return state.wait_s(
+            time.monotonic(),
+            self._interrupt.is_set(),
+            self._heartbeats.next_due(),
+            RECLAIM_EVERY_S,
+            TICK_S,
+            POLL_S,
+            INTERRUPT_GRACE_S,
+        )
 
-    def _collect(self, state: LoopState, done: set["Future[TrialResult]"]) -> None:
+    def _collect(self, state: LoopState, done: set[Future[TrialResult]]) -> None:
         """Tell the trials that ended (an interrupted one is given back), copy their set-aside twins."""
         for future in done:
             job = state.finished(future)
             result = result_of(future)
             if state.interrupted_at is not None and result.outcome is not Outcome.OK:
-                self._recorder.give_back(job.trial, job.candidate.params, job.role,
-                                         "the run was interrupted (Ctrl-C)", cost=trial_cost(result, job.slot.label))
+                self._recorder.give_back(
+                    job.trial,
+                    job.candidate.params,
+                    job.role,
+                    "the run was interrupted (Ctrl-C)",
+                    cost=trial_cost(result, job.slot.label),
+                )
                 continue
             frozen = self._recorder.measured(job.trial, job.role, job.slot.label, result)
             if frozen is None:
@@ -393,7 +434,7 @@ class Coordinator:
         return state.summary(self.study.study_name, self._snapshot, self.listeners, self._interrupt.is_set())
 
     # -------------------------------------------------------------- per trial
-    def _assign(self, trial: "optuna.Trial", slot: Slot, compared_with: Mapping[str, Any] | None) -> bool:
+    def _assign(self, trial: optuna.Trial, slot: Slot, compared_with: Mapping[str, Any] | None) -> bool:
         """Record the slot ``trial`` starts on (and what its quality is compared with, when the study has a
         reference per shape); False when the trial was taken over meanwhile."""
         assigned = False
@@ -402,15 +443,30 @@ class Coordinator:
             assigned = True
         return assigned
 
-    def _request(self, trial: "optuna.Trial", candidate: Candidate, role: str,
-                 comparison: Comparison | None = None) -> TrialRequest:
+    def _request(
+        self, trial: optuna.Trial, candidate: Candidate, role: str, comparison: Comparison | None = None
+    ) -> TrialRequest:
         stored = names.attributes_of(self.study)  # the resume's overrides of the timeout and the measurement
         if comparison is None or (comparison.compared_with or {}).get("trial") == "reference":
             reference = role == names.REFERENCE  # compared with the spec's reference (or it is the reference)
-            comparison = Comparison(str(self.study_dir / "reference_output.npz") if reference else None, reference,
-                                    None if reference else self._reference_output(stored), reference_settings(self.spec),
-                                    resize_to_reference=resized_comparison(self.spec, candidate.params,
-                                                                           self.spec.reference or {}))
-        return trial_request(self.study.study_name, self.spec, trial.number, candidate, role, self.device,
-                             self.study_dir, stored, self._snapshot.references, self.quality_metrics, comparison,
-                             self._input_fields)
+            comparison = Comparison(
+                str(self.study_dir / "reference_output.npz") if reference else None,
+                reference,
+                None if reference else self._reference_output(stored),
+                reference_settings(self.spec),
+                resize_to_reference=resized_comparison(self.spec, candidate.params, self.spec.reference or {}),
+            )
+        return trial_request(
+            self.study.study_name,
+            self.spec,
+            trial.number,
+            candidate,
+            role,
+            self.device,
+            self.study_dir,
+            stored,
+            self._snapshot.references,
+            self.quality_metrics,
+            comparison,
+            self._input_fields,
+        )

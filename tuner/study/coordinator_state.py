@@ -14,13 +14,13 @@ from typing import TYPE_CHECKING
 
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Slot
+from tuner.search.guards import StudyStop
 from tuner.spec.candidate import Candidate
 from tuner.storage import store
-from tuner.search.guards import StudyStop
 from tuner.study.shared import EXCLUSIVE_ROLES, Twin
 
 if TYPE_CHECKING:
-    from typing import Sequence
+    from collections.abc import Sequence
 
     import optuna
 
@@ -35,7 +35,7 @@ Held = tuple["optuna.Trial", Candidate, str]
 class InFlight:
     """A trial running on one of this host's slots."""
 
-    trial: "optuna.Trial"
+    trial: optuna.Trial
     candidate: Candidate
     slot: Slot
     role: str
@@ -48,7 +48,7 @@ class LoopState:
     started: float
     free_slots: list[Slot]
     last_reclaim: float  # when stale trials were last looked for (``time.monotonic()``)
-    inflight: dict["Future[TrialResult]", InFlight] = field(default_factory=dict)
+    inflight: dict[Future[TrialResult], InFlight] = field(default_factory=dict)
     waiting: dict[str, list[Twin]] = field(default_factory=dict)  # candidate key -> proposals to copy once measured
     held: Held | None = None
     parked: dict[str, list[Held]] = field(default_factory=dict)  # shape reference key -> proposals waiting for it
@@ -88,7 +88,7 @@ class LoopState:
         self.free_slots.append(slot)
         self.exclusive = False
 
-    def finished(self, future: "Future[TrialResult]") -> InFlight:
+    def finished(self, future: Future[TrialResult]) -> InFlight:
         """The trial of ``future``, which ended: its slot is free again (slots kept in index order)."""
         job = self.inflight.pop(future)
         self.free_slots.append(job.slot)
@@ -97,7 +97,6 @@ class LoopState:
             self.exclusive = False
         return job
 
-
     def reclaim_due(self, every_s: float) -> float:
         """When (``time.monotonic()``) the next look for dead coordinators' trials is due: ``every_s`` after
         the last, while a slot here is free; infinity while every slot here is busy (it could not run them)."""
@@ -105,8 +104,16 @@ class LoopState:
             return float("inf")
         return self.last_reclaim + every_s
 
-    def wait_s(self, now: float, interrupted: bool, beat_due: float, reclaim_every_s: float, tick_s: float,
-               poll_s: float, grace_s: float) -> float:
+    def wait_s(
+        self,
+        now: float,
+        interrupted: bool,
+        beat_due: float,
+        reclaim_every_s: float,
+        tick_s: float,
+        poll_s: float,
+        grace_s: float,
+    ) -> float:
         """Seconds from ``now`` until the loop has something to do other than collect a trial: the next
         heartbeat (``beat_due``), a look at the study (every ``poll_s``, only while a slot is free or proposals
         wait), a reclaim (:meth:`reclaim_due`), the end of an interrupt's grace (``grace_s``), a listener tick
@@ -120,8 +127,9 @@ class LoopState:
             due.append(self.interrupted_at + grace_s)  # then the runner is closed, once a tick after
         return max(0.0, min(due) - now)
 
-    def summary(self, study_name: str, snapshot: "StudySnapshot", listeners: "Sequence[Listener]",
-                interrupted: bool) -> "Summary":
+    def summary(
+        self, study_name: str, snapshot: StudySnapshot, listeners: Sequence[Listener], interrupted: bool
+    ) -> Summary:
         """Tell ``listeners`` the study's trials and front (``snapshot``, refreshed by the caller); what this
         run did."""
         from tuner.storage import attributes as names
@@ -139,12 +147,20 @@ class LoopState:
             stopped = "stopped early: " + self.failure.message
         elif interrupted:
             stopped = "interrupted"
-        return Summary(study_name, snapshot.measured, len(trials), outcomes, [t.number for t in front], stopped,
-                       failure=self.failure.message if self.failure is not None else None,
-                       interrupted=interrupted, ran=self.ran)
+        return Summary(
+            study_name,
+            snapshot.measured,
+            len(trials),
+            outcomes,
+            [t.number for t in front],
+            stopped,
+            failure=self.failure.message if self.failure is not None else None,
+            interrupted=interrupted,
+            ran=self.ran,
+        )
 
 
-def result_of(future: "Future[TrialResult]") -> TrialResult:
+def result_of(future: Future[TrialResult]) -> TrialResult:
     """The runner's result; a runner bug becomes a CRASH outcome, never a lost trial."""
     try:
         return future.result()

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -12,15 +13,20 @@ if TYPE_CHECKING:
 class Listener(Protocol):
     """Receives progress and finished trials (the live display, the tracker)."""
 
-    def on_start(self, study_name: str, done: int, total: int | None, wall_left_s: float | None = None,
-                 objectives: Sequence[str] = ()) -> None:
+    def on_start(
+        self,
+        study_name: str,
+        done: int,
+        total: int | None,
+        wall_left_s: float | None = None,
+        objectives: Sequence[str] = (),
+    ) -> None:
         """A run begins: ``done`` of ``total`` trials measured; ``wall_left_s``: seconds its wall-time budget leaves
         for trials (None: no limit); ``objectives``: their names, in the order of a trial's values."""
 
-    def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,
-                 elapsed_s: float) -> None: ...
+    def on_trial(self, trial: FrozenTrial, done: int, total: int | None, front_size: int, elapsed_s: float) -> None: ...
 
-    def on_finish(self, trials: list["FrozenTrial"], front: list["FrozenTrial"]) -> None: ...
+    def on_finish(self, trials: list[FrozenTrial], front: list[FrozenTrial]) -> None: ...
 
     def on_trial_start(self, number: int, role: str, slot: str, timeout_s: float) -> None:
         """A trial started on ``slot`` with a wall-clock limit of ``timeout_s`` seconds."""

@@ -3,20 +3,21 @@ setting is measured already, here or on another host), parked (its shape's refer
 held to run on this host.
 
 :class:`Placement` is the coordinator's one step from ``study.ask()`` to that answer; it records what it decides
-(:class:`~tuner.study.trial_recording.TrialRecorder`) and claims the setting fleet-wide (:mod:`tuner.storage.claims`).
+(:class:`~tuner.study.trial_recording.TrialRecorder`) and claims the setting fleet-wide (:mod:`tuner.storage.coordination.claims`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
 from tuner.spec.space import resolve, suggest
 from tuner.storage import attributes as names
 from tuner.storage import store
-from tuner.storage.claims import claim_setting
-from tuner.storage.heartbeats import HOST, Heartbeats, worker_id
+from tuner.storage.coordination.claims import claim_setting
+from tuner.storage.coordination.heartbeats import HOST, Heartbeats, worker_id
 from tuner.study.coordinator_state import Held, LoopState
 from tuner.study.shared import EXCLUSIVE_ROLES, SharedView
 
@@ -35,15 +36,15 @@ if TYPE_CHECKING:
 class Placement:
     """Asks ``study`` for a trial and places it (see the module docstring)."""
 
-    study: "optuna.Study"
-    spec: "StudySpec"
-    recorder: "TrialRecorder"
+    study: optuna.Study
+    spec: StudySpec
+    recorder: TrialRecorder
     heartbeats: Heartbeats
-    feasibility: "FeasibilityModel"
+    feasibility: FeasibilityModel
     claims: Any
-    shapes: "ShapeReferences"
-    snapshot: "StudySnapshot"
-    predictor: "OutcomePredictor | None" = None  # latency and memory before a run (:mod:`tuner.search.prediction`)
+    shapes: ShapeReferences
+    snapshot: StudySnapshot
+    predictor: OutcomePredictor | None = None  # latency and memory before a run (:mod:`tuner.search.prediction`)
     _fed: int = field(default=0, repr=False)  # the snapshot's finished trials the predictor has seen
 
     def __post_init__(self) -> None:
@@ -61,7 +62,7 @@ class Placement:
             held = self.place(trial, view, state)
         return held
 
-    def place(self, trial: "optuna.Trial", view: SharedView, state: LoopState) -> Held | None:
+    def place(self, trial: optuna.Trial, view: SharedView, state: LoopState) -> Held | None:
         """Resolve, record and claim the asked ``trial``: it when it must run here (see :meth:`propose`)."""
         role = store.start_trial(trial, HOST, worker_id())
         self.heartbeats.start(store.trial_id(trial))
@@ -80,8 +81,13 @@ class Placement:
             return None
         holder = claim_setting(self.study, self.claims, trial.number, candidate.key, role)
         if holder is None:
-            parked = self.shapes.park((trial, candidate, role), state.parked, self.snapshot, state.keys_in_flight(),
-                                      view.running_keys) if role != names.REFERENCE else False
+            parked = (
+                self.shapes.park(
+                    (trial, candidate, role), state.parked, self.snapshot, state.keys_in_flight(), view.running_keys
+                )
+                if role != names.REFERENCE
+                else False
+            )
             if not parked:
                 self._predict(trial, candidate.params)
             return None if parked else (trial, candidate, role)
@@ -91,10 +97,10 @@ class Placement:
             state.waiting.setdefault(candidate.key, []).append((trial, candidate))  # copied once it is measured
         return None
 
-    def _predict(self, trial: "optuna.Trial", params: "Mapping[str, Any]") -> None:
+    def _predict(self, trial: optuna.Trial, params: Mapping[str, Any]) -> None:
         """Record the setting's predicted latency and memory on ``trial``, from the trials finished so far."""
         assert self.predictor is not None
         finished = self.snapshot.finished_log
-        self.predictor.update(finished[self._fed:])
+        self.predictor.update(finished[self._fed :])
         self._fed = len(finished)
         store.record_prediction(trial, {name: p.record() for name, p in self.predictor.predict(params).items()})

@@ -27,16 +27,23 @@ import inspect
 from pathlib import Path
 from typing import Any
 
-from tuner.spec.extras import (EXTRA_OF_MODULE, VIDEO_CONTAINER_MODULES, MissingExtra, install_command,
-                          missing_modules, quality_modules)
-from tuner.spec.quality.cases import input_sets
+from tuner.spec.extras import (
+    EXTRA_OF_MODULE,
+    VIDEO_CONTAINER_MODULES,
+    MissingExtra,
+    install_command,
+    missing_modules,
+    quality_modules,
+)
 from tuner.spec.loading import key_line
 from tuner.spec.metrics import QUALITY_FAMILIES
 from tuner.spec.models import SamplerName, SpecError, StudySpec
+from tuner.spec.quality.cases import input_sets
 
 
-def check_runnable(spec: StudySpec, spec_text: str, source: str, sampler: SamplerName | None = None,
-                   host: bool = True) -> str:
+def check_runnable(
+    spec: StudySpec, spec_text: str, source: str, sampler: SamplerName | None = None, host: bool = True
+) -> str:
     """Raise :class:`SpecError` when a run of ``spec`` could not start here; return its device.
 
     ``host=False`` leaves out what depends on this host (device, workload import) — for
@@ -73,7 +80,8 @@ def _extras(spec: StudySpec, refuse: Any) -> None:
     named: list[tuple[tuple[str, ...], str]] = (
         [(("objectives", str(i), "metric"), o.metric) for i, o in enumerate(spec.objectives)]
         + [(("constraints", str(i), "metric"), c.metric) for i, c in enumerate(spec.constraints)]
-        + [(("report", str(i)), m) for i, m in enumerate(spec.report)])
+        + [(("report", str(i)), m) for i, m in enumerate(spec.report)]
+    )
     missing: list[tuple[tuple[str, ...], str, str]] = []  # (key path, metric, first absent module)
     for path, metric in named:
         absent = missing_modules(quality_modules(metric, family_of.get(metric, "")))
@@ -100,8 +108,10 @@ def _output_extras(spec: StudySpec, refuse: Any) -> None:
         return
     absent = missing_modules(VIDEO_CONTAINER_MODULES if outputs.audio is None else VIDEO_CONTAINER_MODULES[:1])
     if absent:
-        raise refuse(("workload", "command", "outputs", "video"), str(MissingExtra(
-            absent[0], EXTRA_OF_MODULE[absent[0]], f"the video container output '{outputs.video}'")))
+        raise refuse(
+            ("workload", "command", "outputs", "video"),
+            str(MissingExtra(absent[0], EXTRA_OF_MODULE[absent[0]], f"the video container output '{outputs.video}'")),
+        )
 
 
 def _device(spec: StudySpec, refuse: Any) -> str:
@@ -117,8 +127,8 @@ def _sampler(spec: StudySpec, name: SamplerName, refuse: Any) -> None:
     """Build the sampler as the study will, and ask it for one setting in a throwaway in-memory study."""
     import optuna
 
-    from tuner.spec.space import distributions
     from tuner.search.samplers import make_sampler, sampler_class
+    from tuner.spec.space import distributions
 
     options_key = ("sampler", "options")
     try:
@@ -127,8 +137,11 @@ def _sampler(spec: StudySpec, name: SamplerName, refuse: Any) -> None:
         accepted = _accepted_options(sampler_class(name))
         unknown = sorted(set(spec.sampler.options) - accepted) if accepted is not None else []
         if unknown:
-            raise refuse((*options_key, unknown[0]), f"the {name} sampler has no option '{unknown[0]}' "
-                         f"(it takes: {', '.join(sorted(accepted or ())) or 'none'})") from None
+            raise refuse(
+                (*options_key, unknown[0]),
+                f"the {name} sampler has no option '{unknown[0]}' "
+                f"(it takes: {', '.join(sorted(accepted or ())) or 'none'})",
+            ) from None
         raise refuse(options_key, f"the {name} sampler refused its options: {error}") from None
     except ValueError as error:
         text = str(error)
@@ -141,8 +154,9 @@ def _sampler(spec: StudySpec, name: SamplerName, refuse: Any) -> None:
         study = optuna.create_study(directions=[o.direction for o in spec.objectives], sampler=sampler)
         study.ask(distributions(spec))
     except Exception as error:  # noqa: BLE001 - any sampler failure on its first ask is the spec's problem
-        raise refuse(options_key, f"the {name} sampler fails on its first proposal: "
-                     f"{type(error).__name__}: {error}") from None
+        raise refuse(
+            options_key, f"the {name} sampler fails on its first proposal: {type(error).__name__}: {error}"
+        ) from None
 
 
 def _accepted_options(cls: type | None) -> set[str] | None:
@@ -153,7 +167,10 @@ def _accepted_options(cls: type | None) -> set[str] | None:
         parameters = inspect.signature(cls).parameters.values()
     except (TypeError, ValueError):
         return None
-    return {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {"seed", "search_space"}
+    return {p.name for p in parameters if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)} - {
+        "seed",
+        "search_space",
+    }
 
 
 def import_problem(target: str) -> str | None:

@@ -35,8 +35,9 @@ Study layer: no MLflow import here.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tuner.runner.provenance import sha256_file
 from tuner.storage import attributes as names
@@ -94,8 +95,10 @@ def verified_local(attrs: Mapping[str, Any], destination: Path) -> tuple[Path | 
         found = sha256_file(candidate)
         if found == expected:
             return candidate, None
-        mismatch = (f"reference output hash mismatch: {candidate} has sha256 {short(found)}…, "
-                    f"the reference trial recorded {short(str(expected))}…")
+        mismatch = (
+            f"reference output hash mismatch: {candidate} has sha256 {short(found)}…, "
+            f"the reference trial recorded {short(str(expected))}…"
+        )
     return None, mismatch
 
 
@@ -125,8 +128,10 @@ def missing_reason(attrs: Mapping[str, Any]) -> str:
     stored = attrs.get(LOCAL_PATH_ATTR)
     if not stored:
         return "no reference output: the reference trial recorded none"
-    reason = (f"the reference output {stored} is not on this host and was not published "
-              f"(log to a shared MLflow server: --mlflow-uri)")
+    reason = (
+        f"the reference output {stored} is not on this host and was not published "
+        f"(log to a shared MLflow server: --mlflow-uri)"
+    )
     error = attrs.get(PUBLISH_ERROR_ATTR)
     return f"{reason}: {error}" if error else reason
 
@@ -200,7 +205,7 @@ class ReferenceHandOff:
         return None
 
 
-def reference_settings(spec: "StudySpec") -> dict[str, Any] | None:
+def reference_settings(spec: StudySpec) -> dict[str, Any] | None:
     """The reference's settings, derived values included (its raw parameters when they do not resolve);
     None for a spec without a reference."""
     from tuner.spec.space import resolve

@@ -20,9 +20,10 @@ that trial's shape (``tuner show`` names it). At most as many trials are parked 
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.spec.quality.reference_shape import ShapeReference, reference_at, resized_comparison
 from tuner.spec.space import resolve
@@ -71,14 +72,14 @@ class Comparison:
 class ShapeReferences:
     """The shape references of one coordinator's study (see the module docstring)."""
 
-    def __init__(self, study: "optuna.Study", spec: "StudySpec", study_dir: Path, store_: ReferenceStore) -> None:
+    def __init__(self, study: optuna.Study, spec: StudySpec, study_dir: Path, store_: ReferenceStore) -> None:
         self.study = study
         self.spec = spec
         self.study_dir = study_dir
         self.store = store_
         self.per = bool(spec.reference_shape is not None and spec.reference_shape.per)
         self._handoffs: dict[str, ReferenceHandOff] = {}
-        self._ended: dict[str, list["FrozenTrial"]] = {}  # candidate key -> its finished trials (any outcome)
+        self._ended: dict[str, list[FrozenTrial]] = {}  # candidate key -> its finished trials (any outcome)
         self._indexed = 0  # how many of the snapshot's finished trials are in ``_ended``
 
     def target(self, params: Mapping[str, Any]) -> ShapeTarget | None:
@@ -93,8 +94,14 @@ class ShapeReferences:
             return ShapeTarget(found, None, dict(found.params), problem)
         return ShapeTarget(found, candidate.key, candidate.settings, None)
 
-    def park(self, held: "Held", parked: dict[str, list["Held"]], snapshot: "StudySnapshot",
-             in_flight_here: set[str], running_elsewhere: frozenset[str]) -> bool:
+    def park(
+        self,
+        held: Held,
+        parked: dict[str, list[Held]],
+        snapshot: StudySnapshot,
+        in_flight_here: set[str],
+        running_elsewhere: frozenset[str],
+    ) -> bool:
         """Whether ``held`` must wait for its shape's reference (then it is parked, and that reference queued
         unless it is queued, running or finished already)."""
         trial, candidate, role = held
@@ -104,13 +111,14 @@ class ShapeReferences:
         if target.key in self._ended_keys(snapshot):
             return False
         parked.setdefault(target.key, []).append(held)
-        if not (target.key in in_flight_here or target.key in running_elsewhere
-                or target.key in self._queued(snapshot)):
+        if not (
+            target.key in in_flight_here or target.key in running_elsewhere or target.key in self._queued(snapshot)
+        ):
             store.enqueue(self.study, {k: target.reference.params[k] for k in self.spec.parameters}, SHAPE_REFERENCE)
             snapshot.refresh()  # the loop sees the queued reference (it asks for it next)
         return True
 
-    def unpark(self, parked: dict[str, list["Held"]], snapshot: "StudySnapshot") -> "Held | None":
+    def unpark(self, parked: dict[str, list[Held]], snapshot: StudySnapshot) -> Held | None:
         """A parked trial whose shape's reference has finished (taken out of ``parked``), or None."""
         ended = self._ended_keys(snapshot)
         for key in [k for k in parked if k in ended]:
@@ -120,8 +128,9 @@ class ShapeReferences:
             return held
         return None
 
-    def comparison(self, trial_number: int, candidate: "Candidate", snapshot: "StudySnapshot",
-                   study_attrs: Mapping[str, Any]) -> Comparison | None:
+    def comparison(
+        self, trial_number: int, candidate: Candidate, snapshot: StudySnapshot, study_attrs: Mapping[str, Any]
+    ) -> Comparison | None:
         """How trial ``trial_number`` (``candidate``) is compared; None: as without ``per``."""
         if not self.per:
             return None
@@ -129,25 +138,34 @@ class ShapeReferences:
         if target is None:
             own = reference_at(self.spec, candidate.params)
             assert own is not None
-            return Comparison(compared_with={"trial": "reference", "shape": own.shape},
-                              resize_to_reference=resized_comparison(self.spec, candidate.params, own.params))
+            return Comparison(
+                compared_with={"trial": "reference", "shape": own.shape},
+                resize_to_reference=resized_comparison(self.spec, candidate.params, own.params),
+            )
         shape = target.reference.shape
         resize = resized_comparison(self.spec, candidate.params, target.reference.params)
         if target.key is None:
-            return Comparison(reference_settings=target.settings, compared_with={"trial": None, "shape": shape},
-                              reference_missing=f"no reference at {target.reference.label}: the reference setting "
-                                                f"at this shape is not runnable ({target.problem})",
-                              resize_to_reference=resize)
+            return Comparison(
+                reference_settings=target.settings,
+                compared_with={"trial": None, "shape": shape},
+                reference_missing=f"no reference at {target.reference.label}: the reference setting "
+                f"at this shape is not runnable ({target.problem})",
+                resize_to_reference=resize,
+            )
         if target.key == candidate.key:
-            return Comparison(save_output=str(self.output_path(target.key)), compare_with_self=True,
-                              reference_settings=target.settings,
-                              compared_with={"trial": trial_number, "shape": shape})
+            return Comparison(
+                save_output=str(self.output_path(target.key)),
+                compare_with_self=True,
+                reference_settings=target.settings,
+                compared_with={"trial": trial_number, "shape": shape},
+            )
         self._ended_keys(snapshot)
         fetched = self._fetched(target, self._ended.get(target.key, []), study_attrs)
         return replace(fetched, resize_to_reference=resize)
 
-    def compared_with(self, comparison: Comparison | None, number: int, role: str,
-                      reference: "FrozenTrial | None") -> dict[str, Any] | None:
+    def compared_with(
+        self, comparison: Comparison | None, number: int, role: str, reference: FrozenTrial | None
+    ) -> dict[str, Any] | None:
         """``compared_with`` to record on trial ``number`` (``role``): the trial whose output its quality is
         compared with and that trial's shape; ``reference``: the spec's reference, when it ran OK."""
         if comparison is None or comparison.compared_with is None:
@@ -161,8 +179,9 @@ class ShapeReferences:
         """Where a shape's reference output is kept on this host."""
         return self.study_dir / f"reference_output_{hashlib.sha256(key.encode()).hexdigest()[:12]}.npz"
 
-    def _fetched(self, target: ShapeTarget, finished: Sequence["FrozenTrial"],
-                 study_attrs: Mapping[str, Any]) -> Comparison:
+    def _fetched(
+        self, target: ShapeTarget, finished: Sequence[FrozenTrial], study_attrs: Mapping[str, Any]
+    ) -> Comparison:
         """The comparison with a measured shape reference: a verified local copy of its output, or why none."""
         assert target.key is not None
         ran = [t for t in finished if names.candidate_key_of(t) == target.key and names.is_measured(t)]
@@ -172,27 +191,33 @@ class ShapeReferences:
         by = ran[0].number if ran else None
         if path is not None:
             by = next((t.number for t in ran if names.attributes_of(t).get(names.REFERENCE_OUTPUT)), by)
-            return Comparison(reference_output=path, reference_settings=target.settings,
-                              compared_with={"trial": by, "shape": target.reference.shape})
+            return Comparison(
+                reference_output=path,
+                reference_settings=target.settings,
+                compared_with={"trial": by, "shape": target.reference.shape},
+            )
         if not ran:
             why = f"no reference at {label}: it did not run"
         elif handoff.reason:
             why = f"no reference at {label} (trial {by}): {handoff.reason}"
         else:
             why = f"no reference at {label}: trial {by} ended {names.outcome_of(ran[0])}"
-        return Comparison(reference_settings=target.settings, reference_missing=why,
-                          compared_with={"trial": by, "shape": target.reference.shape})
+        return Comparison(
+            reference_settings=target.settings,
+            reference_missing=why,
+            compared_with={"trial": by, "shape": target.reference.shape},
+        )
 
-    def _ended_keys(self, snapshot: "StudySnapshot") -> dict[str, list["FrozenTrial"]]:
+    def _ended_keys(self, snapshot: StudySnapshot) -> dict[str, list[FrozenTrial]]:
         """Finished trials by candidate key (any outcome, never-run ones too), indexed as they arrive."""
-        for trial in snapshot.finished_log[self._indexed:]:
+        for trial in snapshot.finished_log[self._indexed :]:
             key = names.candidate_key_of(trial)
             if key is not None:
                 self._ended.setdefault(key, []).append(trial)
         self._indexed = len(snapshot.finished_log)
         return self._ended
 
-    def _queued(self, snapshot: "StudySnapshot") -> set[str]:
+    def _queued(self, snapshot: StudySnapshot) -> set[str]:
         """Candidate keys of the settings waiting in the study's queue or asked but not finished."""
         from optuna.trial import TrialState
 

@@ -15,12 +15,13 @@ How a trial is told is in :mod:`.trial_recording`.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, NamedTuple, Sequence
+from typing import TYPE_CHECKING, Any, NamedTuple
 
+from tuner.search.guards import successful_reference
 from tuner.storage import attributes as names
 from tuner.storage import store
-from tuner.search.guards import successful_reference
 from tuner.study.snapshot import StudySnapshot
 
 if TYPE_CHECKING:
@@ -40,21 +41,21 @@ class SharedView:
     running_elsewhere: int
     exclusive_elsewhere: bool
     reference_pending_elsewhere: bool
-    failed_reference: "FrozenTrial | None"
-    measured_by_key: dict[str, "FrozenTrial"] = field(default_factory=dict)  # measured with values
-    finished_by_key: dict[str, "FrozenTrial"] = field(default_factory=dict)  # measured, values or not
+    failed_reference: FrozenTrial | None
+    measured_by_key: dict[str, FrozenTrial] = field(default_factory=dict)  # measured with values
+    finished_by_key: dict[str, FrozenTrial] = field(default_factory=dict)  # measured, values or not
     running_keys: frozenset[str] = frozenset()
     spent_device_s: float = 0.0  # device-seconds the study's runs held (every host; tuner.storage.cost)
     median_run_device_s: float | None = None  # a run's median device-seconds (None: no run recorded yet)
 
     @staticmethod
-    def of(trials: Sequence["FrozenTrial"], mine: set[int], spec: "StudySpec") -> "SharedView":
+    def of(trials: Sequence[FrozenTrial], mine: set[int], spec: StudySpec) -> SharedView:
         """The view of ``trials`` (a whole study's, read now): a one-off snapshot of them."""
         snapshot = StudySnapshot.of_trials(trials)
         return SharedView.from_snapshot(snapshot, mine, spec)
 
     @staticmethod
-    def from_snapshot(snapshot: "StudySnapshot", mine: set[int], spec: "StudySpec") -> "SharedView":
+    def from_snapshot(snapshot: StudySnapshot, mine: set[int], spec: StudySpec) -> SharedView:
         """The view of the study as ``snapshot`` last read it: O(unfinished trials) work, no storage access
         (the finished trials' facts are the snapshot's, kept as they arrive). The key maps are the snapshot's
         own (not copied): they only ever gain trials."""
@@ -68,16 +69,18 @@ class SharedView:
             measured=snapshot.measured,
             running_elsewhere=len(running),
             exclusive_elsewhere=any(names.role_of(t) in EXCLUSIVE_ROLES for t in running),
-            reference_pending_elsewhere=has_reference and any(t.state == TrialState.RUNNING and store.trial_id(t)
-                                                              not in mine for t in pending),
+            reference_pending_elsewhere=has_reference
+            and any(t.state == TrialState.RUNNING and store.trial_id(t) not in mine for t in pending),
             failed_reference=finished[-1] if has_reference and finished and not pending else None,
             measured_by_key=snapshot.measured_by_key,
             finished_by_key=snapshot.finished_by_key,
             running_keys=frozenset(key for t in running if (key := names.candidate_key_of(t)) is not None),
-            spent_device_s=snapshot.spent_device_s, median_run_device_s=snapshot.median_run_device_s)
+            spent_device_s=snapshot.spent_device_s,
+            median_run_device_s=snapshot.median_run_device_s,
+        )
 
 
-def queue_reference(study: "optuna.Study", spec: "StudySpec") -> None:
+def queue_reference(study: optuna.Study, spec: StudySpec) -> None:
     """On a resume after a failed reference: queue the reference again, ahead of every waiting trial.
 
     Optuna runs waiting trials oldest first, so trials already waiting (the
@@ -89,16 +92,16 @@ def queue_reference(study: "optuna.Study", spec: "StudySpec") -> None:
     trials = study.get_trials(deepcopy=False)
     if spec.reference is None or successful_reference(trials) is not None:
         return
-    if any(names.role_of(t) == names.REFERENCE and t.state in (TrialState.WAITING, TrialState.RUNNING)
-           for t in trials):
+    if any(names.role_of(t) == names.REFERENCE and t.state in (TrialState.WAITING, TrialState.RUNNING) for t in trials):
         return
     waiting = [t for t in trials if t.state == TrialState.WAITING]
     for trial in waiting:
         store.fail_waiting(study, trial, "re-queued behind the reference's new run")
     store.enqueue(study, spec.reference, names.REFERENCE)
     for trial in waiting:
-        store.enqueue(study, trial.params or names.enqueued_params(trial) or {}, names.role_of(trial),
-                      names.rerun_of(trial))
+        store.enqueue(
+            study, trial.params or names.enqueued_params(trial) or {}, names.role_of(trial), names.rerun_of(trial)
+        )
 
 
 Twin = tuple["optuna.Trial", Any]  # a proposal set aside: (the asked trial, its Candidate)
@@ -110,7 +113,7 @@ ORIGINAL_LOST = "the run it repeated on another host did not finish"
 class Settled(NamedTuple):
     """What to do with set-aside proposals whose original settled elsewhere (:func:`settle_copies`)."""
 
-    copies: list[tuple["optuna.Trial", Any, "FrozenTrial"]]  # (twin, candidate, original): tell as a copy
+    copies: list[tuple[optuna.Trial, Any, FrozenTrial]]  # (twin, candidate, original): tell as a copy
     drops: list[Twin]  # the original finished without a result: give back (:data:`ORIGINAL_LOST`)
 
 

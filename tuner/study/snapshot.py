@@ -24,13 +24,14 @@ between trials of the same key go to the higher number, as a dict built in order
 from __future__ import annotations
 
 import bisect
-from typing import TYPE_CHECKING, Sequence
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from tuner.pareto import dominates, is_measured_feasible
 from tuner.results import Outcome
+from tuner.search.guards import SAME_FAILURE_STOP, successful_reference
 from tuner.storage import attributes as names
 from tuner.storage.cost import device_s_of
-from tuner.search.guards import SAME_FAILURE_STOP, successful_reference
 
 if TYPE_CHECKING:
     import optuna
@@ -44,38 +45,38 @@ class StudySnapshot:
     Only the coordinator's thread uses it. See the module docstring for the cost of a refresh.
     """
 
-    def __init__(self, study: "optuna.Study | None", directions: Sequence[str] = ()) -> None:
+    def __init__(self, study: optuna.Study | None, directions: Sequence[str] = ()) -> None:
         self._study = study
         self._directions = list(directions)
-        self.trials: list["FrozenTrial"] = []  # every trial, by number, as last read (not copied)
-        self.unfinished: list["FrozenTrial"] = []  # RUNNING and WAITING trials, by number
-        self.finished_log: list["FrozenTrial"] = []  # finished trials in the order they were first seen
+        self.trials: list[FrozenTrial] = []  # every trial, by number, as last read (not copied)
+        self.unfinished: list[FrozenTrial] = []  # RUNNING and WAITING trials, by number
+        self.finished_log: list[FrozenTrial] = []  # finished trials in the order they were first seen
         self._finished: set[int] = set()  # their numbers
         self.measured = 0  # finished trials that ran a workload (every host): what the budget counts
-        self.measured_by_key: dict[str, "FrozenTrial"] = {}  # measured with values, by candidate key
-        self.finished_by_key: dict[str, "FrozenTrial"] = {}  # measured, values or not, by candidate key
+        self.measured_by_key: dict[str, FrozenTrial] = {}  # measured with values, by candidate key
+        self.finished_by_key: dict[str, FrozenTrial] = {}  # measured, values or not, by candidate key
         self.measured_values: list[list[float]] = []  # values of OK, real (not placeholder) measurements
-        self.references: list["FrozenTrial"] = []  # finished reference trials, by number
+        self.references: list[FrozenTrial] = []  # finished reference trials, by number
         self.spent_device_s = 0.0  # device-seconds held by the finished trials' runs (tuner.storage.cost)
         self._costs: list[float] = []  # those device-seconds, sorted (for the median)
-        self._first_measured: list["FrozenTrial"] = []  # the lowest-numbered measured trials (SAME_FAILURE_STOP)
-        self._measured_ok: "FrozenTrial | None" = None  # a measured OK trial, once there is one
-        self._front: list["FrozenTrial"] = []  # feasible measured trials no other dominates, by number
+        self._first_measured: list[FrozenTrial] = []  # the lowest-numbered measured trials (SAME_FAILURE_STOP)
+        self._measured_ok: FrozenTrial | None = None  # a measured OK trial, once there is one
+        self._front: list[FrozenTrial] = []  # feasible measured trials no other dominates, by number
 
     @staticmethod
-    def of_trials(trials: Sequence["FrozenTrial"], directions: Sequence[str] = ()) -> "StudySnapshot":
+    def of_trials(trials: Sequence[FrozenTrial], directions: Sequence[str] = ()) -> StudySnapshot:
         """A snapshot of ``trials`` (a whole study's, by number), read elsewhere; it cannot :meth:`refresh`."""
         snapshot = StudySnapshot(None, directions)
         snapshot.take(list(trials))
         return snapshot
 
     # ------------------------------------------------------------------ reading
-    def refresh(self) -> list["FrozenTrial"]:
+    def refresh(self) -> list[FrozenTrial]:
         """Read the study's changed trials (one read through Optuna's cache); those newly finished, by number."""
         assert self._study is not None, "a snapshot of a trial list cannot refresh"
         return self.take(self._study.get_trials(deepcopy=False))
 
-    def take(self, trials: list["FrozenTrial"]) -> list["FrozenTrial"]:
+    def take(self, trials: list[FrozenTrial]) -> list[FrozenTrial]:
         """Take in ``trials``, the study's every trial by number (what a refresh read); those newly finished."""
         seen = len(self.trials)
         if _numbered_by_index(trials) and _numbered_by_index(self.trials) and len(trials) >= seen:
@@ -89,7 +90,7 @@ class StudySnapshot:
             self._absorb(trial)
         return newly
 
-    def add_finished(self, trial: "FrozenTrial") -> None:
+    def add_finished(self, trial: FrozenTrial) -> None:
         """Take in ``trial`` (finished: e.g. what ``study.tell`` returned) before a refresh reads it."""
         if trial.state.is_finished() and trial.number not in self._finished:
             self.unfinished = [t for t in self.unfinished if t.number != trial.number]
@@ -111,21 +112,21 @@ class StudySnapshot:
         return any(trial.state == TrialState.WAITING for trial in self.unfinished)
 
     @property
-    def successful_reference(self) -> "FrozenTrial | None":
+    def successful_reference(self) -> FrozenTrial | None:
         """The first reference that ran OK with real values (:func:`tuner.search.guards.successful_reference`)."""
         return successful_reference(self.references)
 
-    def same_failure_evidence(self) -> list["FrozenTrial"]:
+    def same_failure_evidence(self) -> list[FrozenTrial]:
         """What :func:`tuner.search.guards.same_failure_stop` needs: the first measured trials (by number) and
         one OK measured trial when there is one — its verdict on these is its verdict on the whole study."""
         return self._first_measured + ([self._measured_ok] if self._measured_ok is not None else [])
 
-    def front(self) -> list["FrozenTrial"]:
+    def front(self) -> list[FrozenTrial]:
         """The feasible, measured trials on the Pareto front, by number (:func:`tuner.pareto.front_trials`)."""
         return list(self._front)
 
     # ------------------------------------------------------------------ taking a trial in
-    def _absorb(self, trial: "FrozenTrial") -> None:
+    def _absorb(self, trial: FrozenTrial) -> None:
         """Take in one finished trial: each trial once (see the class docstring)."""
         self._finished.add(trial.number)
         self.finished_log.append(trial)
@@ -142,7 +143,7 @@ class StudySnapshot:
         self.measured += 1
         self._absorb_measured(trial)
 
-    def _absorb_measured(self, trial: "FrozenTrial") -> None:
+    def _absorb_measured(self, trial: FrozenTrial) -> None:
         key = names.candidate_key_of(trial)
         if key is not None:
             _keep_latest(self.finished_by_key, key, trial)
@@ -156,7 +157,7 @@ class StudySnapshot:
         bisect.insort(self._first_measured, trial, key=_number)
         del self._first_measured[SAME_FAILURE_STOP:]
 
-    def _add_to_front(self, trial: "FrozenTrial") -> None:
+    def _add_to_front(self, trial: FrozenTrial) -> None:
         """The front of the trials so far plus ``trial``: dominance is a strict partial order, so a trial
         off the front is dominated by one on it, and the front of the front plus ``trial`` is the whole's."""
         values = tuple(trial.values)
@@ -166,16 +167,16 @@ class StudySnapshot:
         bisect.insort(self._front, trial, key=_number)
 
 
-def _numbered_by_index(trials: Sequence["FrozenTrial"]) -> bool:
+def _numbered_by_index(trials: Sequence[FrozenTrial]) -> bool:
     """Whether ``trials[i].number == i`` throughout (Optuna numbers a study's trials 0, 1, 2 ... in order)."""
     return not trials or trials[-1].number == len(trials) - 1
 
 
-def _number(trial: "FrozenTrial") -> int:
+def _number(trial: FrozenTrial) -> int:
     return trial.number
 
 
-def _keep_latest(by_key: dict[str, "FrozenTrial"], key: str, trial: "FrozenTrial") -> None:
+def _keep_latest(by_key: dict[str, FrozenTrial], key: str, trial: FrozenTrial) -> None:
     """``by_key[key] = trial`` unless a higher-numbered trial holds it (a scan in number order keeps the last)."""
     held = by_key.get(key)
     if held is None or held.number < trial.number:

@@ -9,23 +9,24 @@ as INTERRUPTED and queues its setting again. Only ``measured`` trials count agai
 
 :class:`TrialRecorder` is how a coordinator uses them: it judges results, tells its listeners each
 trial recorded, and drops (one line to the listeners) a write to a trial another coordinator took
-over as stale meanwhile (:data:`~tuner.storage.heartbeats.TAKEN_OVER`).
+over as stale meanwhile (:data:`~tuner.storage.coordination.heartbeats.TAKEN_OVER`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome, TrialResult
+from tuner.search.objectives import ConstraintPlan, judge, wall
 from tuner.storage import attributes as names
 from tuner.storage import store
-from tuner.storage.heartbeats import TAKEN_OVER, taken_over
+from tuner.storage.coordination.heartbeats import TAKEN_OVER, taken_over
 from tuner.study.listeners import Listener
-from tuner.search.objectives import ConstraintPlan, judge, wall
 from tuner.study.reference import ReferenceHandOff
 from tuner.study.snapshot import StudySnapshot
 
@@ -33,11 +34,11 @@ if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
-    from tuner.spec.models import StudySpec
     from tuner.search.objectives import Verdict
+    from tuner.spec.models import StudySpec
 
 
-def measured_count(study: "optuna.Study") -> int:
+def measured_count(study: optuna.Study) -> int:
     """Trials of ``study`` that ran a workload (every host): what the budget counts."""
     return sum(1 for t in study.get_trials(deepcopy=False) if names.is_measured(t))
 
@@ -47,8 +48,8 @@ class TrialRecorder:
     """Tells the trials one coordinator holds (see the module docstring); ``started`` (``time.monotonic()``)
     is when its run began, for the listeners' clocks."""
 
-    study: "optuna.Study"
-    spec: "StudySpec"
+    study: optuna.Study
+    spec: StudySpec
     plan: ConstraintPlan
     handoff: ReferenceHandOff  # the reference's output, shared between hosts
     listeners: Sequence[Listener]
@@ -79,29 +80,36 @@ class TrialRecorder:
             for listener in self.listeners:
                 listener.on_trial_dropped(number, TAKEN_OVER)
 
-    def measured(self, trial: "optuna.Trial", role: str, slot: str, result: TrialResult) -> "FrozenTrial | None":
+    def measured(self, trial: optuna.Trial, role: str, slot: str, result: TrialResult) -> FrozenTrial | None:
         """Judge and tell ``result``; None (dropped) when the trial was taken over. The reference's output
         is published to the other hosts first (:class:`~tuner.study.reference.ReferenceHandOff`)."""
         frozen = None
         with self.holding(trial.number):
             verdict = judge(self.spec, self.plan, result, self._measured_values())
-            hands_over = bool(result.output_path)  # a reference's output (the spec's, or a shape's): later trials need it
-            frozen = tell_measured(self.study, trial, slot, result, verdict,
-                                   reference_output=result.output_path if hands_over else None,
-                                   published=self._publish(trial, result) if hands_over else None,
-                                   fingerprint_note=None if hands_over else self.handoff.note or None)
+            hands_over = bool(
+                result.output_path
+            )  # a reference's output (the spec's, or a shape's): later trials need it
+            frozen = tell_measured(
+                self.study,
+                trial,
+                slot,
+                result,
+                verdict,
+                reference_output=result.output_path if hands_over else None,
+                published=self._publish(trial, result) if hands_over else None,
+                fingerprint_note=None if hands_over else self.handoff.note or None,
+            )
             self._snapshot.add_finished(frozen)
         return frozen
 
-    def unrun(self, trial: "optuna.Trial", outcome: Outcome, reason: str | None,
-              attributes: Mapping[str, Any]) -> None:
+    def unrun(self, trial: optuna.Trial, outcome: Outcome, reason: str | None, attributes: Mapping[str, Any]) -> None:
         """Record a trial that is never run (INVALID, SKIPPED_PREDICTED_OOM) as a wall for the sampler."""
         refused = wall(self.spec, self.plan, self._measured_values(), reason)
         frozen = tell_unrun(self.study, trial, outcome, reason, refused, attributes)
         self._snapshot.add_finished(frozen)
         self.notify(frozen)
 
-    def copy(self, trial: "optuna.Trial", original: "FrozenTrial") -> None:
+    def copy(self, trial: optuna.Trial, original: FrozenTrial) -> None:
         """Record ``trial`` as a copy of ``original`` (unless taken over)."""
         frozen = None
         with self.holding(trial.number):
@@ -110,14 +118,15 @@ class TrialRecorder:
             self._snapshot.add_finished(frozen)
             self.notify(frozen)
 
-    def give_back(self, trial: "optuna.Trial", params: Any, role: str, reason: str,
-                  cost: Mapping[str, Any] | None = None) -> None:
+    def give_back(
+        self, trial: optuna.Trial, params: Any, role: str, reason: str, cost: Mapping[str, Any] | None = None
+    ) -> None:
         """Record ``trial`` INTERRUPTED for ``reason`` (with its run's ``cost`` when it ran) and queue its
         setting again (unless taken over)."""
         with self.holding(trial.number):
             give_back(self.study, trial, params, role, reason, cost)
 
-    def _publish(self, trial: "optuna.Trial", result: TrialResult) -> dict[str, Any]:
+    def _publish(self, trial: optuna.Trial, result: TrialResult) -> dict[str, Any]:
         """The reference's output, when it ran OK, made reachable by the other hosts (hash-checked): the
         attributes recording where (empty when it failed)."""
         if result.outcome is not Outcome.OK or not result.output_path:
@@ -128,7 +137,7 @@ class TrialRecorder:
         """The values of the study's OK, real measurements (what a placeholder must be worse than)."""
         return self._known().measured_values
 
-    def notify(self, frozen: "FrozenTrial") -> None:
+    def notify(self, frozen: FrozenTrial) -> None:
         """Tell the listeners ``frozen`` was recorded (measured so far, the budget, the front's size: as known,
         see :meth:`_known`)."""
         if not self.listeners:
@@ -140,9 +149,17 @@ class TrialRecorder:
             listener.on_trial(frozen, done, self.budget_trials, front_size, time.monotonic() - self.started)
 
 
-def tell_measured(study: "optuna.Study", trial: "optuna.Trial", slot: str, result: TrialResult, verdict: "Verdict",
-                  *, reference_output: str | None = None, published: Mapping[str, Any] | None = None,
-                  fingerprint_note: str | None = None) -> "FrozenTrial":
+def tell_measured(
+    study: optuna.Study,
+    trial: optuna.Trial,
+    slot: str,
+    result: TrialResult,
+    verdict: Verdict,
+    *,
+    reference_output: str | None = None,
+    published: Mapping[str, Any] | None = None,
+    fingerprint_note: str | None = None,
+) -> FrozenTrial:
     """Tell ``trial``, run on ``slot``, with ``result`` judged as ``verdict``; ``measured`` true (it costs
     budget). The reference records its ``reference_output`` path and what its hand-off ``published``;
     another trial the ``fingerprint_note`` (how this host differs from the reference's), when given. A
@@ -150,18 +167,29 @@ def tell_measured(study: "optuna.Study", trial: "optuna.Trial", slot: str, resul
     not evaluated) is joined to the result's."""
     from optuna.trial import TrialState
 
-    joined = ("; ".join(filter(None, [verdict.reason, result.reason]))
-              if verdict.reason and result.outcome is Outcome.OK else None)
-    store.record_result(trial, result, slot, verdict.placeholder, reference_output=reference_output,
-                        published=published, fingerprint_note=fingerprint_note,
-                        unavailable_constraints=verdict.unavailable_constraints, reason=joined,
-                        constraints=verdict.constraints if verdict.values is not None else None)
+    joined = (
+        "; ".join(filter(None, [verdict.reason, result.reason]))
+        if verdict.reason and result.outcome is Outcome.OK
+        else None
+    )
+    store.record_result(
+        trial,
+        result,
+        slot,
+        verdict.placeholder,
+        reference_output=reference_output,
+        published=published,
+        fingerprint_note=fingerprint_note,
+        unavailable_constraints=verdict.unavailable_constraints,
+        reason=joined,
+        constraints=verdict.constraints if verdict.values is not None else None,
+    )
     if verdict.values is None:
         return study.tell(trial, state=TrialState.FAIL)
     return study.tell(trial, verdict.values)
 
 
-def tell_copy(study: "optuna.Study", trial: "optuna.Trial", original: "FrozenTrial") -> "FrozenTrial":
+def tell_copy(study: optuna.Study, trial: optuna.Trial, original: FrozenTrial) -> FrozenTrial:
     """Tell ``trial`` as a copy of ``original`` (same setting, measured before): its outcome, reason,
     metrics, values and constraints, ``duplicate_of`` set and ``measured`` false (it costs no budget)."""
     from optuna.trial import TrialState
@@ -172,8 +200,14 @@ def tell_copy(study: "optuna.Study", trial: "optuna.Trial", original: "FrozenTri
     return study.tell(trial, list(original.values))
 
 
-def tell_unrun(study: "optuna.Study", trial: "optuna.Trial", outcome: "Outcome", reason: str | None,
-               refused: "Verdict", attributes: Mapping[str, Any] | None = None) -> "FrozenTrial":
+def tell_unrun(
+    study: optuna.Study,
+    trial: optuna.Trial,
+    outcome: Outcome,
+    reason: str | None,
+    refused: Verdict,
+    attributes: Mapping[str, Any] | None = None,
+) -> FrozenTrial:
     """Tell ``trial``, which is never run, as the infeasible point ``refused`` (placeholder values worse than
     anything measured, ``outcome`` constraint 1: the sampler learns the wall, as from an OOM); ``measured``
     false (it costs no budget), ``outcome`` and ``reason`` set, ``attributes`` added."""
@@ -181,8 +215,9 @@ def tell_unrun(study: "optuna.Study", trial: "optuna.Trial", outcome: "Outcome",
     return study.tell(trial, refused.values)
 
 
-def give_back(study: "optuna.Study", trial: "optuna.Trial", params: Any, role: str, reason: str,
-              cost: Mapping[str, Any] | None = None) -> None:
+def give_back(
+    study: optuna.Study, trial: optuna.Trial, params: Any, role: str, reason: str, cost: Mapping[str, Any] | None = None
+) -> None:
     """Record a trial that did not run to the end as INTERRUPTED (not measured; ``cost``: the device time its
     run held, when it ran) and queue it again."""
     from optuna.trial import TrialState

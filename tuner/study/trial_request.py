@@ -7,8 +7,9 @@ from the finished references), where the trial's files go, and how its quality i
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.runner.base import TrialRequest
 from tuner.search.guards import measurement_settings, trial_timeout_s
@@ -21,22 +22,43 @@ if TYPE_CHECKING:
     from tuner.study.shapes import Comparison
 
 
-def trial_request(study_name: str, spec: "StudySpec", number: int, candidate: "Candidate", role: str, device: str,
-                  study_dir: Path, stored: Mapping[str, Any], references: Sequence["FrozenTrial"],
-                  quality_metrics: list[str], comparison: "Comparison", input_fields: Mapping[str, Any]) -> TrialRequest:
+def trial_request(
+    study_name: str,
+    spec: StudySpec,
+    number: int,
+    candidate: Candidate,
+    role: str,
+    device: str,
+    study_dir: Path,
+    stored: Mapping[str, Any],
+    references: Sequence[FrozenTrial],
+    quality_metrics: list[str],
+    comparison: Comparison,
+    input_fields: Mapping[str, Any],
+) -> TrialRequest:
     """The request for trial ``number`` of ``role`` running ``candidate`` on ``device``; ``stored``: the study's
     attributes (a resume's overrides of the timeout and the measurement); ``references``: the finished
     references (the timeout of a search trial follows theirs); files under ``study_dir/trial_<number>``;
     ``input_fields``: the spec's inputs as a request carries them (:func:`tuner.spec.quality.cases.request_input_fields`)."""
     return TrialRequest(
-        study_name=study_name, trial_number=number,
-        workload_class=spec.workload.target, settings=candidate.settings,
+        study_name=study_name,
+        trial_number=number,
+        workload_class=spec.workload.target,
+        settings=candidate.settings,
         workload_options=spec.workload.options,
-        **input_fields, seed=spec.seed, device=device,
+        **input_fields,
+        seed=spec.seed,
+        device=device,
         measurement=measurement_settings(spec, stored),
         timeout_s=trial_timeout_s(spec, role, stored, references, len(input_fields.get("input_sets") or ()) or 1),
-        workdir=str(study_dir / f"trial_{number:05d}"), quality_metrics=quality_metrics,
-        reference_output=comparison.reference_output, save_output=comparison.save_output,
-        compare_with_self=comparison.compare_with_self, reference_settings=comparison.reference_settings,
-        reference_missing=comparison.reference_missing, resize_to_reference=comparison.resize_to_reference,
-        record_env=list(spec.record_env), cost=spec.cost.model_dump() if spec.cost is not None else {})
+        workdir=str(study_dir / f"trial_{number:05d}"),
+        quality_metrics=quality_metrics,
+        reference_output=comparison.reference_output,
+        save_output=comparison.save_output,
+        compare_with_self=comparison.compare_with_self,
+        reference_settings=comparison.reference_settings,
+        reference_missing=comparison.reference_missing,
+        resize_to_reference=comparison.resize_to_reference,
+        record_env=list(spec.record_env),
+        cost=spec.cost.model_dump() if spec.cost is not None else {},
+    )

@@ -15,8 +15,9 @@ Units: seconds; times are ``time.monotonic()`` readings.
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.search.duration import DurationForecast
 
@@ -53,8 +54,14 @@ class WallBudget:
         left = self.left_s(now)
         return "wall time spent" if left is not None and left <= 0 else None
 
-    def admits(self, number: int, params: Mapping[str, Any], finished: Sequence["FrozenTrial"],
-               space: Mapping[str, "BaseDistribution"], now: float | None = None) -> bool:
+    def admits(
+        self,
+        number: int,
+        params: Mapping[str, Any],
+        finished: Sequence[FrozenTrial],
+        space: Mapping[str, BaseDistribution],
+        now: float | None = None,
+    ) -> bool:
         """Whether trial ``number`` of ``params`` is predicted to end by the deadline (True without a limit or a
         prediction); when not, :attr:`refused` says so and no later trial starts either."""
         left = self.left_s(now)
@@ -63,7 +70,9 @@ class WallBudget:
         predicted = DurationForecast.fit(finished, space).predict_s(params)
         if predicted is None or predicted <= left:
             return True
-        self.refused = (f"wall time: trial {number} was predicted to take {predicted:.0f} s, past the "
-                        f"{self.limit_s:g} s budget ({left:.0f} s left for trials, {self.reserve_s:.0f} s kept to "
-                        f"finish); its setting is queued for 'tuner resume'")
+        self.refused = (
+            f"wall time: trial {number} was predicted to take {predicted:.0f} s, past the "
+            f"{self.limit_s:g} s budget ({left:.0f} s left for trials, {self.reserve_s:.0f} s kept to "
+            f"finish); its setting is queued for 'tuner resume'"
+        )
         return False

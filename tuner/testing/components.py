@@ -18,9 +18,9 @@ import pwd
 import re
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from tuner.testing.postgres import PostgresNotInstalled, postgres_bindir
 
@@ -59,9 +59,14 @@ class Component:
 
 def _chromium() -> str | None:
     # as tests/tracking/test_browser.py finds them
-    absent = [name for name, found in (
-        ("chromium", shutil.which("chromium") or shutil.which("chromium-browser")),
-        ("chromedriver", shutil.which("chromedriver"))) if found is None]
+    absent = [
+        name
+        for name, found in (
+            ("chromium", shutil.which("chromium") or shutil.which("chromium-browser")),
+            ("chromedriver", shutil.which("chromedriver")),
+        )
+        if found is None
+    ]
     return f"no {' and no '.join(absent)} on PATH" if absent else None
 
 
@@ -100,14 +105,30 @@ def _mlflow_server() -> str | None:
 
 
 COMPONENTS: tuple[Component, ...] = (
-    Component("chromium", "the MLflow UI browser test, tests/tracking/test_browser.py",
-              "install the Debian packages chromium and chromium-driver", _chromium),
-    Component("espeak-ng", "real speech for the lip-sync tests, tests/evaluators/test_lipsync.py",
-              "install the Debian package espeak-ng", _espeak),
-    Component("postgresql", "the PostgreSQL storage tests, tests/fleet and tests/storage/test_store_batch.py",
-              "install the Debian package postgresql", _postgres),
-    Component("mlflow server", "the real MLflow server of tuner.testing.mlflow_server, tests/tracking and tests/fleet",
-              "pip install -e '.[test]'", _mlflow_server),
+    Component(
+        "chromium",
+        "the MLflow UI browser test, tests/tracking/test_browser.py",
+        "install the Debian packages chromium and chromium-driver",
+        _chromium,
+    ),
+    Component(
+        "espeak-ng",
+        "real speech for the lip-sync tests, tests/evaluators/test_lipsync.py",
+        "install the Debian package espeak-ng",
+        _espeak,
+    ),
+    Component(
+        "postgresql",
+        "the PostgreSQL storage tests, tests/fleet and tests/storage/test_store_batch.py",
+        "install the Debian package postgresql",
+        _postgres,
+    ),
+    Component(
+        "mlflow server",
+        "the real MLflow server of tuner.testing.mlflow_server, tests/tracking and tests/fleet",
+        "pip install -e '.[test]'",
+        _mlflow_server,
+    ),
 )
 
 

@@ -28,5 +28,6 @@ class InlineRunner(Runner):
     def run(self, request: TrialRequest, slot: Slot) -> TrialResult:
         started = time.perf_counter()
         result = execute(request)
-        return with_trial_disk_usage(replace(result, wall_time_s=time.perf_counter() - started),
-                                     Path(request.workdir), self.scratch)
+        return with_trial_disk_usage(
+            replace(result, wall_time_s=time.perf_counter() - started), Path(request.workdir), self.scratch
+        )

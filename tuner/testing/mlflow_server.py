@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 from tuner.host import free_port
 from tuner.tracking.ui import stop_server, wait_healthy
@@ -32,8 +32,9 @@ class MlflowServer:
         stop_server(self.process)
 
 
-def start_mlflow_server(folder: Path, port: int | None = None, timeout_s: float = 240.0,
-                        backend_uri: str | None = None) -> MlflowServer:
+def start_mlflow_server(
+    folder: Path, port: int | None = None, timeout_s: float = 240.0, backend_uri: str | None = None
+) -> MlflowServer:
     """Start a server whose store is ``backend_uri`` (default ``sqlite:///folder/mlflow.db``; e.g. a
     ``postgresql+psycopg://`` URL) and whose artifacts are proxied into ``folder/artifacts``
     (``--artifacts-destination``: clients upload and download through the server)."""
@@ -46,9 +47,26 @@ def start_mlflow_server(folder: Path, port: int | None = None, timeout_s: float 
     log = folder / f"server-{port}.log"
     with open(log, "ab") as handle:
         process = subprocess.Popen(
-            [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend, "--artifacts-destination",
-             str(artifacts), "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-            stdout=handle, stderr=subprocess.STDOUT, start_new_session=True)
+            [
+                sys.executable,
+                "-m",
+                "mlflow",
+                "server",
+                "--backend-store-uri",
+                backend,
+                "--artifacts-destination",
+                str(artifacts),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+            ],
+            stdout=handle,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
     server = MlflowServer(f"http://127.0.0.1:{port}", backend, artifacts, process, log)
     try:
         wait_healthy(server.url, timeout_s, process)
@@ -59,8 +77,9 @@ def start_mlflow_server(folder: Path, port: int | None = None, timeout_s: float 
 
 
 @contextmanager
-def running_mlflow_server(folder: Path, port: int | None = None,
-                          backend_uri: str | None = None) -> Iterator[MlflowServer]:
+def running_mlflow_server(
+    folder: Path, port: int | None = None, backend_uri: str | None = None
+) -> Iterator[MlflowServer]:
     """:func:`start_mlflow_server`, stopped on exit."""
     server = start_mlflow_server(folder, port, backend_uri=backend_uri)
     try:

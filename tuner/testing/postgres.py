@@ -25,10 +25,10 @@ import shutil
 import signal
 import subprocess
 import tempfile
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 from urllib.parse import quote
 
 from tuner.errors import HostError
@@ -37,8 +37,14 @@ from tuner.host import free_port
 SUPERUSER = "tuner"
 MAX_CONNECTIONS = 200
 START_TIMEOUT_S = 60
-_SETTINGS = {"fsync": "off", "synchronous_commit": "off", "full_page_writes": "off",
-             "max_connections": str(MAX_CONNECTIONS), "shared_buffers": "32MB", "listen_addresses": "'127.0.0.1'"}
+_SETTINGS = {
+    "fsync": "off",
+    "synchronous_commit": "off",
+    "full_page_writes": "off",
+    "max_connections": str(MAX_CONNECTIONS),
+    "shared_buffers": "32MB",
+    "listen_addresses": "'127.0.0.1'",
+}
 _SOCKET_PATH_LIMIT = 90  # unix socket paths are limited to ~107 bytes, ".s.PGSQL.NNNNN" included
 
 
@@ -96,8 +102,15 @@ class PostgresCluster:
         """Run one statement as the superuser, in autocommit (CREATE DATABASE needs it)."""
         import psycopg
 
-        with psycopg.connect(host="127.0.0.1", port=self.port, user=SUPERUSER, password=self.password,
-                             dbname=database, autocommit=True, connect_timeout=10) as connection:
+        with psycopg.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user=SUPERUSER,
+            password=self.password,
+            dbname=database,
+            autocommit=True,
+            connect_timeout=10,
+        ) as connection:
             connection.execute(sql.encode())
 
     def create_database(self, name: str, owner: str | None = None) -> str:
@@ -119,8 +132,9 @@ class PostgresCluster:
         ``create_database(db, owner=name)`` and connect with ``url(db, name, password)``."""
         from psycopg import sql
 
-        self.execute(sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(
-            sql.Identifier(name), sql.Literal(password)).as_string())
+        self.execute(
+            sql.SQL("CREATE ROLE {} LOGIN PASSWORD {}").format(sql.Identifier(name), sql.Literal(password)).as_string()
+        )
 
     def pg_ctl(self, *arguments: str) -> None:
         """Run ``pg_ctl -D <data> <arguments>`` (as the server's user); RuntimeError with its last line on failure."""
@@ -144,8 +158,11 @@ class PostgresCluster:
             return
         self.stopped = True
         if (self.data / "postmaster.pid").exists():
-            stopped = _run(self.as_user + [str(self.bindir / "pg_ctl"), "-D", str(self.data), "stop", "-m", "immediate",
-                                           "-w", "-t", "30"], check=False)
+            stopped = _run(
+                self.as_user
+                + [str(self.bindir / "pg_ctl"), "-D", str(self.data), "stop", "-m", "immediate", "-w", "-t", "30"],
+                check=False,
+            )
             if stopped.returncode != 0:
                 _kill_postmaster(self.data)
         if self.owns_root:
@@ -185,16 +202,43 @@ def _start(cluster: PostgresCluster) -> None:
     if cluster.as_user:
         shutil.chown(cluster.root, "postgres", "postgres")
         shutil.chown(pwfile, "postgres", "postgres")
-    _run(cluster.as_user + [str(cluster.bindir / "initdb"), "-D", str(cluster.data), "-U", SUPERUSER,
-                            f"--pwfile={pwfile}", "--auth-local=trust", "--auth-host=scram-sha-256",
-                            "-E", "UTF8", "--locale=C", "--no-sync"])
+    _run(
+        cluster.as_user
+        + [
+            str(cluster.bindir / "initdb"),
+            "-D",
+            str(cluster.data),
+            "-U",
+            SUPERUSER,
+            f"--pwfile={pwfile}",
+            "--auth-local=trust",
+            "--auth-host=scram-sha-256",
+            "-E",
+            "UTF8",
+            "--locale=C",
+            "--no-sync",
+        ]
+    )
     pwfile.unlink()
     settings = {**_SETTINGS, "unix_socket_directories": f"'{cluster.root}'"}
     for attempt in range(3):
         with open(cluster.data / "postgresql.conf", "a") as conf:
             conf.write("".join(f"{key} = {value}\n" for key, value in {**settings, "port": str(cluster.port)}.items()))
-        started = _run(cluster.as_user + [str(cluster.bindir / "pg_ctl"), "-D", str(cluster.data), "-l", str(cluster.log),
-                                          "-w", "-t", str(START_TIMEOUT_S), "start"], check=False)
+        started = _run(
+            cluster.as_user
+            + [
+                str(cluster.bindir / "pg_ctl"),
+                "-D",
+                str(cluster.data),
+                "-l",
+                str(cluster.log),
+                "-w",
+                "-t",
+                str(START_TIMEOUT_S),
+                "start",
+            ],
+            check=False,
+        )
         if started.returncode == 0:
             return
         log = cluster.log.read_text(errors="replace") if cluster.log.exists() else ""

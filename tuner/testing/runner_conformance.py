@@ -41,12 +41,22 @@ class RunnerCase:
 
 
 RUNNER_CASES: tuple[RunnerCase, ...] = (
-    RunnerCase("ok", {"behaviour": "ok", "sleep_s": 0.001}, Outcome.OK,
-               metrics=("latency_p50_s", "latency_p95_s", "latency_cv", "peak_rss_gb", "throughput_items_per_s")),
+    RunnerCase(
+        "ok",
+        {"behaviour": "ok", "sleep_s": 0.001},
+        Outcome.OK,
+        metrics=("latency_p50_s", "latency_p95_s", "latency_cv", "peak_rss_gb", "throughput_items_per_s"),
+    ),
     # 4 s calls, 16 s limit: the warmup and one repeat end ~8 s in; a second repeat would end past
     # 70 % of the limit (11.2 s), so the trial is measured with one repeat instead of being killed.
-    RunnerCase("slower_than_the_limit_allows", {"behaviour": "ok", "sleep_s": 4.0}, Outcome.OK, timeout_s=16.0,
-               metrics=("latency_p50_s",), cut_short=True),
+    RunnerCase(
+        "slower_than_the_limit_allows",
+        {"behaviour": "ok", "sleep_s": 4.0},
+        Outcome.OK,
+        timeout_s=16.0,
+        metrics=("latency_p50_s",),
+        cut_short=True,
+    ),
     RunnerCase("host_oom", {"behaviour": "oom"}, Outcome.OOM, "MemoryError"),
     RunnerCase("device_oom", {"behaviour": "device_oom"}, Outcome.OOM, "out of memory"),
     RunnerCase("invalid", {"behaviour": "invalid"}, Outcome.INVALID, "refused"),
@@ -64,10 +74,17 @@ ISOLATION_CASES: tuple[RunnerCase, ...] = (
 def make_request(case: RunnerCase, workdir: Path, **overrides: Any) -> TrialRequest:
     """A request for ``case`` with a small, fast measurement."""
     values: dict[str, Any] = dict(
-        study_name="conformance", trial_number=0, workload_class=case.workload, settings=case.settings,
-        inputs={}, seed=0, device="cpu",
+        study_name="conformance",
+        trial_number=0,
+        workload_class=case.workload,
+        settings=case.settings,
+        inputs={},
+        seed=0,
+        device="cpu",
         measurement={"warmup": 1, "min_repeats": 2, "max_repeats": 3},
-        timeout_s=case.timeout_s, workdir=str(workdir))
+        timeout_s=case.timeout_s,
+        workdir=str(workdir),
+    )
     values.update(overrides)
     return TrialRequest(**values)
 

@@ -37,8 +37,8 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from tuner.errors import WorkloadError
 
@@ -61,7 +61,7 @@ SimulatedOutOfMemoryError = OutOfMemoryError
 class SimulatedEvent:
     """A point on the device queue (see module docs). ``at`` is the real time it completes."""
 
-    device: "SimulatedCudaDevice"
+    device: SimulatedCudaDevice
     at: float | None = None
 
     def record(self) -> None:
@@ -78,11 +78,12 @@ class SimulatedEvent:
             raise SimulatedCudaError("event was never recorded")
         self.device._wait_until(self.at)
 
-    def elapsed_time(self, end: "SimulatedEvent") -> float:
+    def elapsed_time(self, end: SimulatedEvent) -> float:
         """Milliseconds from this event to ``end``; raises when either is not complete."""
         if not (self.query() and end.query()):
-            raise SimulatedCudaError("event not complete: elapsed_time read before the device reached it "
-                                     "(cudaErrorNotReady)")
+            raise SimulatedCudaError(
+                "event not complete: elapsed_time read before the device reached it (cudaErrorNotReady)"
+            )
         assert self.at is not None and end.at is not None
         return (end.at - self.at) * 1000.0
 
@@ -104,8 +105,14 @@ class SimulatedCudaDevice:
     ``clock`` / ``sleep``: real time by default.
     """
 
-    def __init__(self, total_bytes: int = 80 * 10**9, context_bytes: int = 500 * 2**20, strict: bool = True,
-                 clock: Callable[[], float] = time.monotonic, sleep: Callable[[float], None] = time.sleep) -> None:
+    def __init__(
+        self,
+        total_bytes: int = 80 * 10**9,
+        context_bytes: int = 500 * 2**20,
+        strict: bool = True,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.total_bytes = int(total_bytes)
         self.context_bytes = int(context_bytes)
         self.strict = strict
@@ -183,7 +190,8 @@ class SimulatedCudaDevice:
                 if self.context_bytes + need > self.total_bytes:
                     raise OutOfMemoryError(
                         f"CUDA out of memory (simulated): tried to allocate {nbytes} bytes; "
-                        f"{memory.allocated} allocated, {memory.reserved} reserved of {self.total_bytes}")
+                        f"{memory.allocated} allocated, {memory.reserved} reserved of {self.total_bytes}"
+                    )
             memory.reserved += grow
             memory.allocated += nbytes
             memory.peak_allocated = max(memory.peak_allocated, memory.allocated)

@@ -19,7 +19,8 @@ duration. MB are 2**20 bytes here (allocator units), ms milliseconds.
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tuner.evaluators import cuda_api
 from tuner.testing.simulated_cuda import SimulatedCudaDevice, SimulatedEvent

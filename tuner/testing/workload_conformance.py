@@ -30,7 +30,8 @@ Rules checked
 from __future__ import annotations
 
 import math
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -46,8 +47,9 @@ def _expect(condition: bool, message: str) -> None:
         raise AssertionError(message)
 
 
-def run_once(factory: WorkloadFactory, params: Mapping[str, Any], context: RunContext,
-             repeats: int = 1) -> list[WorkloadOutput]:
+def run_once(
+    factory: WorkloadFactory, params: Mapping[str, Any], context: RunContext, repeats: int = 1
+) -> list[WorkloadOutput]:
     """Set up a fresh workload, ``run`` it ``repeats`` times, synchronise and tear down."""
     workload = factory()
     workload.setup(params, context)
@@ -63,34 +65,45 @@ def check_output_contract(output: object) -> None:
     """The fields of one ``run`` result have the documented types and shapes."""
     _expect(isinstance(output, WorkloadOutput), f"run returned {type(output).__name__}, not WorkloadOutput")
     assert isinstance(output, WorkloadOutput)
-    _expect(isinstance(output.items, int) and not isinstance(output.items, bool) and output.items >= 1,
-            f"items must be an int >= 1, got {output.items!r}")
+    _expect(
+        isinstance(output.items, int) and not isinstance(output.items, bool) and output.items >= 1,
+        f"items must be an int >= 1, got {output.items!r}",
+    )
     if output.video is not None:
         video = output.video
         _expect(isinstance(video, np.ndarray), f"video must be a numpy array, got {type(video).__name__}")
         _expect(video.dtype == np.uint8, f"video dtype must be uint8, got {video.dtype}")
-        _expect(video.ndim in (4, 5) and video.shape[-1] == 3,
-                f"video must be (B, T, H, W, 3) or (T, H, W, 3), got shape {video.shape}")
+        _expect(
+            video.ndim in (4, 5) and video.shape[-1] == 3,
+            f"video must be (B, T, H, W, 3) or (T, H, W, 3), got shape {video.shape}",
+        )
         _expect(all(size > 0 for size in video.shape), f"video has an empty axis: {video.shape}")
         if video.ndim == 5:
-            _expect(video.shape[0] == output.items,
-                    f"video batch axis {video.shape[0]} differs from items={output.items}")
+            _expect(
+                video.shape[0] == output.items, f"video batch axis {video.shape[0]} differs from items={output.items}"
+            )
     if output.audio is not None:
         audio = output.audio
-        _expect(isinstance(audio, np.ndarray) and audio.dtype == np.float32 and audio.ndim == 1,
-                f"audio must be 1-D float32, got {getattr(audio, 'dtype', type(audio))} "
-                f"{getattr(audio, 'shape', '')}")
+        _expect(
+            isinstance(audio, np.ndarray) and audio.dtype == np.float32 and audio.ndim == 1,
+            f"audio must be 1-D float32, got {getattr(audio, 'dtype', type(audio))} {getattr(audio, 'shape', '')}",
+        )
         _expect(bool(np.all(np.abs(audio) <= 1.0)), "audio samples must lie in [-1, 1]")
-        _expect(isinstance(output.audio_rate, int) and output.audio_rate > 0,
-                f"audio needs a positive int audio_rate, got {output.audio_rate!r}")
+        _expect(
+            isinstance(output.audio_rate, int) and output.audio_rate > 0,
+            f"audio needs a positive int audio_rate, got {output.audio_rate!r}",
+        )
     if output.text is not None:
-        _expect(isinstance(output.text, list) and all(isinstance(t, str) for t in output.text),
-                "text must be a list of str")
+        _expect(
+            isinstance(output.text, list) and all(isinstance(t, str) for t in output.text), "text must be a list of str"
+        )
     _expect(isinstance(output.counters, dict), "counters must be a dict")
     for name, value in output.counters.items():
         _expect(isinstance(name, str), f"counter name {name!r} is not a str")
-        _expect(isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
-                f"counter {name!r} must be a finite number, got {value!r}")
+        _expect(
+            isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value),
+            f"counter {name!r} must be a finite number, got {value!r}",
+        )
 
 
 def assert_outputs_equal(first: WorkloadOutput, second: WorkloadOutput, what: str) -> None:
@@ -128,8 +141,9 @@ def check_save_load_roundtrip(factory: WorkloadFactory, params: Mapping[str, Any
     assert_outputs_equal(output, loaded, "save/load round trip")
 
 
-def check_rejects_invalid(factory: WorkloadFactory, invalid_params: Iterable[Mapping[str, Any]],
-                          context: RunContext) -> None:
+def check_rejects_invalid(
+    factory: WorkloadFactory, invalid_params: Iterable[Mapping[str, Any]], context: RunContext
+) -> None:
     """Each parameter set raises :class:`InvalidSetting` from ``setup`` or ``run``."""
     for params in invalid_params:
         workload = factory()
@@ -139,15 +153,20 @@ def check_rejects_invalid(factory: WorkloadFactory, invalid_params: Iterable[Map
         except InvalidSetting:
             continue
         except Exception as error:  # noqa: BLE001 - report which rule broke, with the real error
-            raise AssertionError(f"params {dict(params)} raised {type(error).__name__}: {error}, "
-                                 "not InvalidSetting") from error
+            raise AssertionError(
+                f"params {dict(params)} raised {type(error).__name__}: {error}, not InvalidSetting"
+            ) from error
         finally:
             workload.teardown()
         raise AssertionError(f"params {dict(params)} were accepted; expected InvalidSetting")
 
 
-def check_workload_conformance(factory: WorkloadFactory, params: Mapping[str, Any], context: RunContext,
-                               invalid_params: Iterable[Mapping[str, Any]] = ()) -> None:
+def check_workload_conformance(
+    factory: WorkloadFactory,
+    params: Mapping[str, Any],
+    context: RunContext,
+    invalid_params: Iterable[Mapping[str, Any]] = (),
+) -> None:
     """All the checks above for one valid ``params`` and any number of invalid sets."""
     check_returns_output(factory, params, context)
     check_deterministic(factory, params, context)

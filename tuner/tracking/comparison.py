@@ -22,9 +22,10 @@ Pure functions, no MLflow import (like :mod:`tuner.tracking.views`, which uses t
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.front.cost import cost_lines, cost_of_records, device_s_text
 from tuner.front.labels import format_number, metric_label, metric_value_text
@@ -72,7 +73,7 @@ def study_span_ms(records: Iterable[TrialRecord]) -> tuple[int | None, int | Non
     return (min(starts) if starts else None), (max(ends) if ends else None)
 
 
-def child_run_name(record: TrialRecord, info: "StudyRunInfo", ranks: Mapping[int, int]) -> str:
+def child_run_name(record: TrialRecord, info: StudyRunInfo, ranks: Mapping[int, int]) -> str:
     """The trial run's name: ``t<n>``, its role when not a search trial, then what it gave.
 
     Measured: each objective's value with its unit and name (``PSNR 31.2 dB``, ``ST-LPIPS 0.013``;
@@ -104,13 +105,12 @@ def child_run_name(record: TrialRecord, info: "StudyRunInfo", ranks: Mapping[int
     return SEPARATOR.join(parts)[:250]
 
 
-def key_parameters(info: "StudyRunInfo") -> list[str]:
+def key_parameters(info: StudyRunInfo) -> list[str]:
     """The search space's parameter names, in spec order (the settings a user compares)."""
     return list(dict(info.search_space.get("parameters", {})))
 
 
-def trials_table(records: Sequence[TrialRecord], info: "StudyRunInfo",
-                 ranks: Mapping[int, int]) -> dict[str, list[Any]]:
+def trials_table(records: Sequence[TrialRecord], info: StudyRunInfo, ranks: Mapping[int, int]) -> dict[str, list[Any]]:
     """Column -> values, one row per finished trial: the front first, then by rank and the first
     objective, then the trials without a rank (OOM, infeasible, failed) by number.
 
@@ -166,7 +166,7 @@ class ComparisonView:
         return f"/experiments/{experiment_id}/runs?viewStateShareKey={self.key}"
 
 
-def comparison_view(info: "StudyRunInfo", metric_keys: Mapping[str, str]) -> ComparisonView:
+def comparison_view(info: StudyRunInfo, metric_keys: Mapping[str, str]) -> ComparisonView:
     """The runs-table view comparing the study's trials: its trial runs only (filter
     ``tags.tuner.study = <study> AND tags.tuner.trial_number LIKE '%'``), sorted by the first
     objective (best first), the run name column widened, then the duration, objectives (their MLflow
@@ -182,7 +182,8 @@ def comparison_view(info: "StudyRunInfo", metric_keys: Mapping[str, str]) -> Com
         "searchFilter": f"tags.`tuner.study` = '{quoted}' AND tags.`tuner.trial_number` LIKE '%'",
         "orderByKey": columns[0] if names else "attributes.start_time",
         "orderByAsc": bool(info.directions) and info.directions[0] == "minimize",
-        "selectedColumns": columns, "runsHiddenMode": "SHOW_ALL",
+        "selectedColumns": columns,
+        "runsHiddenMode": "SHOW_ALL",
         # the run name (which carries the objectives) wide enough to read, the duration beside it
         "columnOrder": [RUN_NAME_COLUMN, DURATION_COLUMN, *columns],
         "columnWidths": {RUN_NAME_COLUMN: RUN_NAME_WIDTH_PX},
@@ -191,11 +192,10 @@ def comparison_view(info: "StudyRunInfo", metric_keys: Mapping[str, str]) -> Com
     return ComparisonView(key, SHARED_VIEW_TAG_PREFIX + key, state)
 
 
-def study_cost_lines(records: Sequence[TrialRecord], info: "StudyRunInfo") -> list[str]:
+def study_cost_lines(records: Sequence[TrialRecord], info: StudyRunInfo) -> list[str]:
     """What the study cost, in the words of ``tuner status`` (:func:`tuner.front.cost.cost_lines`): its
     device (``info.device``, else the ``tuner.device`` tag) gives the unit."""
-    return cost_lines(cost_of_records(records), info.device or info.tags.get("tuner.device"),
-                      info.budget_device_hours)
+    return cost_lines(cost_of_records(records), info.device or info.tags.get("tuner.device"), info.budget_device_hours)
 
 
 def view_key(study_name: str) -> str:
@@ -203,20 +203,32 @@ def view_key(study_name: str) -> str:
     return "tuner-" + "".join(c if c.isalnum() or c in "-_." else "_" for c in study_name)
 
 
-def study_description(records: Sequence[TrialRecord], info: "StudyRunInfo", ranks: Mapping[int, int],
-                      compare_route: str | None, chosen: int | None = None) -> str:
+def study_description(
+    records: Sequence[TrialRecord],
+    info: StudyRunInfo,
+    ranks: Mapping[int, int],
+    compare_route: str | None,
+    chosen: int | None = None,
+) -> str:
     """Markdown for the parent run's overview: counts, what the study cost (:func:`study_cost_lines`), the
     link to the comparison view (a route inside the UI), the trial the export rule chooses (``chosen``, with
     the rule: :attr:`StudyRunInfo.export_rule`) and the front (run names, objectives with units, the
     device-seconds each run held, key parameters; the chosen run marked)."""
     names, directions = list(info.objective_names), list(info.directions)
     units = objective_units(names, (r.metrics for r in records))
-    front = sorted((r for r in records if ranks.get(r.number) == 0),
-                   key=lambda r: (r.values[0] if r.values else 0.0) * (-1 if directions[:1] == ["maximize"] else 1))
+    front = sorted(
+        (r for r in records if ranks.get(r.number) == 0),
+        key=lambda r: (r.values[0] if r.values else 0.0) * (-1 if directions[:1] == ["maximize"] else 1),
+    )
     goals = ", ".join(metric_label(n, units[n], d) for n, d in zip(names, directions))
-    lines = [f"**{info.study_name}**: {sum(1 for r in records if r.state != 'RUNNING')} trials, "
-             f"{sum(1 for r in records if record_feasible(r))} feasible, {len(front)} on the Pareto front. "
-             f"Objectives: {goals}.", "", *(f"{line}  " for line in study_cost_lines(records, info)), ""]
+    lines = [
+        f"**{info.study_name}**: {sum(1 for r in records if r.state != 'RUNNING')} trials, "
+        f"{sum(1 for r in records if record_feasible(r))} feasible, {len(front)} on the Pareto front. "
+        f"Objectives: {goals}.",
+        "",
+        *(f"{line}  " for line in study_cost_lines(records, info)),
+        "",
+    ]
     if chosen is not None:
         named = next((child_run_name(r, info, ranks) for r in records if r.number == chosen), f"t{chosen}")
         lines += [f"Chosen for export: **{named}**, by {info.export_rule.describe()}.", ""]
@@ -227,9 +239,12 @@ def study_description(records: Sequence[TrialRecord], info: "StudyRunInfo", rank
     lines += ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for record in front[:DESCRIPTION_FRONT_ROWS]:
         mark = " (chosen)" if record.number == chosen else ""
-        cells = [child_run_name(record, info, ranks) + mark,
-                 *(format_number(v) for v in (record.values or ())), device_s_text(record.device_s),
-                 *(str(record.params.get(p, "")) for p in params)]
+        cells = [
+            child_run_name(record, info, ranks) + mark,
+            *(format_number(v) for v in (record.values or ())),
+            device_s_text(record.device_s),
+            *(str(record.params.get(p, "")) for p in params),
+        ]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     if len(front) > DESCRIPTION_FRONT_ROWS:
         lines.append(f"\n... and {len(front) - DESCRIPTION_FRONT_ROWS} more: see `front.csv`.")

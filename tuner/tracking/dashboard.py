@@ -54,29 +54,42 @@ from __future__ import annotations
 
 import datetime
 import warnings
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator, Sequence
+from typing import TYPE_CHECKING, Any
 
+from tuner.errors import StudyError
 from tuner.pareto import front_trials, is_measured_feasible, named_constraints
+from tuner.search.objectives import constraint_order
 from tuner.secrets import redact_url
 from tuner.storage import attributes as names
 from tuner.storage.attributes import attributes_of
-from tuner.search.objectives import constraint_order
-from tuner.storage.records import StudyRecord
 from tuner.storage.opening import open_storage
-from tuner.errors import StudyError
-from tuner.storage.store import (delete_study, new_frozen_trial, set_study_attribute, stored_differently, study_id,
-                               update_unfinished)
+from tuner.storage.records import StudyRecord
+from tuner.storage.store import (
+    delete_study,
+    new_frozen_trial,
+    set_study_attribute,
+    stored_differently,
+    study_id,
+    update_unfinished,
+)
 
 if TYPE_CHECKING:
     import optuna
     from optuna.trial import FrozenTrial
 
 VIEW_FILE = "dashboard.db"
-KEPT_ATTRS = (names.SLOT, names.HOST, names.WALL_TIME_S, names.WARM_START_FROM, names.PREDICTED_PEAK_GB,
-              names.PREDICTION_WITNESS)
+KEPT_ATTRS = (
+    names.SLOT,
+    names.HOST,
+    names.WALL_TIME_S,
+    names.WARM_START_FROM,
+    names.PREDICTED_PEAK_GB,
+    names.PREDICTION_WITNESS,
+)
 PROVENANCE_ATTRS = (names.SPEC_NAME, names.DEVICE, names.GPU_TYPE, names.SAMPLER, names.BUDGET_TRIALS)
 
 
@@ -103,21 +116,25 @@ class ViewReport:
     updated: int
 
 
-def metric_names_of(study: "optuna.Study") -> list[str] | None:
+def metric_names_of(study: optuna.Study) -> list[str] | None:
     """The study's metric names, else the ``objectives`` user attribute tuner stores at creation."""
     found = study.metric_names or list(StudyRecord.of(study).objectives)
     return list(found) if found and len(found) == len(study.directions) else None
 
 
-def view_trial(trial: "FrozenTrial", objective_names: Sequence[str]) -> "FrozenTrial":
+def view_trial(trial: FrozenTrial, objective_names: Sequence[str]) -> FrozenTrial:
     """The view of one real trial (the mapping in the module docstring); the trial number is assigned
     by the view's storage, in order."""
     from optuna.trial import TrialState
 
     attrs = attributes_of(trial)
     constraints = named_constraints(trial)
-    kept: dict[str, Any] = {names.VIEW_STATE: trial.state.name, names.ROLE: names.role_of(trial),
-                            names.OUTCOME: names.outcome_of(trial), names.REASON: attrs.get(names.REASON)}
+    kept: dict[str, Any] = {
+        names.VIEW_STATE: trial.state.name,
+        names.ROLE: names.role_of(trial),
+        names.OUTCOME: names.outcome_of(trial),
+        names.REASON: attrs.get(names.REASON),
+    }
     kept.update({key: attrs[key] for key in KEPT_ATTRS if attrs.get(key) is not None})
     for name, metric in names.metrics_of(trial).items():
         if isinstance(metric, dict) and isinstance(metric.get("value"), (int, float)):
@@ -153,8 +170,10 @@ def refresh_view(source_url: str, study_name: str, view_url: str, rebuild: bool 
     import optuna
 
     if view_url == source_url:
-        raise StudyError("the dashboard view must live in its own storage, not in the study's "
-                         f"({redact_url(view_url)}): give another view storage")
+        raise StudyError(
+            "the dashboard view must live in its own storage, not in the study's "
+            f"({redact_url(view_url)}): give another view storage"
+        )
     source_storage = open_storage(source_url, create=False, read_only=True)
     if study_name not in {s.study_name for s in source_storage.get_all_studies()}:
         raise StudyError(f"no study '{study_name}' in {redact_url(source_url)}")
@@ -163,12 +182,12 @@ def refresh_view(source_url: str, study_name: str, view_url: str, rebuild: bool 
         return _refresh_locked(source, study_name, view_url, redact_url(source_url), rebuild)
 
 
-def _refresh_locked(source: "optuna.Study", study_name: str, view_url: str, shown_source: str,
-                    rebuild: bool) -> ViewReport:
+def _refresh_locked(
+    source: optuna.Study, study_name: str, view_url: str, shown_source: str, rebuild: bool
+) -> ViewReport:
     trials = source.get_trials(deepcopy=False)
     metric_names = metric_names_of(source)
-    wanted = [view_trial(t, metric_names or [f"objective_{i}" for i in range(len(source.directions))])
-              for t in trials]
+    wanted = [view_trial(t, metric_names or [f"objective_{i}" for i in range(len(source.directions))]) for t in trials]
     storage = open_storage(view_url)
     view = _matching_view(storage, source, metric_names, wanted, shown_source) if not rebuild else None
     added = updated = 0
@@ -182,15 +201,25 @@ def _refresh_locked(source: "optuna.Study", study_name: str, view_url: str, show
             if not mirror.state.is_finished() and stored_differently(mirror, desired):
                 update_unfinished(view, mirror, desired)
                 updated += 1
-        view.add_trials(wanted[len(held):])
+        view.add_trials(wanted[len(held) :])
         added, rebuilt = len(wanted) - len(held), False
     front = tuple(t.number for t in front_trials(trials, [d.name.lower() for d in source.directions]))
     set_study_attribute(view, names.FRONT, list(front))
     set_study_attribute(view, names.REFRESHED_AT, _now().isoformat(timespec="seconds"))
     states = [t.state.name for t in wanted]
-    return ViewReport(study_name, study_id(view), len(wanted), states.count("COMPLETE"), states.count("PRUNED"),
-                      states.count("FAIL"), sum(not t.state.is_finished() for t in wanted), front, rebuilt,
-                      added, updated)
+    return ViewReport(
+        study_name,
+        study_id(view),
+        len(wanted),
+        states.count("COMPLETE"),
+        states.count("PRUNED"),
+        states.count("FAIL"),
+        sum(not t.state.is_finished() for t in wanted),
+        front,
+        rebuilt,
+        added,
+        updated,
+    )
 
 
 @contextmanager
@@ -218,7 +247,7 @@ def _refresh_lock(view_url: str) -> Iterator[None]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def study_constraint_order(study: "optuna.Study") -> list[str]:
+def study_constraint_order(study: optuna.Study) -> list[str]:
     """Every constraint key told on ``study``'s trials, in the legacy list's order (sorted)."""
     keys: set[str] = set()
     for trial in study.get_trials(deepcopy=False):
@@ -230,8 +259,9 @@ def _now() -> datetime.datetime:
     return datetime.datetime.now()
 
 
-def _new_view(storage: "optuna.storages.BaseStorage", source: "optuna.Study", metric_names: list[str] | None,
-              source_shown: str) -> "optuna.Study":
+def _new_view(
+    storage: optuna.storages.BaseStorage, source: optuna.Study, metric_names: list[str] | None, source_shown: str
+) -> optuna.Study:
     """Delete the view study of ``source``'s name (when there is one) and create it empty, with the
     directions, metric names and view attributes of ``source``."""
     import optuna
@@ -256,8 +286,13 @@ def _new_view(storage: "optuna.storages.BaseStorage", source: "optuna.Study", me
     return view
 
 
-def _matching_view(storage: "optuna.storages.BaseStorage", source: "optuna.Study", metric_names: list[str] | None,
-                   wanted: Sequence["FrozenTrial"], source_shown: str) -> "optuna.Study | None":
+def _matching_view(
+    storage: optuna.storages.BaseStorage,
+    source: optuna.Study,
+    metric_names: list[str] | None,
+    wanted: Sequence[FrozenTrial],
+    source_shown: str,
+) -> optuna.Study | None:
     """The existing view of ``source`` when it can be updated in place, else None (it is rebuilt)."""
     import optuna
 
@@ -265,9 +300,13 @@ def _matching_view(storage: "optuna.storages.BaseStorage", source: "optuna.Study
         return None
     view = optuna.load_study(study_name=source.study_name, storage=storage)
     stored = StudyRecord.of(view)
-    if (stored.view_of != source_shown or stored.source_study_id != study_id(source)
-            or view.directions != source.directions or view.metric_names != metric_names
-            or list(stored.constraint_order) != study_constraint_order(source)):
+    if (
+        stored.view_of != source_shown
+        or stored.source_study_id != study_id(source)
+        or view.directions != source.directions
+        or view.metric_names != metric_names
+        or list(stored.constraint_order) != study_constraint_order(source)
+    ):
         return None
     held = view.get_trials(deepcopy=False)
     if len(held) > len(wanted):
@@ -276,4 +315,3 @@ def _matching_view(storage: "optuna.storages.BaseStorage", source: "optuna.Study
         if mirror.state.is_finished() and stored_differently(mirror, desired):
             return None
     return view
-

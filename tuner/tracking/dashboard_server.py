@@ -28,18 +28,35 @@ class DashboardError(HostError, RuntimeError):
     """optuna-dashboard could not start or did not answer; the message says why."""
 
 
-def start_dashboard(view_url: str, host: str, port: int, log_path: Path) -> "subprocess.Popen[bytes]":
+def start_dashboard(view_url: str, host: str, port: int, log_path: Path) -> subprocess.Popen[bytes]:
     """Start optuna-dashboard on ``view_url`` at ``host:port``; its output goes to ``log_path``."""
-    command = [sys.executable, "-m", "optuna_dashboard._cli", view_url, "--host", host, "--port", str(port),
-               "--server", "wsgiref"]
+    command = [
+        sys.executable,
+        "-m",
+        "optuna_dashboard._cli",
+        view_url,
+        "--host",
+        host,
+        "--port",
+        str(port),
+        "--server",
+        "wsgiref",
+    ]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                start_new_session=True, env=dict(os.environ))
+        return subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+            env=dict(os.environ),
+        )
 
 
-def wait_ready(base_url: str, timeout_s: float, process: "subprocess.Popen[bytes] | None" = None,
-               stop: threading.Event | None = None) -> bool:
+def wait_ready(
+    base_url: str, timeout_s: float, process: subprocess.Popen[bytes] | None = None, stop: threading.Event | None = None
+) -> bool:
     """Wait until ``<base_url>/api/meta`` answers 200 (True), or until ``stop`` is set (False: the caller
     was asked to stop while the server started); :class:`DashboardError` when the process exits first or
     ``timeout_s`` seconds pass."""

@@ -36,8 +36,9 @@ import os
 import queue
 import threading
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 from tuner.storage.records import TrialRecord
 from tuner.tracking.comparison import study_span_ms
@@ -70,8 +71,15 @@ if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
     from optuna.trial import FrozenTrial
 
-__all__ = ["MlflowTracker", "tracking_uri", "default_tracking_uri", "artifact_root_for",
-           "metric_key", "prepare_http_client", "mlflow_missing"]
+__all__ = [
+    "MlflowTracker",
+    "tracking_uri",
+    "default_tracking_uri",
+    "artifact_root_for",
+    "metric_key",
+    "prepare_http_client",
+    "mlflow_missing",
+]
 
 log = logging.getLogger("tuner.tracking")
 TRACKING_ENV = "MLFLOW_TRACKING_URI"
@@ -143,15 +151,20 @@ class MlflowTracker:
         self._queue.put(("start", None))
 
     # Listener ------------------------------------------------------------
-    def on_start(self, study_name: str, done: int, total: int | None, wall_left_s: float | None = None,
-                 objectives: Sequence[str] = ()) -> None:
+    def on_start(
+        self,
+        study_name: str,
+        done: int,
+        total: int | None,
+        wall_left_s: float | None = None,
+        objectives: Sequence[str] = (),
+    ) -> None:
         pass
 
-    def on_trial(self, trial: "FrozenTrial", done: int, total: int | None, front_size: int,
-                 elapsed_s: float) -> None:
+    def on_trial(self, trial: FrozenTrial, done: int, total: int | None, front_size: int, elapsed_s: float) -> None:
         self._queue.put(("trial", TrialRecord.from_trial(trial)))
 
-    def on_finish(self, trials: list["FrozenTrial"], front: list["FrozenTrial"]) -> None:
+    def on_finish(self, trials: list[FrozenTrial], front: list[FrozenTrial]) -> None:
         self._queue.put(("finish", [TrialRecord.from_trial(t) for t in trials]))
 
     def on_trial_start(self, number: int, role: str, slot: str, timeout_s: float) -> None:
@@ -202,9 +215,11 @@ class MlflowTracker:
                 self.failures.append(message)
                 if self._in_a_row >= GIVE_UP_AFTER:
                     self.gave_up = True
-                    self.failures.append(f"MLflow failed {GIVE_UP_AFTER} times in a row: stopped logging; the "
-                                         f"storage has everything — rebuild with 'tuner sync-mlflow "
-                                         f"{self.info.study_name}'")
+                    self.failures.append(
+                        f"MLflow failed {GIVE_UP_AFTER} times in a row: stopped logging; the "
+                        f"storage has everything — rebuild with 'tuner sync-mlflow "
+                        f"{self.info.study_name}'"
+                    )
 
     def _start(self) -> None:
         from mlflow.tracking import MlflowClient
@@ -212,10 +227,14 @@ class MlflowTracker:
         self._client = MlflowClient(self.uri)
         self._experiment_id = ensure_experiment(self._client, self.uri, self.info.experiment_name)
         run_id = ensure_parent_run(self._client, self._experiment_id, self.info, self.known_run_id)
-        ensure_comparison_view(self._client, self._experiment_id,
-                               study_comparison_view(list(self._records.values()), self.info))
-        self._children = {n: kept.run_id for n, runs in child_runs(self._client, self._experiment_id, run_id).items()
-                          if (kept := kept_run(runs)) is not None}
+        ensure_comparison_view(
+            self._client, self._experiment_id, study_comparison_view(list(self._records.values()), self.info)
+        )
+        self._children = {
+            n: kept.run_id
+            for n, runs in child_runs(self._client, self._experiment_id, run_id).items()
+            if (kept := kept_run(runs)) is not None
+        }
         self._ranks = {}  # ranks of children from earlier invocations are refreshed at the first refresh
         self._last_refresh = time.monotonic()
         self.run_id = run_id
@@ -229,8 +248,13 @@ class MlflowTracker:
             ranks = ranks_of(list(self._records.values()), self.info.directions)
             tags, metrics = rank_payload(record.number, ranks)
             self._children[record.number] = log_child(
-                self._client, self._experiment_id, child_payload(record, self.info, self.run_id, ranks), tags,
-                metrics, step)
+                self._client,
+                self._experiment_id,
+                child_payload(record, self.info, self.run_id, ranks),
+                tags,
+                metrics,
+                step,
+            )
             if record.number in ranks:
                 self._ranks[record.number] = ranks[record.number]
         if self._queue.empty() and time.monotonic() - self._last_refresh >= self.refresh_s:
@@ -256,13 +280,17 @@ class MlflowTracker:
             else:
                 tags, metrics = rank_payload(record.number, ranks)
                 self._children[record.number] = log_child(
-                    self._client, self._experiment_id, child_payload(record, self.info, self.run_id, ranks),
-                    tags, metrics, step)
+                    self._client,
+                    self._experiment_id,
+                    child_payload(record, self.info, self.run_id, ranks),
+                    tags,
+                    metrics,
+                    step,
+                )
                 if record.number in ranks:
                     self._ranks[record.number] = ranks[record.number]
         self._refresh(step)
-        self._client.set_terminated(self.run_id, status="FINISHED",
-                                    end_time=study_span_ms(self._records.values())[1])
+        self._client.set_terminated(self.run_id, status="FINISHED", end_time=study_span_ms(self._records.values())[1])
 
     def _refresh(self, step: int) -> None:
         """Bring every child's rank and name up to date (only those whose rank changed) and rebuild the

@@ -32,14 +32,22 @@ import os
 import shutil
 import socket
 import tempfile
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tuner.runner.provenance import sha256_file
-from tuner.study.reference import (PUBLISH_ERROR_ATTR, SHA256_ATTR, URI_ATTR, local_attributes, missing_reason,
-                                   short, verified_local)
 from tuner.storage.attributes import REFERENCE_OUTPUT_RUN_ID
+from tuner.study.reference import (
+    PUBLISH_ERROR_ATTR,
+    SHA256_ATTR,
+    URI_ATTR,
+    local_attributes,
+    missing_reason,
+    short,
+    verified_local,
+)
 from tuner.tracking.live import prepare_http_client
 from tuner.tracking.run_info import experiment_name
 from tuner.tracking.writer import ensure_experiment
@@ -52,8 +60,10 @@ ARTIFACT_DIR = "reference"
 REFERENCE_OF_TAG = "tuner.reference_of"
 REFERENCE_TRIAL_TAG = "tuner.reference_trial"
 REFERENCE_SHA_TAG = "tuner.reference_sha256"
-QUIET_ENV = {"MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",  # "View run ... at: <URI with its password>"
-             "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false"}  # a tqdm bar across the live display
+QUIET_ENV = {
+    "MLFLOW_SUPPRESS_PRINTING_URL_TO_STDOUT": "true",  # "View run ... at: <URI with its password>"
+    "MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR": "false",
+}  # a tqdm bar across the live display
 
 
 @dataclass
@@ -69,12 +79,12 @@ class MlflowReferenceStore:
     downloads: int = field(default=0, init=False)
 
     @classmethod
-    def for_study(cls, tracking_uri: str, spec_name: str, gpu_type: str | None) -> "MlflowReferenceStore":
+    def for_study(cls, tracking_uri: str, spec_name: str, gpu_type: str | None) -> MlflowReferenceStore:
         """The store of a study of the spec ``spec_name`` on ``gpu_type`` (None: a CPU study): its experiment is
         ``<spec name> @ <gpu type>``, as the live tracker's."""
         return cls(tracking_uri, experiment_name(spec_name, str(gpu_type if gpu_type is not None else "cpu")))
 
-    def _client(self) -> "MlflowClient":
+    def _client(self) -> MlflowClient:
         from mlflow.tracking import MlflowClient
 
         _prepare(self.tracking_uri)
@@ -106,15 +116,19 @@ class MlflowReferenceStore:
         attrs[RUN_ID_ATTR] = run_id
         return attrs
 
-    def _reference_run(self, client: "MlflowClient", experiment_id: str, study_name: str, trial_number: int,
-                       sha: str) -> str:
+    def _reference_run(
+        self, client: MlflowClient, experiment_id: str, study_name: str, trial_number: int, sha: str
+    ) -> str:
         """The id of the study's reference run for ``trial_number``, created when missing."""
         # study names are [A-Za-z0-9_.-] (tuner.study.studies): nothing to quote
-        query = (f"tags.`{REFERENCE_OF_TAG}` = '{study_name}' and "
-                 f"tags.`{REFERENCE_TRIAL_TAG}` = '{trial_number}'")
+        query = f"tags.`{REFERENCE_OF_TAG}` = '{study_name}' and tags.`{REFERENCE_TRIAL_TAG}` = '{trial_number}'"
         runs = client.search_runs([experiment_id], query, max_results=1, order_by=["attributes.start_time ASC"])
-        tags = {REFERENCE_OF_TAG: study_name, REFERENCE_TRIAL_TAG: str(trial_number), REFERENCE_SHA_TAG: sha,
-                "tuner.host": socket.gethostname()}
+        tags = {
+            REFERENCE_OF_TAG: study_name,
+            REFERENCE_TRIAL_TAG: str(trial_number),
+            REFERENCE_SHA_TAG: sha,
+            "tuner.host": socket.gethostname(),
+        }
         if runs:
             run_id = str(runs[0].info.run_id)
             for key, value in tags.items():
@@ -150,15 +164,16 @@ class MlflowReferenceStore:
             _prepare(self.tracking_uri)
             try:
                 self.downloads += 1
-                local = Path(download_artifacts(artifact_uri=uri, dst_path=str(folder),
-                                                tracking_uri=self.tracking_uri))
+                local = Path(download_artifacts(artifact_uri=uri, dst_path=str(folder), tracking_uri=self.tracking_uri))
             except Exception as error:  # noqa: BLE001 - an unreachable store is a reason, not a crash
                 text = " ".join(redact_text(f"{type(error).__name__}: {error}").split())[:300]
                 return None, f"reference output could not be downloaded from {redact_url(uri)}: {text}"
             found = sha256_file(local)
             if found != expected:
-                return None, (f"reference output hash mismatch: {redact_url(uri)} has sha256 {short(found)}…, "
-                              f"the reference trial recorded {short(expected)}… (not used)")
+                return None, (
+                    f"reference output hash mismatch: {redact_url(uri)} has sha256 {short(found)}…, "
+                    f"the reference trial recorded {short(expected)}… (not used)"
+                )
             os.replace(local, destination)
             return destination, None
         finally:

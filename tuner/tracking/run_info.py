@@ -12,8 +12,9 @@ Pure functions, no MLflow import.
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tuner.front.cost import budget_hours
 from tuner.spec.export_rule import DEFAULT_RULE, ExportRule
@@ -42,26 +43,39 @@ class StudyRunInfo:
     export_rule: ExportRule = DEFAULT_RULE
 
 
-def study_run_info(study: "optuna.Study", spec: "StudySpec", storage_url: str) -> StudyRunInfo:
+def study_run_info(study: optuna.Study, spec: StudySpec, storage_url: str) -> StudyRunInfo:
     """The parent run's identity, tags and params for ``study`` (created from ``spec``, stored at
     ``storage_url``; read from the storage only)."""
     from tuner.secrets import redact_url
 
     stored = StudyRecord.of(study)
     gpu_type = str(stored.gpu_type if stored.gpu_type is not None else "cpu")
-    tags = {"tuner.study": study.study_name, "tuner.spec_name": spec.name,
-            "tuner.spec_hash": str(stored.spec_hash), "tuner.sampler": str(stored.sampler),
-            "tuner.storage": redact_url(storage_url), "tuner.device": str(stored.device),
-            "tuner.gpu_type": gpu_type, "tuner.workload": str(stored.workload_class),
-            **{f"host.{k}": str(v) for k, v in stored.fingerprint.items()}}
+    tags = {
+        "tuner.study": study.study_name,
+        "tuner.spec_name": spec.name,
+        "tuner.spec_hash": str(stored.spec_hash),
+        "tuner.sampler": str(stored.sampler),
+        "tuner.storage": redact_url(storage_url),
+        "tuner.device": str(stored.device),
+        "tuner.gpu_type": gpu_type,
+        "tuner.workload": str(stored.workload_class),
+        **{f"host.{k}": str(v) for k, v in stored.fingerprint.items()},
+    }
     space = {name: json.loads(p.model_dump_json()) for name, p in spec.parameters.items()}
     params = {f"space.{name}": json.dumps(value, sort_keys=True) for name, value in space.items()}
     params.update({f"objective.{o.metric}": o.direction for o in spec.objectives})
-    return StudyRunInfo(study.study_name, experiment_name(spec.name, gpu_type), tags,
-                        params, tuple(spec.objective_names), tuple(o.direction for o in spec.objectives),
-                        {"parameters": space, "derived": dict(spec.derived),
-                         "rules": [r.model_dump() for r in spec.rules]},
-                        stored.device, budget_hours(stored.budget_device_hours), spec.export_rule)
+    return StudyRunInfo(
+        study.study_name,
+        experiment_name(spec.name, gpu_type),
+        tags,
+        params,
+        tuple(spec.objective_names),
+        tuple(o.direction for o in spec.objectives),
+        {"parameters": space, "derived": dict(spec.derived), "rules": [r.model_dump() for r in spec.rules]},
+        stored.device,
+        budget_hours(stored.budget_device_hours),
+        spec.export_rule,
+    )
 
 
 def experiment_name(family: str, gpu_type: str) -> str:

@@ -35,8 +35,8 @@ from tuner.tracking.writer import (
     ensure_comparison_view,
     ensure_experiment,
     ensure_parent_run,
-    log_child,
     kept_run,
+    log_child,
     log_front,
     update_rank,
 )
@@ -61,7 +61,7 @@ class SyncReport:
     removed: int = 0  # runs deleted beside a kept one: partial ones, second complete ones
 
 
-def sync_study(opened: "OpenStudy", uri: str) -> SyncReport:
+def sync_study(opened: OpenStudy, uri: str) -> SyncReport:
     """Rebuild the MLflow views of ``opened`` in the tracking store at ``uri``."""
     from mlflow.tracking import MlflowClient
 
@@ -104,11 +104,11 @@ def sync_study(opened: "OpenStudy", uri: str) -> SyncReport:
     client.set_terminated(parent, status="FINISHED", end_time=ended)
     if not stored.mlflow_run_id or known is not None:
         record_mlflow_run(study, parent, redact_url(uri))
-    return SyncReport(experiment_id, info.experiment_name, parent, logged, replaced, kept, len(views.front),
-                      removed)
+    return SyncReport(experiment_id, info.experiment_name, parent, logged, replaced, kept, len(views.front), removed)
 
 
 def _same_start(run_start_ms: int | None, trial_start_ms: int | None) -> bool:
     """True when a run starts when its trial did (or the trial has no time to compare)."""
-    return trial_start_ms is None or (run_start_ms is not None
-                                      and abs(run_start_ms - trial_start_ms) <= TIME_TOLERANCE_MS)
+    return trial_start_ms is None or (
+        run_start_ms is not None and abs(run_start_ms - trial_start_ms) <= TIME_TOLERANCE_MS
+    )

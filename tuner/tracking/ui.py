@@ -94,15 +94,30 @@ def start_server(uri: str, host: str, port: int, log_path: Path) -> subprocess.P
     """Start ``mlflow server`` on a local store (own process group; output to ``log_path``)."""
     if not uri.startswith("sqlite:///"):
         raise UiError(f"tuner ui starts a server only for a local sqlite store, not {redact_url(uri)}")
-    command = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri,
-               "--host", host, "--port", str(port)]
+    command = [
+        sys.executable,
+        "-m",
+        "mlflow",
+        "server",
+        "--backend-store-uri",
+        uri,
+        "--host",
+        host,
+        "--port",
+        str(port),
+    ]
     root = artifact_root_for(uri)
     if root is not None:
         command += ["--artifacts-destination", root]
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with open(log_path, "ab") as log:
-        return subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-                                env={**os.environ, "MLFLOW_LOGGING_LEVEL": "WARNING"})
+        return subprocess.Popen(
+            command,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            env={**os.environ, "MLFLOW_LOGGING_LEVEL": "WARNING"},
+        )
 
 
 def stop_server(process: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:

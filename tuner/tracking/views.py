@@ -30,8 +30,9 @@ from __future__ import annotations
 import csv
 import io
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Mapping, Sequence
+from typing import Any
 
 from tuner.front.choice import PolicyError, choose_by_rule
 from tuner.front.cost import cost_metrics, cost_of_records
@@ -53,9 +54,15 @@ from tuner.tracking.comparison import (
 )
 from tuner.tracking.run_info import StudyRunInfo
 
-
-HOST_TAG_KEYS = ("tuner.device", "tuner.gpu_type", "host.hostname", "host.gpu_name", "host.driver_version",
-                 "host.torch_version", "host.cpu_model")
+HOST_TAG_KEYS = (
+    "tuner.device",
+    "tuner.gpu_type",
+    "host.hostname",
+    "host.gpu_name",
+    "host.driver_version",
+    "host.torch_version",
+    "host.cpu_model",
+)
 INFEASIBLE_RANK = "infeasible"
 TABLE_FILE = "front.json"  # an MLflow table: pandas "split" JSON, listed in the run's mlflow.loggedArtifacts
 CHOSEN_TAG = "tuner.chosen"  # the study run's mark of the trial its export rule chooses (chosen_view)
@@ -93,16 +100,24 @@ class ChildPayload:
     end_time_ms: int | None = None
 
 
-def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str,
-                  ranks: Mapping[int, int] | None = None) -> ChildPayload:
+def child_payload(
+    record: TrialRecord, info: StudyRunInfo, parent_run_id: str, ranks: Mapping[int, int] | None = None
+) -> ChildPayload:
     """The child run of ``record`` (placeholders never become metrics; unavailable metrics are tags).
 
     ``ranks`` (trial number -> Pareto rank, :func:`ranks_of`) decide whether its name says ``front``.
     """
     tags = trial_host_tags(record, info)
-    tags.update({"mlflow.parentRunId": parent_run_id, "tuner.study": info.study_name,
-                 "tuner.trial_number": str(record.number), "tuner.role": record.role,
-                 "tuner.outcome": record.outcome, "tuner.state": record.state})
+    tags.update(
+        {
+            "mlflow.parentRunId": parent_run_id,
+            "tuner.study": info.study_name,
+            "tuner.trial_number": str(record.number),
+            "tuner.role": record.role,
+            "tuner.outcome": record.outcome,
+            "tuner.state": record.state,
+        }
+    )
     if record.reason:
         tags["tuner.reason"] = record.reason[:4000]
     if record.slot:
@@ -115,8 +130,10 @@ def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str,
         tags["tuner.prediction_witness"] = record.prediction_witness[:4000]
     if record.predicted_peak_gb is not None:
         tags["tuner.predicted_peak_gb"] = f"{record.predicted_peak_gb:.4g}"
-    params = {**{k: str(v) for k, v in record.params.items()},
-              **{f"derived.{k}": str(v) for k, v in record.derived.items()}}
+    params = {
+        **{k: str(v) for k, v in record.params.items()},
+        **{f"derived.{k}": str(v) for k, v in record.derived.items()},
+    }
     metrics: dict[str, float] = {}
     for name, metric in record.metrics.items():
         key = metric_key(name, metric.get("unit", ""))
@@ -134,22 +151,30 @@ def child_payload(record: TrialRecord, info: StudyRunInfo, parent_run_id: str,
     for key, value in record.constraints.items():
         metrics[f"constraint.{safe_key(key)}"] = float(value)
     if record.duplicate_of is None:
-        for key, seconds in (("worker_wall_time_s", record.wall_time_s), ("eval_time_s", record.eval_time_s),
-                             ("device_s", record.device_s)):
+        for key, seconds in (
+            ("worker_wall_time_s", record.wall_time_s),
+            ("eval_time_s", record.eval_time_s),
+            ("device_s", record.device_s),
+        ):
             if seconds is not None:
                 metrics[key] = float(seconds)
     status = "FINISHED" if record.outcome == "OK" else "FAILED"
     start, end = trial_times_ms(record)
-    return ChildPayload(child_run_name(record, info, ranks or {}), tags, params, metrics, status,
-                        dict(record.samples), start, end)
+    return ChildPayload(
+        child_run_name(record, info, ranks or {}), tags, params, metrics, status, dict(record.samples), start, end
+    )
 
 
 def per_input_metrics(record: TrialRecord) -> dict[str, float]:
     """Each input's available figures of a trial of several inputs: ``input.<input>.<metric key>``."""
-    return {f"input.{safe_key(case)}.{metric_key(name, str(record.metrics.get(name, {}).get('unit', '')))}":
-            float(figure["value"])
-            for case, figures in record.per_input.items() for name, figure in figures.items()
-            if figure.get("value") is not None}
+    return {
+        f"input.{safe_key(case)}.{metric_key(name, str(record.metrics.get(name, {}).get('unit', '')))}": float(
+            figure["value"]
+        )
+        for case, figures in record.per_input.items()
+        for name, figure in figures.items()
+        if figure.get("value") is not None
+    }
 
 
 def trial_host_tags(record: TrialRecord, info: StudyRunInfo) -> dict[str, str]:
@@ -163,8 +188,14 @@ def trial_host_tags(record: TrialRecord, info: StudyRunInfo) -> dict[str, str]:
     run: they describe another machine.
     """
     tags = {k: v for k, v in info.tags.items() if k in HOST_TAG_KEYS}
-    facts = {key: getattr(record, attr, None) for key, attr in
-             (("tuner.host", "host"), ("tuner.worker", "worker"), ("tuner.fingerprint_note", "fingerprint_note"))}
+    facts = {
+        key: getattr(record, attr, None)
+        for key, attr in (
+            ("tuner.host", "host"),
+            ("tuner.worker", "worker"),
+            ("tuner.fingerprint_note", "fingerprint_note"),
+        )
+    }
     tags.update({key: str(value)[:4000] for key, value in facts.items() if value})
     host = tags.get("tuner.host")
     if host is not None and host != info.tags.get("host.hostname"):
@@ -184,12 +215,15 @@ def rank_payload(number: int, ranks: Mapping[int, int]) -> tuple[dict[str, str],
     rank = ranks.get(number)
     if rank is None:
         return {"tuner.pareto_rank": INFEASIBLE_RANK, "tuner.on_front": "false"}, {"on_front": 0.0}
-    return ({"tuner.pareto_rank": str(rank), "tuner.on_front": str(rank == 0).lower()},
-            {"pareto_rank": float(rank), "on_front": float(rank == 0)})
+    return (
+        {"tuner.pareto_rank": str(rank), "tuner.on_front": str(rank == 0).lower()},
+        {"pareto_rank": float(rank), "on_front": float(rank == 0)},
+    )
 
 
-def rank_update(record: TrialRecord, info: StudyRunInfo,
-                ranks: Mapping[int, int]) -> tuple[dict[str, str], dict[str, float]]:
+def rank_update(
+    record: TrialRecord, info: StudyRunInfo, ranks: Mapping[int, int]
+) -> tuple[dict[str, str], dict[str, float]]:
     """:func:`rank_payload` plus the run name (``mlflow.runName``): a run joining or leaving the
     front is renamed (``... · front``)."""
     tags, metrics = rank_payload(record.number, ranks)
@@ -262,8 +296,9 @@ def completion_order(records: Sequence[TrialRecord]) -> list[TrialRecord]:
     return sorted((r for r in records if record_feasible(r)), key=lambda r: (r.datetime_complete or "", r.number))
 
 
-def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo,
-                      experiment_id: str | None = None) -> FrontViews:
+def build_front_views(
+    records: Sequence[TrialRecord], info: StudyRunInfo, experiment_id: str | None = None
+) -> FrontViews:
     """Everything the parent run shows about the front of ``records``; with ``experiment_id`` its
     description links to the comparison view of the experiment's runs table."""
     from tuner.front.html import front_html
@@ -279,8 +314,9 @@ def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo,
     artifacts["front.png"] = next(iter(pairs.values()))
     title = f"{info.study_name} — {info.experiment_name}"
     artifacts["front.html"] = front_html(records, set(front), names, directions, title).encode()
-    history = hypervolume_history([Point(r.number, tuple(r.values or ())) for r in completion_order(records)],
-                                  directions)
+    history = hypervolume_history(
+        [Point(r.number, tuple(r.values or ())) for r in completion_order(records)], directions
+    )
     artifacts["hypervolume.png"] = hypervolume_png(history, names, records)
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
@@ -295,21 +331,31 @@ def build_front_views(records: Sequence[TrialRecord], info: StudyRunInfo,
     else:
         artifacts["latency_throughput.png"] = throughput_png(curve)
         artifacts["latency_throughput.csv"] = curve.csv().encode()
-        summary = (f"knee: batch {curve.knee.batch_size} (trial {curve.knee.trial})" if curve.knee
-                   else f"no knee: {curve.knee_reason}")
+        summary = (
+            f"knee: batch {curve.knee.batch_size} (trial {curve.knee.trial})"
+            if curve.knee
+            else f"no knee: {curve.knee_reason}"
+        )
         artifacts["latency_throughput.txt"] = (summary + "\n").encode()
-        tags["tuner.knee_batch_size"] = str(curve.knee.batch_size) if curve.knee else f"unavailable: {curve.knee_reason}"
+        tags["tuner.knee_batch_size"] = (
+            str(curve.knee.batch_size) if curve.knee else f"unavailable: {curve.knee_reason}"
+        )
     artifacts["search_space.json"] = json.dumps(info.search_space, indent=2, sort_keys=True, default=str).encode()
-    metrics = {"front_size": float(len(front)), "trials": float(len(records)),
-               "feasible_trials": float(len(history)), "hypervolume": history[-1][1] if history else 0.0}
+    metrics = {
+        "front_size": float(len(front)),
+        "trials": float(len(records)),
+        "feasible_trials": float(len(history)),
+        "hypervolume": history[-1][1] if history else 0.0,
+    }
     cost, tags["tuner.cost"] = cost_views(records, info)
     chosen, tags[CHOSEN_TAG] = chosen_view(records, info)
     tags[HEADLINE_TAG] = headline_view(records, info)
     metrics.update(cost)
     keys = columns(rows)
     table = {key: [row.get(key) for row in rows] for key in keys}
-    artifacts[TABLE_FILE] = json.dumps({"columns": keys, "data": [[row.get(k) for k in keys] for row in rows]},
-                                       default=str).encode()
+    artifacts[TABLE_FILE] = json.dumps(
+        {"columns": keys, "data": [[row.get(k) for k in keys] for row in rows]}, default=str
+    ).encode()
     trials = trials_table(records, info, ranks)
     trial_rows = [list(row) for row in zip(*trials.values())]
     artifacts[TRIALS_TABLE_FILE] = json.dumps({"columns": list(trials), "data": trial_rows}, default=str).encode()
@@ -328,11 +374,18 @@ def prediction_metrics(record: TrialRecord) -> dict[str, float]:
 
     out: dict[str, float] = {}
     for name, predicted in (record.prediction or {}).items():
-        for part, key in (("value", f"predicted.{name}"), ("low", f"predicted.{name}.low"),
-                          ("high", f"predicted.{name}.high")):
+        for part, key in (
+            ("value", f"predicted.{name}"),
+            ("low", f"predicted.{name}.low"),
+            ("high", f"predicted.{name}.high"),
+        ):
             if isinstance(predicted.get(part), (int, float)):
                 out[key] = float(predicted[part])
     if record.duplicate_of is None and not record.placeholder:
-        out.update({f"prediction_error.{name}": error
-                    for name, error in prediction_errors(record.prediction, record.metrics).items()})
+        out.update(
+            {
+                f"prediction_error.{name}": error
+                for name, error in prediction_errors(record.prediction, record.metrics).items()
+            }
+        )
     return out

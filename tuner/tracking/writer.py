@@ -18,12 +18,13 @@ from __future__ import annotations
 import json
 import tempfile
 import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Mapping, NamedTuple, Sequence
+from typing import TYPE_CHECKING, NamedTuple
 
 from tuner.tracking.comparison import ComparisonView
-from tuner.tracking.views import TABLE_FILES, ChildPayload, FrontViews
 from tuner.tracking.run_info import StudyRunInfo
+from tuner.tracking.views import TABLE_FILES, ChildPayload, FrontViews
 
 if TYPE_CHECKING:
     from mlflow.tracking import MlflowClient
@@ -48,7 +49,7 @@ def artifact_root_for(uri: str) -> str | None:
     return None
 
 
-def ensure_experiment(client: "MlflowClient", uri: str, name: str) -> str:
+def ensure_experiment(client: MlflowClient, uri: str, name: str) -> str:
     """The id of experiment ``name``, created (artifacts beside a local store) when missing; tagged as
     a model-development experiment so the MLflow UI opens it on its runs."""
     experiment = client.get_experiment_by_name(name)
@@ -63,20 +64,28 @@ def ensure_experiment(client: "MlflowClient", uri: str, name: str) -> str:
     if root is not None:
         safe = "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
         location = f"{root}/{safe}"
-    return str(client.create_experiment(name, artifact_location=location,
-                                        tags={EXPERIMENT_KIND_TAG: TRAINING_KIND}))
+    return str(client.create_experiment(name, artifact_location=location, tags={EXPERIMENT_KIND_TAG: TRAINING_KIND}))
 
 
-def find_parent_run(client: "MlflowClient", experiment_id: str, study_name: str) -> str | None:
+def find_parent_run(client: MlflowClient, experiment_id: str, study_name: str) -> str | None:
     """The study's parent run (tag ``tuner.study``, no parent), oldest first; None if absent."""
-    runs = client.search_runs([experiment_id], f"tags.`tuner.study` = '{_quoted(study_name)}'",
-                              max_results=50000, order_by=["attributes.start_time ASC"])
+    runs = client.search_runs(
+        [experiment_id],
+        f"tags.`tuner.study` = '{_quoted(study_name)}'",
+        max_results=50000,
+        order_by=["attributes.start_time ASC"],
+    )
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags]
     return str(parents[0].info.run_id) if parents else None
 
 
-def ensure_parent_run(client: "MlflowClient", experiment_id: str, info: StudyRunInfo,
-                      known_run_id: str | None = None, start_time_ms: int | None = None) -> str:
+def ensure_parent_run(
+    client: MlflowClient,
+    experiment_id: str,
+    info: StudyRunInfo,
+    known_run_id: str | None = None,
+    start_time_ms: int | None = None,
+) -> str:
     """The parent run's id: ``known_run_id`` when it exists here, else found by tag, else created
     (starting at ``start_time_ms``, e.g. the first trial's start on a rebuild; None: now).
 
@@ -92,8 +101,7 @@ def ensure_parent_run(client: "MlflowClient", experiment_id: str, info: StudyRun
             run_id = None
     run_id = run_id or find_parent_run(client, experiment_id, info.study_name)
     if run_id is None:
-        run = client.create_run(experiment_id, start_time=start_time_ms, run_name=info.study_name,
-                                tags=dict(info.tags))
+        run = client.create_run(experiment_id, start_time=start_time_ms, run_name=info.study_name, tags=dict(info.tags))
         run_id = str(run.info.run_id)
     else:
         log_batch(client, run_id, tags=info.tags)
@@ -114,15 +122,16 @@ class ChildRun(NamedTuple):
     start_time_ms: int | None
 
 
-def child_runs(client: "MlflowClient", experiment_id: str, parent_run_id: str) -> dict[int, list[ChildRun]]:
+def child_runs(client: MlflowClient, experiment_id: str, parent_run_id: str) -> dict[int, list[ChildRun]]:
     """Trial number -> every active run of that trial under the parent, in :func:`kept_run`'s order
     (complete ones first, then oldest, then by run id). Runs without an integer ``tuner.trial_number``
     are not trial runs and are left out."""
     found: dict[int, list[ChildRun]] = {}
     token: str | None = None
     while True:
-        page = client.search_runs([experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'",
-                                  max_results=PAGE_SIZE, page_token=token)
+        page = client.search_runs(
+            [experiment_id], f"tags.mlflow.parentRunId = '{parent_run_id}'", max_results=PAGE_SIZE, page_token=token
+        )
         for run in page:
             number = run.data.tags.get("tuner.trial_number", "")
             if not number.isdigit():
@@ -148,7 +157,7 @@ def partial_runs(runs: Sequence[ChildRun]) -> list[ChildRun]:
     return [run for run in runs if not run.complete]
 
 
-def delete_runs(client: "MlflowClient", runs: Sequence[ChildRun]) -> int:
+def delete_runs(client: MlflowClient, runs: Sequence[ChildRun]) -> int:
     """Delete ``runs`` (MLflow's delete: gone from the UI and every search, purged by ``mlflow gc``;
     deleting a run twice is harmless). Returns how many."""
     for run in runs:
@@ -156,16 +165,23 @@ def delete_runs(client: "MlflowClient", runs: Sequence[ChildRun]) -> int:
     return len(runs)
 
 
-def log_child(client: "MlflowClient", experiment_id: str, payload: ChildPayload,
-              rank_tags: Mapping[str, str], rank_metrics: Mapping[str, float], step: int) -> str:
+def log_child(
+    client: MlflowClient,
+    experiment_id: str,
+    payload: ChildPayload,
+    rank_tags: Mapping[str, str],
+    rank_metrics: Mapping[str, float],
+    step: int,
+) -> str:
     """Create one trial's child run with its params, metrics, rank, samples; returns its id.
 
     The run starts and ends when the trial did (``payload.start_time_ms`` / ``end_time_ms``), so
     its duration in the UI is the trial's. Metrics are logged at ``step`` (trials recorded when
     logged); ranks later move to newer steps.
     """
-    run = client.create_run(experiment_id, start_time=payload.start_time_ms, run_name=payload.run_name,
-                            tags={**payload.tags, **rank_tags})
+    run = client.create_run(
+        experiment_id, start_time=payload.start_time_ms, run_name=payload.run_name, tags={**payload.tags, **rank_tags}
+    )
     run_id = str(run.info.run_id)
     log_batch(client, run_id, params=payload.params, metrics={**payload.metrics, **rank_metrics}, step=step)
     missing = []
@@ -180,14 +196,15 @@ def log_child(client: "MlflowClient", experiment_id: str, payload: ChildPayload,
     return run_id
 
 
-def update_rank(client: "MlflowClient", run_id: str, rank_tags: Mapping[str, str],
-                rank_metrics: Mapping[str, float], step: int) -> None:
+def update_rank(
+    client: MlflowClient, run_id: str, rank_tags: Mapping[str, str], rank_metrics: Mapping[str, float], step: int
+) -> None:
     """Set a child run's rank tags (a ``mlflow.runName`` among them renames the run) and log its rank
     metrics at ``step`` (trials recorded)."""
     log_batch(client, run_id, tags=rank_tags, metrics=rank_metrics, step=step)
 
 
-def log_front(client: "MlflowClient", run_id: str, views: FrontViews, step: int) -> None:
+def log_front(client: MlflowClient, run_id: str, views: FrontViews, step: int) -> None:
     """Write the front artifacts (one upload, replacing the previous ones; ``front.json`` and
     ``trials.json`` are registered as MLflow tables), the description and the summary metrics to
     the parent run."""
@@ -205,7 +222,7 @@ def log_front(client: "MlflowClient", run_id: str, views: FrontViews, step: int)
     log_batch(client, run_id, metrics=views.metrics, tags=tags, step=step)
 
 
-def ensure_comparison_view(client: "MlflowClient", experiment_id: str, view: ComparisonView) -> None:
+def ensure_comparison_view(client: MlflowClient, experiment_id: str, view: ComparisonView) -> None:
     """Store the study's runs-table view as the experiment tag the MLflow UI reads for
     ``?viewStateShareKey=<key>`` (written only when it differs)."""
     experiment = client.get_experiment(experiment_id)
@@ -213,9 +230,14 @@ def ensure_comparison_view(client: "MlflowClient", experiment_id: str, view: Com
         client.set_experiment_tag(experiment_id, view.tag, view.tag_value)
 
 
-def log_batch(client: "MlflowClient", run_id: str, params: Mapping[str, str] | None = None,
-              metrics: Mapping[str, float] | None = None, tags: Mapping[str, str] | None = None,
-              step: int = 0) -> None:
+def log_batch(
+    client: MlflowClient,
+    run_id: str,
+    params: Mapping[str, str] | None = None,
+    metrics: Mapping[str, float] | None = None,
+    tags: Mapping[str, str] | None = None,
+    step: int = 0,
+) -> None:
     """Params, metrics and tags in batches of 100 (MLflow's limit per call)."""
     from mlflow.entities import Metric, Param, RunTag
 
@@ -225,8 +247,12 @@ def log_batch(client: "MlflowClient", run_id: str, params: Mapping[str, str] | N
     tag_list = [RunTag(k[:250], str(v)[:8000]) for k, v in (tags or {}).items()]
     longest = max(len(param_list), len(metric_list), len(tag_list))
     for start in range(0, longest, 100):
-        client.log_batch(run_id, metrics=metric_list[start:start + 100], params=param_list[start:start + 100],
-                         tags=tag_list[start:start + 100])
+        client.log_batch(
+            run_id,
+            metrics=metric_list[start : start + 100],
+            params=param_list[start : start + 100],
+            tags=tag_list[start : start + 100],
+        )
 
 
 def _quoted(text: str) -> str:

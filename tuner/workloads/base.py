@@ -52,9 +52,10 @@ a workload overrides only what it has.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -120,7 +121,7 @@ class WorkloadOutput:
             np.savez_compressed(handle, **self.arrays())
 
     @staticmethod
-    def from_arrays(data: Mapping[str, Any]) -> "WorkloadOutput":
+    def from_arrays(data: Mapping[str, Any]) -> WorkloadOutput:
         """The output whose :meth:`arrays` are ``data`` (an opened ``.npz`` or a dict)."""
         return WorkloadOutput(
             video=data.get("video"),
@@ -131,7 +132,7 @@ class WorkloadOutput:
         )
 
     @staticmethod
-    def load(path: Path) -> "WorkloadOutput":
+    def load(path: Path) -> WorkloadOutput:
         with np.load(path, allow_pickle=True) as data:
             return WorkloadOutput.from_arrays(data)
 

@@ -17,8 +17,9 @@ import resource
 import threading
 import time
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -98,8 +99,10 @@ class FakeWorkload(Workload):
         self._chunks = ChunkClock()
         self._chunks.begin()
         for index in range(chunks):
-            time.sleep(seconds / chunks + (float(params.get("late_by_s", 0.0))
-                                           if index == int(params.get("late_chunk", -1)) else 0.0))
+            time.sleep(
+                seconds / chunks
+                + (float(params.get("late_by_s", 0.0)) if index == int(params.get("late_chunk", -1)) else 0.0)
+            )
             self._chunks.chunk(float(params.get("chunk_output_s", 0.2)))
 
     def measured_metrics(self) -> list[Metric]:
@@ -140,8 +143,11 @@ class FakeWorkload(Workload):
         if noise:
             rng = np.random.default_rng(context.seed)
             video = video + rng.normal(0, noise, video.shape)
-        return WorkloadOutput(video=np.clip(video, 0, 255).astype(np.uint8), items=batch,
-                              counters={"frames": frames * batch, "cost_ms": round(cost_s * 1000, 6)})
+        return WorkloadOutput(
+            video=np.clip(video, 0, 255).astype(np.uint8),
+            items=batch,
+            counters={"frames": frames * batch, "cost_ms": round(cost_s * 1000, 6)},
+        )
 
 
 _SLOTS: dict[int, threading.BoundedSemaphore] = {}
@@ -226,7 +232,6 @@ class SimulatedCompilingWorkload(Workload):
     def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
         self.calls += 1
         return WorkloadOutput(counters={"calls": float(self.calls)})
-
 
 
 class ShapeWarmingWorkload(Workload):

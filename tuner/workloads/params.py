@@ -46,7 +46,7 @@ def as_bool(value: Any, name: str) -> bool:
     return bool(value)
 
 
-def torch_device(context: RunContext) -> "torch.device":
+def torch_device(context: RunContext) -> torch.device:
     """``context.device`` as a torch device; InvalidSetting for anything but cpu / cuda."""
     import torch
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import os
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tuner.workloads.base import RunContext, Workload, WorkloadOutput
 
@@ -14,4 +15,4 @@ class LazyWorkload(Workload):
     """Says whether its module was imported before this process forked (by the fork server)."""
 
     def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
-        return WorkloadOutput(counters={"imported_before_fork": float(IMPORTED_BY_PID != os.getpid())})
+        return WorkloadOutput(counters={"imported_before_fork": float(os.getpid() != IMPORTED_BY_PID)})

@@ -15,7 +15,8 @@ read with ``local_files_only=True``: nothing downloads during a study.
 from __future__ import annotations
 
 import importlib
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from tuner.workloads.base import InvalidSetting
 

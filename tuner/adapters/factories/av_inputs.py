@@ -33,8 +33,9 @@ Settings the model or processor would refuse raise :class:`InvalidSetting`.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -44,15 +45,15 @@ from tuner.workloads.base import InvalidSetting
 PATCH_SIZE = 14
 TEMPORAL_PATCH_SIZE = 2
 MERGE_SIZE = 2
-MIN_FRAMES = 4          # Qwen2VLVideoProcessor.min_frames
-AUDIO_RATE = 16000      # Hz, the feature extractor's only rate
-HOP_LENGTH = 160        # samples per mel frame (10 ms)
+MIN_FRAMES = 4  # Qwen2VLVideoProcessor.min_frames
+AUDIO_RATE = 16000  # Hz, the feature extractor's only rate
+HOP_LENGTH = 160  # samples per mel frame (10 ms)
 AUDIO_CHUNK_SECONDS = 300  # Qwen2.5-Omni preprocessor_config chunk_length: the longest clip it keeps
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
 CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
-DEFAULT_MIN_PIXELS = 128 * 28 * 28   # the Omni processor's video size.shortest_edge
-DEFAULT_MAX_PIXELS = 768 * 28 * 28   # and size.longest_edge
-MAX_POSITIONS = 32768                # text_config.max_position_embeddings
+DEFAULT_MIN_PIXELS = 128 * 28 * 28  # the Omni processor's video size.shortest_edge
+DEFAULT_MAX_PIXELS = 768 * 28 * 28  # and size.longest_edge
+MAX_POSITIONS = 32768  # text_config.max_position_embeddings
 
 
 @dataclass(frozen=True)
@@ -75,9 +76,11 @@ class MediaSettings:
         if not 0 < self.min_pixels <= self.max_pixels:
             raise InvalidSetting(f"need 0 < min_pixels <= max_pixels, got {self.min_pixels} and {self.max_pixels}")
         if not 0 <= self.audio_seconds <= AUDIO_CHUNK_SECONDS:
-            raise InvalidSetting(f"audio_seconds must be in [0, {AUDIO_CHUNK_SECONDS}] (the feature extractor keeps "
-                                 f"at most {AUDIO_CHUNK_SECONDS} s), not {self.audio_seconds}")
-        if 0 < self.audio_seconds and audio_token_count(int(self.audio_seconds * AUDIO_RATE) // HOP_LENGTH) < 1:
+            raise InvalidSetting(
+                f"audio_seconds must be in [0, {AUDIO_CHUNK_SECONDS}] (the feature extractor keeps "
+                f"at most {AUDIO_CHUNK_SECONDS} s), not {self.audio_seconds}"
+            )
+        if self.audio_seconds > 0 and audio_token_count(int(self.audio_seconds * AUDIO_RATE) // HOP_LENGTH) < 1:
             raise InvalidSetting(f"audio_seconds {self.audio_seconds} gives no audio token (use 0 for no audio)")
         if self.batch_size < 1:
             raise InvalidSetting(f"batch_size must be >= 1, not {self.batch_size}")
@@ -88,15 +91,16 @@ class ThinkerInputs:
     """``generate`` keyword arguments for a batch, and what they hold."""
 
     tensors: dict[str, Any]
-    video_tokens: int          # per request
-    audio_tokens: int          # per request
-    prompt_tokens: int         # per request, placeholders included
-    frames: int                # sampled frames per request
+    video_tokens: int  # per request
+    audio_tokens: int  # per request
+    prompt_tokens: int  # per request, placeholders included
+    frames: int  # sampled frames per request
     frame_size: tuple[int, int]  # resized (height, width) in pixels
 
 
-def smart_resize(height: int, width: int, min_pixels: int, max_pixels: int,
-                 factor: int = PATCH_SIZE * MERGE_SIZE) -> tuple[int, int]:
+def smart_resize(
+    height: int, width: int, min_pixels: int, max_pixels: int, factor: int = PATCH_SIZE * MERGE_SIZE
+) -> tuple[int, int]:
     """The processor's resized (height, width): multiples of ``factor``, pixels within the bounds, aspect kept."""
     if max(height, width) / min(height, width) > 200:
         raise InvalidSetting(f"aspect ratio must be below 200, got {height}x{width}")
@@ -120,8 +124,9 @@ def sample_frame_indices(total_frames: int, source_fps: float, fps: float, max_f
     wanted = min(max(total_frames / source_fps * fps, MIN_FRAMES), cap, total_frames)
     count = math.floor(wanted / TEMPORAL_PATCH_SIZE) * TEMPORAL_PATCH_SIZE
     if count < TEMPORAL_PATCH_SIZE:
-        raise InvalidSetting(f"a video of {total_frames} frames cannot be sampled into one temporal patch "
-                             f"({TEMPORAL_PATCH_SIZE} frames)")
+        raise InvalidSetting(
+            f"a video of {total_frames} frames cannot be sampled into one temporal patch ({TEMPORAL_PATCH_SIZE} frames)"
+        )
     return torch.arange(0, total_frames, total_frames / count).int().numpy().astype(np.int64)
 
 
@@ -167,8 +172,9 @@ def resize_frames(frames: np.ndarray, height: int, width: int) -> np.ndarray:
     if frames.shape[1:3] == (height, width):
         return frames
     tensor = torch.from_numpy(np.ascontiguousarray(frames)).permute(0, 3, 1, 2).contiguous()
-    resized = torch.nn.functional.interpolate(tensor, size=(height, width), mode="bicubic", antialias=True,
-                                              align_corners=False)
+    resized = torch.nn.functional.interpolate(
+        tensor, size=(height, width), mode="bicubic", antialias=True, align_corners=False
+    )
     return resized.permute(0, 2, 3, 1).numpy()
 
 
@@ -186,8 +192,17 @@ def patchify(frames: np.ndarray) -> tuple[Any, list[int]]:
         video = torch.cat([video, video[-1:].expand(pad, -1, -1, -1)])
     count, channels, height, width = video.shape
     grid_t, grid_h, grid_w = count // TEMPORAL_PATCH_SIZE, height // PATCH_SIZE, width // PATCH_SIZE
-    patches = video.view(grid_t, TEMPORAL_PATCH_SIZE, channels, grid_h // MERGE_SIZE, MERGE_SIZE, PATCH_SIZE,
-                         grid_w // MERGE_SIZE, MERGE_SIZE, PATCH_SIZE)
+    patches = video.view(
+        grid_t,
+        TEMPORAL_PATCH_SIZE,
+        channels,
+        grid_h // MERGE_SIZE,
+        MERGE_SIZE,
+        PATCH_SIZE,
+        grid_w // MERGE_SIZE,
+        MERGE_SIZE,
+        PATCH_SIZE,
+    )
     patches = patches.permute(0, 3, 6, 4, 7, 2, 1, 5, 8)
     flat = patches.reshape(grid_t * grid_h * grid_w, channels * TEMPORAL_PATCH_SIZE * PATCH_SIZE * PATCH_SIZE)
     return flat.contiguous(), [grid_t, grid_h, grid_w]
@@ -207,19 +222,38 @@ def log_mel(audio: np.ndarray) -> tuple[Any, Any]:
     """(``input_features`` (1, 128, 30000) float32, ``feature_attention_mask`` (1, 30000) int32)."""
     from transformers import WhisperFeatureExtractor
 
-    extractor = WhisperFeatureExtractor(feature_size=128, sampling_rate=AUDIO_RATE, hop_length=HOP_LENGTH,
-                                        chunk_length=AUDIO_CHUNK_SECONDS, n_fft=400, padding_value=0.0,
-                                        return_attention_mask=True)
-    features = extractor(audio, sampling_rate=AUDIO_RATE, padding="max_length", return_attention_mask=True,
-                         return_tensors="pt")
+    extractor = WhisperFeatureExtractor(
+        feature_size=128,
+        sampling_rate=AUDIO_RATE,
+        hop_length=HOP_LENGTH,
+        chunk_length=AUDIO_CHUNK_SECONDS,
+        n_fft=400,
+        padding_value=0.0,
+        return_attention_mask=True,
+    )
+    features = extractor(
+        audio, sampling_rate=AUDIO_RATE, padding="max_length", return_attention_mask=True, return_tensors="pt"
+    )
     return features["input_features"], features["attention_mask"]
 
 
 def prompt_ids(video_tokens: int, audio_tokens: int, system: Sequence[int], question: Sequence[int]) -> list[int]:
     """The expanded chat prompt (see module docs); no audio block when ``audio_tokens`` is 0."""
     t = TOKENS
-    ids = [t.im_start, t.system, t.newline, *system, t.im_end, t.newline, t.im_start, t.user, t.newline,
-           t.vision_start, *[t.video] * video_tokens, t.vision_end]
+    ids = [
+        t.im_start,
+        t.system,
+        t.newline,
+        *system,
+        t.im_end,
+        t.newline,
+        t.im_start,
+        t.user,
+        t.newline,
+        t.vision_start,
+        *[t.video] * video_tokens,
+        t.vision_end,
+    ]
     if audio_tokens:
         ids += [t.audio_start, *[t.audio] * audio_tokens, t.audio_end]
     return ids + [*question, t.im_end, t.newline, t.im_start, t.assistant, t.newline]
@@ -249,8 +283,13 @@ class VideoSource:
         return resize_frames(self.array[indices], height, width)
 
 
-def build_inputs(settings: MediaSettings, video: VideoSource, audio: np.ndarray | None,
-                 system: Sequence[int], question: Sequence[int]) -> ThinkerInputs:
+def build_inputs(
+    settings: MediaSettings,
+    video: VideoSource,
+    audio: np.ndarray | None,
+    system: Sequence[int],
+    question: Sequence[int],
+) -> ThinkerInputs:
     """The thinker's ``generate`` inputs for ``settings.batch_size`` copies of one request
     (``audio``: 16 kHz samples, or None for none)."""
     import torch
@@ -279,5 +318,11 @@ def build_inputs(settings: MediaSettings, video: VideoSource, audio: np.ndarray 
         raise InvalidSetting(f"the prompt has {len(ids)} tokens; the thinker holds {MAX_POSITIONS} positions")
     tensors["input_ids"] = torch.tensor([ids] * batch, dtype=torch.long)
     tensors["attention_mask"] = torch.ones_like(tensors["input_ids"])
-    return ThinkerInputs(tensors=tensors, video_tokens=video_tokens, audio_tokens=audio_tokens, prompt_tokens=len(ids),
-                         frames=len(indices), frame_size=(height, width))
+    return ThinkerInputs(
+        tensors=tensors,
+        video_tokens=video_tokens,
+        audio_tokens=audio_tokens,
+        prompt_tokens=len(ids),
+        frames=len(indices),
+        frame_size=(height, width),
+    )

@@ -41,8 +41,9 @@ structure (prefill, each new token: :mod:`.call_clocks`) of each call.
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -96,8 +97,14 @@ def answer_tokens(rows: Sequence[Sequence[int]], stops: frozenset[int]) -> list[
 class TransformersAVModel:
     """``load`` / ``run`` for an audio-visual LLM behind a transformers processor (see module docs)."""
 
-    def __init__(self, model_path: str, model_class: str = DEFAULT_MODEL_CLASS, device: str = "cuda",
-                 source_fps: float = 25.0, trust_remote_code: bool = False) -> None:
+    def __init__(
+        self,
+        model_path: str,
+        model_class: str = DEFAULT_MODEL_CLASS,
+        device: str = "cuda",
+        source_fps: float = 25.0,
+        trust_remote_code: bool = False,
+    ) -> None:
         self.model_path = model_path
         self.model_class = model_class
         self.device = device
@@ -115,14 +122,18 @@ class TransformersAVModel:
 
         dtype = torch_dtype(static_params)
         processor = transformers.AutoProcessor.from_pretrained(
-            self.model_path, local_files_only=True, trust_remote_code=self.trust_remote_code)
+            self.model_path, local_files_only=True, trust_remote_code=self.trust_remote_code
+        )
         tokenizer = getattr(processor, "tokenizer", None)
         if tokenizer is None or not getattr(processor, "chat_template", None):
-            raise ValueError(f"{self.model_path}: make_av_llm needs a processor with a tokenizer and a chat template "
-                             f"(it builds each prompt with the template), got {type(processor).__name__}")
+            raise ValueError(
+                f"{self.model_path}: make_av_llm needs a processor with a tokenizer and a chat template "
+                f"(it builds each prompt with the template), got {type(processor).__name__}"
+            )
         tokenizer.padding_side = "left"  # a decoder-only batch: every prompt ends where generation starts
         model = import_named(self.model_class).from_pretrained(
-            self.model_path, dtype=dtype, local_files_only=True, trust_remote_code=self.trust_remote_code)
+            self.model_path, dtype=dtype, local_files_only=True, trust_remote_code=self.trust_remote_code
+        )
         self.model = model.to(self.device).eval()
         self.processor = processor
         self.stops, self.pad_id = end_ids(self.model.generation_config, tokenizer)
@@ -158,8 +169,9 @@ class TransformersAVModel:
         rate = int(params.get("audio_sample_rate", 16000))
         expected = getattr(getattr(self.processor, "feature_extractor", None), "sampling_rate", None)
         if expected is not None and rate != int(expected):
-            raise InvalidSetting(f"audio_sample_rate {rate} Hz: the processor's feature extractor takes "
-                                 f"{int(expected)} Hz audio")
+            raise InvalidSetting(
+                f"audio_sample_rate {rate} Hz: the processor's feature extractor takes {int(expected)} Hz audio"
+            )
         return rate
 
     def prepare(self, questions: Sequence[Any], params: Mapping[str, Any], inputs: Mapping[str, Any]) -> Any:
@@ -173,25 +185,38 @@ class TransformersAVModel:
             item = raw if isinstance(raw, Mapping) else {"question": raw}
             video_path, audio_path = item.get("video", inputs.get("video")), item.get("audio", inputs.get("audio"))
             if not video_path or not audio_path or "question" not in item:
-                raise InvalidSetting("each question needs a video and an audio file (inputs.video / inputs.audio, "
-                                     "or per question {question, video, audio})")
-            videos.append(sample_frames(read_video(Path(str(video_path))), self.source_fps,
-                                        float(params.get("video_fps", 2.0)), int(params.get("max_frames", 16))))
+                raise InvalidSetting(
+                    "each question needs a video and an audio file (inputs.video / inputs.audio, "
+                    "or per question {question, video, audio})"
+                )
+            videos.append(
+                sample_frames(
+                    read_video(Path(str(video_path))),
+                    self.source_fps,
+                    float(params.get("video_fps", 2.0)),
+                    int(params.get("max_frames", 16)),
+                )
+            )
             samples, source_rate = read_audio(Path(str(audio_path)))
             samples = samples[: int(float(params.get("max_audio_seconds", 10.0)) * source_rate)]
             audios.append(resample_audio(samples, source_rate, rate))
             prompts.append(self._prompt(str(item["question"]), inputs))
-        batch = self.processor(text=prompts, videos=videos, audio=audios, sampling_rate=rate, return_tensors="pt",
-                               padding=True)
+        batch = self.processor(
+            text=prompts, videos=videos, audio=audios, sampling_rate=rate, return_tensors="pt", padding=True
+        )
         return batch.to(self.device, dtype=self.model.dtype)
 
     def _generation(self, params: Mapping[str, Any]) -> dict[str, Any]:
         max_new_tokens, num_beams = int(params.get("max_new_tokens", 64)), int(params.get("num_beams", 1))
         if max_new_tokens < 1 or num_beams < 1:
             raise InvalidSetting(f"max_new_tokens and num_beams must be >= 1, not {max_new_tokens} and {num_beams}")
-        generation: dict[str, Any] = {"max_new_tokens": max_new_tokens, "num_beams": num_beams,
-                                      "do_sample": bool(params.get("do_sample", False)),
-                                      "use_cache": bool(params.get("use_cache", True)), "pad_token_id": self.pad_id}
+        generation: dict[str, Any] = {
+            "max_new_tokens": max_new_tokens,
+            "num_beams": num_beams,
+            "do_sample": bool(params.get("do_sample", False)),
+            "use_cache": bool(params.get("use_cache", True)),
+            "pad_token_id": self.pad_id,
+        }
         if generation["do_sample"]:
             generation["temperature"] = float(params.get("temperature", 0.7))
         return generation
@@ -211,18 +236,20 @@ class TransformersAVModel:
         clock = self._clock = self._clock or GenerateClock(device_cuda(self.device))
         clock.begin()
         for start in range(0, len(questions), batch_size):
-            batch = self.prepare(questions[start:start + batch_size], params, inputs)
+            batch = self.prepare(questions[start : start + batch_size], params, inputs)
             if generation["do_sample"]:
                 torch.manual_seed(int(inputs.get("seed", 0)) + start)
             self._spans.mark("prepare")
             with torch.inference_mode():
                 output = clock.generate(self.model, **batch, **generation).cpu()
             self._spans.mark("model")
-            answers += answer_tokens(output[:, batch["input_ids"].shape[1]:].tolist(), self.stops)
+            answers += answer_tokens(output[:, batch["input_ids"].shape[1] :].tolist(), self.stops)
         texts = self.processor.tokenizer.batch_decode(answers, skip_special_tokens=True)
         limit = generation["max_new_tokens"]
-        counters = {"new_tokens": float(sum(len(answer) for answer in answers)),
-                    "max_new_tokens_hit": float(sum(len(answer) >= limit for answer in answers))}
+        counters = {
+            "new_tokens": float(sum(len(answer) for answer in answers)),
+            "max_new_tokens_hit": float(sum(len(answer) >= limit for answer in answers)),
+        }
         self._spans.mark("postprocess")
         return WorkloadOutput(text=[str(text).strip() for text in texts], items=len(texts), counters=counters)
 

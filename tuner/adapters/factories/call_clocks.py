@@ -86,10 +86,17 @@ class PipelineClock:
         steps = named(intervals, "step")
         if not steps:
             return {"phases": {"text": self._text_s}}
-        phases = {"text": self._text_s, "setup": sum(named(intervals, "setup")), "denoise": sum(steps),
-                  "decode": sum(named(intervals, "decode"))}
-        return {"phases": phases, "series": {"steps": steps},
-                "counts": {"passes_per_step": self._passes, "steps": len(steps)}}
+        phases = {
+            "text": self._text_s,
+            "setup": sum(named(intervals, "setup")),
+            "denoise": sum(steps),
+            "decode": sum(named(intervals, "decode")),
+        }
+        return {
+            "phases": phases,
+            "series": {"steps": steps},
+            "counts": {"passes_per_step": self._passes, "steps": len(steps)},
+        }
 
 
 class GenerateClock:
@@ -129,9 +136,11 @@ class GenerateClock:
         intervals = self._timeline.intervals()
         tokens = named(intervals, "token")
         prefills = named(intervals, "prefill")
-        return {"phases": {"prefill": sum(prefills), "finish": sum(named(intervals, "finish"))},
-                "series": {"tokens": tokens},
-                "counts": {"new_token_steps": len(tokens) + len(prefills), "generate_calls": self._calls}}
+        return {
+            "phases": {"prefill": sum(prefills), "finish": sum(named(intervals, "finish"))},
+            "series": {"tokens": tokens},
+            "counts": {"new_token_steps": len(tokens) + len(prefills), "generate_calls": self._calls},
+        }
 
 
 _STEP_CALLBACK: dict[type, bool] = {}

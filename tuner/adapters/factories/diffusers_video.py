@@ -44,18 +44,33 @@ from __future__ import annotations
 
 import gc
 import time
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from tuner.adapters.factories import import_named, torch_dtype
 from tuner.adapters.factories.call_clocks import PipelineClock, device_cuda, host_seconds
-from tuner.adapters.factories.wan_knobs import (CacheChoice, cache_config, calibrate_mag_ratios,
-                                                check_attention_backend, compile_mode, compile_transformer, place,
-                                                switch_attention_backend, CUDA_GRAPH_MODES)
-from tuner.adapters.factories.wan_presets import (SCHEDULERS, build_transformer, build_vae, make_scheduler,
-                                                  preset_named, random_text_embedding)
+from tuner.adapters.factories.wan_knobs import (
+    CUDA_GRAPH_MODES,
+    CacheChoice,
+    cache_config,
+    calibrate_mag_ratios,
+    check_attention_backend,
+    compile_mode,
+    compile_transformer,
+    place,
+    switch_attention_backend,
+)
+from tuner.adapters.factories.wan_presets import (
+    SCHEDULERS,
+    build_transformer,
+    build_vae,
+    make_scheduler,
+    preset_named,
+    random_text_embedding,
+)
 from tuner.evaluators.runtime.spans import CallSpans
 from tuner.workloads.base import InvalidSetting, WorkloadOutput
 
@@ -65,10 +80,18 @@ _WEIGHT_SUFFIXES = (".safetensors", ".bin", ".pth", ".pt", ".ckpt")
 class DiffusersVideoModel:
     """``load`` / ``run`` for a diffusers video pipeline (see module docs)."""
 
-    def __init__(self, model_path: str | None = None, pipeline_class: str = "diffusers:DiffusionPipeline",
-                 device: str = "cuda", seed: int = 0, weights: str | None = None, architecture: str = "tiny",
-                 vae_dtype: str = "fp32", compile_scope: str = "regional",
-                 mag_ratios: list[float] | None = None) -> None:
+    def __init__(
+        self,
+        model_path: str | None = None,
+        pipeline_class: str = "diffusers:DiffusionPipeline",
+        device: str = "cuda",
+        seed: int = 0,
+        weights: str | None = None,
+        architecture: str = "tiny",
+        vae_dtype: str = "fp32",
+        compile_scope: str = "regional",
+        mag_ratios: list[float] | None = None,
+    ) -> None:
         self.weights = weights or ("random" if model_path is None else "path")
         if self.weights not in ("random", "path"):
             raise ValueError(f"weights must be 'random' or 'path', not {self.weights!r}")
@@ -100,8 +123,11 @@ class DiffusersVideoModel:
         if self.preset is not None or self.model_path is None:
             return {}
         root = Path(self.model_path)
-        return {str(path.relative_to(root)): path for path in sorted(root.rglob("*"))
-                if path.is_file() and path.name.endswith(_WEIGHT_SUFFIXES)}
+        return {
+            str(path.relative_to(root)): path
+            for path in sorted(root.rglob("*"))
+            if path.is_file() and path.name.endswith(_WEIGHT_SUFFIXES)
+        }
 
     # -- load --------------------------------------------------------------------------------------------
     def load(self, static_params: Mapping[str, Any]) -> None:
@@ -116,8 +142,10 @@ class DiffusersVideoModel:
         if offload != "none" and not self.device.startswith("cuda"):
             raise InvalidSetting(f"offload {offload!r} needs an accelerator; the trial runs on {self.device}")
         if mode in CUDA_GRAPH_MODES and offload != "none":
-            raise InvalidSetting(f"compile {mode!r} records CUDA graphs, which replay fixed weight addresses; "
-                                 f"offload {offload!r} moves the weights between calls: not together")
+            raise InvalidSetting(
+                f"compile {mode!r} records CUDA graphs, which replay fixed weight addresses; "
+                f"offload {offload!r} moves the weights between calls: not together"
+            )
         pipe = self._build_random(dtype, vae_dtype) if self.preset is not None else self._read(dtype, vae_dtype)
         if hasattr(pipe, "set_progress_bar_config"):
             pipe.set_progress_bar_config(disable=True)
@@ -138,9 +166,15 @@ class DiffusersVideoModel:
         assert preset is not None
         experts = [build_transformer(preset, self.device, dtype, self.seed + index) for index in range(preset.experts)]
         vae = build_vae(preset, self.device, vae_dtype, self.seed + 100)
-        return WanPipeline(tokenizer=None, text_encoder=None, vae=vae, scheduler=make_scheduler("unipc", preset.flow_shift),
-                           transformer=experts[0], transformer_2=experts[1] if len(experts) > 1 else None,
-                           boundary_ratio=preset.boundary_ratio)
+        return WanPipeline(
+            tokenizer=None,
+            text_encoder=None,
+            vae=vae,
+            scheduler=make_scheduler("unipc", preset.flow_shift),
+            transformer=experts[0],
+            transformer_2=experts[1] if len(experts) > 1 else None,
+            boundary_ratio=preset.boundary_ratio,
+        )
 
     def _read(self, dtype: Any, vae_dtype: Any) -> Any:
         pipeline_type = import_named(self.pipeline_class)
@@ -175,9 +209,14 @@ class DiffusersVideoModel:
         if batch < 1:
             raise InvalidSetting(f"batch_size must be >= 1 (got {batch})")
         guidance = float(params.get("guidance_scale", 5.0))
-        call: dict[str, Any] = {"num_frames": frames, "height": height, "width": width,
-                                "num_inference_steps": int(params["num_inference_steps"]), "guidance_scale": guidance,
-                                "output_type": "np"}
+        call: dict[str, Any] = {
+            "num_frames": frames,
+            "height": height,
+            "width": width,
+            "num_inference_steps": int(params["num_inference_steps"]),
+            "guidance_scale": guidance,
+            "output_type": "np",
+        }
         if call["num_inference_steps"] < 1:
             raise InvalidSetting(f"num_inference_steps must be >= 1 (got {call['num_inference_steps']})")
         if "guidance_scale_2" in params:
@@ -204,9 +243,15 @@ class DiffusersVideoModel:
         video = (np.clip(video, 0.0, 1.0) * 255).round().astype(np.uint8)
         self._spans.mark("postprocess")
         self._compiled_shapes.add(_shape_key(params))
-        return WorkloadOutput(video=video, items=video.shape[0],
-                              counters={"frames": float(video.shape[1]), "steps": float(call["num_inference_steps"]),
-                                        "cfg": float(guidance > 1.0)})
+        return WorkloadOutput(
+            video=video,
+            items=video.shape[0],
+            counters={
+                "frames": float(video.shape[1]),
+                "steps": float(call["num_inference_steps"]),
+                "cfg": float(guidance > 1.0),
+            },
+        )
 
     knows_warmup = True  # warmup_calls is exact: measurement.warmup auto skips a warm setting's warm-up
 
@@ -219,8 +264,11 @@ class DiffusersVideoModel:
         calls = 0
         if _shape_key(params) not in self._compiled_shapes:
             calls = 3 if self._compile in CUDA_GRAPH_MODES else 1
-        if str(params.get("cache", "none")) == "magcache" and not self.mag_ratios \
-                and _calibration_key(params) not in self._calibrated:
+        if (
+            str(params.get("cache", "none")) == "magcache"
+            and not self.mag_ratios
+            and _calibration_key(params) not in self._calibrated
+        ):
             calls = max(calls, 1)
         return calls
 
@@ -244,18 +292,28 @@ class DiffusersVideoModel:
         denoiser = getattr(self.pipe, "transformer", None)
         patch = tuple(getattr(getattr(denoiser, "config", None), "patch_size", None) or (1, 2, 2))
         multiple = spatial * int(patch[1])
-        if frames < 1 or (frames - 1) % temporal or height < multiple or width < multiple \
-                or height % multiple or width % multiple:
-            raise InvalidSetting(f"num_frames must be {temporal}k+1 and height/width positive multiples of {multiple} "
-                                 f"(got {frames}, {height}x{width}); the pipeline would round them")
+        if (
+            frames < 1
+            or (frames - 1) % temporal
+            or height < multiple
+            or width < multiple
+            or height % multiple
+            or width % multiple
+        ):
+            raise InvalidSetting(
+                f"num_frames must be {temporal}k+1 and height/width positive multiples of {multiple} "
+                f"(got {frames}, {height}x{width}); the pipeline would round them"
+            )
 
     def _text(self, inputs: Mapping[str, Any], batch: int) -> dict[str, Any]:
         """The text part of the call: prompt strings for a non-Wan pipeline, else (B, L, D) embeddings."""
         prompt, negative = str(inputs.get("prompt", "")), str(inputs.get("negative_prompt") or "")
         if not _is_wan(self.pipe):
             return {"prompt": prompt, "negative_prompt": inputs.get("negative_prompt"), "num_videos_per_prompt": batch}
-        return {"prompt_embeds": self._embedding(prompt).expand(batch, -1, -1),
-                "negative_prompt_embeds": self._embedding(negative).expand(batch, -1, -1)}
+        return {
+            "prompt_embeds": self._embedding(prompt).expand(batch, -1, -1),
+            "negative_prompt_embeds": self._embedding(negative).expand(batch, -1, -1),
+        }
 
     def _embedding(self, text: str) -> Any:
         import torch
@@ -268,8 +326,13 @@ class DiffusersVideoModel:
                 tokenizer, encoder = self._text_encoder
                 holder = _TextHolder(tokenizer, encoder)
                 with torch.no_grad():  # Wan's own prompt encoding (UMT5, 512 tokens, zero padded)
-                    value = WanPipeline._get_t5_prompt_embeds(holder, prompt=text, max_sequence_length=512,  # type: ignore[arg-type]
-                                                              device=torch.device("cpu"), dtype=torch.float32)
+                    value = WanPipeline._get_t5_prompt_embeds(
+                        holder,
+                        prompt=text,
+                        max_sequence_length=512,  # type: ignore[arg-type]
+                        device=torch.device("cpu"),
+                        dtype=torch.float32,
+                    )
             else:
                 length = self.preset.text_length if self.preset is not None else 512
                 value = random_text_embedding(text, length, key[1], self.seed)
@@ -290,8 +353,11 @@ class DiffusersVideoModel:
                 if name not in SCHEDULERS:
                     raise InvalidSetting(f"scheduler must be one of {', '.join(SCHEDULERS)}, not {name!r}")
                 loaded = self._applied["loaded_scheduler"]
-                shift = float(wanted[1] if wanted[1] is not None else
-                              loaded.config.get("flow_shift", loaded.config.get("shift", 3.0)))
+                shift = float(
+                    wanted[1]
+                    if wanted[1] is not None
+                    else loaded.config.get("flow_shift", loaded.config.get("shift", 3.0))
+                )
                 if shift <= 0:
                     raise InvalidSetting(f"flow_shift must be > 0 (got {shift})")
                 pipe.scheduler = make_scheduler(name, shift)
@@ -301,9 +367,18 @@ class DiffusersVideoModel:
         if vae is not None and (tiling, slicing) != self._applied.get("vae"):
             if tiling:
                 tile = self.preset.vae_tile if self.preset is not None else None
-                vae.enable_tiling(**({} if tile is None else {
-                    "tile_sample_min_height": tile[0], "tile_sample_min_width": tile[0],
-                    "tile_sample_stride_height": tile[1], "tile_sample_stride_width": tile[1]}))
+                vae.enable_tiling(
+                    **(
+                        {}
+                        if tile is None
+                        else {
+                            "tile_sample_min_height": tile[0],
+                            "tile_sample_min_width": tile[0],
+                            "tile_sample_stride_height": tile[1],
+                            "tile_sample_stride_width": tile[1],
+                        }
+                    )
+                )
             elif hasattr(vae, "disable_tiling"):
                 vae.disable_tiling()
             if slicing and hasattr(vae, "enable_slicing"):
@@ -344,8 +419,10 @@ class DiffusersVideoModel:
 
         if key not in self._calibrated:
             self._calibrated[key] = calibrate_mag_ratios(
-                self.pipe.transformer, lambda: self.pipe(**call, generator=torch.Generator("cpu").manual_seed(self.seed)),
-                cfg)
+                self.pipe.transformer,
+                lambda: self.pipe(**call, generator=torch.Generator("cpu").manual_seed(self.seed)),
+                cfg,
+            )
         return self._calibrated[key]
 
     def synchronize(self) -> None:
@@ -374,15 +451,31 @@ class _TextHolder:
 def _shape_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
     """What decides the denoiser's input shapes and kernels: a compiled graph serves one such key, and a key
     this load has run needs no warm-up (the attention backend is part of it: other kernels)."""
-    return (params.get("num_frames"), params.get("height"), params.get("width"),
-            params.get("batch_size", params.get("num_videos_per_prompt", 1)),
-            float(params.get("guidance_scale", 5.0)) > 1.0, params.get("attention_backend"))
+    return (
+        params.get("num_frames"),
+        params.get("height"),
+        params.get("width"),
+        params.get("batch_size", params.get("num_videos_per_prompt", 1)),
+        float(params.get("guidance_scale", 5.0)) > 1.0,
+        params.get("attention_backend"),
+    )
 
 
 def _calibration_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
     """What a MagCache calibration depends on: the call's shape, steps, guidance and scheduler."""
-    return tuple(params.get(name) for name in ("num_frames", "height", "width", "num_inference_steps", "guidance_scale",
-                                               "guidance_scale_2", "scheduler", "flow_shift"))
+    return tuple(
+        params.get(name)
+        for name in (
+            "num_frames",
+            "height",
+            "width",
+            "num_inference_steps",
+            "guidance_scale",
+            "guidance_scale_2",
+            "scheduler",
+            "flow_shift",
+        )
+    )
 
 
 def _dtype_keyword() -> str:

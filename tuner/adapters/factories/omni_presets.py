@@ -45,19 +45,19 @@ ATTENTION_IMPLEMENTATIONS = ("eager", "sdpa", "flash_attention_2")
 class OmniTokens:
     """Token ids of the Qwen2.5-Omni vocabulary the prompt needs (tokenizer ``added_tokens``)."""
 
-    im_start: int = 151644   # <|im_start|>
-    im_end: int = 151645     # <|im_end|>, the thinker's end of answer
+    im_start: int = 151644  # <|im_start|>
+    im_end: int = 151645  # <|im_end|>, the thinker's end of answer
     end_of_text: int = 151643  # <|endoftext|>, also the pad id
-    newline: int = 198       # "\n"
-    system: int = 8948       # "system"
-    user: int = 872          # "user" (Qwen2_5OmniThinkerConfig.user_token_id)
-    assistant: int = 77091   # "assistant"
-    audio: int = 151646      # <|AUDIO|> placeholder (audio_token_index)
+    newline: int = 198  # "\n"
+    system: int = 8948  # "system"
+    user: int = 872  # "user" (Qwen2_5OmniThinkerConfig.user_token_id)
+    assistant: int = 77091  # "assistant"
+    audio: int = 151646  # <|AUDIO|> placeholder (audio_token_index)
     audio_start: int = 151647  # <|audio_bos|>
     audio_end: int = 151648  # <|audio_eos|>
     vision_start: int = 151652  # <|vision_bos|>
     vision_end: int = 151653  # <|vision_eos|>
-    video: int = 151656      # <|VIDEO|> placeholder (video_token_index)
+    video: int = 151656  # <|VIDEO|> placeholder (video_token_index)
     plain_text_ids: int = 151643  # ids below this are ordinary text tokens
 
     @property
@@ -68,44 +68,101 @@ class OmniTokens:
 TOKENS = OmniTokens()
 
 _TEXT_ROPE_7B = {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [16, 24, 24]}
-_VISION = {"depth": 32, "hidden_size": 1280, "intermediate_size": 3420, "num_heads": 16, "patch_size": 14,
-           "temporal_patch_size": 2, "spatial_merge_size": 2, "window_size": 112, "in_channels": 3,
-           "fullatt_block_indexes": [7, 15, 23, 31]}
-_AUDIO = {"num_mel_bins": 128, "encoder_layers": 32, "encoder_attention_heads": 20, "encoder_ffn_dim": 5120,
-          "d_model": 1280, "n_window": 100, "max_source_positions": 1500}
+_VISION = {
+    "depth": 32,
+    "hidden_size": 1280,
+    "intermediate_size": 3420,
+    "num_heads": 16,
+    "patch_size": 14,
+    "temporal_patch_size": 2,
+    "spatial_merge_size": 2,
+    "window_size": 112,
+    "in_channels": 3,
+    "fullatt_block_indexes": [7, 15, 23, 31],
+}
+_AUDIO = {
+    "num_mel_bins": 128,
+    "encoder_layers": 32,
+    "encoder_attention_heads": 20,
+    "encoder_ffn_dim": 5120,
+    "d_model": 1280,
+    "n_window": 100,
+    "max_source_positions": 1500,
+}
 
 PRESETS: dict[str, dict[str, Any]] = {
     "tiny": {
-        "text_config": {"vocab_size": 152064, "hidden_size": 128, "intermediate_size": 256, "num_hidden_layers": 2,
-                        "num_attention_heads": 4, "num_key_value_heads": 2, "max_position_embeddings": 32768,
-                        "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0,
-                                            "mrope_section": [4, 6, 6]}},
-        "vision_config": {**_VISION, "depth": 2, "hidden_size": 64, "intermediate_size": 128, "num_heads": 4,
-                          "fullatt_block_indexes": [1], "out_hidden_size": 128},
-        "audio_config": {**_AUDIO, "encoder_layers": 2, "encoder_attention_heads": 4, "encoder_ffn_dim": 128,
-                         "d_model": 64, "output_dim": 128},
+        "text_config": {
+            "vocab_size": 152064,
+            "hidden_size": 128,
+            "intermediate_size": 256,
+            "num_hidden_layers": 2,
+            "num_attention_heads": 4,
+            "num_key_value_heads": 2,
+            "max_position_embeddings": 32768,
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000000.0, "mrope_section": [4, 6, 6]},
+        },
+        "vision_config": {
+            **_VISION,
+            "depth": 2,
+            "hidden_size": 64,
+            "intermediate_size": 128,
+            "num_heads": 4,
+            "fullatt_block_indexes": [1],
+            "out_hidden_size": 128,
+        },
+        "audio_config": {
+            **_AUDIO,
+            "encoder_layers": 2,
+            "encoder_attention_heads": 4,
+            "encoder_ffn_dim": 128,
+            "d_model": 64,
+            "output_dim": 128,
+        },
     },
     "qwen2.5-omni-3b": {
-        "text_config": {"vocab_size": 151936, "hidden_size": 2048, "intermediate_size": 11008, "num_hidden_layers": 36,
-                        "num_attention_heads": 16, "num_key_value_heads": 2, "max_position_embeddings": 32768,
-                        "rope_parameters": _TEXT_ROPE_7B},
+        "text_config": {
+            "vocab_size": 151936,
+            "hidden_size": 2048,
+            "intermediate_size": 11008,
+            "num_hidden_layers": 36,
+            "num_attention_heads": 16,
+            "num_key_value_heads": 2,
+            "max_position_embeddings": 32768,
+            "rope_parameters": _TEXT_ROPE_7B,
+        },
         "vision_config": {**_VISION, "out_hidden_size": 2048},
         "audio_config": {**_AUDIO, "output_dim": 2048},
     },
     "qwen2.5-omni-7b": {
-        "text_config": {"vocab_size": 152064, "hidden_size": 3584, "intermediate_size": 18944, "num_hidden_layers": 28,
-                        "num_attention_heads": 28, "num_key_value_heads": 4, "max_position_embeddings": 32768,
-                        "rope_parameters": _TEXT_ROPE_7B},
+        "text_config": {
+            "vocab_size": 152064,
+            "hidden_size": 3584,
+            "intermediate_size": 18944,
+            "num_hidden_layers": 28,
+            "num_attention_heads": 28,
+            "num_key_value_heads": 4,
+            "max_position_embeddings": 32768,
+            "rope_parameters": _TEXT_ROPE_7B,
+        },
         "vision_config": {**_VISION, "out_hidden_size": 3584},
         "audio_config": {**_AUDIO, "output_dim": 3584},
     },
 }
 
-_THINKER_TOKENS = {"audio_token_index": TOKENS.audio, "video_token_index": TOKENS.video, "image_token_index": 151655,
-                   "audio_start_token_id": TOKENS.audio_start, "audio_end_token_id": TOKENS.audio_end,
-                   "vision_start_token_id": TOKENS.vision_start, "vision_end_token_id": TOKENS.vision_end,
-                   "user_token_id": TOKENS.user, "position_id_per_seconds": 25, "seconds_per_chunk": 2,
-                   "tie_word_embeddings": False}
+_THINKER_TOKENS = {
+    "audio_token_index": TOKENS.audio,
+    "video_token_index": TOKENS.video,
+    "image_token_index": 151655,
+    "audio_start_token_id": TOKENS.audio_start,
+    "audio_end_token_id": TOKENS.audio_end,
+    "vision_start_token_id": TOKENS.vision_start,
+    "vision_end_token_id": TOKENS.vision_end,
+    "user_token_id": TOKENS.user,
+    "position_id_per_seconds": 25,
+    "seconds_per_chunk": 2,
+    "tie_word_embeddings": False,
+}
 
 
 def thinker_config(preset: str) -> Any:
@@ -136,8 +193,9 @@ def _set_generation_defaults(model: Any) -> None:
 def check_attention(attn_implementation: str) -> None:
     """InvalidSetting for an attention backend the thinker does not offer or this host lacks."""
     if attn_implementation not in ATTENTION_IMPLEMENTATIONS:
-        raise InvalidSetting(f"attn_implementation must be one of {list(ATTENTION_IMPLEMENTATIONS)}, "
-                             f"not {attn_implementation!r}")
+        raise InvalidSetting(
+            f"attn_implementation must be one of {list(ATTENTION_IMPLEMENTATIONS)}, not {attn_implementation!r}"
+        )
     if attn_implementation == "flash_attention_2":
         from transformers.utils import is_flash_attn_2_available
 
@@ -180,8 +238,14 @@ def load_thinker(path: Path, dtype: Any, device: str, attn_implementation: str) 
         config = Qwen2_5OmniThinkerConfig.from_dict(document["thinker_config"])
     else:
         config = Qwen2_5OmniThinkerConfig.from_pretrained(path, local_files_only=True)
-    model = _thinker_class().from_pretrained(path, config=config, dtype=dtype, attn_implementation=attn_implementation,
-                                             local_files_only=True, device_map=device)
+    model = _thinker_class().from_pretrained(
+        path,
+        config=config,
+        dtype=dtype,
+        attn_implementation=attn_implementation,
+        local_files_only=True,
+        device_map=device,
+    )
     _set_generation_defaults(model)
     return model.eval()
 

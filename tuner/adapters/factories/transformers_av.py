@@ -18,16 +18,27 @@ A model served through its own processor and chat template instead (any local ch
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 
 from tuner.adapters.factories import torch_dtype
+from tuner.adapters.factories.av_inputs import (
+    AUDIO_RATE,
+    DEFAULT_MAX_PIXELS,
+    DEFAULT_MIN_PIXELS,
+    MAX_POSITIONS,
+    MediaSettings,
+    ThinkerInputs,
+    VideoSource,
+    build_inputs,
+    resample_audio,
+    seeded_text_ids,
+    synthetic_audio,
+)
 from tuner.adapters.factories.call_clocks import GenerateClock, device_cuda
-from tuner.adapters.factories.av_inputs import (AUDIO_RATE, DEFAULT_MAX_PIXELS, DEFAULT_MIN_PIXELS, MAX_POSITIONS,
-                                                MediaSettings, ThinkerInputs, VideoSource, build_inputs,
-                                                resample_audio, seeded_text_ids, synthetic_audio)
 from tuner.adapters.factories.omni_presets import TOKENS, build_random_thinker, load_thinker, load_tokenizer
 from tuner.adapters.media import read_audio, read_video
 from tuner.evaluators.runtime.spans import CallSpans
@@ -68,8 +79,14 @@ class OmniThinkerModel:
     model / postprocess and the cost structure (prefill, each new token: :mod:`.call_clocks`) of each call.
     """
 
-    def __init__(self, weights: str = "random", architecture: str = "tiny", seed: int = 0, device: str = "cuda",
-                 fixed_length: bool | None = None) -> None:
+    def __init__(
+        self,
+        weights: str = "random",
+        architecture: str = "tiny",
+        seed: int = 0,
+        device: str = "cuda",
+        fixed_length: bool | None = None,
+    ) -> None:
         self.weights = str(weights)
         self.architecture = architecture
         self.seed = int(seed)
@@ -123,19 +140,23 @@ class OmniThinkerModel:
     @staticmethod
     def _media_settings(params: Mapping[str, Any], inputs: Mapping[str, Any]) -> MediaSettings:
         min_pixels = params.get("min_pixels", inputs.get("min_pixels", DEFAULT_MIN_PIXELS))
-        return MediaSettings(video_fps=float(params.get("video_fps", 2.0)),
-                             max_frames=int(params.get("max_frames", 768)), min_pixels=int(min_pixels),
-                             max_pixels=int(params.get("max_pixels", DEFAULT_MAX_PIXELS)),
-                             audio_seconds=float(params.get("audio_seconds", 10.0)),
-                             batch_size=int(params.get("batch_size", 1)))
+        return MediaSettings(
+            video_fps=float(params.get("video_fps", 2.0)),
+            max_frames=int(params.get("max_frames", 768)),
+            min_pixels=int(min_pixels),
+            max_pixels=int(params.get("max_pixels", DEFAULT_MAX_PIXELS)),
+            audio_seconds=float(params.get("audio_seconds", 10.0)),
+            batch_size=int(params.get("batch_size", 1)),
+        )
 
     def _text_ids(self, inputs: Mapping[str, Any]) -> tuple[list[int], list[int]]:
         """(system prompt ids, question ids)."""
         if self.tokenizer is not None and "question" in inputs:
             system = str(inputs.get("system_prompt", "You are a helpful assistant."))
             encode = self.tokenizer.encode
-            return list(encode(system, add_special_tokens=False)), list(encode(str(inputs["question"]),
-                                                                              add_special_tokens=False))
+            return list(encode(system, add_special_tokens=False)), list(
+                encode(str(inputs["question"]), add_special_tokens=False)
+            )
         seed = media_seed(inputs, self.seed)
         return seeded_text_ids(32, self.seed + 1), seeded_text_ids(int(inputs.get("prompt_tokens", 16)), seed)
 
@@ -145,9 +166,13 @@ class OmniThinkerModel:
             frames = read_video(Path(str(inputs["video"])))
             video = VideoSource(len(frames), source_fps, frames.shape[1], frames.shape[2], array=frames)
         else:
-            video = VideoSource(int(round(float(inputs.get("video_seconds", 4.0)) * source_fps)), source_fps,
-                                int(inputs.get("video_height", 360)), int(inputs.get("video_width", 640)),
-                                seed=media_seed(inputs, self.seed))
+            video = VideoSource(
+                int(round(float(inputs.get("video_seconds", 4.0)) * source_fps)),
+                source_fps,
+                int(inputs.get("video_height", 360)),
+                int(inputs.get("video_width", 640)),
+                seed=media_seed(inputs, self.seed),
+            )
         if settings.audio_seconds == 0:
             return video, None
         if inputs.get("audio"):
@@ -175,10 +200,15 @@ class OmniThinkerModel:
         if bool(params.get("do_sample", False)):
             raise InvalidSetting("this factory decodes greedily (beam search with num_beams > 1); do_sample is off")
         if prompt_tokens + max_new_tokens > MAX_POSITIONS:
-            raise InvalidSetting(f"{prompt_tokens} prompt + {max_new_tokens} new tokens exceed the thinker's "
-                                 f"{MAX_POSITIONS} positions")
-        generation = {"max_new_tokens": max_new_tokens, "num_beams": num_beams, "do_sample": False,
-                      "use_cache": bool(params.get("use_cache", True))}
+            raise InvalidSetting(
+                f"{prompt_tokens} prompt + {max_new_tokens} new tokens exceed the thinker's {MAX_POSITIONS} positions"
+            )
+        generation = {
+            "max_new_tokens": max_new_tokens,
+            "num_beams": num_beams,
+            "do_sample": False,
+            "use_cache": bool(params.get("use_cache", True)),
+        }
         if self.fixed_length:
             generation["min_new_tokens"] = max_new_tokens
         return generation
@@ -198,16 +228,22 @@ class OmniThinkerModel:
             output = clock.generate(self.model, **prepared.tensors, **generation)
             output = output.cpu()
         self._spans.mark("model")
-        answers = [_until_eos(row) for row in output[:, prepared.prompt_tokens:].tolist()]
+        answers = [_until_eos(row) for row in output[:, prepared.prompt_tokens :].tolist()]
         if self.tokenizer is not None:
             texts = [str(text).strip() for text in self.tokenizer.batch_decode(answers, skip_special_tokens=True)]
         else:
             texts = [" ".join(str(token) for token in answer) for answer in answers]
         limit = generation["max_new_tokens"]
-        counters = {"video_tokens": prepared.video_tokens, "audio_tokens": prepared.audio_tokens,
-                    "prompt_tokens": prepared.prompt_tokens, "new_tokens": sum(len(a) for a in answers),
-                    "max_new_tokens_hit": sum(len(a) >= limit for a in answers), "frames": prepared.frames,
-                    "frame_height": prepared.frame_size[0], "frame_width": prepared.frame_size[1]}
+        counters = {
+            "video_tokens": prepared.video_tokens,
+            "audio_tokens": prepared.audio_tokens,
+            "prompt_tokens": prepared.prompt_tokens,
+            "new_tokens": sum(len(a) for a in answers),
+            "max_new_tokens_hit": sum(len(a) >= limit for a in answers),
+            "frames": prepared.frames,
+            "frame_height": prepared.frame_size[0],
+            "frame_width": prepared.frame_size[1],
+        }
         self._spans.mark("postprocess")
         return WorkloadOutput(text=texts, items=len(texts), counters={k: float(v) for k, v in counters.items()})
 

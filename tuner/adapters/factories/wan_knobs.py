@@ -27,8 +27,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import torch
 
@@ -38,16 +39,30 @@ CACHES = ("none", "fbc", "pab", "fastercache", "taylorseer", "magcache", "seacac
 """``cache`` parameter values."""
 
 CACHE_DEFAULTS: dict[str, dict[str, float]] = {
-    "fbc": {"threshold": 0.05}, "pab": {"interval": 2}, "fastercache": {"interval": 2},
-    "taylorseer": {"interval": 5}, "magcache": {"threshold": 0.06}, "seacache": {"threshold": 0.25}}
+    "fbc": {"threshold": 0.05},
+    "pab": {"interval": 2},
+    "fastercache": {"interval": 2},
+    "taylorseer": {"interval": 5},
+    "magcache": {"threshold": 0.06},
+    "seacache": {"threshold": 0.25},
+}
 """Each method's knob and diffusers' default for it (``cache_threshold`` / ``cache_interval`` override)."""
 
 OFFLOADS = ("none", "model", "group_block", "group_leaf", "sequential")
 COMPILE_MODES = ("none", "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
 CUDA_GRAPH_MODES = ("reduce-overhead", "max-autotune")
 """The torch.compile modes that record CUDA graphs (on a CUDA device)."""
-_CUDA_ONLY_PREFIXES = ("flash", "_flash", "sage", "_sage", "xformers", "_native_flash", "_native_efficient",
-                       "_native_cudnn", "aiter")
+_CUDA_ONLY_PREFIXES = (
+    "flash",
+    "_flash",
+    "sage",
+    "_sage",
+    "xformers",
+    "_native_flash",
+    "_native_efficient",
+    "_native_cudnn",
+    "aiter",
+)
 _TAYLORSEER_WAN = (r"blocks\.\d+\.attn1", r"blocks\.\d+\.attn2", r"blocks\.\d+\.ffn")
 """The modules TaylorSeer predicts on Wan: each block's self-attention, cross-attention and feed-forward
 (its default patterns, ``^blocks.*attn`` matched whole, name no Wan module: they end in ``attn1``)."""
@@ -64,7 +79,7 @@ class CacheChoice:
     interval: int | None = None
 
     @classmethod
-    def from_params(cls, params: Mapping[str, Any]) -> "CacheChoice":
+    def from_params(cls, params: Mapping[str, Any]) -> CacheChoice:
         """From ``cache``, ``cache_threshold``, ``cache_interval`` (the method's default when absent)."""
         method = str(params.get("cache", "none"))
         if method not in CACHES:
@@ -83,14 +98,24 @@ class CacheChoice:
         return cls(method, interval=interval)
 
 
-def cache_config(choice: CacheChoice, current_timestep: Callable[[], Any], num_inference_steps: int,
-                 mag_ratios: list[float] | None = None) -> Any:
+def cache_config(
+    choice: CacheChoice,
+    current_timestep: Callable[[], Any],
+    num_inference_steps: int,
+    mag_ratios: list[float] | None = None,
+) -> Any:
     """The diffusers config object for ``choice`` (None for ``none``).
 
     ``current_timestep``: the pipeline's current timestep (PAB / FasterCache ask it); ``mag_ratios``:
     MagCache's per-step residual ratios (:func:`calibrate_mag_ratios`)."""
-    from diffusers.hooks import (FasterCacheConfig, FirstBlockCacheConfig, MagCacheConfig,
-                                 PyramidAttentionBroadcastConfig, SeaCacheConfig, TaylorSeerCacheConfig)
+    from diffusers.hooks import (
+        FasterCacheConfig,
+        FirstBlockCacheConfig,
+        MagCacheConfig,
+        PyramidAttentionBroadcastConfig,
+        SeaCacheConfig,
+        TaylorSeerCacheConfig,
+    )
 
     method = choice.method
     if method == "none":
@@ -98,21 +123,29 @@ def cache_config(choice: CacheChoice, current_timestep: Callable[[], Any], num_i
     if method == "fbc":
         return FirstBlockCacheConfig(threshold=float(choice.threshold or 0.0))
     if method == "pab":
-        return PyramidAttentionBroadcastConfig(spatial_attention_block_skip_range=choice.interval,
-                                               spatial_attention_timestep_skip_range=(100, 800),
-                                               current_timestep_callback=current_timestep)
+        return PyramidAttentionBroadcastConfig(
+            spatial_attention_block_skip_range=choice.interval,
+            spatial_attention_timestep_skip_range=(100, 800),
+            current_timestep_callback=current_timestep,
+        )
     if method == "fastercache":
-        return FasterCacheConfig(spatial_attention_block_skip_range=int(choice.interval or 2),
-                                 spatial_attention_timestep_skip_range=(-1, 681),
-                                 current_timestep_callback=current_timestep, is_guidance_distilled=True,
-                                 tensor_format="BCFHW")
+        return FasterCacheConfig(
+            spatial_attention_block_skip_range=int(choice.interval or 2),
+            spatial_attention_timestep_skip_range=(-1, 681),
+            current_timestep_callback=current_timestep,
+            is_guidance_distilled=True,
+            tensor_format="BCFHW",
+        )
     if method == "taylorseer":
         return TaylorSeerCacheConfig(cache_interval=int(choice.interval or 5), cache_identifiers=list(_TAYLORSEER_WAN))
     if method == "magcache":
         if mag_ratios is None:
             raise ValueError("MagCache needs mag_ratios (calibrate_mag_ratios)")
-        return MagCacheConfig(threshold=float(choice.threshold or 0.0), num_inference_steps=num_inference_steps,
-                              mag_ratios=list(mag_ratios))
+        return MagCacheConfig(
+            threshold=float(choice.threshold or 0.0),
+            num_inference_steps=num_inference_steps,
+            mag_ratios=list(mag_ratios),
+        )
     return SeaCacheConfig(threshold=float(choice.threshold or 0.0))
 
 
@@ -139,8 +172,11 @@ def calibrate_mag_ratios(transformer: torch.nn.Module, generate: Callable[[], An
         hidden = output[0] if isinstance(output, tuple) else output
         residual = (hidden - state["input"]).float()
         previous = state["previous"]
-        ratios.append(1.0 if previous is None else float(
-            (torch.linalg.norm(residual, dim=-1) / (torch.linalg.norm(previous, dim=-1) + 1e-8)).mean()))
+        ratios.append(
+            1.0
+            if previous is None
+            else float((torch.linalg.norm(residual, dim=-1) / (torch.linalg.norm(previous, dim=-1) + 1e-8)).mean())
+        )
         state["previous"] = residual
 
     handles = [blocks[0].register_forward_pre_hook(before), blocks[-1].register_forward_hook(after)]
@@ -160,8 +196,10 @@ def check_attention_backend(name: str, device: str, dtype: torch.dtype) -> None:
     if name not in known:
         raise InvalidSetting(f"attention_backend must be one of diffusers' {', '.join(sorted(known))}; not {name!r}")
     if name.endswith("_hub"):
-        raise InvalidSetting(f"attention backend {name!r} downloads its kernel from the Hub at run time; "
-                             "nothing may download during a study")
+        raise InvalidSetting(
+            f"attention backend {name!r} downloads its kernel from the Hub at run time; "
+            "nothing may download during a study"
+        )
     if device == "cpu" and name.startswith(_CUDA_ONLY_PREFIXES):
         raise InvalidSetting(f"attention backend {name!r} needs a CUDA device (the trial runs on the CPU)")
     if dtype == torch.float32 and name.startswith(_HALF_ONLY_PREFIXES):
@@ -177,8 +215,10 @@ def switch_attention_backend(denoisers: list[Any], name: str, device: str, compi
     out of ``reload_on``); InvalidSetting where diffusers would refuse it here, or when the denoisers are
     compiled (their graph holds the old backend: keep ``attention_backend`` in ``reload_on`` with ``compile``)."""
     if compiled:
-        raise InvalidSetting("attention_backend switches without a reload only on an uncompiled model; with "
-                             "compile, name attention_backend in reload_on")
+        raise InvalidSetting(
+            "attention_backend switches without a reload only on an uncompiled model; with "
+            "compile, name attention_backend in reload_on"
+        )
     check_attention_backend(name, device, next(denoisers[0].parameters()).dtype)
     for denoiser in denoisers:
         denoiser.set_attention_backend(name)
@@ -192,16 +232,21 @@ def place(pipe: Any, offload: str, device: str) -> None:
         pipe.to(device)
         return
     if not device.startswith("cuda"):
-        raise InvalidSetting(f"offload {offload!r} moves weights between the host and an accelerator; "
-                             f"the trial runs on {device}")
+        raise InvalidSetting(
+            f"offload {offload!r} moves weights between the host and an accelerator; the trial runs on {device}"
+        )
     if offload == "model":
         pipe.enable_model_cpu_offload(device=device)
     elif offload == "sequential":
         pipe.enable_sequential_cpu_offload(device=device)
     else:
-        pipe.enable_group_offload(onload_device=torch.device(device), offload_device=torch.device("cpu"),
-                                  offload_type="block_level" if offload == "group_block" else "leaf_level",
-                                  num_blocks_per_group=1 if offload == "group_block" else None, use_stream=True)
+        pipe.enable_group_offload(
+            onload_device=torch.device(device),
+            offload_device=torch.device("cpu"),
+            offload_type="block_level" if offload == "group_block" else "leaf_level",
+            num_blocks_per_group=1 if offload == "group_block" else None,
+            use_stream=True,
+        )
 
 
 def compile_mode(value: Any) -> str:

@@ -36,15 +36,25 @@ from __future__ import annotations
 
 import math
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
 _TRANSFORMER_COMMON: dict[str, Any] = {
-    "patch_size": (1, 2, 2), "in_channels": 16, "out_channels": 16, "freq_dim": 256, "cross_attn_norm": True,
-    "qk_norm": "rms_norm_across_heads", "eps": 1e-6, "image_dim": None, "added_kv_proj_dim": None,
-    "rope_max_seq_len": 1024, "pos_embed_seq_len": None}
+    "patch_size": (1, 2, 2),
+    "in_channels": 16,
+    "out_channels": 16,
+    "freq_dim": 256,
+    "cross_attn_norm": True,
+    "qk_norm": "rms_norm_across_heads",
+    "eps": 1e-6,
+    "image_dim": None,
+    "added_kv_proj_dim": None,
+    "rope_max_seq_len": 1024,
+    "pos_embed_seq_len": None,
+}
 
 
 @dataclass(frozen=True)
@@ -68,20 +78,50 @@ class WanPreset:
         return {**_TRANSFORMER_COMMON, **self.transformer}
 
 
-PRESETS: dict[str, WanPreset] = {preset.name: preset for preset in (
-    WanPreset("tiny", {"num_attention_heads": 4, "attention_head_dim": 64, "ffn_dim": 1024, "num_layers": 4,
-                       "text_dim": 64},
-              vae={"base_dim": 4, "z_dim": 16, "dim_mult": [1, 1, 2, 2], "num_res_blocks": 1,
-                   "temperal_downsample": [False, True, True]},
-              vae_tile=(32, 24)),  # tiles smaller than the tiny sizes, so tiling does something here
-    WanPreset("wan2.1-t2v-1.3b", {"num_attention_heads": 12, "attention_head_dim": 128, "ffn_dim": 8960,
-                                  "num_layers": 30, "text_dim": 4096}),
-    WanPreset("wan2.1-t2v-14b", {"num_attention_heads": 40, "attention_head_dim": 128, "ffn_dim": 13824,
-                                 "num_layers": 40, "text_dim": 4096}),
-    WanPreset("wan2.2-t2v-a14b", {"num_attention_heads": 40, "attention_head_dim": 128, "ffn_dim": 13824,
-                                  "num_layers": 40, "text_dim": 4096},
-              experts=2, boundary_ratio=0.875, flow_shift=12.0),
-)}
+PRESETS: dict[str, WanPreset] = {
+    preset.name: preset
+    for preset in (
+        WanPreset(
+            "tiny",
+            {"num_attention_heads": 4, "attention_head_dim": 64, "ffn_dim": 1024, "num_layers": 4, "text_dim": 64},
+            vae={
+                "base_dim": 4,
+                "z_dim": 16,
+                "dim_mult": [1, 1, 2, 2],
+                "num_res_blocks": 1,
+                "temperal_downsample": [False, True, True],
+            },
+            vae_tile=(32, 24),
+        ),  # tiles smaller than the tiny sizes, so tiling does something here
+        WanPreset(
+            "wan2.1-t2v-1.3b",
+            {"num_attention_heads": 12, "attention_head_dim": 128, "ffn_dim": 8960, "num_layers": 30, "text_dim": 4096},
+        ),
+        WanPreset(
+            "wan2.1-t2v-14b",
+            {
+                "num_attention_heads": 40,
+                "attention_head_dim": 128,
+                "ffn_dim": 13824,
+                "num_layers": 40,
+                "text_dim": 4096,
+            },
+        ),
+        WanPreset(
+            "wan2.2-t2v-a14b",
+            {
+                "num_attention_heads": 40,
+                "attention_head_dim": 128,
+                "ffn_dim": 13824,
+                "num_layers": 40,
+                "text_dim": 4096,
+            },
+            experts=2,
+            boundary_ratio=0.875,
+            flow_shift=12.0,
+        ),
+    )
+}
 """Architecture name (the factory's ``architecture`` kwarg) -> preset."""
 
 SCHEDULERS = ("unipc", "dpm++", "euler")
@@ -129,8 +169,9 @@ def _fill(model: torch.nn.Module, generator: torch.Generator) -> None:
                 del values
 
 
-def _materialize(model: torch.nn.Module, device: torch.device, dtype: torch.dtype, seed: int,
-                 keep_fp32: tuple[str, ...] = ()) -> None:
+def _materialize(
+    model: torch.nn.Module, device: torch.device, dtype: torch.dtype, seed: int, keep_fp32: tuple[str, ...] = ()
+) -> None:
     """Cast the meta model (``keep_fp32`` parts stay fp32), give it storage on ``device``, fill it."""
     torch.nn.Module.to(model, dtype)  # ModelMixin.to warns about its fp32 modules: kept below
     for name, param in model.named_parameters():
@@ -172,12 +213,23 @@ def make_scheduler(name: str, flow_shift: float) -> Any:
     from diffusers import DPMSolverMultistepScheduler, FlowMatchEulerDiscreteScheduler, UniPCMultistepScheduler
 
     if name == "unipc":  # the published Wan scheduler_config.json: solver_order 2, bh2, flow sigmas
-        return UniPCMultistepScheduler(num_train_timesteps=1000, prediction_type="flow_prediction",
-                                       use_flow_sigmas=True, flow_shift=flow_shift, solver_order=2, solver_type="bh2")
+        return UniPCMultistepScheduler(
+            num_train_timesteps=1000,
+            prediction_type="flow_prediction",
+            use_flow_sigmas=True,
+            flow_shift=flow_shift,
+            solver_order=2,
+            solver_type="bh2",
+        )
     if name == "dpm++":
-        return DPMSolverMultistepScheduler(num_train_timesteps=1000, prediction_type="flow_prediction",
-                                           use_flow_sigmas=True, flow_shift=flow_shift, algorithm_type="dpmsolver++",
-                                           solver_order=2)
+        return DPMSolverMultistepScheduler(
+            num_train_timesteps=1000,
+            prediction_type="flow_prediction",
+            use_flow_sigmas=True,
+            flow_shift=flow_shift,
+            algorithm_type="dpmsolver++",
+            solver_order=2,
+        )
     if name == "euler":
         return FlowMatchEulerDiscreteScheduler(num_train_timesteps=1000, shift=flow_shift)
     raise ValueError(f"scheduler must be one of {', '.join(SCHEDULERS)}, not {name!r}")

@@ -14,15 +14,22 @@ so the twin never pushes a trial into its timeout; with no room it is unavailabl
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
 from tuner.results import Metric
 
 
-def bare_timings(call: Callable[[], Any], synchronize: Callable[[], None], repeats: int, deadline: float,
-                 cuda: Any = None, clock: Callable[[], float] = time.perf_counter) -> list[float]:
+def bare_timings(
+    call: Callable[[], Any],
+    synchronize: Callable[[], None],
+    repeats: int,
+    deadline: float,
+    cuda: Any = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[float]:
     """Seconds of up to ``repeats`` bare calls (see the module docstring); none starts that would end after
     ``deadline`` (``clock``'s seconds) by the last call's time. ``cuda``: an API with ``Event`` (torch.cuda)."""
     seconds: list[float] = []
@@ -51,8 +58,10 @@ def twin_metrics(seconds: list[float], tuner_p50: Metric | None) -> list[Metric]
     """``bare_p50_s`` and ``twin_ratio`` from the bare calls' ``seconds`` and the tuner's p50."""
     if not seconds:
         why = "no time left in the measurement window for a bare call"
-        return [Metric.unavailable("bare_p50_s", "s", "minimize", why),
-                Metric.unavailable("twin_ratio", "1", "minimize", why)]
+        return [
+            Metric.unavailable("bare_p50_s", "s", "minimize", why),
+            Metric.unavailable("twin_ratio", "1", "minimize", why),
+        ]
     bare = float(np.median(seconds))
     metrics = [Metric("bare_p50_s", bare, "s", "minimize")]
     if tuner_p50 is None or not tuner_p50.available or tuner_p50.value is None or bare <= 0:

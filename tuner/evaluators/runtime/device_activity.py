@@ -15,7 +15,8 @@ read (a CPU trial, no driver) or read nothing.
 from __future__ import annotations
 
 import threading
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from tuner.results import Metric
 
@@ -88,10 +89,12 @@ class DeviceActivity:
             util_peak = self._util_peak
             clock_mean = self._clock_sum_mhz / self._clock_reads if self._clock_reads else None
         why = unread or self._problem or "NVML saw no GPU memory of this trial's processes: no device to read"
-        return [_metric("gpu_util_mean_pct", util_mean, "%", "maximize", why),
-                _metric("gpu_util_peak_pct", util_peak, "%", "maximize", why),
-                _metric("gpu_power_mean_w", self.power_mean_w, "W", "minimize", why),
-                _metric("gpu_sm_clock_mean_mhz", clock_mean, "MHz", "maximize", unread or self._clock_problem or why)]
+        return [
+            _metric("gpu_util_mean_pct", util_mean, "%", "maximize", why),
+            _metric("gpu_util_peak_pct", util_peak, "%", "maximize", why),
+            _metric("gpu_power_mean_w", self.power_mean_w, "W", "minimize", why),
+            _metric("gpu_sm_clock_mean_mhz", clock_mean, "MHz", "maximize", unread or self._clock_problem or why),
+        ]
 
 
 def _metric(name: str, value: float | None, unit: str, direction: str, why: str) -> Metric:

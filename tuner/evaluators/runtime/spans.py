@@ -24,7 +24,8 @@ CUDA-aware :meth:`CallSpans.mark` does when given the device's API), which costs
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,8 +73,10 @@ def span_metrics(calls: Sequence[Mapping[str, float]], latency_p50: Metric | Non
         return []
     names = list(dict.fromkeys(name for call in reported for name in call))
     medians = {name: float(np.median([call.get(name, 0.0) for call in reported])) for name in names}
-    metrics = [Metric(f"{name}_s" if name in SPAN_NAMES else f"span_{name}_s", seconds, "s", "minimize")
-               for name, seconds in medians.items()]
+    metrics = [
+        Metric(f"{name}_s" if name in SPAN_NAMES else f"span_{name}_s", seconds, "s", "minimize")
+        for name, seconds in medians.items()
+    ]
     if latency_p50 is not None and latency_p50.available and latency_p50.value is not None:
         metrics.append(Metric(OUTSIDE_SPANS, float(latency_p50.value) - sum(medians.values()), "s", "minimize"))
     return metrics

@@ -20,7 +20,8 @@ reports one chunk: time to first chunk = the call.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -69,9 +70,10 @@ class ChunkClock:
         due = ready[0] + np.concatenate([[0.0], np.cumsum(durations[:-1])])
         stalls = int(sum(1 for at, deadline in zip(ready, due) if at > deadline + 1e-9))
         compute_s = ready[-1]
-        return [Metric("time_to_first_chunk_s", ready[0], "s", "minimize"),
-                Metric("chunk_latency_p50_s", float(np.percentile(gaps, 50)), "s", "minimize"),
-                Metric("chunk_latency_p95_s", float(np.percentile(gaps, 95)), "s", "minimize"),
-                Metric("real_time_factor", sum(durations) / compute_s if compute_s > 0 else float("inf"), "1",
-                       "maximize"),
-                Metric("stall_count", float(stalls), "count", "minimize")]
+        return [
+            Metric("time_to_first_chunk_s", ready[0], "s", "minimize"),
+            Metric("chunk_latency_p50_s", float(np.percentile(gaps, 50)), "s", "minimize"),
+            Metric("chunk_latency_p95_s", float(np.percentile(gaps, 95)), "s", "minimize"),
+            Metric("real_time_factor", sum(durations) / compute_s if compute_s > 0 else float("inf"), "1", "maximize"),
+            Metric("stall_count", float(stalls), "count", "minimize"),
+        ]

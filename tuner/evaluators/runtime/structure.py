@@ -29,14 +29,14 @@ synchronised by then (a pipeline that ends in a host copy, or the worker's own s
 from __future__ import annotations
 
 import time
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 
 from tuner.results import Metric
 
-PHASE_METRICS: dict[str, str] = {"text": "text_s", "denoise": "denoise_s", "decode": "decode_s",
-                                 "prefill": "prefill_s"}
+PHASE_METRICS: dict[str, str] = {"text": "text_s", "denoise": "denoise_s", "decode": "decode_s", "prefill": "prefill_s"}
 """Phase name -> metric (s, the median over the timed repeats of the phase's seconds in one call)."""
 SERIES_METRICS: dict[str, str] = {"steps": "denoise_step_s", "tokens": "decode_token_s"}
 """Series name -> metric (s, the median over the timed repeats of one call's median step)."""
@@ -123,7 +123,7 @@ def structure_info(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     series = list(dict.fromkeys(name for call in reported for name in (call.get("series") or {})))
     for name in series:
         runs = [list(map(float, call["series"][name])) for call in reported if name in (call.get("series") or {})]
-        steps = (np.median(np.array(runs), axis=0).tolist() if len({len(run) for run in runs}) == 1 else runs[-1])
+        steps = np.median(np.array(runs), axis=0).tolist() if len({len(run) for run in runs}) == 1 else runs[-1]
         info[name] = len(steps)
         info[f"{name}_s"] = [round(float(s), 6) for s in steps[:MAX_SERIES]]
     info.update({str(k): v for k, v in (reported[-1].get("counts") or {}).items()})
@@ -131,5 +131,12 @@ def structure_info(calls: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
     return info
 
 
-__all__ = ["PHASE_METRICS", "SERIES_METRICS", "STRUCTURE_METRICS", "Timeline", "named", "structure_info",
-           "structure_metrics"]
+__all__ = [
+    "PHASE_METRICS",
+    "SERIES_METRICS",
+    "STRUCTURE_METRICS",
+    "Timeline",
+    "named",
+    "structure_info",
+    "structure_metrics",
+]

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -65,12 +66,18 @@ class LoadLevel:
 
     def summary(self) -> dict[str, Any]:
         """The level as plain data (the trial's ``info["sustained"]`` rows): seconds, items/h, counts."""
-        row: dict[str, Any] = {"streams": self.streams, "calls": len(self.latencies_s), "items": self.items,
-                               "wall_s": round(self.wall_s, 6)}
+        row: dict[str, Any] = {
+            "streams": self.streams,
+            "calls": len(self.latencies_s),
+            "items": self.items,
+            "wall_s": round(self.wall_s, 6),
+        }
         if self.ran:
-            row.update(throughput_per_hour=round(self.throughput_per_hour, 6),
-                       latency_p50_s=round(float(np.percentile(self.latencies_s, 50)), 6),
-                       latency_p95_s=round(float(np.percentile(self.latencies_s, 95)), 6))
+            row.update(
+                throughput_per_hour=round(self.throughput_per_hour, 6),
+                latency_p50_s=round(float(np.percentile(self.latencies_s, 50)), 6),
+                latency_p95_s=round(float(np.percentile(self.latencies_s, 95)), 6),
+            )
         if self.error is not None:
             row["error"] = f"{type(self.error).__name__}: {self.error}"
         if self.note:
@@ -78,9 +85,16 @@ class LoadLevel:
         return row
 
 
-def drive_level(call: Callable[[], Any], synchronize: Callable[[], None], items_of: Callable[[Any], int],
-                streams: int, duration_s: float, deadline: float, last_call_s: float,
-                clock: Callable[[], float] = time.perf_counter) -> LoadLevel:
+def drive_level(
+    call: Callable[[], Any],
+    synchronize: Callable[[], None],
+    items_of: Callable[[Any], int],
+    streams: int,
+    duration_s: float,
+    deadline: float,
+    last_call_s: float,
+    clock: Callable[[], float] = time.perf_counter,
+) -> LoadLevel:
     """Run one level (see the module docstring): ``streams`` threads calling ``call`` until ``duration_s`` is over
     or, sooner, until a call started then would end after ``deadline`` (``clock`` seconds) by ``last_call_s``."""
     level = LoadLevel(streams, duration_s)
@@ -109,8 +123,7 @@ def drive_level(call: Callable[[], Any], synchronize: Callable[[], None], items_
                 level.latencies_s.append(clock() - began)
                 level.items += items_of(output)
 
-    threads = [threading.Thread(target=stream, name=f"tuner-stream-{index}", daemon=True)
-               for index in range(streams)]
+    threads = [threading.Thread(target=stream, name=f"tuner-stream-{index}", daemon=True) for index in range(streams)]
     for thread in threads:
         thread.start()
     for thread in threads:
@@ -119,17 +132,27 @@ def drive_level(call: Callable[[], Any], synchronize: Callable[[], None], items_
     return level
 
 
-def drive(call: Callable[[], Any], synchronize: Callable[[], None], items_of: Callable[[Any], int],
-          levels: Sequence[int], duration_s: float, concurrent_calls: int, deadline: float, last_call_s: float,
-          clock: Callable[[], float] = time.perf_counter) -> list[LoadLevel]:
+def drive(
+    call: Callable[[], Any],
+    synchronize: Callable[[], None],
+    items_of: Callable[[Any], int],
+    levels: Sequence[int],
+    duration_s: float,
+    concurrent_calls: int,
+    deadline: float,
+    last_call_s: float,
+    clock: Callable[[], float] = time.perf_counter,
+) -> list[LoadLevel]:
     """Every level in ``levels`` (ascending) in turn; stops after a failed level. Raises the first level's error
     (the trial fails as its calls do). ``concurrent_calls``: the workload's bound on overlapping calls."""
     done: list[LoadLevel] = []
     for streams in levels:
         if streams > concurrent_calls:
             level = LoadLevel(streams, duration_s)
-            level.note = (f"the workload allows {concurrent_calls} overlapping call(s) per process "
-                          f"(Workload.concurrent_calls), not {streams}")
+            level.note = (
+                f"the workload allows {concurrent_calls} overlapping call(s) per process "
+                f"(Workload.concurrent_calls), not {streams}"
+            )
             done.append(level)
             break
         level = drive_level(call, synchronize, items_of, streams, duration_s, deadline, last_call_s, clock)
@@ -163,13 +186,16 @@ def sustained_metrics(levels: Sequence[LoadLevel], knee_gain: float) -> list[Met
     chosen = knee(levels, knee_gain)
     if chosen is None:
         first = levels[0] if levels else None
-        why = ((first.note or (f"{type(first.error).__name__}: {first.error}" if first.error else None))
-               if first is not None else None) or "no sustained level ran"
-        return [Metric.unavailable(name, unit, direction, why)
-                for name, (unit, direction) in SUSTAINED_METRICS.items()]
-    values = {"sustained_throughput_per_hour": chosen.throughput_per_hour,
-              "sustained_latency_p50_s": float(np.percentile(chosen.latencies_s, 50)),
-              "sustained_latency_p95_s": float(np.percentile(chosen.latencies_s, 95)),
-              "sustained_streams": float(chosen.streams)}
-    return [Metric(name, values[name], unit, direction)
-            for name, (unit, direction) in SUSTAINED_METRICS.items()]
+        why = (
+            (first.note or (f"{type(first.error).__name__}: {first.error}" if first.error else None))
+            if first is not None
+            else None
+        ) or "no sustained level ran"
+        return [Metric.unavailable(name, unit, direction, why) for name, (unit, direction) in SUSTAINED_METRICS.items()]
+    values = {
+        "sustained_throughput_per_hour": chosen.throughput_per_hour,
+        "sustained_latency_p50_s": float(np.percentile(chosen.latencies_s, 50)),
+        "sustained_latency_p95_s": float(np.percentile(chosen.latencies_s, 95)),
+        "sustained_streams": float(chosen.streams),
+    }
+    return [Metric(name, values[name], unit, direction) for name, (unit, direction) in SUSTAINED_METRICS.items()]

@@ -22,8 +22,9 @@ several saves every input's in one ``.npz`` (:func:`save_outputs`, keys ``<k>.<a
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,7 +39,7 @@ INPUT_NAMES_KEY = "input_names"
 PEAK_PREFIX = "peak_"
 
 
-def input_sets_of(request: "TrialRequest") -> list[tuple[str, dict[str, Any]]]:
+def input_sets_of(request: TrialRequest) -> list[tuple[str, dict[str, Any]]]:
     """``(name, inputs)`` of each input the request runs; ``[("", request.inputs)]`` for one."""
     if not request.input_sets:
         return [("", dict(request.inputs))]
@@ -54,8 +55,9 @@ def percentile_of_badness(values: Sequence[float], percent: float, direction: st
 def _combined(name: str, how: str, figures: Sequence[tuple[str, Metric]]) -> Metric:
     """``how`` (``mean``, ``worst``, ``p<NN>``) of one metric over ``figures`` ((input, metric) pairs)."""
     first = figures[0][1]
-    missing = [(case, metric.reason or "no value") for case, metric in figures
-               if not metric.available or metric.value is None]
+    missing = [
+        (case, metric.reason or "no value") for case, metric in figures if not metric.available or metric.value is None
+    ]
     if missing:
         reasons = {why for _, why in missing}
         if len(missing) == len(figures) and len(reasons) == 1:
@@ -80,8 +82,9 @@ def combine_inputs(per_input: Mapping[str, Mapping[str, Metric]], aggregates: Se
     names = list(dict.fromkeys(name for metrics in per_input.values() for name in metrics))
     combined: dict[str, Metric] = {}
     for name in names if len(per_input) > 1 else []:
-        figures = [(case, metrics.get(name) or _missing(name, metrics, per_input)) for case, metrics in
-                   per_input.items()]
+        figures = [
+            (case, metrics.get(name) or _missing(name, metrics, per_input)) for case, metrics in per_input.items()
+        ]
         combined[name] = _combined(name, "mean", figures)
     if len(per_input) == 1:
         combined = dict(next(iter(per_input.values())))
@@ -89,8 +92,9 @@ def combine_inputs(per_input: Mapping[str, Mapping[str, Metric]], aggregates: Se
         base, how = split_aggregate(wanted)
         if how is None or base not in names:
             continue
-        figures = [(case, metrics.get(base) or _missing(base, metrics, per_input)) for case, metrics in
-                   per_input.items()]
+        figures = [
+            (case, metrics.get(base) or _missing(base, metrics, per_input)) for case, metrics in per_input.items()
+        ]
         combined[wanted] = _combined(wanted, how, figures)
     return combined
 
@@ -101,8 +105,9 @@ def _missing(name: str, metrics: Mapping[str, Metric], per_input: Mapping[str, M
     return Metric.unavailable(name, known.unit, known.direction, "not reported for this input")
 
 
-def cliff_lines(per_input: Mapping[str, Mapping[str, Metric]], combined: Mapping[str, Metric],
-                margins: Mapping[str, float]) -> list[str]:
+def cliff_lines(
+    per_input: Mapping[str, Mapping[str, Metric]], combined: Mapping[str, Metric], margins: Mapping[str, float]
+) -> list[str]:
     """One line per (input, metric) worse than the trial's mean by more than the metric's margin, e.g.
     ``input city: psnr_db 18.2 dB, 6.1 worse than the mean 24.3 (margin 3)``."""
     lines = []
@@ -114,15 +119,16 @@ def cliff_lines(per_input: Mapping[str, Mapping[str, Metric]], combined: Mapping
             metric = metrics.get(name)
             if metric is None or metric.value is None or not metric.available:
                 continue
-            worse_by = (mean.value - metric.value if metric.direction == "maximize"
-                        else metric.value - mean.value)
+            worse_by = mean.value - metric.value if metric.direction == "maximize" else metric.value - mean.value
             if worse_by > margin and math.isfinite(worse_by):
-                lines.append(f"input {case}: {name} {metric.value:.4g} {metric.unit}, {worse_by:.3g} worse than "
-                             f"the mean {mean.value:.4g} (margin {margin:g})")
+                lines.append(
+                    f"input {case}: {name} {metric.value:.4g} {metric.unit}, {worse_by:.3g} worse than "
+                    f"the mean {mean.value:.4g} (margin {margin:g})"
+                )
     return lines
 
 
-def save_outputs(outputs: Mapping[str, "WorkloadOutput"], path: Path) -> None:
+def save_outputs(outputs: Mapping[str, WorkloadOutput], path: Path) -> None:
     """Write ``outputs`` (input name -> output) to ``path``: one unnamed input as a plain output file, several
     as one bundle (see the module docstring)."""
     if list(outputs) == [""]:
@@ -136,7 +142,7 @@ def save_outputs(outputs: Mapping[str, "WorkloadOutput"], path: Path) -> None:
         np.savez_compressed(handle, **arrays)
 
 
-def load_outputs(path: Path) -> dict[str, "WorkloadOutput"]:
+def load_outputs(path: Path) -> dict[str, WorkloadOutput]:
     """Input name -> output of a file :func:`save_outputs` wrote (a plain output file: ``{"": output}``)."""
     from tuner.workloads.base import WorkloadOutput
 
@@ -144,6 +150,9 @@ def load_outputs(path: Path) -> dict[str, "WorkloadOutput"]:
         if INPUT_NAMES_KEY not in data:
             return {"": WorkloadOutput.from_arrays(data)}
         names = [str(name) for name in data[INPUT_NAMES_KEY]]
-        return {name: WorkloadOutput.from_arrays({key.split(".", 1)[1]: data[key] for key in data.files
-                                                  if key.startswith(f"{index}.")})
-                for index, name in enumerate(names)}
+        return {
+            name: WorkloadOutput.from_arrays(
+                {key.split(".", 1)[1]: data[key] for key in data.files if key.startswith(f"{index}.")}
+            )
+            for index, name in enumerate(names)
+        }

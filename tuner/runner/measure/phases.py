@@ -19,7 +19,7 @@ difference to ``startup``. Phases, in order (seconds, wall clock):
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 PHASES = ("startup", "warmup", "measured", "evaluation", "finish", "unattributed")
 WORKER_PHASES = PHASES[:-1]  # what a worker can report
@@ -30,7 +30,7 @@ class _Marks:
     """The mapping view :func:`~tuner.evaluators.latency.measure_latency` writes: ``marks[phase] = at`` begins
     ``phase`` at ``at`` (seconds on the clock's scale)."""
 
-    def __init__(self, clock: "PhaseClock") -> None:
+    def __init__(self, clock: PhaseClock) -> None:
         self._clock = clock
 
     def __setitem__(self, phase: str, at: float) -> None:
@@ -49,7 +49,7 @@ class PhaseClock:
         self._clock = clock
         self._current = "startup"
         self._since = clock()
-        self._totals = {phase: 0.0 for phase in WORKER_PHASES}
+        self._totals = dict.fromkeys(WORKER_PHASES, 0.0)
         self.marks = _Marks(self)
 
     def mark(self, phase: str) -> None:

@@ -15,9 +15,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.runner.base import TrialRequest
@@ -37,9 +38,14 @@ with fewer repeats (``cut_short``) instead of being killed with nothing measured
 
 def finite_metrics(metrics: Mapping[str, Metric]) -> dict[str, Metric]:
     """``metrics`` with every non-finite value made unavailable (reason ``non-finite value nan``)."""
-    return {name: (m if m.value is None or math.isfinite(m.value)
-                   else Metric.unavailable(m.name, m.unit, m.direction, f"non-finite value {m.value!r}"))
-            for name, m in metrics.items()}
+    return {
+        name: (
+            m
+            if m.value is None or math.isfinite(m.value)
+            else Metric.unavailable(m.name, m.unit, m.direction, f"non-finite value {m.value!r}")
+        )
+        for name, m in metrics.items()
+    }
 
 
 @dataclass
@@ -49,7 +55,7 @@ class InputRun:
 
     name: str
     stats: Any
-    output: "WorkloadOutput"
+    output: WorkloadOutput
     metrics: dict[str, Metric]
     nvml_devices: list[int]
     invocation: dict[str, Any] | None = None  # what the workload executed for this input
@@ -62,9 +68,9 @@ class References:
 
     def __init__(self, request: TrialRequest) -> None:
         self._request = request
-        self._loaded: "dict[str, WorkloadOutput] | None" = None
+        self._loaded: dict[str, WorkloadOutput] | None = None
 
-    def of(self, name: str, output: "WorkloadOutput") -> "tuple[WorkloadOutput | None, str | None]":
+    def of(self, name: str, output: WorkloadOutput) -> tuple[WorkloadOutput | None, str | None]:
         """The reference output of input ``name`` (``output`` itself for the reference trial) and, when there is
         none, why (else the request's own ``reference_missing``)."""
         from tuner.runner.measure.inputs import load_outputs
@@ -81,9 +87,17 @@ class References:
         return self._loaded[name], None
 
 
-def measure_input(request: TrialRequest, running: "Workload", context: "RunContext", name: str, deadline: float,
-                   phases: "PhaseClock", stage: list[str], references: References,
-                  after_setup: Callable[[], None] | None = None) -> tuple[InputRun, float]:
+def measure_input(
+    request: TrialRequest,
+    running: Workload,
+    context: RunContext,
+    name: str,
+    deadline: float,
+    phases: PhaseClock,
+    stage: list[str],
+    references: References,
+    after_setup: Callable[[], None] | None = None,
+) -> tuple[InputRun, float]:
     """Set up, measure and evaluate one input (``stage[0]`` says which step runs, for a failure's reason;
     ``after_setup`` is called once ``setup`` returned); returns its run and the seconds its evaluation took."""
     from tuner.evaluators.latency import measure_latency
@@ -102,8 +116,9 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
         after_setup()
     # compiling, CUDA graph capture, a shape new to the process: start-up, never latency; none for a warm one
     asked = request.measurement.get("warmup")
-    settings = dataclasses.replace(settings, warmup=planned_warmup(asked, running, request.settings),
-                                   count_warmup_within=counted_within(asked))
+    settings = dataclasses.replace(
+        settings, warmup=planned_warmup(asked, running, request.settings), count_warmup_within=counted_within(asked)
+    )
     stage[0] = "run"
     phases.mark("warmup")
     spans: list[Mapping[str, float]] = []
@@ -125,9 +140,9 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
         load = _sustained(request, running, context, deadline, stats) if request.measurement.get("sustained") else None
     metrics = _run_metrics(stats.to_metrics(items=output.items), monitor.metrics(), output, own)
     timed = len(stats.samples_s)
-    metrics.update({m.name: m for m in span_metrics(spans[len(spans) - timed:], metrics.get("latency_p50_s"))})
-    structure = structure_info(structures[len(structures) - timed:])
-    metrics.update({m.name: m for m in structure_metrics(structures[len(structures) - timed:])})
+    metrics.update({m.name: m for m in span_metrics(spans[len(spans) - timed :], metrics.get("latency_p50_s"))})
+    structure = structure_info(structures[len(structures) - timed :])
+    metrics.update({m.name: m for m in structure_metrics(structures[len(structures) - timed :])})
     curve = None
     if load is not None:
         from tuner.evaluators.runtime.sustained import curve_rows, sustained_metrics
@@ -135,42 +150,52 @@ def measure_input(request: TrialRequest, running: "Workload", context: "RunConte
         gain = float(request.measurement["sustained"].get("knee_gain", 0.10))
         metrics.update({m.name: m for m in sustained_metrics(load, gain)})
         curve = curve_rows(load, gain)
-    metrics["energy_per_output_j"] = energy_per_output(metrics.get("gpu_power_mean_w"),
-                                                       metrics.get("throughput_items_per_s"))
+    metrics["energy_per_output_j"] = energy_per_output(
+        metrics.get("gpu_power_mean_w"), metrics.get("throughput_items_per_s")
+    )
     if bare_twin:
-        from tuner.evaluators.runtime.bare_twin import bare_timings, twin_metrics
         from tuner.evaluators.cuda_api import active_cuda
+        from tuner.evaluators.runtime.bare_twin import bare_timings, twin_metrics
 
-        seconds = bare_timings(lambda: running.run(request.settings, context), running.synchronize, bare_twin,
-                               deadline, active_cuda())
+        seconds = bare_timings(
+            lambda: running.run(request.settings, context), running.synchronize, bare_twin, deadline, active_cuda()
+        )
         metrics.update({m.name: m for m in twin_metrics(seconds, metrics.get("latency_p50_s"))})
     stage[0] = "evaluate"
     phases.mark("evaluation")
     eval_started = time.perf_counter()
     reference, missing = references.of(name, output)
-    metrics.update({metric.name: metric for metric in _quality_metrics(request, output, reference, missing,
-                                                                       context.inputs)})
+    metrics.update(
+        {metric.name: metric for metric in _quality_metrics(request, output, reference, missing, context.inputs)}
+    )
     invocation = dict(running.invocation) if running.invocation is not None else None
-    return (InputRun(name, stats, output, metrics, list(monitor.nvml_devices), invocation, curve, structure),
-            time.perf_counter() - eval_started)
+    return (
+        InputRun(name, stats, output, metrics, list(monitor.nvml_devices), invocation, curve, structure),
+        time.perf_counter() - eval_started,
+    )
 
 
-def _sustained(request: TrialRequest, running: "Workload", context: "RunContext", deadline: float,
-               stats: Any) -> list[Any]:
+def _sustained(request: TrialRequest, running: Workload, context: RunContext, deadline: float, stats: Any) -> list[Any]:
     """The levels of ``measurement.sustained`` driven on the loaded workload (:mod:`.runtime.sustained`)."""
     from tuner.evaluators.runtime.sustained import drive
 
     block = request.measurement["sustained"]
     streams = block.get("streams", [1])
-    return drive(lambda: running.run(request.settings, context), running.synchronize,
-                 lambda output: int(getattr(output, "items", 1) or 1),
-                 [int(n) for n in ([streams] if isinstance(streams, int) else streams)],
-                 float(block.get("duration_s", 10.0)), int(getattr(running, "concurrent_calls", 1) or 1),
-                 deadline, max(stats.samples_s, default=0.0))
+    return drive(
+        lambda: running.run(request.settings, context),
+        running.synchronize,
+        lambda output: int(getattr(output, "items", 1) or 1),
+        [int(n) for n in ([streams] if isinstance(streams, int) else streams)],
+        float(block.get("duration_s", 10.0)),
+        int(getattr(running, "concurrent_calls", 1) or 1),
+        deadline,
+        max(stats.samples_s, default=0.0),
+    )
 
 
-def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext", eval_time_s: float,
-              provenance: Mapping[str, Any]) -> TrialResult:
+def result_of(
+    request: TrialRequest, runs: list[InputRun], context: RunContext, eval_time_s: float, provenance: Mapping[str, Any]
+) -> TrialResult:
     """The OK result of ``runs``: their combined metrics (one input: its own), samples, the saved output, the
     trial's ``provenance`` and the first input's invocation (what ``tuner show`` renders natively: one request);
     its wall time and phases are the caller's."""
@@ -194,19 +219,28 @@ def result_of(request: TrialRequest, runs: list[InputRun], context: "RunContext"
     cut = next((run.stats for run in runs if run.stats.cut_short), None)
     info: dict[str, Any] = {
         "repeats": min(len(run.stats.samples_s) for run in runs),
-        "converged": all(run.stats.converged for run in runs), "warmup": min(run.stats.warmup for run in runs),
+        "converged": all(run.stats.converged for run in runs),
+        "warmup": min(run.stats.warmup for run in runs),
         "warmup_counted": sum(int(run.stats.warmup_counted) for run in runs),
         "device_used": device_used(sorted({d for run in runs for d in run.nvml_devices})),
         **({"cut_short": _cut_short_note(cut, settings, request.timeout_s)} if cut is not None else {}),
         **({"sample_problems": samples.problems} if samples.problems else {}),
         **({"repeats_per_input": {run.name: len(run.stats.samples_s) for run in runs}} if several else {}),
-        **_sustained_info(runs, several), **_structure_info(runs, several),
-        **provenance}
+        **_sustained_info(runs, several),
+        **_structure_info(runs, several),
+        **provenance,
+    }
     return TrialResult(
-        outcome=Outcome.OK, metrics=finite_metrics(metrics), invocation=runs[0].invocation,
-        eval_time_s=eval_time_s, output_path=output_path, samples=samples.files, info=info,
+        outcome=Outcome.OK,
+        metrics=finite_metrics(metrics),
+        invocation=runs[0].invocation,
+        eval_time_s=eval_time_s,
+        output_path=output_path,
+        samples=samples.files,
+        info=info,
         per_input=per_input if several else {},
-        cliffs=cliff_lines(per_input, metrics, request.cliff_margins) if several else [])
+        cliffs=cliff_lines(per_input, metrics, request.cliff_margins) if several else [],
+    )
 
 
 def _sustained_info(runs: list[InputRun], several: bool) -> dict[str, Any]:
@@ -229,8 +263,9 @@ def energy_per_output(power: Metric | None, throughput: Metric | None) -> Metric
     """Joules per output: the devices' mean power (W) over the items served per second; unavailable with the
     power's (or the throughput's) reason. The power is the measurement window's mean, warm-up included."""
     if power is None or not power.available or power.value is None:
-        return Metric.unavailable("energy_per_output_j", "J", "minimize",
-                                  (power.reason if power is not None else None) or "no power read")
+        return Metric.unavailable(
+            "energy_per_output_j", "J", "minimize", (power.reason if power is not None else None) or "no power read"
+        )
     if throughput is None or not throughput.available or not (throughput.value or 0) > 0:
         return Metric.unavailable("energy_per_output_j", "J", "minimize", "no measured throughput")
     return Metric("energy_per_output_j", float(power.value) / float(throughput.value or 1), "J", "minimize")
@@ -269,8 +304,9 @@ def latency_settings(request: TrialRequest) -> Any:
     return LatencySettings(**measurement)
 
 
-def _run_metrics(latency: list[Metric], memory: list[Metric], output: "WorkloadOutput",
-                 own: Mapping[str, Metric]) -> dict[str, Metric]:
+def _run_metrics(
+    latency: list[Metric], memory: list[Metric], output: WorkloadOutput, own: Mapping[str, Metric]
+) -> dict[str, Metric]:
     """The run's own metrics by name: latency, peak memory, the output's counters (``count_<name>``)
     and what the workload measured itself (``own``: :meth:`Workload.measured_metrics`), later ones winning."""
     metrics = {m.name: m for m in [*latency, *memory]}
@@ -280,23 +316,32 @@ def _run_metrics(latency: list[Metric], memory: list[Metric], output: "WorkloadO
     return metrics
 
 
-def _quality_metrics(request: TrialRequest, output: "WorkloadOutput", reference: "WorkloadOutput | None",
-                     missing: str | None, inputs: Mapping[str, Any]) -> list[Metric]:
+def _quality_metrics(
+    request: TrialRequest,
+    output: WorkloadOutput,
+    reference: WorkloadOutput | None,
+    missing: str | None,
+    inputs: Mapping[str, Any],
+) -> list[Metric]:
     """The quality metrics the request names, of ``output`` against ``reference`` (the same input's reference
     output; None: ``missing`` says why) with that input's ``inputs``."""
     from tuner.evaluators.base import EvalContext
     from tuner.evaluators.registry import evaluate_quality
 
-    context = EvalContext(inputs, request.settings, request.reference_settings, request.device,
-                          missing, request.resize_to_reference)
+    context = EvalContext(
+        inputs, request.settings, request.reference_settings, request.device, missing, request.resize_to_reference
+    )
     return list(evaluate_quality(request.quality_metrics, output, reference, context))
 
 
 def _cut_short_note(stats: Any, settings: Any, timeout_s: float) -> str:
     """One line saying how a deadline shortened the measurement (``stats``: a cut-short ``LatencyStats``)."""
-    asked = (f"{settings.min_repeats}" if settings.min_repeats == settings.max_repeats
-             else f"{settings.min_repeats}-{settings.max_repeats}")
-    return (f"{len(stats.samples_s)} of {asked} repeats and {stats.warmup}/{settings.warmup} warmup fit in "
-            f"{MEASUREMENT_SHARE_OF_TIMEOUT:.0%} of the {timeout_s:.0f} s limit")
-
-
+    asked = (
+        f"{settings.min_repeats}"
+        if settings.min_repeats == settings.max_repeats
+        else f"{settings.min_repeats}-{settings.max_repeats}"
+    )
+    return (
+        f"{len(stats.samples_s)} of {asked} repeats and {stats.warmup}/{settings.warmup} warmup fit in "
+        f"{MEASUREMENT_SHARE_OF_TIMEOUT:.0%} of the {timeout_s:.0f} s limit"
+    )

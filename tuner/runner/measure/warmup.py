@@ -17,7 +17,8 @@ warm-up was skipped or made, and shows that a wrongly skipped one would move it.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Mapping
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from tuner.workloads.base import Workload
@@ -43,7 +44,7 @@ def counted_within(asked: Any) -> float | None:
     return COUNT_WITHIN if asked == AUTO else None
 
 
-def planned_warmup(asked: Any, workload: "Workload", params: Mapping[str, Any]) -> int:
+def planned_warmup(asked: Any, workload: Workload, params: Mapping[str, Any]) -> int:
     """The warm-up calls this trial makes: ``asked`` is the request's ``measurement.warmup`` (an int, ``auto``,
     or None for the protocol's default 1); ``workload`` is set up for ``params`` (module docstring)."""
     needed = max(0, int(workload.warmup_calls(params) or 0))

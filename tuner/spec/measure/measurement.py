@@ -27,7 +27,7 @@ class SustainedSpec(_Strict):
         return [value] if isinstance(value, int) and not isinstance(value, bool) else value
 
     @model_validator(mode="after")
-    def _ascending(self) -> "SustainedSpec":
+    def _ascending(self) -> SustainedSpec:
         if any(n < 1 or n > 256 for n in self.streams):
             raise ValueError(f"sustained.streams must lie in 1..256 (got {self.streams})")
         if list(self.streams) != sorted(set(self.streams)):
@@ -64,12 +64,14 @@ class MeasurementSpec(_Strict):
     seconds (:func:`tuner.search.guards.trial_timeout_s`)."""
 
     @model_validator(mode="after")
-    def _check(self) -> "MeasurementSpec":
+    def _check(self) -> MeasurementSpec:
         if self.min_repeats > self.max_repeats:
             raise ValueError(f"min_repeats must be <= max_repeats ({self.min_repeats} > {self.max_repeats})")
         if 0 < self.memory_sample_hz < 50:
-            raise ValueError(f"memory_sample_hz must be >= 50 to catch short peaks, or 0 for no sampler "
-                             f"(got {self.memory_sample_hz:g})")
+            raise ValueError(
+                f"memory_sample_hz must be >= 50 to catch short peaks, or 0 for no sampler "
+                f"(got {self.memory_sample_hz:g})"
+            )
         return self
 
 
@@ -82,7 +84,7 @@ class BudgetSpec(_Strict):
     device_hours: float | None = Field(default=None, gt=0, allow_inf_nan=False)
 
     @model_validator(mode="after")
-    def _check(self) -> "BudgetSpec":
+    def _check(self) -> BudgetSpec:
         if self.trials is None and self.wall_time_s is None and self.device_hours is None:
             raise ValueError("a budget needs trials, wall_time_s and/or device_hours")
         return self

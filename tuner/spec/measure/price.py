@@ -24,7 +24,8 @@ measurement.
 from __future__ import annotations
 
 import math
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -57,8 +58,9 @@ class CostSpec(BaseModel):
         return None
 
 
-def device_hour_price(cost: Mapping[str, Any], device: str, gpu_name: str | None,
-                      environ: Mapping[str, str]) -> tuple[float | None, str | None]:
+def device_hour_price(
+    cost: Mapping[str, Any], device: str, gpu_name: str | None, environ: Mapping[str, str]
+) -> tuple[float | None, str | None]:
     """The USD per device-hour a trial on ``device`` (``cuda`` / ``cpu``; ``gpu_name``: the GPU's name) is
     charged, from the environment's override or ``cost`` (a :class:`CostSpec` as a dict); else None and why."""
     env_name, key = (GPU_PRICE_ENV, "gpu_hour_usd") if device == "cuda" else (CPU_PRICE_ENV, "cpu_hour_usd")
@@ -83,20 +85,29 @@ def device_hour_price(cost: Mapping[str, Any], device: str, gpu_name: str | None
     return float(given), None
 
 
-def price_metrics(throughput_items_per_s: float | None, price: float | None, why_no_price: str | None,
-                  devices: int) -> list[Metric]:
+def price_metrics(
+    throughput_items_per_s: float | None, price: float | None, why_no_price: str | None, devices: int
+) -> list[Metric]:
     """The :data:`PRICE_METRICS` of a trial (see the module docstring); unavailable with the reason when the
     throughput or the price is missing."""
     if throughput_items_per_s is None or not throughput_items_per_s > 0:
         why = "no measured throughput"
-        return [Metric.unavailable("outputs_per_device_hour", "1/h", "maximize", why),
-                Metric.unavailable("cost_per_output_usd", "USD", "minimize", why),
-                Metric.unavailable("cost_per_1k_outputs_usd", "USD", "minimize", why)]
+        return [
+            Metric.unavailable("outputs_per_device_hour", "1/h", "maximize", why),
+            Metric.unavailable("cost_per_output_usd", "USD", "minimize", why),
+            Metric.unavailable("cost_per_1k_outputs_usd", "USD", "minimize", why),
+        ]
     per_hour = throughput_items_per_s * SECONDS_PER_HOUR / max(1, devices)
     rate = Metric("outputs_per_device_hour", per_hour, "1/h", "maximize")
     if price is None:
         why = why_no_price or "no price"
-        return [rate, Metric.unavailable("cost_per_output_usd", "USD", "minimize", why),
-                Metric.unavailable("cost_per_1k_outputs_usd", "USD", "minimize", why)]
-    return [rate, Metric("cost_per_output_usd", price / per_hour, "USD", "minimize"),
-            Metric("cost_per_1k_outputs_usd", 1000.0 * price / per_hour, "USD", "minimize")]
+        return [
+            rate,
+            Metric.unavailable("cost_per_output_usd", "USD", "minimize", why),
+            Metric.unavailable("cost_per_1k_outputs_usd", "USD", "minimize", why),
+        ]
+    return [
+        rate,
+        Metric("cost_per_output_usd", price / per_hour, "USD", "minimize"),
+        Metric("cost_per_1k_outputs_usd", 1000.0 * price / per_hour, "USD", "minimize"),
+    ]

@@ -26,9 +26,10 @@ Pure functions of the spec, except :func:`input_sets`, which lists a ``folder``.
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -113,8 +114,10 @@ def input_sets(spec: SpecWithCases) -> list[InputSet]:
         return [InputSet("", shared)]
     if isinstance(cases, CasesFolder):
         return _folder_sets(cases, shared)
-    return [InputSet(name, {**shared, **{k: v for k, v in case.items() if k != NAME_KEY}})
-            for name, case in zip(case_names(cases), cases)]
+    return [
+        InputSet(name, {**shared, **{k: v for k, v in case.items() if k != NAME_KEY}})
+        for name, case in zip(case_names(cases), cases)
+    ]
 
 
 def _folder_sets(cases: CasesFolder, shared: dict[str, Any]) -> list[InputSet]:
@@ -129,8 +132,9 @@ def _folder_sets(cases: CasesFolder, shared: dict[str, Any]) -> list[InputSet]:
         raise ValueError(f"cases.folder: no file in {folder} matches {cases.glob!r}")
     if len(files) > MAX_CASES:
         raise ValueError(f"cases.folder: {len(files)} files in {folder} match {cases.glob!r}; at most {MAX_CASES}")
-    sets = [InputSet(re.sub(r"[^A-Za-z0-9_.\-]", "_", p.stem)[:64] or "case", {**shared, cases.as_: str(p)})
-            for p in files]
+    sets = [
+        InputSet(re.sub(r"[^A-Za-z0-9_.\-]", "_", p.stem)[:64] or "case", {**shared, cases.as_: str(p)}) for p in files
+    ]
     names = [s.name for s in sets]
     twice = sorted({name for name in names if names.count(name) > 1})
     if twice:
@@ -165,10 +169,12 @@ def request_input_fields(spec: SpecWithCases, aggregates: set[str] | frozenset[s
     from tuner.spec.metrics import split_aggregate
 
     sets = input_sets(spec)
-    return {"inputs": dict(sets[0].inputs),
-            "input_sets": [{"name": s.name, "inputs": s.inputs} for s in sets] if spec.cases is not None else [],
-            "aggregates": sorted(name for name in aggregates if split_aggregate(name)[1] is not None),
-            "cliff_margins": dict(spec.cliff_margins)}
+    return {
+        "inputs": dict(sets[0].inputs),
+        "input_sets": [{"name": s.name, "inputs": s.inputs} for s in sets] if spec.cases is not None else [],
+        "aggregates": sorted(name for name in aggregates if split_aggregate(name)[1] is not None),
+        "cliff_margins": dict(spec.cliff_margins),
+    }
 
 
 def first_input_values(spec: SpecWithCases) -> dict[str, Any]:

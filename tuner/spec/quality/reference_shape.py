@@ -21,8 +21,9 @@ Pure functions of the spec; no storage, no runs.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Mapping, Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -112,13 +113,38 @@ def reference_at(spec: SpecWithReference, params: Mapping[str, Any]) -> ShapeRef
     return ShapeReference(shape, at_shape, all(spec.reference.get(name) == shape[name] for name in per))
 
 
-SHAPE_PARAMETER_NAMES = frozenset({"num_frames", "frame_num", "frames", "height", "width", "resolution", "size",
-                                   "num_clip", "infer_frames", "max_frames", "fps", "video_fps"})
+SHAPE_PARAMETER_NAMES = frozenset(
+    {
+        "num_frames",
+        "frame_num",
+        "frames",
+        "height",
+        "width",
+        "resolution",
+        "size",
+        "num_clip",
+        "infer_frames",
+        "max_frames",
+        "fps",
+        "video_fps",
+    }
+)
 """Parameter names that usually change the shape of a generated video (the diffusers pipelines' ``num_frames`` /
 ``height`` / ``width``, Wan's ``frame_num`` / ``size``, an avatar's clips and frames): :func:`shape_warning`."""
 
-REFERENCE_VIDEO_METRICS = frozenset({"psnr_db", "ssim", "psnr_mouth_db", "ssim_mouth", "stlpips_alex", "lpips_alex",
-                                     "flicker_ratio", "warping_error_ratio", "seam_score_ratio"})
+REFERENCE_VIDEO_METRICS = frozenset(
+    {
+        "psnr_db",
+        "ssim",
+        "psnr_mouth_db",
+        "ssim_mouth",
+        "stlpips_alex",
+        "lpips_alex",
+        "flicker_ratio",
+        "warping_error_ratio",
+        "seam_score_ratio",
+    }
+)
 """The metrics that compare a trial's video frame by frame with the reference's."""
 
 
@@ -139,12 +165,17 @@ def shape_warning(spec: SpecWithReference, measured_metrics: set[str]) -> str | 
         return None
     block = spec.reference_shape
     declared = set(block.per) | set(block.same_content) | set(block.same_shape) if block is not None else set()
-    suspects = [name for name, parameter in spec.parameters.items()
-                if name in SHAPE_PARAMETER_NAMES and name not in declared and _varies(parameter)]
+    suspects = [
+        name
+        for name, parameter in spec.parameters.items()
+        if name in SHAPE_PARAMETER_NAMES and name not in declared and _varies(parameter)
+    ]
     if not suspects:
         return None
-    return (f"reference_shape: {suspects} usually change the generated video's frame count or size, and no "
-            "reference_shape list names them (per: a reference per value; same_content: the same scene, compared "
-            "resized; same_shape: the output keeps its frame count and size): a trial whose output has another "
-            "shape than the reference's gets its frame-by-frame metrics unavailable, never compared truncated or "
-            "resized")
+    return (
+        f"reference_shape: {suspects} usually change the generated video's frame count or size, and no "
+        "reference_shape list names them (per: a reference per value; same_content: the same scene, compared "
+        "resized; same_shape: the output keeps its frame count and size): a trial whose output has another "
+        "shape than the reference's gets its frame-by-frame metrics unavailable, never compared truncated or "
+        "resized"
+    )

@@ -27,16 +27,23 @@ import platform
 import statistics
 import tempfile
 import time
+from collections.abc import Iterable, Mapping, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import psutil
 import torch
 
-from tuner.evaluators.lipsync import frame_audio_rms, lag_correlation, mouth_aperture, mouth_box_from_fractions, sync_stats
+from tuner.evaluators.lipsync import (
+    frame_audio_rms,
+    lag_correlation,
+    mouth_aperture,
+    mouth_box_from_fractions,
+    sync_stats,
+)
 from tuner.evaluators.memory import PeakMemoryMonitor
 from tuner.evaluators.perceptual import stlpips_alex
 from tuner.evaluators.video import psnr_db, ssim
@@ -90,8 +97,14 @@ def quality(params: Mapping[str, Any], seeds: Sequence[int], weights: Path, work
         assert video is not None
         truth = truth_for(seed, video.shape[1])
         box = mouth_box(seed)
-        scores.append((stlpips_alex(video, truth), psnr_db(video, truth), ssim(video, truth),
-                       psnr_db(video, truth, mouth_box=box)))
+        scores.append(
+            (
+                stlpips_alex(video, truth),
+                psnr_db(video, truth),
+                ssim(video, truth),
+                psnr_db(video, truth, mouth_box=box),
+            )
+        )
     means = np.mean(np.array(scores), axis=0)
     return Quality(*(float(value) for value in means))
 
@@ -138,8 +151,13 @@ def _measure_cost(params: Mapping[str, Any], weights: Path, repeats: int, thread
             workload.teardown()
     peak = next(m.value for m in monitor.metrics() if m.name == "peak_rss_gb")
     frames = output.video.shape[1] if output.video is not None else 0
-    return Cost(statistics.median(times), setup_rss / 1e9, float(peak if peak is not None else "nan"),
-                output.counters["dit_gflops"], frames)
+    return Cost(
+        statistics.median(times),
+        setup_rss / 1e9,
+        float(peak if peak is not None else "nan"),
+        output.counters["dit_gflops"],
+        frames,
+    )
 
 
 def cost(params: Mapping[str, Any], weights: Path, repeats: int, threads: int) -> Cost:
@@ -161,16 +179,30 @@ def quality_tables(seeds: Sequence[int], weights: Path, workdir: Path) -> str:
     for resolution in (32, 48, 64):
         for steps in (1, 2, 4, 8):
             q = quality({"sample_steps": steps, "resolution": resolution}, seeds, weights, workdir)
-            rows.append((resolution, steps, f"{q.stlpips:.4f}", f"{q.psnr_db:.2f}", f"{q.ssim:.4f}",
-                         f"{q.psnr_mouth_db:.2f}"))
+            rows.append(
+                (resolution, steps, f"{q.stlpips:.4f}", f"{q.psnr_db:.2f}", f"{q.ssim:.4f}", f"{q.psnr_mouth_db:.2f}")
+            )
     grid = _table(("resolution", "sample_steps", "ST-LPIPS ↓", "PSNR dB ↑", "SSIM ↑", "mouth PSNR dB ↑"), rows)
     other = []
-    for params in ({"infer_frames": 6}, {"infer_frames": 12}, {"infer_frames": 18}, {"infer_frames": 36},
-                   {"precision": "bf16"}, {"online_decode": False}):
+    for params in (
+        {"infer_frames": 6},
+        {"infer_frames": 12},
+        {"infer_frames": 18},
+        {"infer_frames": 36},
+        {"precision": "bf16"},
+        {"online_decode": False},
+    ):
         full = {"sample_steps": 4, "resolution": 48, **params}
         q = quality(full, seeds, weights, workdir)
-        other.append((", ".join(f"{k}={v}" for k, v in full.items()), f"{q.stlpips:.4f}", f"{q.psnr_db:.2f}",
-                      f"{q.ssim:.4f}", f"{q.psnr_mouth_db:.2f}"))
+        other.append(
+            (
+                ", ".join(f"{k}={v}" for k, v in full.items()),
+                f"{q.stlpips:.4f}",
+                f"{q.psnr_db:.2f}",
+                f"{q.ssim:.4f}",
+                f"{q.psnr_mouth_db:.2f}",
+            )
+        )
     knobs = _table(("setting", "ST-LPIPS ↓", "PSNR dB ↑", "SSIM ↑", "mouth PSNR dB ↑"), other)
     return grid + "\n\n" + knobs
 
@@ -194,17 +226,28 @@ def steps_table(resolution: int, seeds: Sequence[int], weights: Path, workdir: P
     for index in range(len(step_counts) - 1):
         drop = scores[:, index] - scores[:, index + 1]
         half_width = 1.96 * drop.std(ddof=1) / np.sqrt(len(drop)) if len(drop) > 1 else float("nan")
-        rows.append((f"{step_counts[index]} -> {step_counts[index + 1]}", f"{scores[:, index].mean():.5f}",
-                     f"{scores[:, index + 1].mean():.5f}", f"{drop.mean():+.5f} ± {half_width:.5f}",
-                     f"{int((drop > 0).sum())}/{len(drop)}"))
+        rows.append(
+            (
+                f"{step_counts[index]} -> {step_counts[index + 1]}",
+                f"{scores[:, index].mean():.5f}",
+                f"{scores[:, index + 1].mean():.5f}",
+                f"{drop.mean():+.5f} ± {half_width:.5f}",
+                f"{int((drop > 0).sum())}/{len(drop)}",
+            )
+        )
     return _table(("steps", "ST-LPIPS before", "ST-LPIPS after", "mean drop (95 % CI)", "pairs that dropped"), rows)
 
 
 def lipsync_table(seeds: Sequence[int], weights: Path, workdir: Path) -> str:
     """Markdown: lip-sync proxy on generated videos with their own and with mismatched audio."""
     rows = []
-    for params in ({"sample_steps": 1, "resolution": 32}, {"sample_steps": 4, "resolution": 32},
-                   {"sample_steps": 4, "resolution": 64}, {"sample_steps": 8, "resolution": 64}, None):
+    for params in (
+        {"sample_steps": 1, "resolution": 32},
+        {"sample_steps": 4, "resolution": 32},
+        {"sample_steps": 4, "resolution": 64},
+        {"sample_steps": 8, "resolution": 64},
+        None,
+    ):
         own, mismatched = [], []
         for index, seed in enumerate(seeds):
             other_audio = synth_speech_audio(float(CARD_INPUTS["audio_seconds"]), seeds[(index + 1) % len(seeds)])
@@ -219,12 +262,27 @@ def lipsync_table(seeds: Sequence[int], weights: Path, workdir: Path) -> str:
             mismatched.append(lipsync(video, other_audio, seed))
         label = "ground truth" if params is None else ", ".join(f"{k}={v}" for k, v in params.items())
         lags = [lag for lag, _, _ in own]
-        rows.append((label, " ".join(f"{lag:+d}" for lag in lags),
-                     f"{sum(abs(lag) <= 1 for lag in lags)}/{len(lags)}",
-                     f"{np.mean([p for _, p, _ in own]):.3f}", f"{np.mean([m for _, _, m in own]):.3f}",
-                     f"{np.mean([m for _, _, m in mismatched]):.3f}"))
-    return _table(("video", "best lag per pair (frames)", "pairs with abs(lag) <= 1", "peak corr", "margin",
-                   "margin, mismatched audio"), rows)
+        rows.append(
+            (
+                label,
+                " ".join(f"{lag:+d}" for lag in lags),
+                f"{sum(abs(lag) <= 1 for lag in lags)}/{len(lags)}",
+                f"{np.mean([p for _, p, _ in own]):.3f}",
+                f"{np.mean([m for _, _, m in own]):.3f}",
+                f"{np.mean([m for _, _, m in mismatched]):.3f}",
+            )
+        )
+    return _table(
+        (
+            "video",
+            "best lag per pair (frames)",
+            "pairs with abs(lag) <= 1",
+            "peak corr",
+            "margin",
+            "margin, mismatched audio",
+        ),
+        rows,
+    )
 
 
 def cost_table(weights: Path, repeats: int, threads: int) -> str:
@@ -236,18 +294,37 @@ def cost_table(weights: Path, repeats: int, threads: int) -> str:
     rows = []
     for name, value in varied:
         measured = cost({**base, name: value}, weights, repeats, threads)
-        rows.append((f"{name}={value}", measured.frames, f"{measured.latency_s:.3f}",
-                     f"{(measured.peak_rss_gb - measured.setup_rss_gb) * 1000:.0f}",
-                     f"{measured.peak_rss_gb:.3f}", f"{measured.gflops:.2f}"))
-    return _table(("setting (others at default)", "frames", "latency p50 s", "peak RSS over setup MB",
-                   "peak RSS GB", "DiT GFLOPs"), rows)
+        rows.append(
+            (
+                f"{name}={value}",
+                measured.frames,
+                f"{measured.latency_s:.3f}",
+                f"{(measured.peak_rss_gb - measured.setup_rss_gb) * 1000:.0f}",
+                f"{measured.peak_rss_gb:.3f}",
+                f"{measured.gflops:.2f}",
+            )
+        )
+    return _table(
+        (
+            "setting (others at default)",
+            "frames",
+            "latency p50 s",
+            "peak RSS over setup MB",
+            "peak RSS GB",
+            "DiT GFLOPs",
+        ),
+        rows,
+    )
 
 
 def cpu_description() -> str:
     """``<model name> x <logical CPUs>`` from /proc/cpuinfo (the platform's machine name elsewhere)."""
     try:
-        names = [line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
-                 if line.startswith("model name")]
+        names = [
+            line.split(":", 1)[1].strip()
+            for line in Path("/proc/cpuinfo").read_text().splitlines()
+            if line.startswith("model name")
+        ]
     except OSError:
         names = []
     return f"{names[0]} x {len(names)}" if names else platform.machine()
@@ -262,22 +339,30 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--threads", type=int, default=2, help="torch threads while measuring")
     parser.add_argument("--skip-quality", action="store_true", help="print the cost table only")
     parser.add_argument("--skip-cost", action="store_true", help="print the quality tables only")
-    parser.add_argument("--steps-pairs", type=int, default=32,
-                        help="held-out pairs (seeds 100...) of the paired steps tables at 48 and 64 px; 0 skips them")
+    parser.add_argument(
+        "--steps-pairs",
+        type=int,
+        default=32,
+        help="held-out pairs (seeds 100...) of the paired steps tables at 48 and 64 px; 0 skips them",
+    )
     parser.add_argument("--steps-only", action="store_true", help="print the paired steps tables only")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    seeds = HELD_OUT_SEEDS[:args.seeds]
-    print(f"Measured {datetime.date.today().isoformat()} on {cpu_description()} "
-          f"({torch.get_num_threads()} torch threads, torch {torch.__version__}); "
-          f"weights {args.weights.name}; held-out seeds {list(seeds)}; inputs {dict(CARD_INPUTS)}\n")
+    seeds = HELD_OUT_SEEDS[: args.seeds]
+    print(
+        f"Measured {datetime.date.today().isoformat()} on {cpu_description()} "
+        f"({torch.get_num_threads()} torch threads, torch {torch.__version__}); "
+        f"weights {args.weights.name}; held-out seeds {list(seeds)}; inputs {dict(CARD_INPUTS)}\n"
+    )
     with tempfile.TemporaryDirectory() as tmp:
         workdir = Path(tmp)
         if args.steps_pairs:
             pairs = [HELD_OUT_SEEDS[0] + offset for offset in range(args.steps_pairs)]
             for resolution in (64, 48):
-                print(f"### ST-LPIPS over sample_steps at {resolution} px, paired over {len(pairs)} held-out pairs "
-                      f"(seeds {pairs[0]}..{pairs[-1]})\n")
+                print(
+                    f"### ST-LPIPS over sample_steps at {resolution} px, paired over {len(pairs)} held-out pairs "
+                    f"(seeds {pairs[0]}..{pairs[-1]})\n"
+                )
                 print(steps_table(resolution, pairs, args.weights, workdir) + "\n")
         if args.steps_only:
             return

@@ -31,8 +31,15 @@ def save_checkpoint(path: Path, model: AvatarDiT, training: dict[str, Any]) -> N
     """Write ``model``'s config and fp32 weights with the ``training`` metadata to ``path``."""
     state = {name: tensor.detach().float().cpu().contiguous() for name, tensor in model.state_dict().items()}
     path.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"format": CHECKPOINT_FORMAT, "config": model.config.to_dict(),
-                "state_dict": state, "training": dict(training)}, path)
+    torch.save(
+        {
+            "format": CHECKPOINT_FORMAT,
+            "config": model.config.to_dict(),
+            "state_dict": state,
+            "training": dict(training),
+        },
+        path,
+    )
 
 
 def load_checkpoint(path: Path) -> tuple[AvatarDiT, dict[str, Any]]:
@@ -44,7 +51,8 @@ def load_checkpoint(path: Path) -> tuple[AvatarDiT, dict[str, Any]]:
     if not path.is_file():
         raise WeightsMissing(
             f"avatar DiT weights not found at {path}; make them with "
-            "`python -m tuner.workloads.avatar_dit.train --out <path>` or point inputs['weights'] at a file")
+            "`python -m tuner.workloads.avatar_dit.train --out <path>` or point inputs['weights'] at a file"
+        )
     stored = torch.load(path, map_location="cpu", weights_only=True)
     if not isinstance(stored, dict) or stored.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(f"{path} is not a {CHECKPOINT_FORMAT} checkpoint")

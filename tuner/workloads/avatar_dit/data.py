@@ -22,8 +22,13 @@ import numpy as np
 import torch
 
 from tuner.workloads.avatar_dit.inputs import (
-    AUDIO_RATE_HZ, PortraitStyle, frame_audio_features, render_portraits, synth_speech_audio,
-    windowed_audio_features)
+    AUDIO_RATE_HZ,
+    PortraitStyle,
+    frame_audio_features,
+    render_portraits,
+    synth_speech_audio,
+    windowed_audio_features,
+)
 from tuner.workloads.avatar_dit.model import PixelShuffleCodec
 
 TRAIN_SEED_MIN = 1_000_000
@@ -63,8 +68,12 @@ def mouth_box(portrait_seed: int, margin: float = 0.02) -> list[float]:
     half_width = style.mouth_half_width / 2.0 + margin
     half_height = style.mouth_max_half_height / 2.0 + margin
     center_y = (style.mouth_y + 1.0) / 2.0
-    return [max(0.0, 0.5 - half_width), max(0.0, center_y - half_height),
-            min(1.0, 0.5 + half_width), min(1.0, center_y + half_height)]
+    return [
+        max(0.0, 0.5 - half_width),
+        max(0.0, center_y - half_height),
+        min(1.0, 0.5 + half_width),
+        min(1.0, center_y + half_height),
+    ]
 
 
 @dataclass(frozen=True)
@@ -105,8 +114,9 @@ class TrainingData:
     motion context, like the first clip of a video.
     """
 
-    def __init__(self, seed: int, audio_window: int, motion_frames: int, audio_pool: int = 192,
-                 first_clip_share: float = 0.3) -> None:
+    def __init__(
+        self, seed: int, audio_window: int, motion_frames: int, audio_pool: int = 192, first_clip_share: float = 0.3
+    ) -> None:
         self._rng = np.random.default_rng(seed)
         self._window = audio_window
         self._motion = motion_frames
@@ -141,16 +151,22 @@ class TrainingData:
             first = self._rng.random() < self._first_clip_share
             start = 0 if first else int(self._rng.integers(1, max(2, span - frames + 1)))
             before = np.maximum(np.arange(start - self._motion, start), 0)
-            openings = np.concatenate([[0.0], opening[before], opening[start:start + frames]])
-            portrait_seed = int(self._rng.integers(TRAIN_SEED_MIN, 2 ** 31))
+            openings = np.concatenate([[0.0], opening[before], opening[start : start + frames]])
+            portrait_seed = int(self._rng.integers(TRAIN_SEED_MIN, 2**31))
             images = render_portraits(resolution, portrait_seed, openings)
             latents = self._codec.encode(torch.from_numpy(images).permute(0, 3, 1, 2) * 2.0 - 1.0)
             latents = latents.permute(1, 0, 2, 3)  # (C, 1 + M + T, h, w)
             references.append(latents[:, :1])
-            motions.append(latents[:, :1].expand(-1, self._motion, -1, -1) if first
-                           else latents[:, 1:1 + self._motion])
-            targets.append(latents[:, 1 + self._motion:])
-            audios.append(torch.from_numpy(windows[start:start + frames]))
+            motions.append(
+                latents[:, :1].expand(-1, self._motion, -1, -1) if first else latents[:, 1 : 1 + self._motion]
+            )
+            targets.append(latents[:, 1 + self._motion :])
+            audios.append(torch.from_numpy(windows[start : start + frames]))
             mouths.append(mouth_mask(portrait_seed, latents.shape[-1])[None, None])
-        return TrainingClip(torch.stack(references), torch.stack(motions), torch.stack(targets),
-                            torch.stack(audios), torch.stack(mouths))
+        return TrainingClip(
+            torch.stack(references),
+            torch.stack(motions),
+            torch.stack(targets),
+            torch.stack(audios),
+            torch.stack(mouths),
+        )

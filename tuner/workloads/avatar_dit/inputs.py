@@ -63,7 +63,7 @@ def synth_speech_audio(seconds: float, seed: int, rate_hz: int = AUDIO_RATE_HZ) 
         duration_s = rng.uniform(0.09, 0.26)
         length = min(int(duration_s * rate_hz), total - position)
         if length > 0:
-            audio[position:position + length] += _syllable(rng, length, duration_s, speaker_f0_hz, rate_hz)
+            audio[position : position + length] += _syllable(rng, length, duration_s, speaker_f0_hz, rate_hz)
         pause_s = rng.uniform(0.25, 0.45) if rng.random() < 0.15 else rng.uniform(0.03, 0.16)
         position += length + int(pause_s * rate_hz)
     peak = float(np.max(np.abs(audio))) if total else 0.0
@@ -72,8 +72,9 @@ def synth_speech_audio(seconds: float, seed: int, rate_hz: int = AUDIO_RATE_HZ) 
     return audio.astype(np.float32)
 
 
-def _syllable(rng: np.random.Generator, length: int, duration_s: float,
-              speaker_f0_hz: float, rate_hz: int) -> np.ndarray:
+def _syllable(
+    rng: np.random.Generator, length: int, duration_s: float, speaker_f0_hz: float, rate_hz: int
+) -> np.ndarray:
     """One voiced burst of ``length`` samples (float64, unnormalised)."""
     time_s = np.arange(length) / rate_hz
     glide = rng.uniform(-0.15, 0.15)
@@ -125,15 +126,15 @@ def frame_audio_features(audio: np.ndarray, rate_hz: int, fps: float, num_frames
     bounds = np.round(np.arange(computed_frames + 1) * samples_per_frame).astype(np.int64)
     window_len = max(1, int(round(samples_per_frame)))
     padded = np.zeros(max(int(bounds[-1]) + window_len, len(audio)), dtype=np.float64)
-    padded[:len(audio)] = audio
+    padded[: len(audio)] = audio
     frequencies_hz = np.fft.rfftfreq(window_len, d=1.0 / rate_hz)
     band_masks = [(frequencies_hz >= low) & (frequencies_hz < high) for low, high in FEATURE_BANDS_HZ]
     taper = np.hanning(window_len)
     raw = np.zeros((computed_frames, 1 + len(FEATURE_BANDS_HZ)))
     rms = np.zeros(computed_frames)
     for frame in range(computed_frames):
-        window = padded[int(bounds[frame]):int(bounds[frame]) + window_len]
-        rms[frame] = math.sqrt(float(np.mean(window ** 2)))
+        window = padded[int(bounds[frame]) : int(bounds[frame]) + window_len]
+        rms[frame] = math.sqrt(float(np.mean(window**2)))
         power = np.abs(np.fft.rfft(window * taper)) ** 2 / window_len
         band_energies = [float(power[mask].mean()) if mask.any() else 0.0 for mask in band_masks]
         raw[frame] = np.log(np.array([rms[frame]] + band_energies) + _LOG_FLOOR)
@@ -142,8 +143,9 @@ def frame_audio_features(audio: np.ndarray, rate_hz: int, fps: float, num_frames
     standardised = np.clip((raw - mean) / std, -_FEATURE_CLIP, _FEATURE_CLIP)
     loud = float(np.percentile(rms[:audio_frames], 95))
     envelope = rms / loud if loud > 0 else np.zeros(computed_frames)
-    features = np.concatenate([standardised[:, :1], np.minimum(envelope, ENVELOPE_CAP)[:, None],
-                               standardised[:, 1:]], axis=1)[:num_frames]
+    features = np.concatenate(
+        [standardised[:, :1], np.minimum(envelope, ENVELOPE_CAP)[:, None], standardised[:, 1:]], axis=1
+    )[:num_frames]
     mouth_open = np.clip(envelope, 0.0, 1.0)
     return FrameAudioFeatures(features.astype(np.float32), mouth_open[:num_frames].astype(np.float32))
 
@@ -183,7 +185,7 @@ class PortraitStyle:
     mouth_max_half_height: float
 
     @staticmethod
-    def from_seed(seed: int) -> "PortraitStyle":
+    def from_seed(seed: int) -> PortraitStyle:
         rng = np.random.default_rng(seed)
 
         def colour(low: float, high: float) -> tuple[float, float, float]:
@@ -193,19 +195,29 @@ class PortraitStyle:
         skin_tone = rng.uniform(0.35, 0.95)
         skin = (skin_tone, skin_tone * rng.uniform(0.7, 0.85), skin_tone * rng.uniform(0.55, 0.75))
         return PortraitStyle(
-            background_top=colour(0.1, 0.9), background_bottom=colour(0.05, 0.6),
-            skin=skin, hair=colour(0.02, 0.45),
+            background_top=colour(0.1, 0.9),
+            background_bottom=colour(0.05, 0.6),
+            skin=skin,
+            hair=colour(0.02, 0.45),
             lips=(rng.uniform(0.5, 0.8), rng.uniform(0.1, 0.3), rng.uniform(0.15, 0.3)),
             face_radii=(rng.uniform(0.48, 0.62), rng.uniform(0.62, 0.78)),
             face_center_y=rng.uniform(0.0, 0.12),
-            eye_y=rng.uniform(-0.22, -0.08), eye_dx=rng.uniform(0.18, 0.28), eye_radius=rng.uniform(0.06, 0.1),
-            mouth_y=rng.uniform(0.3, 0.42), mouth_half_width=rng.uniform(0.16, 0.26),
+            eye_y=rng.uniform(-0.22, -0.08),
+            eye_dx=rng.uniform(0.18, 0.28),
+            eye_radius=rng.uniform(0.06, 0.1),
+            mouth_y=rng.uniform(0.3, 0.42),
+            mouth_half_width=rng.uniform(0.16, 0.26),
             mouth_max_half_height=rng.uniform(0.1, 0.16),
         )
 
 
-def _ellipse_alpha(x: np.ndarray, y: np.ndarray, center: tuple[float, float],
-                   radii: tuple[float | np.ndarray, float | np.ndarray], pixel: float) -> np.ndarray:
+def _ellipse_alpha(
+    x: np.ndarray,
+    y: np.ndarray,
+    center: tuple[float, float],
+    radii: tuple[float | np.ndarray, float | np.ndarray],
+    pixel: float,
+) -> np.ndarray:
     """Coverage in [0, 1] of an ellipse, with a one-pixel soft edge.
 
     The signed distance to the edge is measured along the ray from the centre
@@ -215,7 +227,7 @@ def _ellipse_alpha(x: np.ndarray, y: np.ndarray, center: tuple[float, float],
     radius_x, radius_y = radii
     dx, dy = x - center[0], y - center[1]
     norm = np.sqrt((dx / radius_x) ** 2 + (dy / radius_y) ** 2)
-    reach = np.sqrt(dx ** 2 + dy ** 2)
+    reach = np.sqrt(dx**2 + dy**2)
     edge = np.where(norm > 1e-9, reach / np.maximum(norm, 1e-9), np.minimum(radius_x, radius_y))
     return np.clip(0.5 - (reach - edge) / pixel, 0.0, 1.0)
 
@@ -239,13 +251,18 @@ def render_portraits(size: int, seed: int, mouth_open: np.ndarray) -> np.ndarray
         image[...] = image * (1.0 - alpha[..., None]) + np.asarray(rgb) * alpha[..., None]
 
     face_x_radius, face_y_radius = style.face_radii
-    paint(_ellipse_alpha(x, y, (0.0, style.face_center_y - 0.12),
-                         (face_x_radius * 1.12, face_y_radius * 1.05), pixel), style.hair)
+    paint(
+        _ellipse_alpha(x, y, (0.0, style.face_center_y - 0.12), (face_x_radius * 1.12, face_y_radius * 1.05), pixel),
+        style.hair,
+    )
     paint(_ellipse_alpha(x, y, (0.0, style.face_center_y), style.face_radii, pixel), style.skin)
     for side in (-1.0, 1.0):
         eye_center = (side * style.eye_dx, style.eye_y)
         paint(_ellipse_alpha(x, y, eye_center, (style.eye_radius * 1.5, style.eye_radius), pixel), (0.95, 0.95, 0.95))
-        paint(_ellipse_alpha(x, y, eye_center, (style.eye_radius * 0.6, style.eye_radius * 0.6), pixel), (0.05, 0.05, 0.08))
+        paint(
+            _ellipse_alpha(x, y, eye_center, (style.eye_radius * 0.6, style.eye_radius * 0.6), pixel),
+            (0.05, 0.05, 0.08),
+        )
     opening = np.clip(np.asarray(mouth_open, dtype=np.float64), 0.0, 1.0)[:, None, None]
     lip_half_height = style.mouth_max_half_height * (0.35 + 0.65 * opening)
     paint(_ellipse_alpha(x, y, (0.0, style.mouth_y), (style.mouth_half_width, lip_half_height), pixel), style.lips)

@@ -21,8 +21,9 @@ Shapes (B batch, C latent channels, T frames, h x w latent pixels, p patch):
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -31,7 +32,7 @@ from torch import nn
 VAE_DOWNSAMPLE = 2
 """Pixels per latent pixel along each side (the codec's pixel (un)shuffle factor)."""
 
-LATENT_CHANNELS = 3 * VAE_DOWNSAMPLE ** 2
+LATENT_CHANNELS = 3 * VAE_DOWNSAMPLE**2
 """Channels of a latent pixel: the RGB values of its 2 x 2 pixel block."""
 
 TOKEN_KINDS = ("reference", "motion", "generated")
@@ -70,7 +71,7 @@ class AvatarDiTConfig:
         return asdict(self)
 
     @staticmethod
-    def from_dict(values: Mapping[str, Any]) -> "AvatarDiTConfig":
+    def from_dict(values: Mapping[str, Any]) -> AvatarDiTConfig:
         """Inverse of :meth:`to_dict`; raise ValueError for unknown keys or bad values."""
         known = {field.name for field in fields(AvatarDiTConfig)}
         unknown = sorted(set(values) - known)
@@ -104,13 +105,17 @@ class AvatarDiTConfig:
         per_frame = self.tokens_per_frame(resolution)
         tokens = self.tokens_per_clip(resolution, infer_frames)
         generated = infer_frames * per_frame
-        patch_features = LATENT_CHANNELS * self.patch ** 2
+        patch_features = LATENT_CHANNELS * self.patch**2
         d = self.dim
-        per_block = (4 * tokens * d * d + 2 * tokens * tokens * d            # self-attention
-                     + 2 * generated * d * d + 2 * generated * self.audio_window * d  # cross: q, out, scores+values
-                     + 2 * infer_frames * self.audio_window * d * d        # cross: k, v of the audio tokens
-                     + 2 * tokens * d * d * self.mlp_ratio)                # MLP
-        embed = (tokens + per_frame) * patch_features * d                  # patches + reference
+        per_block = (
+            4 * tokens * d * d
+            + 2 * tokens * tokens * d  # self-attention
+            + 2 * generated * d * d
+            + 2 * generated * self.audio_window * d  # cross: q, out, scores+values
+            + 2 * infer_frames * self.audio_window * d * d  # cross: k, v of the audio tokens
+            + 2 * tokens * d * d * self.mlp_ratio
+        )  # MLP
+        embed = (tokens + per_frame) * patch_features * d  # patches + reference
         macs = embed + self.depth * per_block + generated * d * patch_features
         return 2.0 * batch * macs
 
@@ -147,8 +152,9 @@ def position_embedding(frames: int, rows: int, cols: int, dim: int) -> torch.Ten
     frame_index = torch.arange(frames).repeat_interleave(rows * cols)
     row_position = ((torch.arange(rows) + 0.5) * POSITION_GRID / rows).repeat_interleave(cols).repeat(frames)
     col_position = ((torch.arange(cols) + 0.5) * POSITION_GRID / cols).repeat(frames * rows)
-    spatial = torch.cat([sincos(row_position, dim // 2, 4 * POSITION_GRID),
-                         sincos(col_position, dim // 2, 4 * POSITION_GRID)], dim=1)
+    spatial = torch.cat(
+        [sincos(row_position, dim // 2, 4 * POSITION_GRID), sincos(col_position, dim // 2, 4 * POSITION_GRID)], dim=1
+    )
     return sincos(frame_index, dim, 256.0) + spatial
 
 
@@ -215,14 +221,17 @@ class DiTBlock(nn.Module):
         self.norms = nn.ModuleList(nn.LayerNorm(d, elementwise_affine=False, eps=1e-6) for _ in range(3))
         self.self_attention = SelfAttention(d, config.heads)
         self.audio_attention = AudioCrossAttention(d, config.heads)
-        self.mlp = nn.Sequential(nn.Linear(d, config.mlp_ratio * d), nn.GELU(approximate="tanh"),
-                                 nn.Linear(config.mlp_ratio * d, d))
+        self.mlp = nn.Sequential(
+            nn.Linear(d, config.mlp_ratio * d), nn.GELU(approximate="tanh"), nn.Linear(config.mlp_ratio * d, d)
+        )
         self.modulation = nn.Sequential(nn.SiLU(), nn.Linear(d, 9 * d))
 
-    def forward(self, x: torch.Tensor, condition: torch.Tensor, audio: torch.Tensor,
-                context_tokens: int) -> torch.Tensor:
-        (shift_a, scale_a, gate_a, shift_c, scale_c, gate_c,
-         shift_m, scale_m, gate_m) = self.modulation(condition).unsqueeze(1).chunk(9, dim=-1)
+    def forward(
+        self, x: torch.Tensor, condition: torch.Tensor, audio: torch.Tensor, context_tokens: int
+    ) -> torch.Tensor:
+        (shift_a, scale_a, gate_a, shift_c, scale_c, gate_c, shift_m, scale_m, gate_m) = (
+            self.modulation(condition).unsqueeze(1).chunk(9, dim=-1)
+        )
         x = x + gate_a * self.self_attention(modulate(self.norms[0](x), shift_a, scale_a))
         context, generated = x[:, :context_tokens], x[:, context_tokens:]
         heard = self.audio_attention(modulate(self.norms[1](generated), shift_c, scale_c), audio)
@@ -246,7 +255,7 @@ class AvatarDiT(nn.Module):
         super().__init__()
         self.config = config
         d = config.dim
-        patch_features = LATENT_CHANNELS * config.patch ** 2
+        patch_features = LATENT_CHANNELS * config.patch**2
         self.patch_embed = nn.Linear(patch_features, d)
         self.reference_embed = nn.Linear(patch_features, d, bias=False)
         self.kind_embed = nn.Parameter(torch.randn(len(TOKEN_KINDS), d) * 0.02)
@@ -270,8 +279,9 @@ class AvatarDiT(nn.Module):
             self._positions[key] = position_embedding(frames, rows, cols, self.config.dim).to(device)
         return self._positions[key]
 
-    def forward(self, noisy: torch.Tensor, context: torch.Tensor, t: torch.Tensor,
-                audio_features: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, noisy: torch.Tensor, context: torch.Tensor, t: torch.Tensor, audio_features: torch.Tensor
+    ) -> torch.Tensor:
         p = self.config.patch
         b, frames, height, width = noisy.shape[0], noisy.shape[2], noisy.shape[3], noisy.shape[4]
         rows, cols = height // p, width // p

@@ -35,9 +35,10 @@ import shlex
 import sys
 import tempfile
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 import numpy as np
 import torch
@@ -50,8 +51,14 @@ from tuner.workloads.avatar_dit.data import HELD_OUT_SEEDS
 from tuner.workloads.avatar_dit.workload import AvatarDiTWorkload
 from tuner.workloads.base import RunContext
 
-REFERENCE: Mapping[str, Any] = {"infer_frames": 24, "sample_steps": 8, "resolution": 64, "batch_size": 1,
-                                "precision": "fp32", "online_decode": True}
+REFERENCE: Mapping[str, Any] = {
+    "infer_frames": 24,
+    "sample_steps": 8,
+    "resolution": 64,
+    "batch_size": 1,
+    "precision": "fp32",
+    "online_decode": True,
+}
 """The reference setting of ``search_spaces/avatar_demo.yaml``."""
 
 ROUND_BOUNDS: tuple[float, ...] = (0.01, 0.015, 0.02, 0.025, 0.03, 0.04, 0.05)
@@ -108,8 +115,12 @@ def edits_for(reference: Mapping[str, Any]) -> tuple[Edit, ...]:
     steps, resolution = reference["sample_steps"], reference["resolution"]
     return (
         Edit("shift_1px", "invisible", "shifted right by 1 px, edge column replicated", transform=shift_one_pixel),
-        Edit("noise_2of255", "invisible", "uniform integer noise in [-2, 2] / 255 per pixel and channel, seeded",
-             transform=uniform_noise),
+        Edit(
+            "noise_2of255",
+            "invisible",
+            "uniform integer noise in [-2, 2] / 255 per pixel and channel, seeded",
+            transform=uniform_noise,
+        ),
         Edit("jpeg_q95", "invisible", "JPEG quality 95 per frame (Pillow, 4:2:0)", transform=jpeg_95),
         Edit("bf16", "invisible", "bf16 autocast render of the same setting", params={"precision": "bf16"}),
         Edit("resolution_48", "visible", f"resolution 48, sample_steps {steps}", params={"resolution": 48}),
@@ -118,8 +129,12 @@ def edits_for(reference: Mapping[str, Any]) -> tuple[Edit, ...]:
     )
 
 
-def measure(seeds: Sequence[int], reference: Mapping[str, Any] = REFERENCE,
-            inputs: Mapping[str, Any] = CARD_INPUTS, weights: Path = DEFAULT_WEIGHTS) -> dict[str, Any]:
+def measure(
+    seeds: Sequence[int],
+    reference: Mapping[str, Any] = REFERENCE,
+    inputs: Mapping[str, Any] = CARD_INPUTS,
+    weights: Path = DEFAULT_WEIGHTS,
+) -> dict[str, Any]:
     """Per edit: ``{"group", "description", "per_seed": {seed: ST-LPIPS}, "mean", "max"}`` (unit 1)."""
     edits = edits_for(reference)
     per_seed: dict[str, dict[str, float]] = {edit.name: {} for edit in edits}
@@ -127,8 +142,7 @@ def measure(seeds: Sequence[int], reference: Mapping[str, Any] = REFERENCE,
     with tempfile.TemporaryDirectory() as tmp:
 
         def render(params: Mapping[str, Any], seed: int) -> Video:
-            context = RunContext(device="cpu", seed=seed, inputs={**inputs, "weights": str(weights)},
-                                 workdir=Path(tmp))
+            context = RunContext(device="cpu", seed=seed, inputs={**inputs, "weights": str(weights)}, workdir=Path(tmp))
             workload.setup(params, context)
             video = workload.run(params, context).video
             assert video is not None
@@ -145,19 +159,28 @@ def measure(seeds: Sequence[int], reference: Mapping[str, Any] = REFERENCE,
                     per_seed[edit.name][str(seed)] = stlpips_alex(other, base)
         finally:
             workload.teardown()
-    return {edit.name: {"group": edit.group, "description": edit.description, "per_seed": per_seed[edit.name],
-                        "mean": float(np.mean(list(per_seed[edit.name].values()))),
-                        "max": max(per_seed[edit.name].values())} for edit in edits}
+    return {
+        edit.name: {
+            "group": edit.group,
+            "description": edit.description,
+            "per_seed": per_seed[edit.name],
+            "mean": float(np.mean(list(per_seed[edit.name].values()))),
+            "max": max(per_seed[edit.name].values()),
+        }
+        for edit in edits
+    }
 
 
-def choose_bound(results: Mapping[str, Mapping[str, Any]],
-                 candidates: Sequence[float] = ROUND_BOUNDS) -> dict[str, Any]:
+def choose_bound(
+    results: Mapping[str, Mapping[str, Any]], candidates: Sequence[float] = ROUND_BOUNDS
+) -> dict[str, Any]:
     """Largest invisible and smallest visible per-seed value and the bound between them (``None`` if none).
 
     ``conservative_bound``: the largest candidate below every visible value (it admits no measured visible
     change, but may reject some invisible ones); ``invisible_within_conservative``: how many invisible
     per-seed values it admits, of how many.
     """
+
     def values(group: str) -> list[float]:
         return [v for r in results.values() if r["group"] == group for v in r["per_seed"].values()]
 
@@ -166,16 +189,24 @@ def choose_bound(results: Mapping[str, Mapping[str, Any]],
     bound = next((c for c in candidates if largest <= c < smallest), None)
     conservative = max((c for c in candidates if c < smallest), default=None)
     admitted = sum(v <= conservative for v in invisible) if conservative is not None else 0
-    return {"largest_invisible": largest, "smallest_visible": smallest, "separated": largest < smallest,
-            "bound": bound, "conservative_bound": conservative,
-            "invisible_within_conservative": [admitted, len(invisible)], "candidates": list(candidates)}
+    return {
+        "largest_invisible": largest,
+        "smallest_visible": smallest,
+        "separated": largest < smallest,
+        "bound": bound,
+        "conservative_bound": conservative,
+        "invisible_within_conservative": [admitted, len(invisible)],
+        "candidates": list(candidates),
+    }
 
 
 def table(results: Mapping[str, Mapping[str, Any]]) -> str:
     """Markdown: one row per edit, mean and max over seeds."""
     lines = ["| edit | group | ST-LPIPS mean | ST-LPIPS max |", "|---|---|---|---|"]
-    lines += [f"| {r['description']} (`{name}`) | {r['group']} | {r['mean']:.4f} | {r['max']:.4f} |"
-              for name, r in results.items()]
+    lines += [
+        f"| {r['description']} (`{name}`) | {r['group']} | {r['mean']:.4f} | {r['max']:.4f} |"
+        for name, r in results.items()
+    ]
     return "\n".join(lines)
 
 
@@ -204,26 +235,43 @@ def main(argv: Sequence[str] | None = None) -> dict[str, Any]:
     bound = choose_bound(results)
     record = {
         "benchmark": "tuner.workloads.avatar_dit.noticeable",
-        "command": " ".join([".venv/bin/python -m tuner.workloads.avatar_dit.noticeable",
-                             *(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv))]),
-        "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command": " ".join(
+            [
+                ".venv/bin/python -m tuner.workloads.avatar_dit.noticeable",
+                *(shlex.quote(a) for a in (sys.argv[1:] if argv is None else argv)),
+            ]
+        ),
+        "date_utc": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "machine": {**host_fingerprint(), "torch_threads": torch.get_num_threads(), "device": "cpu"},
         "versions": _versions(),
-        "metric": "stlpips_alex", "unit": "1",
-        "weights": args.weights.name, "inputs": dict(CARD_INPUTS), "reference": dict(REFERENCE), "seeds": seeds,
-        "edits": results, "bound": bound, "wall_s": round(time.perf_counter() - started, 1),
+        "metric": "stlpips_alex",
+        "unit": "1",
+        "weights": args.weights.name,
+        "inputs": dict(CARD_INPUTS),
+        "reference": dict(REFERENCE),
+        "seeds": seeds,
+        "edits": results,
+        "bound": bound,
+        "wall_s": round(time.perf_counter() - started, 1),
     }
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(record, indent=1) + "\n")
-    print(f"ST-LPIPS (AlexNet, shift-tolerant) against the reference {dict(REFERENCE)}; held-out seeds "
-          f"{seeds[0]}..{seeds[-1]}; {record['wall_s']} s; raw values in {args.out}\n")
+    print(
+        f"ST-LPIPS (AlexNet, shift-tolerant) against the reference {dict(REFERENCE)}; held-out seeds "
+        f"{seeds[0]}..{seeds[-1]}; {record['wall_s']} s; raw values in {args.out}\n"
+    )
     print(table(results) + "\n")
-    verdict = (f"bound {bound['bound']}" if bound["bound"] is not None else
-               f"no round bound separates them; the largest below every visible value is "
-               f"{bound['conservative_bound']} (admits {bound['invisible_within_conservative'][0]} of "
-               f"{bound['invisible_within_conservative'][1]} invisible values)")
-    print(f"largest invisible {bound['largest_invisible']:.4f}, smallest visible {bound['smallest_visible']:.4f}: "
-          f"{verdict}")
+    verdict = (
+        f"bound {bound['bound']}"
+        if bound["bound"] is not None
+        else f"no round bound separates them; the largest below every visible value is "
+        f"{bound['conservative_bound']} (admits {bound['invisible_within_conservative'][0]} of "
+        f"{bound['invisible_within_conservative'][1]} invisible values)"
+    )
+    print(
+        f"largest invisible {bound['largest_invisible']:.4f}, smallest visible {bound['smallest_visible']:.4f}: "
+        f"{verdict}"
+    )
     return record
 
 

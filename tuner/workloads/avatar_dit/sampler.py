@@ -13,8 +13,9 @@ clip ``i - 1`` as context (clip 0 sees copies of the reference latent).
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from typing import Callable, ContextManager
 
 import torch
 import torch.nn.functional as F
@@ -25,7 +26,7 @@ AUTOCAST_DTYPES: dict[str, torch.dtype | None] = {"fp32": None, "bf16": torch.bf
 """Precision name -> autocast dtype (None: plain fp32)."""
 
 
-def autocast_for(device: torch.device, precision: str) -> ContextManager[object]:
+def autocast_for(device: torch.device, precision: str) -> AbstractContextManager[object]:
     """The autocast context for ``precision`` on ``device`` (a no-op for fp32)."""
     dtype = AUTOCAST_DTYPES[precision]
     if dtype is None:
@@ -66,8 +67,15 @@ class GenerationPlan:
     output_size: int
 
 
-def sample_clip(model: AvatarDiT, noise: torch.Tensor, context: torch.Tensor, audio: torch.Tensor,
-                sample_steps: int, precision: str, on_step: Callable[[], None] | None = None) -> torch.Tensor:
+def sample_clip(
+    model: AvatarDiT,
+    noise: torch.Tensor,
+    context: torch.Tensor,
+    audio: torch.Tensor,
+    sample_steps: int,
+    precision: str,
+    on_step: Callable[[], None] | None = None,
+) -> torch.Tensor:
     """Euler-integrate one clip from ``noise`` (B, C, T, h, w) to fp32 latents of the same shape; ``on_step()``
     is called after each step's update is queued (a timeline marks it)."""
     x = noise.float()
@@ -82,8 +90,7 @@ def sample_clip(model: AvatarDiT, noise: torch.Tensor, context: torch.Tensor, au
     return x
 
 
-def decode_to_pixels(codec: PixelShuffleCodec, latents: torch.Tensor, output_size: int,
-                     precision: str) -> torch.Tensor:
+def decode_to_pixels(codec: PixelShuffleCodec, latents: torch.Tensor, output_size: int, precision: str) -> torch.Tensor:
     """Latents (B, C, T, h, w) -> uint8 frames (B, T, S, S, 3) at S = ``output_size``.
 
     The codec's RGB is resized with bilinear interpolation (align_corners off, no
@@ -93,8 +100,9 @@ def decode_to_pixels(codec: PixelShuffleCodec, latents: torch.Tensor, output_siz
     flat = latents.permute(0, 2, 1, 3, 4).reshape(b * t, c, h, w)
     with autocast_for(latents.device, precision):
         rgb = codec.decode(flat)
-    rgb = F.interpolate(rgb.float(), size=(output_size, output_size), mode="bilinear",
-                        align_corners=False, antialias=False)
+    rgb = F.interpolate(
+        rgb.float(), size=(output_size, output_size), mode="bilinear", align_corners=False, antialias=False
+    )
     pixels = ((rgb + 1.0) * 127.5).round().clamp(0, 255).to(torch.uint8)
     return pixels.reshape(b, t, 3, output_size, output_size).permute(0, 1, 3, 4, 2).contiguous()
 
@@ -108,11 +116,16 @@ def motion_context(latents: torch.Tensor, motion_frames: int) -> torch.Tensor:
     return tail
 
 
-def generate_video(model: AvatarDiT, codec: PixelShuffleCodec, conditioning: Conditioning,
-                   draw_noise: Callable[[int], torch.Tensor], plan: GenerationPlan,
-                   side: torch.cuda.Stream | None = None,
-                   on_clip: Callable[[int], None] | None = None,
-                   mark: Callable[[str], None] | None = None) -> torch.Tensor:
+def generate_video(
+    model: AvatarDiT,
+    codec: PixelShuffleCodec,
+    conditioning: Conditioning,
+    draw_noise: Callable[[int], torch.Tensor],
+    plan: GenerationPlan,
+    side: torch.cuda.Stream | None = None,
+    on_clip: Callable[[int], None] | None = None,
+    mark: Callable[[str], None] | None = None,
+) -> torch.Tensor:
     """All clips, chained and decoded: uint8 (B, num_clip * infer_frames, S, S, 3) on the device.
 
     ``draw_noise(clip_index)`` returns that clip's initial noise (B, C, T, h, w).
@@ -168,8 +181,9 @@ def generate_video(model: AvatarDiT, codec: PixelShuffleCodec, conditioning: Con
     return torch.cat(pieces, dim=1)
 
 
-def _decode_on_side_stream(codec: PixelShuffleCodec, latents: torch.Tensor, plan: GenerationPlan,
-                           side: torch.cuda.Stream) -> torch.Tensor:
+def _decode_on_side_stream(
+    codec: PixelShuffleCodec, latents: torch.Tensor, plan: GenerationPlan, side: torch.cuda.Stream
+) -> torch.Tensor:
     """Queue the decode of ``latents`` on ``side`` so the next clip can denoise meanwhile."""
     side.wait_stream(torch.cuda.current_stream(latents.device))
     with torch.cuda.stream(side):

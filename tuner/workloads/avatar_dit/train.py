@@ -27,9 +27,9 @@ from __future__ import annotations
 
 import argparse
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -89,8 +89,9 @@ def learning_rate_at(step: int, plan: TrainingPlan) -> float:
     return warmup_cosine_lr(step, plan.learning_rate, plan.warmup_steps, plan.steps)
 
 
-def flow_matching_loss(model: AvatarDiT, clip: TrainingClip, generator: torch.Generator,
-                       motion_noise: float, mouth_weight: float) -> torch.Tensor:
+def flow_matching_loss(
+    model: AvatarDiT, clip: TrainingClip, generator: torch.Generator, motion_noise: float, mouth_weight: float
+) -> torch.Tensor:
     """Weighted mean squared error of the predicted velocity against ``noise - x`` (see module docs)."""
     x = clip.frames
     b = x.shape[0]
@@ -147,14 +148,19 @@ def _train(config: AvatarDiTConfig, plan: TrainingPlan, log: Callable[[str], Non
         optimizer.step()
         losses.append(float(loss.detach()))
         if (step + 1) % plan.log_every == 0 or step + 1 == plan.steps:
-            window = losses[-plan.log_every:]
-            log(f"step {step + 1:5d}/{plan.steps}  loss {np.mean(window):.4f}  "
-                f"lr {learning_rate_at(step, plan):.2e}  {time.perf_counter() - started:7.1f} s")
+            window = losses[-plan.log_every :]
+            log(
+                f"step {step + 1:5d}/{plan.steps}  loss {np.mean(window):.4f}  "
+                f"lr {learning_rate_at(step, plan):.2e}  {time.perf_counter() - started:7.1f} s"
+            )
     model.eval()
-    tail = losses[-min(len(losses), 100):]
+    tail = losses[-min(len(losses), 100) :]
     metadata: dict[str, object] = {
-        "steps": plan.steps, "seed": plan.seed, "threads": plan.threads,
-        "final_loss": float(np.mean(tail)), "final_loss_steps": len(tail),
+        "steps": plan.steps,
+        "seed": plan.seed,
+        "threads": plan.threads,
+        "final_loss": float(np.mean(tail)),
+        "final_loss_steps": len(tail),
         "wall_time_s": round(time.perf_counter() - started, 1),
         "parameters": sum(p.numel() for p in model.parameters()),
         "torch": str(torch.__version__),
@@ -166,8 +172,12 @@ def _train(config: AvatarDiTConfig, plan: TrainingPlan, log: Callable[[str], Non
 def main(argv: Sequence[str] | None = None) -> None:
     """Command line: train with the default plan and architecture, save the checkpoint."""
     defaults = TrainingPlan()
-    parser = argparse.ArgumentParser(prog="python -m tuner.workloads.avatar_dit.train", description=__doc__.split("\n")[0])
-    parser.add_argument("--out", type=Path, default=DEFAULT_WEIGHTS, help="checkpoint path (default: the committed one)")
+    parser = argparse.ArgumentParser(
+        prog="python -m tuner.workloads.avatar_dit.train", description=__doc__.split("\n")[0]
+    )
+    parser.add_argument(
+        "--out", type=Path, default=DEFAULT_WEIGHTS, help="checkpoint path (default: the committed one)"
+    )
     parser.add_argument("--steps", type=int, default=defaults.steps)
     parser.add_argument("--threads", type=int, default=defaults.threads, help="torch threads (fixes the result)")
     parser.add_argument("--seed", type=int, default=defaults.seed)
@@ -175,8 +185,11 @@ def main(argv: Sequence[str] | None = None) -> None:
     plan = TrainingPlan(steps=args.steps, seed=args.seed, threads=args.threads)
     result = train(AvatarDiTConfig(), plan, log=lambda line: print(line, flush=True))
     save_checkpoint(args.out, result.model, result.metadata)
-    print(f"saved {args.out} ({args.out.stat().st_size / 1e6:.2f} MB): final loss {result.metadata['final_loss']:.4f}, "
-          f"{result.metadata['wall_time_s']} s, {result.metadata['parameters']} parameters", flush=True)
+    print(
+        f"saved {args.out} ({args.out.stat().st_size / 1e6:.2f} MB): final loss {result.metadata['final_loss']:.4f}, "
+        f"{result.metadata['wall_time_s']} s, {result.metadata['parameters']} parameters",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

@@ -60,29 +60,46 @@ audio (float32, 16 kHz); counters ``frames`` (generated per request, before the 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from numbers import Real
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 import torch
 
 from tuner.evaluators.runtime.spans import CallSpans
-from tuner.evaluators.runtime.structure import Timeline, named
 from tuner.evaluators.runtime.streaming import ChunkClock
+from tuner.evaluators.runtime.structure import Timeline, named
 from tuner.results import Metric
 from tuner.workloads.avatar_dit.checkpoint import DEFAULT_WEIGHTS, load_checkpoint
 from tuner.workloads.avatar_dit.inputs import (
-    AUDIO_RATE_HZ, frame_audio_features, render_portraits, synth_speech_audio, windowed_audio_features)
-from tuner.workloads.avatar_dit.model import LATENT_CHANNELS, VAE_DOWNSAMPLE, AvatarDiT, AvatarDiTConfig, PixelShuffleCodec
+    AUDIO_RATE_HZ,
+    frame_audio_features,
+    render_portraits,
+    synth_speech_audio,
+    windowed_audio_features,
+)
+from tuner.workloads.avatar_dit.model import (
+    LATENT_CHANNELS,
+    VAE_DOWNSAMPLE,
+    AvatarDiT,
+    AvatarDiTConfig,
+    PixelShuffleCodec,
+)
 from tuner.workloads.avatar_dit.sampler import AUTOCAST_DTYPES, Conditioning, GenerationPlan, generate_video
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
 from tuner.workloads.params import as_integer, torch_device
 
 DEFAULT_PARAMS: Mapping[str, Any] = {
-    "infer_frames": 12, "sample_steps": 4, "resolution": 32, "batch_size": 1,
-    "precision": "fp32", "streams": 1, "online_decode": True,
+    "infer_frames": 12,
+    "sample_steps": 4,
+    "resolution": 32,
+    "batch_size": 1,
+    "precision": "fp32",
+    "streams": 1,
+    "online_decode": True,
 }
 """Values used for absent parameters (``num_clip`` is derived, see module docs)."""
 
@@ -103,13 +120,15 @@ class AvatarInputs:
     audio_seed: int = 0
 
     @staticmethod
-    def from_context(context: RunContext) -> "AvatarInputs":
+    def from_context(context: RunContext) -> AvatarInputs:
         inputs = context.inputs
         try:
             if "model" in inputs:
-                raise ValueError("'model' is not an input any more: the architecture comes from the weights "
-                                 "file (train another with python -m tuner.workloads.avatar_dit.train and pass "
-                                 "inputs['weights'])")
+                raise ValueError(
+                    "'model' is not an input any more: the architecture comes from the weights "
+                    "file (train another with python -m tuner.workloads.avatar_dit.train and pass "
+                    "inputs['weights'])"
+                )
             weights = inputs.get("weights", DEFAULT_WEIGHTS)
             if not isinstance(weights, (str, Path)) or not str(weights):
                 raise ValueError(f"weights must be a file path, got {weights!r}")
@@ -144,8 +163,9 @@ class AvatarSettings:
         return self.num_clip * self.infer_frames
 
     @staticmethod
-    def from_params(params: Mapping[str, Any], inputs: AvatarInputs, model: AvatarDiTConfig,
-                    device: torch.device) -> "AvatarSettings":
+    def from_params(
+        params: Mapping[str, Any], inputs: AvatarInputs, model: AvatarDiTConfig, device: torch.device
+    ) -> AvatarSettings:
         """Validate ``params``; raise :class:`InvalidSetting` for anything this workload cannot run."""
         unknown = sorted(set(params) - KNOWN_PARAMS)
         if unknown:
@@ -172,11 +192,16 @@ class AvatarSettings:
         online_decode = merged["online_decode"]
         if not isinstance(online_decode, (bool, np.bool_)):
             raise InvalidSetting(f"online_decode must be a bool, got {online_decode!r}")
-        return AvatarSettings(infer_frames, num_clip, sample_steps, resolution,
-                              as_integer(merged["batch_size"], "batch_size", minimum=1),
-                              precision, streams, bool(online_decode))
-
-
+        return AvatarSettings(
+            infer_frames,
+            num_clip,
+            sample_steps,
+            resolution,
+            as_integer(merged["batch_size"], "batch_size", minimum=1),
+            precision,
+            streams,
+            bool(online_decode),
+        )
 
 
 def _positive_real(value: Any, name: str) -> float:
@@ -187,7 +212,7 @@ def _positive_real(value: Any, name: str) -> float:
 
 def request_seed(seed: int, request: int) -> int:
     """Noise seed of request ``request`` in a batch: request 0 draws the same noise at every batch size."""
-    return (seed * 1_000_003 + request) % (2 ** 63)
+    return (seed * 1_000_003 + request) % (2**63)
 
 
 class AvatarDiTWorkload(Workload):
@@ -222,7 +247,9 @@ class AvatarDiTWorkload(Workload):
         the reference portrait and the audio windows, which later calls reuse
         (the worker's warmup absorbs it).
         """
-        spans = self._spans = CallSpans(torch.cuda if torch.cuda.is_available() and torch.cuda.is_initialized() else None)
+        spans = self._spans = CallSpans(
+            torch.cuda if torch.cuda.is_available() and torch.cuda.is_initialized() else None
+        )
         spans.begin()
         device, inputs, settings = self._prepare(params, context)
         assert self._model is not None and self._audio is not None
@@ -235,9 +262,14 @@ class AvatarDiTWorkload(Workload):
             chunks.chunk(frames / inputs.fps)
 
         plan = GenerationPlan(
-            batch_size=settings.batch_size, infer_frames=settings.infer_frames, num_clip=settings.num_clip,
-            sample_steps=settings.sample_steps, precision=settings.precision,
-            online_decode=settings.online_decode, output_size=inputs.output_size)
+            batch_size=settings.batch_size,
+            infer_frames=settings.infer_frames,
+            num_clip=settings.num_clip,
+            sample_steps=settings.sample_steps,
+            precision=settings.precision,
+            online_decode=settings.online_decode,
+            output_size=inputs.output_size,
+        )
         side = self._side_stream(device) if settings.streams == 2 else None
         with torch.inference_mode():
             conditioning = self._conditioning(settings, inputs, context.seed, device)
@@ -246,23 +278,28 @@ class AvatarDiTWorkload(Workload):
             timeline = self._timeline = Timeline(torch.cuda if device.type == "cuda" else None)
             self._shape = (settings.num_clip, side is not None)
             timeline.start()
-            video = generate_video(self._model, self._codec, conditioning, draw_noise, plan, side, clip_ready,
-                                   timeline.mark)
+            video = generate_video(
+                self._model, self._codec, conditioning, draw_noise, plan, side, clip_ready, timeline.mark
+            )
             spans.mark("model")
-            video_array = video.cpu().numpy()[:, :math.ceil(inputs.audio_seconds * inputs.fps)]
+            video_array = video.cpu().numpy()[:, : math.ceil(inputs.audio_seconds * inputs.fps)]
             spans.mark("postprocess")
         config = self._model.config
         forwards = settings.num_clip * settings.sample_steps
         flops = config.forward_flops(settings.resolution, settings.infer_frames, settings.batch_size)
         return WorkloadOutput(
-            video=video_array, audio=self._audio.copy(), audio_rate=AUDIO_RATE_HZ, items=settings.batch_size,
+            video=video_array,
+            audio=self._audio.copy(),
+            audio_rate=AUDIO_RATE_HZ,
+            items=settings.batch_size,
             counters={
                 "frames": float(settings.total_frames),
                 "clips": float(settings.num_clip),
                 "tokens_per_clip": float(config.tokens_per_clip(settings.resolution, settings.infer_frames)),
                 "dit_forwards": float(forwards),
                 "dit_gflops": forwards * flops / 1e9,
-            })
+            },
+        )
 
     def call_spans(self) -> Mapping[str, float] | None:
         """The last call's seconds: ``prepare`` (settings, conditioning and noise), ``model`` (sampling and decode
@@ -280,10 +317,16 @@ class AvatarDiTWorkload(Workload):
         intervals = self._timeline.intervals()
         steps = named(intervals, "step")
         clips, side = self._shape
-        phases = {"denoise": sum(steps), "clip": sum(named(intervals, "clip")),
-                  **({} if side else {"decode": sum(named(intervals, "decode"))})}
-        return {"phases": phases, "series": {"steps": steps},
-                "counts": {"passes_per_step": 1, "clips": clips, "steps_per_clip": len(steps) // max(1, clips)}}
+        phases = {
+            "denoise": sum(steps),
+            "clip": sum(named(intervals, "clip")),
+            **({} if side else {"decode": sum(named(intervals, "decode"))}),
+        }
+        return {
+            "phases": phases,
+            "series": {"steps": steps},
+            "counts": {"passes_per_step": 1, "clips": clips, "steps_per_clip": len(steps) // max(1, clips)},
+        }
 
     def measured_metrics(self) -> list[Metric]:
         """The last call's streaming figures: each clip is a chunk (:mod:`tuner.evaluators.runtime.streaming`)."""
@@ -302,8 +345,9 @@ class AvatarDiTWorkload(Workload):
         if cuda_used:
             torch.cuda.empty_cache()
 
-    def _prepare(self, params: Mapping[str, Any],
-                 context: RunContext) -> tuple[torch.device, AvatarInputs, AvatarSettings]:
+    def _prepare(
+        self, params: Mapping[str, Any], context: RunContext
+    ) -> tuple[torch.device, AvatarInputs, AvatarSettings]:
         """Read inputs, load the model (once per weights file and device), validate params, make the audio."""
         device = torch_device(context)
         inputs = AvatarInputs.from_context(context)
@@ -330,8 +374,9 @@ class AvatarDiTWorkload(Workload):
             self._decode_stream = torch.cuda.Stream(device=device)
         return self._decode_stream
 
-    def _conditioning(self, settings: AvatarSettings, inputs: AvatarInputs, seed: int,
-                      device: torch.device) -> Conditioning:
+    def _conditioning(
+        self, settings: AvatarSettings, inputs: AvatarInputs, seed: int, device: torch.device
+    ) -> Conditioning:
         """Reference latent and audio windows for this resolution and length (cached)."""
         key = (settings.resolution, settings.total_frames, inputs, seed)
         if key in self._conditionings:
@@ -349,8 +394,7 @@ class AvatarDiTWorkload(Workload):
         return conditioning
 
     @staticmethod
-    def _noise_source(settings: AvatarSettings, seed: int,
-                      device: torch.device) -> Callable[[int], torch.Tensor]:
+    def _noise_source(settings: AvatarSettings, seed: int, device: torch.device) -> Callable[[int], torch.Tensor]:
         """``clip -> (B, C, T, h, w)`` noise; request b's clips come from its own CPU generator in order."""
         generators = [torch.Generator().manual_seed(request_seed(seed, b)) for b in range(settings.batch_size)]
         latent_side = settings.resolution // VAE_DOWNSAMPLE
@@ -361,4 +405,3 @@ class AvatarDiTWorkload(Workload):
             return torch.stack([torch.randn(shape, generator=g) for g in generators]).to(device)
 
         return draw_noise
-

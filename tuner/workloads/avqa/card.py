@@ -29,8 +29,9 @@ import platform
 import tempfile
 import warnings
 from collections import defaultdict
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import psutil
 import torch
@@ -42,8 +43,13 @@ from tuner.workloads.avqa.data import ANSWERS, QUESTION_TYPES, heldout_questions
 from tuner.workloads.avqa.workload import AVQAWorkload
 from tuner.workloads.base import RunContext
 
-FULL: Mapping[str, Any] = {"video_fps": 8.0, "max_frames": 64, "audio_sample_rate": 16000,
-                           "max_audio_seconds": 10.0, "max_new_tokens": 16}
+FULL: Mapping[str, Any] = {
+    "video_fps": 8.0,
+    "max_frames": 64,
+    "audio_sample_rate": 16000,
+    "max_audio_seconds": 10.0,
+    "max_new_tokens": 16,
+}
 """The setting accuracy rows start from: nothing the model could use is dropped."""
 
 ACCURACY_ROWS: dict[str, list[dict[str, Any]]] = {
@@ -51,19 +57,35 @@ ACCURACY_ROWS: dict[str, list[dict[str, Any]]] = {
     "max_frames (video_fps 8)": [{"max_frames": n} for n in (32, 16, 8, 4, 2, 1)],
     "audio": [{"max_audio_seconds": s} for s in (4.0, 3.0, 2.0, 1.0, 0.5)] + [{"audio_sample_rate": 8000}],
     "max_new_tokens": [{"max_new_tokens": n} for n in (16, 6, 5, 4, 3, 2, 1)],
-    "decoding": [{}, {"num_beams": 3}, {"do_sample": True, "temperature": 0.7},
-                 {"do_sample": True, "temperature": 1.5}, {"precision": "bf16"}],
+    "decoding": [
+        {},
+        {"num_beams": 3},
+        {"do_sample": True, "temperature": 0.7},
+        {"do_sample": True, "temperature": 1.5},
+        {"precision": "bf16"},
+    ],
     "DOMAIN.md defaults": [{"video_fps": 2.0, "max_frames": 16}],
 }
 
 COST_ROWS: dict[str, list[dict[str, Any]]] = {
     "media tokens (video_fps, max_frames)": [
-        {"video_fps": 0.5}, {"video_fps": 1.0}, {}, {"video_fps": 4.0}, {"video_fps": 8.0, "max_frames": 64},
-        {"video_fps": 8.0, "max_frames": 8}, {"max_audio_seconds": 1.0}, {"audio_sample_rate": 8000}],
+        {"video_fps": 0.5},
+        {"video_fps": 1.0},
+        {},
+        {"video_fps": 4.0},
+        {"video_fps": 8.0, "max_frames": 64},
+        {"video_fps": 8.0, "max_frames": 8},
+        {"max_audio_seconds": 1.0},
+        {"audio_sample_rate": 8000},
+    ],
     "max_new_tokens": [{"max_new_tokens": n} for n in (1, 4, 16, 64)],
     "num_beams": [{"num_beams": n} for n in (1, 3, 5)],
-    "use_cache": [{"use_cache": True}, {"use_cache": False}, {"use_cache": True, "num_beams": 3},
-                  {"use_cache": False, "num_beams": 3}],
+    "use_cache": [
+        {"use_cache": True},
+        {"use_cache": False},
+        {"use_cache": True, "num_beams": 3},
+        {"use_cache": False, "num_beams": 3},
+    ],
     "batch_size": [{"batch_size": n} for n in (1, 2, 4, 12)],
     "precision": [{"precision": "fp32"}, {"precision": "bf16"}],
 }
@@ -76,8 +98,9 @@ def peak_tensor_bytes(call: Callable[[], object], workdir: Path) -> int:
     """Peak bytes of CPU tensors alive during ``call`` that it created (profiler memory timeline)."""
     from torch.profiler import ProfilerActivity, profile
 
-    with profile(activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True,
-                 with_stack=True) as profiler:
+    with profile(
+        activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True
+    ) as profiler:
         call()
     path = workdir / "memory.raw.json.gz"
     with warnings.catch_warnings():
@@ -108,11 +131,13 @@ def accuracy_table(num_questions: int, batch: int, workdir: Path) -> str:
     workload = AVQAWorkload()
     workload.setup({}, context)
     chance = sum(1 / len(ANSWERS[t]) for t in QUESTION_TYPES) / len(QUESTION_TYPES)
-    lines = [f"Held-out questions: {num_questions} ({num_questions // len(QUESTION_TYPES)} per type); "
-             f"chance (uniform guess per type, averaged): {chance:.2f}.", "",
-             "| group | change from full | overall | " + " | ".join(QUESTION_TYPES)
-             + " | truncated | frames | audio s |",
-             "| --- | --- | ---: | " + " | ".join("---:" for _ in QUESTION_TYPES) + " | ---: | ---: | ---: |"]
+    lines = [
+        f"Held-out questions: {num_questions} ({num_questions // len(QUESTION_TYPES)} per type); "
+        f"chance (uniform guess per type, averaged): {chance:.2f}.",
+        "",
+        "| group | change from full | overall | " + " | ".join(QUESTION_TYPES) + " | truncated | frames | audio s |",
+        "| --- | --- | ---: | " + " | ".join("---:" for _ in QUESTION_TYPES) + " | ---: | ---: | ---: |",
+    ]
     for group, rows in ACCURACY_ROWS.items():
         for change in rows:
             params = {**FULL, "batch_size": batch, **change}
@@ -124,9 +149,11 @@ def accuracy_table(num_questions: int, batch: int, workdir: Path) -> str:
             overall = sum(sum(v) for v in per_type.values()) / len(questions)
             cells = " | ".join(f"{sum(per_type[t]) / len(per_type[t]):.2f}" for t in QUESTION_TYPES)
             counters = output.counters
-            lines.append(f"| {group} | {_label(change)} | {overall:.3f} | {cells} | "
-                         f"{counters['max_new_tokens_hit'] / len(questions):.2f} | "
-                         f"{counters['frames_used']:.0f} | {counters['audio_seconds_used']:.1f} |")
+            lines.append(
+                f"| {group} | {_label(change)} | {overall:.3f} | {cells} | "
+                f"{counters['max_new_tokens_hit'] / len(questions):.2f} | "
+                f"{counters['frames_used']:.0f} | {counters['audio_seconds_used']:.1f} |"
+            )
     workload.teardown()
     return "\n".join(lines)
 
@@ -135,12 +162,15 @@ def cost_table(num_questions: int, workdir: Path) -> str:
     """Markdown: latency and peak RSS of one call per row of :data:`COST_ROWS`."""
     context = _context(num_questions, workdir)
     settings = LatencySettings(warmup=1, min_repeats=5, max_repeats=9, cv_target=0.03, noisy_cv=0.10)
-    lines = [f"One call answers {num_questions} held-out questions; changes are from the DOMAIN.md defaults "
-             "(video_fps 2, max_frames 16, 16 kHz, max_audio_seconds 10, max_new_tokens 16, greedy, "
-             "1 beam, cache on, batch 1, fp32).", "",
-             "| group | change | p50 s / call | ms / question | CV | peak tensor MB | RSS rise MB | "
-             "media tokens | decode calls | decoded tokens |",
-             "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = [
+        f"One call answers {num_questions} held-out questions; changes are from the DOMAIN.md defaults "
+        "(video_fps 2, max_frames 16, 16 kHz, max_audio_seconds 10, max_new_tokens 16, greedy, "
+        "1 beam, cache on, batch 1, fp32).",
+        "",
+        "| group | change | p50 s / call | ms / question | CV | peak tensor MB | RSS rise MB | "
+        "media tokens | decode calls | decoded tokens |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |",
+    ]
     process = psutil.Process()
     for group, rows in COST_ROWS.items():
         for change in rows:
@@ -149,8 +179,7 @@ def cost_table(num_questions: int, workdir: Path) -> str:
             workload.run(change, context)  # render clips, fill caches before the window
             with PeakMemoryMonitor() as monitor:  # entry resets the RSS high-water mark to the RSS now
                 start_rss = process.memory_info().rss
-                stats, output = measure_latency(lambda: workload.run(change, context), workload.synchronize,
-                                                settings)
+                stats, output = measure_latency(lambda: workload.run(change, context), workload.synchronize, settings)
             peak = next(m.value for m in monitor.metrics() if m.name == "peak_rss_gb")
             tensors_mb = peak_tensor_bytes(lambda: workload.run(change, context), workdir) / 1e6
             workload.teardown()
@@ -159,7 +188,8 @@ def cost_table(num_questions: int, workdir: Path) -> str:
             lines.append(
                 f"| {group} | {_label(change)} | {stats.p50_s:.3f} | {1000 * stats.p50_s / num_questions:.1f} | "
                 f"{stats.cv or 0:.3f} | {tensors_mb:.2f} | {rise_mb:.1f} | {counters['media_tokens']:.0f} | "
-                f"{counters['decode_calls']:.0f} | {counters['decoded_tokens']:.0f} |")
+                f"{counters['decode_calls']:.0f} | {counters['decoded_tokens']:.0f} |"
+            )
     return "\n".join(lines)
 
 
@@ -169,15 +199,18 @@ def header(threads: int) -> str:
     cpu = platform.processor() or platform.machine()
     cpuinfo = Path("/proc/cpuinfo")
     if cpuinfo.exists():
-        names = [line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines()
-                 if line.startswith("model name")]
+        names = [
+            line.split(":", 1)[1].strip() for line in cpuinfo.read_text().splitlines() if line.startswith("model name")
+        ]
         cpu = names[0] if names else cpu
     meta = loaded.training
     parameters = sum(p.numel() for p in loaded.model.parameters())
-    return (f"Measured {datetime.date.today().isoformat()} on {cpu} ({psutil.cpu_count()} logical CPUs, "
-            f"torch {torch.__version__}, {threads} torch thread(s), shared machine). Weights: "
-            f"{parameters} parameters, {meta.get('steps')} steps, seed {meta.get('seed')}, "
-            f"final loss {meta.get('final_loss', float('nan')):.4f}.")
+    return (
+        f"Measured {datetime.date.today().isoformat()} on {cpu} ({psutil.cpu_count()} logical CPUs, "
+        f"torch {torch.__version__}, {threads} torch thread(s), shared machine). Weights: "
+        f"{parameters} parameters, {meta.get('steps')} steps, seed {meta.get('seed')}, "
+        f"final loss {meta.get('final_loss', float('nan')):.4f}."
+    )
 
 
 def main(argv: list[str] | None = None) -> None:

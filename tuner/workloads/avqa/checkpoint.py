@@ -34,8 +34,15 @@ def save_checkpoint(path: Path, model: AVQAModel, tokenizer: CharTokenizer, trai
     """Write the checkpoint described in the module docs (parent folders created)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     state = {name: tensor.detach().cpu().clone() for name, tensor in model.state_dict().items()}
-    torch.save({"state_dict": state, "config": model.config.to_dict(), "vocab": list(tokenizer.vocab),
-                "training": dict(training)}, path)
+    torch.save(
+        {
+            "state_dict": state,
+            "config": model.config.to_dict(),
+            "vocab": list(tokenizer.vocab),
+            "training": dict(training),
+        },
+        path,
+    )
 
 
 def load_checkpoint(path: Path | str | None = None) -> LoadedModel:
@@ -45,7 +52,8 @@ def load_checkpoint(path: Path | str | None = None) -> LoadedModel:
         raise FileNotFoundError(
             f"AVQA weights not found at {resolved}; train them with "
             "`python -m tuner.workloads.avqa.train --out <path>` (the default path is "
-            f"{DEFAULT_WEIGHTS}) or point inputs['weights'] at an existing file")
+            f"{DEFAULT_WEIGHTS}) or point inputs['weights'] at an existing file"
+        )
     data = torch.load(resolved, map_location="cpu", weights_only=True)
     config = AVQAConfig.from_dict(data["config"])
     model = AVQAModel(config)

@@ -115,9 +115,14 @@ class ClipFacts:
 
     def answer(self, question_type: str) -> str:
         """The one-word ground-truth answer to ``question_type``."""
-        values = {"shape": self.shape, "colour": self.colour, "direction": self.direction,
-                  "pitch": self.pitch, "beeps": NUMBER_WORDS[self.beeps],
-                  "flashes": NUMBER_WORDS[self.flashes]}
+        values = {
+            "shape": self.shape,
+            "colour": self.colour,
+            "direction": self.direction,
+            "pitch": self.pitch,
+            "beeps": NUMBER_WORDS[self.beeps],
+            "flashes": NUMBER_WORDS[self.flashes],
+        }
         return values[question_type]
 
 
@@ -158,14 +163,24 @@ def clip_facts(clip_id: int) -> ClipFacts:
     flashes = int(FLASH_COUNTS[rng.integers(len(FLASH_COUNTS))])
     beeps = int(BEEP_COUNTS[rng.integers(len(BEEP_COUNTS))])
     return ClipFacts(
-        clip_id=int(clip_id), shape=shape, colour=colour, direction=direction,
-        pitch=PITCHES[rng.integers(len(PITCHES))], beeps=beeps, flashes=flashes,
-        radius_px=radius, travel_px=travel, start_xy=start, rgb=(rgb[0], rgb[1], rgb[2]),
+        clip_id=int(clip_id),
+        shape=shape,
+        colour=colour,
+        direction=direction,
+        pitch=PITCHES[rng.integers(len(PITCHES))],
+        beeps=beeps,
+        flashes=flashes,
+        radius_px=radius,
+        travel_px=travel,
+        start_xy=start,
+        rgb=(rgb[0], rgb[1], rgb[2]),
         background=int(rng.integers(20, 90)),
         flash_spread=tuple(float(p) for p in rng.dirichlet(np.ones(flashes + 1))),
         beep_spread=tuple(float(p) for p in rng.dirichlet(np.ones(beeps + 1))),
-        base_hz=float(rng.uniform(350.0, 1300.0)), pitch_ratio=float(rng.uniform(1.25, 1.6)),
-        beep_seconds=float(rng.uniform(0.12, 0.22)))
+        base_hz=float(rng.uniform(350.0, 1300.0)),
+        pitch_ratio=float(rng.uniform(1.25, 1.6)),
+        beep_seconds=float(rng.uniform(0.12, 0.22)),
+    )
 
 
 def spread_starts(spread: tuple[float, ...], total: float, item: float, gap: float, margin: float) -> list[float]:
@@ -209,7 +224,7 @@ def render_clip(facts: ClipFacts, seconds: float = DEFAULT_CLIP_SECONDS) -> Clip
         mask = (y >= -r) & (y <= 0.8 * r) & (np.abs(x) <= (y + r) * 0.6)
     hidden = np.zeros(count, dtype=bool)
     for start in _flash_starts(facts, count):
-        hidden[start:start + FLASH_FRAMES] = True
+        hidden[start : start + FLASH_FRAMES] = True
     mask &= ~hidden[:, None, None]
     noise = rng.normal(0.0, 7.0, size=(count, FRAME_SIZE, FRAME_SIZE, 3))
     frames = np.full((count, FRAME_SIZE, FRAME_SIZE, 3), float(facts.background)) + noise
@@ -226,14 +241,14 @@ def _render_audio(facts: ClipFacts, seconds: float, rng: np.random.Generator) ->
     ramp = min(int(0.01 * NATIVE_AUDIO_RATE), length // 2)
     envelope = np.ones(length)
     envelope[:ramp] = np.linspace(0.0, 1.0, ramp)
-    envelope[length - ramp:] = np.linspace(1.0, 0.0, ramp)
+    envelope[length - ramp :] = np.linspace(1.0, 0.0, ramp)
     ratio = facts.pitch_ratio if facts.pitch == "up" else 1.0 / facts.pitch_ratio
     first_hz = facts.base_hz if facts.pitch == "up" else facts.base_hz * facts.pitch_ratio ** (facts.beeps - 1)
     starts = spread_starts(facts.beep_spread, seconds, facts.beep_seconds, 0.3, 0.1)
     for k, start_s in enumerate(starts):
         start = min(int(start_s * NATIVE_AUDIO_RATE), total - length)
-        tone = np.sin(2 * np.pi * first_hz * ratio ** k * t + rng.uniform(0, 2 * np.pi))
-        audio[start:start + length] += rng.uniform(0.3, 0.5) * envelope * tone
+        tone = np.sin(2 * np.pi * first_hz * ratio**k * t + rng.uniform(0, 2 * np.pi))
+        audio[start : start + length] += rng.uniform(0.3, 0.5) * envelope * tone
     return np.clip(audio, -1.0, 1.0).astype(np.float32)
 
 
@@ -245,8 +260,9 @@ def heldout_questions(num_questions: int, first: int = 0) -> list[Question]:
     for index in range(first, first + num_questions):
         question_type = QUESTION_TYPES[index % len(QUESTION_TYPES)]
         facts = clip_facts(HELDOUT_BASE + index)
-        questions.append(Question(facts.clip_id, question_type, QUESTION_TEXT[question_type],
-                                  facts.answer(question_type)))
+        questions.append(
+            Question(facts.clip_id, question_type, QUESTION_TEXT[question_type], facts.answer(question_type))
+        )
     return questions
 
 

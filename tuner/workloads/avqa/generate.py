@@ -25,8 +25,8 @@ Contract of :func:`generate`
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -61,16 +61,22 @@ class Generation:
 class _Decoder:
     """Feeds one step at a time to the model, cached or recomputing the prefix."""
 
-    def __init__(self, model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]], use_cache: bool,
-                 mark: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        model: AVQAModel,
+        memory: torch.Tensor,
+        prompts: list[list[int]],
+        use_cache: bool,
+        mark: Callable[[str], None] | None = None,
+    ) -> None:
         self.model, self.memory, self.use_cache = model, memory, use_cache
         self.mark: Callable[[str], None] = mark or (lambda name: None)
         length = max(len(p) for p in prompts)
         self.tokens = torch.full((len(prompts), length), PAD, dtype=torch.long, device=memory.device)
         self.mask = torch.zeros((len(prompts), length), dtype=torch.bool, device=memory.device)
         for row, prompt in enumerate(prompts):
-            self.tokens[row, length - len(prompt):] = torch.tensor(prompt, device=memory.device)
-            self.mask[row, length - len(prompt):] = True
+            self.tokens[row, length - len(prompt) :] = torch.tensor(prompt, device=memory.device)
+            self.mask[row, length - len(prompt) :] = True
         self.positions = (self.mask.long().cumsum(1) - 1).clamp(min=0)
         self.cross = model.cross_keys_values(memory) if use_cache else None
         self.cache = KVCache() if use_cache else None
@@ -109,9 +115,14 @@ class _Decoder:
         return logits
 
 
-def generate(model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]], settings: DecodingSettings,
-             generators: list[torch.Generator] | None = None,
-             mark: Callable[[str], None] | None = None) -> Generation:
+def generate(
+    model: AVQAModel,
+    memory: torch.Tensor,
+    prompts: list[list[int]],
+    settings: DecodingSettings,
+    generators: list[torch.Generator] | None = None,
+    mark: Callable[[str], None] | None = None,
+) -> Generation:
     """Answer tokens for each prompt (row ``i`` attends to ``memory[i]``); see module docs. ``mark(name)`` (a
     :class:`~tuner.evaluators.runtime.structure.Timeline`'s) is called with ``prefill`` once the prompt's logits
     are queued and ``token`` after each further decoding step's."""
@@ -133,8 +144,9 @@ def generate(model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]], s
             assert generators is not None
             probabilities = torch.softmax(logits / settings.temperature, dim=-1)
             # CPU generators (one per request): draw on the CPU, so CUDA runs sample the same way
-            token = torch.stack([torch.multinomial(probabilities[i].cpu(), 1, generator=generators[i])[0]
-                                 for i in range(rows)]).to(logits.device)
+            token = torch.stack(
+                [torch.multinomial(probabilities[i].cpu(), 1, generator=generators[i])[0] for i in range(rows)]
+            ).to(logits.device)
         else:
             token = logits.argmax(dim=-1)
         for row in range(rows):
@@ -148,8 +160,13 @@ def generate(model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]], s
     return Generation(answers, hit, decoder.calls, decoder.processed)
 
 
-def _beam_search(model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]],
-                 settings: DecodingSettings, mark: Callable[[str], None] | None = None) -> Generation:
+def _beam_search(
+    model: AVQAModel,
+    memory: torch.Tensor,
+    prompts: list[list[int]],
+    settings: DecodingSettings,
+    mark: Callable[[str], None] | None = None,
+) -> Generation:
     beams, rows = settings.num_beams, len(prompts)
     expanded = [p for p in prompts for _ in range(beams)]
     decoder = _Decoder(model, memory.repeat_interleave(beams, dim=0), expanded, settings.use_cache, mark)
@@ -174,8 +191,9 @@ def _beam_search(model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]
                 sequence = running[row][beam] + [token]
                 if token == EOS:
                     if rank < beams:  # an <eos> below the top num_beams candidates is not a hypothesis
-                        finished[row] = sorted(finished[row] + [(score / len(sequence), sequence)],
-                                               key=lambda item: -item[0])[:beams]
+                        finished[row] = sorted(
+                            finished[row] + [(score / len(sequence), sequence)], key=lambda item: -item[0]
+                        )[:beams]
                     continue
                 kept.append(sequence)
                 next_rows.append(row * beams + beam)
@@ -183,7 +201,7 @@ def _beam_search(model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]
                 next_scores.append(score)
             if kept and len(finished[row]) == beams:
                 # done once the best running beam, even ending next step, would rank below every kept hypothesis
-                best_running = max(next_scores[-len(kept):]) / (len(kept[0]) + 1)
+                best_running = max(next_scores[-len(kept) :]) / (len(kept[0]) + 1)
                 done[row] = done[row] or best_running <= finished[row][-1][0]
             if not kept:
                 done[row] = True
@@ -203,8 +221,11 @@ def _beam_search(model: AVQAModel, memory: torch.Tensor, prompts: list[list[int]
     for row in range(rows):
         candidates = list(finished[row])
         if not done[row]:  # the limit stopped this row: unfinished beams compete too
-            candidates += [(float(scores[row, b]) / len(running[row][b]), running[row][b])
-                           for b in range(beams) if scores[row, b] > float("-inf")]
+            candidates += [
+                (float(scores[row, b]) / len(running[row][b]), running[row][b])
+                for b in range(beams)
+                if scores[row, b] > float("-inf")
+            ]
         best = max(candidates, key=lambda item: item[0])[1] if candidates else running[row][0]
         answers.append(best)
         hit.append(best[-1] != EOS)

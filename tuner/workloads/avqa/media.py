@@ -7,8 +7,8 @@ their frames and audio stack into one batch.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Sequence
 
 import numpy as np
 import torch
@@ -50,8 +50,14 @@ def resample_audio(audio: torch.Tensor, from_hz: int, to_hz: int) -> torch.Tenso
     return (torch.fft.irfft(spectrum, n=target, dim=-1) * (target / samples)).float().clamp(-1.0, 1.0)
 
 
-def build_media(clips: Sequence[Clip], video_fps: float, max_frames: int, audio_rate_hz: int,
-                max_audio_seconds: float, device: torch.device | str = "cpu") -> MediaBatch:
+def build_media(
+    clips: Sequence[Clip],
+    video_fps: float,
+    max_frames: int,
+    audio_rate_hz: int,
+    max_audio_seconds: float,
+    device: torch.device | str = "cpu",
+) -> MediaBatch:
     """Sample frames at ``video_fps`` (capped at ``max_frames``), keep the first
     ``max_audio_seconds`` of audio, resample it to ``audio_rate_hz``."""
     seconds = clips[0].seconds
@@ -62,5 +68,4 @@ def build_media(clips: Sequence[Clip], video_fps: float, max_frames: int, audio_
     frame_seconds = torch.from_numpy(indices.astype(np.float32) / NATIVE_FPS).to(device)
     keep = min(int(round(max_audio_seconds * NATIVE_AUDIO_RATE)), clips[0].audio.shape[0])
     audio = torch.from_numpy(np.stack([clip.audio[:keep] for clip in clips])).to(device)
-    return MediaBatch(frames, frame_seconds, resample_audio(audio, NATIVE_AUDIO_RATE, audio_rate_hz),
-                      audio_rate_hz)
+    return MediaBatch(frames, frame_seconds, resample_audio(audio, NATIVE_AUDIO_RATE, audio_rate_hz), audio_rate_hz)

@@ -26,8 +26,9 @@ Shapes and units
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
-from typing import Any, Mapping, cast
+from typing import Any, cast
 
 import torch
 import torch.nn.functional as F
@@ -101,7 +102,7 @@ class AVQAConfig:
         return asdict(self)
 
     @staticmethod
-    def from_dict(values: Mapping[str, Any]) -> "AVQAConfig":
+    def from_dict(values: Mapping[str, Any]) -> AVQAConfig:
         return AVQAConfig(**dict(values))
 
 
@@ -119,9 +120,16 @@ class FrameEncoder(nn.Module):
         super().__init__()
         self.grid = grid
         self.convs = nn.Sequential(
-            nn.Conv2d(5, 16, 4, stride=2, padding=1), nn.GroupNorm(4, 16), nn.GELU(),
-            nn.Conv2d(16, 32, 3, stride=2, padding=1), nn.GroupNorm(4, 32), nn.GELU(),
-            nn.Conv2d(32, dim, 3, stride=2, padding=1), nn.GroupNorm(4, dim), nn.GELU())
+            nn.Conv2d(5, 16, 4, stride=2, padding=1),
+            nn.GroupNorm(4, 16),
+            nn.GELU(),
+            nn.Conv2d(16, 32, 3, stride=2, padding=1),
+            nn.GroupNorm(4, 32),
+            nn.GELU(),
+            nn.Conv2d(32, dim, 3, stride=2, padding=1),
+            nn.GroupNorm(4, dim),
+            nn.GELU(),
+        )
         self.norm = nn.LayerNorm(dim)
 
     def forward(self, frames: torch.Tensor) -> torch.Tensor:
@@ -141,9 +149,13 @@ class AudioEncoder(nn.Module):
         super().__init__()
         self.config = config
         self.convs = nn.Sequential(
-            nn.Conv1d(config.audio_bands, config.dim, 3, stride=2, padding=1), nn.GroupNorm(4, config.dim),
+            nn.Conv1d(config.audio_bands, config.dim, 3, stride=2, padding=1),
+            nn.GroupNorm(4, config.dim),
             nn.GELU(),
-            nn.Conv1d(config.dim, config.dim, 3, stride=2, padding=1), nn.GroupNorm(4, config.dim), nn.GELU())
+            nn.Conv1d(config.dim, config.dim, 3, stride=2, padding=1),
+            nn.GroupNorm(4, config.dim),
+            nn.GELU(),
+        )
         self.norm = nn.LayerNorm(config.dim)
         self._banks: dict[tuple[int, str], torch.Tensor] = {}
 
@@ -167,9 +179,15 @@ class AudioEncoder(nn.Module):
     def band_energies(self, audio: torch.Tensor, rate_hz: int) -> torch.Tensor:
         """Log band energies ``(B, bands, frames)`` of ``audio``, computed in fp32."""
         n_fft, hop, window = self.stft_shape(rate_hz)
-        spectrum = torch.stft(audio.float(), n_fft, hop_length=hop, win_length=window,
-                              window=torch.hann_window(window, device=audio.device),
-                              center=True, return_complex=True)
+        spectrum = torch.stft(
+            audio.float(),
+            n_fft,
+            hop_length=hop,
+            win_length=window,
+            window=torch.hann_window(window, device=audio.device),
+            center=True,
+            return_complex=True,
+        )
         power = spectrum.real.square() + spectrum.imag.square()  # (B, n_fft/2+1, frames)
         bands = torch.matmul(self._bank(rate_hz, n_fft, audio.device), power)
         return (torch.log(bands + 1e-5) + 6.0) / 6.0
@@ -181,8 +199,9 @@ class AudioEncoder(nn.Module):
         key = (rate_hz, str(device))
         if key not in self._banks:
             bins_hz = torch.arange(n_fft // 2 + 1, dtype=torch.float64) * rate_hz / n_fft
-            edges = torch.logspace(math.log10(BAND_LOW_HZ), math.log10(BAND_HIGH_HZ),
-                                   self.config.audio_bands + 2, dtype=torch.float64)
+            edges = torch.logspace(
+                math.log10(BAND_LOW_HZ), math.log10(BAND_HIGH_HZ), self.config.audio_bands + 2, dtype=torch.float64
+            )
             low, centre, high = edges[:-2, None], edges[1:-1, None], edges[2:, None]
             rising = (bins_hz - low) / (centre - low)
             falling = (high - bins_hz) / (high - centre)
@@ -210,8 +229,9 @@ class Attention(nn.Module):
         key, value = self.key_value(x).chunk(2, dim=-1)
         return self.split(key), self.split(value)
 
-    def attend(self, x: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
-               mask: torch.Tensor | None) -> torch.Tensor:
+    def attend(
+        self, x: torch.Tensor, key: torch.Tensor, value: torch.Tensor, mask: torch.Tensor | None
+    ) -> torch.Tensor:
         """``x`` (N, L, dim) attends to ``key``/``value`` (N, heads, K, dim/heads); ``mask`` True = keep."""
         mixed = F.scaled_dot_product_attention(self.split(self.query(x)), key, value, attn_mask=mask)
         return self.out(mixed.transpose(1, 2).flatten(2))
@@ -259,9 +279,13 @@ class DecoderLayer(nn.Module):
         self.cross_attention = Attention(dim, heads)
         self.mlp = nn.Sequential(nn.Linear(dim, 4 * dim), nn.GELU(), nn.Linear(4 * dim, dim))
 
-    def forward(self, x: torch.Tensor, mask: torch.Tensor, cross_kv: tuple[torch.Tensor, torch.Tensor],
-                past_kv: tuple[torch.Tensor, torch.Tensor] | None
-                ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+    def forward(
+        self,
+        x: torch.Tensor,
+        mask: torch.Tensor,
+        cross_kv: tuple[torch.Tensor, torch.Tensor],
+        past_kv: tuple[torch.Tensor, torch.Tensor] | None,
+    ) -> tuple[torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
         """New ``x`` and the self-attention keys/values of past + current tokens."""
         normed = self.norms[0](x)
         key, value = self.self_attention.keys_values(normed)
@@ -298,8 +322,9 @@ class AVQAModel(nn.Module):
     def decoder_layers(self) -> list[DecoderLayer]:
         return cast(list[DecoderLayer], list(self.layers))
 
-    def encode_media(self, frames: torch.Tensor, frame_seconds: torch.Tensor,
-                     audio: torch.Tensor | None, rate_hz: int) -> torch.Tensor:
+    def encode_media(
+        self, frames: torch.Tensor, frame_seconds: torch.Tensor, audio: torch.Tensor | None, rate_hz: int
+    ) -> torch.Tensor:
         """Memory ``(B, M, dim)`` of frames ``(B, T, H, W, 3)`` uint8 and audio ``(B, S)`` (or None)."""
         batch, count = frames.shape[:2]
         per_frame = self.frames(frames.flatten(0, 1)).view(batch, count, -1, self.config.dim)
@@ -309,15 +334,15 @@ class AVQAModel(nn.Module):
         if audio is not None and audio.shape[1] > 0:
             tokens = self.audio(audio, rate_hz)
             seconds = self.audio.token_seconds(tokens.shape[1], audio.device)
-            parts.append(tokens + self.time(time_features(seconds, self.config.time_frequencies))
-                         + self.media_type[1])
+            parts.append(tokens + self.time(time_features(seconds, self.config.time_frequencies)) + self.media_type[1])
         memory = torch.cat(parts, dim=1)
         for layer in self.media_layers:
             memory = layer(memory)
         return self.media_norm(memory)
 
-    def cross_keys_values(self, memory: torch.Tensor,
-                          media_index: torch.Tensor | None = None) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    def cross_keys_values(
+        self, memory: torch.Tensor, media_index: torch.Tensor | None = None
+    ) -> list[tuple[torch.Tensor, torch.Tensor]]:
         """Each layer's cross-attention keys/values of ``memory``, rows picked by ``media_index``."""
         result = []
         for layer in self.decoder_layers:
@@ -327,8 +352,14 @@ class AVQAModel(nn.Module):
             result.append((key, value))
         return result
 
-    def decode(self, tokens: torch.Tensor, positions: torch.Tensor, key_mask: torch.Tensor,
-               cross_kv: list[tuple[torch.Tensor, torch.Tensor]], cache: KVCache | None = None) -> torch.Tensor:
+    def decode(
+        self,
+        tokens: torch.Tensor,
+        positions: torch.Tensor,
+        key_mask: torch.Tensor,
+        cross_kv: list[tuple[torch.Tensor, torch.Tensor]],
+        cache: KVCache | None = None,
+    ) -> torch.Tensor:
         """Logits ``(N, L, vocab)`` for ``tokens`` (N, L) placed after whatever ``cache`` holds.
 
         ``key_mask`` (N, L) marks real tokens of this chunk. With a cache, its

@@ -24,9 +24,9 @@ from __future__ import annotations
 import argparse
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import torch
@@ -34,7 +34,14 @@ import torch.nn.functional as F
 
 from tuner.workloads.avqa.checkpoint import DEFAULT_WEIGHTS, save_checkpoint
 from tuner.workloads.avqa.data import (
-    HELDOUT_BASE, NATIVE_AUDIO_RATE, NATIVE_FPS, QUESTION_TEXT, QUESTION_TYPES, clip_facts, render_clip)
+    HELDOUT_BASE,
+    NATIVE_AUDIO_RATE,
+    NATIVE_FPS,
+    QUESTION_TEXT,
+    QUESTION_TYPES,
+    clip_facts,
+    render_clip,
+)
 from tuner.workloads.avqa.media import MediaBatch, build_media
 from tuner.workloads.avqa.model import EOS, PAD, AVQAConfig, AVQAModel, CharTokenizer, parameter_count
 from tuner.workloads.training import deterministic_torch, warmup_cosine_lr
@@ -86,13 +93,17 @@ def draw_setting(rng: np.random.Generator, full_fraction: float) -> InputSetting
         return InputSetting(clip_seconds, NATIVE_FPS, 64, NATIVE_AUDIO_RATE, clip_seconds)
     audio_seconds = clip_seconds if rng.random() < 0.5 else float(rng.uniform(0.5, clip_seconds))
     return InputSetting(
-        clip_seconds=clip_seconds, video_fps=float(rng.choice([0.5, 1.0, 2.0, 4.0, 8.0])),
+        clip_seconds=clip_seconds,
+        video_fps=float(rng.choice([0.5, 1.0, 2.0, 4.0, 8.0])),
         max_frames=int(rng.choice([1, 2, 3, 4, 6, 8, 12, 16, 24, 40])),
-        audio_rate_hz=int(rng.choice([8000, 16000])), audio_seconds=audio_seconds)
+        audio_rate_hz=int(rng.choice([8000, 16000])),
+        audio_seconds=audio_seconds,
+    )
 
 
-def answer_sequences(tokenizer: CharTokenizer, questions: list[str], answers: list[str]
-                     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+def answer_sequences(
+    tokenizer: CharTokenizer, questions: list[str], answers: list[str]
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
     """Right-padded ``(inputs, targets, scored)`` for teacher forcing.
 
     Each row is ``prompt + answer + <eos>`` shifted by one; ``scored`` marks the
@@ -107,25 +118,32 @@ def answer_sequences(tokenizer: CharTokenizer, questions: list[str], answers: li
     padded = torch.full((len(rows), length), PAD, dtype=torch.long)
     scored = torch.zeros((len(rows), length - 1), dtype=torch.bool)
     for index, (row, prompt_length) in enumerate(zip(rows, prompt_lengths)):
-        padded[index, :len(row)] = torch.tensor(row)
-        scored[index, prompt_length - 1:len(row) - 1] = True
+        padded[index, : len(row)] = torch.tensor(row)
+        scored[index, prompt_length - 1 : len(row) - 1] = True
     return padded[:, :-1], padded[:, 1:], scored
 
 
-def training_batch(rng: np.random.Generator, clips: int, setting: InputSetting,
-                   tokenizer: CharTokenizer) -> tuple[MediaBatch, torch.Tensor, torch.Tensor, torch.Tensor]:
+def training_batch(
+    rng: np.random.Generator, clips: int, setting: InputSetting, tokenizer: CharTokenizer
+) -> tuple[MediaBatch, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Media of ``clips`` fresh training clips and the six questions about each (clip-major)."""
     ids = rng.integers(0, HELDOUT_BASE, size=clips)
     facts = [clip_facts(int(clip_id)) for clip_id in ids]
-    media = build_media([render_clip(f, setting.clip_seconds) for f in facts], setting.video_fps,
-                        setting.max_frames, setting.audio_rate_hz, setting.audio_seconds)
+    media = build_media(
+        [render_clip(f, setting.clip_seconds) for f in facts],
+        setting.video_fps,
+        setting.max_frames,
+        setting.audio_rate_hz,
+        setting.audio_seconds,
+    )
     questions = [QUESTION_TEXT[q] for _ in facts for q in QUESTION_TYPES]
     answers = [f.answer(q) for f in facts for q in QUESTION_TYPES]
     return (media, *answer_sequences(tokenizer, questions, answers))
 
 
-def sequence_loss(model: AVQAModel, media: MediaBatch, inputs: torch.Tensor, targets: torch.Tensor,
-                  scored: torch.Tensor) -> torch.Tensor:
+def sequence_loss(
+    model: AVQAModel, media: MediaBatch, inputs: torch.Tensor, targets: torch.Tensor, scored: torch.Tensor
+) -> torch.Tensor:
     """Mean cross-entropy over the scored target tokens (clip-major rows, six per clip)."""
     memory = model.encode_media(media.frames, media.frame_seconds, media.audio, media.audio_rate_hz)
     per_clip = inputs.shape[0] // memory.shape[0]
@@ -140,8 +158,12 @@ def learning_rate(step: int, config: TrainConfig) -> float:
     return warmup_cosine_lr(step, config.learning_rate, config.warmup_steps, config.steps)
 
 
-def train(config: TrainConfig, model_config: AVQAConfig = AVQAConfig(),
-          log: Callable[[str], None] | None = print, log_every: int = 50) -> TrainResult:
+def train(
+    config: TrainConfig,
+    model_config: AVQAConfig = AVQAConfig(),
+    log: Callable[[str], None] | None = print,
+    log_every: int = 50,
+) -> TrainResult:
     """Train a fresh model under ``config`` (see module docs).
 
     Sets torch's thread count and deterministic mode for the run and restores
@@ -151,14 +173,16 @@ def train(config: TrainConfig, model_config: AVQAConfig = AVQAConfig(),
         return _train(config, model_config, log, log_every)
 
 
-def _train(config: TrainConfig, model_config: AVQAConfig, log: Callable[[str], None] | None,
-           log_every: int) -> TrainResult:
+def _train(
+    config: TrainConfig, model_config: AVQAConfig, log: Callable[[str], None] | None, log_every: int
+) -> TrainResult:
     torch.manual_seed(config.seed)
     rng = np.random.default_rng(config.seed)
     tokenizer = CharTokenizer()
     model = AVQAModel(model_config)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=config.learning_rate,
-                                  weight_decay=config.weight_decay, betas=(0.9, 0.98))
+    optimizer = torch.optim.AdamW(
+        model.parameters(), lr=config.learning_rate, weight_decay=config.weight_decay, betas=(0.9, 0.98)
+    )
     losses: list[float] = []
     start = time.perf_counter()
     model.train()
@@ -176,8 +200,10 @@ def _train(config: TrainConfig, model_config: AVQAConfig, log: Callable[[str], N
         losses.append(float(loss.item()))
         if log is not None and (step + 1) % log_every == 0:
             recent = losses[-log_every:]
-            log(f"step {step + 1}/{config.steps} loss {sum(recent) / len(recent):.4f} "
-                f"({time.perf_counter() - start:.0f} s)")
+            log(
+                f"step {step + 1}/{config.steps} loss {sum(recent) / len(recent):.4f} "
+                f"({time.perf_counter() - start:.0f} s)"
+            )
     model.eval()
     return TrainResult(model, losses, time.perf_counter() - start)
 
@@ -192,15 +218,21 @@ def main(argv: list[str] | None = None) -> None:
     config = TrainConfig(steps=args.steps, threads=args.threads, seed=args.seed)
     result = train(config, log=lambda line: print(line, flush=True))
     metadata = {
-        **asdict(config), "final_loss": result.final_loss, "wall_time_s": round(result.wall_s, 1),
-        "loss_first_50": float(np.mean(result.losses[:50])), "parameters": parameter_count(result.model),
-        "torch": str(torch.__version__), "machine": platform.processor() or platform.machine(),
+        **asdict(config),
+        "final_loss": result.final_loss,
+        "wall_time_s": round(result.wall_s, 1),
+        "loss_first_50": float(np.mean(result.losses[:50])),
+        "parameters": parameter_count(result.model),
+        "torch": str(torch.__version__),
+        "machine": platform.processor() or platform.machine(),
         "command": f"python -m tuner.workloads.avqa.train --steps {args.steps} "
-                   f"--threads {args.threads} --seed {args.seed}",
+        f"--threads {args.threads} --seed {args.seed}",
     }
     save_checkpoint(args.out, result.model, CharTokenizer(), metadata)
-    print(f"saved {args.out} ({args.out.stat().st_size / 1e6:.2f} MB): final loss "
-          f"{result.final_loss:.4f}, {result.wall_s:.0f} s, {metadata['parameters']} parameters")
+    print(
+        f"saved {args.out} ({args.out.stat().st_size / 1e6:.2f} MB): final loss "
+        f"{result.final_loss:.4f}, {result.wall_s:.0f} s, {metadata['parameters']} parameters"
+    )
 
 
 if __name__ == "__main__":

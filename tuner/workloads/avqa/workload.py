@@ -61,26 +61,43 @@ the question index, so every answer is reproducible and independent of
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 import torch
 
 from tuner.evaluators.runtime.structure import Timeline, named
 from tuner.workloads.avqa.checkpoint import DEFAULT_WEIGHTS, LoadedModel, load_checkpoint
 from tuner.workloads.avqa.data import (
-    CLIP_SECONDS_RANGE, DEFAULT_CLIP_SECONDS, NATIVE_AUDIO_RATE, NATIVE_FPS, Clip, Question, clip_facts,
-    heldout_questions, render_clip)
+    CLIP_SECONDS_RANGE,
+    DEFAULT_CLIP_SECONDS,
+    NATIVE_AUDIO_RATE,
+    NATIVE_FPS,
+    Clip,
+    Question,
+    clip_facts,
+    heldout_questions,
+    render_clip,
+)
 from tuner.workloads.avqa.generate import DecodingSettings, generate
 from tuner.workloads.avqa.media import build_media
-from tuner.workloads.params import as_bool, as_integer, as_positive_real, torch_device
 from tuner.workloads.base import InvalidSetting, RunContext, Workload, WorkloadOutput
+from tuner.workloads.params import as_bool, as_integer, as_positive_real, torch_device
 
 DEFAULT_PARAMS: Mapping[str, Any] = {
-    "video_fps": 2.0, "max_frames": 16, "audio_sample_rate": 16000, "max_audio_seconds": 10.0,
-    "max_new_tokens": 16, "num_beams": 1, "do_sample": False, "temperature": 0.7, "use_cache": True,
-    "batch_size": 1, "precision": "fp32",
+    "video_fps": 2.0,
+    "max_frames": 16,
+    "audio_sample_rate": 16000,
+    "max_audio_seconds": 10.0,
+    "max_new_tokens": 16,
+    "num_beams": 1,
+    "do_sample": False,
+    "temperature": 0.7,
+    "use_cache": True,
+    "batch_size": 1,
+    "precision": "fp32",
 }
 """Values used for absent parameters: the DOMAIN.md server defaults, scaled to this model."""
 
@@ -103,7 +120,7 @@ class AVQASettings:
     precision: str
 
     @staticmethod
-    def from_params(params: Mapping[str, Any], device: torch.device) -> "AVQASettings":
+    def from_params(params: Mapping[str, Any], device: torch.device) -> AVQASettings:
         unknown = sorted(set(params) - set(DEFAULT_PARAMS))
         if unknown:
             raise InvalidSetting(f"unknown avqa params {unknown}; known: {sorted(DEFAULT_PARAMS)}")
@@ -127,15 +144,21 @@ class AVQASettings:
         if precision == "fp16" and device.type != "cuda":
             raise InvalidSetting("precision='fp16' needs a CUDA device (the CPU supports fp32 and bf16)")
         decoding = DecodingSettings(
-            max_new_tokens=max_new_tokens, num_beams=num_beams, do_sample=do_sample,
+            max_new_tokens=max_new_tokens,
+            num_beams=num_beams,
+            do_sample=do_sample,
             temperature=as_positive_real(merged["temperature"], "temperature"),
-            use_cache=as_bool(merged["use_cache"], "use_cache"))
+            use_cache=as_bool(merged["use_cache"], "use_cache"),
+        )
         return AVQASettings(
-            video_fps=video_fps, max_frames=as_integer(merged["max_frames"], "max_frames", minimum=1),
-            audio_sample_rate=rate, max_audio_seconds=as_positive_real(merged["max_audio_seconds"],
-                                                                       "max_audio_seconds"),
-            decoding=decoding, batch_size=as_integer(merged["batch_size"], "batch_size", minimum=1),
-            precision=precision)
+            video_fps=video_fps,
+            max_frames=as_integer(merged["max_frames"], "max_frames", minimum=1),
+            audio_sample_rate=rate,
+            max_audio_seconds=as_positive_real(merged["max_audio_seconds"], "max_audio_seconds"),
+            decoding=decoding,
+            batch_size=as_integer(merged["batch_size"], "batch_size", minimum=1),
+            precision=precision,
+        )
 
 
 @dataclass(frozen=True)
@@ -148,7 +171,7 @@ class AVQAInputs:
     weights: Path | None
 
     @staticmethod
-    def from_context(context: RunContext) -> "AVQAInputs":
+    def from_context(context: RunContext) -> AVQAInputs:
         inputs = context.inputs
         question_set = inputs.get("question_set", "heldout")
         if question_set != "heldout":
@@ -160,7 +183,9 @@ class AVQAInputs:
         parsed = AVQAInputs(
             num_questions=as_integer(inputs.get("num_questions", 12), "num_questions", minimum=1),
             first_question=as_integer(inputs.get("first_question", 0), "first_question", minimum=0),
-            clip_seconds=clip_seconds, weights=Path(str(weights)) if weights is not None else None)
+            clip_seconds=clip_seconds,
+            weights=Path(str(weights)) if weights is not None else None,
+        )
         parsed.check_ground_truth(inputs.get("ground_truth"))
         return parsed
 
@@ -177,12 +202,13 @@ class AVQAInputs:
             raise InvalidSetting(
                 f"inputs.ground_truth does not match the {self.num_questions} held-out questions from "
                 f"{self.first_question}; expected {expected} (print them with `python -m "
-                f"tuner.workloads.avqa.data --num-questions {self.num_questions} --first {self.first_question}`)")
+                f"tuner.workloads.avqa.data --num-questions {self.num_questions} --first {self.first_question}`)"
+            )
 
 
 def request_seed(seed: int, question_index: int) -> int:
     """Sampling seed of one question: fixed by the study seed and the question's index in the set."""
-    return (seed * 1_000_003 + question_index) % (2 ** 63)
+    return (seed * 1_000_003 + question_index) % (2**63)
 
 
 class AVQAWorkload(Workload):
@@ -216,26 +242,41 @@ class AVQAWorkload(Workload):
         model, tokenizer = self._loaded.model, self._loaded.tokenizer
         questions = inputs.questions()
         answers: list[str] = []
-        totals = {"prompt_tokens": 0.0, "new_tokens": 0.0, "max_new_tokens_hit": 0.0,
-                  "decode_calls": 0.0, "decoded_tokens": 0.0, "batches": 0.0}
+        totals = {
+            "prompt_tokens": 0.0,
+            "new_tokens": 0.0,
+            "max_new_tokens_hit": 0.0,
+            "decode_calls": 0.0,
+            "decoded_tokens": 0.0,
+            "batches": 0.0,
+        }
         per_request: dict[str, float] = {}
         dtype = AUTOCAST_DTYPES[settings.precision]
         timeline = self._timeline = Timeline(torch.cuda if device.type == "cuda" else None)
         timeline.start()
-        with torch.inference_mode(), torch.autocast(device.type, dtype=dtype or torch.float32,
-                                                    enabled=dtype is not None):
+        with (
+            torch.inference_mode(),
+            torch.autocast(device.type, dtype=dtype or torch.float32, enabled=dtype is not None),
+        ):
             for start in range(0, len(questions), settings.batch_size):
-                chunk = questions[start:start + settings.batch_size]
-                media = build_media([self._clips[(q.clip_id, inputs.clip_seconds)] for q in chunk],
-                                    settings.video_fps, settings.max_frames, settings.audio_sample_rate,
-                                    settings.max_audio_seconds, device)
+                chunk = questions[start : start + settings.batch_size]
+                media = build_media(
+                    [self._clips[(q.clip_id, inputs.clip_seconds)] for q in chunk],
+                    settings.video_fps,
+                    settings.max_frames,
+                    settings.audio_sample_rate,
+                    settings.max_audio_seconds,
+                    device,
+                )
                 memory = model.encode_media(media.frames, media.frame_seconds, media.audio, media.audio_rate_hz)
                 timeline.mark("encode")
                 prompts = [tokenizer.prompt(q.text) for q in chunk]
                 generators = None
                 if settings.decoding.do_sample:
-                    generators = [torch.Generator().manual_seed(
-                        request_seed(context.seed, inputs.first_question + start + i)) for i in range(len(chunk))]
+                    generators = [
+                        torch.Generator().manual_seed(request_seed(context.seed, inputs.first_question + start + i))
+                        for i in range(len(chunk))
+                    ]
                 result = generate(model, memory, prompts, settings.decoding, generators, timeline.mark)
                 answers += [tokenizer.decode(tokens) for tokens in result.tokens]
                 totals["prompt_tokens"] += sum(len(p) for p in prompts)
@@ -244,9 +285,11 @@ class AVQAWorkload(Workload):
                 totals["decode_calls"] += result.decode_calls
                 totals["decoded_tokens"] += result.decoded_tokens
                 totals["batches"] += 1
-                per_request = {"media_tokens": float(memory.shape[1]),
-                               "frames_used": float(media.frames.shape[1]),
-                               "audio_seconds_used": float(media.audio_seconds)}
+                per_request = {
+                    "media_tokens": float(memory.shape[1]),
+                    "frames_used": float(media.frames.shape[1]),
+                    "audio_seconds_used": float(media.audio_seconds),
+                }
                 timeline.mark("finish")
         counters = {"questions": float(len(questions)), **per_request, **totals}
         return WorkloadOutput(text=answers, items=len(questions), counters=counters)
@@ -262,9 +305,11 @@ class AVQAWorkload(Workload):
         encode, prefill = sum(named(intervals, "encode")), named(intervals, "prefill")
         tokens = named(intervals, "token")
         finish = sum(named(intervals, "finish"))
-        return {"phases": {"prefill": encode + sum(prefill), "encode": encode, "finish": finish},
-                "series": {"tokens": tokens},
-                "counts": {"new_token_steps": len(tokens) + len(prefill), "batches": len(prefill)}}
+        return {
+            "phases": {"prefill": encode + sum(prefill), "encode": encode, "finish": finish},
+            "series": {"tokens": tokens},
+            "counts": {"new_token_steps": len(tokens) + len(prefill), "batches": len(prefill)},
+        }
 
     def declared_weights(self, context: RunContext) -> Mapping[str, Path]:
         """The checkpoint ``run`` reads: ``inputs["weights"]`` (relative to the working directory) or the
@@ -294,4 +339,3 @@ class AVQAWorkload(Workload):
             clip_key = (question.clip_id, inputs.clip_seconds)
             if clip_key not in self._clips:
                 self._clips[clip_key] = render_clip(clip_facts(question.clip_id), inputs.clip_seconds)
-

@@ -29,10 +29,13 @@ def claims_table(metadata: Any) -> Any:
     """The ``tuner_candidate_claims`` table in ``metadata``."""
     from sqlalchemy import Column, Integer, String, Table
 
-    return Table("tuner_candidate_claims", metadata,
-                 Column("study_name", String(255), primary_key=True),
-                 Column("candidate_key", String(64), primary_key=True),
-                 Column("trial_number", Integer, nullable=False))
+    return Table(
+        "tuner_candidate_claims",
+        metadata,
+        Column("study_name", String(255), primary_key=True),
+        Column("candidate_key", String(64), primary_key=True),
+        Column("trial_number", Integer, nullable=False),
+    )
 
 
 @dataclass
@@ -65,13 +68,19 @@ class Claims:
 
         try:
             with self.engine.begin() as connection:
-                connection.execute(insert(self._claims).values(
-                    study_name=self.study_name, candidate_key=key, trial_number=trial_number))
+                connection.execute(
+                    insert(self._claims).values(
+                        study_name=self.study_name, candidate_key=key, trial_number=trial_number
+                    )
+                )
             return None
         except IntegrityError:
             with self.engine.begin() as connection:
-                row = connection.execute(select(self._claims.c.trial_number).where(
-                    (self._claims.c.study_name == self.study_name) & (self._claims.c.candidate_key == key))).first()
+                row = connection.execute(
+                    select(self._claims.c.trial_number).where(
+                        (self._claims.c.study_name == self.study_name) & (self._claims.c.candidate_key == key)
+                    )
+                ).first()
             return None if row is None or int(row.trial_number) == trial_number else int(row.trial_number)
 
     def take_over(self, key: str, holder: int, trial_number: int) -> bool:
@@ -82,9 +91,15 @@ class Claims:
         from sqlalchemy import update
 
         with self.engine.begin() as connection:
-            result = connection.execute(update(self._claims).where(
-                (self._claims.c.study_name == self.study_name) & (self._claims.c.candidate_key == key)
-                & (self._claims.c.trial_number == holder)).values(trial_number=trial_number))
+            result = connection.execute(
+                update(self._claims)
+                .where(
+                    (self._claims.c.study_name == self.study_name)
+                    & (self._claims.c.candidate_key == key)
+                    & (self._claims.c.trial_number == holder)
+                )
+                .values(trial_number=trial_number)
+            )
         return bool(result.rowcount == 1)
 
 

@@ -2,7 +2,7 @@
 
 Many coordinators may share a study (``tuner worker`` on every host of a fleet:
 trials are claimed through the storage and a dead host's trials are found by
-their stale heartbeats, :mod:`tuner.storage.heartbeats`). What must not happen is
+their stale heartbeats, :mod:`tuner.storage.coordination.heartbeats`). What must not happen is
 two coordinators booking the same device — two ``tuner resume`` of one study on
 one host would disturb each other's latencies — so a coordinator locks each of
 its resources: ``<study>@<host>#gpu<i>`` per GPU, or ``<study>@<host>#cpu`` for
@@ -26,11 +26,11 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuner.storage.store_rows import ensure_tables
-from tuner.storage.heartbeats import HOST, pid_alive
-from tuner.storage.outage import call_through_outage
 from tuner.errors import StudyError
+from tuner.storage.coordination.heartbeats import HOST, pid_alive
+from tuner.storage.outage import call_through_outage
 from tuner.storage.store import backend_of, engine_of
+from tuner.storage.store_rows import ensure_tables
 
 HEARTBEAT_S = 10.0
 STALE_AFTER_S = 60.0
@@ -43,11 +43,14 @@ class StudyLocked(StudyError):
 def _table(metadata: Any) -> Any:
     from sqlalchemy import Column, Float, Integer, String, Table
 
-    return Table("tuner_study_locks", metadata,
-                 Column("study_name", String(512), primary_key=True),
-                 Column("host", String(255), nullable=False),
-                 Column("pid", Integer, nullable=False),
-                 Column("heartbeat", Float, nullable=False))
+    return Table(
+        "tuner_study_locks",
+        metadata,
+        Column("study_name", String(512), primary_key=True),
+        Column("host", String(255), nullable=False),
+        Column("pid", Integer, nullable=False),
+        Column("heartbeat", Float, nullable=False),
+    )
 
 
 @dataclass
@@ -92,8 +95,9 @@ class StudyLock:
         for _ in range(3):
             try:
                 with self.engine.begin() as connection:
-                    connection.execute(insert(self._locks).values(
-                        study_name=key, host=self.host, pid=self.pid, heartbeat=time.time()))
+                    connection.execute(
+                        insert(self._locks).values(study_name=key, host=self.host, pid=self.pid, heartbeat=time.time())
+                    )
                 return
             except IntegrityError:
                 with self.engine.begin() as connection:
@@ -106,11 +110,16 @@ class StudyLock:
                         f"study '{self.study_name}' is being run by another coordinator on {resource} of this "
                         f"host (pid {row.pid} on {row.host}, alive {time.time() - row.heartbeat:.0f} s ago); a "
                         f"host runs a study once per device: wait for it, stop it first, or give 'tuner worker' "
-                        f"other --gpus") from None
+                        f"other --gpus"
+                    ) from None
                 with self.engine.begin() as connection:  # take over the dead holder's row
-                    connection.execute(delete(self._locks).where(
-                        (self._locks.c.study_name == key) & (self._locks.c.pid == row.pid)
-                        & (self._locks.c.host == row.host)))
+                    connection.execute(
+                        delete(self._locks).where(
+                            (self._locks.c.study_name == key)
+                            & (self._locks.c.pid == row.pid)
+                            & (self._locks.c.host == row.host)
+                        )
+                    )
         raise StudyLocked(f"study '{self.study_name}': could not take its lock (contended)")
 
     def _stale(self, host: str, pid: int, heartbeat: float) -> bool:
@@ -124,9 +133,11 @@ class StudyLock:
         while not self._stop.wait(HEARTBEAT_S):
             try:
                 with self.engine.begin() as connection:
-                    connection.execute(update(self._locks).where(
-                        self._locks.c.study_name.in_(self.keys) & (self._locks.c.pid == self.pid)
-                    ).values(heartbeat=time.time()))
+                    connection.execute(
+                        update(self._locks)
+                        .where(self._locks.c.study_name.in_(self.keys) & (self._locks.c.pid == self.pid))
+                        .values(heartbeat=time.time())
+                    )
             except Exception:  # noqa: BLE001 - a missed beat is retried; the study goes on
                 continue
 
@@ -137,9 +148,13 @@ class StudyLock:
             return
         try:
             with self.engine.begin() as connection:
-                connection.execute(delete(self._locks).where(
-                    self._locks.c.study_name.in_(keys) & (self._locks.c.pid == self.pid)
-                    & (self._locks.c.host == self.host)))
+                connection.execute(
+                    delete(self._locks).where(
+                        self._locks.c.study_name.in_(keys)
+                        & (self._locks.c.pid == self.pid)
+                        & (self._locks.c.host == self.host)
+                    )
+                )
         except Exception:  # noqa: BLE001 - left behind, it is stale once this process is gone
             pass
 
@@ -151,7 +166,7 @@ class StudyLock:
             self._thread = None
         self._delete(self.keys)
 
-    def __enter__(self) -> "StudyLock":
+    def __enter__(self) -> StudyLock:
         self.acquire()
         return self
 
@@ -164,8 +179,9 @@ def lock_for(study: Any, resources: list[str] | None = None) -> StudyLock:
     ``resources`` of this host (default: the CPU)."""
     engine = engine_of(study)
     if engine is None:
-        raise StudyError(f"study '{study.study_name}': its storage ({type(backend_of(study)).__name__}) cannot hold "
-                         "a lock")
+        raise StudyError(
+            f"study '{study.study_name}': its storage ({type(backend_of(study)).__name__}) cannot hold a lock"
+        )
     return StudyLock(engine, study.study_name, list(resources or ["cpu"]))
 
 
@@ -175,7 +191,7 @@ def ensure_tuner_tables(study: Any) -> None:
     is also created before a first write to a study an older tuner created)."""
     from sqlalchemy import MetaData
 
-    from tuner.storage.claims import claims_table
+    from tuner.storage.coordination.claims import claims_table
     from tuner.storage.store_rows import side_table
 
     engine = engine_of(study)

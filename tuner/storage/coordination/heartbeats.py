@@ -34,7 +34,8 @@ from __future__ import annotations
 import os
 import socket
 import time
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 from tuner.storage import attributes as names
 from tuner.storage import store
@@ -77,7 +78,7 @@ def _local_worker_gone(worker: str | None) -> bool:
 class Heartbeats:
     """Records the heartbeats of the trials this coordinator runs (call :meth:`beat` from its loop)."""
 
-    def __init__(self, study: "optuna.Study") -> None:
+    def __init__(self, study: optuna.Study) -> None:
         self._study = study
         self.interval_s: float | None = store.heartbeat_interval_s(study)
         self._last = 0.0
@@ -99,7 +100,7 @@ class Heartbeats:
         store.record_heartbeat(self._study, list(trial_ids))
 
 
-def stale_trial_ids(study: "optuna.Study") -> dict[int, str]:
+def stale_trial_ids(study: optuna.Study) -> dict[int, str]:
     """RUNNING trials no live coordinator runs: trial id -> why (see the module docstring)."""
     from optuna.trial import TrialState
 
@@ -117,8 +118,11 @@ def stale_trial_ids(study: "optuna.Study") -> dict[int, str]:
             stale[store.trial_id(trial)] = f"its coordinator ({worker}) stopped while it ran"
         elif worker is None and _started_before(trial, UNCLAIMED_AFTER_S):
             unclaimed.append(trial)
-    beating = (store.trials_with_heartbeat(study, [store.trial_id(t) for t in unclaimed])
-               if heartbeats and unclaimed else set())  # read only when needed, only those
+    beating = (
+        store.trials_with_heartbeat(study, [store.trial_id(t) for t in unclaimed])
+        if heartbeats and unclaimed
+        else set()
+    )  # read only when needed, only those
     for trial in unclaimed:
         if store.trial_id(trial) not in beating:
             stale[store.trial_id(trial)] = "the coordinator stopped while it ran"
@@ -133,7 +137,7 @@ def _started_before(trial: Any, seconds: float) -> bool:
     return start is None or (datetime.datetime.now() - start).total_seconds() > seconds
 
 
-def reclaim_stale(study: "optuna.Study") -> int:
+def reclaim_stale(study: optuna.Study) -> int:
     """Fail every stale RUNNING trial as ``INTERRUPTED`` and enqueue its setting again (its role kept,
     ``rerun_of`` set); the count.
 
@@ -150,8 +154,10 @@ def reclaim_stale(study: "optuna.Study") -> int:
     return count
 
 
-TAKEN_OVER = ("no heartbeat of this coordinator reached the storage for longer than the grace period (the process "
-              "was frozen or cut off), so another one failed the trial as stale and re-runs its setting")
+TAKEN_OVER = (
+    "no heartbeat of this coordinator reached the storage for longer than the grace period (the process "
+    "was frozen or cut off), so another one failed the trial as stale and re-runs its setting"
+)
 """Why a coordinator drops what it still had to write for a trial (a late result, a copy, a give-back)."""
 
 
@@ -161,5 +167,5 @@ def taken_over(error: BaseException) -> bool:
     from optuna.exceptions import UpdateFinishedTrialError
 
     return isinstance(error, UpdateFinishedTrialError) or (
-        isinstance(error, ValueError) and str(error).startswith("Cannot tell a "))
-
+        isinstance(error, ValueError) and str(error).startswith("Cannot tell a ")
+    )
