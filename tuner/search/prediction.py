@@ -1,17 +1,21 @@
 """Predict before measuring: each setting's latency and peak memory, with an interval, before it runs.
 
-A study's own measured OK trials (and, on a warm start, the source study's: another GPU type) fit one model per
-predicted metric: log(metric) ridge-linear in the setting's features (:func:`setting_features`: a number's log
-over its range, so steps x frames x passes -- a call's multiplicative cost structure -- is a sum; a categorical's
-choices one-hot, a numeric categorical's log value besides; a source trial's "other hardware" column, whose
-weight is the hardware's scale once this study has measured enough to tell it). The interval is the
-leave-one-out residuals' :data:`INTERVAL` quantiles around the prediction (exact for ridge: ``e_i / (1 - h_ii)``),
-so it widens with the fit's real errors, not an assumed noise. No prediction before :data:`MIN_FIT` local runs.
+A study's own measured OK trials fit one model per predicted metric (:class:`LogRidge`): log(metric)
+ridge-linear in the setting's features (:func:`setting_features`: a number's log over its range, so steps x
+frames x passes -- a call's multiplicative cost structure -- is a sum; a categorical's choices one-hot, a
+numeric categorical's log value besides; a column for runs of another GPU type, a warm start's, whose weight
+is that hardware's scale once the study has measured enough to tell it), plus a Gaussian process on what the
+line leaves (interactions). The interval is the :data:`INTERVAL` quantiles of the held-out (leave-one-out, closed form)
+errors of the line and of the process together, at least :data:`FLOOR` wide, so it widens with the fit's real
+errors, not an assumed noise. No prediction before
+:data:`MIN_FIT` local runs. Today the coordinator feeds it the study's own trials only (the prior column is
+there for a warm start's, not yet wired).
 
 Predicted: ``latency_p50_s`` and the study's memory figure (:func:`memory_metric`: the peak its constraints
-limit, else the device peak, else the host's). The coordinator records each prediction on the trial it is about
-to run (attribute ``prediction``: ``{metric: {"value", "low", "high", "fitted_on", "prior"}}``); the views read
-it beside the measurement (:func:`prediction_errors`: measured / predicted - 1).
+limit, else the device peak). The coordinator records each prediction on the trial it is about to run
+(attribute ``prediction``: ``{metric: {"value", "low", "high", "fitted_on", "prior"}}``); the views read it
+beside the measurement (:func:`prediction_errors`: measured / predicted - 1). How close it comes:
+``bench/prediction_error.py``.
 """
 
 from __future__ import annotations
@@ -35,8 +39,17 @@ MIN_FIT = 3
 """Fewest local measured OK trials (with the metric) before a metric is predicted."""
 INTERVAL = (0.1, 0.9)
 """Quantiles of the leave-one-out log residuals that bound a prediction's interval."""
-RIDGE = 0.01
-"""Ridge penalty on the standardised-by-range features (an intercept is not penalised)."""
+RIDGES = (0.001, 0.01, 0.1, 1.0)
+"""Ridge penalties tried on the features (scaled to [0, 1]; the intercept is not penalised): the one with the
+smallest leave-one-out error is kept -- small where the cost is a clean product, larger on noisy timings."""
+FLOOR = math.log1p(0.02)
+"""Narrowest half-width of an interval (log units): 2 %, a repeated measurement's own spread."""
+MAX_SAMPLES = 300
+"""The latest runs a model is fitted on (its residual process costs the cube of their number)."""
+LENGTH_SCALES = (0.25, 0.5, 1.0, 2.0)
+"""Length scales the residual process may take (the features run over [0, 1])."""
+NOISE_SHARES = (0.05, 0.3, 1.0)
+"""Its noise, as shares of the residuals' variance (1.0: mostly noise, little interaction)."""
 LATENCY = "latency_p50_s"
 MEMORY_FALLBACKS = ("peak_vram_device_gb", "peak_rss_gb")
 
@@ -99,26 +112,55 @@ class Prediction:
 
 
 class LogRidge:
-    """log(y) ridge-linear in the feature rows, with leave-one-out residuals for the interval."""
+    """log(y): ridge-linear in the feature rows (the multiplicative structure), plus a Gaussian process on what
+    the line leaves (interactions: a precision that costs more at a larger size), its length scale and noise
+    chosen by leave-one-out error; the leave-one-out residuals (closed form) give the interval."""
 
     def __init__(self, rows: np.ndarray, logs: np.ndarray) -> None:
         import numpy as np
 
+        self.rows = rows
         self.mean_x, self.mean_y = rows.mean(axis=0), float(logs.mean())
         centred = rows - self.mean_x
-        inverse = np.linalg.inv(centred.T @ centred + RIDGE * np.eye(rows.shape[1]))
-        self.coef = inverse @ centred.T @ (logs - self.mean_y)
-        fitted = self.mean_y + centred @ self.coef
-        leverage = np.einsum("ij,jk,ik->i", centred, inverse, centred) + 1.0 / len(logs)
-        self.loo = (logs - fitted) / np.clip(1.0 - leverage, 1e-6, None)
+        fits = []
+        for ridge in RIDGES:  # the penalty with the smallest leave-one-out error (closed form for ridge)
+            inverse = np.linalg.inv(centred.T @ centred + ridge * np.eye(rows.shape[1]))
+            coef = inverse @ centred.T @ (logs - self.mean_y)
+            leverage = np.einsum("ij,jk,ik->i", centred, inverse, centred) + 1.0 / len(logs)
+            residual = logs - (self.mean_y + centred @ coef)
+            loo = residual / np.clip(1.0 - leverage, 1e-6, None)
+            fits.append((float(np.mean(loo**2)), ridge, coef, residual, loo))
+        chosen = min(fits, key=lambda fit: fit[0])
+        _, self.ridge, self.coef, residual, self.line_loo = chosen
+        self.scale = float(np.var(residual)) or 1e-12
+        best: tuple[float, float, float, Any, Any] | None = None
+        for length in LENGTH_SCALES:
+            for noise in NOISE_SHARES:
+                system = np.linalg.inv(self._kernel(rows, rows, length) + noise * self.scale * np.eye(len(logs)))
+                weights = system @ residual
+                loo = weights / np.clip(np.diag(system), 1e-12, None)
+                error = float(np.mean(loo**2))
+                if best is None or error < best[0]:
+                    best = (error, length, noise, weights, loo)
+        assert best is not None
+        _, self.length, _, self.weights, self.loo = best
+
+    def _kernel(self, left: np.ndarray, right: np.ndarray, length: float) -> np.ndarray:
+        import numpy as np
+
+        distance = ((left[:, None, :] - right[None, :, :]) ** 2).sum(axis=2)
+        return self.scale * np.exp(-distance / (2.0 * length**2))  # type: ignore[no-any-return]
 
     def predict(self, row: Sequence[float]) -> tuple[float, float, float]:
         """The predicted log value and its interval's low and high logs."""
         import numpy as np
 
-        centre = self.mean_y + float((np.asarray(row) - self.mean_x) @ self.coef)
-        low, high = np.quantile(self.loo, INTERVAL) if len(self.loo) else (0.0, 0.0)
-        return centre, centre + min(0.0, float(low)), centre + max(0.0, float(high))
+        point = np.asarray(row, dtype=float)
+        centre = self.mean_y + float((point - self.mean_x) @ self.coef)
+        centre += float(self._kernel(point[None, :], self.rows, self.length)[0] @ self.weights)
+        errors = np.concatenate([self.loo, self.line_loo])  # the wider of the two fits' held-out errors
+        low, high = np.quantile(errors, INTERVAL)
+        return centre, centre + min(-FLOOR, float(low)), centre + max(FLOOR, float(high))
 
 
 class OutcomePredictor:
@@ -158,6 +200,7 @@ class OutcomePredictor:
             if local < MIN_FIT:
                 continue
             if name not in self._models:
+                samples = samples[-MAX_SAMPLES:]
                 self._models[name] = LogRidge(
                     np.asarray([row for row, _, _ in samples]), np.asarray([log for _, log, _ in samples])
                 )
