@@ -213,7 +213,8 @@ def test_status_shows_each_phases_share_of_the_device_time(
     out = cli(root, capsys, "status", STUDY)
     line = next(line for line in out.splitlines() if line.startswith("device time: "))
     shares = {word: int(value) for word, value in re.findall(r"([a-z-]+) (\d+) %", line)}
-    assert list(shares) == ["measured", "warm-up", "start-up", "evaluation", "other"], line
+    assert list(shares) == ["measured", "warm-up", "start-up", "scoring", "other"], line
+    assert len(line) <= 80, "one line at 80 columns"
     phases: dict[str, float] = {}
     for record in records(root):
         for phase, seconds in ((record.cost or {}).get("phases_device_s") or {}).items():
@@ -239,9 +240,7 @@ def test_phase_shares_line_words_each_phase_and_none_without_phases() -> None:
             "unattributed": 0.5,
         }
     )
-    assert phase_shares_line(cost) == (
-        "device time: measured 76 %, warm-up 9 %, start-up 8 %, evaluation 5 %, other 2 %"
-    )
+    assert phase_shares_line(cost) == ("device time: measured 76 %, warm-up 9 %, start-up 8 %, scoring 5 %, other 2 %")
 
 
 def test_status_json_cost_adds_up_and_the_study_list_shows_the_hours_used(

@@ -74,13 +74,14 @@ def cost_lines(cost: StudyCost, device: str | None, budget_device_hours: float |
     return lines
 
 
-SHARE_WORDS = (("measured", "measured"), ("warmup", "warm-up"), ("startup", "start-up"), ("evaluation", "evaluation"))
-"""The phases :func:`phase_shares_line` names, in its order (stored name, word); the rest is ``other``."""
+SHARE_WORDS = (("measured", "measured"), ("warmup", "warm-up"), ("startup", "start-up"), ("evaluation", "scoring"))
+"""The phases :func:`phase_shares_line` names, in its order (stored name, word); the rest is ``other``. Short
+words: the line stays within 80 columns (``scoring`` is the quality evaluation)."""
 
 
 def phase_shares_line(cost: StudyCost) -> str | None:
     """One line: each phase's share of the study's recorded device time, e.g. ``device time: measured 76 %,
-    warm-up 9 %, start-up 8 %, evaluation 5 %, other 2 %`` (``other``: finishing -- samples, the saved output
+    warm-up 9 %, start-up 8 %, scoring 5 %, other 2 %`` (``other``: finishing -- samples, the saved output
     -- and time no worker reported; ``start-up`` holds process starts, the model's loads and reloads). None
     when no run recorded a phase."""
     phases = {phase: float(seconds) for phase, seconds in cost.phases_s.items() if seconds > 0}
