@@ -124,11 +124,19 @@ def test_an_explicit_noisy_trial_is_shipped_with_a_warning(study_dir: Path) -> N
 def test_front_marks_noisy_trials(study_dir: Path) -> None:
     done = tuner("front", "n", cwd=study_dir)
     assert done.returncode == 0, done.stderr
-    header = next(line for line in done.stdout.splitlines() if line.startswith("┃"))
-    column = [cell.strip() for cell in header.split("┃")[1:-1]].index("noisy")
-    rows = [line.split("│")[1:-1] for line in done.stdout.splitlines() if line.startswith("│")]
+    blocks: dict[int, list[str]] = {}  # each listed trial's lines, as the closing front prints them
+    current = None
+    for line in done.stdout.splitlines():
+        words = line.lstrip("* ").split()
+        if len(words) > 1 and words[0] == "trial" and words[1].isdigit():
+            current = int(words[1])
+            blocks[current] = []
+        elif not line.startswith(" "):
+            current = None
+        if current is not None:
+            blocks[current].append(line)
     stored = records(study_dir)
-    shown = {int(cells[0]): cells[column].strip() for cells in rows if cells[0].strip().isdigit()}
+    shown = {n: "NOISY" if "NOISY" in " ".join(lines) else "-" for n, lines in blocks.items()}
     assert shown, done.stdout
     assert shown == {n: "NOISY" if stored[n].noisy else "-" for n in shown}
     noisy = sum(stored[n].noisy for n in shown)
