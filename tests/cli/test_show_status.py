@@ -80,7 +80,8 @@ def test_show_prints_the_whole_reason_the_log_tail_and_the_invocation(
     status, out, err = cli(home, capsys, "show", "s", str(oom.number))
     assert status == 0, err
     assert f"reason: {oom.reason}" in " ".join(out.split()), "the whole reason, wrapped at 80 columns, not cut"
-    assert all(len(line) <= 80 for line in out.splitlines())
+    wide = [line for line in out.splitlines() if len(line) > 80 and (len(line.split()) > 1 or "/" not in line)]
+    assert not wide, "only a deep path is wider"
     log = [line for line in out.splitlines() if line.startswith("  | ")]
     assert any("Traceback" in line for line in log) and "MemoryError" in log[-1], out
     assert len(log) <= 30
@@ -115,9 +116,8 @@ def test_show_prints_metrics_with_units_unavailable_ones_with_reasons_and_sample
     )
     assert "reference" in out.splitlines()[0] and "on the Pareto front" in out.splitlines()[0]
     sheet = reference.samples["contact_sheet.png"]
-    assert Path(sheet).is_file() and f"contact_sheet.png = {sheet}" in "".join(
-        line.strip() if line.startswith("    ") else "\n" + line for line in out.splitlines()
-    ), "a long path, wrapped"
+    assert Path(sheet).is_file() and f"contact_sheet.png = {sheet}" in " ".join(out.split()), "a long path, wrapped"
+    assert any(sheet in line.split() for line in out.splitlines()), "the path whole on one line, to be copied"
     assert "ran on host " in out and "slot cpu:0" in out
 
 
@@ -250,3 +250,14 @@ def test_front_shows_the_memory_this_host_measured(home: Path, capsys: pytest.Ca
     vram_measured = any(records[n].metric_value("peak_vram_gb") is not None for n in shown)
     assert ("peak_vram_gb" in text) == vram_measured, "device memory only where this host measured it"
     assert all(len(line) <= 80 for line in out.splitlines()), out
+
+
+def test_a_path_longer_than_the_line_is_printed_whole_so_it_can_be_copied() -> None:
+    """A trial directory deeper than 80 columns (CI's clones live deep) stays one piece on its own line."""
+    from tuner.cli.show_command import fit_lines
+
+    path = "/check/work/main/tmp/pytest-of-root/pytest-194/popen-gw0/show_status0/s/trial_00004/result.json"
+    fitted = fit_lines([f"  result: {path}", "reason: " + "word " * 30, "  |   " + "^" * 100], 80)
+    assert f"    {path}" in fitted, fitted
+    assert all(len(line) <= 80 or line.split() == [path] for line in fitted), "only the path is wider"
+    assert fitted[-2:] == ["  |   " + "^" * 74, "  :   " + "^" * 26], "a word that is no path is cut to fill the line"

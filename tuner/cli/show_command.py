@@ -83,8 +83,9 @@ def show(
 
 def fit_lines(lines: Sequence[str], width: int) -> list[str]:
     """``lines`` with each one wider than ``width`` broken between words, continued under its own indentation
-    plus two blanks (a log tail line's continuation marked ``  : `` where its lines are ``  | ``); a word wider
-    than the line is broken too (a long path)."""
+    plus two blanks (a log tail line's continuation marked ``  : `` where its lines are ``  | ``). A path wider
+    than the line (a word with a ``/``) is never broken: it stands whole on its own line, past ``width``, so
+    it can be copied; a line without one is filled to ``width``, any word wider than the line cut."""
     fitted: list[str] = []
     for line in lines:
         if len(line) <= width:
@@ -92,9 +93,14 @@ def fit_lines(lines: Sequence[str], width: int) -> list[str]:
             continue
         lead = re.match(r"\s*(\| )?", line)
         indent = (lead.group(0) if lead else "").replace("|", ":") + "  "
+        deep_path = any("/" in word and len(word) > width - len(indent) for word in line.split())
         fitted += textwrap.wrap(
-            line, width, subsequent_indent=indent, break_on_hyphens=False, drop_whitespace=True
-        ) or [line[:width]]
+            line,
+            width,
+            subsequent_indent=indent,
+            break_long_words=not deep_path,
+            break_on_hyphens=False,
+        ) or [line]
     return fitted
 
 
