@@ -17,6 +17,9 @@ Outcomes
              (:mod:`tuner.search.feasibility`) predicted it would run out of memory.
              Recorded by the coordinator like a rule-refused INVALID (free, an
              infeasible point for the sampler); a worker never reports it.
+``SKIPPED_PREDICTED_DOMINATED``  never run: its predicted best case is beaten by
+             the current front (``sampler.skip_dominated``, :mod:`tuner.search.dominance`).
+             Recorded like a predicted OOM: free, a wall for the sampler.
 """
 
 from __future__ import annotations
@@ -39,6 +42,7 @@ class Outcome(str, enum.Enum):
     CRASH = "CRASH"
     INVALID = "INVALID"
     SKIPPED_PREDICTED_OOM = "SKIPPED_PREDICTED_OOM"
+    SKIPPED_PREDICTED_DOMINATED = "SKIPPED_PREDICTED_DOMINATED"
 
     @property
     def is_infeasible_point(self) -> bool:

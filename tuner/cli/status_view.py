@@ -35,6 +35,7 @@ from tuner.front.cost import (
     trial_cost_document,
 )
 from tuner.results import Outcome
+from tuner.search.dominance import skip_summary
 from tuner.session.front_lines import wrap_items
 from tuner.spec.metrics import objective_units
 from tuner.storage.cost import SECONDS_PER_HOUR, device_unit
@@ -139,6 +140,8 @@ def trial_note(record: TrialRecord) -> str:
     if record.outcome == Outcome.SKIPPED_PREDICTED_OOM.value:
         peak = f"peak {record.predicted_peak_gb:.1f} GB, " if record.predicted_peak_gb is not None else "OOM at "
         return f"predicted OOM: {peak}{record.prediction_witness}"
+    if record.outcome == Outcome.SKIPPED_PREDICTED_DOMINATED.value:
+        return one_line_cut(record.reason or "predicted dominated")
     reason = one_line_cut(record.reason or "")
     if record.noisy:
         return f"NOISY (latency cv {record.latency_cv or 0:.2f})" + (f"; {reason}" if reason else "")
@@ -367,6 +370,8 @@ def _summary(opened: OpenStudy, every: Sequence[StatusTrial], shown: int, wanted
         f"{measured} measured of budget {stored.budget_trials}, {len(every)} recorded, {front} on the front"
         + (f", {skipped} skipped as predicted OOM (never run)" if skipped else "")
     ]
+    skips = skip_summary(opened.study.get_trials(deepcopy=False), [o.direction for o in opened.spec.objectives])
+    lines += [skips] if skips else []
     cost = cost_of_records([t.record for t in every])
     lines += cost_lines(cost, stored.device, budget_hours(stored.budget_device_hours))
     shares = phase_shares_line(cost)

@@ -37,6 +37,7 @@ from tuner.replay.runner import ReplayRunner
 from tuner.replay.table import MeasuredTable, exhaustive_front, feasible_values, replay_spec
 from tuner.results import Outcome
 from tuner.runner.base import Slot
+from tuner.search.dominance import audit_counts
 from tuner.search.objectives import plan_constraints
 from tuner.search.samplers import make_sampler
 from tuner.spec.models import SamplerName
@@ -74,6 +75,7 @@ class Method:
     the coordinator; what it returns (a mapping or None) is added to ``coordinator_options``.
     ``whole_space``: the budget is the whole space (the sweep). ``deterministic``: one seed is
     enough. ``seeds``: fewer seeds than the bench's for a slow sampler (None: the bench's).
+    ``skip_dominated``: the sampler block's ``skip_dominated`` (None: off; :mod:`tuner.search.dominance`).
     """
 
     name: str
@@ -84,6 +86,7 @@ class Method:
     deterministic: bool = False
     whole_space: bool = False
     seeds: int | None = None
+    skip_dominated: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -119,6 +122,9 @@ class Replay:
     oom_runs: int = 0  # trials that ran and ran out of memory (each cost a run)
     skipped_oom: int = 0  # SKIPPED_PREDICTED_OOM: proposals the memory model kept from running
     device_s: list[float] = field(default_factory=list)  # cumulative device-seconds after each measured trial
+    skipped_dominated: int = 0  # SKIPPED_PREDICTED_DOMINATED: proposals predicted dominated, not run
+    audited: int = 0  # of those predicted dominated, the audited ones that ran anyway
+    wrong_skips: int = 0  # audited ones that joined the front after all (tuner.search.dominance.audit_counts)
 
 
 @dataclass
@@ -176,7 +182,7 @@ def replay_once(
     table = target.table
     trials = budget_for(method, table, budget)
     sampler_name: SamplerName = method.sampler if method.sampler in get_args(SamplerName) else "random"  # type: ignore[assignment]
-    spec, text = replay_spec(table, trials, sampler_name, method.options, seed)
+    spec, text = replay_spec(table, trials, sampler_name, method.options, seed, method.skip_dominated)
     name = study_name or re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{method.name}-seed{seed}")
     workdir.mkdir(parents=True, exist_ok=True)
     url = storage_url or f"sqlite:///{workdir / (name + '.db')}"
@@ -214,6 +220,7 @@ def replay_once(
     curve = hypervolume_curve(recorded, target.normalizer)
     fractions = [v / target.front_hypervolume if target.front_hypervolume > 0 else 1.0 for v in curve]
     outcomes = [outcome_of(t) for t in recorded]
+    audits = audit_counts(recorded, [o.direction for o in spec.objectives])
     return Replay(
         method.name,
         seed,
@@ -226,6 +233,9 @@ def replay_once(
         outcomes.count(Outcome.OOM.value),
         outcomes.count(Outcome.SKIPPED_PREDICTED_OOM.value),
         cost_curve(recorded),
+        outcomes.count(Outcome.SKIPPED_PREDICTED_DOMINATED.value),
+        audits.audited,
+        audits.wrong,
     )
 
 

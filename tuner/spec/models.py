@@ -30,11 +30,11 @@ from tuner.spec.metrics import base_metric, known_metric
 from tuner.spec.names import check_expression_cost, check_expression_names
 from tuner.spec.quality.cases import CasesSpec, check_cases, input_keys
 from tuner.spec.quality.reference_shape import ReferenceShapeSpec, check_reference_shape
+from tuner.spec.search.sampler import DEFAULT_SAMPLER as DEFAULT_SAMPLER  # re-exported
+from tuner.spec.search.sampler import SamplerName as SamplerName
+from tuner.spec.search.sampler import SamplerSpec
 from tuner.spec.space import check_setting
 from tuner.spec.workload import WorkloadSpec, check_adapter_names
-
-SamplerName = Literal["tpe", "nsga2", "gp", "random", "grid"]
-DEFAULT_SAMPLER: SamplerName = "tpe"
 
 RECORD_ENV_PATTERN = re.compile(r"[A-Za-z_][A-Za-z0-9_*?]*")
 """An entry of ``record_env``: an environment variable name, or a simple glob of one (``*`` any run of
@@ -242,13 +242,6 @@ class Constraint(_Strict):
             if isinstance(bound, str):
                 compile_expression(bound)
         return self
-
-
-class SamplerSpec(_Strict):
-    """Optuna sampler by name; ``options`` go to its constructor."""
-
-    name: SamplerName = DEFAULT_SAMPLER
-    options: dict[str, Any] = Field(default_factory=dict)
 
 
 class StudySpec(_Strict):

@@ -54,6 +54,7 @@ WARM_START_FROM = "warm_start_from"  # a setting a warm start queued: the source
 PREDICTED_PEAK_GB = "predicted_peak_gb"  # SKIPPED_PREDICTED_OOM: the memory model's prediction
 PREDICTION_WITNESS = "prediction_witness"  # ... and the trial it comes from
 PREDICTION = "prediction"  # latency / memory predicted before the trial ran (tuner.search.prediction), by metric
+SKIP_AUDIT = "skip_audit"  # would be skipped as dominated, ran as an audit: {"front": [values], "dominated_by"}
 FINGERPRINT_NOTE = "fingerprint_note"  # how this host differs from the reference's, when it does
 REFERENCE_OUTPUT = "reference_output"  # the reference trial's output path on its host
 PER_INPUT = "per_input"  # a trial of several inputs (spec cases): input -> metric -> {value[, reason]}
@@ -183,6 +184,11 @@ def metrics_of(trial: Attributed) -> Mapping[str, Any]:
 def wall_time_s_of(trial: Attributed) -> float | None:
     """The worker's wall time for the trial, seconds (None when it did not run)."""
     return trial.user_attrs.get(WALL_TIME_S)
+
+
+def skip_audit_of(trial: Attributed) -> Any:
+    """The ``skip_audit`` of a trial run as an audit of a dominance skip (None for any other)."""
+    return attributes_of(trial).get(SKIP_AUDIT)
 
 
 def cost_of(trial: Attributed) -> Any:

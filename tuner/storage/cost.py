@@ -15,8 +15,8 @@ it reported). The phases add up to ``device_s``.
   the setting after starting), and runs given back (interrupted) whose time is known;
 * ``avoided`` (an estimate, never part of the recorded total): a copy of a measured setting
   (exactly its original's ``device_s``), a setting skipped as a predicted OOM (the median
-  ``device_s`` of the study's OOM runs, or of all its runs while it has none) and a setting a rule
-  refused (the median of all runs). :attr:`StudyCost.avoided_estimate` says which medians.
+  ``device_s`` of the study's OOM runs, or of all its runs while it has none), a setting a rule
+  refused and one skipped as predicted dominated (the median of all runs). :attr:`StudyCost.avoided_estimate` says which medians.
 
 ``used_s + wasted_s`` is exactly the sum of the trials' recorded ``device_s``
 (:attr:`StudyCost.recorded_s`). A trial whose coordinator died (reclaimed as stale) has no
@@ -200,6 +200,8 @@ def _avoided(
     if trial.outcome == Outcome.SKIPPED_PREDICTED_OOM.value:
         estimate = oom_median if oom_median is not None else all_median
         return "predicted OOM", estimate or 0.0
+    if trial.outcome == Outcome.SKIPPED_PREDICTED_DOMINATED.value:
+        return "predicted dominated", all_median or 0.0
     if trial.outcome == Outcome.INVALID.value and not trial.measured:
         return "refused by rules", all_median or 0.0
     return None, 0.0
@@ -220,8 +222,12 @@ def _estimate_rule(
             if oom_median is not None
             else f"a predicted OOM: the median run ({all_median or 0:.3g} device-s; no OOM run yet)"
         )
-    if avoided.get("refused by rules"):
-        parts.append(f"a refused setting: the median run ({all_median or 0:.3g} device-s of {len(runs)} runs)")
+    for kind, words in (
+        ("refused by rules", "a refused setting"),
+        ("predicted dominated", "a predicted-dominated one"),
+    ):
+        if avoided.get(kind):
+            parts.append(f"{words}: the median run ({all_median or 0:.3g} device-s of {len(runs)} runs)")
     return "; ".join(parts)
 
 

@@ -207,6 +207,12 @@ def record_prediction(trial: Trial, prediction: Mapping[str, Any]) -> None:
         trial.set_user_attr(names.PREDICTION, dict(prediction))
 
 
+def record_skip_audit(trial: Trial, audit: Mapping[str, Any]) -> None:
+    """Mark ``trial`` as an audit of a skip (:mod:`tuner.search.dominance`): it runs although predicted dominated;
+    ``audit`` holds the front it was judged against."""
+    trial.set_user_attr(names.SKIP_AUDIT, dict(audit))
+
+
 def record_slot(trial: Trial, label: str, compared_with: Mapping[str, Any] | None = None) -> None:
     """Record the slot the trial runs on, and (a study with a reference per shape) the trial whose output its
     quality is compared with and that trial's shape: ``{"trial": number or None, "shape": {name: value}}``."""

@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     import optuna
 
     from tuner.search.feasibility import FeasibilityModel
-    from tuner.search.prediction import OutcomePredictor
+    from tuner.search.prediction import OutcomePredictor, Prediction
     from tuner.spec.models import StudySpec
     from tuner.study.shapes import ShapeReferences
     from tuner.study.snapshot import StudySnapshot
@@ -79,6 +79,12 @@ class Placement:
         if prediction.skip and role not in EXCLUSIVE_ROLES:
             self.recorder.unrun(trial, Outcome.SKIPPED_PREDICTED_OOM, prediction.reason, prediction.attributes())
             return None
+        if (
+            role == "search"
+            and self.spec.sampler.skip_dominated is not None
+            and self._dominated(trial, candidate.params)
+        ):
+            return None
         holder = claim_setting(self.study, self.claims, trial.number, candidate.key, role)
         if holder is None:
             parked = (
@@ -97,10 +103,38 @@ class Placement:
             state.waiting.setdefault(candidate.key, []).append((trial, candidate))  # copied once it is measured
         return None
 
-    def _predict(self, trial: optuna.Trial, params: Mapping[str, Any]) -> None:
-        """Record the setting's predicted latency and memory on ``trial``, from the trials finished so far."""
+    def _predictions(self, params: Mapping[str, Any]) -> dict[str, Prediction]:
+        """The setting's predicted latency and memory, from the trials finished so far."""
         assert self.predictor is not None
         finished = self.snapshot.finished_log
         self.predictor.update(finished[self._fed :])
         self._fed = len(finished)
-        store.record_prediction(trial, {name: p.record() for name, p in self.predictor.predict(params).items()})
+        return self.predictor.predict(params)
+
+    def _predict(self, trial: optuna.Trial, params: Mapping[str, Any]) -> None:
+        """Record the setting's predicted latency and memory on ``trial``."""
+        store.record_prediction(trial, {name: p.record() for name, p in self._predictions(params).items()})
+
+    def _dominated(self, trial: optuna.Trial, params: Mapping[str, Any]) -> bool:
+        """Whether ``trial`` is skipped as predicted dominated (recorded, with its prediction); an audited one is
+        marked and runs (:mod:`tuner.search.dominance`)."""
+        from tuner.search.dominance import judge_proposal
+
+        skip = self.spec.sampler.skip_dominated
+        assert skip is not None
+        predictions = self._predictions(params)
+        verdict = judge_proposal(
+            self.spec,
+            predictions,
+            self.snapshot.successful_reference,
+            self.snapshot.front(),
+            trial.number,
+            skip.audit_share,
+        )
+        if verdict.audit:
+            store.record_skip_audit(trial, verdict.audit_record())
+        if not verdict.skip:
+            return False
+        recorded = {name: p.record() for name, p in predictions.items()}
+        self.recorder.unrun(trial, Outcome.SKIPPED_PREDICTED_DOMINATED, verdict.reason, {names.PREDICTION: recorded})
+        return True

@@ -46,7 +46,12 @@ RUN_NAME_COLUMN, DURATION_COLUMN = "attributes.`Run Name`", "duration"
 RUN_NAME_WIDTH_PX = 380
 DEVICE_S = "device_s"  # a trial's device-seconds: its child run's metric and the trials table's column
 UNMEASURED_WORDS = "objective unavailable"  # ran OK, but an objective's metric could not be computed (FAIL)
-_OUTCOME_WORDS = {"SKIPPED_PREDICTED_OOM": "skipped: predicted OOM", "FAIL": "failed", "PRUNED": "pruned"}
+_OUTCOME_WORDS = {
+    "SKIPPED_PREDICTED_OOM": "skipped: predicted OOM",
+    "SKIPPED_PREDICTED_DOMINATED": "skipped: predicted dominated",
+    "FAIL": "failed",
+    "PRUNED": "pruned",
+}
 
 
 def to_epoch_ms(stamp: str | None) -> int | None:
