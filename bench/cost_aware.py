@@ -48,13 +48,20 @@ from tuner.replay.methods import Method, Target, replay_once
 from tuner.replay.table import load_hardware_types, load_table
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLES = {"avatar_dit:cpu1t": 100, "avqa:cpu1t": 200, "avqa:cpu1t-nodnn": 200}  # table -> trials per study
+TABLES = {"avatar_dit:cpu1t": 100, "avqa:cpu1t": 200, "avqa:cpu1t-nodnn": 200, "wan_tiny:cpu1t": 100}  # -> trials
 METHODS: dict[str, Method] = {
     "default-v1": Method("default-v1", "tpe", options={"multivariate": True, "n_startup_trials": 5}),
     "cheap-start": Method("cheap-start", "tpe", options={"cost_aware": "cheap-start"}),
     "ei-per-second": Method("ei-per-second", "tpe", options={"cost_aware": "ei-per-second"}),
     "ei-per-second-cooled": Method("ei-per-second-cooled", "tpe", options={"cost_aware": "ei-per-second-cooled"}),
     "ei-per-sqrt-second": Method("ei-per-sqrt-second", "tpe", options={"cost_aware": {"weight": 0.5}}),
+    "prediction-first": Method(  # default-v1, and proposals predicted dominated are skipped (10 % audited)
+        "prediction-first",
+        "tpe",
+        options={"multivariate": True, "n_startup_trials": 5},
+        skip_dominated={"audit_share": 0.1},
+    ),
+    "random": Method("random", "random"),
 }
 TARGETS = (0.90, 0.95)
 AT_TRIALS = 40
@@ -81,6 +88,9 @@ def replay_job(label: str, method_name: str, seed: int, budget: int) -> dict[str
         "stopped_because": replay.stopped_because,
         "elapsed_s": replay.elapsed_s,
         "sampler_s": replay.sampler_s,
+        "skipped_dominated": replay.skipped_dominated,
+        "audited": replay.audited,
+        "wrong_skips": replay.wrong_skips,
     }
 
 
@@ -104,6 +114,11 @@ def summarise(runs: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         r["fractions"][min(AT_TRIALS, len(r["fractions"])) - 1] for r in runs
     )
     summary["device_s_total"] = statistics.median(r["device_s"][-1] for r in runs)
+    summary["hv_final"] = statistics.median(r["fractions"][-1] for r in runs)
+    if any("skipped_dominated" in r for r in runs):  # runs replayed since skipping existed
+        summary["skipped_dominated"] = sum(r.get("skipped_dominated", 0) for r in runs)
+        summary["audited"] = sum(r.get("audited", 0) for r in runs)
+        summary["wrong_skips"] = sum(r.get("wrong_skips", 0) for r in runs)
     return summary
 
 
@@ -153,8 +168,8 @@ def table_lines(label: str, front: int, summaries: Mapping[str, Mapping[str, Any
     lines = [
         f"{label}: front {front} settings (goal: 95 % in <= {3 * front} trials, <= 0.5x default-v1's device-s)",
         f"| method | seeds | dev-s to 90 % | dev-s to 95 % (reached) | x default-v1 | cheaper seeds | trials to 95 % | "
-        f"HV@{AT_TRIALS} | dev-s total |",
-        "|---|---|---|---|---|---|---|---|---|",
+        f"HV@{AT_TRIALS} | HV at end | dev-s total | skipped (audited, wrong) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for name, s in summaries.items():
         ratio = (
@@ -166,7 +181,15 @@ def table_lines(label: str, front: int, summaries: Mapping[str, Mapping[str, Any
             f"| {name} | {s['seeds']} | {_fmt(s['device_s_to_90'])} | {_fmt(s['device_s_to_95'])} "
             f"({s['reached_95']}) | {_fmt(ratio, 2) if not math.isnan(ratio) else 'n/a'} | "
             f"{s.get('cheaper_seeds', '')} | "
-            f"{_fmt(s['trials_to_95'], 0)} | {s[f'hv_at_{AT_TRIALS}']:.3f} | {s['device_s_total']:.1f} |"
+            f"{_fmt(s['trials_to_95'], 0)} | {s[f'hv_at_{AT_TRIALS}']:.3f} | "
+            + (f"{s['hv_final']:.3f}" if "hv_final" in s else "n/a")
+            + f" | {s['device_s_total']:.1f} | "
+            + (
+                f"{s['skipped_dominated']} ({s['audited']}, {s['wrong_skips']})"
+                if s.get("skipped_dominated") or s.get("audited")
+                else "-"
+            )
+            + " |"
         )
     return lines
 
@@ -277,7 +300,15 @@ def report_table(
                     "front_size": target.front_size,
                     "overhead": note,
                     "seeds": sorted({r["seed"] for r in runs}),
-                    "methods": {n: dict(METHODS[n].options) for n in present},
+                    "methods": {
+                        n: {
+                            **dict(METHODS[n].options),
+                            **(
+                                {"skip_dominated": dict(METHODS[n].skip_dominated)} if METHODS[n].skip_dominated else {}
+                            ),
+                        }
+                        for n in present
+                    },
                     "summaries": _finite(summaries),
                     "runs": runs,
                 },

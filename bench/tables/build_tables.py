@@ -6,6 +6,7 @@ Usage::
     python bench/tables/build_tables.py avatar_dit --threads 2            # latency + memory (quality joined)
     python bench/tables/build_tables.py avqa --threads 1
     python bench/tables/build_tables.py avqa --threads 1 --no-onednn     # another "hardware type"
+    python bench/tables/build_tables.py wan_tiny --threads 1             # diffusers' Wan pipeline, tiny, random
 
 Hardware types reachable on a CPU host: ``cpuNt`` — N torch intra-op threads;
 ``cpu1t-nodnn`` — one thread with torch's oneDNN backend off: fp32 runs the same
@@ -44,6 +45,14 @@ hours here; the two fixed knobs are the ones the model card shows matter
 least), and ``avatar_dit_proxy``: the avatar space with 1 s of audio instead of
 3 s (the cheap proxy of multi-fidelity screening; its quality is measured
 against the reference setting's output at 1 s), see :data:`TABLES`.
+
+``wan_tiny``: diffusers' real Wan text-to-video pipeline at its tiny architecture with seeded random weights
+(``bench/tables/wan_tiny_grid.yaml``: ``search_spaces/wan_tiny_cpu.yaml`` narrowed to frames x steps x CFG x
+scheduler x cache x threshold x precision at 64x64). Its spec has a reference per shape
+(``reference_shape.per``): each setting's quality is measured against the reference at its own frame count,
+measured when a shape first needs it. Each row also records the call's cost structure
+(:data:`TableDefinition.structure`: text encoding, the denoising loop, one step, the VAE decode; medians of the
+timed calls, seconds), which the cost-structure work replays.
 """
 
 from __future__ import annotations
@@ -74,6 +83,8 @@ class TableDefinition:
     quality: tuple[str, ...] = ()
     remeasure_below_s: float = 0.5
     inputs: dict[str, Any] = field(default_factory=dict)
+    structure: tuple[str, ...] = ()
+    """A call's cost-structure metrics recorded per setting (medians, seconds: tuner.evaluators.runtime.structure)."""
 
 
 TABLES: dict[str, TableDefinition] = {
@@ -90,6 +101,11 @@ TABLES: dict[str, TableDefinition] = {
         ROOT / "search_spaces" / "avatar_demo.yaml",
         quality=("stlpips_alex", "psnr_db", "ssim"),
         inputs={"audio_seconds": 1.0},
+    ),
+    "wan_tiny": TableDefinition(
+        TABLE_DIR / "wan_tiny_grid.yaml",
+        quality=("psnr_db", "ssim"),
+        structure=("text_s", "denoise_s", "denoise_step_s", "decode_s"),
     ),
 }
 
@@ -163,9 +179,7 @@ def measure_table(table: str, threads: int, limit: int | None, onednn: bool = Tr
 
     torch.backends.mkldnn.enabled = onednn
 
-    from tuner.runner.worker import execute
     from tuner.spec.loading import load_spec
-    from tuner.spec.space import resolve
 
     definition = TABLES[table]
     spec = load_spec(definition.spec_path)
@@ -175,29 +189,19 @@ def measure_table(table: str, threads: int, limit: int | None, onednn: bool = Tr
     random.Random(0).shuffle(settings)
     quality_from = _quality_rows(table, names) if (threads, onednn) != (1, True) else None
     quality = list(definition.quality) if quality_from is None else []
-    columns = [*names, "outcome", "reason", "latency_p50_s", "latency_repeats", "peak_rss_gb", *definition.quality]
+    columns = [
+        *names,
+        *("outcome", "reason", "latency_p50_s", "latency_repeats", "peak_rss_gb"),
+        *definition.quality,
+        *definition.structure,
+    ]
     path = table_path(table, threads, onednn)
     done = _done_keys(path, names)
     keep: dict[str, Any] = {}
     started, load_before = time.time(), os.getloadavg()
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
-        reference = work / "reference.npz"
-        warm = execute(
-            _request(
-                spec,
-                resolve(spec, spec.reference)[0].settings,
-                0,
-                work,  # type: ignore[union-attr]
-                quality,
-                1,
-                reference,
-                True,
-            ),
-            keep,
-        )
-        if warm.outcome.value != "OK":
-            raise SystemExit(f"the reference setting failed: {warm.reason}")
+        references: dict[str, Path] = {}
         new_file = not path.exists()
         with path.open("a", newline="") as handle:
             writer = csv.writer(handle)
@@ -210,6 +214,7 @@ def measure_table(table: str, threads: int, limit: int | None, onednn: bool = Tr
                     continue
                 if limit is not None and measured >= limit:
                     break
+                reference = _reference_for(spec, setting, work, quality, keep, references)
                 writer.writerow(
                     _measure_row(spec, setting, names, number, work, quality, reference, keep, quality_from, definition)
                 )
@@ -219,6 +224,28 @@ def measure_table(table: str, threads: int, limit: int | None, onednn: bool = Tr
                     print(f"{table} cpu{threads}t: {len(done) + measured}/{len(settings)}", flush=True)
     _write_sidecar(table, threads, onednn, started, load_before, len(settings))
     return path
+
+
+def _reference_for(
+    spec: Any, setting: dict[str, Any], work: Path, quality: list[str], keep: dict[str, Any], done: dict[str, Path]
+) -> Path:
+    """The saved output of the reference ``setting`` is compared with (the spec's reference at the setting's
+    shape when the spec has ``reference_shape.per``), measured the first time a shape needs it."""
+    from tuner.runner.worker import execute
+    from tuner.spec.quality.reference_shape import reference_at
+    from tuner.spec.space import resolve
+
+    at = reference_at(spec, setting)
+    assert at is not None, "a table measures quality against the spec's reference"
+    if at.label not in done:
+        path = work / f"reference_{len(done)}.npz"
+        candidate = resolve(spec, at.params)[0]
+        assert candidate is not None, f"the reference at {at.label} breaks a rule"
+        ran = execute(_request(spec, candidate.settings, 0, work, quality, 1, path, True), keep)
+        if ran.outcome.value != "OK":
+            raise SystemExit(f"the reference setting at {at.label or 'its shape'} failed: {ran.reason}")
+        done[at.label] = path
+    return done[at.label]
 
 
 def _measure_row(
@@ -240,7 +267,15 @@ def _measure_row(
     candidate, problem = resolve(spec, setting)
     cells = [str(setting[n]) for n in names]
     if candidate is None:
-        return [*cells, "INVALID", problem or "", "", "", "", *([""] * len(quality_names))]
+        return [
+            *cells,
+            "INVALID",
+            problem or "",
+            "",
+            "",
+            "",
+            *([""] * (len(quality_names) + len(definition.structure))),
+        ]
     result = execute(_request(spec, candidate.settings, number, work, quality, 1, reference, False), keep)
     latency, repeats = _value(result, "latency_p50_s"), 1
     peak = _value(result, "peak_rss_gb")
@@ -262,6 +297,7 @@ def _measure_row(
         str(repeats),
         peak,
         *scores,
+        *(_value(result, name) for name in definition.structure),
     ]
 
 
