@@ -22,10 +22,12 @@ from __future__ import annotations
 
 import json
 import textwrap
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tuner.cli.status_sort import StatusTrial as StatusTrial  # re-exported
+from tuner.cli.status_sort import shown_values as shown_values
+from tuner.cli.status_sort import sort_trials
 from tuner.front.cost import (
     budget_hours,
     cost_lines,
@@ -47,16 +49,6 @@ if TYPE_CHECKING:
 NOTE_CHARS = 80  # a reason in the table's note column is cut here ("tuner show" prints it whole)
 TRIAL_STATES = ("RUNNING", "WAITING", "FAIL", "PRUNED", "COMPLETE")  # an outcome shown for a trial with none
 OUTCOMES: tuple[str, ...] = tuple(o.value for o in Outcome) + TRIAL_STATES
-PLAIN_COLUMNS = ("number", "outcome", "role", "front", "dev-s")  # sort columns besides objectives, metrics, params
-
-
-@dataclass(frozen=True)
-class StatusTrial:
-    """One stored trial as status sees it: its record, whether it is on the front, where it ran."""
-
-    record: TrialRecord
-    on_front: bool
-    where: str
 
 
 def parse_outcomes(values: Sequence[str] | None) -> set[str]:
@@ -69,13 +61,6 @@ def parse_outcomes(values: Sequence[str] | None) -> set[str]:
     if unknown:
         raise ValueError(f"--outcome: unknown outcome {', '.join(unknown)} (use {', '.join(OUTCOMES)})")
     return chosen
-
-
-def shown_values(record: TrialRecord, names: Sequence[str]) -> dict[str, float | None]:
-    """The objective values a view shows: None for a placeholder (an OOM's worst-case stand-in) or none stored."""
-    if record.values is None or record.placeholder:
-        return dict.fromkeys(names)
-    return dict(zip(names, (float(v) for v in record.values)))
 
 
 def trial_document(
@@ -153,58 +138,6 @@ def trial_note(record: TrialRecord) -> str:
 def compact_params(params: Mapping[str, Any]) -> str:
     """``k=v`` pairs separated by spaces, every parameter, values as stored (strings unquoted)."""
     return " ".join(f"{key}={value}" for key, value in params.items())
-
-
-def sort_trials(trials: Sequence[StatusTrial], column: str, opened: OpenStudy) -> list[StatusTrial]:
-    """``trials`` ordered by ``column``: ``number``, ``outcome``, ``role``, ``front``, ``dev-s`` (device-seconds),
-    an objective, any stored metric or a parameter (``param.<name>`` when a metric has the same name).
-
-    Objectives and metrics sort best first by their direction (a minimised one ascending),
-    everything else ascending; a leading ``-`` reverses. Trials without a value come last.
-    Raises ``ValueError`` for a column no trial has.
-    """
-    reverse = column.startswith("-")
-    name = column.lstrip("-")
-    names = opened.spec.objective_names
-    directions: dict[str, str] = {o.metric: o.direction for o in opened.spec.objectives}
-    for trial in trials:
-        for metric, stored in trial.record.metrics.items():
-            directions.setdefault(metric, str(stored.get("direction") or "minimize"))
-    params = {key for t in trials for key in t.record.params}
-    key: Callable[[StatusTrial], Any]
-    if name in ("number", "#", "trial"):
-        key = lambda t: t.record.number  # noqa: E731 - one-line keys, chosen by column
-    elif name in ("outcome", "role"):
-        key = lambda t: getattr(t.record, name)  # noqa: E731
-    elif name == "front":
-        key = lambda t: 0 if t.on_front else 1  # noqa: E731
-    elif name in ("dev-s", "device_s"):
-        key = lambda t: t.record.device_s  # noqa: E731
-    elif name in names:
-        index = names.index(name)
-        key = lambda t: shown_values(t.record, names)[names[index]]  # noqa: E731
-        reverse ^= directions[name] == "maximize"
-    elif name in directions and not name.startswith("param."):
-        key = lambda t: t.record.metric_value(name)  # noqa: E731
-        reverse ^= directions[name] == "maximize"
-    elif name.removeprefix("param.") in params:
-        param = name.removeprefix("param.")
-        key = lambda t: _orderable(t.record.params.get(param))  # noqa: E731
-    else:
-        known = [*PLAIN_COLUMNS, *names, *sorted(set(directions) - set(names)), *sorted(params)]
-        raise ValueError(f"--sort: no column '{name}' (use {', '.join(known)}; '-' before one reverses)")
-    keyed: list[tuple[Any, StatusTrial]] = [(key(t), t) for t in trials]
-    present = sorted(((k, t) for k, t in keyed if k is not None), key=lambda pair: pair[0], reverse=reverse)
-    return [t for _, t in present] + [t for k, t in keyed if k is None]
-
-
-def _orderable(value: Any) -> tuple[int, Any] | None:
-    """Numbers before strings, each in its own order (a categorical may mix them)."""
-    if value is None:
-        return None
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        return (0, float(value))
-    return (1, str(value))
 
 
 def status_lines(
