@@ -258,3 +258,15 @@ def test_a_deadline_that_leaves_room_changes_nothing() -> None:
     assert stats.samples_s == (1.0, 1.0, 1.0)
     assert stats.cut_short is False
     assert stats.warmup == 1 and fake.calls == 4
+
+
+def test_repeats_stop_once_every_call_is_past_the_ceiling_and_not_within_its_margin() -> None:
+    """A trial the front surely beats (issue 38, item 3b): one timed call past the ceiling ends the repeats."""
+    stats, _, fake = measure([9.0, 2.0, 2.0, 2.0], warmup=1, min_repeats=3, max_repeats=3, ceiling_s=1.0)
+    assert stats.samples_s == (2.0,) and stats.past_ceiling and fake.calls == 2, "the warm-up proves nothing"
+    near, _, _ = measure([1.04, 1.04, 1.04], warmup=0, min_repeats=3, max_repeats=3, ceiling_s=1.0)
+    assert len(near.samples_s) == 3 and not near.past_ceiling, "within 5 %: a timing's noise, measured in full"
+    mixed, _, _ = measure([0.5, 2.0, 2.0], warmup=0, min_repeats=3, max_repeats=3, ceiling_s=1.0)
+    assert len(mixed.samples_s) == 3 and not mixed.past_ceiling, "one fast call: not every call is past it"
+    free, _, _ = measure([2.0, 2.0, 2.0], warmup=0, min_repeats=3, max_repeats=3)
+    assert len(free.samples_s) == 3 and not free.past_ceiling

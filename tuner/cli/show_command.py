@@ -226,6 +226,8 @@ def _links(document: Mapping[str, Any]) -> list[str]:
         lines.append(f"NOISY: latency cv {document['latency_cv'] or 0:.3g}; its latency is not a fact")
     if document.get("cut_short"):
         lines.append(f"measurement cut short by the time limit: {document['cut_short']}")
+    if document.get("past_ceiling"):
+        lines.append(document["past_ceiling"])
     return lines
 
 

@@ -88,6 +88,7 @@ def trial_document(
         "noisy": record.noisy,
         "latency_cv": record.latency_cv,
         "cut_short": record.cut_short,
+        "past_ceiling": record.past_ceiling,
         "duplicate_of": record.duplicate_of,
         "warm_start_from": record.warm_start_from,
         "predicted_peak_gb": record.predicted_peak_gb,
@@ -132,6 +133,8 @@ def trial_note(record: TrialRecord) -> str:
         return f"NOISY (latency cv {record.latency_cv or 0:.2f})" + (f"; {reason}" if reason else "")
     if record.cut_short:
         return f"cut short: {one_line_cut(record.cut_short)}"
+    if record.past_ceiling:
+        return one_line_cut(record.past_ceiling)
     return reason
 
 

@@ -11,6 +11,7 @@ Protocol (:func:`measure_latency`)::
        or  n == max_repeats
        or  n >= min_repeats and sum(samples) >= max_seconds   (when set)
        or  n >= 1 and the next call would end past ``deadline``   (when given)
+       or  n >= 1 and min(samples) > ceiling_s x (1 + CEILING_MARGIN)   (when set: past_ceiling)
 
 With ``count_warmup_within`` set, the last warmup call is timed as a repeat is
 and counted as the first sample while it lies within that share of the timed
@@ -57,6 +58,8 @@ class PhaseMarks(Protocol):
 
 
 T = TypeVar("T")
+CEILING_MARGIN = 0.05
+"""How far past ``LatencySettings.ceiling_s`` every sample must lie to stop the repeats: a timing's own noise."""
 
 
 def _require_int(name: str, value: object, minimum: int) -> None:
@@ -83,7 +86,10 @@ class LatencySettings:
     while it lies within this share of the timed repeats' median (a first call
     as fast as the rest is a measurement; a slow one, compiling or lazy set-up,
     stays a warmup). Counted, it bounds how far the p50 moves: half this share
-    with two samples, less with more.
+    with two samples, less with more. ``ceiling_s`` (seconds, optional): once every
+    timed sample so far is slower than it by more than :data:`CEILING_MARGIN`, no
+    further repeat starts, min_repeats or not: the p50 is past the ceiling whatever
+    the next calls take (a trial the front surely beats, :mod:`tuner.search.dominance`).
     """
 
     warmup: int = 1
@@ -93,6 +99,7 @@ class LatencySettings:
     noisy_cv: float = 0.10
     max_seconds: float | None = None
     count_warmup_within: float | None = None
+    ceiling_s: float | None = None
 
     def __post_init__(self) -> None:
         _require_int("warmup", self.warmup, 0)
@@ -110,6 +117,8 @@ class LatencySettings:
                 raise ValueError("LatencySettings.max_seconds must be > 0 (or None for no budget)")
         if self.count_warmup_within is not None:
             _require_ratio("count_warmup_within", self.count_warmup_within)
+        if self.ceiling_s is not None:
+            _require_ratio("ceiling_s", self.ceiling_s)
 
 
 def coefficient_of_variation(samples_s: list[float] | tuple[float, ...]) -> float | None:
@@ -134,7 +143,8 @@ class LatencyStats:
     True when a deadline stopped the warmup or the repeats before the settings
     did (``warmup`` then counts the warmup calls actually made). ``warmup_counted``:
     the last warmup call was counted as a repeat (``samples_s[0]``; ``warmup``
-    then excludes it: see ``LatencySettings.count_warmup_within``).
+    then excludes it: see ``LatencySettings.count_warmup_within``). ``past_ceiling``:
+    the repeats stopped because every sample was past ``LatencySettings.ceiling_s``.
     """
 
     samples_s: tuple[float, ...]
@@ -148,6 +158,7 @@ class LatencyStats:
     converged: bool
     cut_short: bool = False
     warmup_counted: bool = False
+    past_ceiling: bool = False
 
     @staticmethod
     def from_samples(
@@ -156,6 +167,7 @@ class LatencyStats:
         settings: LatencySettings,
         cut_short: bool = False,
         warmup_counted: bool = False,
+        past_ceiling: bool = False,
     ) -> LatencyStats:
         """Summarise ``samples_s`` (at least one) under ``settings``' thresholds."""
         if not samples_s:
@@ -173,6 +185,7 @@ class LatencyStats:
             converged=cv is not None and cv <= settings.cv_target,
             cut_short=cut_short,
             warmup_counted=warmup_counted,
+            past_ceiling=past_ceiling,
         )
 
     def to_metrics(self, items: int) -> list[Metric]:
@@ -199,7 +212,15 @@ class LatencyStats:
         return metrics
 
 
+def past_ceiling(samples_s: list[float], settings: LatencySettings) -> bool:
+    """Every sample is slower than ``settings.ceiling_s`` by more than :data:`CEILING_MARGIN` (False without one)."""
+    ceiling = settings.ceiling_s
+    return ceiling is not None and bool(samples_s) and min(samples_s) > ceiling * (1 + CEILING_MARGIN)
+
+
 def _should_stop(samples_s: list[float], settings: LatencySettings) -> bool:
+    if past_ceiling(samples_s, settings):
+        return True
     count = len(samples_s)
     if count >= settings.max_repeats:
         return True
@@ -267,8 +288,9 @@ def measure_latency(
         if _past_deadline(clock, deadline, max(samples_s)):
             cut_short = True
             break
+    every = counted + samples_s
     return LatencyStats.from_samples(
-        counted + samples_s, warmup_done - len(counted), settings, cut_short, bool(counted)
+        every, warmup_done - len(counted), settings, cut_short, bool(counted), past_ceiling(every, settings)
     ), result
 
 

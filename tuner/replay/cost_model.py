@@ -52,14 +52,15 @@ class ReplayCostModel:
         warmup = floor_of(measurement.warmup)  # ``auto``: one call, as for a setting new to the process
         return ReplayCostModel(startup, evaluation, warmup, measurement.min_repeats, measured)
 
-    def phases(self, row: MeasuredRow | None, result: TrialResult) -> dict[str, float]:
-        """Seconds per phase of the replayed ``result`` of ``row`` (see the module docstring)."""
+    def phases(self, row: MeasuredRow | None, result: TrialResult, repeats: int | None = None) -> dict[str, float]:
+        """Seconds per phase of the replayed ``result`` of ``row`` (see the module docstring); ``repeats``: the
+        timed calls when fewer than the spec's were made (repeats stopped past a latency ceiling)."""
         latency = (row.values.get("latency_p50_s") if row is not None else None) or 0.0
         if result.outcome is Outcome.OK:
             return {
                 "startup": self.startup_s,
                 "warmup": self.warmup_calls * latency,
-                "measured": self.repeats * latency,
+                "measured": (self.repeats if repeats is None else repeats) * latency,
                 "evaluation": self.evaluation_s,
                 "finish": 0.0,
             }

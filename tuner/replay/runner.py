@@ -4,7 +4,9 @@ It serves the search-efficiency benchmark (``bench/search_efficiency.py``): the 
 samplers and storage replay a study against an exhaustive table in seconds. What a result holds
 is :func:`tuner.replay.table.replayed_result`: the recorded outcome and metrics; OOM when the
 recorded peak host memory is above the hardware type's declared cap; CRASH ("not in table") for
-a setting the table lacks (a table still being measured). Its ``wall_time_s`` and phases are MODELLED
+a setting the table lacks (a table still being measured). A request with a latency ceiling that the row's
+latency passes (by :data:`~tuner.evaluators.latency.CEILING_MARGIN`) is modelled as the worker would run it:
+one timed call, ``past_ceiling`` in its info. Its ``wall_time_s`` and phases are MODELLED
 (:mod:`tuner.replay.cost_model`): what the trial would have held the device, so the study's
 cost accounting (:mod:`tuner.storage.cost`) applies to a replay unchanged.
 
@@ -22,6 +24,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
+from tuner.evaluators.latency import CEILING_MARGIN
 from tuner.replay.cost_model import ReplayCostModel
 from tuner.replay.table import MeasuredTable
 from tuner.results import Outcome, TrialResult
@@ -47,9 +50,13 @@ class ReplayRunner(Runner):
             result = self.table.result(request.settings)
         except Exception as error:  # noqa: BLE001 - the contract: never raise
             result = TrialResult(Outcome.CRASH, reason=f"replay failed: {type(error).__name__}: {error}")
-        phases = self.cost_model.phases(row, result)
+        latency = (row.values.get("latency_p50_s") if row is not None else None) or 0.0
+        ceiling = request.latency_ceiling_s
+        past = ceiling is not None and result.outcome is Outcome.OK and latency > ceiling * (1 + CEILING_MARGIN)
+        phases = self.cost_model.phases(row, result, repeats=1 if past else None)
         info = {
             **result.info,
+            **({"past_ceiling": f"repeats stopped: {latency:.4g} s past the ceiling {ceiling:.4g} s"} if past else {}),
             "replayed_from": str(self.table.hardware.table_path),
             INFO_KEY: phases,
             "simulated": "values replayed from a measured table; nothing ran; wall time and phases modelled "

@@ -83,6 +83,8 @@ class TrialRequest:
     (:mod:`tuner.runner.measure.inputs`); empty: the one ``inputs``. ``aggregates``: the ``<metric>:worst`` /
     ``<metric>:p<NN>`` figures to report; ``cliff_margins``: metric -> margin for the cliff flags.
     ``cost``: the spec's ``cost`` block (:mod:`tuner.spec.measure.price`): the price metrics from the throughput.
+    ``latency_ceiling_s``: the latency of a front trial that beats this one wherever its latency lands above it
+    (:func:`tuner.search.dominance.latency_ceiling`); timed calls all past it end the repeats early.
     """
 
     study_name: str
@@ -108,6 +110,7 @@ class TrialRequest:
     aggregates: list[str] = field(default_factory=list)
     cliff_margins: dict[str, float] = field(default_factory=dict)
     cost: dict[str, Any] = field(default_factory=dict)  # the spec's cost block: prices per device-hour
+    latency_ceiling_s: float | None = None  # seconds (tuner.evaluators.latency.LatencySettings.ceiling_s)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)

@@ -81,21 +81,55 @@ def best_case(
 ) -> tuple[float, ...] | None:
     """The proposal's best possible value per objective (see the module docstring); None when one of the
     predicted objectives has no prediction yet. An unbounded objective is its ideal (-inf or +inf)."""
-    bound: list[float] = []
-    for index, objective in enumerate(spec.objectives):
-        ideal = -math.inf if objective.direction == "minimize" else math.inf
-        predicted = predictions.get(objective.metric)
-        if predicted is not None:
-            bound.append(predicted.low if objective.direction == "minimize" else predicted.high)
-        elif objective.metric in ("latency_p50_s",) or objective.metric.startswith("peak_"):
-            return None  # predictable, not predicted yet (too few runs): no skip
-        elif objective.metric in REFERENCE_BOUNDED and reference_values is not None:
-            bound.append(float(reference_values[index]))
-        elif objective.metric in IDEAL:
-            bound.append(IDEAL[objective.metric])
-        else:
-            bound.append(ideal)
-    return tuple(bound)
+    bound = [_bound(spec, index, predictions, reference_values) for index in range(len(spec.objectives))]
+    return None if any(value is None for value in bound) else tuple(value for value in bound if value is not None)
+
+
+def _bound(
+    spec: StudySpec, index: int, predictions: Mapping[str, Prediction], reference_values: Sequence[float] | None
+) -> float | None:
+    """Objective ``index``'s best possible value for the proposal (:func:`best_case`); None when it is predictable
+    but not predicted yet (too few runs)."""
+    objective = spec.objectives[index]
+    predicted = predictions.get(objective.metric)
+    if predicted is not None:
+        return predicted.low if objective.direction == "minimize" else predicted.high
+    if objective.metric == "latency_p50_s" or objective.metric.startswith("peak_"):
+        return None
+    if objective.metric in REFERENCE_BOUNDED and reference_values is not None:
+        return float(reference_values[index])
+    if objective.metric in IDEAL:
+        return IDEAL[objective.metric]
+    return -math.inf if objective.direction == "minimize" else math.inf
+
+
+def latency_ceiling(
+    spec: StudySpec, predictions: Mapping[str, Prediction], reference: FrozenTrial | None, front: Sequence[FrozenTrial]
+) -> float | None:
+    """The latency (seconds) past which a proposal is dominated: the lowest latency of a front trial at least as
+    good as the proposal's best case on every other objective. None when ``latency_p50_s`` is not a minimised
+    objective, there is no successful reference, another objective is not bounded, or no front trial qualifies.
+    The worker stops repeating once its timed calls are all past it (:class:`tuner.evaluators.latency.LatencySettings`)."""
+    names = [objective.metric for objective in spec.objectives]
+    if "latency_p50_s" not in names or reference is None or reference.values is None:
+        return None
+    at = names.index("latency_p50_s")
+    if spec.objectives[at].direction != "minimize":
+        return None
+    others = [index for index in range(len(names)) if index != at]
+    bound = {index: _bound(spec, index, predictions, reference.values) for index in others}
+    if any(value is None or math.isinf(value) for value in bound.values()):
+        return None
+    qualified = [
+        t.values[at]
+        for t in front
+        if t.values is not None
+        and all(
+            (t.values[i] <= bound[i]) if spec.objectives[i].direction == "minimize" else (t.values[i] >= bound[i])  # type: ignore[operator]
+            for i in others
+        )
+    ]
+    return float(min(qualified)) if qualified else None
 
 
 def judge_proposal(

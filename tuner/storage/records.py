@@ -55,6 +55,7 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
         for name, m in result.metrics.items()
     }
     cut_short = result.info.get("cut_short")
+    past_ceiling = result.info.get("past_ceiling")
     per_input = {
         case: {name: {"value": m.value, **({"reason": m.reason} if m.reason else {})} for name, m in figures.items()}
         for case, figures in result.per_input.items()
@@ -68,6 +69,7 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
         names.OUTPUT_PATH: result.output_path,
         names.SAMPLES: dict(result.samples),
         **({names.CUT_SHORT: cut_short} if cut_short else {}),
+        **({names.PAST_CEILING: past_ceiling} if past_ceiling else {}),
         **({names.PER_INPUT: per_input} if per_input else {}),
         **({names.CLIFFS: list(result.cliffs)} if result.cliffs else {}),
     }
@@ -167,6 +169,7 @@ class TrialRecord:
     env: Mapping[str, str] | None = None  # the allow-listed environment the trial's worker ran with, secrets masked
     runtime: Mapping[str, Any] | None = None  # packages, torch / CUDA / cuDNN, driver, git, weights' sha256
     cut_short: str | None = None  # how the time limit shortened the latency measurement (one line), when it did
+    past_ceiling: str | None = None  # the repeats stopped past a latency ceiling (one line): it cannot join the front
     unavailable_constraints: Mapping[str, str] = field(default_factory=dict)  # key -> why it could not be evaluated
     measured: bool = False  # a workload ran for it (it counts against the budget)
     log_tail: str | None = None  # the end of the worker's log, as stored (its last LOG_TAIL_STORED_CHARS)
@@ -217,6 +220,7 @@ class TrialRecord:
             env=side.get(names.ENV),
             runtime=side.get(names.RUNTIME),
             cut_short=attrs.get(names.CUT_SHORT) or (side.get(names.WORKER_INFO) or {}).get("cut_short"),
+            past_ceiling=attrs.get(names.PAST_CEILING),
             unavailable_constraints=dict(attrs.get(names.UNAVAILABLE_CONSTRAINTS) or {}),
             measured=bool(attrs.get(names.MEASURED)),
             log_tail=side.get(names.LOG_TAIL),

@@ -469,4 +469,5 @@ class Coordinator:
             self.quality_metrics,
             comparison,
             self._input_fields,
+            self._placement.ceilings.pop(trial.number, None),
         )

@@ -46,6 +46,7 @@ class Placement:
     snapshot: StudySnapshot
     predictor: OutcomePredictor | None = None  # latency and memory before a run (:mod:`tuner.search.prediction`)
     _fed: int = field(default=0, repr=False)  # the snapshot's finished trials the predictor has seen
+    ceilings: dict[int, float] = field(default_factory=dict)  # trial number -> its latency ceiling (seconds)
 
     def __post_init__(self) -> None:
         if self.predictor is None:
@@ -118,7 +119,7 @@ class Placement:
     def _dominated(self, trial: optuna.Trial, params: Mapping[str, Any]) -> bool:
         """Whether ``trial`` is skipped as predicted dominated (recorded, with its prediction); an audited one is
         marked and runs (:mod:`tuner.search.dominance`)."""
-        from tuner.search.dominance import judge_proposal
+        from tuner.search.dominance import judge_proposal, latency_ceiling
 
         skip = self.spec.sampler.skip_dominated
         assert skip is not None
@@ -134,6 +135,9 @@ class Placement:
         if verdict.audit:
             store.record_skip_audit(trial, verdict.audit_record())
         if not verdict.skip:
+            ceiling = latency_ceiling(self.spec, predictions, self.snapshot.successful_reference, self.snapshot.front())
+            if ceiling is not None:
+                self.ceilings[trial.number] = ceiling
             return False
         recorded = {name: p.record() for name, p in predictions.items()}
         self.recorder.unrun(trial, Outcome.SKIPPED_PREDICTED_DOMINATED, verdict.reason, {names.PREDICTION: recorded})

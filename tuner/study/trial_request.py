@@ -35,11 +35,13 @@ def trial_request(
     quality_metrics: list[str],
     comparison: Comparison,
     input_fields: Mapping[str, Any],
+    latency_ceiling_s: float | None = None,
 ) -> TrialRequest:
     """The request for trial ``number`` of ``role`` running ``candidate`` on ``device``; ``stored``: the study's
     attributes (a resume's overrides of the timeout and the measurement); ``references``: the finished
     references (the timeout of a search trial follows theirs); files under ``study_dir/trial_<number>``;
-    ``input_fields``: the spec's inputs as a request carries them (:func:`tuner.spec.quality.cases.request_input_fields`)."""
+    ``input_fields``: the spec's inputs as a request carries them (:func:`tuner.spec.quality.cases.request_input_fields`);
+    ``latency_ceiling_s``: where repeats stop early (:func:`tuner.search.dominance.latency_ceiling`)."""
     return TrialRequest(
         study_name=study_name,
         trial_number=number,
@@ -61,4 +63,5 @@ def trial_request(
         resize_to_reference=comparison.resize_to_reference,
         record_env=list(spec.record_env),
         cost=spec.cost.model_dump() if spec.cost is not None else {},
+        latency_ceiling_s=latency_ceiling_s,
     )

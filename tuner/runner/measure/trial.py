@@ -217,6 +217,8 @@ def result_of(
         output_path = request.save_output
     settings = latency_settings(request)
     cut = next((run.stats for run in runs if run.stats.cut_short), None)
+    ceiling = request.latency_ceiling_s
+    past = [min(run.stats.samples_s) for run in runs if run.stats.past_ceiling]
     info: dict[str, Any] = {
         "repeats": min(len(run.stats.samples_s) for run in runs),
         "converged": all(run.stats.converged for run in runs),
@@ -224,6 +226,7 @@ def result_of(
         "warmup_counted": sum(int(run.stats.warmup_counted) for run in runs),
         "device_used": device_used(sorted({d for run in runs for d in run.nvml_devices})),
         **({"cut_short": _cut_short_note(cut, settings, request.timeout_s)} if cut is not None else {}),
+        **({"past_ceiling": _past_ceiling_note(min(past), ceiling)} if past and ceiling is not None else {}),
         **({"sample_problems": samples.problems} if samples.problems else {}),
         **({"repeats_per_input": {run.name: len(run.stats.samples_s) for run in runs}} if several else {}),
         **_sustained_info(runs, several),
@@ -301,7 +304,7 @@ def latency_settings(request: TrialRequest) -> Any:
     measurement.pop("sustained", None)
     if "warmup" in measurement:
         measurement["warmup"] = floor_of(measurement["warmup"])  # ``auto``: the trial's own is planned_warmup's
-    return LatencySettings(**measurement)
+    return LatencySettings(**measurement, ceiling_s=request.latency_ceiling_s)
 
 
 def _run_metrics(
@@ -332,6 +335,14 @@ def _quality_metrics(
         inputs, request.settings, request.reference_settings, request.device, missing, request.resize_to_reference
     )
     return list(evaluate_quality(request.quality_metrics, output, reference, context))
+
+
+def _past_ceiling_note(fastest_s: float, ceiling_s: float) -> str:
+    """One line: the repeats stopped because every timed call was past the latency ceiling."""
+    return (
+        f"repeats stopped: every timed call took >= {fastest_s:.4g} s, past the {ceiling_s:.4g} s of a front "
+        "trial at least as good on every other objective (it cannot join the front)"
+    )
 
 
 def _cut_short_note(stats: Any, settings: Any, timeout_s: float) -> str:
