@@ -48,7 +48,13 @@ from tuner.replay.methods import Method, Target, replay_once
 from tuner.replay.table import load_hardware_types, load_table
 
 ROOT = Path(__file__).resolve().parents[1]
-TABLES = {"avatar_dit:cpu1t": 100, "avqa:cpu1t": 200, "avqa:cpu1t-nodnn": 200, "wan_tiny:cpu1t": 100}  # -> trials
+TABLES = {  # table -> trials per study
+    "avatar_dit:cpu1t": 100,
+    "avqa:cpu1t": 200,
+    "avqa:cpu1t-nodnn": 200,
+    "wan_tiny:cpu1t": 100,
+    "omni_tiny:cpu1t": 100,
+}
 METHODS: dict[str, Method] = {
     "default-v1": Method("default-v1", "tpe", options={"multivariate": True, "n_startup_trials": 5}),
     "cheap-start": Method("cheap-start", "tpe", options={"cost_aware": "cheap-start"}),
@@ -263,6 +269,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             args.results_dir,
             merge=args.merge or args.report,
             write=not args.report,
+            shown=names if args.report else None,
         )
         for label in labels
     }
@@ -276,16 +283,22 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def report_table(
-    label: str, runs: list[dict[str, Any]], results_dir: Path, merge: bool, write: bool
+    label: str,
+    runs: list[dict[str, Any]],
+    results_dir: Path,
+    merge: bool,
+    write: bool,
+    shown: Sequence[str] | None = None,
 ) -> tuple[int, dict[str, dict[str, Any]]]:
-    """Print one table's summaries (``runs`` plus, with ``merge``, the earlier ones); write its JSON."""
+    """Print one table's summaries (``runs`` plus, with ``merge``, the earlier ones; only the methods ``shown``
+    when given: a report of some methods); write its JSON."""
     target = _target(label)
     note = overhead_note(target.table)
     print(note, flush=True)
     path = results_dir / f"cost_aware_{label.replace(':', '_')}.json"
     if merge:
         runs = runs + earlier_runs(path, runs, target)
-    present = [n for n in METHODS if any(r["method"] == n for r in runs)]
+    present = [n for n in METHODS if any(r["method"] == n for r in runs) and (shown is None or n in shown)]
     summaries = {name: summarise([r for r in runs if r["method"] == name]) for name in present}
     for name in present:
         summaries[name]["cheaper_seeds"] = paired_cheaper(runs, name)

@@ -2,7 +2,8 @@
 
 Each study is REPLAYED (the real coordinator, sampler and SQLite storage; a
 :class:`tuner.replay.runner.ReplayRunner` answers each trial from an exhaustive table of measured settings,
-``bench/tables``): the default sampler, ``--seeds`` seeds, ``--budget`` trials. Before each trial runs, the
+``bench/tables``): the default sampler with ``skip_dominated`` off (every proposal runs, so each prediction
+meets its measurement), ``--seeds`` seeds, ``--budget`` trials. Before each trial runs, the
 coordinator records what :mod:`tuner.search.prediction` predicts of it (fitted on the study's trials measured so
 far); after the study, each prediction is compared with what the table measured for that setting. Per table:
 the predicted trials, the median and 90th percentile of |measured / predicted - 1| for the latency and for the

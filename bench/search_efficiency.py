@@ -65,7 +65,7 @@ from typing import Any
 import yaml
 
 from tuner.replay.cost_model import ReplayCostModel, overhead_note
-from tuner.replay.methods import Method, Replay, Target, replay_once
+from tuner.replay.methods import DEFAULT_SKIP, Method, Replay, Target, replay_once
 from tuner.replay.report import (
     CHECKPOINTS,
     COST_TARGET,
@@ -114,7 +114,7 @@ def standard_methods(gp_seeds: int) -> dict[str, Method]:
         "tpe": Method("tpe", "tpe"),
         "nsga2": Method("nsga2", "nsga2"),
         "gp": Method("gp", "gp", seeds=gp_seeds),
-        "default": Method("default", DEFAULT_SAMPLER),
+        "default": Method("default", DEFAULT_SAMPLER, skip_dominated=DEFAULT_SKIP),  # the spec's default
         "default-v1": DEFAULT_V1,
     }
 
@@ -127,12 +127,18 @@ def extra_methods(declared: Mapping[str, HardwareType], budget: int) -> dict[str
     not counted: they ran on the other hardware, before."""
     methods = {
         "default-no-memory-model": Method(
-            "default-no-memory-model", DEFAULT_SAMPLER, coordinator_options={"memory_model": False}
+            "default-no-memory-model",
+            DEFAULT_SAMPLER,
+            coordinator_options={"memory_model": False},
+            skip_dominated=DEFAULT_SKIP,
         )
     }
     for label, hardware in declared.items():
         methods[f"default+warm:{label}"] = Method(
-            f"default+warm:{label}", DEFAULT_SAMPLER, setup=_warm_start_from(hardware, budget)
+            f"default+warm:{label}",
+            DEFAULT_SAMPLER,
+            setup=_warm_start_from(hardware, budget),
+            skip_dominated=DEFAULT_SKIP,
         )
     return methods
 
@@ -144,7 +150,7 @@ def _warm_start_from(source: HardwareType, budget: int) -> Any:
         target = Target.of(load_table(source))
         replay_once(
             target,
-            Method("default", DEFAULT_SAMPLER),
+            Method("default", DEFAULT_SAMPLER, skip_dominated=DEFAULT_SKIP),
             context.seed,
             budget,
             context.workdir / "source",

@@ -107,6 +107,13 @@ TABLES: dict[str, TableDefinition] = {
         quality=("psnr_db", "ssim"),
         structure=("text_s", "denoise_s", "denoise_step_s", "decode_s"),
     ),
+    "omni_tiny": TableDefinition(
+        ROOT / "search_spaces" / "av_omni_tiny_cpu.yaml",
+        fixed={"batch_size": 1, "attn_implementation": "sdpa", "use_cache": True},
+        quality=("text_f1", "text_exact_match"),
+        structure=("prefill_s", "decode_token_s"),
+        remeasure_below_s=0.3,
+    ),
 }
 
 

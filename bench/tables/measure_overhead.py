@@ -183,7 +183,9 @@ def sample_of(table: Any, trial: Any, onednn: bool = True) -> dict[str, Any]:
     latency = (names.metrics_of(trial).get("latency_p50_s") or {}).get("value")
     row = table.lookup(trial.params)
     recorded = None if row is None else row.values.get("latency_p50_s")
-    calls = table.spec.measurement.warmup + table.spec.measurement.min_repeats
+    from tuner.runner.measure.warmup import floor_of
+
+    calls = floor_of(table.spec.measurement.warmup) + table.spec.measurement.min_repeats  # ``auto``: one warm-up
     return {
         "trial": trial.number,
         "role": names.role_of(trial),

@@ -33,7 +33,7 @@ reference: {frames: 8, noise: 0}
 reference_shape: {per: [frames]}
 measurement: {warmup: 0, min_repeats: 1, max_repeats: 1}
 budget: {trials: 20}
-sampler: {name: grid}
+sampler: {name: grid, skip_dominated: null}   # every setting measured
 """
 
 
@@ -92,8 +92,8 @@ def test_each_trial_is_compared_with_the_reference_at_its_own_shape(tmp_path: Pa
 
 def test_a_shape_whose_reference_cannot_run_has_no_quality_and_says_why(tmp_path: Path) -> None:
     text = SPEC.replace(
-        "sampler: {name: grid}",
-        "sampler: {name: grid}\nrules:\n"
+        "sampler: {name: grid, skip_dominated: null}   # every setting measured",
+        "sampler: {name: grid, skip_dominated: null}   # every setting measured\nrules:\n"
         '  - {expr: "not (frames == 4 and noise == 0)", message: "no clean 4-frame video"}',
     )
     study = run(tmp_path, text, 1)

@@ -52,6 +52,8 @@ if TYPE_CHECKING:
 
     from tuner.spec.models import StudySpec
 
+DEFAULT_SKIP: Mapping[str, Any] = {"audit_share": 0.1}
+"""``sampler.skip_dominated`` as a spec gets it by default (:class:`tuner.spec.search.sampler.SkipDominatedSpec`)."""
 BASELINE_SAMPLERS: dict[str, type] = {"sweep": SweepSampler, "hillclimb": HillClimbSampler}
 SAMPLER_HOOKS = ("infer_relative_search_space", "sample_relative", "sample_independent", "before_trial", "after_trial")
 
@@ -75,7 +77,8 @@ class Method:
     the coordinator; what it returns (a mapping or None) is added to ``coordinator_options``.
     ``whole_space``: the budget is the whole space (the sweep). ``deterministic``: one seed is
     enough. ``seeds``: fewer seeds than the bench's for a slow sampler (None: the bench's).
-    ``skip_dominated``: the sampler block's ``skip_dominated`` (None: off; :mod:`tuner.search.dominance`).
+    ``skip_dominated``: the sampler block's ``skip_dominated`` (None: off, as before it was the default;
+    :data:`DEFAULT_SKIP`: the spec's default; :mod:`tuner.search.dominance`).
     """
 
     name: str

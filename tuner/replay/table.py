@@ -326,7 +326,8 @@ def replay_spec(
     """The spec (and its YAML text) a replayed study runs: the table's spec with the fixed parameters
     narrowed to their one value, the table's overridden inputs, its quality constraints plus
     ``peak_rss_gb <= memory_cap_gb`` when a cap is declared (GPU-memory constraints dropped), a budget of ``budget_trials``
-    trials (no wall time), the named sampler with ``options`` (and ``skip_dominated`` when given), and ``seed``.
+    trials (no wall time), the named sampler with ``options`` and ``skip_dominated`` (None: off, whatever the
+    spec's default), and ``seed``.
     No MLflow is involved."""
     data = yaml.safe_load(table.spec_text)
     for name, value in table.hardware.fixed.items():
@@ -338,8 +339,7 @@ def replay_spec(
     data["constraints"] = [*kept, *memory]
     data["budget"] = {"trials": budget_trials}
     data["sampler"] = {"name": sampler, "options": dict(options or {})}
-    if skip_dominated is not None:
-        data["sampler"]["skip_dominated"] = dict(skip_dominated)
+    data["sampler"]["skip_dominated"] = dict(skip_dominated) if skip_dominated is not None else None
     data["seed"] = seed
     text = yaml.safe_dump(data, sort_keys=False)
     return parse_spec(text, source=f"replay of {table.hardware.label}"), text

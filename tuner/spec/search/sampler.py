@@ -4,11 +4,14 @@ surely beats are skipped::
     sampler:
       name: tpe                        # tpe, nsga2, gp, random, grid
       options: {n_startup_trials: 8}   # to the sampler's constructor
-      skip_dominated: {audit_share: 0.1}
+      skip_dominated: {audit_share: 0.1}   # the default; null turns it off
 
-``skip_dominated`` (off unless given): a search proposal whose predicted best case is dominated by the current
+``skip_dominated`` (on by default): a search proposal whose predicted best case is dominated by the current
 front is recorded ``SKIPPED_PREDICTED_DOMINATED`` and not run; a seeded ``audit_share`` of them runs anyway to
-measure how often the skip was wrong (:mod:`tuner.search.dominance`).
+measure how often the skip was wrong; a trial that runs stops repeating once its calls prove it slower than a
+front trial it cannot beat elsewhere (:mod:`tuner.search.dominance`). The default by evidence: on every replayed
+table it reached 95 % of the front's hypervolume for fewer device-seconds than the plain default, with no
+hypervolume lost at the end and no audited skip wrong (``bench/cost_aware.py``, docs/benchmarks.md).
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 SamplerName = Literal["tpe", "nsga2", "gp", "random", "grid"]
 DEFAULT_SAMPLER: SamplerName = "tpe"
+DEFAULT_AUDIT_SHARE = 0.1
+"""The share of predicted-dominated proposals that run anyway, by default (to count wrong skips)."""
 
 
 class SkipDominatedSpec(BaseModel):
@@ -27,7 +32,7 @@ class SkipDominatedSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
-    audit_share: float = Field(default=0.1, ge=0.0, le=1.0)
+    audit_share: float = Field(default=DEFAULT_AUDIT_SHARE, ge=0.0, le=1.0)
 
 
 class SamplerSpec(BaseModel):
@@ -37,4 +42,4 @@ class SamplerSpec(BaseModel):
 
     name: SamplerName = DEFAULT_SAMPLER
     options: dict[str, Any] = Field(default_factory=dict)
-    skip_dominated: SkipDominatedSpec | None = None
+    skip_dominated: SkipDominatedSpec | None = Field(default_factory=SkipDominatedSpec)
