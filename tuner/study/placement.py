@@ -80,12 +80,11 @@ class Placement:
         if prediction.skip and role not in EXCLUSIVE_ROLES:
             self.recorder.unrun(trial, Outcome.SKIPPED_PREDICTED_OOM, prediction.reason, prediction.attributes())
             return None
-        if (
-            role == "search"
-            and self.spec.sampler.skip_dominated is not None
-            and self._dominated(trial, candidate.params)
-        ):
-            return None
+        predicted = None  # computed once: the dominance check's predictions are the ones recorded below
+        if role == "search" and self.spec.sampler.skip_dominated is not None:
+            predicted = self._predictions(candidate.params)
+            if self._dominated(trial, predicted):
+                return None
         holder = claim_setting(self.study, self.claims, trial.number, candidate.key, role)
         if holder is None:
             parked = (
@@ -96,7 +95,8 @@ class Placement:
                 else False
             )
             if not parked:
-                self._predict(trial, candidate.params)
+                predicted = self._predictions(candidate.params) if predicted is None else predicted
+                store.record_prediction(trial, {name: p.record() for name, p in predicted.items()})
             return None if parked else (trial, candidate, role)
         if names.is_measured(holder) and holder.values is not None:
             self.recorder.copy(trial, holder)
@@ -112,18 +112,13 @@ class Placement:
         self._fed = len(finished)
         return self.predictor.predict(params)
 
-    def _predict(self, trial: optuna.Trial, params: Mapping[str, Any]) -> None:
-        """Record the setting's predicted latency and memory on ``trial``."""
-        store.record_prediction(trial, {name: p.record() for name, p in self._predictions(params).items()})
-
-    def _dominated(self, trial: optuna.Trial, params: Mapping[str, Any]) -> bool:
+    def _dominated(self, trial: optuna.Trial, predictions: Mapping[str, Prediction]) -> bool:
         """Whether ``trial`` is skipped as predicted dominated (recorded, with its prediction); an audited one is
-        marked and runs (:mod:`tuner.search.dominance`)."""
+        marked and runs (:mod:`tuner.search.dominance`); ``predictions``: the setting's (:meth:`_predictions`)."""
         from tuner.search.dominance import judge_proposal, latency_ceiling
 
         skip = self.spec.sampler.skip_dominated
         assert skip is not None
-        predictions = self._predictions(params)
         verdict = judge_proposal(
             self.spec,
             predictions,
