@@ -18,6 +18,7 @@ from pathlib import Path
 
 import optuna
 import pytest
+from line_widths import too_wide
 
 from tuner.storage.records import TrialRecord
 
@@ -112,7 +113,7 @@ def assert_readable(text: str) -> list[str]:
     more than 2 blanks, none mostly padding."""
     lines = text.splitlines()
     assert lines, "printed nothing"
-    wide = [line for line in lines if len(line) > WIDTH and (len(line.split()) > 1 or "/" not in line)]
+    wide = too_wide(lines, WIDTH)
     assert not wide, wide
     assert all(len(line) - len(line.rstrip()) <= 2 for line in lines), [line for line in lines if line.endswith("   ")]
     assert not [line for line in lines if re.search(r"\S {24,}\S", line)], "no padding runs inside a line"

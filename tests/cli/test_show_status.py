@@ -14,6 +14,7 @@ from typing import Any
 
 import optuna
 import pytest
+from line_widths import too_wide
 
 from tuner.cli.main import main
 from tuner.cli.status_view import compact_params
@@ -80,8 +81,7 @@ def test_show_prints_the_whole_reason_the_log_tail_and_the_invocation(
     status, out, err = cli(home, capsys, "show", "s", str(oom.number))
     assert status == 0, err
     assert f"reason: {oom.reason}" in " ".join(out.split()), "the whole reason, wrapped at 80 columns, not cut"
-    wide = [line for line in out.splitlines() if len(line) > 80 and (len(line.split()) > 1 or "/" not in line)]
-    assert not wide, "only a deep path is wider"
+    assert not too_wide(out.splitlines()), "only a deep path is wider"
     log = [line for line in out.splitlines() if line.startswith("  | ")]
     assert any("Traceback" in line for line in log) and "MemoryError" in log[-1], out
     assert len(log) <= 30
@@ -261,3 +261,15 @@ def test_a_path_longer_than_the_line_is_printed_whole_so_it_can_be_copied() -> N
     assert f"    {path}" in fitted, fitted
     assert all(len(line) <= 80 or line.split() == [path] for line in fitted), "only the path is wider"
     assert fitted[-2:] == ["  |   " + "^" * 74, "  :   " + "^" * 26], "a word that is no path is cut to fill the line"
+
+
+def test_a_deep_path_in_a_log_tail_line_stands_whole_under_the_continuation_marker() -> None:
+    """A traceback line naming a file deeper than the line (CI's venv under ``/check/...``) keeps the quoted
+    path whole after the ``  :`` marker; the width check accepts exactly that line."""
+    from tuner.cli.show_command import fit_lines
+
+    deep = '"/check/work/main/.venv/lib/python3.11/site-packages/numpy/_core/numeric_with_a_longer_name.py",'
+    fitted = fit_lines([f"  |   File {deep} line 1173, in ones"], 80)
+    assert f"  :   {deep}" in fitted, fitted
+    assert not too_wide(fitted), fitted
+    assert too_wide(["  :   two words " + "x" * 80]), "a wide line that is more than a path is still too wide"
