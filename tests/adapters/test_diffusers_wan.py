@@ -286,6 +286,7 @@ def test_a_two_expert_model_switches_at_the_boundary(monkeypatch: pytest.MonkeyP
     output = model.run({**SMALL, "num_inference_steps": 8, "guidance_scale_2": 3.0, "cache": "fbc"}, INPUTS)
     assert output.video is not None and output.video.shape == (1, 5, 32, 48, 3)
     assert calls["transformer"] > 0 and calls["transformer_2"] > 0, calls
+    assert model.warmup_settings({**SMALL, "num_inference_steps": 8}) is None, "one step would warm one expert"
     with pytest.raises(InvalidSetting, match="two experts"):
         model.run({**SMALL, "cache": "magcache"}, INPUTS)
 

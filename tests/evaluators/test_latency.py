@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -36,7 +37,7 @@ class FakeWorkload:
         return self.calls
 
 
-def measure(durations_s: list[float], **settings: float | int | None) -> tuple[LatencyStats, int, FakeWorkload]:
+def measure(durations_s: list[float], **settings: Any) -> tuple[LatencyStats, int, FakeWorkload]:
     fake = FakeWorkload(durations_s)
     stats, result = measure_latency(
         fake.call,
@@ -270,3 +271,23 @@ def test_repeats_stop_once_every_call_is_past_the_ceiling_and_not_within_its_mar
     assert len(mixed.samples_s) == 3 and not mixed.past_ceiling, "one fast call: not every call is past it"
     free, _, _ = measure([2.0, 2.0, 2.0], warmup=0, min_repeats=3, max_repeats=3)
     assert len(free.samples_s) == 3 and not free.past_ceiling
+
+
+def test_repeats_stop_once_the_samples_settle_the_trials_place_on_the_front() -> None:
+    """Issue 38, item 3c: two timed calls clear (by 5 %) of every front latency end the repeats -- more could move
+    the p50, not which front trials are faster -- while a front latency inside their span asks for the rest."""
+    fronts = (0.5, 2.0)
+    stats, _, fake = measure([1.0, 1.02, 1.0, 1.0, 1.0], warmup=0, min_repeats=5, max_repeats=5, thresholds_s=fronts)
+    assert stats.samples_s == pytest.approx((1.0, 1.02)) and stats.settled and fake.calls == 2, "after two calls"
+    near, _, _ = measure([1.0, 1.02] + [1.0] * 3, warmup=0, min_repeats=5, max_repeats=5, thresholds_s=(1.06,))
+    assert len(near.samples_s) == 5 and not near.settled, "a front trial within 5 % of the calls: measured in full"
+    inside, _, _ = measure([0.9, 1.3] + [1.0] * 3, warmup=0, min_repeats=5, max_repeats=5, thresholds_s=(1.1,))
+    assert len(inside.samples_s) == 5 and not inside.settled, "a front latency between the calls"
+    one, _, _ = measure([1.0, 1.1, 1.0], warmup=0, min_repeats=1, max_repeats=5, cv_target=0.01, thresholds_s=fronts)
+    assert len(one.samples_s) == 2 and one.settled, "never on one call: one call tells no spread"
+    done, _, _ = measure([1.0] * 5, warmup=0, min_repeats=2, max_repeats=5, thresholds_s=fronts)
+    assert len(done.samples_s) == 2 and not done.settled, "stopped by the CV rule anyway: not marked settled"
+    free, _, _ = measure([1.0, 1.02] + [1.0] * 3, warmup=0, min_repeats=5, max_repeats=5)
+    assert len(free.samples_s) == 5 and not free.settled, "no thresholds: the protocol as before"
+    with pytest.raises(ValueError, match="thresholds_s"):
+        LatencySettings(thresholds_s=(-1.0,))

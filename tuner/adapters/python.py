@@ -18,7 +18,9 @@ with device synchronisation, and allocator peaks are read by the worker.
 
 An optional ``warmup_calls(params) -> int`` asks for untimed calls first (compiling a new shape);
 ``knows_warmup = True`` on the model says that count is exact (``measurement.warmup: auto`` then skips the
-warm-up of a setting already warm: :mod:`tuner.runner.measure.warmup`).
+warm-up of a setting already warm: :mod:`tuner.runner.measure.warmup`); an optional
+``warmup_settings(params) -> dict | None`` gives a cheaper call that warms the same things (the warm-up
+calls are made with it).
 
 An optional ``declared_weights(inputs) -> {name: path}`` names the weight files
 the model reads; the worker records their sha256 with each trial (export provenance).
@@ -164,6 +166,13 @@ class PythonAdapterWorkload(Workload):
     def knows_warmup(self) -> bool:
         """The model's ``knows_warmup`` (a bool: its ``warmup_calls`` is exact), when it has one; else False."""
         return bool(getattr(self.model, "knows_warmup", False))
+
+    def warmup_settings(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The model's ``warmup_settings(params)`` (a cheaper call that warms the same things), when it has one;
+        else None."""
+        light = getattr(self.model, "warmup_settings", None)
+        found = light(dict(params)) if callable(light) else None
+        return dict(found) if found is not None else None
 
     def call_spans(self) -> Mapping[str, float] | None:
         """The model's ``call_spans()`` (seconds of its last ``run`` by span), when it has one; else None."""

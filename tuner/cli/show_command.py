@@ -228,6 +228,8 @@ def _links(document: Mapping[str, Any]) -> list[str]:
         lines.append(f"measurement cut short by the time limit: {document['cut_short']}")
     if document.get("past_ceiling"):
         lines.append(document["past_ceiling"])
+    if document.get("settled"):
+        lines.append(document["settled"])
     return lines
 
 

@@ -89,6 +89,7 @@ def trial_document(
         "latency_cv": record.latency_cv,
         "cut_short": record.cut_short,
         "past_ceiling": record.past_ceiling,
+        "settled": record.settled,
         "duplicate_of": record.duplicate_of,
         "warm_start_from": record.warm_start_from,
         "predicted_peak_gb": record.predicted_peak_gb,
@@ -135,6 +136,8 @@ def trial_note(record: TrialRecord) -> str:
         return f"cut short: {one_line_cut(record.cut_short)}"
     if record.past_ceiling:
         return one_line_cut(record.past_ceiling)
+    if record.settled and not reason:
+        return one_line_cut(record.settled)
     return reason
 
 

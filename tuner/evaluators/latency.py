@@ -12,6 +12,7 @@ Protocol (:func:`measure_latency`)::
        or  n >= min_repeats and sum(samples) >= max_seconds   (when set)
        or  n >= 1 and the next call would end past ``deadline``   (when given)
        or  n >= 1 and min(samples) > ceiling_s x (1 + CEILING_MARGIN)   (when set: past_ceiling)
+       or  n >= 2 and no threshold in [min x (1 - m), max x (1 + m)]     (when set: settled, m = CEILING_MARGIN)
 
 With ``count_warmup_within`` set, the last warmup call is timed as a repeat is
 and counted as the first sample while it lies within that share of the timed
@@ -44,7 +45,7 @@ import math
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
@@ -60,6 +61,8 @@ class PhaseMarks(Protocol):
 T = TypeVar("T")
 CEILING_MARGIN = 0.05
 """How far past ``LatencySettings.ceiling_s`` every sample must lie to stop the repeats: a timing's own noise."""
+SETTLE_MIN_SAMPLES = 2
+"""The fewest timed samples whose spread can settle a trial's place (:func:`settled`): one call tells no spread."""
 
 
 def _require_int(name: str, value: object, minimum: int) -> None:
@@ -90,6 +93,10 @@ class LatencySettings:
     timed sample so far is slower than it by more than :data:`CEILING_MARGIN`, no
     further repeat starts, min_repeats or not: the p50 is past the ceiling whatever
     the next calls take (a trial the front surely beats, :mod:`tuner.search.dominance`).
+    ``thresholds_s`` (seconds): the latencies at which the trial's place on the front changes (the front's
+    latencies); once :data:`SETTLE_MIN_SAMPLES` or more samples, widened by :data:`CEILING_MARGIN` each way,
+    hold none of them, no further repeat starts, min_repeats or not: more repeats could move the p50, not the
+    trial's place (:func:`settled`).
     """
 
     warmup: int = 1
@@ -100,6 +107,7 @@ class LatencySettings:
     max_seconds: float | None = None
     count_warmup_within: float | None = None
     ceiling_s: float | None = None
+    thresholds_s: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         _require_int("warmup", self.warmup, 0)
@@ -119,6 +127,9 @@ class LatencySettings:
             _require_ratio("count_warmup_within", self.count_warmup_within)
         if self.ceiling_s is not None:
             _require_ratio("ceiling_s", self.ceiling_s)
+        object.__setattr__(self, "thresholds_s", tuple(self.thresholds_s))  # a list from JSON: hashable, frozen
+        for threshold in self.thresholds_s:
+            _require_ratio("thresholds_s", threshold)
 
 
 def coefficient_of_variation(samples_s: list[float] | tuple[float, ...]) -> float | None:
@@ -144,7 +155,8 @@ class LatencyStats:
     did (``warmup`` then counts the warmup calls actually made). ``warmup_counted``:
     the last warmup call was counted as a repeat (``samples_s[0]``; ``warmup``
     then excludes it: see ``LatencySettings.count_warmup_within``). ``past_ceiling``:
-    the repeats stopped because every sample was past ``LatencySettings.ceiling_s``.
+    the repeats stopped because every sample was past ``LatencySettings.ceiling_s``. ``settled``: the
+    repeats stopped before the other rules would have, the samples clear of every threshold (:func:`settled`).
     """
 
     samples_s: tuple[float, ...]
@@ -159,6 +171,7 @@ class LatencyStats:
     cut_short: bool = False
     warmup_counted: bool = False
     past_ceiling: bool = False
+    settled: bool = False
 
     @staticmethod
     def from_samples(
@@ -168,6 +181,7 @@ class LatencyStats:
         cut_short: bool = False,
         warmup_counted: bool = False,
         past_ceiling: bool = False,
+        settled: bool = False,
     ) -> LatencyStats:
         """Summarise ``samples_s`` (at least one) under ``settings``' thresholds."""
         if not samples_s:
@@ -186,6 +200,7 @@ class LatencyStats:
             cut_short=cut_short,
             warmup_counted=warmup_counted,
             past_ceiling=past_ceiling,
+            settled=settled,
         )
 
     def to_metrics(self, items: int) -> list[Metric]:
@@ -218,9 +233,22 @@ def past_ceiling(samples_s: list[float], settings: LatencySettings) -> bool:
     return ceiling is not None and bool(samples_s) and min(samples_s) > ceiling * (1 + CEILING_MARGIN)
 
 
+def settled(samples_s: list[float], settings: LatencySettings) -> bool:
+    """At least :data:`SETTLE_MIN_SAMPLES` samples, and no threshold of ``settings.thresholds_s`` within
+    ``[min(samples) x (1 - CEILING_MARGIN), max(samples) x (1 + CEILING_MARGIN)]``: wherever the p50 lands in
+    that span, the trial is faster or slower than each front trial as it is now (False without thresholds)."""
+    if not settings.thresholds_s or len(samples_s) < SETTLE_MIN_SAMPLES:
+        return False
+    low, high = min(samples_s) * (1 - CEILING_MARGIN), max(samples_s) * (1 + CEILING_MARGIN)
+    return not any(low <= threshold <= high for threshold in settings.thresholds_s)
+
+
 def _should_stop(samples_s: list[float], settings: LatencySettings) -> bool:
-    if past_ceiling(samples_s, settings):
-        return True
+    return past_ceiling(samples_s, settings) or _done(samples_s, settings) or settled(samples_s, settings)
+
+
+def _done(samples_s: list[float], settings: LatencySettings) -> bool:
+    """The protocol's own rules: max_repeats, or min_repeats with the CV target or the time budget met."""
     count = len(samples_s)
     if count >= settings.max_repeats:
         return True
@@ -244,6 +272,7 @@ def measure_latency(
     clock: Callable[[], float] = time.perf_counter,
     deadline: float | None = None,
     marks: PhaseMarks | None = None,
+    warmup_call: Callable[[], Any] | None = None,
 ) -> tuple[LatencyStats, T]:
     """Time ``call`` under the protocol in the module docstring.
 
@@ -254,17 +283,21 @@ def measure_latency(
     propagate unchanged (an OOM stays an OOM). Raises RuntimeError if ``clock``
     runs backwards. ``marks`` (optional): ``marks["measured"]`` is set to ``clock()`` when the warmup
     is over and the timed repeats begin (the worker's cost accounting splits warm-up from measured
-    runs with it, even when a call then fails).
+    runs with it, even when a call then fails). ``warmup_call`` (optional): a cheaper call that warms what
+    ``call`` needs (:meth:`tuner.workloads.base.Workload.warmup_settings`); the warmup calls are made with it
+    and none is counted as a repeat.
     """
+    count_within = settings.count_warmup_within if warmup_call is None else None
+    warm = warmup_call if warmup_call is not None else call
     warmup_done = 0
     last_warmup_s: float | None = None
     for index in range(settings.warmup):
         if _past_deadline(clock, deadline, last_warmup_s):
             break
-        if index == settings.warmup - 1 and settings.count_warmup_within is not None:
+        if index == settings.warmup - 1 and count_within is not None:
             synchronize()  # the candidate for counting is timed as a repeat is
         started = clock()
-        call()
+        warm()
         synchronize()  # a warmup's kernels end inside the warmup: read as done, timed as they run
         warmup_done += 1
         last_warmup_s = clock() - started
@@ -282,15 +315,16 @@ def measure_latency(
         if end < start:
             raise RuntimeError(f"clock went backwards: {start} -> {end}")
         samples_s.append(end - start)
-        counted = _counted(candidate, samples_s, settings.count_warmup_within)
+        counted = _counted(candidate, samples_s, count_within)
         if _should_stop(counted + samples_s, settings):
             break
         if _past_deadline(clock, deadline, max(samples_s)):
             cut_short = True
             break
     every = counted + samples_s
+    early = settled(every, settings) and not _done(every, settings) and not past_ceiling(every, settings)
     return LatencyStats.from_samples(
-        every, warmup_done - len(counted), settings, cut_short, bool(counted), past_ceiling(every, settings)
+        every, warmup_done - len(counted), settings, cut_short, bool(counted), past_ceiling(every, settings), early
     ), result
 
 

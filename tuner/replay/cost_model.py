@@ -54,7 +54,7 @@ class ReplayCostModel:
 
     def phases(self, row: MeasuredRow | None, result: TrialResult, repeats: int | None = None) -> dict[str, float]:
         """Seconds per phase of the replayed ``result`` of ``row`` (see the module docstring); ``repeats``: the
-        timed calls when fewer than the spec's were made (repeats stopped past a latency ceiling)."""
+        timed calls when fewer than the spec's were made (repeats stopped past a latency ceiling, or settled)."""
         latency = (row.values.get("latency_p50_s") if row is not None else None) or 0.0
         if result.outcome is Outcome.OK:
             return {

@@ -6,7 +6,9 @@ is :func:`tuner.replay.table.replayed_result`: the recorded outcome and metrics;
 recorded peak host memory is above the hardware type's declared cap; CRASH ("not in table") for
 a setting the table lacks (a table still being measured). A request with a latency ceiling that the row's
 latency passes (by :data:`~tuner.evaluators.latency.CEILING_MARGIN`) is modelled as the worker would run it:
-one timed call, ``past_ceiling`` in its info. Its ``wall_time_s`` and phases are MODELLED
+one timed call, ``past_ceiling`` in its info; one with latency thresholds none of which lies within that margin of
+the row's latency, as settled after :data:`~tuner.evaluators.latency.SETTLE_MIN_SAMPLES` timed calls (where the
+spec asks more), ``settled`` in its info. Its ``wall_time_s`` and phases are MODELLED
 (:mod:`tuner.replay.cost_model`): what the trial would have held the device, so the study's
 cost accounting (:mod:`tuner.storage.cost`) applies to a replay unchanged.
 
@@ -24,7 +26,7 @@ import threading
 from dataclasses import replace
 from pathlib import Path
 
-from tuner.evaluators.latency import CEILING_MARGIN
+from tuner.evaluators.latency import CEILING_MARGIN, SETTLE_MIN_SAMPLES
 from tuner.replay.cost_model import ReplayCostModel
 from tuner.replay.table import MeasuredTable
 from tuner.results import Outcome, TrialResult
@@ -53,10 +55,21 @@ class ReplayRunner(Runner):
         latency = (row.values.get("latency_p50_s") if row is not None else None) or 0.0
         ceiling = request.latency_ceiling_s
         past = ceiling is not None and result.outcome is Outcome.OK and latency > ceiling * (1 + CEILING_MARGIN)
-        phases = self.cost_model.phases(row, result, repeats=1 if past else None)
+        settled = (
+            not past
+            and result.outcome is Outcome.OK
+            and bool(request.latency_thresholds_s)
+            and self.cost_model.repeats > SETTLE_MIN_SAMPLES
+            and not any(abs(t - latency) <= CEILING_MARGIN * latency for t in request.latency_thresholds_s)
+        )
+        repeats = 1 if past else SETTLE_MIN_SAMPLES if settled else None
+        phases = self.cost_model.phases(row, result, repeats=repeats)
         info = {
             **result.info,
             **({"past_ceiling": f"repeats stopped: {latency:.4g} s past the ceiling {ceiling:.4g} s"} if past else {}),
+            **(
+                {"settled": f"repeats stopped settled: {latency:.4g} s, no front latency within 5 %"} if settled else {}
+            ),
             "replayed_from": str(self.table.hardware.table_path),
             INFO_KEY: phases,
             "simulated": "values replayed from a measured table; nothing ran; wall time and phases modelled "

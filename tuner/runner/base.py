@@ -85,6 +85,8 @@ class TrialRequest:
     ``cost``: the spec's ``cost`` block (:mod:`tuner.spec.measure.price`): the price metrics from the throughput.
     ``latency_ceiling_s``: the latency of a front trial that beats this one wherever its latency lands above it
     (:func:`tuner.search.dominance.latency_ceiling`); timed calls all past it end the repeats early.
+    ``latency_thresholds_s``: the front's latencies when the trial was placed (:func:`tuner.search.dominance.
+    latency_thresholds`); timed calls clear of all of them end the repeats early (its place is settled).
     """
 
     study_name: str
@@ -111,6 +113,7 @@ class TrialRequest:
     cliff_margins: dict[str, float] = field(default_factory=dict)
     cost: dict[str, Any] = field(default_factory=dict)  # the spec's cost block: prices per device-hour
     latency_ceiling_s: float | None = None  # seconds (tuner.evaluators.latency.LatencySettings.ceiling_s)
+    latency_thresholds_s: list[float] = field(default_factory=list)  # seconds (LatencySettings.thresholds_s)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)

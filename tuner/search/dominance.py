@@ -132,6 +132,31 @@ def latency_ceiling(
     return float(min(qualified)) if qualified else None
 
 
+@dataclass(frozen=True)
+class RepeatLimits:
+    """Where a search trial's latency repeats may stop early: ``ceiling_s`` (past it, the front surely beats the
+    trial: :func:`latency_ceiling`) and ``thresholds_s`` (clear of them all, its place is settled:
+    :func:`latency_thresholds`). Seconds; the defaults stop nothing."""
+
+    ceiling_s: float | None = None
+    thresholds_s: tuple[float, ...] = ()
+
+
+def latency_thresholds(spec: StudySpec, front: Sequence[FrozenTrial]) -> tuple[float, ...]:
+    """The latencies (seconds, ascending) at which a trial's place on the current front changes: every front
+    trial's ``latency_p50_s``. A trial faster or slower than each of them, by more than the timing noise, keeps
+    its place whatever more repeats give (:func:`tuner.evaluators.latency.settled`). Empty -- no early stop --
+    when ``latency_p50_s`` is not a minimised objective, the spec measures several inputs (its latency is their
+    combination) or the front is empty."""
+    names = [objective.metric for objective in spec.objectives]
+    if "latency_p50_s" not in names or spec.cases is not None:
+        return ()
+    at = names.index("latency_p50_s")
+    if spec.objectives[at].direction != "minimize":
+        return ()
+    return tuple(sorted({float(t.values[at]) for t in front if t.values is not None and t.values[at] > 0}))
+
+
 def judge_proposal(
     spec: StudySpec,
     predictions: Mapping[str, Prediction],

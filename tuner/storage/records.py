@@ -56,6 +56,7 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
     }
     cut_short = result.info.get("cut_short")
     past_ceiling = result.info.get("past_ceiling")
+    settled = result.info.get("settled")
     per_input = {
         case: {name: {"value": m.value, **({"reason": m.reason} if m.reason else {})} for name, m in figures.items()}
         for case, figures in result.per_input.items()
@@ -70,6 +71,7 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
         names.SAMPLES: dict(result.samples),
         **({names.CUT_SHORT: cut_short} if cut_short else {}),
         **({names.PAST_CEILING: past_ceiling} if past_ceiling else {}),
+        **({names.SETTLED: settled} if settled else {}),
         **({names.PER_INPUT: per_input} if per_input else {}),
         **({names.CLIFFS: list(result.cliffs)} if result.cliffs else {}),
     }
@@ -170,6 +172,7 @@ class TrialRecord:
     runtime: Mapping[str, Any] | None = None  # packages, torch / CUDA / cuDNN, driver, git, weights' sha256
     cut_short: str | None = None  # how the time limit shortened the latency measurement (one line), when it did
     past_ceiling: str | None = None  # the repeats stopped past a latency ceiling (one line): it cannot join the front
+    settled: str | None = None  # the repeats stopped once they settled the trial's place on the front (one line)
     unavailable_constraints: Mapping[str, str] = field(default_factory=dict)  # key -> why it could not be evaluated
     measured: bool = False  # a workload ran for it (it counts against the budget)
     log_tail: str | None = None  # the end of the worker's log, as stored (its last LOG_TAIL_STORED_CHARS)
@@ -221,6 +224,7 @@ class TrialRecord:
             runtime=side.get(names.RUNTIME),
             cut_short=attrs.get(names.CUT_SHORT) or (side.get(names.WORKER_INFO) or {}).get("cut_short"),
             past_ceiling=attrs.get(names.PAST_CEILING),
+            settled=attrs.get(names.SETTLED),
             unavailable_constraints=dict(attrs.get(names.UNAVAILABLE_CONSTRAINTS) or {}),
             measured=bool(attrs.get(names.MEASURED)),
             log_tail=side.get(names.LOG_TAIL),

@@ -469,5 +469,5 @@ class Coordinator:
             self.quality_metrics,
             comparison,
             self._input_fields,
-            self._placement.ceilings.pop(trial.number, None),
+            self._placement.limits.pop(trial.number, None),
         )

@@ -24,6 +24,7 @@ from tuner.study.shared import EXCLUSIVE_ROLES, SharedView
 if TYPE_CHECKING:
     import optuna
 
+    from tuner.search.dominance import RepeatLimits
     from tuner.search.feasibility import FeasibilityModel
     from tuner.search.prediction import OutcomePredictor, Prediction
     from tuner.spec.models import StudySpec
@@ -46,7 +47,7 @@ class Placement:
     snapshot: StudySnapshot
     predictor: OutcomePredictor | None = None  # latency and memory before a run (:mod:`tuner.search.prediction`)
     _fed: int = field(default=0, repr=False)  # the snapshot's finished trials the predictor has seen
-    ceilings: dict[int, float] = field(default_factory=dict)  # trial number -> its latency ceiling (seconds)
+    limits: dict[int, RepeatLimits] = field(default_factory=dict)  # trial number -> where its repeats may stop
 
     def __post_init__(self) -> None:
         if self.predictor is None:
@@ -115,7 +116,7 @@ class Placement:
     def _dominated(self, trial: optuna.Trial, predictions: Mapping[str, Prediction]) -> bool:
         """Whether ``trial`` is skipped as predicted dominated (recorded, with its prediction); an audited one is
         marked and runs (:mod:`tuner.search.dominance`); ``predictions``: the setting's (:meth:`_predictions`)."""
-        from tuner.search.dominance import judge_proposal, latency_ceiling
+        from tuner.search.dominance import RepeatLimits, judge_proposal, latency_ceiling, latency_thresholds
 
         skip = self.spec.sampler.skip_dominated
         assert skip is not None
@@ -130,9 +131,9 @@ class Placement:
         if verdict.audit:
             store.record_skip_audit(trial, verdict.audit_record())
         if not verdict.skip:
-            ceiling = latency_ceiling(self.spec, predictions, self.snapshot.successful_reference, self.snapshot.front())
-            if ceiling is not None:
-                self.ceilings[trial.number] = ceiling
+            front = self.snapshot.front()
+            ceiling = latency_ceiling(self.spec, predictions, self.snapshot.successful_reference, front)
+            self.limits[trial.number] = RepeatLimits(ceiling, latency_thresholds(self.spec, front))
             return False
         recorded = {name: p.record() for name, p in predictions.items()}
         self.recorder.unrun(trial, Outcome.SKIPPED_PREDICTED_DOMINATED, verdict.reason, {names.PREDICTION: recorded})

@@ -17,6 +17,7 @@ from tuner.search.guards import measurement_settings, trial_timeout_s
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
+    from tuner.search.dominance import RepeatLimits
     from tuner.spec.candidate import Candidate
     from tuner.spec.models import StudySpec
     from tuner.study.shapes import Comparison
@@ -35,13 +36,13 @@ def trial_request(
     quality_metrics: list[str],
     comparison: Comparison,
     input_fields: Mapping[str, Any],
-    latency_ceiling_s: float | None = None,
+    limits: RepeatLimits | None = None,
 ) -> TrialRequest:
     """The request for trial ``number`` of ``role`` running ``candidate`` on ``device``; ``stored``: the study's
     attributes (a resume's overrides of the timeout and the measurement); ``references``: the finished
     references (the timeout of a search trial follows theirs); files under ``study_dir/trial_<number>``;
     ``input_fields``: the spec's inputs as a request carries them (:func:`tuner.spec.quality.cases.request_input_fields`);
-    ``latency_ceiling_s``: where repeats stop early (:func:`tuner.search.dominance.latency_ceiling`)."""
+    ``limits``: where its repeats may stop early (:class:`tuner.search.dominance.RepeatLimits`; None: nowhere)."""
     return TrialRequest(
         study_name=study_name,
         trial_number=number,
@@ -63,5 +64,6 @@ def trial_request(
         resize_to_reference=comparison.resize_to_reference,
         record_env=list(spec.record_env),
         cost=spec.cost.model_dump() if spec.cost is not None else {},
-        latency_ceiling_s=latency_ceiling_s,
+        latency_ceiling_s=limits.ceiling_s if limits is not None else None,
+        latency_thresholds_s=list(limits.thresholds_s) if limits is not None else [],
     )

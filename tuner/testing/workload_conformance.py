@@ -25,6 +25,8 @@ Rules checked
   (the reference cache format).
 * Every invalid parameter set raises :class:`InvalidSetting` from ``setup`` or
   ``run``.
+* A lighter warm-up (``warmup_settings``), where the workload offers one, runs
+  and leaves nothing behind: the setting's next output is the one made without it.
 """
 
 from __future__ import annotations
@@ -141,6 +143,25 @@ def check_save_load_roundtrip(factory: WorkloadFactory, params: Mapping[str, Any
     assert_outputs_equal(output, loaded, "save/load round trip")
 
 
+def check_light_warmup(factory: WorkloadFactory, params: Mapping[str, Any], context: RunContext) -> None:
+    """Where ``warmup_settings(params)`` offers a lighter call, it runs, and the setting's output after it equals
+    a fresh instance's (a warm-up changes timings, never the result)."""
+    workload = factory()
+    workload.setup(params, context)
+    try:
+        light = workload.warmup_settings(params)
+        if light is None:
+            return
+        _expect(isinstance(light, Mapping), f"warmup_settings returned {type(light).__name__}, not a mapping")
+        check_output_contract(workload.run(light, context))
+        after = workload.run(params, context)
+        workload.synchronize()
+    finally:
+        workload.teardown()
+    (fresh,) = run_once(factory, params, context)
+    assert_outputs_equal(after, fresh, "a run after the light warm-up and a fresh instance's")
+
+
 def check_rejects_invalid(
     factory: WorkloadFactory, invalid_params: Iterable[Mapping[str, Any]], context: RunContext
 ) -> None:
@@ -171,4 +192,5 @@ def check_workload_conformance(
     check_returns_output(factory, params, context)
     check_deterministic(factory, params, context)
     check_save_load_roundtrip(factory, params, context)
+    check_light_warmup(factory, params, context)
     check_rejects_invalid(factory, invalid_params, context)

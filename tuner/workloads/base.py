@@ -35,6 +35,8 @@ Contract
   CUDA graph capture). Default: 0. ``knows_warmup`` (optional, default False) says that
   count is exact: under ``measurement.warmup: auto`` the worker then makes just those
   (:mod:`tuner.runner.measure.warmup`), none for a setting already warm in the process.
+  ``warmup_settings`` (optional) gives a cheaper call that warms the same things (one
+  denoising step instead of fifty); the warm-up calls are made with it. Default: None.
 * ``call_spans`` (optional) splits the last ``run``'s seconds into the model's
   work and what surrounds it (``model_s``, ``postprocess_s`` ...). Default: None.
 * ``call_structure`` (optional) reports the last ``run``'s cost structure: its
@@ -189,6 +191,15 @@ class Workload(ABC):
         warm-up. Then ``measurement.warmup: auto`` makes just those calls (:mod:`tuner.runner.measure.warmup`);
         else ``auto`` makes at least one. Default: False."""
         return False
+
+    def warmup_settings(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        """The settings of a cheaper call that warms everything a first call of ``params`` would (its shapes,
+        kernels, attention backend, allocator pool; called after ``setup``): fewer denoising steps, fewer new
+        tokens. The worker makes this trial's warm-up calls with them and never counts one as a repeat, so a
+        workload returning settings promises that a call after such a warm-up is as fast as one after a full
+        warm-up (latency truth: ``tests/runner/test_warmup_light.py``). None (the default): the warm-up is the
+        call itself."""
+        return None
 
     def call_spans(self) -> Mapping[str, float] | None:
         """Seconds of the last ``run`` by span (``prepare`` / ``model`` / ``postprocess``:

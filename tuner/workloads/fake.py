@@ -235,14 +235,17 @@ class SimulatedCompilingWorkload(Workload):
 
 
 class ShapeWarmingWorkload(Workload):
-    """A known-answer workload for warm-up truth: every call sleeps ``call_ms`` (default 100), and the first
-    call of a ``shape`` (any value, default ``a``) in this process sleeps ``first_call_ms`` more (default 300),
-    as a new shape's first call does. It knows its warm-up (:meth:`Workload.knows_warmup`): 1 for a shape new
-    to the process, 0 for one already run -- unless ``honest`` is false (it then always claims 0). Counter
-    ``calls``: the calls this process has served, this one included."""
+    """A known-answer workload for warm-up truth: every call sleeps ``call_ms`` (default 100) per step
+    (``steps``, default 1), and the first call of a ``shape`` (any value, default ``a``) in this process sleeps
+    ``first_call_ms`` more (default 300), as a new shape's first call does, whatever its steps. It knows its
+    warm-up (:meth:`Workload.knows_warmup`): 1 for a shape new to the process, 0 for one already run -- unless
+    ``honest`` is false (it then always claims 0). With ``light`` true it offers a one-step warm-up
+    (:meth:`Workload.warmup_settings`), which warms the shape as a full call does. Counters ``calls`` and
+    ``steps_served``: the calls and steps this process has served, this call included."""
 
     shapes_run: set[str] = set()
     calls = 0
+    steps_served = 0
 
     def knows_warmup(self) -> bool:
         return True
@@ -251,10 +254,18 @@ class ShapeWarmingWorkload(Workload):
         new = str(params.get("shape", "a")) not in ShapeWarmingWorkload.shapes_run
         return int(new and bool(params.get("honest", True)))
 
+    def warmup_settings(self, params: Mapping[str, Any]) -> Mapping[str, Any] | None:
+        return dict(params, steps=1) if params.get("light") and int(params.get("steps", 1)) > 1 else None
+
     def run(self, params: Mapping[str, Any], context: RunContext) -> WorkloadOutput:
-        shape = str(params.get("shape", "a"))
+        shape, steps = str(params.get("shape", "a")), int(params.get("steps", 1))
         extra = 0.0 if shape in ShapeWarmingWorkload.shapes_run else float(params.get("first_call_ms", 300))
         ShapeWarmingWorkload.shapes_run.add(shape)
         ShapeWarmingWorkload.calls += 1
-        time.sleep((float(params.get("call_ms", 100)) + extra) / 1000.0)
-        return WorkloadOutput(counters={"calls": float(ShapeWarmingWorkload.calls)})
+        ShapeWarmingWorkload.steps_served += steps
+        time.sleep((float(params.get("call_ms", 100)) * steps + extra) / 1000.0)
+        counters = {
+            "calls": float(ShapeWarmingWorkload.calls),
+            "steps_served": float(ShapeWarmingWorkload.steps_served),
+        }
+        return WorkloadOutput(counters=counters)

@@ -37,7 +37,8 @@ A setting the pipeline would refuse or silently change raises ``InvalidSetting``
 without a ``mag_ratios`` kwarg calibrates its ratios by one uncached generation the first time a
 setting asks for it: the trial's first call, a warm-up call when ``measurement.warmup >= 1`` or ``auto``.
 :meth:`DiffusersVideoModel.warmup_calls` is exact (``knows_warmup``): under ``measurement.warmup: auto`` a setting
-whose shape this load has run, with nothing to compile or calibrate, is timed without a warm-up.
+whose shape this load has run, with nothing to compile or calibrate, is timed without a warm-up; a new shape
+is warmed by a one-step call (``warmup_settings``, :mod:`.wan_warmup`).
 """
 
 from __future__ import annotations
@@ -70,6 +71,13 @@ from tuner.adapters.factories.wan_presets import (
     make_scheduler,
     preset_named,
     random_text_embedding,
+)
+from tuner.adapters.factories.wan_warmup import (
+    calibration_key,
+    light_warmup,
+    needs_calibration,
+    shape_key,
+    warmup_calls,
 )
 from tuner.evaluators.runtime.spans import CallSpans
 from tuner.workloads.base import InvalidSetting, WorkloadOutput
@@ -232,7 +240,7 @@ class DiffusersVideoModel:
         if backend is not None and backend != self._backend:  # not in reload_on: switched on the loaded model
             switch_attention_backend(_denoisers(self.pipe), str(backend), self.device, self._compile != "none")
             self._backend = backend
-        self._apply_cache(CacheChoice.from_params(params), call, guidance > 1.0, _calibration_key(params))
+        self._apply_cache(CacheChoice.from_params(params), call, guidance > 1.0, calibration_key(params))
         generator = torch.Generator(device="cpu").manual_seed(self.seed)
         self._spans.mark("prepare")
         result = clock.call(self.pipe, 2 if guidance > 1.0 else 1, **call, generator=generator)  # ends in a host copy
@@ -242,7 +250,7 @@ class DiffusersVideoModel:
             video = video[None]
         video = (np.clip(video, 0.0, 1.0) * 255).round().astype(np.uint8)
         self._spans.mark("postprocess")
-        self._compiled_shapes.add(_shape_key(params))
+        self._compiled_shapes.add(shape_key(params))
         return WorkloadOutput(
             video=video,
             items=video.shape[0],
@@ -256,21 +264,19 @@ class DiffusersVideoModel:
     knows_warmup = True  # warmup_calls is exact: measurement.warmup auto skips a warm setting's warm-up
 
     def warmup_calls(self, params: Mapping[str, Any]) -> int:
-        """Untimed calls this setting needs in this process before its timings mean anything (exact): a shape
-        not run since the load (the first call's lazy set-up, a larger allocator pool, kernels chosen per
-        shape) needs 1, or 3 with CUDA graphs (``reduce-overhead``, ``max-autotune``: compile, record, first
-        replay); MagCache's first call of a setting without cached ratios calibrates (1); anything else, none.
-        So compiling and calibrating count as the trial's start-up, never as its latency."""
-        calls = 0
-        if _shape_key(params) not in self._compiled_shapes:
-            calls = 3 if self._compile in CUDA_GRAPH_MODES else 1
-        if (
-            str(params.get("cache", "none")) == "magcache"
-            and not self.mag_ratios
-            and _calibration_key(params) not in self._calibrated
-        ):
-            calls = max(calls, 1)
-        return calls
+        """Untimed calls this setting needs in this process before its timings mean anything (exact,
+        :func:`.wan_warmup.warmup_calls`): a shape new to the load 1 (3 with CUDA graphs), a MagCache
+        calibration 1, anything else none. So compiling and calibrating count as start-up, never latency."""
+        return warmup_calls(params, self._compile, self._compiled_shapes, self._calibrating(params))
+
+    def warmup_settings(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
+        """A cheaper warm-up call for ``params`` -- one denoising step, the same shapes, text and decode -- or
+        None where only the call itself warms (compiled, calibrating, two experts): :func:`.wan_warmup.light_warmup`."""
+        experts = len(_denoisers(self.pipe)) if self.pipe is not None else 1
+        return light_warmup(params, self._compile, self._calibrating(params), experts)
+
+    def _calibrating(self, params: Mapping[str, Any]) -> bool:
+        return needs_calibration(params, bool(self.mag_ratios), self._calibrated)
 
     def call_spans(self) -> dict[str, float]:
         """The last call's seconds: ``prepare`` (text, scheduler, cache hooks, generator), ``model`` (the pipeline
@@ -389,7 +395,7 @@ class DiffusersVideoModel:
 
     def _apply_cache(self, choice: CacheChoice, call: Mapping[str, Any], cfg: bool, calibration: Any) -> None:
         """Swap the denoisers' cache hooks when the method or its knob (or MagCache's steps) changed;
-        ``calibration``: the setting's MagCache calibration key (:func:`_calibration_key`)."""
+        ``calibration``: the setting's MagCache calibration key (:func:`.wan_warmup.calibration_key`)."""
         denoisers = _denoisers(self.pipe)
         key = (choice, call["num_inference_steps"] if choice.method == "magcache" else None)
         if key == self._applied.get("cache", ((CacheChoice(), None))):
@@ -446,36 +452,6 @@ class _TextHolder:
         import torch
 
         self.tokenizer, self.text_encoder, self._execution_device = tokenizer, text_encoder, torch.device("cpu")
-
-
-def _shape_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What decides the denoiser's input shapes and kernels: a compiled graph serves one such key, and a key
-    this load has run needs no warm-up (the attention backend is part of it: other kernels)."""
-    return (
-        params.get("num_frames"),
-        params.get("height"),
-        params.get("width"),
-        params.get("batch_size", params.get("num_videos_per_prompt", 1)),
-        float(params.get("guidance_scale", 5.0)) > 1.0,
-        params.get("attention_backend"),
-    )
-
-
-def _calibration_key(params: Mapping[str, Any]) -> tuple[Any, ...]:
-    """What a MagCache calibration depends on: the call's shape, steps, guidance and scheduler."""
-    return tuple(
-        params.get(name)
-        for name in (
-            "num_frames",
-            "height",
-            "width",
-            "num_inference_steps",
-            "guidance_scale",
-            "guidance_scale_2",
-            "scheduler",
-            "flow_shift",
-        )
-    )
 
 
 def _dtype_keyword() -> str:

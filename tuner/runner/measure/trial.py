@@ -61,6 +61,7 @@ class InputRun:
     invocation: dict[str, Any] | None = None  # what the workload executed for this input
     sustained: list[dict[str, Any]] | None = None  # measurement.sustained: each level's figures
     structure: dict[str, Any] | None = None  # the timed calls' cost structure (runtime.structure.structure_info)
+    warmup_with: dict[str, Any] | None = None  # the settings a lighter warm-up changed (Workload.warmup_settings)
 
 
 class References:
@@ -130,8 +131,12 @@ def measure_input(
         structures.append(running.call_structure() or {})
         return output
 
+    light = running.warmup_settings(request.settings) if settings.warmup else None
+    warm_call = (lambda: running.run(light, context)) if light is not None else None
     with PeakMemoryMonitor(memory_sample_hz) as monitor:
-        stats, output = measure_latency(call, running.synchronize, settings, deadline=deadline, marks=phases.marks)
+        stats, output = measure_latency(
+            call, running.synchronize, settings, deadline=deadline, marks=phases.marks, warmup_call=warm_call
+        )
         if not isinstance(output, WorkloadOutput):
             raise TypeError(f"{request.workload_class}.run returned {type(output).__name__}, not WorkloadOutput")
         if stats.warmup_counted:  # the last warm-up call proved a repeat: measured time
@@ -169,8 +174,11 @@ def measure_input(
         {metric.name: metric for metric in _quality_metrics(request, output, reference, missing, context.inputs)}
     )
     invocation = dict(running.invocation) if running.invocation is not None else None
+    lighter = (
+        {k: v for k, v in light.items() if request.settings.get(k) != v} if light is not None and stats.warmup else None
+    )
     return (
-        InputRun(name, stats, output, metrics, list(monitor.nvml_devices), invocation, curve, structure),
+        InputRun(name, stats, output, metrics, list(monitor.nvml_devices), invocation, curve, structure, lighter),
         time.perf_counter() - eval_started,
     )
 
@@ -224,9 +232,11 @@ def result_of(
         "converged": all(run.stats.converged for run in runs),
         "warmup": min(run.stats.warmup for run in runs),
         "warmup_counted": sum(int(run.stats.warmup_counted) for run in runs),
+        **({"warmup_with": lighter} if (lighter := next((r.warmup_with for r in runs if r.warmup_with), None)) else {}),
         "device_used": device_used(sorted({d for run in runs for d in run.nvml_devices})),
         **({"cut_short": _cut_short_note(cut, settings, request.timeout_s)} if cut is not None else {}),
         **({"past_ceiling": _past_ceiling_note(min(past), ceiling)} if past and ceiling is not None else {}),
+        **({"settled": _settled_note(settled, settings)} if (settled := _settled_run(runs)) is not None else {}),
         **({"sample_problems": samples.problems} if samples.problems else {}),
         **({"repeats_per_input": {run.name: len(run.stats.samples_s) for run in runs}} if several else {}),
         **_sustained_info(runs, several),
@@ -304,7 +314,9 @@ def latency_settings(request: TrialRequest) -> Any:
     measurement.pop("sustained", None)
     if "warmup" in measurement:
         measurement["warmup"] = floor_of(measurement["warmup"])  # ``auto``: the trial's own is planned_warmup's
-    return LatencySettings(**measurement, ceiling_s=request.latency_ceiling_s)
+    return LatencySettings(
+        **measurement, ceiling_s=request.latency_ceiling_s, thresholds_s=tuple(request.latency_thresholds_s)
+    )
 
 
 def _run_metrics(
@@ -335,6 +347,23 @@ def _quality_metrics(
         inputs, request.settings, request.reference_settings, request.device, missing, request.resize_to_reference
     )
     return list(evaluate_quality(request.quality_metrics, output, reference, context))
+
+
+def _settled_run(runs: list[InputRun]) -> Any:
+    """The latency statistics of the one input whose repeats stopped settled (None: none did, or several inputs)."""
+    return runs[0].stats if len(runs) == 1 and runs[0].stats.settled else None
+
+
+def _settled_note(stats: Any, settings: Any) -> str:
+    """One line: the repeats stopped once the timed calls settled the trial's place on the front."""
+    from tuner.evaluators.latency import CEILING_MARGIN
+
+    low, high = min(stats.samples_s), max(stats.samples_s)
+    return (
+        f"repeats stopped settled: {len(stats.samples_s)} of {settings.min_repeats}-{settings.max_repeats} "
+        f"repeats ({low:.4g}-{high:.4g} s), no front latency within {CEILING_MARGIN:.0%} of them: more could "
+        "not move its place on the front"
+    )
 
 
 def _past_ceiling_note(fastest_s: float, ceiling_s: float) -> str:
