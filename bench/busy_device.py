@@ -12,7 +12,8 @@ Usage: ``python bench/busy_device.py [--trials 14] [--label NAME] [--warmup N|au
 figures (the study's sums and one row per trial) to ``bench/results/busy_device.json`` (``--results`` another
 file); ``--report`` prints the same lines from them and measures nothing. ``--warmup`` and ``--reload-on``
 override the spec's ``measurement.warmup`` and ``workload.python.reload_on``: ``--warmup 1 --reload-on
-precision,attention_backend`` is the spec before issue 38 (every trial warmed up, a backend change reloads).
+precision,attention_backend`` is the spec before issue 38 (every trial warmed up, a backend change reloads);
+``--full-warmup`` warms a new shape with the whole call, as before the factory's one-step warm-up.
 """
 
 from __future__ import annotations
@@ -64,6 +65,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     spec["budget"] = {**spec["budget"], "trials": args.trials, "wall_time_s": args.wall_s}
     if args.reload_on is not None:
         spec["workload"]["python"]["reload_on"] = [name for name in args.reload_on.split(",") if name]
+    if args.full_warmup:
+        spec["workload"]["python"]["kwargs"] = {**spec["workload"]["python"]["kwargs"], "light_warmup": False}
     if args.warmup is not None:
         spec["measurement"] = {
             **spec["measurement"],
@@ -87,6 +90,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "trials_asked": args.trials,
         "measurement": spec["measurement"],
         "reload_on": spec["workload"]["python"]["reload_on"],
+        "light_warmup": not args.full_warmup,
         "study_wall_s": round(wall_s, 2),
         "recorded_device_s": round(cost.recorded_s, 3),
         "phases_device_s": {k: round(v, 3) for k, v in cost.phases_s.items()},
@@ -109,7 +113,8 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     steady = dict(result["phases_device_s"], startup=result["phases_device_s"]["startup"] - first_start)
     return [
         f"tiny Wan study in a warm worker ({result['label']}; warm-up {result['measurement']['warmup']}, "
-        f"reload on {', '.join(result.get('reload_on') or ['nothing'])}): "
+        f"reload on {', '.join(result.get('reload_on') or ['nothing'])}"
+        f"{'; one-step warm-ups' if result.get('light_warmup') else ''}): "
         f"{len(ran)} runs, {result['recorded_device_s']:.0f} device-s recorded in {result['study_wall_s']:.0f} s",
         "device time: " + ", ".join(f"{phase} {share[phase]:.0%}" for phase in SHOWN),
         f"measured calls {share['measured']:.0%} of the device time (target >= {TARGET_SHARE:.0%}: {met})",
@@ -130,6 +135,11 @@ if __name__ == "__main__":
         default=None,
         help="workload.python.reload_on, comma-separated (default: the "
         "spec's); the before figure: precision,attention_backend",
+    )
+    parser.add_argument(
+        "--full-warmup",
+        action="store_true",
+        help="warm a new shape with the whole call (the factory's light_warmup off)",
     )
     parser.add_argument("--label", default="now", help="a name for this run in the figures (before / after)")
     raw_results.main(parser, "busy_device.py", measure, report_lines)

@@ -99,6 +99,13 @@ def test_no_light_warmup_where_only_the_whole_call_warms(tiny: DiffusersVideoMod
     finally:
         tiny._compile = "none"
     assert tiny.warmup_settings(params) == dict(params, num_inference_steps=LIGHT_STEPS)
+    tiny.light_warmup = False  # the factory kwarg ``light_warmup: false``
+    try:
+        assert tiny.warmup_settings(params) is None, "asked for whole-call warm-ups"
+    finally:
+        tiny.light_warmup = True
+    off = make_video_pipeline(weights="random", architecture="tiny", device="cpu", seed=0, light_warmup=False)
+    assert off.light_warmup is False
 
 
 def test_the_diffusers_factory_passes_workload_conformance_with_its_light_warmup(tmp_path: Path) -> None:

@@ -38,7 +38,8 @@ without a ``mag_ratios`` kwarg calibrates its ratios by one uncached generation 
 setting asks for it: the trial's first call, a warm-up call when ``measurement.warmup >= 1`` or ``auto``.
 :meth:`DiffusersVideoModel.warmup_calls` is exact (``knows_warmup``): under ``measurement.warmup: auto`` a setting
 whose shape this load has run, with nothing to compile or calibrate, is timed without a warm-up; a new shape
-is warmed by a one-step call (``warmup_settings``, :mod:`.wan_warmup`).
+is warmed by a one-step call (``warmup_settings``, :mod:`.wan_warmup`; kwarg ``light_warmup: false``: by the
+whole call).
 """
 
 from __future__ import annotations
@@ -99,6 +100,7 @@ class DiffusersVideoModel:
         vae_dtype: str = "fp32",
         compile_scope: str = "regional",
         mag_ratios: list[float] | None = None,
+        light_warmup: bool = True,
     ) -> None:
         self.weights = weights or ("random" if model_path is None else "path")
         if self.weights not in ("random", "path"):
@@ -109,6 +111,7 @@ class DiffusersVideoModel:
         self.model_path, self.pipeline_class = model_path, pipeline_class
         self.device, self.seed = device, int(seed)
         self.vae_dtype, self.compile_scope, self.mag_ratios = vae_dtype, compile_scope, mag_ratios
+        self.light_warmup = bool(light_warmup)  # False: a warm-up is the whole call (warmup_settings None)
         self.pipe: Any = None
         self._text_encoder: Any = None  # (tokenizer, encoder) kept off the pipeline, on the CPU
         self._embeddings: dict[tuple[str, int], Any] = {}
@@ -272,6 +275,8 @@ class DiffusersVideoModel:
     def warmup_settings(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
         """A cheaper warm-up call for ``params`` -- one denoising step, the same shapes, text and decode -- or
         None where only the call itself warms (compiled, calibrating, two experts): :func:`.wan_warmup.light_warmup`."""
+        if not self.light_warmup:
+            return None
         experts = len(_denoisers(self.pipe)) if self.pipe is not None else 1
         return light_warmup(params, self._compile, self._calibrating(params), experts)
 
