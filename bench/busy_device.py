@@ -13,7 +13,8 @@ figures (the study's sums and one row per trial) to ``bench/results/busy_device.
 file); ``--report`` prints the same lines from them and measures nothing. ``--warmup`` and ``--reload-on``
 override the spec's ``measurement.warmup`` and ``workload.python.reload_on``: ``--warmup 1 --reload-on
 precision,attention_backend`` is the spec before issue 38 (every trial warmed up, a backend change reloads);
-``--full-warmup`` warms a new shape with the whole call, as before the factory's one-step warm-up.
+``--light-warmup on|off`` turns the factory's one-step warm-up of a new shape on or off (default: on);
+``--same-settings`` runs a seeded random sampler with nothing skipped, so two arms run the same settings.
 """
 
 from __future__ import annotations
@@ -65,8 +66,11 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     spec["budget"] = {**spec["budget"], "trials": args.trials, "wall_time_s": args.wall_s}
     if args.reload_on is not None:
         spec["workload"]["python"]["reload_on"] = [name for name in args.reload_on.split(",") if name]
-    if args.full_warmup:
-        spec["workload"]["python"]["kwargs"] = {**spec["workload"]["python"]["kwargs"], "light_warmup": False}
+    if args.same_settings:  # proposals that depend on the seed only, every one run: two arms run the same list
+        spec["sampler"] = {"name": "random", "skip_dominated": None}
+    if args.light_warmup is not None:
+        light = args.light_warmup == "on"
+        spec["workload"]["python"]["kwargs"] = {**spec["workload"]["python"]["kwargs"], "light_warmup": light}
     if args.warmup is not None:
         spec["measurement"] = {
             **spec["measurement"],
@@ -90,7 +94,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "trials_asked": args.trials,
         "measurement": spec["measurement"],
         "reload_on": spec["workload"]["python"]["reload_on"],
-        "light_warmup": not args.full_warmup,
+        "light_warmup": args.light_warmup or "on (the factory's default)",
+        "sampler": spec["sampler"],
         "study_wall_s": round(wall_s, 2),
         "recorded_device_s": round(cost.recorded_s, 3),
         "phases_device_s": {k: round(v, 3) for k, v in cost.phases_s.items()},
@@ -104,6 +109,13 @@ def shares(phases: dict[str, float]) -> dict[str, float]:
     return {phase: phases.get(phase, 0.0) / total for phase in SHOWN}
 
 
+def _warmup_kind(light: Any) -> str:
+    """How a run's new shapes were warmed, for its first line (nothing for a run from before the choice)."""
+    if light is None:
+        return ""
+    return "; whole-call warm-ups" if light in (False, "off") else "; one-step warm-ups"
+
+
 def report_lines(result: dict[str, Any]) -> list[str]:
     """The lines the bench prints, from its raw figures."""
     share = shares(result["phases_device_s"])
@@ -114,7 +126,7 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     return [
         f"tiny Wan study in a warm worker ({result['label']}; warm-up {result['measurement']['warmup']}, "
         f"reload on {', '.join(result.get('reload_on') or ['nothing'])}"
-        f"{'; one-step warm-ups' if result.get('light_warmup') else ''}): "
+        f"{_warmup_kind(result.get('light_warmup'))}): "
         f"{len(ran)} runs, {result['recorded_device_s']:.0f} device-s recorded in {result['study_wall_s']:.0f} s",
         "device time: " + ", ".join(f"{phase} {share[phase]:.0%}" for phase in SHOWN),
         f"measured calls {share['measured']:.0%} of the device time (target >= {TARGET_SHARE:.0%}: {met})",
@@ -137,9 +149,15 @@ if __name__ == "__main__":
         "spec's); the before figure: precision,attention_backend",
     )
     parser.add_argument(
-        "--full-warmup",
+        "--light-warmup",
+        choices=("on", "off"),
+        default=None,
+        help="the factory's one-step warm-up of a new shape on or off (default: the factory's, on)",
+    )
+    parser.add_argument(
+        "--same-settings",
         action="store_true",
-        help="warm a new shape with the whole call (the factory's light_warmup off)",
+        help="a seeded random sampler, nothing skipped: the settings run depend on the seed only (an A/B of two arms)",
     )
     parser.add_argument("--label", default="now", help="a name for this run in the figures (before / after)")
     raw_results.main(parser, "busy_device.py", measure, report_lines)

@@ -38,8 +38,8 @@ without a ``mag_ratios`` kwarg calibrates its ratios by one uncached generation 
 setting asks for it: the trial's first call, a warm-up call when ``measurement.warmup >= 1`` or ``auto``.
 :meth:`DiffusersVideoModel.warmup_calls` is exact (``knows_warmup``): under ``measurement.warmup: auto`` a setting
 whose shape this load has run, with nothing to compile or calibrate, is timed without a warm-up; a new shape
-is warmed by a one-step call (``warmup_settings``, :mod:`.wan_warmup`; kwarg ``light_warmup: false``: by the
-whole call).
+is warmed by a one-step call (``warmup_settings``, :mod:`.wan_warmup`; kwarg ``light_warmup: false``: by the whole
+call, which is counted as a repeat when as fast).
 """
 
 from __future__ import annotations
@@ -111,7 +111,7 @@ class DiffusersVideoModel:
         self.model_path, self.pipeline_class = model_path, pipeline_class
         self.device, self.seed = device, int(seed)
         self.vae_dtype, self.compile_scope, self.mag_ratios = vae_dtype, compile_scope, mag_ratios
-        self.light_warmup = bool(light_warmup)  # False: a warm-up is the whole call (warmup_settings None)
+        self.light_warmup = bool(light_warmup)  # False: a new shape is warmed by the whole call (docs/benchmarks.md)
         self.pipe: Any = None
         self._text_encoder: Any = None  # (tokenizer, encoder) kept off the pipeline, on the CPU
         self._embeddings: dict[tuple[str, int], Any] = {}
