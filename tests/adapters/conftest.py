@@ -1,4 +1,5 @@
-"""Fixtures of the adapter tests: the stand-in OpenAI-compatible service, started for real."""
+"""Fixtures of the adapter tests: the stand-in OpenAI-compatible service, started for real; one torch thread
+and the diffusers factory's tiny Wan model (seeded random weights, fp32, on the CPU)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,32 @@ import sys
 import time
 import urllib.request
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from adapter_helpers import ROOT, STANDINS
+
+
+@pytest.fixture
+def one_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """One torch thread, offline hub: light on a shared CI machine, and no network."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    yield
+    torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def tiny() -> Any:
+    """The diffusers factory's tiny Wan model, loaded in fp32 (one per test module)."""
+    from tuner.adapters.factories.diffusers_video import make_video_pipeline
+
+    model = make_video_pipeline(weights="random", architecture="tiny", device="cpu", seed=0)
+    model.load({"precision": "fp32"})
+    return model
 
 
 @pytest.fixture(scope="session")

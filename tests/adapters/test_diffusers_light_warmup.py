@@ -6,13 +6,11 @@ not offered where only the whole call warms (a compiled denoiser, a MagCache cal
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
-import torch
 
 from tuner.adapters.factories.diffusers_video import DiffusersVideoModel, make_video_pipeline
 from tuner.adapters.factories.wan_warmup import LIGHT_STEPS
@@ -20,23 +18,9 @@ from tuner.adapters.python import PythonAdapterWorkload
 from tuner.testing.workload_conformance import check_workload_conformance
 from tuner.workloads.base import RunContext
 
+pytestmark = pytest.mark.usefixtures("one_thread")  # conftest.py: one torch thread; ``tiny``: the fp32 model
 INPUTS = {"prompt": "a cat on the grass", "negative_prompt": "blurry"}
 SHAPES = [(5, 32, 48), (9, 32, 32), (5, 48, 32), (9, 48, 48), (5, 32, 64)]  # a new shape per cache method
-
-
-@pytest.fixture(autouse=True)
-def one_thread() -> Iterator[None]:
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tiny() -> DiffusersVideoModel:
-    model = make_video_pipeline(weights="random", architecture="tiny", device="cpu", seed=0)
-    model.load({"precision": "fp32"})
-    return model
 
 
 def _setting(shape: tuple[int, int, int], cache: str) -> dict[str, Any]:

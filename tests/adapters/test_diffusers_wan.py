@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -41,21 +40,7 @@ def video_of(model: DiffusersVideoModel, params: dict[str, Any]) -> np.ndarray:
     return video
 
 
-@pytest.fixture(autouse=True)
-def one_thread(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
-    """One torch thread, offline hub: light on a shared CI machine, and no network."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    yield
-    torch.set_num_threads(threads)
-
-
-@pytest.fixture(scope="module")
-def tiny() -> DiffusersVideoModel:
-    model = make_video_pipeline(weights="random", architecture="tiny", device="cpu", seed=0)
-    model.load({"precision": "fp32"})
-    return model
+pytestmark = pytest.mark.usefixtures("one_thread")  # tests/adapters/conftest.py: one torch thread, offline hub
 
 
 def test_output_is_uint8_video_of_the_asked_shape_and_seeded(tiny: DiffusersVideoModel) -> None:
