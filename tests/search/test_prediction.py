@@ -13,7 +13,7 @@ from typing import Any
 import optuna
 import pytest
 
-from tuner.search.prediction import LATENCY, OutcomePredictor, StructuredLatency, memory_metric, prediction_errors
+from tuner.search.prediction import LATENCY, OutcomePredictor, memory_metric, prediction_errors
 from tuner.spec.loading import parse_spec
 from tuner.spec.space import distributions
 from tuner.storage.records import TrialRecord
@@ -72,48 +72,6 @@ def test_a_multiplicative_cost_is_predicted_within_its_interval() -> None:
     assert latency.value == pytest.approx(truth, rel=0.15), "the log features carry the product"
     assert latency.low <= latency.value <= latency.high
     assert "peak_rss_gb" in predicted
-
-
-def _with_parts(params: dict[str, Any], parts: dict[str, float] | None) -> optuna.trial.FrozenTrial:
-    """A finished trial whose latency is the sum of ``parts`` (reported as metrics unless ``parts`` is None)."""
-    trial = finished(params, sum((parts or {}).values()) or 0.01, 0.1)
-    if parts is not None:
-        metrics = dict(trial.user_attrs["metrics"])
-        metrics.update({name: {"value": value, "unit": "s"} for name, value in parts.items()})
-        trial.set_user_attr("metrics", metrics)
-    return trial
-
-
-def test_a_call_reported_in_parts_is_predicted_as_their_sum() -> None:
-    """A denoise that grows with sleep x frames beside a decode that grows with batch only: their sum is no
-    product, so one log-linear fit of the whole misses where the part by part fit does not."""
-    spec = parse_spec(SPEC)
-
-    def parts(sleep_s: float, frames: int, batch: int) -> dict[str, float]:
-        return {"denoise_s": 2.0 * sleep_s * frames, "decode_s": 0.05 * batch * batch, "text_s": 0.001}
-
-    seen = [
-        (0.004, 2, 1), (0.04, 16, 2), (0.01, 4, 1), (0.02, 8, 2), (0.008, 12, 1), (0.03, 3, 2),
-        (0.006, 6, 2), (0.015, 14, 1), (0.025, 5, 1), (0.005, 10, 2), (0.035, 7, 1), (0.012, 2, 2),
-    ]  # fmt: skip
-    structured = OutcomePredictor(spec, distributions(spec))
-    whole = OutcomePredictor(spec, distributions(spec))
-    structured.update([_with_parts({"sleep_s": s, "frames": f, "batch_size": b}, parts(s, f, b)) for s, f, b in seen])
-    whole.update(
-        [finished({"sleep_s": s, "frames": f, "batch_size": b}, sum(parts(s, f, b).values()), 0.1) for s, f, b in seen]
-    )
-    unseen = [(0.018, 11, 2), (0.007, 3, 1), (0.032, 15, 1), (0.009, 9, 2)]
-    errors: dict[str, list[float]] = {"structured": [], "whole": []}
-    for s, f, b in unseen:
-        truth = sum(parts(s, f, b).values())
-        for name, predictor in (("structured", structured), ("whole", whole)):
-            predicted = predictor.predict({"sleep_s": s, "frames": f, "batch_size": b})[LATENCY]
-            assert predicted.low <= predicted.value <= predicted.high
-            errors[name].append(abs(truth / predicted.value - 1))
-    assert max(errors["structured"]) < 0.05, errors
-    assert sum(errors["structured"]) < sum(errors["whole"]), errors
-    assert isinstance(structured._models[LATENCY], StructuredLatency)
-    assert not isinstance(whole._models[LATENCY], StructuredLatency), "no parts reported: the whole call"
 
 
 def test_errors_are_measured_over_predicted() -> None:

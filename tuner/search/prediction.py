@@ -7,14 +7,8 @@ numeric categorical's log value besides; a column for runs of another GPU type, 
 is that hardware's scale once the study has measured enough to tell it), plus a Gaussian process on what the
 line leaves (interactions). The interval is the :data:`INTERVAL` quantiles of the held-out (leave-one-out, closed form)
 errors of the line and of the process together, at least :data:`FLOOR` wide, so it widens with the fit's real
-errors, not an assumed noise. Where the trials report their call's parts (text encoding, denoising, decode,
-prefill: :data:`PARTS`), latency is also fitted part by part and summed (:class:`StructuredLatency`), and the
-predictor keeps whichever of the two fits errs less on the study's own trials (leave-one-out): each part is
-close to a product of the knobs that drive it (steps x passes for the denoiser, frames x pixels for the decode),
-their sum is not, and a single log-linear fit bends where one part takes over from another. The rest of the call
-(latency less the parts: set-up, an LLM's new tokens) is one more part; the interval comes from the summed
-parts' leave-one-out predictions against each trial's latency. No prediction
-before :data:`MIN_FIT` local runs. Today the coordinator feeds it the study's own trials only (the prior column is
+errors, not an assumed noise. No prediction before
+:data:`MIN_FIT` local runs. Today the coordinator feeds it the study's own trials only (the prior column is
 there for a warm start's, not yet wired).
 
 Predicted: ``latency_p50_s`` and the study's memory figure (:func:`memory_metric`: the peak its constraints
@@ -157,12 +151,6 @@ class LogRidge:
         distance = ((left[:, None, :] - right[None, :, :]) ** 2).sum(axis=2)
         return self.scale * np.exp(-distance / (2.0 * length**2))  # type: ignore[no-any-return]
 
-    def held_out_error(self) -> float:
-        """Mean squared leave-one-out log error of the line and of the process (what the interval is drawn from)."""
-        import numpy as np
-
-        return float(np.mean(np.concatenate([self.loo, self.line_loo]) ** 2))
-
     def predict(self, row: Sequence[float]) -> tuple[float, float, float]:
         """The predicted log value and its interval's low and high logs."""
         import numpy as np
@@ -172,70 +160,6 @@ class LogRidge:
         centre += float(self._kernel(point[None, :], self.rows, self.length)[0] @ self.weights)
         errors = np.concatenate([self.loo, self.line_loo])  # the wider of the two fits' held-out errors
         low, high = np.quantile(errors, INTERVAL)
-        return centre, centre + min(-FLOOR, float(low)), centre + max(FLOOR, float(high))
-
-
-PARTS: tuple[str, ...] = ("text_s", "denoise_s", "decode_s", "prefill_s")
-"""The call's parts a trial may report (seconds, medians over its timed repeats)."""
-REST = "rest"
-"""The part of the call no reported part covers."""
-SMALLEST_S = 1e-6
-"""A part's seconds are floored here before their log (a cache hit's text encoding takes ~0 s)."""
-
-
-def reported_parts(figures: Mapping[str, Any]) -> dict[str, float] | None:
-    """A trial's parts and the rest (seconds) from its metrics ``figures`` and its ``latency_p50_s``; None when
-    it reports no part or no positive latency."""
-    latency = (figures.get("latency_p50_s") or {}).get("value")
-    if not isinstance(latency, (int, float)) or latency <= 0:
-        return None
-    parts = {
-        name: float(value)
-        for name in PARTS
-        if isinstance(value := (figures.get(name) or {}).get("value"), (int, float)) and value >= 0
-    }
-    if not parts:
-        return None
-    parts[REST] = max(float(latency) - sum(parts.values()), 0.0)
-    return parts
-
-
-class StructuredLatency:
-    """One :class:`LogRidge` per part of the call and one on the rest, on the same feature ``rows``; ``parts``:
-    each training trial's seconds by part (every row the same part names). The prediction is the parts' sum
-    (see the module docstring)."""
-
-    def __init__(self, rows: np.ndarray, parts: Sequence[Mapping[str, float]]) -> None:
-        import numpy as np
-
-        self.names = tuple(parts[0])
-        self.models: dict[str, LogRidge] = {}
-        held_out = {"line": np.zeros(len(parts)), "process": np.zeros(len(parts))}
-        for name in self.names:
-            logs = np.log([max(part[name], SMALLEST_S) for part in parts])
-            model = LogRidge(rows, logs)
-            self.models[name] = model
-            held_out["line"] += np.exp(logs - model.line_loo)  # the part's leave-one-out prediction, seconds
-            held_out["process"] += np.exp(logs - model.loo)
-        totals = np.log(np.maximum([sum(part.values()) for part in parts], SMALLEST_S))
-        self.errors = np.concatenate(  # the wider of the two fits' held-out errors, as LogRidge.predict
-            [totals - np.log(np.maximum(summed, SMALLEST_S)) for summed in held_out.values()]
-        )
-
-    def held_out_error(self) -> float:
-        """Mean squared log error of the summed parts' leave-one-out predictions (comparable with
-        :meth:`LogRidge.held_out_error`: the predictor keeps whichever fit errs less on its own trials)."""
-        import numpy as np
-
-        return float(np.mean(self.errors**2))
-
-    def predict(self, row: Sequence[float]) -> tuple[float, float, float]:
-        """The predicted log latency and its interval's low and high logs (as :meth:`LogRidge.predict`)."""
-        import numpy as np
-
-        total = sum(math.exp(model.predict(row)[0]) for model in self.models.values())
-        centre = math.log(max(total, SMALLEST_S))
-        low, high = np.quantile(self.errors, INTERVAL)
         return centre, centre + min(-FLOOR, float(low)), centre + max(FLOOR, float(high))
 
 
@@ -249,8 +173,7 @@ class OutcomePredictor:
         self.metrics = (LATENCY, memory_metric(spec))
         self._space = dict(space)
         self._samples: dict[str, list[tuple[list[float], float, bool]]] = {name: [] for name in self.metrics}
-        self._parts: list[tuple[list[float], dict[str, float], bool]] = []  # latency's parts, where reported
-        self._models: dict[str, LogRidge | StructuredLatency | None] = {}
+        self._models: dict[str, LogRidge | None] = {}
         self.update(prior, prior=True)
 
     def update(self, finished: Iterable[FrozenTrial], prior: bool = False) -> None:
@@ -265,20 +188,6 @@ class OutcomePredictor:
                 if isinstance(value, (int, float)) and value > 0:
                     self._samples[name].append((row, math.log(value), prior))
                     self._models.pop(name, None)
-            parts = reported_parts(figures)
-            if parts is not None:
-                self._parts.append((row, parts, prior))
-
-    def _structured(self) -> StructuredLatency | None:
-        """Latency part by part, when at least :data:`MIN_FIT` local runs reported the same parts; else None."""
-        import numpy as np
-
-        if not self._parts:
-            return None
-        samples = _same_parts(self._parts)
-        if sum(1 for _, _, prior in samples if not prior) < MIN_FIT:
-            return None
-        return StructuredLatency(np.asarray([row for row, _, _ in samples]), [parts for _, parts, _ in samples])
 
     def predict(self, params: Mapping[str, Any]) -> dict[str, Prediction]:
         """The predictions for a setting, by metric; a metric with fewer than :data:`MIN_FIT` local runs: none."""
@@ -292,10 +201,8 @@ class OutcomePredictor:
                 continue
             if name not in self._models:
                 samples = samples[-MAX_SAMPLES:]
-                whole = LogRidge(np.asarray([row for row, _, _ in samples]), np.asarray([log for _, log, _ in samples]))
-                parts = self._structured() if name == LATENCY else None
-                self._models[name] = (
-                    parts if parts is not None and parts.held_out_error() < whole.held_out_error() else whole
+                self._models[name] = LogRidge(
+                    np.asarray([row for row, _, _ in samples]), np.asarray([log for _, log, _ in samples])
                 )
             model = self._models[name]
             assert model is not None
@@ -304,14 +211,6 @@ class OutcomePredictor:
                 math.exp(centre), math.exp(low), math.exp(high), local, any(prior for _, _, prior in samples)
             )
         return out
-
-
-def _same_parts(
-    samples: list[tuple[list[float], dict[str, float], bool]],
-) -> list[tuple[list[float], dict[str, float], bool]]:
-    """The latest :data:`MAX_SAMPLES` of ``samples`` that report the same parts as the latest one."""
-    names = set(samples[-1][1])
-    return [sample for sample in samples if set(sample[1]) == names][-MAX_SAMPLES:]
 
 
 def prediction_errors(prediction: Mapping[str, Any] | None, metrics: Mapping[str, Any]) -> dict[str, float]:
