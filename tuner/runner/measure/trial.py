@@ -359,10 +359,14 @@ def _settled_note(stats: Any, settings: Any) -> str:
     from tuner.evaluators.latency import CEILING_MARGIN
 
     low, high = min(stats.samples_s), max(stats.samples_s)
+    asked = (
+        f"{settings.min_repeats}"
+        if settings.min_repeats == settings.max_repeats
+        else f"{settings.min_repeats}-{settings.max_repeats}"
+    )
     return (
-        f"repeats stopped settled: {len(stats.samples_s)} of {settings.min_repeats}-{settings.max_repeats} "
-        f"repeats ({low:.4g}-{high:.4g} s), no front latency within {CEILING_MARGIN:.0%} of them: more could "
-        "not move its place on the front"
+        f"repeats stopped settled: {len(stats.samples_s)} of {asked} repeats ({low:.4g}-{high:.4g} s), no front "
+        f"latency within {CEILING_MARGIN:.0%} of them: more could not move its place on the front"
     )
 
 
