@@ -246,7 +246,8 @@ def test_a_reference_timeout_stops_the_study_and_names_the_resume_timeout(tmp_pa
 
 def test_resume_overrides_measurement_and_records_the_event(tmp_path: Path) -> None:
     spec = tmp_path / "quick.yaml"
-    spec.write_text((SPECS / "fake_ok.yaml").read_text())
+    # nothing stops repeats early (a ceiling, a settled place): every trial shows the override in full
+    spec.write_text((SPECS / "fake_ok.yaml").read_text() + "sampler: {name: tpe, skip_dominated: null}\n")
     first = tuner("run", str(spec), "--study-name", "m", "--no-mlflow", "--trials", "3", cwd=tmp_path)
     assert first.returncode == 0, first.stderr[-2000:]
     refused = tuner("resume", "m", "--no-mlflow", "--min-repeats", "5", "--max-repeats", "4", cwd=tmp_path)

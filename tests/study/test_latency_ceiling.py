@@ -76,7 +76,10 @@ def test_a_trial_slower_than_the_reference_stops_after_one_call_and_stays_measur
         assert metrics["psnr_db"]["value"] is not None, "its quality is still computed"
         assert ceiling in trial.user_attrs["past_ceiling"], "the trial says why it has one repeat"
     for trial in fast:
-        assert trial.user_attrs["metrics"]["repeats"]["value"] == 3, "as fast as the reference: measured in full"
+        # as fast as the reference: measured in full -- or, when a loaded machine put its calls more than 5 %
+        # from the reference's, stopped after two as settled (tests/study/test_settled_repeats.py)
+        settled = "settled" in trial.user_attrs
+        assert trial.user_attrs["metrics"]["repeats"]["value"] == (2 if settled else 3)
         assert "past_ceiling" not in trial.user_attrs
     status = subprocess.run(
         [sys.executable, "-m", "tuner", "status", "c", "--home", str(tmp_path), "--storage", url],
