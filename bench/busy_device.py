@@ -14,7 +14,10 @@ file); ``--report`` prints the same lines from them and measures nothing. ``--wa
 override the spec's ``measurement.warmup`` and ``workload.python.reload_on``: ``--warmup 1 --reload-on
 precision,attention_backend`` is the spec before issue 38 (every trial warmed up, a backend change reloads);
 ``--light-warmup on|off`` turns the factory's one-step warm-up of a new shape on or off (default: on);
-``--same-settings`` runs a seeded random sampler with nothing skipped, so two arms run the same settings.
+``--same-settings`` runs a seeded random sampler with nothing skipped, so two arms run the same settings;
+``--reload-lookahead N`` sets ``sampler.reload_lookahead`` (1: proposals run in the order asked; default: the
+spec's, 3). Each run's row says whether it reloaded the model (its ``reload_on`` values differ from the run
+before it, in the order they ran).
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         spec["workload"]["python"]["reload_on"] = [name for name in args.reload_on.split(",") if name]
     if args.same_settings:  # proposals that depend on the seed only, every one run: two arms run the same list
         spec["sampler"] = {"name": "random", "skip_dominated": None}
+    if args.reload_lookahead is not None:
+        spec["sampler"] = {**spec.get("sampler", {}), "reload_lookahead": args.reload_lookahead}
     if args.light_warmup is not None:
         light = args.light_warmup == "on"
         spec["workload"]["python"]["kwargs"] = {**spec["workload"]["python"]["kwargs"], "light_warmup": light}
@@ -88,6 +93,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         cost = cost_of_records([TrialRecord.from_trial(t) for t in trials])
         side = trial_records(opened.study, trials)
         rows = [_trial_row(t, side.get(t.number, {})) for t in trials]
+        _mark_reloads(rows, trials, spec["workload"]["python"]["reload_on"])
     return {
         "label": args.label,
         "spec": str(SPEC.relative_to(ROOT)),
@@ -101,6 +107,27 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "phases_device_s": {k: round(v, 3) for k, v in cost.phases_s.items()},
         "trials": rows,
     }
+
+
+def _mark_reloads(rows: list[dict[str, Any]], trials: list[Any], reload_on: list[str]) -> None:
+    """Give each row of a run ``ran`` (its place in the order runs ended) and ``reloaded`` (whether its
+    ``reload_on`` values differ from the run before; the first run loads)."""
+    from datetime import datetime
+
+    by_number = {row["number"]: row for row in rows}
+    ran = sorted(
+        (t for t in trials if by_number[t.number]["device_s"]), key=lambda t: t.datetime_complete or datetime.max
+    )
+    loaded: tuple[Any, ...] | None = None
+    for place, trial in enumerate(ran):
+        values = tuple(trial.params.get(name) for name in reload_on)
+        by_number[trial.number].update(ran=place, reloaded=values != loaded)
+        loaded = values
+
+
+def _count(n: int, noun: str) -> str:
+    """``1 load``, ``3 loads``."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def shares(phases: dict[str, float]) -> dict[str, float]:
@@ -130,7 +157,7 @@ def _after_the_first(ran: list[dict[str, Any]]) -> list[str]:
     met = "met" if share["measured"] >= TARGET_SHARE else "not met"
     return [
         f"from the second run on (the first, {first:.1f} device-s, pays the one-time costs): measured "
-        f"{share['measured']:.0%}, warm-up {share['warmup']:.0%}, start-up and reloads {share['startup']:.0%}, "
+        f"{share['measured']:.1%}, warm-up {share['warmup']:.0%}, start-up and reloads {share['startup']:.0%}, "
         f"evaluation {share['evaluation']:.0%} ({met} there)"
     ]
 
@@ -148,10 +175,16 @@ def report_lines(result: dict[str, Any]) -> list[str]:
         f"{_warmup_kind(result.get('light_warmup'))}): "
         f"{len(ran)} runs, {result['recorded_device_s']:.0f} device-s recorded in {result['study_wall_s']:.0f} s",
         "device time: " + ", ".join(f"{phase} {share[phase]:.0%}" for phase in SHOWN),
-        f"measured calls {share['measured']:.0%} of the device time (target >= {TARGET_SHARE:.0%}: {met})",
+        f"measured calls {share['measured']:.1%} of the device time (target >= {TARGET_SHARE:.0%}: {met})",
         f"without the worker's one-time start ({first_start:.1f} s: interpreter, imports, model load): measured "
         f"{shares(steady)['measured']:.0%}, warm-up {shares(steady)['warmup']:.0%}; "
-        f"{sum(row['warmup_calls'] or 0 for row in ran)} warm-up calls made in {len(ran)} runs",
+        f"{sum(row['warmup_calls'] or 0 for row in ran)} warm-up calls made in {len(ran)} runs"
+        + (
+            f"; {_count(sum(1 for row in ran if row['reloaded']), 'load')} of the model (reload_lookahead "
+            f"{result['sampler'].get('reload_lookahead', 'as the spec default')})"
+            if all("reloaded" in row for row in ran)
+            else ""
+        ),
         *_after_the_first(ran),
         f"raw: {provenance(result)}",
     ]
@@ -178,6 +211,12 @@ if __name__ == "__main__":
         "--same-settings",
         action="store_true",
         help="a seeded random sampler, nothing skipped: the settings run depend on the seed only (an A/B of two arms)",
+    )
+    parser.add_argument(
+        "--reload-lookahead",
+        type=int,
+        default=None,
+        help="sampler.reload_lookahead: proposals asked ahead for fewer reloads (1: in order; default: the spec's)",
     )
     parser.add_argument("--label", default="now", help="a name for this run in the figures (before / after)")
     raw_results.main(parser, "busy_device.py", measure, report_lines)

@@ -26,7 +26,8 @@ not. This script measures them on this host, per declared table (``hardware_type
   MLflow; the memory model off;
 * the settings: the reference and the baseline (what every study runs first), then settings
   drawn (seed 0) from the table's OK rows no slower than its median latency (to keep this quick);
-* each run's recorded ``cost`` (:func:`tuner.storage.cost.trial_cost`: the worker's reported
+* each run's recorded ``cost`` (the samples in run order: which of them reloaded the model is read from it,
+  :func:`tuner.replay.cost_model.reload_split`) (:func:`tuner.storage.cost.trial_cost`: the worker's reported
   ``phases_s`` and the runner's ``wall_time_s``; ``startup`` = wall - warm-up - measured -
   evaluation - finish) is one sample;
 * the sidecar's ``trial_overhead_s`` gets the median start-up and evaluation (seconds) over the
@@ -52,6 +53,7 @@ import sys
 import tempfile
 import time
 from collections.abc import Sequence
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -169,8 +171,9 @@ def run_trials(
         ).run()
     finally:
         runner.close()
-    trials = sorted(opened.study.get_trials(deepcopy=False), key=lambda t: t.number)
-    return [sample_of(table, t, onednn) for t in trials if names.is_measured(t)], described
+    ran = [t for t in opened.study.get_trials(deepcopy=False) if names.is_measured(t)]
+    ran.sort(key=lambda t: (t.datetime_complete or datetime.max, t.number))  # run order: a parked trial runs late
+    return [sample_of(table, t, onednn) for t in ran], described
 
 
 def sample_of(table: Any, trial: Any, onednn: bool = True) -> dict[str, Any]:

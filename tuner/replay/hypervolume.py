@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 from collections.abc import Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import TYPE_CHECKING, TypeVar
 
 from tuner.pareto import dominates, hypervolume, is_measured_feasible
@@ -85,8 +86,15 @@ def nondominated(points: Mapping[K, Sequence[float]], directions: Sequence[str])
     return front
 
 
+def run_order(trials: Sequence[FrozenTrial]) -> list[FrozenTrial]:
+    """``trials`` in the order they ended (then by number): the order a study learnt their results. A proposal
+    may run after later ones (parked for its shape's reference, set aside for a reload: :mod:`tuner.study.load_order`),
+    so the trial number is the order of asking, not of measuring."""
+    return sorted(trials, key=lambda t: (t.datetime_complete or datetime.max, t.number))
+
+
 def hypervolume_curve(trials: Sequence[FrozenTrial], normalizer: Normalizer) -> list[float]:
-    """Normalised hypervolume after each trial that ran a workload, in trial-number order.
+    """Normalised hypervolume after each trial that ran a workload, in the order they ended (:func:`run_order`).
 
     Entry ``i`` is the hypervolume of the feasible measured points among the first ``i + 1``
     trials whose user attribute ``measured`` is true (reference and baseline included). Trials
@@ -97,7 +105,7 @@ def hypervolume_curve(trials: Sequence[FrozenTrial], normalizer: Normalizer) -> 
     front: list[tuple[float, ...]] = []
     volume = 0.0
     curve: list[float] = []
-    for trial in sorted(trials, key=lambda t: t.number):
+    for trial in run_order(trials):
         if is_measured_feasible(trial) and trial.values is not None:
             point = normalizer.normalise(trial.values)
             if not any(dominates(kept, point, directions) or kept == point for kept in front):

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, get_args
 
 from tuner.replay.baselines import HillClimbSampler, SweepSampler
-from tuner.replay.hypervolume import Normalizer, hypervolume_curve
+from tuner.replay.hypervolume import Normalizer, hypervolume_curve, run_order
 from tuner.replay.runner import ReplayRunner
 from tuner.replay.table import MeasuredTable, exhaustive_front, feasible_values, replay_spec
 from tuner.results import Outcome
@@ -78,7 +78,8 @@ class Method:
     ``whole_space``: the budget is the whole space (the sweep). ``deterministic``: one seed is
     enough. ``seeds``: fewer seeds than the bench's for a slow sampler (None: the bench's).
     ``skip_dominated``: the sampler block's ``skip_dominated`` (None: off, as before it was the default;
-    :data:`DEFAULT_SKIP`: the spec's default; :mod:`tuner.search.dominance`).
+    :data:`DEFAULT_SKIP`: the spec's default; :mod:`tuner.search.dominance`). ``reload_lookahead``: the sampler
+    block's (None: the spec's default; 1: proposals run in the order asked; :mod:`tuner.study.load_order`).
     """
 
     name: str
@@ -90,6 +91,7 @@ class Method:
     whole_space: bool = False
     seeds: int | None = None
     skip_dominated: Mapping[str, Any] | None = None
+    reload_lookahead: int | None = None
 
 
 @dataclass(frozen=True)
@@ -185,7 +187,9 @@ def replay_once(
     table = target.table
     trials = budget_for(method, table, budget)
     sampler_name: SamplerName = method.sampler if method.sampler in get_args(SamplerName) else "random"  # type: ignore[assignment]
-    spec, text = replay_spec(table, trials, sampler_name, method.options, seed, method.skip_dominated)
+    spec, text = replay_spec(
+        table, trials, sampler_name, method.options, seed, method.skip_dominated, method.reload_lookahead
+    )
     name = study_name or re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{method.name}-seed{seed}")
     workdir.mkdir(parents=True, exist_ok=True)
     url = storage_url or f"sqlite:///{workdir / (name + '.db')}"
@@ -243,10 +247,10 @@ def replay_once(
 
 
 def cost_curve(trials: list[FrozenTrial]) -> list[float]:
-    """Cumulative device-seconds (:mod:`tuner.storage.cost`) after each trial that ran a workload, in
-    trial-number order: aligned with :func:`~tuner.replay.hypervolume.hypervolume_curve`."""
+    """Cumulative device-seconds (:mod:`tuner.storage.cost`) after each trial that ran a workload, in the order
+    they ended: aligned with :func:`~tuner.replay.hypervolume.hypervolume_curve`."""
     spent, curve = 0.0, []
-    for trial in sorted(trials, key=lambda t: t.number):
+    for trial in run_order(trials):
         if is_measured(trial):
             spent += device_s_of(cost_of(trial)) or 0.0
             curve.append(spent)

@@ -9,7 +9,8 @@ latency passes (by :data:`~tuner.evaluators.latency.CEILING_MARGIN`) is modelled
 one timed call, ``past_ceiling`` in its info; one with latency thresholds none of which lies within that margin of
 the row's latency, as settled after :data:`~tuner.evaluators.latency.SETTLE_MIN_SAMPLES` timed calls (where the
 spec asks more), ``settled`` in its info. Its ``wall_time_s`` and phases are MODELLED
-(:mod:`tuner.replay.cost_model`): what the trial would have held the device, so the study's
+(:mod:`tuner.replay.cost_model`, a run that changes the slot's ``reload_on`` values charged a reload): what the
+trial would have held the device, so the study's
 cost accounting (:mod:`tuner.storage.cost`) applies to a replay unchanged.
 
 Runner contract (:mod:`tuner.runner.base`), the parts that apply: ``run`` never raises (a lookup
@@ -25,6 +26,7 @@ from __future__ import annotations
 import threading
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from tuner.evaluators.latency import CEILING_MARGIN, SETTLE_MIN_SAMPLES
 from tuner.replay.cost_model import ReplayCostModel
@@ -42,10 +44,12 @@ class ReplayRunner(Runner):
         self.runs = 0
         self.cost_model = ReplayCostModel.of(table)
         self._lock = threading.Lock()
+        self._loaded: dict[int, tuple[Any, ...]] = {}  # slot index -> the reload_on values its model has
 
     def run(self, request: TrialRequest, slot: Slot) -> TrialResult:
         with self._lock:
             self.runs += 1
+            reloaded, self._loaded[slot.index] = self.cost_model.reloads(self._loaded.get(slot.index), request.settings)
         row = None
         try:
             row = self.table.lookup(request.settings)
@@ -63,7 +67,7 @@ class ReplayRunner(Runner):
             and not any(abs(t - latency) <= CEILING_MARGIN * latency for t in request.latency_thresholds_s)
         )
         repeats = 1 if past else SETTLE_MIN_SAMPLES if settled else None
-        phases = self.cost_model.phases(row, result, repeats=repeats)
+        phases = self.cost_model.phases(row, result, repeats=repeats, reloaded=reloaded)
         info = {
             **result.info,
             **({"past_ceiling": f"repeats stopped: {latency:.4g} s past the ceiling {ceiling:.4g} s"} if past else {}),

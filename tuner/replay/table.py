@@ -322,12 +322,13 @@ def replay_spec(
     options: Mapping[str, Any] | None = None,
     seed: int = 0,
     skip_dominated: Mapping[str, Any] | None = None,
+    reload_lookahead: int | None = None,
 ) -> tuple[StudySpec, str]:
     """The spec (and its YAML text) a replayed study runs: the table's spec with the fixed parameters
     narrowed to their one value, the table's overridden inputs, its quality constraints plus
     ``peak_rss_gb <= memory_cap_gb`` when a cap is declared (GPU-memory constraints dropped), a budget of ``budget_trials``
-    trials (no wall time), the named sampler with ``options`` and ``skip_dominated`` (None: off, whatever the
-    spec's default), and ``seed``.
+    trials (no wall time), the named sampler with ``options``, ``skip_dominated`` (None: off, whatever the
+    spec's default) and ``reload_lookahead`` (None: the spec's default), and ``seed``.
     No MLflow is involved."""
     data = yaml.safe_load(table.spec_text)
     for name, value in table.hardware.fixed.items():
@@ -340,6 +341,8 @@ def replay_spec(
     data["budget"] = {"trials": budget_trials}
     data["sampler"] = {"name": sampler, "options": dict(options or {})}
     data["sampler"]["skip_dominated"] = dict(skip_dominated) if skip_dominated is not None else None
+    if reload_lookahead is not None:
+        data["sampler"]["reload_lookahead"] = reload_lookahead
     data["seed"] = seed
     text = yaml.safe_dump(data, sort_keys=False)
     return parse_spec(text, source=f"replay of {table.hardware.label}"), text

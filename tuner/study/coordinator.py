@@ -65,6 +65,7 @@ from tuner.storage.coordination.heartbeats import Heartbeats, reclaim_stale
 from tuner.storage.cost import device_budget_verdict, trial_cost
 from tuner.study.coordinator_state import InFlight, LoopState, result_of
 from tuner.study.listeners import Listener, Summary
+from tuner.study.load_order import LoadOrder
 from tuner.study.placement import Placement
 from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore, reference_settings
 from tuner.study.shapes import Comparison, ShapeReferences
@@ -199,7 +200,9 @@ class Coordinator:
             self._shapes,
             self._snapshot,
         )
-        return LoopState(started=started, free_slots=list(self.slots), last_reclaim=time.monotonic())
+        return LoopState(
+            started=started, free_slots=list(self.slots), last_reclaim=time.monotonic(), order=LoadOrder.of(self.spec)
+        )
 
     def _stopping(self, state: LoopState) -> bool:
         """Whether nothing new may start: an early stop, an interrupt or a cancel."""
@@ -240,16 +243,26 @@ class Coordinator:
         """Start trials on the free slots while the budget, the other hosts and the study allow."""
         state.blocked = False
         while state.free_slots and not state.exclusive and not self._stopping(state) and self._may_start(state, view):
+            remaining = state.remaining(self.budget_trials, view.measured, view.running_elsewhere)
             if state.held is None:
-                state.held = self._shapes.unpark(state.parked, self._snapshot)
+                unparked = self._shapes.unpark(state.parked, self._snapshot)  # its shape's reference ran
+                if unparked is not None:
+                    state.held = state.order.keep(unparked, state.free_slots[0], remaining)
+                    if state.held is None:
+                        continue  # set aside: that reference left other reload_on values loaded
+            if state.held is None:
+                state.held = state.order.next_aside(state.free_slots[0], remaining)
             if state.held is None:
                 if state.parked_count() >= len(self.slots) and not self._snapshot.waiting():
                     break  # as many wait for their shape's reference as there are slots: no more proposals
                 parked = state.parked_count()
-                state.held = self._placement.propose(view, state)
-                if state.held is None:
+                held = self._placement.propose(view, state)
+                if held is None:
                     state.idle_proposals += int(state.parked_count() == parked)
                     continue
+                state.held = state.order.keep(held, state.free_slots[0], remaining)
+                if state.held is None:
+                    continue  # set aside until its reload_on values are loaded (.load_order): ask another
             if not self._start_held(state, view, pool):
                 break
         if state.parked and not state.inflight and any(key in view.running_keys for key in state.parked):
@@ -304,6 +317,7 @@ class Coordinator:
         state.held = None
         state.idle_proposals = 0
         slot = state.take_slot(role)
+        state.order.started(slot, candidate)
         comparison = self._shapes.comparison(trial.number, candidate, self._snapshot, names.attributes_of(self.study))
         request = self._request(trial, candidate, role, comparison)
         problem = unwritable(Path(request.workdir))
@@ -337,6 +351,10 @@ class Coordinator:
                     "search",
                     "not copied: the study stopped before the setting it repeats was measured",
                 )
+        for trial, candidate, role in state.order.take_all():
+            self._recorder.give_back(
+                trial, candidate.params, role, "not started: the study stopped while it waited for its reload_on values"
+            )
         for key in list(state.parked):
             for trial, candidate, role in state.parked.pop(key):
                 self._recorder.give_back(

@@ -17,6 +17,7 @@ from tuner.runner.base import Slot
 from tuner.search.guards import StudyStop
 from tuner.spec.candidate import Candidate
 from tuner.storage import store
+from tuner.study.load_order import LoadOrder
 from tuner.study.shared import EXCLUSIVE_ROLES, Twin
 
 if TYPE_CHECKING:
@@ -62,17 +63,26 @@ class LoopState:
     interrupted_at: float | None = None  # when the loop first saw the interrupt with trials in flight
     look_now: bool = True  # the next turn reads the study: first turn, or a trial here ended
     last_look: float = 0.0  # when the loop last read the study (``time.monotonic()``)
+    order: LoadOrder = field(default_factory=lambda: LoadOrder((), 1))  # proposals set aside for a reload (.load_order)
 
     def held_ids(self) -> set[int]:
         """Storage ids of the RUNNING trials this loop holds: in flight, set aside, or held back."""
         ids = {store.trial_id(job.trial) for job in self.inflight.values()}
         ids |= {store.trial_id(trial) for twins in self.waiting.values() for trial, _ in twins}
         ids |= {store.trial_id(held[0]) for parked in self.parked.values() for held in parked}
+        ids |= {store.trial_id(held[0]) for held in self.order.aside}
         return ids | ({store.trial_id(self.held[0])} if self.held is not None else set())
 
     def parked_count(self) -> int:
         """How many proposals wait for their shape's reference (:mod:`tuner.study.shapes`)."""
         return sum(len(parked) for parked in self.parked.values())
+
+    def remaining(self, budget_trials: int | None, measured: int, running_elsewhere: int) -> int | None:
+        """Trials the budget still lets start (``measured`` and ``running_elsewhere``: the study's, every host);
+        None without a trial budget."""
+        if budget_trials is None:
+            return None
+        return budget_trials - measured - len(self.inflight) - running_elsewhere
 
     def keys_in_flight(self) -> set[str]:
         """Candidate keys of the trials in flight here (their set-aside twins settle when they end)."""
@@ -121,7 +131,7 @@ class LoopState:
         if interrupted and self.interrupted_at is None:
             return 0.0
         due = [now + tick_s, beat_due, self.reclaim_due(reclaim_every_s)]
-        if self.free_slots or self.waiting or self.parked or self.held is not None:
+        if self.free_slots or self.waiting or self.parked or self.order.aside or self.held is not None:
             due.append(self.last_look + poll_s)
         if self.interrupted_at is not None and self.interrupted_at + grace_s > now:
             due.append(self.interrupted_at + grace_s)  # then the runner is closed, once a tick after
