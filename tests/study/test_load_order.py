@@ -14,8 +14,10 @@ from typing import Any
 import optuna
 import pytest
 
+from tuner.cli.status_view import trial_note
 from tuner.runner.base import Slot
 from tuner.spec.candidate import Candidate
+from tuner.storage.records import TrialRecord
 from tuner.study.load_order import LoadOrder
 from tuner.testing.simulated_reloads import loads_logged
 
@@ -130,3 +132,34 @@ def test_asking_ahead_runs_the_same_settings_with_fewer_reloads(tmp_path: Path) 
     assert loads_ahead < loads_in_order, (loads_ahead, loads_in_order)
     ran = sorted((t for t in ahead if t.user_attrs.get("measured")), key=lambda t: t.datetime_complete)
     assert [t.number for t in ran] != sorted(t.number for t in ran), "some proposal waited for its precision"
+    waited = [t for t in ahead if "waiting" in t.user_attrs]
+    assert waited and all(
+        t.user_attrs["waiting"].startswith("asked ahead: waits for a worker with precision=") for t in waited
+    ), "each proposal set aside says why (status shows it while it waits)"
+    assert not any("waiting" in t.user_attrs for t in in_order)
+
+
+def test_status_says_why_an_asked_trial_waits_until_it_starts() -> None:
+    why = LoadOrder(("precision",), window=3).waiting_note(proposal(4, "bf16")[1])
+    assert why == "asked ahead: waits for a worker with precision=bf16 loaded (sampler.reload_lookahead 3)"
+    fields: dict[str, Any] = {
+        "number": 4,
+        "state": "RUNNING",
+        "role": "search",
+        "outcome": "RUNNING",
+        "reason": None,
+        "params": {},
+        "derived": {},
+        "values": None,
+        "constraints": {},
+        "metrics": {},
+        "placeholder": False,
+        "duplicate_of": None,
+        "wall_time_s": None,
+        "eval_time_s": None,
+        "datetime_start": None,
+        "datetime_complete": None,
+        "waiting": why,
+    }
+    assert trial_note(TrialRecord(slot=None, **fields)) == why
+    assert trial_note(TrialRecord(slot="cpu0", **fields)) == "", "started: it no longer waits"

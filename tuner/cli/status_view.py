@@ -90,6 +90,7 @@ def trial_document(
         "cut_short": record.cut_short,
         "past_ceiling": record.past_ceiling,
         "settled": record.settled,
+        "waiting": record.waiting,
         "duplicate_of": record.duplicate_of,
         "warm_start_from": record.warm_start_from,
         "predicted_peak_gb": record.predicted_peak_gb,
@@ -120,10 +121,12 @@ def one_line_cut(text: str) -> str:
 
 
 def trial_note(record: TrialRecord) -> str:
-    """The note column: copy, predicted OOM, noisy, a measurement the time limit cut short, else the
-    reason's start (cut at :data:`NOTE_CHARS`)."""
+    """The note column: copy, why an asked trial waits, predicted OOM, noisy, a measurement the time limit cut
+    short, else the reason's start (cut at :data:`NOTE_CHARS`)."""
     if record.duplicate_of is not None:
         return f"copy of #{record.duplicate_of}"
+    if record.outcome == "RUNNING" and record.slot is None and record.waiting:
+        return one_line_cut(record.waiting)  # asked, set aside: it has not started
     if record.outcome == Outcome.SKIPPED_PREDICTED_OOM.value:
         peak = f"peak {record.predicted_peak_gb:.1f} GB, " if record.predicted_peak_gb is not None else "OOM at "
         return f"predicted OOM: {peak}{record.prediction_witness}"

@@ -41,6 +41,7 @@ EVAL_TIME_S = "eval_time_s"
 OUTPUT_PATH = "output_path"
 WORKER_INFO = "worker_info"  # the worker's info, less ENV / RUNTIME (a side record)
 PAST_CEILING = "past_ceiling"  # the repeats stopped past a latency ceiling (``worker_info``'s one line, kept a row)
+WAITING = "waiting"  # why an asked trial has not started yet (one line; the status note while it waits, unslotted)
 SETTLED = "settled"  # the repeats stopped once the timed calls settled the trial's place on the front (one line)
 CUT_SHORT = "cut_short"  # how the time limit shortened the latency measurement (``worker_info``'s, kept a row)
 SAMPLES = "samples"  # name -> path of a sample output (contact sheet, GIF, text)

@@ -172,6 +172,7 @@ class TrialRecord:
     runtime: Mapping[str, Any] | None = None  # packages, torch / CUDA / cuDNN, driver, git, weights' sha256
     cut_short: str | None = None  # how the time limit shortened the latency measurement (one line), when it did
     past_ceiling: str | None = None  # the repeats stopped past a latency ceiling (one line): it cannot join the front
+    waiting: str | None = None  # why it had not started when asked (shown while RUNNING without a slot)
     settled: str | None = None  # the repeats stopped once they settled the trial's place on the front (one line)
     unavailable_constraints: Mapping[str, str] = field(default_factory=dict)  # key -> why it could not be evaluated
     measured: bool = False  # a workload ran for it (it counts against the budget)
@@ -225,6 +226,7 @@ class TrialRecord:
             cut_short=attrs.get(names.CUT_SHORT) or (side.get(names.WORKER_INFO) or {}).get("cut_short"),
             past_ceiling=attrs.get(names.PAST_CEILING),
             settled=attrs.get(names.SETTLED),
+            waiting=attrs.get(names.WAITING),
             unavailable_constraints=dict(attrs.get(names.UNAVAILABLE_CONSTRAINTS) or {}),
             measured=bool(attrs.get(names.MEASURED)),
             log_tail=side.get(names.LOG_TAIL),

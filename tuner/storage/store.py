@@ -213,6 +213,11 @@ def record_skip_audit(trial: Trial, audit: Mapping[str, Any]) -> None:
     trial.set_user_attr(names.SKIP_AUDIT, dict(audit))
 
 
+def record_waiting(trial: Trial, why: str) -> None:
+    """Record why the asked ``trial`` waits to start (one line; ``tuner status`` shows it while it waits)."""
+    trial.set_user_attr(names.WAITING, why)
+
+
 def record_slot(trial: Trial, label: str, compared_with: Mapping[str, Any] | None = None) -> None:
     """Record the slot the trial runs on, and (a study with a reference per shape) the trial whose output its
     quality is compared with and that trial's shape: ``{"trial": number or None, "shape": {name: value}}``."""

@@ -63,7 +63,7 @@ from tuner.storage import store
 from tuner.storage.coordination.claims import claims_for
 from tuner.storage.coordination.heartbeats import Heartbeats, reclaim_stale
 from tuner.storage.cost import device_budget_verdict, trial_cost
-from tuner.study.coordinator_state import InFlight, LoopState, result_of
+from tuner.study.coordinator_state import Held, InFlight, LoopState, result_of
 from tuner.study.listeners import Listener, Summary
 from tuner.study.load_order import LoadOrder
 from tuner.study.placement import Placement
@@ -247,7 +247,7 @@ class Coordinator:
             if state.held is None:
                 unparked = self._shapes.unpark(state.parked, self._snapshot)  # its shape's reference ran
                 if unparked is not None:
-                    state.held = state.order.keep(unparked, state.free_slots[0], remaining)
+                    state.held = self._keep(state, unparked, remaining)
                     if state.held is None:
                         continue  # set aside: that reference left other reload_on values loaded
             if state.held is None:
@@ -260,13 +260,23 @@ class Coordinator:
                 if held is None:
                     state.idle_proposals += int(state.parked_count() == parked)
                     continue
-                state.held = state.order.keep(held, state.free_slots[0], remaining)
+                state.held = self._keep(state, held, remaining)
                 if state.held is None:
                     continue  # set aside until its reload_on values are loaded (.load_order): ask another
             if not self._start_held(state, view, pool):
                 break
         if state.parked and not state.inflight and any(key in view.running_keys for key in state.parked):
             state.blocked = True  # a shape's reference runs on another host: wait for it
+
+    def _keep(self, state: LoopState, held: Held, remaining: int | None) -> Held | None:
+        """What starts now that ``held`` is at hand (:meth:`LoadOrder.keep`); ``held``, when it waits, records
+        why (``tuner status`` shows it)."""
+        starts = state.order.keep(held, state.free_slots[0], remaining)
+        if starts is not held:
+            trial, candidate, _ = held
+            with self._recorder.holding(trial.number):
+                store.record_waiting(trial, state.order.waiting_note(candidate))
+        return starts
 
     def _may_start(self, state: LoopState, view: SharedView) -> bool:
         """Whether another trial may start now; when not, why (``state.blocked``, ``state.stopped``)."""

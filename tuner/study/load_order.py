@@ -106,6 +106,13 @@ class LoadOrder:
         self.aside.append(held)
         return self.aside.pop(0)
 
+    def waiting_note(self, candidate: Candidate) -> str:
+        """Why ``candidate``, set aside, has not started (the trial's ``waiting`` attribute)."""
+        values = ", ".join(
+            f"{n}={v}" for n, v in zip(self.reload_on, reload_values(self.reload_on, candidate), strict=True)
+        )
+        return f"asked ahead: waits for a worker with {values} loaded (sampler.reload_lookahead {self.window})"
+
     def waiting(self) -> int:
         """How many proposals wait, set aside."""
         return len(self.aside)
