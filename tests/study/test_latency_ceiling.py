@@ -77,10 +77,14 @@ def test_a_trial_slower_than_the_reference_stops_after_one_call_and_stays_measur
         assert ceiling in trial.user_attrs["past_ceiling"], "the trial says why it has one repeat"
     for trial in fast:
         # as fast as the reference: measured in full -- or, when a loaded machine put its calls more than 5 %
-        # from the reference's, stopped after two as settled (tests/study/test_settled_repeats.py)
-        settled = "settled" in trial.user_attrs
-        assert trial.user_attrs["metrics"]["repeats"]["value"] == (2 if settled else 3)
-        assert "past_ceiling" not in trial.user_attrs
+        # from the reference's, stopped after two as settled (tests/study/test_settled_repeats.py), or after
+        # one when that call came out more than 5 % slower than the reference (it has worse quality): the
+        # ceiling holds whatever the machine's load, so each case is checked against its own figures
+        repeats = trial.user_attrs["metrics"]["repeats"]["value"]
+        if "past_ceiling" in trial.user_attrs:
+            assert repeats == 1 and trial.values[0] > reference.values[0] * 1.05, "past it by the margin"
+        else:
+            assert repeats == (2 if "settled" in trial.user_attrs else 3)
     status = subprocess.run(
         [sys.executable, "-m", "tuner", "status", "c", "--home", str(tmp_path), "--storage", url],
         capture_output=True,

@@ -111,7 +111,7 @@ class LoadOrder:
         values = ", ".join(
             f"{n}={v}" for n, v in zip(self.reload_on, reload_values(self.reload_on, candidate), strict=True)
         )
-        return f"asked ahead: waits for a worker with {values} loaded (sampler.reload_lookahead {self.window})"
+        return f"asked ahead: waits for a worker with {values} loaded"
 
     def waiting(self) -> int:
         """How many proposals wait, set aside."""
