@@ -68,6 +68,16 @@ def test_no_more_is_asked_than_the_trial_budget_lets_start() -> None:
     assert forced is not None and forced[0] == 2, "then only it fits: it starts"
 
 
+def test_a_waiting_proposal_the_sampler_proposes_again_starts() -> None:
+    order = LoadOrder(("precision",), window=3)
+    order.started(SLOT, proposal(0, "fp32")[1])
+    waiting = proposal(1, "bf16")
+    assert order.keep(waiting, SLOT, None) is None
+    assert order.next_aside(SLOT, None) is None, "room to ask another"
+    again = order.next_aside(SLOT, None, wanted={waiting[1].key})
+    assert again is not None and again[0] == 1, "a later proposal repeats it (a twin waits): it runs now"
+
+
 @pytest.mark.parametrize("role", ["reference", "baseline", "shape_reference"])
 def test_only_search_proposals_wait(role: str) -> None:
     order = LoadOrder(("precision",), window=3)
@@ -163,3 +173,21 @@ def test_status_says_why_an_asked_trial_waits_until_it_starts() -> None:
     }
     assert trial_note(TrialRecord(slot=None, **fields)) == why
     assert trial_note(TrialRecord(slot="cpu0", **fields)) == "", "started: it no longer waits"
+
+
+def test_a_grid_runs_every_setting_though_the_last_ones_waited(tmp_path: Path) -> None:
+    """A grid sampler says it is exhausted once every setting was proposed: the proposals still waiting for
+    their precision then run, none is given back."""
+    import tuner
+
+    log = tmp_path / "loads.txt"
+    spec_path = tmp_path / "spec.yaml"
+    text = SPEC.format(log=log, lookahead=3).replace("name: random", "name: grid").replace("trials: 14", "trials: 60")
+    spec_path.write_text(text.replace("choices: [0, 10, 20, 30]", "choices: [0, 30]"))
+    url = f"sqlite:///{tmp_path / 'studies.db'}"
+    opened = tuner.create_study(spec_path, study_name="g", storage=url, home=tmp_path)
+    tuner.run_study(opened, home=tmp_path, use_mlflow=False)
+    trials = optuna.load_study(study_name="g", storage=url).get_trials()
+    measured = {tuple(sorted(t.params.items())) for t in trials if t.user_attrs.get("measured")}
+    assert len(measured) == 2 * 5 * 2, "the whole grid measured"
+    assert not [t.number for t in trials if t.state is not optuna.trial.TrialState.COMPLETE], "none given back"

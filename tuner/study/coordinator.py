@@ -244,6 +244,8 @@ class Coordinator:
         state.blocked = False
         while state.free_slots and not state.exclusive and not self._stopping(state) and self._may_start(state, view):
             remaining = state.remaining(self.budget_trials, view.measured, view.running_elsewhere)
+            if self._asks_over(state):
+                remaining = state.order.waiting()  # nothing more to ask: those set aside run, oldest first
             if state.held is None:
                 unparked = self._shapes.unpark(state.parked, self._snapshot)  # its shape's reference ran
                 if unparked is not None:
@@ -251,7 +253,7 @@ class Coordinator:
                     if state.held is None:
                         continue  # set aside: that reference left other reload_on values loaded
             if state.held is None:
-                state.held = state.order.next_aside(state.free_slots[0], remaining)
+                state.held = state.order.next_aside(state.free_slots[0], remaining, state.waiting.keys())
             if state.held is None:
                 if state.parked_count() >= len(self.slots) and not self._snapshot.waiting():
                     break  # as many wait for their shape's reference as there are slots: no more proposals
@@ -289,13 +291,20 @@ class Coordinator:
             state.blocked = True  # the reference or baseline runs alone on another host
         elif self._wall.stop_reason() is not None:
             state.stopped = self._wall.stop_reason() or ""
-        elif getattr(self.study.sampler, "exhausted", False):
-            state.stopped = "grid exhausted: every setting was proposed"
-        elif state.idle_proposals >= EXHAUSTED_AFTER:
-            state.stopped = f"search space exhausted ({EXHAUSTED_AFTER} proposals in a row needed no run)"
+        elif self._asks_over(state) and not state.order.aside:  # those set aside still run
+            state.stopped = (
+                "grid exhausted: every setting was proposed"
+                if getattr(self.study.sampler, "exhausted", False)
+                else f"search space exhausted ({EXHAUSTED_AFTER} proposals in a row needed no run)"
+            )
         else:
             return True
         return False
+
+    def _asks_over(self, state: LoopState) -> bool:
+        """Whether asking again is pointless: the grid proposed every setting, or the last proposals all needed no
+        run (:data:`EXHAUSTED_AFTER`)."""
+        return bool(getattr(self.study.sampler, "exhausted", False)) or state.idle_proposals >= EXHAUSTED_AFTER
 
     def _device_budget_spent(self, state: LoopState, view: SharedView) -> bool:
         """Whether the device-hour budget stops new trials (:func:`~tuner.storage.cost.device_budget_verdict`)."""

@@ -6,7 +6,8 @@ every shape the new load has not run. When the sampler flips such a value from o
 study pays that again and again. :class:`LoadOrder` asks a few proposals ahead (``sampler.reload_lookahead``,
 the most asked proposals waiting to start at once, the one about to start included) and starts first the one
 whose ``reload_on`` values are those the slot's worker has loaded; the others wait, set aside, and start when
-their values are loaded or when no more may be asked.
+their values are loaded, when the sampler proposes the same setting again (it has little new left to ask: a grid
+near its end), or when no more may be asked (the budget, a grid that proposed every setting).
 
 What it does not change (why it does not bias the search): every proposal asked runs -- none is dropped or
 chosen by its outcome, only its turn moves, and never past ``reload_lookahead - 1`` switches (the oldest one
@@ -22,6 +23,7 @@ in their turn. Off (in order) with ``reload_lookahead: 1``, without ``reload_on`
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -75,15 +77,20 @@ class LoadOrder:
         if self.reload_on:
             self.loaded[slot.index] = reload_values(self.reload_on, candidate)
 
-    def next_aside(self, slot: Slot | None, remaining: int | None) -> Held | None:
+    def next_aside(self, slot: Slot | None, remaining: int | None, wanted: Collection[str] = ()) -> Held | None:
         """The waiting proposal to start on ``slot`` now, taken out: the oldest its worker's loaded values
-        serve; else the oldest of all when no more may be asked (``remaining``: trials the budget still
-        allows to start, None: no trial budget); else None (ask another)."""
+        serve; else the oldest whose setting later proposals wait for (``wanted``: candidate keys, their twins
+        are copied once it is measured -- a sampler that proposes it again has little new left to ask); else the
+        oldest of all when no more may be asked (``remaining``: trials the budget still allows to start, None: no
+        trial budget); else None (ask another)."""
         if not self.aside:
             return None
         loaded = self.loaded.get(slot.index) if slot is not None else None
         for index, held in enumerate(self.aside):
             if loaded is not None and reload_values(self.reload_on, held[1]) == loaded:
+                return self.aside.pop(index)
+        for index, held in enumerate(self.aside):
+            if held[1].key in wanted:
                 return self.aside.pop(index)
         if not self._room(1, remaining):
             return self.aside.pop(0)
