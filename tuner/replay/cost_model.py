@@ -36,6 +36,7 @@ from typing import Any
 from tuner.replay.table import MeasuredRow, MeasuredTable
 from tuner.results import Outcome, TrialResult
 from tuner.runner.measure.warmup import floor_of
+from tuner.study.load_order import reload_values, reloads_on
 
 OVERHEAD_KEY = "trial_overhead_s"
 
@@ -60,8 +61,7 @@ class ReplayCostModel:
         evaluation = float(overhead.get("evaluation", 0.0)) if measured else 0.0  # type: ignore[union-attr]
         measurement = table.spec.measurement
         warmup = floor_of(measurement.warmup)  # ``auto``: one call, as for a setting new to the process
-        work = table.spec.workload
-        reload_on = tuple(work.python.reload_on) if work.python is not None and work.warm else ()
+        reload_on = reloads_on(table.spec)
         split = reload_split(overhead.get("samples") or [], reload_on) if measured and reload_on else None  # type: ignore[union-attr]
         if split is None:
             return ReplayCostModel(startup, evaluation, warmup, measurement.min_repeats, measured)
@@ -71,7 +71,7 @@ class ReplayCostModel:
     def reloads(self, loaded: tuple[Any, ...] | None, settings: Mapping[str, Any]) -> tuple[bool, tuple[Any, ...]]:
         """Whether a run of ``settings`` on a slot whose model has ``loaded`` values (None: none yet) reloads,
         and the values loaded after it."""
-        values = tuple(settings.get(name) for name in self.reload_on)
+        values = reload_values(self.reload_on, settings)
         return loaded != values, values
 
     def phases(
@@ -106,7 +106,7 @@ def reload_split(samples: Sequence[Mapping[str, Any]], reload_on: tuple[str, ...
     reloaded: list[float] = []
     previous: tuple[Any, ...] | None = None
     for index, sample in enumerate(samples):
-        values = tuple((sample.get("settings") or {}).get(name) for name in reload_on)
+        values = reload_values(reload_on, sample.get("settings") or {})
         startup = (sample.get("phases_s") or {}).get("startup")
         if index > 0 and sample.get("outcome") == "OK" and isinstance(startup, (int, float)):
             (reloaded if values != previous else kept).append(float(startup))

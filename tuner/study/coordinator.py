@@ -283,7 +283,7 @@ class Coordinator:
     def _may_start(self, state: LoopState, view: SharedView) -> bool:
         """Whether another trial may start now; when not, why (``state.blocked``, ``state.stopped``)."""
         total = self.budget_trials
-        if total is not None and view.measured + len(state.inflight) + view.running_elsewhere >= total:
+        if total is not None and (state.remaining(total, view.measured, view.running_elsewhere) or 0) <= 0:
             state.blocked = view.running_elsewhere > 0 and view.measured < total  # others may fail
         elif self._device_budget_spent(state, view):
             pass

@@ -23,7 +23,7 @@ in their turn. Off (in order) with ``reload_lookahead: 1``, without ``reload_on`
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -41,9 +41,14 @@ SEARCH_ROLE = "search"
 """The role of the proposals that may wait (the sampler's own)."""
 
 
-def reload_values(reload_on: tuple[str, ...], candidate: Candidate) -> tuple[Any, ...]:
-    """The ``reload_on`` values of ``candidate``'s settings (parameters and derived values), in order."""
-    settings = candidate.settings
+def reloads_on(spec: StudySpec) -> tuple[str, ...]:
+    """The parameters whose change reloads the model: a warm python workload's ``reload_on``; none otherwise."""
+    work = spec.workload
+    return tuple(work.python.reload_on) if work.python is not None and work.warm else ()
+
+
+def reload_values(reload_on: tuple[str, ...], settings: Mapping[str, Any]) -> tuple[Any, ...]:
+    """The ``reload_on`` values of ``settings`` (parameters and derived values), in order."""
     return tuple(settings.get(name) for name in reload_on)
 
 
@@ -63,8 +68,7 @@ class LoadOrder:
     @staticmethod
     def of(spec: StudySpec) -> LoadOrder:
         """The spec's order: its ``reload_on`` on a warm python workload, ``sampler.reload_lookahead`` proposals."""
-        work = spec.workload
-        reload_on = tuple(work.python.reload_on) if work.python is not None and work.warm else ()
+        reload_on = reloads_on(spec)
         return LoadOrder(reload_on, spec.sampler.reload_lookahead if reload_on else 1)
 
     @property
@@ -75,7 +79,7 @@ class LoadOrder:
     def started(self, slot: Slot, candidate: Candidate) -> None:
         """``candidate`` starts on ``slot``: its worker has (or loads) its ``reload_on`` values."""
         if self.reload_on:
-            self.loaded[slot.index] = reload_values(self.reload_on, candidate)
+            self.loaded[slot.index] = reload_values(self.reload_on, candidate.settings)
 
     def next_aside(self, slot: Slot | None, remaining: int | None, wanted: Collection[str] = ()) -> Held | None:
         """The waiting proposal to start on ``slot`` now, taken out: the oldest its worker's loaded values
@@ -87,7 +91,7 @@ class LoadOrder:
             return None
         loaded = self.loaded.get(slot.index) if slot is not None else None
         for index, held in enumerate(self.aside):
-            if loaded is not None and reload_values(self.reload_on, held[1]) == loaded:
+            if loaded is not None and reload_values(self.reload_on, held[1].settings) == loaded:
                 return self.aside.pop(index)
         for index, held in enumerate(self.aside):
             if held[1].key in wanted:
@@ -103,7 +107,7 @@ class LoadOrder:
         loaded = self.loaded.get(slot.index) if slot is not None else None
         if not self.active or loaded is None or held[2] != SEARCH_ROLE:
             return held
-        if reload_values(self.reload_on, held[1]) == loaded:
+        if reload_values(self.reload_on, held[1].settings) == loaded:
             return held
         if self._room(2, remaining):
             self.aside.append(held)
@@ -116,7 +120,7 @@ class LoadOrder:
     def waiting_note(self, candidate: Candidate) -> str:
         """Why ``candidate``, set aside, has not started (the trial's ``waiting`` attribute)."""
         values = ", ".join(
-            f"{n}={v}" for n, v in zip(self.reload_on, reload_values(self.reload_on, candidate), strict=True)
+            f"{n}={v}" for n, v in zip(self.reload_on, reload_values(self.reload_on, candidate.settings), strict=True)
         )
         return f"asked ahead: waits for a worker with {values} loaded"
 
