@@ -13,6 +13,7 @@ from tuner.pareto import named_constraints
 from tuner.runner.base import Slot
 from tuner.search.objectives import plan_constraints
 from tuner.spec.loading import parse_spec
+from tuner.spec.space import suggest
 from tuner.storage.coordination.heartbeats import HOST
 from tuner.study.coordinator import Coordinator
 from tuner.study.studies import create_study, load_study
@@ -151,3 +152,26 @@ def test_existing_study_name_is_refused(tmp_path: Path) -> None:
     open_new(tmp_path)
     with pytest.raises(StudyError, match="already exists"):
         open_new(tmp_path)
+
+
+def test_a_dead_hosts_run_is_redone_when_the_others_met_the_budget(tmp_path: Path) -> None:
+    """Reproduces a fleet race (CI, ``test_three_workers_share_a_study_and_survive_a_dead_host``): the live hosts
+    fill the trial budget while a dead host's trial still counts as running (it held a place, the overshoot the fleet
+    allows), the trial is reclaimed after, and its setting must still be measured -- not left WAITING."""
+    opened = open_new(tmp_path, trials=5)
+    coordinator(opened, tmp_path, budget=3).run()
+    stale = opened.study.ask()  # a trial a host started, then died: its process is gone
+    suggest(stale, opened.spec)
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    stale.set_user_attr("worker", f"{HOST}:{gone.pid}")
+    stale.set_user_attr("slot", "cpu:7")
+    resumed = load_study(opened.storage_url, "s")
+    summary = coordinator(resumed, tmp_path, budget=3).run()
+    trials = resumed.study.get_trials()
+    rerun = [t for t in trials if t.user_attrs.get("rerun_of") == stale.number]
+    assert trials[stale.number].user_attrs["outcome"] == "INTERRUPTED"
+    assert [t.state for t in rerun] == [TrialState.COMPLETE], "the dead host's place in the budget is its rerun's"
+    assert rerun[0].user_attrs["measured"], rerun[0].user_attrs
+    assert (summary.measured, summary.ran) == (4, 1)
+    assert not [t for t in trials if t.state == TrialState.WAITING]

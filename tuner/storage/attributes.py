@@ -33,6 +33,7 @@ CANDIDATE_KEY = "candidate_key"  # the setting's canonical key (one run per key,
 DERIVED = "derived"  # the spec's derived values for its params
 DUPLICATE_OF = "duplicate_of"  # a copy: the number of the trial that measured the setting
 RERUN_OF = "rerun_of"  # a re-queued setting: the number of the trial it runs again
+OWED = "owed"  # a re-queued setting whose original held a place in the trial budget (its host died): it runs
 METRICS = "metrics"  # name -> {value, unit, direction[, reason]}
 LOG_TAIL = "log_tail"  # the end of the worker's log (a side record)
 WALL_TIME_S = "wall_time_s"
@@ -161,6 +162,12 @@ def duplicate_of(trial: Attributed) -> int | None:
 def rerun_of(trial: Attributed) -> int | None:
     """The trial a re-queued setting runs again (None otherwise)."""
     return trial.user_attrs.get(RERUN_OF)
+
+
+def owed(trial: Attributed) -> bool:
+    """Whether a re-queued setting keeps its original's place in the trial budget: the original was running on a
+    host that died, counted by every host as holding a place, so the rerun starts even when the budget is spent."""
+    return bool(trial.user_attrs.get(OWED))
 
 
 def candidate_key_of(trial: Attributed) -> str | None:

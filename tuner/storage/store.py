@@ -370,7 +370,10 @@ def enqueue(
     role: str,
     rerun_of: int | None = None,
     warm_start_from: str | None = None,
+    owed: bool = False,
 ) -> None:
-    """Queue the setting ``params`` with its ``role``, the trial it re-runs and the warm-start study it came from."""
-    attrs = {names.ROLE: role, **_given({names.RERUN_OF: rerun_of, names.WARM_START_FROM: warm_start_from})}
+    """Queue the setting ``params`` with its ``role``, the trial it re-runs and the warm-start study it came from;
+    ``owed``: the re-run keeps that trial's place in the trial budget (:func:`tuner.storage.attributes.owed`)."""
+    given = {names.RERUN_OF: rerun_of, names.WARM_START_FROM: warm_start_from, names.OWED: owed or None}
+    attrs = {names.ROLE: role, **_given(given)}
     study.enqueue_trial(dict(params), user_attrs=attrs)

@@ -267,8 +267,41 @@ class Coordinator:
                     continue  # set aside until its reload_on values are loaded (.load_order): ask another
             if not self._start_held(state, view, pool):
                 break
+        if self._owed_may_start(state, view):
+            self._start_owed(state, view, pool)
         if state.parked and not state.inflight and any(key in view.running_keys for key in state.parked):
             state.blocked = True  # a shape's reference runs on another host: wait for it
+
+    def _owed_may_start(self, state: LoopState, view: SharedView) -> bool:
+        """Whether a dead host's rerun may start past a spent trial budget: it waits oldest (the next ask gets it,
+        ``view.owed_next``), a slot is free, and nothing but the trial budget stops new trials."""
+        total = self.budget_trials
+        if not view.owed_next or total is None or state.held is not None or not state.free_slots:
+            return False
+        if state.exclusive or self._stopping(state) or view.exclusive_elsewhere or view.reference_pending_elsewhere:
+            return False
+        spent = device_budget_verdict(
+            self.budget_device_s,
+            view.spent_device_s,
+            len(state.inflight) + view.running_elsewhere,
+            view.median_run_device_s,
+        )
+        budget_spent = (state.remaining(total, view.measured, view.running_elsewhere) or 0) <= 0
+        return budget_spent and spent is None and self._wall.stop_reason() is None
+
+    def _start_owed(self, state: LoopState, view: SharedView, pool: ThreadPoolExecutor) -> None:
+        """Ask the dead host's rerun that waits oldest and start it: its original held a place in the trial budget
+        that the live hosts counted while filling it (``names.owed``). One ask a turn; the next look sees what is
+        left. Another host may have taken the rerun meanwhile: a proposal that is not owed is given back."""
+        state.blocked = True  # look again: another rerun may wait, or this one was copied
+        held = self._placement.propose(view, state)
+        if held is None:
+            return
+        if not names.owed(held[0]):
+            self._recorder.give_back(held[0], held[1].params, held[2], "not started: the trial budget is spent")
+            return
+        state.held = held
+        self._start_held(state, view, pool)
 
     def _keep(self, state: LoopState, held: Held, remaining: int | None) -> Held | None:
         """What starts now that ``held`` is at hand (:meth:`LoadOrder.keep`); ``held``, when it waits, records

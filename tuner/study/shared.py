@@ -47,6 +47,7 @@ class SharedView:
     running_keys: frozenset[str] = frozenset()
     spent_device_s: float = 0.0  # device-seconds the study's runs held (every host; tuner.storage.cost)
     median_run_device_s: float | None = None  # a run's median device-seconds (None: no run recorded yet)
+    owed_next: bool = False  # the oldest waiting trial is a dead host's rerun (``names.owed``): the next ask gets it
 
     @staticmethod
     def of(trials: Sequence[FrozenTrial], mine: set[int], spec: StudySpec) -> SharedView:
@@ -65,6 +66,7 @@ class SharedView:
         pending = [t for t in snapshot.unfinished if names.role_of(t) == names.REFERENCE]  # WAITING or RUNNING
         finished = [t for t in snapshot.references if names.is_measured(t)]
         has_reference = spec.reference is not None and snapshot.successful_reference is None
+        waiting = [t for t in snapshot.unfinished if t.state == TrialState.WAITING]
         return SharedView(
             measured=snapshot.measured,
             running_elsewhere=len(running),
@@ -77,6 +79,7 @@ class SharedView:
             running_keys=frozenset(key for t in running if (key := names.candidate_key_of(t)) is not None),
             spent_device_s=snapshot.spent_device_s,
             median_run_device_s=snapshot.median_run_device_s,
+            owed_next=bool(waiting) and names.owed(min(waiting, key=lambda t: t.number)),
         )
 
 
@@ -100,7 +103,11 @@ def queue_reference(study: optuna.Study, spec: StudySpec) -> None:
     store.enqueue(study, spec.reference, names.REFERENCE)
     for trial in waiting:
         store.enqueue(
-            study, trial.params or names.enqueued_params(trial) or {}, names.role_of(trial), names.rerun_of(trial)
+            study,
+            trial.params or names.enqueued_params(trial) or {},
+            names.role_of(trial),
+            names.rerun_of(trial),
+            owed=names.owed(trial),
         )
 
 

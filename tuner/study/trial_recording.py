@@ -224,4 +224,4 @@ def give_back(
 
     store.record_interrupted(trial, reason, cost)
     study.tell(trial, state=TrialState.FAIL)
-    store.enqueue(study, params, role, trial.number)
+    store.enqueue(study, params, role, trial.number, owed=names.owed(trial))  # a dead host's rerun stays owed

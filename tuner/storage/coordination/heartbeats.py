@@ -139,7 +139,8 @@ def _started_before(trial: Any, seconds: float) -> bool:
 
 def reclaim_stale(study: optuna.Study) -> int:
     """Fail every stale RUNNING trial as ``INTERRUPTED`` and enqueue its setting again (its role kept,
-    ``rerun_of`` set); the count.
+    ``rerun_of`` set, ``owed``: every host counted the trial as holding a place in the trial budget, so its rerun
+    keeps that place and starts even when the live hosts have filled the budget meanwhile); the count.
 
     Only the coordinator whose state change succeeds re-queues, so a trial found by several is redone once.
     """
@@ -149,7 +150,7 @@ def reclaim_stale(study: optuna.Study) -> int:
         if trial is None:
             continue  # another coordinator reclaimed it first
         if trial.params:
-            store.enqueue(study, trial.params, names.role_of(trial), trial.number)
+            store.enqueue(study, trial.params, names.role_of(trial), trial.number, owed=True)
         count += 1
     return count
 
