@@ -8,7 +8,8 @@ from tuner.runner.base import Slot
 from tuner.search.objectives import plan_constraints
 from tuner.spec.loading import parse_spec
 from tuner.storage.records import TrialRecord
-from tuner.study.coordinator import EXHAUSTED_AFTER, Coordinator
+from tuner.study.budgets import EXHAUSTED_AFTER
+from tuner.study.coordinator import Coordinator
 from tuner.study.studies import create_study
 from tuner.testing.inline_runner import InlineRunner
 from tuner.tracking.run_info import study_run_info

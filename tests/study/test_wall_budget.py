@@ -13,7 +13,7 @@ from optuna.distributions import CategoricalDistribution, IntDistribution
 
 from tuner.search.duration import MIN_MARGIN, DurationForecast
 from tuner.storage import attributes as names
-from tuner.study.wall_budget import WallBudget
+from tuner.study.budgets import WallBudget
 
 SPACE = {"steps": IntDistribution(1, 8), "resolution": CategoricalDistribution([32, 48, 64])}
 

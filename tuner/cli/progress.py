@@ -11,7 +11,7 @@ named once, in the header; each trial's line gives their values with units, in t
 than the console is broken between words, continued indented, with no trailing blanks.
 
 The ETA is the mean time per trial so far times the trials left, but never past what the run's wall-time
-budget leaves (the coordinator starts no trial that would end past it: :mod:`tuner.study.wall_budget`).
+budget leaves (the coordinator starts no trial that would end past it: :mod:`tuner.study.budgets`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How long a setting's run will likely take, before it runs: what the wall-time budget is checked against.
 
 A wall-time budget is a promise about the whole run, so the coordinator starts no trial that its
-predicted duration would carry past the budget (:mod:`tuner.study.wall_budget`). The prediction,
+predicted duration would carry past the budget (:mod:`tuner.study.budgets`). The prediction,
 in seconds of wall time seen from outside the worker (the ``wall_s`` of the run's recorded
 ``cost``, :mod:`tuner.storage.cost`; the worker's own ``wall_time_s`` for a run recorded without it):
 

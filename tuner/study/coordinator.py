@@ -22,14 +22,10 @@ until a trial ends, an interrupt comes, a heartbeat is due or, while a slot is f
 (:data:`POLL_S`) or a reclaim (:data:`RECLAIM_EVERY_S`); a coordinator whose slots are all busy reads
 nothing and turns at most every :data:`TICK_S` (issue 27: waiting costs nothing, ``bench/idle_coordinator.py``).
 
-Budget: ``budget_trials`` counts trials that ran a workload (reference and baseline included) on
-every host; trials running elsewhere hold budget, so coordinators together overshoot by at most
-the slots in flight. Rule-rejected, copied and skipped trials do not count. ``budget_device_s``
-counts the device-seconds the study's runs held (:mod:`.cost`), the same way. ``wall_time_s``
-limits this invocation, counted from ``wall_started`` with ``finish_reserve_s`` of it kept for the finish: no
-trial starts that its predicted duration would carry past it (:mod:`.wall_budget`); the study attribute ``cancelled`` stops proposing everywhere (trials in
-flight finish);
-100 proposals in a row that need no run end the study as exhausted. Early stops
+What lets a trial start -- the trial, device-hour and wall-time budgets (``budget_trials``,
+``budget_device_s``, ``wall_time_s`` counted from ``wall_started`` with ``finish_reserve_s`` kept for the
+finish), the other hosts, an exhausted space, a dead host's owed rerun -- is :mod:`.budgets`; the study
+attribute ``cancelled`` stops proposing everywhere (trials in flight finish). Early stops
 (a failed reference, the same failure on every first run) and adaptive timeouts
 are in :mod:`.guards`; such a stop, or an unwritable trial directory, sets
 :attr:`Summary.failure`. :meth:`Coordinator.interrupt` (Ctrl-C) stops proposing,
@@ -62,7 +58,8 @@ from tuner.storage import attributes as names
 from tuner.storage import store
 from tuner.storage.coordination.claims import claims_for
 from tuner.storage.coordination.heartbeats import Heartbeats, reclaim_stale
-from tuner.storage.cost import device_budget_verdict, trial_cost
+from tuner.storage.cost import trial_cost
+from tuner.study.budgets import StartRules, WallBudget
 from tuner.study.coordinator_state import Held, InFlight, LoopState, result_of
 from tuner.study.listeners import Listener, Summary
 from tuner.study.load_order import LoadOrder
@@ -75,14 +72,12 @@ from tuner.study.studies import study_directory
 from tuner.study.trial_recording import TrialRecorder
 from tuner.study.trial_request import trial_request
 from tuner.study.wakeup import Wakeup
-from tuner.study.wall_budget import WallBudget
 
 if TYPE_CHECKING:
     import optuna
 
     from tuner.spec.models import StudySpec
 
-EXHAUSTED_AFTER = 100
 INTERRUPT_GRACE_S = 3.0
 POLL_S = 1.0  # how often a coordinator with a free slot (or waiting on other hosts) looks at the storage again
 RECLAIM_EVERY_S = 5.0  # how often one with a free slot looks for trials whose coordinator died
@@ -108,7 +103,7 @@ class Coordinator:
     memory_prior: Sequence[Observation] = ()  # its evidence from a warm-start study on other hardware
     budget_device_s: float | None = None  # device-seconds the study's runs may hold, every host (tuner.storage.cost)
     wall_started: float | None = None  # monotonic time ``wall_time_s`` counts from (None: the loop's start)
-    finish_reserve_s: float = 0.0  # of ``wall_time_s``, seconds kept for what follows the loop (.wall_budget)
+    finish_reserve_s: float = 0.0  # of ``wall_time_s``, seconds kept for what follows the loop (.budgets)
 
     def __post_init__(self) -> None:
         self.directions = [o.direction for o in self.spec.objectives]
@@ -174,7 +169,8 @@ class Coordinator:
     def _begin(self) -> LoopState:
         """Recover stale trials, queue a failed reference again, tell the listeners; the loop's state."""
         started = time.monotonic()
-        self._wall = WallBudget(self.wall_time_s, self.wall_started or started, self.finish_reserve_s)
+        wall = WallBudget(self.wall_time_s, self.wall_started or started, self.finish_reserve_s)
+        self._rules = StartRules(self.budget_trials, self.budget_device_s, wall, self.study.sampler)
         self._recorder = TrialRecorder(
             self.study, self.spec, self.plan, self._handoff, self.listeners, self.budget_trials, started, self._snapshot
         )
@@ -186,7 +182,7 @@ class Coordinator:
                 self.study.study_name,
                 self._snapshot.measured,
                 self.budget_trials,
-                self._wall.left_s(),
+                self._rules.wall.left_s(),
                 self.spec.objective_names,
             )
         self._heartbeats = Heartbeats(self.study)
@@ -242,9 +238,14 @@ class Coordinator:
     def _refill(self, state: LoopState, view: SharedView, pool: ThreadPoolExecutor) -> None:
         """Start trials on the free slots while the budget, the other hosts and the study allow."""
         state.blocked = False
-        while state.free_slots and not state.exclusive and not self._stopping(state) and self._may_start(state, view):
+        while (
+            state.free_slots
+            and not state.exclusive
+            and not self._stopping(state)
+            and self._rules.may_start(state, view)
+        ):
             remaining = state.remaining(self.budget_trials, view.measured, view.running_elsewhere)
-            if self._asks_over(state):
+            if self._rules.asks_over(state):
                 remaining = state.order.waiting()  # nothing more to ask: those set aside run, oldest first
             if state.held is None:
                 unparked = self._shapes.unpark(state.parked, self._snapshot)  # its shape's reference ran
@@ -267,27 +268,10 @@ class Coordinator:
                     continue  # set aside until its reload_on values are loaded (.load_order): ask another
             if not self._start_held(state, view, pool):
                 break
-        if self._owed_may_start(state, view):
+        if self._rules.owed_may_start(state, view, self._stopping(state)):
             self._start_owed(state, view, pool)
         if state.parked and not state.inflight and any(key in view.running_keys for key in state.parked):
             state.blocked = True  # a shape's reference runs on another host: wait for it
-
-    def _owed_may_start(self, state: LoopState, view: SharedView) -> bool:
-        """Whether a dead host's rerun may start past a spent trial budget: it waits oldest (the next ask gets it,
-        ``view.owed_next``), a slot is free, and nothing but the trial budget stops new trials."""
-        total = self.budget_trials
-        if not view.owed_next or total is None or state.held is not None or not state.free_slots:
-            return False
-        if state.exclusive or self._stopping(state) or view.exclusive_elsewhere or view.reference_pending_elsewhere:
-            return False
-        spent = device_budget_verdict(
-            self.budget_device_s,
-            view.spent_device_s,
-            len(state.inflight) + view.running_elsewhere,
-            view.median_run_device_s,
-        )
-        budget_spent = (state.remaining(total, view.measured, view.running_elsewhere) or 0) <= 0
-        return budget_spent and spent is None and self._wall.stop_reason() is None
 
     def _start_owed(self, state: LoopState, view: SharedView, pool: ThreadPoolExecutor) -> None:
         """Ask the dead host's rerun that waits oldest and start it: its original held a place in the trial budget
@@ -313,46 +297,6 @@ class Coordinator:
                 store.record_waiting(trial, state.order.waiting_note(candidate))
         return starts
 
-    def _may_start(self, state: LoopState, view: SharedView) -> bool:
-        """Whether another trial may start now; when not, why (``state.blocked``, ``state.stopped``)."""
-        total = self.budget_trials
-        if total is not None and (state.remaining(total, view.measured, view.running_elsewhere) or 0) <= 0:
-            state.blocked = view.running_elsewhere > 0 and view.measured < total  # others may fail
-        elif self._device_budget_spent(state, view):
-            pass
-        elif view.exclusive_elsewhere or view.reference_pending_elsewhere:
-            state.blocked = True  # the reference or baseline runs alone on another host
-        elif self._wall.stop_reason() is not None:
-            state.stopped = self._wall.stop_reason() or ""
-        elif self._asks_over(state) and not state.order.aside:  # those set aside still run
-            state.stopped = (
-                "grid exhausted: every setting was proposed"
-                if getattr(self.study.sampler, "exhausted", False)
-                else f"search space exhausted ({EXHAUSTED_AFTER} proposals in a row needed no run)"
-            )
-        else:
-            return True
-        return False
-
-    def _asks_over(self, state: LoopState) -> bool:
-        """Whether asking again is pointless: the grid proposed every setting, or the last proposals all needed no
-        run (:data:`EXHAUSTED_AFTER`)."""
-        return bool(getattr(self.study.sampler, "exhausted", False)) or state.idle_proposals >= EXHAUSTED_AFTER
-
-    def _device_budget_spent(self, state: LoopState, view: SharedView) -> bool:
-        """Whether the device-hour budget stops new trials (:func:`~tuner.storage.cost.device_budget_verdict`)."""
-        verdict = device_budget_verdict(
-            self.budget_device_s,
-            view.spent_device_s,
-            len(state.inflight) + view.running_elsewhere,
-            view.median_run_device_s,
-        )
-        if verdict == "wait":
-            state.blocked = not state.inflight
-        elif verdict is not None:
-            state.stopped = verdict
-        return verdict is not None
-
     def _start_held(self, state: LoopState, view: SharedView, pool: ThreadPoolExecutor) -> bool:
         """Start the held proposal on a free slot; False when it must wait (or the study must stop)."""
         assert state.held is not None
@@ -360,11 +304,11 @@ class Coordinator:
         if role in EXCLUSIVE_ROLES and (state.inflight or view.running_elsewhere):
             state.blocked = not state.inflight
             return False  # run it alone once the slots drain, here and elsewhere
-        if role != names.REFERENCE and not self._wall.admits(
+        if role != names.REFERENCE and not self._rules.wall.admits(
             trial.number, candidate.params, self._snapshot.finished_log, self._space
         ):
-            self._recorder.give_back(trial, candidate.params, role, f"not started: {self._wall.refused}")
-            state.held, state.stopped = None, self._wall.refused or ""
+            self._recorder.give_back(trial, candidate.params, role, f"not started: {self._rules.wall.refused}")
+            state.held, state.stopped = None, self._rules.wall.refused or ""
             return False
         state.held = None
         state.idle_proposals = 0
@@ -391,43 +335,17 @@ class Coordinator:
 
     def _let_go(self, state: LoopState) -> None:
         """The study stops: give back the held proposal and every set-aside one (queued again)."""
-        if state.held is not None:
-            trial, candidate, role = state.held
-            self._recorder.give_back(trial, candidate.params, role, "not started: the study stopped")
-            state.held = None
-        for key in list(state.waiting):
-            for twin, twin_candidate in state.waiting.pop(key):
-                self._recorder.give_back(
-                    twin,
-                    twin_candidate.params,
-                    "search",
-                    "not copied: the study stopped before the setting it repeats was measured",
-                )
-        for trial, candidate, role in state.order.take_all():
-            self._recorder.give_back(
-                trial, candidate.params, role, "not started: the study stopped while it waited for its reload_on values"
-            )
-        for key in list(state.parked):
-            for trial, candidate, role in state.parked.pop(key):
-                self._recorder.give_back(
-                    trial,
-                    candidate.params,
-                    role,
-                    "not started: the study stopped before the reference at its shape was measured",
-                )
+        for trial, candidate, role, reason in state.take_unstarted():
+            self._recorder.give_back(trial, candidate.params, role, reason)
 
     def _beat_and_reclaim(self, state: LoopState) -> None:
         """Beat for the trials held here when a beat is due; every :data:`RECLAIM_EVERY_S` while a slot here
         is free, reclaim the trials of dead coordinators. A coordinator whose slots are all busy reclaims
         nothing: it could not run what it frees (one with a free slot does), and it reads no trials."""
         self._heartbeats.beat(state.held_ids())
-        if self._reclaim_due(state) <= time.monotonic():
+        if state.reclaim_due(RECLAIM_EVERY_S) <= time.monotonic():  # infinity while every slot is busy
             state.last_reclaim = time.monotonic()
             self.recover_interrupted()
-
-    def _reclaim_due(self, state: LoopState) -> float:
-        """When (``time.monotonic()``) the next reclaim is due; infinity while every slot here is busy."""
-        return state.reclaim_due(RECLAIM_EVERY_S)
 
     def _look_again(self, state: LoopState, stopping: bool) -> bool:
         """Nothing in flight here: whether the loop goes on (after a pause when other hosts hold it up)."""

@@ -84,6 +84,25 @@ class LoopState:
             return None
         return budget_trials - measured - len(self.inflight) - running_elsewhere
 
+    def take_unstarted(self) -> list[tuple[optuna.Trial, Candidate, str, str]]:
+        """Every proposal held here that has not started, taken out, with why it stops waiting: (trial, candidate,
+        role, reason). The study stops: they are given back (queued again)."""
+        taken: list[tuple[optuna.Trial, Candidate, str, str]] = []
+        if self.held is not None:
+            taken.append((*self.held, "not started: the study stopped"))
+            self.held = None
+        repeats = "not copied: the study stopped before the setting it repeats was measured"
+        taken += [
+            (twin, candidate, "search", repeats)
+            for key in list(self.waiting)
+            for twin, candidate in self.waiting.pop(key)
+        ]
+        reload = "not started: the study stopped while it waited for its reload_on values"
+        taken += [(*held, reload) for held in self.order.take_all()]
+        shape = "not started: the study stopped before the reference at its shape was measured"
+        taken += [(*held, shape) for key in list(self.parked) for held in self.parked.pop(key)]
+        return taken
+
     def keys_in_flight(self) -> set[str]:
         """Candidate keys of the trials in flight here (their set-aside twins settle when they end)."""
         return {job.candidate.key for job in self.inflight.values()}
