@@ -316,9 +316,10 @@ def report_table(
     when given: a report of some methods); write its JSON."""
     target = _target(label)
     path = results_dir / f"cost_aware_{label.replace(':', '_')}.json"
-    note = overhead_note(target.table)
-    if not write and path.exists():  # a report: the cost model the runs were replayed under, as recorded
-        note = str(json.loads(path.read_text()).get("overhead", note))
+    note, front_size = overhead_note(target.table), target.front_size
+    if not write and path.exists():  # a report: the cost model and the front the runs were replayed under, as recorded
+        recorded = json.loads(path.read_text())
+        note, front_size = str(recorded.get("overhead", note)), int(recorded.get("front_size", front_size))
     print(note, flush=True)
     if merge:
         runs = runs + earlier_runs(path, runs, target, recorded=not write)
@@ -326,7 +327,7 @@ def report_table(
     summaries = {name: summarise([r for r in runs if r["method"] == name]) for name in present}
     for name in present:
         summaries[name]["cheaper_seeds"] = paired_cheaper(runs, name)
-    for line in table_lines(label, target.front_size, summaries):
+    for line in table_lines(label, front_size, summaries):
         print(line, flush=True)
     if write:
         path.parent.mkdir(parents=True, exist_ok=True)

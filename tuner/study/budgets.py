@@ -9,13 +9,14 @@ filled meanwhile. **Device-seconds** (``budget_device_s``) count what the study'
 (:mod:`tuner.storage.cost`), the same way. A grid that proposed every setting, or :data:`EXHAUSTED_AFTER`
 proposals in a row that needed no run, end the study as exhausted (proposals set aside for a reload still run).
 
-**Wall time**: a promise about when the run ends, not only about when the last trial may start. The budget counts from when the invocation started (``tuner run``'s command, before the study was opened)
-and keeps ``reserve_s`` seconds for what follows the last trial (closing MLflow, the summary, the export):
-the trials' share ends at the *deadline* = start + budget - reserve. A trial starts only when its predicted
-duration (:class:`tuner.search.duration.DurationForecast`, from the study's finished runs) ends by the
-deadline; the first one that would not stops the invocation, with the prediction in the reason (its
-setting is queued again for ``tuner resume``). The reference is never held back (nothing compares without
-it); before any run there is nothing to predict from, and only the deadline itself stops a start.
+**Wall time**: a promise about when the run ends, not only about when the last trial may start. The budget counts
+from when the invocation started (``tuner run``'s command, before the study was opened) and keeps ``reserve_s``
+seconds for what follows the last trial (closing MLflow, the summary, the export): the trials' share ends at the
+*deadline* = start + budget - reserve. A trial starts only when its predicted duration
+(:class:`tuner.search.duration.DurationForecast`, from the study's finished runs) ends by the deadline; the first
+one that would not stops the invocation, with the prediction in the reason (its setting is queued again for ``tuner
+resume``). The reference is never held back (nothing compares without it); before any run there is nothing to
+predict from, and only the deadline itself stops a start.
 
 Units: seconds; times are ``time.monotonic()`` readings.
 """
