@@ -112,9 +112,8 @@ class StartRules:
     def may_start(self, state: LoopState, view: SharedView) -> bool:
         """Whether another trial may start now; when not, why (``state.blocked``: other hosts may still free the
         way; ``state.stopped``: the study stops)."""
-        total = self.budget_trials
-        if total is not None and (state.remaining(total, view.measured, view.running_elsewhere) or 0) <= 0:
-            state.blocked = view.running_elsewhere > 0 and view.measured < total  # others may fail
+        if self._trial_budget_spent(state, view):
+            state.blocked = view.running_elsewhere > 0 and view.measured < (self.budget_trials or 0)  # others may fail
         elif self.device_budget_spent(state, view):
             pass
         elif view.exclusive_elsewhere or view.reference_pending_elsewhere:
@@ -143,13 +142,17 @@ class StartRules:
     def owed_may_start(self, state: LoopState, view: SharedView, stopping: bool) -> bool:
         """Whether a dead host's rerun may start past a spent trial budget: it waits oldest (the next ask gets it,
         ``view.owed_next``), a slot is free, and nothing but the trial budget stops new trials."""
-        total = self.budget_trials
-        if not view.owed_next or total is None or state.held is not None or not state.free_slots:
+        if not view.owed_next or state.held is not None or not state.free_slots:
             return False
         if stopping or state.exclusive or view.exclusive_elsewhere or view.reference_pending_elsewhere:
             return False
-        spent = (state.remaining(total, view.measured, view.running_elsewhere) or 0) <= 0
+        spent = self._trial_budget_spent(state, view)
         return spent and self._device_verdict(state, view) is None and self.wall.stop_reason() is None
+
+    def _trial_budget_spent(self, state: LoopState, view: SharedView) -> bool:
+        """Whether the trial budget (every host's measured and running trials) lets no other trial start."""
+        total = self.budget_trials
+        return total is not None and (state.remaining(total, view.measured, view.running_elsewhere) or 0) <= 0
 
     def _device_verdict(self, state: LoopState, view: SharedView) -> str | None:
         running = len(state.inflight) + view.running_elsewhere

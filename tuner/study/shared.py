@@ -66,7 +66,7 @@ class SharedView:
         pending = [t for t in snapshot.unfinished if names.role_of(t) == names.REFERENCE]  # WAITING or RUNNING
         finished = [t for t in snapshot.references if names.is_measured(t)]
         has_reference = spec.reference is not None and snapshot.successful_reference is None
-        waiting = [t for t in snapshot.unfinished if t.state == TrialState.WAITING]
+        oldest_waiting = next((t for t in snapshot.unfinished if t.state == TrialState.WAITING), None)  # by number
         return SharedView(
             measured=snapshot.measured,
             running_elsewhere=len(running),
@@ -79,7 +79,7 @@ class SharedView:
             running_keys=frozenset(key for t in running if (key := names.candidate_key_of(t)) is not None),
             spent_device_s=snapshot.spent_device_s,
             median_run_device_s=snapshot.median_run_device_s,
-            owed_next=bool(waiting) and names.owed(min(waiting, key=lambda t: t.number)),
+            owed_next=oldest_waiting is not None and names.owed(oldest_waiting),
         )
 
 
