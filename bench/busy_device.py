@@ -56,6 +56,10 @@ def _trial_row(trial: Any, side: dict[str, Any]) -> dict[str, Any]:
         "phases_device_s": dict(cost.get("phases_device_s") or {}),
         "warmup_calls": (side.get("worker_info") or {}).get("warmup"),
         "latency_p50_s": metric.get("value"),
+        "psnr_db": ((trial.user_attrs.get("metrics") or {}).get("psnr_db") or {}).get("value"),
+        "eval_time_s": trial.user_attrs.get("eval_time_s"),
+        "scored_off_device": bool(trial.user_attrs.get("quality_scored")),
+        "setting": dict(sorted(trial.params.items())),
     }
 
 
@@ -76,6 +80,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     if args.light_warmup is not None:
         light = args.light_warmup == "on"
         spec["workload"]["python"]["kwargs"] = {**spec["workload"]["python"]["kwargs"], "light_warmup": light}
+    if getattr(args, "score_off_device", None) is not None:
+        spec["measurement"] = {**spec["measurement"], "score_off_device": args.score_off_device}
     if args.warmup is not None:
         spec["measurement"] = {
             **spec["measurement"],

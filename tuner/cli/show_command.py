@@ -197,6 +197,11 @@ def _where(document: Mapping[str, Any]) -> list[str]:
         for label, key in (("wall time", "wall_time_s"), ("evaluation", "eval_time_s"))
         if isinstance(document.get(key), (int, float))
     ]
+    scored = document.get("quality_scored") or {}
+    if scored.get("failed"):
+        spans.append(f"quality not scored off the device: {scored['failed']}")
+    elif scored:
+        spans.append(f"quality scored off the device ({scored.get('where', 'a scorer process')}) beside the next trial")
     lines = [f"ran on {', '.join(parts)}"] if parts else ["ran on: - (never run here: a copy, a skip or queued)"]
     return lines + ([", ".join(times + spans)] if times or spans else [])
 

@@ -104,6 +104,7 @@ def trial_document(
         "datetime_complete": record.datetime_complete,
         "wall_time_s": record.wall_time_s,
         "eval_time_s": record.eval_time_s,
+        "quality_scored": record.quality_scored,
         "samples": dict(record.samples),
         "per_input": {case: dict(figures) for case, figures in record.per_input.items()},
         "cliffs": list(record.cliffs),

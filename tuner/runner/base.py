@@ -87,6 +87,9 @@ class TrialRequest:
     (:func:`tuner.search.dominance.latency_ceiling`); timed calls all past it end the repeats early.
     ``latency_thresholds_s``: the front's latencies when the trial was placed (:func:`tuner.search.dominance.
     latency_thresholds`); timed calls clear of all of them end the repeats early (its place is settled).
+    ``score_outputs``: the quality is scored off the device (``measurement.score_off_device``,
+    :mod:`tuner.runner.scoring`): the worker computes none, saves the outputs there and names the file in the
+    result's ``info``; None: the worker scores them itself.
     """
 
     study_name: str
@@ -114,6 +117,7 @@ class TrialRequest:
     cost: dict[str, Any] = field(default_factory=dict)  # the spec's cost block: prices per device-hour
     latency_ceiling_s: float | None = None  # seconds (tuner.evaluators.latency.LatencySettings.ceiling_s)
     latency_thresholds_s: list[float] = field(default_factory=list)  # seconds (LatencySettings.thresholds_s)
+    score_outputs: str | None = None  # quality scored off the device: the outputs' file for the scorer (.scoring)
 
     def to_json(self) -> str:
         return json.dumps(asdict(self), default=str)

@@ -70,9 +70,9 @@ def _child(message: dict[str, Any], cuda_problem: str | None = None) -> None:
     code = 1
     try:
         os.setsid()
-        from tuner.runner.worker import _die_with_parent, main
+        from tuner.runner.worker import die_with_parent, main
 
-        _die_with_parent()
+        die_with_parent()
         log = os.open(message["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
@@ -180,9 +180,9 @@ def _reap(ids: dict[int, int], reply: Callable[[dict[str, Any]], None]) -> None:
 def serve(preload: list[str]) -> None:
     """Preload ``preload`` modules, then fork a child per request until stdin closes."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the coordinator decides (see the module docstring)
-    from tuner.runner.worker import _die_with_parent
+    from tuner.runner.worker import die_with_parent
 
-    _die_with_parent()
+    die_with_parent()
     cuda_problem = _preload(preload)
     wake_read, wake_write = os.pipe()
     os.set_blocking(wake_write, False)

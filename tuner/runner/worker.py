@@ -274,7 +274,7 @@ def _apply_thread_limit() -> None:
         torch.set_num_threads(int(threads))
 
 
-def _die_with_parent() -> None:
+def die_with_parent() -> None:
     """Ask Linux to SIGKILL this worker when the coordinator dies (no orphans)."""
     if sys.platform.startswith("linux"):
         try:
@@ -289,7 +289,7 @@ def main(argv: list[str] | None = None) -> int:
     if len(args) != 2:
         print("usage: python -m tuner.runner.worker REQUEST.json RESULT.json", file=sys.stderr)
         return 2
-    _die_with_parent()
+    die_with_parent()
     request = TrialRequest.from_json(Path(args[0]).read_text())
     try:
         write_result(execute(request), Path(args[1]))

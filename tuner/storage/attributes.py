@@ -44,6 +44,7 @@ WORKER_INFO = "worker_info"  # the worker's info, less ENV / RUNTIME (a side rec
 PAST_CEILING = "past_ceiling"  # the repeats stopped past a latency ceiling (``worker_info``'s one line, kept a row)
 WAITING = "waiting"  # why an asked trial has not started yet (one line; the status note while it waits, unslotted)
 SETTLED = "settled"  # the repeats stopped once the timed calls settled the trial's place on the front (one line)
+QUALITY_SCORED = "quality_scored"  # scored off the device (tuner.runner.scoring): where, seconds, or why it failed
 CUT_SHORT = "cut_short"  # how the time limit shortened the latency measurement (``worker_info``'s, kept a row)
 SAMPLES = "samples"  # name -> path of a sample output (contact sheet, GIF, text)
 ENV = "env"  # the allow-listed environment the worker ran with, secrets masked (a side record)

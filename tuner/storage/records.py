@@ -57,6 +57,7 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
     cut_short = result.info.get("cut_short")
     past_ceiling = result.info.get("past_ceiling")
     settled = result.info.get("settled")
+    scored = result.info.get(names.QUALITY_SCORED)
     per_input = {
         case: {name: {"value": m.value, **({"reason": m.reason} if m.reason else {})} for name, m in figures.items()}
         for case, figures in result.per_input.items()
@@ -72,6 +73,7 @@ def result_attributes(result: TrialResult) -> dict[str, Any]:
         **({names.CUT_SHORT: cut_short} if cut_short else {}),
         **({names.PAST_CEILING: past_ceiling} if past_ceiling else {}),
         **({names.SETTLED: settled} if settled else {}),
+        **({names.QUALITY_SCORED: scored} if scored else {}),
         **({names.PER_INPUT: per_input} if per_input else {}),
         **({names.CLIFFS: list(result.cliffs)} if result.cliffs else {}),
     }
@@ -174,6 +176,7 @@ class TrialRecord:
     past_ceiling: str | None = None  # the repeats stopped past a latency ceiling (one line): it cannot join the front
     waiting: str | None = None  # why it had not started when asked (shown while RUNNING without a slot)
     settled: str | None = None  # the repeats stopped once they settled the trial's place on the front (one line)
+    quality_scored: Mapping[str, Any] | None = None  # scored off the device: where, seconds (tuner.runner.scoring)
     unavailable_constraints: Mapping[str, str] = field(default_factory=dict)  # key -> why it could not be evaluated
     measured: bool = False  # a workload ran for it (it counts against the budget)
     log_tail: str | None = None  # the end of the worker's log, as stored (its last LOG_TAIL_STORED_CHARS)
@@ -226,6 +229,7 @@ class TrialRecord:
             cut_short=attrs.get(names.CUT_SHORT) or (side.get(names.WORKER_INFO) or {}).get("cut_short"),
             past_ceiling=attrs.get(names.PAST_CEILING),
             settled=attrs.get(names.SETTLED),
+            quality_scored=attrs.get(names.QUALITY_SCORED),
             waiting=attrs.get(names.WAITING),
             unavailable_constraints=dict(attrs.get(names.UNAVAILABLE_CONSTRAINTS) or {}),
             measured=bool(attrs.get(names.MEASURED)),

@@ -39,12 +39,13 @@ import threading
 import time
 from collections.abc import Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot, TrialRequest
+from tuner.runner.scoring import Scorer, pending
 from tuner.search.feasibility import FeasibilityModel, Observation
 from tuner.search.guards import StudyStop, reference_stop, same_failure_stop, unwritable
 from tuner.search.objectives import ConstraintPlan
@@ -150,7 +151,12 @@ class Coordinator:
         self._wakeup = Wakeup()  # a trial's end or an interrupt wakes the waiting loop (:meth:`_wait`)
         self._watched: set[Future[TrialResult]] = set()
         state = self._begin()
-        with ThreadPoolExecutor(max_workers=len(self.slots), thread_name_prefix="tuner-slot") as pool:
+        self._scorer = Scorer()
+        slots, scorers = len(self.slots), len(self.slots) + 1  # every slot's, and one more while it waits
+        with (
+            ThreadPoolExecutor(max_workers=slots, thread_name_prefix="tuner-slot") as pool,
+            ThreadPoolExecutor(max_workers=scorers, thread_name_prefix="tuner-score") as self._scoring,
+        ):
             while True:
                 if self._look_due(state):
                     self._refill(state, self._look(state), pool)
@@ -242,6 +248,7 @@ class Coordinator:
             state.free_slots
             and not state.exclusive
             and not self._stopping(state)
+            and not state.scores_block(len(self.slots))
             and self._rules.may_start(state, view)
         ):
             remaining = state.remaining(self.budget_trials, view.measured, view.running_elsewhere)
@@ -328,7 +335,7 @@ class Coordinator:
             state.untake_slot(slot)
             return True
         future = pool.submit(self.runner.run, request, slot)
-        state.inflight[future] = InFlight(trial, candidate, slot, role)
+        state.inflight[future] = InFlight(trial, candidate, slot, role, request)
         for listener in self.listeners:
             listener.on_trial_start(trial.number, role, slot.label, request.timeout_s)
         return True
@@ -377,6 +384,7 @@ class Coordinator:
                 state.interrupted_at = time.monotonic()
             elif time.monotonic() - state.interrupted_at >= INTERRUPT_GRACE_S:
                 self.runner.close()  # kills every worker; their futures end at once
+                self._scorer.close()  # and every scorer: their trials keep the measurement
         return done
 
     def _wait_s(self, state: LoopState) -> float:
@@ -396,6 +404,9 @@ class Coordinator:
         for future in done:
             job = state.finished(future)
             result = result_of(future)
+            if pending(result) and job.request is not None and not job.scoring:
+                self._score_later(state, job, result)
+                continue
             if state.interrupted_at is not None and result.outcome is not Outcome.OK:
                 self._recorder.give_back(
                     job.trial,
@@ -415,6 +426,13 @@ class Coordinator:
             for twin, _candidate in state.waiting.pop(job.candidate.key, []):
                 self._recorder.copy(twin, frozen)
             self._recorder.notify(frozen)
+
+    def _score_later(self, state: LoopState, job: InFlight, result: TrialResult) -> None:
+        """``result`` is measured and its slot free: its quality is scored off the device (:mod:`tuner.runner.
+        scoring`) while the slot runs the next trial; the trial is told when the scored result comes back."""
+        assert job.request is not None
+        scored = self._scoring.submit(self._scorer.score, job.request, result)
+        state.inflight[scored] = replace(job, scoring=True)
 
     def _summary(self, state: LoopState) -> Summary:
         """Tell the listeners the study's front; what this run did."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from tuner.results import Outcome, TrialResult
-from tuner.runner.base import Slot
+from tuner.runner.base import Slot, TrialRequest
 from tuner.search.guards import StudyStop
 from tuner.spec.candidate import Candidate
 from tuner.storage import store
@@ -34,12 +34,15 @@ Held = tuple["optuna.Trial", Candidate, str]
 
 @dataclass
 class InFlight:
-    """A trial running on one of this host's slots."""
+    """A trial running on one of this host's slots, or (``scoring``) measured and waiting for its quality score
+    off the device, its slot free again (:mod:`tuner.runner.scoring`)."""
 
     trial: optuna.Trial
     candidate: Candidate
     slot: Slot
     role: str
+    request: TrialRequest | None = None  # what it runs with (the scorer reads it)
+    scoring: bool = False
 
 
 @dataclass
@@ -117,9 +120,17 @@ class LoopState:
         self.free_slots.append(slot)
         self.exclusive = False
 
+    def scores_block(self, slots: int) -> bool:
+        """Whether no trial may start because more than ``slots`` measured trials wait for their quality score
+        (their outputs wait on disk: a bound on what piles up when scoring is slower than measuring)."""
+        return sum(job.scoring for job in self.inflight.values()) > slots
+
     def finished(self, future: Future[TrialResult]) -> InFlight:
-        """The trial of ``future``, which ended: its slot is free again (slots kept in index order)."""
+        """The trial of ``future``, which ended: its slot is free again (slots kept in index order; a scored
+        trial's was freed when its measurement ended)."""
         job = self.inflight.pop(future)
+        if job.scoring:
+            return job
         self.free_slots.append(job.slot)
         self.free_slots.sort(key=lambda s: s.index)
         if job.role in EXCLUSIVE_ROLES:

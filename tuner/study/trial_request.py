@@ -12,7 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.runner.base import TrialRequest
+from tuner.runner.scoring import scores_off_device
 from tuner.search.guards import measurement_settings, trial_timeout_s
+
+SCORING_DIR = "scoring"
+"""Under the study's directory: the outputs of trials whose quality a scorer still owes (one file each, deleted
+once scored; :mod:`tuner.runner.scoring`)."""
 
 if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
@@ -42,7 +47,16 @@ def trial_request(
     attributes (a resume's overrides of the timeout and the measurement); ``references``: the finished
     references (the timeout of a search trial follows theirs); files under ``study_dir/trial_<number>``;
     ``input_fields``: the spec's inputs as a request carries them (:func:`tuner.spec.quality.cases.request_input_fields`);
-    ``limits``: where its repeats may stop early (:class:`tuner.search.dominance.RepeatLimits`; None: nowhere)."""
+    ``limits``: where its repeats may stop early (:class:`tuner.search.dominance.RepeatLimits`; None: nowhere).
+    A search trial with quality to compare is scored off the device when ``measurement.score_off_device`` says so
+    on ``device`` (:func:`tuner.runner.scoring.scores_off_device`): its outputs go to :data:`SCORING_DIR`."""
+    measurement = measurement_settings(spec, stored)
+    off_device = (
+        bool(quality_metrics)
+        and not comparison.compare_with_self
+        and comparison.reference_output is not None
+        and scores_off_device(measurement.get("score_off_device", False), device)
+    )
     return TrialRequest(
         study_name=study_name,
         trial_number=number,
@@ -52,7 +66,7 @@ def trial_request(
         **input_fields,
         seed=spec.seed,
         device=device,
-        measurement=measurement_settings(spec, stored),
+        measurement=measurement,
         timeout_s=trial_timeout_s(spec, role, stored, references, len(input_fields.get("input_sets") or ()) or 1),
         workdir=str(study_dir / f"trial_{number:05d}"),
         quality_metrics=quality_metrics,
@@ -66,4 +80,5 @@ def trial_request(
         cost=spec.cost.model_dump() if spec.cost is not None else {},
         latency_ceiling_s=limits.ceiling_s if limits is not None else None,
         latency_thresholds_s=list(limits.thresholds_s) if limits is not None else [],
+        score_outputs=str(study_dir / SCORING_DIR / f"trial_{number:05d}.npz") if off_device else None,
     )

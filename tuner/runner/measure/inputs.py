@@ -128,10 +128,12 @@ def cliff_lines(
     return lines
 
 
-def save_outputs(outputs: Mapping[str, WorkloadOutput], path: Path) -> None:
+def save_outputs(outputs: Mapping[str, WorkloadOutput], path: Path, compressed: bool = True) -> None:
     """Write ``outputs`` (input name -> output) to ``path``: one unnamed input as a plain output file, several
-    as one bundle (see the module docstring)."""
-    if list(outputs) == [""]:
+    as one bundle (see the module docstring). ``compressed=False``: always a bundle, stored uncompressed -- a
+    file read once and deleted (the outputs a scorer owes, :mod:`tuner.runner.scoring`), written on the device's
+    critical path, where compressing a long video would take seconds."""
+    if list(outputs) == [""] and compressed:
         outputs[""].save(path)
         return
     arrays: dict[str, Any] = {INPUT_NAMES_KEY: np.array(list(outputs), dtype=object)}
@@ -139,7 +141,7 @@ def save_outputs(outputs: Mapping[str, WorkloadOutput], path: Path) -> None:
         arrays.update({f"{index}.{key}": value for key, value in output.arrays().items()})
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "wb") as handle:
-        np.savez_compressed(handle, **arrays)
+        (np.savez_compressed if compressed else np.savez)(handle, **arrays)
 
 
 def load_outputs(path: Path) -> dict[str, WorkloadOutput]:

@@ -36,6 +36,11 @@ The rest is kept for evaluation and saving, so a setting slower than the timeout
 with fewer repeats (``cut_short``) instead of being killed with nothing measured."""
 
 
+QUALITY_PENDING = "quality_pending"
+"""``TrialResult.info`` key of a result whose quality a scorer still owes (:mod:`tuner.runner.scoring`): the
+file holding the outputs to score (``TrialRequest.score_outputs``)."""
+
+
 def finite_metrics(metrics: Mapping[str, Metric]) -> dict[str, Metric]:
     """``metrics`` with every non-finite value made unavailable (reason ``non-finite value nan``)."""
     return {
@@ -169,10 +174,7 @@ def measure_input(
     stage[0] = "evaluate"
     phases.mark("evaluation")
     eval_started = time.perf_counter()
-    reference, missing = references.of(name, output)
-    metrics.update(
-        {metric.name: metric for metric in _quality_metrics(request, output, reference, missing, context.inputs)}
-    )
+    metrics.update(_scored_here(request, references, name, output, context.inputs))
     invocation = dict(running.invocation) if running.invocation is not None else None
     lighter = (
         {k: v for k, v in light.items() if request.settings.get(k) != v} if light is not None and stats.warmup else None
@@ -181,6 +183,17 @@ def measure_input(
         InputRun(name, stats, output, metrics, list(monitor.nvml_devices), invocation, curve, structure, lighter),
         time.perf_counter() - eval_started,
     )
+
+
+def _scored_here(
+    request: TrialRequest, references: References, name: str, output: WorkloadOutput, inputs: Mapping[str, Any]
+) -> dict[str, Metric]:
+    """Input ``name``'s quality metrics scored in this worker; none when a scorer scores the saved outputs off the
+    device (``request.score_outputs``: :mod:`tuner.runner.scoring`)."""
+    if request.score_outputs is not None:
+        return {}
+    reference, missing = references.of(name, output)
+    return {metric.name: metric for metric in quality_metrics_of(request, output, reference, missing, inputs)}
 
 
 def _sustained(request: TrialRequest, running: Workload, context: RunContext, deadline: float, stats: Any) -> list[Any]:
@@ -223,6 +236,8 @@ def result_of(
     if request.save_output:
         save_outputs({run.name: run.output for run in runs}, Path(request.save_output))
         output_path = request.save_output
+    if request.score_outputs is not None:
+        save_outputs({run.name: run.output for run in runs}, Path(request.score_outputs), compressed=False)
     settings = latency_settings(request)
     cut = next((run.stats for run in runs if run.stats.cut_short), None)
     ceiling = request.latency_ceiling_s
@@ -238,6 +253,7 @@ def result_of(
         **({"past_ceiling": _past_ceiling_note(min(past), ceiling)} if past and ceiling is not None else {}),
         **({"settled": _settled_note(settled, settings)} if (settled := _settled_run(runs)) is not None else {}),
         **({"sample_problems": samples.problems} if samples.problems else {}),
+        **({QUALITY_PENDING: request.score_outputs} if request.score_outputs is not None else {}),
         **({"repeats_per_input": {run.name: len(run.stats.samples_s) for run in runs}} if several else {}),
         **_sustained_info(runs, several),
         **_structure_info(runs, several),
@@ -312,6 +328,7 @@ def latency_settings(request: TrialRequest) -> Any:
     measurement.pop("memory_sample_hz", None)
     measurement.pop("bare_twin", None)
     measurement.pop("sustained", None)
+    measurement.pop("score_off_device", None)
     if "warmup" in measurement:
         measurement["warmup"] = floor_of(measurement["warmup"])  # ``auto``: the trial's own is planned_warmup's
     return LatencySettings(
@@ -331,7 +348,7 @@ def _run_metrics(
     return metrics
 
 
-def _quality_metrics(
+def quality_metrics_of(
     request: TrialRequest,
     output: WorkloadOutput,
     reference: WorkloadOutput | None,

@@ -58,6 +58,13 @@ class MeasurementSpec(_Strict):
     bare_twin: int = Field(default=0, ge=0, le=50)
     """Bare calls timed after the measured repeats, in the same worker with the same loaded workload and no
     memory sampler (:mod:`tuner.evaluators.runtime.bare_twin`): ``bare_p50_s`` and ``twin_ratio``; 0: none."""
+    score_off_device: bool | Literal["auto"] = "auto"
+    """Where a trial's quality is scored (:mod:`tuner.runner.scoring`): ``true``, in a scorer process on the CPU
+    while the slot's next trial runs -- the worker saves the outputs, frees the device, and the trial is told
+    once its quality is scored; ``false``, in the worker, after the measured calls, while the device waits;
+    ``auto`` (default): off the device on a GPU (the scorer's few CPU threads leave the device's calls alone),
+    in the worker on a CPU device (there the scorer would take the cores the next trial is timed on). The
+    reference is always scored in its worker (it compares with itself, and later trials wait for it)."""
     sustained: SustainedSpec | None = None
     """Sustained load at one or more stream counts after the measured repeats, under the memory sampler
     (:mod:`tuner.evaluators.runtime.sustained`); None: none. Each trial's timeout grows by twice its levels'
