@@ -47,6 +47,8 @@ def _trial_row(trial: Any, side: dict[str, Any]) -> dict[str, Any]:
         "weights_identity": (attrs.get("runtime") or {}).get("weights_identity"),
         "compared_with": attrs.get("compared_with"),
         "phases_s": (attrs.get("cost") or {}).get("phases_device_s") or {},
+        "quality_scored": attrs.get("quality_scored"),  # scored off the device (measurement.score_off_device)
+        "eval_time_s": attrs.get("eval_time_s"),
         "metrics": {key: entry.get("value") for key, entry in dict(attrs.get("metrics", {})).items()},
         "unavailable": {
             key: entry.get("reason")

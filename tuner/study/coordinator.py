@@ -31,6 +31,11 @@ are in :mod:`.guards`; such a stop, or an unwritable trial directory, sets
 :attr:`Summary.failure`. :meth:`Coordinator.interrupt` (Ctrl-C) stops proposing,
 gives trials in flight :data:`INTERRUPT_GRACE_S` seconds, then kills them through
 ``runner.close()``; they are recorded ``INTERRUPTED`` and enqueued again.
+
+A search trial whose quality is scored off the device (``measurement.score_off_device``,
+:mod:`tuner.runner.scoring`) returns measured with its outputs saved; its slot is free at once, a scorer
+scores it beside the next trial, and it stays in flight (held, counted) until it is told, scored. No trial
+starts while more trials wait for their scores than there are slots.
 """
 
 from __future__ import annotations
