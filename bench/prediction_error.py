@@ -28,6 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from raw_results import main, provenance  # noqa: E402
 
 TABLE_DIR = Path(__file__).resolve().parent / "tables"
+EARLY = 10
+"""Predictions fitted on fewer of the study's own runs than this are also reported apart: where a warm start's
+evidence from another hardware type should count most."""
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:
@@ -41,14 +44,20 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     declared = load_hardware_types(TABLE_DIR / "hardware_types.yaml")
     rows = []
+    source = Target.of(load_table(declared[args.warm_from])) if args.warm_from else None
     for label in args.tables.split(","):
         target = Target.of(load_table(declared[label]))
         errors: dict[str, list[float]] = {}
+        early: dict[str, list[float]] = {}
         inside: dict[str, list[bool]] = {}
         with tempfile.TemporaryDirectory() as tmp:
             for seed in range(args.seeds):
-                replay_once(target, Method("default", DEFAULT_SAMPLER), seed, args.budget, Path(tmp) / str(seed))
-                url = f"sqlite:///{Path(tmp) / str(seed) / f'default-seed{seed}.db'}"
+                workdir = Path(tmp) / str(seed)
+                method = Method("default", DEFAULT_SAMPLER)
+                if source is not None:
+                    method = Method("default", DEFAULT_SAMPLER, setup=_warm_from(source, args.budget))
+                replay_once(target, method, seed, args.budget, workdir)
+                url = f"sqlite:///{workdir / f'default-seed{seed}.db'}"
                 study = optuna.load_study(study_name=f"default-seed{seed}", storage=url)
                 for trial in study.get_trials(deepcopy=False):
                     predicted = trial.user_attrs.get(PREDICTION)
@@ -57,6 +66,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     measured = metrics_of(trial)
                     for name, error in prediction_errors(predicted, measured).items():
                         errors.setdefault(name, []).append(error)
+                        if int(predicted[name].get("fitted_on") or 0) < EARLY:
+                            early.setdefault(name, []).append(error)
                         value = measured[name]["value"]
                         inside.setdefault(name, []).append(predicted[name]["low"] <= value <= predicted[name]["high"])
         for name, values in errors.items():
@@ -69,22 +80,57 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "median_abs_error": float(np.median(magnitude)),
                     "p90_abs_error": float(np.percentile(magnitude, 90)),
                     "inside_interval": float(np.mean(inside[name])),
+                    "early_trials": len(early.get(name, [])),
+                    "early_median_abs_error": float(np.median(np.abs(early[name]))) if early.get(name) else None,
                 }
             )
-    return {"seeds": args.seeds, "budget": args.budget, "rows": rows}
+    warm = {"warm_from": args.warm_from} if args.warm_from else {}
+    return {"seeds": args.seeds, "budget": args.budget, **warm, "rows": rows}
+
+
+def _warm_from(source: Any, budget: int) -> Any:
+    """A method's ``setup``: replay a default study of ``budget`` trials on ``source`` (another hardware type of
+    the same space, same seed) into the target's storage, and give its trials to the coordinator as the
+    predictions' other-hardware evidence (what ``tuner run --warm-start`` does)."""
+    from tuner.replay.methods import Method, replay_once
+    from tuner.spec.models import DEFAULT_SAMPLER
+
+    def setup(opened: Any, context: Any) -> dict[str, Any]:
+        done = replay_once(
+            source,
+            Method("default", DEFAULT_SAMPLER),
+            context.seed,
+            budget,
+            context.workdir / "source",
+            storage_url=opened.storage_url,
+            study_name="source",
+        )
+        del done
+        import optuna
+
+        trials = optuna.load_study(study_name="source", storage=opened.storage_url).get_trials(deepcopy=False)
+        return {"prediction_prior": trials}
+
+    return setup
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
+    early = any("early_trials" in row for row in result["rows"])
+    warm = f", each warm-started from a replayed study on {result['warm_from']}" if result.get("warm_from") else ""
     lines = [
-        provenance(result) + f"; {result['seeds']} replayed default studies of {result['budget']} trials per table",
+        provenance(result)
+        + f"; {result['seeds']} replayed default studies of {result['budget']} trials per table{warm}",
         "",
-        "| table | metric | predicted trials | median abs. error | p90 abs. error | inside the interval |",
-        "| --- | --- | --- | --- | --- | --- |",
+        "| table | metric | predicted trials | median abs. error | p90 abs. error | inside the interval |"
+        + (f" fitted on < {EARLY} runs: trials, median abs. error |" if early else ""),
+        "| --- | --- | --- | --- | --- | --- |" + (" --- |" if early else ""),
     ]
     for row in result["rows"]:
+        median = row.get("early_median_abs_error")
         lines.append(
             f"| {row['table']} | {row['metric']} | {row['predicted_trials']} | {row['median_abs_error']:.1%} | "
             f"{row['p90_abs_error']:.1%} | {row['inside_interval']:.0%} |"
+            + (f" {row.get('early_trials', 0)}, {'-' if median is None else f'{median:.1%}'} |" if early else "")
         )
     return lines
 
@@ -94,4 +140,10 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--budget", type=int, default=60)
     parser.add_argument("--tables", default="avatar_dit:cpu1t,avqa:cpu1t-nodnn")
+    parser.add_argument(
+        "--warm-from",
+        default=None,
+        help="a table of another hardware type of the same space (e.g. avqa:cpu1t): each study's predictions "
+        "also use a replayed study on it, as after tuner run --warm-start",
+    )
     main(parser, "prediction_error.py", measure, report_lines)

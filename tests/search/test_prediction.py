@@ -74,6 +74,31 @@ def test_a_multiplicative_cost_is_predicted_within_its_interval() -> None:
     assert "peak_rss_gb" in predicted
 
 
+def test_another_gpu_types_runs_count_until_the_studys_own_outnumber_the_features() -> None:
+    """A warm start's runs (another GPU type, here uniformly 3x slower) are evidence while the study's own runs
+    are fewer than the model's features; then the study's own alone (docs/benchmarks.md: the avqa pair)."""
+    spec = parse_spec(SPEC)
+    space = distributions(spec)
+
+    def cost(sleep_s: float, frames: int, batch: int) -> float:
+        return 0.5 * sleep_s * frames * batch
+
+    grid = [(s, f, b) for s in (0.004, 0.01, 0.04) for f in (2, 6, 16) for b in (1, 2)]
+    source = [finished({"sleep_s": s, "frames": f, "batch_size": b}, 3 * cost(s, f, b), 0.2) for s, f, b in grid]
+    predictor = OutcomePredictor(spec, space, prior=source)
+    features = 4  # sleep_s, frames, batch_size 2 (one-hot), batch_size's log value: 5 with the prior column
+    own = [(0.006, 3, 1), (0.03, 12, 2), (0.012, 5, 2)]
+    predictor.update([finished({"sleep_s": s, "frames": f, "batch_size": b}, cost(s, f, b), 0.2) for s, f, b in own])
+    unseen = {"sleep_s": 0.02, "frames": 9, "batch_size": 1}
+    early = predictor.predict(unseen)[LATENCY]
+    assert early.prior and early.fitted_on == 3
+    assert early.value == pytest.approx(cost(0.02, 9, 1), rel=0.25), "the other type's shape, this one's scale"
+    more = [(0.005, 14, 1), (0.035, 2, 2), (0.009, 8, 1)]
+    predictor.update([finished({"sleep_s": s, "frames": f, "batch_size": b}, cost(s, f, b), 0.2) for s, f, b in more])
+    later = predictor.predict(unseen)[LATENCY]
+    assert len(own + more) > features + 1 and not later.prior and later.fitted_on == 6
+
+
 def test_errors_are_measured_over_predicted() -> None:
     prediction = {LATENCY: {"value": 2.0, "low": 1.5, "high": 2.5, "fitted_on": 4, "prior": False}}
     assert prediction_errors(prediction, {LATENCY: {"value": 2.2}}) == {LATENCY: pytest.approx(0.1)}

@@ -72,6 +72,12 @@ def test_the_source_front_runs_first_after_the_reference_and_baseline(tmp_path: 
     record = optuna.load_study(study_name="dst", storage=f"sqlite:///{home / 'studies.db'}").user_attrs["warm_start"]
     assert record["study"] == "src" and record["front_enqueued"] == len(expected) and record["dropped"] == 0
     assert record["observations"] == 5 and record["same_storage"]
+    said = done.stdout + done.stderr
+    assert "predictions: 5 measured trials of 'src' (another GPU type) are evidence" in said, said[-3000:]
+    predicted = [t.user_attrs["prediction"]["latency_p50_s"] for t in trials if t.user_attrs.get("prediction")]
+    features = 5  # sleep_s, noise, batch_size 2 and its log value, the other-hardware column
+    assert predicted and all(p["prior"] is (p["fitted_on"] < features) for p in predicted), predicted
+    assert any(p["prior"] for p in predicted), "the source's trials took part until this study had its own"
     status = cli("status", "dst", "--home", str(home), cwd=tmp_path)
     assert "search (warm start)" in status.stdout and "warm start from src" in status.stdout, status.stdout[-3000:]
 

@@ -8,8 +8,9 @@ is that hardware's scale once the study has measured enough to tell it), plus a 
 line leaves (interactions). The interval is the :data:`INTERVAL` quantiles of the held-out (leave-one-out, closed form)
 errors of the line and of the process together, at least :data:`FLOOR` wide, so it widens with the fit's real
 errors, not an assumed noise. No prediction before
-:data:`MIN_FIT` local runs. Today the coordinator feeds it the study's own trials only (the prior column is
-there for a warm start's, not yet wired).
+:data:`MIN_FIT` local runs. A warm start's source trials (``tuner run --warm-start``: the coordinator's
+``prediction_prior``) count while the study's own runs are fewer than the features, then no more
+(:func:`_fitted`).
 
 Predicted: ``latency_p50_s`` and the study's memory figure (:func:`memory_metric`: the peak its constraints
 limit, else the device peak). The coordinator records each prediction on the trial it is about to run
@@ -116,6 +117,8 @@ class LogRidge:
     the line leaves (interactions: a precision that costs more at a larger size), its length scale and noise
     chosen by leave-one-out error; the leave-one-out residuals (closed form) give the interval."""
 
+    with_prior: bool = False  # fitted on a warm start's runs of another GPU type too
+
     def __init__(self, rows: np.ndarray, logs: np.ndarray) -> None:
         import numpy as np
 
@@ -191,7 +194,6 @@ class OutcomePredictor:
 
     def predict(self, params: Mapping[str, Any]) -> dict[str, Prediction]:
         """The predictions for a setting, by metric; a metric with fewer than :data:`MIN_FIT` local runs: none."""
-        import numpy as np
 
         out: dict[str, Prediction] = {}
         for name in self.metrics:
@@ -200,17 +202,26 @@ class OutcomePredictor:
             if local < MIN_FIT:
                 continue
             if name not in self._models:
-                samples = samples[-MAX_SAMPLES:]
-                self._models[name] = LogRidge(
-                    np.asarray([row for row, _, _ in samples]), np.asarray([log for _, log, _ in samples])
-                )
+                self._models[name] = _fitted(samples[-MAX_SAMPLES:])
             model = self._models[name]
             assert model is not None
             centre, low, high = model.predict(setting_features(params, self._space, prior=False))
-            out[name] = Prediction(
-                math.exp(centre), math.exp(low), math.exp(high), local, any(prior for _, _, prior in samples)
-            )
+            out[name] = Prediction(math.exp(centre), math.exp(low), math.exp(high), local, model.with_prior)
         return out
+
+
+def _fitted(samples: Sequence[tuple[list[float], float, bool]]) -> LogRidge:
+    """The model of ``samples`` (feature row, log value, from a warm start's other hardware): a warm start's runs
+    of another GPU type count while the study's own runs are fewer than the features (:func:`setting_features`:
+    a line through them alone is underdetermined); from then on the study's own runs alone, so that a knob
+    whose cost differs by hardware (bf16 without fast kernels) is learned from this hardware's runs."""
+    import numpy as np
+
+    own = [sample for sample in samples if not sample[2]]
+    kept = own if len(own) == len(samples) or len(own) >= len(own[0][0]) else list(samples)
+    model = LogRidge(np.asarray([row for row, _, _ in kept]), np.asarray([log for _, log, _ in kept]))
+    model.with_prior = len(kept) > len(own)
+    return model
 
 
 def prediction_errors(prediction: Mapping[str, Any] | None, metrics: Mapping[str, Any]) -> dict[str, float]:

@@ -14,6 +14,8 @@
   the reference's and baseline's are already queued. The new study records
   ``warm_start`` = {study, storage (redacted), same_storage, front_enqueued,
   dropped, already_queued, observations};
+* its measured trials are evidence for the predictions (:mod:`.prediction`: runs of another GPU type,
+  their own column, its scale fitted once this study has measured three runs), reloaded like the memory's;
 * its memory evidence (OOM trials and measured ``peak_*_gb``) is the memory
   model's prior (:mod:`.feasibility`), reloaded from the source on every run and
   resume (:func:`load_prior`). Peaks from other hardware are taken as they are:
@@ -145,6 +147,28 @@ def _key(spec: StudySpec, params: Any) -> str:
     return candidate.key if candidate is not None else repr(sorted(dict(params).items()))
 
 
+def load_source(
+    study: optuna.Study, spec: StudySpec, study_storage_url: str, storage_url: str | None = None
+) -> tuple[WarmStartSource | None, list[str]]:
+    """The warm start's source of ``study`` (of ``spec``, stored at ``study_storage_url``), read again (None: no
+    warm start, or it cannot be read), and notes to print (why not). ``storage_url`` replaces the source's stored
+    (redacted) storage URL."""
+    record = StudyRecord.of(study).warm_start
+    if record is None or not record.get("study"):
+        return None, []
+    name = str(record["study"])
+    url = storage_url or (study_storage_url if record.get("same_storage") else str(record.get("storage") or ""))
+    if not url or MASK in url:
+        return None, [
+            f"warm start: the evidence of '{name}' (memory, predictions) was not loaded: its storage "
+            f"{redact_url(url)} needs its credentials again (--warm-start-storage)"
+        ]
+    try:
+        return open_source(url, name, spec), []
+    except StudyError as error:
+        return None, [f"{error}; the memory model and the predictions run without its evidence"]
+
+
 def load_prior(
     study: optuna.Study,
     spec: StudySpec,
@@ -153,23 +177,18 @@ def load_prior(
     storage_url: str | None = None,
 ) -> tuple[list[Observation], list[str]]:
     """The memory model's prior of the warm-started ``study`` of ``spec`` (stored at ``study_storage_url``),
-    read again from its source, and notes to print (why nothing was loaded, what was left out).
-    ``storage_url`` replaces the source's stored (redacted) storage URL; ``gpu_memory_gb`` is this host's GPU
-    memory (None on a CPU host)."""
-    record = StudyRecord.of(study).warm_start
-    if record is None or not record.get("study"):
-        return [], []
-    name = str(record["study"])
-    url = storage_url or (study_storage_url if record.get("same_storage") else str(record.get("storage") or ""))
-    if not url or MASK in url:
-        return [], [
-            f"warm start: the memory evidence of '{name}' was not loaded: its storage "
-            f"{redact_url(url)} needs its credentials again (--warm-start-storage)"
-        ]
-    try:
-        source = open_source(url, name, spec)
-    except StudyError as error:
-        return [], [f"{error}; the memory model runs without its evidence"]
+    read again from its source (:func:`load_source`), and notes to print (why nothing was loaded, what was left
+    out). ``gpu_memory_gb`` is this host's GPU memory (None on a CPU host)."""
+    source, notes = load_source(study, spec, study_storage_url, storage_url)
+    if source is None:
+        return [], notes
+    return memory_evidence(source, gpu_memory_gb)
+
+
+def memory_evidence(source: WarmStartSource, gpu_memory_gb: float | None) -> tuple[list[Observation], list[str]]:
+    """``source``'s memory evidence for a host with ``gpu_memory_gb`` (an OOM on a GPU with less memory than
+    this one's left out), and notes to print."""
+    name = source.study_name
     observations = source.observations()
     notes: list[str] = []
     if gpu_memory_gb is not None and source.gpu_memory_gb is not None and source.gpu_memory_gb < gpu_memory_gb:

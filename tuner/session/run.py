@@ -33,12 +33,12 @@ from tuner.session.signals import stop_on_signals
 from tuner.session.wiring import (
     connect_tracker,
     host_facts,
-    memory_prior,
     reference_store,
     resources,
     say_disabled_constraints,
     say_inputs,
     slots_for,
+    warm_start_evidence,
 )
 from tuner.storage import attributes as names
 from tuner.storage import store
@@ -49,6 +49,8 @@ from tuner.study.listeners import Listener, Summary
 from tuner.study.studies import OpenStudy
 
 if TYPE_CHECKING:
+    from optuna.trial import FrozenTrial
+
     from tuner.runner.base import Slot
     from tuner.search.feasibility import Observation
     from tuner.search.objectives import ConstraintPlan
@@ -141,14 +143,17 @@ def _locked_run(opened: OpenStudy, options: RunOptions, listener: SessionListene
         if options.use_mlflow
         else None
     )
-    prior = (
-        memory_prior(
-            study, opened.spec, opened.storage_url, plan, facts["gpu_memory_gb"], options.warm_start_storage, listener
-        )
-        if options.memory_model
-        else []
+    prior, source_trials = warm_start_evidence(
+        study,
+        opened.spec,
+        opened.storage_url,
+        plan,
+        facts["gpu_memory_gb"],
+        options.warm_start_storage,
+        listener,
+        options.memory_model,
     )
-    summary = _run_coordinator(opened, options, plan, slots, tracker, prior, listener)
+    summary = _run_coordinator(opened, options, plan, slots, tracker, (prior, source_trials), listener)
     if tracker is not None:
         close_tracker(tracker, study.study_name, listener)
     chosen = choose_export(study)  # once: the front's mark and best.yaml are the same trial
@@ -166,7 +171,7 @@ def _run_coordinator(
     plan: ConstraintPlan,
     slots: list[Slot],
     tracker: MlflowTracker | None,
-    prior: Sequence[Observation],
+    evidence: tuple[Sequence[Observation], Sequence[FrozenTrial]],
     listener: SessionListener,
 ) -> Summary:
     """The coordinator's run on ``slots`` (the runner closed after it, whatever happens)."""
@@ -196,7 +201,8 @@ def _run_coordinator(
             spec.name, stored.gpu_type, tracking_uri(options.mlflow_uri) if tracker is not None else None
         ),
         memory_model=options.memory_model,
-        memory_prior=prior,
+        memory_prior=evidence[0],
+        prediction_prior=evidence[1],
         wall_started=options.started,
         finish_reserve_s=finish_reserve_s(stored.budget_wall_time_s),
     )

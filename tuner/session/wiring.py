@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     import urllib.request
 
     import optuna
+    from optuna.trial import FrozenTrial
 
     from tuner.search.feasibility import Observation
     from tuner.spec.models import StudySpec
@@ -207,7 +208,7 @@ def reference_store(spec_name: str, gpu_type: str | None, uri: str | None) -> Re
     return MlflowReferenceStore.for_study(uri, spec_name, gpu_type)
 
 
-def memory_prior(
+def warm_start_evidence(
     study: optuna.Study,
     spec: StudySpec,
     storage_url: str,
@@ -215,17 +216,34 @@ def memory_prior(
     gpu_memory_gb: float | None,
     warm_start_storage: str | None,
     listener: SessionListener,
-) -> list[Observation]:
-    """The memory model's prior for ``study`` (of ``spec``, stored at ``storage_url``: a warm start's source
-    evidence), and one line on what the model knows."""
+    memory_model: bool = True,
+) -> tuple[list[Observation], list[FrozenTrial]]:
+    """What a warm start's source (of ``study``, ``spec``, stored at ``storage_url``) tells this run: the memory
+    model's prior (none with ``memory_model`` off) and the source's trials, evidence for the predictions; one
+    line on what the memory model knows, one on the predictions' evidence."""
     from tuner.search.feasibility import memory_limits
-    from tuner.search.warm_start import load_prior
+    from tuner.search.warm_start import load_source, memory_evidence
 
-    prior, notes = load_prior(study, spec, storage_url, gpu_memory_gb, warm_start_storage)
+    source, notes = load_source(study, spec, storage_url, warm_start_storage)
+    prior: list[Observation] = []
+    if source is not None and memory_model:
+        prior, more = memory_evidence(source, gpu_memory_gb)
+        notes += more
     for note in notes:
         listener.on_notice(Notice("warm_start", note))
-    limits = ", ".join(f"{metric} <= {limit:.4g} GB" for metric, limit in memory_limits(plan).items())
-    known = limits or "no memory limit on this host (OOM outcomes only)"
-    evidence = f"; {len(prior)} observations from its warm start" if prior else ""
-    listener.on_notice(Notice("memory_model", f"memory model: {known}{evidence} (--no-memory-model: off)"))
-    return prior
+    if memory_model:
+        limits = ", ".join(f"{metric} <= {limit:.4g} GB" for metric, limit in memory_limits(plan).items())
+        known = limits or "no memory limit on this host (OOM outcomes only)"
+        evidence = f"; {len(prior)} observations from its warm start" if prior else ""
+        listener.on_notice(Notice("memory_model", f"memory model: {known}{evidence} (--no-memory-model: off)"))
+    trials = list(source.trials) if source is not None else []
+    if source is not None and trials:
+        measured = sum(1 for t in trials if t.user_attrs.get("measured"))
+        listener.on_notice(
+            Notice(
+                "warm_start",
+                f"predictions: {measured} measured trials of '{source.study_name}' (another GPU type) are evidence, "
+                "their scale fitted once this study has measured three runs",
+            )
+        )
+    return prior, trials

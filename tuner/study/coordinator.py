@@ -81,6 +81,7 @@ from tuner.study.wakeup import Wakeup
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial
 
     from tuner.spec.models import StudySpec
 
@@ -107,6 +108,7 @@ class Coordinator:
     reference_store: ReferenceStore = field(default_factory=LocalReferenceStore)  # how hosts share the output
     memory_model: bool = True  # skip settings predicted to run out of memory (:mod:`.feasibility`)
     memory_prior: Sequence[Observation] = ()  # its evidence from a warm-start study on other hardware
+    prediction_prior: Sequence[FrozenTrial] = ()  # a warm start's trials: the predictions' other-hardware evidence
     budget_device_s: float | None = None  # device-seconds the study's runs may hold, every host (tuner.storage.cost)
     wall_started: float | None = None  # monotonic time ``wall_time_s`` counts from (None: the loop's start)
     finish_reserve_s: float = 0.0  # of ``wall_time_s``, seconds kept for what follows the loop (.budgets)
@@ -206,6 +208,7 @@ class Coordinator:
             self._claims,
             self._shapes,
             self._snapshot,
+            prior=self.prediction_prior,
         )
         return LoopState(
             started=started, free_slots=list(self.slots), last_reclaim=time.monotonic(), order=LoadOrder.of(self.spec)

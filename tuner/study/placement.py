@@ -8,7 +8,7 @@ held to run on this host.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +23,7 @@ from tuner.study.shared import EXCLUSIVE_ROLES, SharedView
 
 if TYPE_CHECKING:
     import optuna
+    from optuna.trial import FrozenTrial
 
     from tuner.search.dominance import RepeatLimits
     from tuner.search.feasibility import FeasibilityModel
@@ -46,6 +47,7 @@ class Placement:
     shapes: ShapeReferences
     snapshot: StudySnapshot
     predictor: OutcomePredictor | None = None  # latency and memory before a run (:mod:`tuner.search.prediction`)
+    prior: Sequence[FrozenTrial] = ()  # a warm start's trials: the predictor's other-hardware evidence
     _fed: int = field(default=0, repr=False)  # the snapshot's finished trials the predictor has seen
     limits: dict[int, RepeatLimits] = field(default_factory=dict)  # trial number -> where its repeats may stop
 
@@ -54,7 +56,7 @@ class Placement:
             from tuner.search.prediction import OutcomePredictor
             from tuner.spec.space import distributions
 
-            self.predictor = OutcomePredictor(self.spec, distributions(self.spec))
+            self.predictor = OutcomePredictor(self.spec, distributions(self.spec), self.prior)
 
     def propose(self, view: SharedView, state: LoopState) -> Held | None:
         """Ask for a candidate: it when it must run here; None when recorded (or set aside to be copied)."""
