@@ -16,7 +16,9 @@ precision,attention_backend`` is the spec before issue 38 (every trial warmed up
 ``--light-warmup on|off`` turns the factory's one-step warm-up of a new shape on or off (default: on);
 ``--same-settings`` runs a seeded random sampler with nothing skipped, so two arms run the same settings;
 ``--reload-lookahead N`` sets ``sampler.reload_lookahead`` (1: proposals run in the order asked; default: the
-spec's, 3). Each run's row says whether it reloaded the model (its ``reload_on`` values differ from the run
+spec's, 3). ``--after-another`` runs the study in a ``tuner worker`` (in this process) right
+after another study of the same workload with another seed: it finds the worker's warm workers running, the
+model loaded (its wall time is then its first trial's start to its last one's end). Each run's row says whether it reloaded the model (its ``reload_on`` values differ from the run
 before it, in the order they ran).
 """
 
@@ -91,10 +93,13 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         home = Path(tmp)
         path = home / "wan_tiny_busy.yaml"
         path.write_text(yaml.safe_dump(spec, sort_keys=False))
-        started = time.perf_counter()
-        opened = tuner.create_study(path, study_name="wan_tiny_busy", home=home)
-        tuner.run_study(opened, home=home, use_mlflow=False, memory_model=False)
-        wall_s = time.perf_counter() - started
+        if getattr(args, "after_another", False):
+            opened, wall_s = _after_another(spec, home)
+        else:
+            started = time.perf_counter()
+            opened = tuner.create_study(path, study_name="wan_tiny_busy", home=home)
+            tuner.run_study(opened, home=home, use_mlflow=False, memory_model=False)
+            wall_s = time.perf_counter() - started
         trials = [t for t in opened.study.get_trials() if t.state.is_finished()]
         cost = cost_of_records([TrialRecord.from_trial(t) for t in trials])
         side = trial_records(opened.study, trials)
@@ -108,11 +113,31 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         "reload_on": spec["workload"]["python"]["reload_on"],
         "light_warmup": args.light_warmup or "on (the factory's default)",
         "sampler": spec["sampler"],
+        **({"after_another": True} if getattr(args, "after_another", False) else {}),
         "study_wall_s": round(wall_s, 2),
         "recorded_device_s": round(cost.recorded_s, 3),
         "phases_device_s": {k: round(v, 3) for k, v in cost.phases_s.items()},
         "trials": rows,
     }
+
+
+def _after_another(spec: dict[str, Any], home: Path) -> tuple[Any, float]:
+    """Two studies in one ``tuner worker`` (``run_worker --once``, in this process): first a study of the same
+    workload with another seed (other settings), then the study measured, which finds the worker's warm workers
+    (:class:`tuner.runner.choice.KeptRunner`); the second study, opened, and its wall time (s)."""
+    import tuner
+    from tuner.fleet.worker import WorkerOptions, run_worker
+    from tuner.session.events import Quiet
+
+    url = f"sqlite:///{home / 'fleet.db'}"
+    before = home / "previous.yaml"
+    before.write_text(yaml.safe_dump({**spec, "seed": int(spec.get("seed", 0)) + 1}, sort_keys=False))
+    tuner.create_study(before, study_name="previous", storage=url, home=home)
+    opened = tuner.create_study(home / "wan_tiny_busy.yaml", study_name="wan_tiny_busy", storage=url, home=home)
+    run_worker(WorkerOptions(url, home, once=True, use_mlflow=False), Quiet())
+    trials = [t for t in opened.study.get_trials() if t.datetime_start is not None and t.datetime_complete is not None]
+    wall_s = (max(t.datetime_complete for t in trials) - min(t.datetime_start for t in trials)).total_seconds()
+    return opened, wall_s
 
 
 def _mark_reloads(rows: list[dict[str, Any]], trials: list[Any], reload_on: list[str]) -> None:
@@ -178,7 +203,8 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     return [
         f"tiny Wan study in a warm worker ({result['label']}; warm-up {result['measurement']['warmup']}, "
         f"reload on {', '.join(result.get('reload_on') or ['nothing'])}"
-        f"{_warmup_kind(result.get('light_warmup'))}): "
+        f"{_warmup_kind(result.get('light_warmup'))}"
+        f"{'; in a tuner worker, after another study of the same workload' if result.get('after_another') else ''}): "
         f"{len(ran)} runs, {result['recorded_device_s']:.0f} device-s recorded in {result['study_wall_s']:.0f} s",
         "device time: " + ", ".join(f"{phase} {share[phase]:.0%}" for phase in SHOWN),
         f"measured calls {share['measured']:.1%} of the device time (target >= {TARGET_SHARE:.0%}: {met})",
@@ -223,6 +249,12 @@ if __name__ == "__main__":
         type=int,
         default=None,
         help="sampler.reload_lookahead: proposals asked ahead for fewer reloads (1: in order; default: the spec's)",
+    )
+    parser.add_argument(
+        "--after-another",
+        action="store_true",
+        help="run the study in a tuner worker right after another study of the same workload (another seed): "
+        "it finds the worker's warm workers running, the model loaded",
     )
     parser.add_argument("--label", default="now", help="a name for this run in the figures (before / after)")
     raw_results.main(parser, "busy_device.py", measure, report_lines)

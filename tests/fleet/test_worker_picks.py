@@ -132,3 +132,40 @@ def test_a_study_whose_device_hours_are_spent_is_not_joined(tmp_path: Path) -> N
         trial.set_user_attr("cost", {"device_s": 3.6, "wall_s": 3.6, "devices": 1, "phases_device_s": {}})
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
     assert [s.name for s in open_studies(url, "cpu")] == ["open"]
+
+
+def test_a_worker_keeps_its_warm_workers_for_the_next_study_of_the_same_workload(tmp_path: Path) -> None:
+    """Study after study of one workload, a ``tuner worker`` keeps its warm workers (tuner.runner.choice.
+    KeptRunner): the second study's trials run in the first's worker process; a study of another workload
+    (another timeout in its workload block) gets a new one."""
+    import tuner
+    from tuner.storage.records import trial_records
+
+    url = f"sqlite:///{tmp_path / 'fleet.db'}"
+    warm = SPEC.replace("timeout_s: 60}", "timeout_s: 60, worker: warm}")
+    assert warm != SPEC
+    for name, text in (("first", warm), ("second", warm), ("other", warm.replace("timeout_s: 60", "timeout_s: 61"))):
+        spec = tmp_path / f"{name}.yaml"
+        spec.write_text(text)
+        tuner.create_study(spec, study_name=name, storage=url, home=tmp_path / "creator")
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "worker", "--storage", url, "--once", "--no-mlflow", "--home", str(tmp_path)],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    storage = optuna.storages.RDBStorage(url)
+
+    def worker_pids(name: str) -> set[int]:
+        study = optuna.load_study(study_name=name, storage=storage)
+        trials = [t for t in study.get_trials(deepcopy=False) if t.user_attrs.get("measured")]
+        assert len(trials) == 3
+        return {side["worker_info"]["warm_worker_pid"] for side in trial_records(study, trials).values()}
+
+    first, second, other = worker_pids("first"), worker_pids("second"), worker_pids("other")
+    assert len(first) == 1 and second == first, "the second study found the first one's warm worker"
+    assert other.isdisjoint(first), "another workload block: another worker"

@@ -134,6 +134,7 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
     read, or a GPU study meets a host without GPUs.
     """
     from tuner.gpu import gpu_type
+    from tuner.runner.choice import KeptRunner
     from tuner.secrets import redact_url
     from tuner.storage.coordination.heartbeats import HOST
 
@@ -141,6 +142,16 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
     _import_what_a_join_needs()
     shown = f", GPUs {','.join(str(g) for g in options.gpus)}" if options.gpus else ""
     listener.on_notice(Notice("worker_started", f"worker {HOST} ({kind}) on {redact_url(options.storage_url)}{shown}"))
+    kept = KeptRunner()  # the next study of the same workload finds its warm workers (tuner.runner.choice)
+    try:
+        return _serve(kind, options, listener, kept)
+    finally:
+        kept.close()
+
+
+def _serve(kind: str, options: WorkerOptions, listener: SessionListener, kept: Any) -> int:
+    """:func:`run_worker`'s loop, with the runner ``kept`` between studies; closed while it waits for one (an idle
+    worker holds no device memory)."""
     waiting = False
     finished: set[str] = set()  # studies this worker ran to an end (exhausted, stopped early): not again
     while True:
@@ -156,6 +167,7 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
                 return 0
             if not waiting:
                 waiting = True
+                kept.close()
                 listener.on_notice(
                     Notice(
                         "worker_waiting",
@@ -165,7 +177,7 @@ def run_worker(options: WorkerOptions, listener: SessionListener) -> int:
             _STOP.wait(options.poll_s)
             continue
         waiting = False
-        summary = _join(names[0], kind, options, listener)
+        summary = _join(names[0], kind, options, listener, kept)
         if summary.interrupted or options.study is not None:
             return INTERRUPTED_EXIT if summary.interrupted else STOPPED_EARLY_EXIT if summary.failure is not None else 0
         finished.add(names[0])
@@ -198,8 +210,9 @@ def _import_what_a_join_needs() -> None:
         importlib.import_module(module)
 
 
-def _join(name: str, kind: str, options: WorkerOptions, listener: SessionListener) -> Summary:
-    """Run study ``name`` here as one session of one slot per GPU (or one CPU share)."""
+def _join(name: str, kind: str, options: WorkerOptions, listener: SessionListener, kept: Any = None) -> Summary:
+    """Run study ``name`` here as one session of one slot per GPU (or one CPU share); ``kept``: the worker's
+    runner kept between studies (:class:`tuner.runner.choice.KeptRunner`)."""
     from tuner.session.run import RunOptions, run_session
     from tuner.storage.coordination.heartbeats import worker_id
     from tuner.storage.opening import close_storage
@@ -221,6 +234,7 @@ def _join(name: str, kind: str, options: WorkerOptions, listener: SessionListene
         {},
         options.gpus,
         dashboard_view=False,
+        runners=kept,
     )  # a view is built where it is browsed
     try:
         return run_session(opened, run, listener)

@@ -52,6 +52,7 @@ if TYPE_CHECKING:
     from optuna.trial import FrozenTrial
 
     from tuner.runner.base import Slot
+    from tuner.runner.choice import KeptRunner
     from tuner.search.feasibility import Observation
     from tuner.search.objectives import ConstraintPlan
     from tuner.tracking.live import MlflowTracker
@@ -70,7 +71,9 @@ class RunOptions:
     fleet worker does not (it reads and copies the whole study, on every host, each time a study is spent:
     ``tuner dashboard`` builds the view where someone browses it). ``started``: the ``time.monotonic()`` at which
     the invocation began (the command's start): the study's wall-time budget counts from it, so that the
-    whole command keeps it (None: from when :func:`run_session` is called)."""
+    whole command keeps it (None: from when :func:`run_session` is called). ``runners``: where a ``tuner worker``
+    keeps its runner between studies (:class:`tuner.runner.choice.KeptRunner`: the next study of the same workload
+    finds its warm workers, model loaded); None: the session makes its own and closes it at its end."""
 
     home: Path
     device: str
@@ -83,6 +86,7 @@ class RunOptions:
     warm_start_storage: str | None = None
     dashboard_view: bool = True
     started: float | None = None
+    runners: KeptRunner | None = None  # a fleet worker's runner, kept from study to study (None: one per session)
 
 
 def run_session(opened: OpenStudy, options: RunOptions, listener: SessionListener | None = None) -> Summary:
@@ -184,7 +188,8 @@ def _run_coordinator(
     study, spec = opened.study, opened.spec
     listeners: list[Listener] = listener.trial_listeners() + ([tracker] if tracker is not None else [])
     stored = StudyRecord.of(study)
-    runner = make_runner(spec, warm_ups(spec.measured_metrics))
+    preload = warm_ups(spec.measured_metrics)
+    runner = options.runners.runner_for(spec, preload, slots) if options.runners else make_runner(spec, preload)
     coordinator = Coordinator(
         study=study,
         spec=spec,
@@ -206,11 +211,15 @@ def _run_coordinator(
         wall_started=options.started,
         finish_reserve_s=finish_reserve_s(stored.budget_wall_time_s),
     )
+    kept = False
     try:
         with stop_on_signals(coordinator.interrupt, listener):
-            return coordinator.run()
+            summary = coordinator.run()
+        kept = options.runners is not None and not summary.interrupted  # the next study may find it warm
+        return summary
     finally:
-        runner.close()
+        if not kept:
+            options.runners.close() if options.runners is not None else runner.close()
 
 
 def storage_cause(error: BaseException) -> str | None:
