@@ -223,6 +223,7 @@ def warm_start_evidence(
     line on what the memory model knows, one on the predictions' evidence."""
     from tuner.search.feasibility import memory_limits
     from tuner.search.warm_start import load_source, memory_evidence
+    from tuner.storage.attributes import is_measured
 
     source, notes = load_source(study, spec, storage_url, warm_start_storage)
     prior: list[Observation] = []
@@ -238,7 +239,7 @@ def warm_start_evidence(
         listener.on_notice(Notice("memory_model", f"memory model: {known}{evidence} (--no-memory-model: off)"))
     trials = list(source.trials) if source is not None else []
     if source is not None and trials:
-        measured = sum(1 for t in trials if t.user_attrs.get("measured"))
+        measured = sum(1 for t in trials if is_measured(t))
         listener.on_notice(
             Notice(
                 "warm_start",
