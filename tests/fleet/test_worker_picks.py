@@ -16,6 +16,21 @@ ROOT = Path(__file__).resolve().parents[2]
 SPEC = noop_spec("picks", trials=3)
 
 
+def worker_once(url: str, home: Path, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``tuner worker --once`` on the storage at ``url`` with its files under ``home``; it must exit 0."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    done = subprocess.run(
+        [sys.executable, "-m", "tuner", "worker", "--storage", url, "--once", "--no-mlflow", "--home", str(home)],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    return done
+
+
 def test_a_worker_runs_the_open_studies_for_its_gpu_type_then_exits_once(tmp_path: Path) -> None:
     import tuner
     from tuner.fleet.worker import open_studies
@@ -30,27 +45,7 @@ def test_a_worker_runs_the_open_studies_for_its_gpu_type_then_exits_once(tmp_pat
     optuna.load_study(study_name="cancelled", storage=storage).set_user_attr("cancelled", True)
     assert [s.name for s in open_studies(url, "cpu")] == ["first", "second"]
 
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "tuner",
-            "worker",
-            "--storage",
-            url,
-            "--once",
-            "--no-mlflow",
-            "--home",
-            str(tmp_path / "host"),
-        ],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    done = worker_once(url, tmp_path / "host", tmp_path)
     assert "no open study for this host: done (--once)" in done.stdout
 
     def measured(name: str) -> int:
@@ -148,16 +143,7 @@ def test_a_worker_keeps_its_warm_workers_for_the_next_study_of_the_same_workload
         spec = tmp_path / f"{name}.yaml"
         spec.write_text(text)
         tuner.create_study(spec, study_name=name, storage=url, home=tmp_path / "creator")
-    env = {**os.environ, "PYTHONPATH": str(ROOT) + os.pathsep + os.environ.get("PYTHONPATH", "")}
-    done = subprocess.run(
-        [sys.executable, "-m", "tuner", "worker", "--storage", url, "--once", "--no-mlflow", "--home", str(tmp_path)],
-        cwd=tmp_path,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
-    assert done.returncode == 0, done.stderr[-2000:]
+    worker_once(url, tmp_path, tmp_path)
     storage = optuna.storages.RDBStorage(url)
 
     def worker_pids(name: str) -> set[int]:

@@ -24,6 +24,7 @@ from tuner.runner.scoring import SCORED_KEY, Scorer, pending, score_outputs, sco
 from tuner.runner.worker import execute
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SpecError
+from tuner.testing.noop_spec import cases_spec
 
 QUALITY = ["psnr_db", "flicker_mae", "warping_error"]
 
@@ -121,28 +122,7 @@ def test_a_wrong_score_off_device_names_the_key(tmp_path: Path) -> None:
     assert "score_off_device" in str(error.value) and "bad.yaml" in str(error.value)
 
 
-SPEC = """
-name: fake_cases
-workload: {class: "tuner.workloads.fake:FakeWorkload", timeout_s: 30, worker: WORKER}
-inputs: {note: simulated}
-cases:
-  - {name: calm}
-  - {name: busy, noise_gain: 1.0}
-  - {name: fragile, cliff_low: 5, cliff_high: 7, cliff_noise: 14}
-cliff_margins: {psnr_db: 3}
-parameters:
-  noise: {type: categorical, choices: [0, 2, 6, 10]}
-derived:
-  sleep_s: "0.001 * (11 - noise)"
-objectives:
-  - {metric: count_cost_ms, direction: minimize}
-  - {metric: psnr_db, direction: maximize}
-report: [psnr_db, psnr_db:worst, psnr_db:p90]
-reference: {noise: 0}
-sampler: {name: grid}
-measurement: {warmup: 0, min_repeats: 1, max_repeats: 1, score_off_device: true}
-budget: {trials: 4}
-"""
+SPEC = cases_spec("psnr_db", worker="WORKER", measurement=", score_off_device: true")
 
 
 def run_study(tmp_path: Path, name: str, off_device: bool, worker: str) -> list[optuna.trial.FrozenTrial]:

@@ -27,35 +27,10 @@ from tuner.runner.measure.inputs import cliff_lines, combine_inputs, load_output
 from tuner.spec.loading import parse_spec
 from tuner.spec.models import SpecError
 from tuner.spec.quality.cases import input_sets
+from tuner.testing.noop_spec import CASES, cases_spec
 from tuner.workloads.base import WorkloadOutput
 
-CASES = """cases:
-  - {name: calm}
-  - {name: busy, noise_gain: 1.0}
-  - {name: fragile, cliff_low: 5, cliff_high: 7, cliff_noise: 14}
-"""
-SPEC = (
-    """
-name: fake_cases
-workload: {class: "tuner.workloads.fake:FakeWorkload", timeout_s: 30}
-inputs: {note: simulated}
-"""
-    + CASES
-    + """cliff_margins: {psnr_db: 3}
-parameters:
-  noise: {type: categorical, choices: [0, 2, 6, 10]}
-derived:
-  sleep_s: "0.001 * (11 - noise)"
-objectives:
-  - {metric: count_cost_ms, direction: minimize}
-  - {metric: QUALITY, direction: maximize}
-report: [psnr_db, psnr_db:worst, psnr_db:p90]
-reference: {noise: 0}
-sampler: {name: grid}
-measurement: {warmup: 0, min_repeats: 1, max_repeats: 1}
-budget: {trials: 4}
-"""
-)
+SPEC = cases_spec("QUALITY")
 
 
 def tuner(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:

@@ -36,3 +36,42 @@ measurement: {{warmup: 0, min_repeats: 1, max_repeats: 1}}
 budget: {{trials: {trials}}}
 sampler: {{name: random}}
 """
+
+
+CASES = """cases:
+  - {name: calm}
+  - {name: busy, noise_gain: 1.0}
+  - {name: fragile, cliff_low: 5, cliff_high: 7, cliff_noise: 14}
+"""
+"""Three inputs of the fake workload's video: two alike, ``fragile`` much noisier for ``noise`` in 5..7 (a
+SIMULATED quality cliff)."""
+
+
+def cases_spec(quality: str = "psnr_db", worker: str | None = None, measurement: str = "") -> str:
+    """A spec text of three inputs (:data:`CASES`; ``FakeWorkload``, SIMULATED) over four ``noise`` settings (a
+    grid, four trials): ``count_cost_ms`` (a deterministic stand-in for latency) against ``quality``;
+    ``worker``: the workload block's ``worker`` (None: not set); ``measurement``: more keys of the measurement
+    block (e.g. ``", score_off_device: true"``)."""
+    runs_in = f", worker: {worker}" if worker is not None else ""
+    return (
+        f"""
+name: fake_cases
+workload: {{class: "tuner.workloads.fake:FakeWorkload", timeout_s: 30{runs_in}}}
+inputs: {{note: simulated}}
+"""
+        + CASES
+        + f"""cliff_margins: {{psnr_db: 3}}
+parameters:
+  noise: {{type: categorical, choices: [0, 2, 6, 10]}}
+derived:
+  sleep_s: "0.001 * (11 - noise)"
+objectives:
+  - {{metric: count_cost_ms, direction: minimize}}
+  - {{metric: {quality}, direction: maximize}}
+report: [psnr_db, psnr_db:worst, psnr_db:p90]
+reference: {{noise: 0}}
+sampler: {{name: grid}}
+measurement: {{warmup: 0, min_repeats: 1, max_repeats: 1{measurement}}}
+budget: {{trials: 4}}
+"""
+    )
