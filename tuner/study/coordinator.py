@@ -49,16 +49,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome, TrialResult
-from tuner.runner.base import Runner, Slot, TrialRequest
+from tuner.runner.base import Runner, Slot
 from tuner.runner.scoring import Scorer, pending
 from tuner.search.feasibility import FeasibilityModel, Observation
 from tuner.search.guards import StudyStop, reference_stop, same_failure_stop, unwritable
 from tuner.search.objectives import ConstraintPlan
-from tuner.spec.candidate import Candidate
-from tuner.spec.extras import quality_metric_installed
-from tuner.spec.metrics import trial_quality_metrics
-from tuner.spec.quality.cases import request_input_fields
-from tuner.spec.quality.reference_shape import resized_comparison
 from tuner.spec.space import distributions
 from tuner.storage import attributes as names
 from tuner.storage import store
@@ -70,13 +65,13 @@ from tuner.study.coordinator_state import Held, InFlight, LoopState, result_of
 from tuner.study.listeners import Listener, Summary
 from tuner.study.load_order import LoadOrder
 from tuner.study.placement import Placement
-from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore, reference_settings
-from tuner.study.shapes import Comparison, ShapeReferences
+from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore
+from tuner.study.shapes import ShapeReferences
 from tuner.study.shared import EXCLUSIVE_ROLES, ORIGINAL_LOST, SharedView, queue_reference, settle_copies
 from tuner.study.snapshot import StudySnapshot
 from tuner.study.studies import study_directory
 from tuner.study.trial_recording import TrialRecorder
-from tuner.study.trial_request import trial_request
+from tuner.study.trial_request import TrialRequests
 from tuner.study.wakeup import Wakeup
 
 if TYPE_CHECKING:
@@ -116,16 +111,15 @@ class Coordinator:
     def __post_init__(self) -> None:
         self.directions = [o.direction for o in self.spec.objectives]
         self.study_dir = study_directory(self.home, self.study.study_name)
-        self.quality_metrics = trial_quality_metrics(
-            self.spec.measured_metrics, {*self.spec.parameters, *self.spec.derived}, quality_metric_installed
-        )
-        self._input_fields = request_input_fields(self.spec, self.spec.used_metrics)
         self._interrupt = threading.Event()
         self._claims = claims_for(self.study)
         self._handoff = ReferenceHandOff(self.reference_store, self.study_dir / "reference_output.npz")
         self._shapes = ShapeReferences(self.study, self.spec, self.study_dir, self.reference_store)
         self._feasibility = FeasibilityModel(self.spec, self.plan, self.memory_prior, enabled=self.memory_model)
         self._snapshot = StudySnapshot(self.study, self.directions)
+        self._requests = TrialRequests(
+            self.study, self.spec, self.device, self.study_dir, self._handoff, self._snapshot
+        )
         self._space = distributions(self.spec)  # what the wall budget's duration forecast reads
         self._fed = 0  # how many of the snapshot's finished trials the memory model has seen
 
@@ -137,17 +131,6 @@ class Coordinator:
             wakeup.set()  # a waiting loop sees it at once
 
     # ----------------------------------------------------------------- state
-    def _reference_output(self, stored: Mapping[str, Any]) -> str | None:
-        """A verified local copy of the reference's output (fetched once from another host if need be);
-        ``stored``: the study's attributes."""
-        if self._handoff.path is not None:
-            return self._handoff.path
-        references = sorted(
-            self._snapshot.references + [t for t in self._snapshot.unfinished if names.role_of(t) == names.REFERENCE],
-            key=lambda t: t.number,
-        )
-        return self._handoff.output(references, stored)
-
     def recover_interrupted(self) -> int:
         """Fail the RUNNING trials no live coordinator runs and enqueue them again (:mod:`.heartbeats`)."""
         return reclaim_stale(self.study)
@@ -330,7 +313,9 @@ class Coordinator:
         slot = state.take_slot(role)
         state.order.started(slot, candidate)
         comparison = self._shapes.comparison(trial.number, candidate, self._snapshot, names.attributes_of(self.study))
-        request = self._request(trial, candidate, role, comparison)
+        request = self._requests.build(
+            trial, candidate, role, comparison, self._placement.limits.pop(trial.number, None)
+        )
         problem = unwritable(Path(request.workdir))
         if problem is not None:
             self._recorder.give_back(trial, candidate.params, role, problem)
@@ -456,32 +441,3 @@ class Coordinator:
             store.record_slot(trial, slot.label, compared_with)
             assigned = True
         return assigned
-
-    def _request(
-        self, trial: optuna.Trial, candidate: Candidate, role: str, comparison: Comparison | None = None
-    ) -> TrialRequest:
-        stored = names.attributes_of(self.study)  # the resume's overrides of the timeout and the measurement
-        if comparison is None or (comparison.compared_with or {}).get("trial") == "reference":
-            reference = role == names.REFERENCE  # compared with the spec's reference (or it is the reference)
-            comparison = Comparison(
-                str(self.study_dir / "reference_output.npz") if reference else None,
-                reference,
-                None if reference else self._reference_output(stored),
-                reference_settings(self.spec),
-                resize_to_reference=resized_comparison(self.spec, candidate.params, self.spec.reference or {}),
-            )
-        return trial_request(
-            self.study.study_name,
-            self.spec,
-            trial.number,
-            candidate,
-            role,
-            self.device,
-            self.study_dir,
-            stored,
-            self._snapshot.references,
-            self.quality_metrics,
-            comparison,
-            self._input_fields,
-            self._placement.limits.pop(trial.number, None),
-        )
