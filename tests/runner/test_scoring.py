@@ -9,6 +9,7 @@ flicker and warping figures), in the worker or in a real scorer process.
 from __future__ import annotations
 
 import dataclasses
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -172,6 +173,15 @@ def test_a_study_scored_off_the_device_records_what_one_scored_in_the_worker_doe
     ]
     assert overlapped, "a trial started on the slot before the one before it was told (scored beside it)"
     assert list((tmp_path / "studies" / "off" / "scoring").iterdir()) == [], "every outputs' file was scored"
+    status = subprocess.run(
+        [sys.executable, "-m", "tuner", "status", "off"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "COLUMNS": "250"},
+    )
+    assert "quality of 3 trial(s) scored off the device, beside the next trial: " in status.stdout, status.stdout
 
 
 def _n(trial: optuna.trial.FrozenTrial) -> int:

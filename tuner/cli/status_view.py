@@ -34,6 +34,7 @@ from tuner.front.cost import (
     cost_of_records,
     device_s_text,
     phase_shares_line,
+    scored_off_device_line,
     trial_cost_document,
 )
 from tuner.results import Outcome
@@ -320,6 +321,8 @@ def _summary(opened: OpenStudy, every: Sequence[StatusTrial], shown: int, wanted
     shares = phase_shares_line(cost)
     if shares is not None:
         lines.append(shares)
+    scored = scored_off_device_line([t.record for t in every])
+    lines += [scored] if scored else []
     if wanted:
         lines.append(f"showing {shown} of {len(every)} trials (outcome {', '.join(sorted(wanted))})")
     warm = stored.warm_start

@@ -38,6 +38,7 @@ __all__ = [
     "export_cost_block",
     "runs_counted",
     "phase_shares_line",
+    "scored_off_device_line",
 ]
 
 METRIC_PREFIX = "cost_"  # the MLflow study run's metrics: cost_used_device_h, cost_wasted_device_h, ...
@@ -91,6 +92,21 @@ def phase_shares_line(cost: StudyCost) -> str | None:
     parts = [(word, phases.pop(phase, 0.0)) for phase, word in SHARE_WORDS]
     parts.append(("other", sum(phases.values())))
     return "device time: " + ", ".join(f"{word} {100 * seconds / total:.0f} %" for word, seconds in parts)
+
+
+def scored_off_device_line(records: Sequence[TrialRecord]) -> str | None:
+    """One line on the trials whose quality a scorer process scored beside the next trial (``quality_scored``,
+    :mod:`tuner.runner.scoring`): how many, the scorer's seconds (not device time), and how many scorers failed;
+    None when there were none."""
+    scored = [r.quality_scored for r in records if r.quality_scored]
+    if not scored:
+        return None
+    failed = sum(1 for s in scored if s.get("failed"))
+    seconds = sum(float(s.get("seconds") or 0.0) for s in scored)
+    return (
+        f"quality of {len(scored)} trial(s) scored off the device, beside the next trial: {_seconds(seconds)} s "
+        f"in the scorer, not device time" + (f"; {failed} scorer(s) failed (quality unavailable)" if failed else "")
+    )
 
 
 def cost_metrics(cost: StudyCost) -> dict[str, float]:
