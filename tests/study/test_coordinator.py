@@ -154,6 +154,33 @@ def test_existing_study_name_is_refused(tmp_path: Path) -> None:
         open_new(tmp_path)
 
 
+def test_a_live_host_waits_for_a_trial_running_elsewhere_and_redoes_it_when_that_host_dies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Reproduces a fleet race (CI, ``test_three_workers_share_a_study_and_survive_a_dead_host[sqlite]``): the
+    live hosts met the trial budget while another host's trial still ran; they ended at once, the trial's host
+    died, and its setting was left WAITING with nobody to run it. A coordinator now stays while a trial runs
+    elsewhere (it may die and be owed), reclaims it once its heartbeat is stale, and runs its rerun."""
+    monkeypatch.setenv("TUNER_HEARTBEAT_S", "1")
+    monkeypatch.setenv("TUNER_GRACE_PERIOD_S", "2")
+    opened = open_new(tmp_path, trials=5)
+    coordinator(opened, tmp_path, budget=3).run()
+    elsewhere = opened.study.ask()  # another host's trial: it beat once, then its host died
+    suggest(elsewhere, opened.spec)
+    elsewhere.set_user_attr("worker", "otherhost:4242")
+    elsewhere.set_user_attr("slot", "gpu:0")
+    from tuner.storage import store
+
+    store.record_heartbeat(opened.study, [store.trial_id(elsewhere)])
+    resumed = load_study(opened.storage_url, "s")
+    summary = coordinator(resumed, tmp_path, budget=3).run()
+    trials = resumed.study.get_trials()
+    rerun = [t for t in trials if t.user_attrs.get("rerun_of") == elsewhere.number]
+    assert trials[elsewhere.number].user_attrs["outcome"] == "INTERRUPTED", trials[elsewhere.number].user_attrs
+    assert [t.state for t in rerun] == [TrialState.COMPLETE], "the dead host's place in the budget is its rerun's"
+    assert (summary.measured, summary.ran) == (4, 1)
+
+
 def test_a_dead_hosts_run_is_redone_when_the_others_met_the_budget(tmp_path: Path) -> None:
     """Reproduces a fleet race (CI, ``test_three_workers_share_a_study_and_survive_a_dead_host``): the live hosts
     fill the trial budget while a dead host's trial still counts as running (it held a place, the overshoot the fleet

@@ -5,7 +5,8 @@ the wall-time budget (:class:`WallBudget`), an exhausted search space; and the o
 trials running elsewhere hold budget, so coordinators together overshoot by at most the slots in flight.
 Rule-rejected, copied and skipped trials do not count. A dead host's trial held a place every host counted:
 its rerun is ``owed`` (:func:`tuner.storage.attributes.owed`) and starts even past a budget the live hosts
-filled meanwhile. **Device-seconds** (``budget_device_s``) count what the study's runs held
+filled meanwhile -- so a coordinator whose budget is spent stays while a trial runs on another host, until it
+ends or is reclaimed. **Device-seconds** (``budget_device_s``) count what the study's runs held
 (:mod:`tuner.storage.cost`), the same way. A grid that proposed every setting, or :data:`EXHAUSTED_AFTER`
 proposals in a row that needed no run, end the study as exhausted (proposals set aside for a reload still run).
 
@@ -113,7 +114,7 @@ class StartRules:
         """Whether another trial may start now; when not, why (``state.blocked``: other hosts may still free the
         way; ``state.stopped``: the study stops)."""
         if self._trial_budget_spent(state, view):
-            state.blocked = view.running_elsewhere > 0 and view.measured < (self.budget_trials or 0)  # others may fail
+            state.blocked = view.running_elsewhere > 0  # others may fail (a place frees) or die (their rerun is owed)
         elif self.device_budget_spent(state, view):
             pass
         elif view.exclusive_elsewhere or view.reference_pending_elsewhere:
