@@ -23,7 +23,6 @@ quality metric the request named is unavailable with the reason (:func:`unscored
 from __future__ import annotations
 
 import os
-import signal
 import subprocess
 import sys
 import threading
@@ -33,14 +32,14 @@ from dataclasses import replace
 from pathlib import Path
 
 from tuner.results import Metric, Outcome, TrialResult
-from tuner.runner.base import TrialRequest
+from tuner.runner.base import Slot, TrialRequest
 from tuner.runner.measure.trial import QUALITY_PENDING, finite_metrics
-from tuner.secrets import child_environment
+from tuner.runner.reaper import kill_group
+from tuner.runner.subprocess import slot_environment
 
 SCORED_KEY = "quality_scored"
 """``TrialResult.info`` key of a result scored off the device: where, how long, with how many threads."""
 MAX_SCORER_THREADS = 4
-_THREAD_VARIABLES = ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS", "TUNER_TORCH_THREADS")
 
 
 def pending(result: TrialResult) -> bool:
@@ -169,9 +168,7 @@ class Scorer:
 
     def _run(self, paths: list[Path], log_path: Path, timeout_s: float) -> str | None:
         """Run one scorer on ``paths`` (request, result, scored); None when it wrote its scored result, else why not."""
-        env = child_environment(None)
-        env["CUDA_VISIBLE_DEVICES"] = ""
-        env.update({name: str(self.threads) for name in _THREAD_VARIABLES})
+        env = slot_environment(Slot(0, None, self.threads))  # a CPU share: no GPU, the scorer's threads
         with self._lock:
             if self._closed:
                 return "the run was stopped before its quality was scored"
@@ -200,10 +197,7 @@ class Scorer:
 
 def _kill(process: subprocess.Popen[bytes]) -> None:
     """SIGKILL ``process``'s session (its group) and reap it."""
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
+    kill_group(process.pid, leader_alive=process.poll() is None)
     try:
         process.wait(timeout=10)
     except subprocess.TimeoutExpired:

@@ -397,7 +397,7 @@ class Coordinator:
         for future in done:
             job = state.finished(future)
             result = result_of(future)
-            if pending(result) and job.request is not None and not job.scoring:
+            if pending(result) and job.request is not None:  # measured, its quality owed: scored beside the next
                 self._score_later(state, job, result)
                 continue
             if state.interrupted_at is not None and result.outcome is not Outcome.OK:
