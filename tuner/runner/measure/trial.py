@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from tuner.results import Metric, Outcome, TrialResult
 from tuner.runner.base import TrialRequest
 from tuner.runner.device_used import device_used
+from tuner.runner.measure.notes import cut_short_note, past_ceiling_note, settled_note
 from tuner.runner.measure.warmup import counted_within, floor_of, planned_warmup
 
 if TYPE_CHECKING:
@@ -249,9 +250,13 @@ def result_of(
         "warmup_counted": sum(int(run.stats.warmup_counted) for run in runs),
         **({"warmup_with": lighter} if (lighter := next((r.warmup_with for r in runs if r.warmup_with), None)) else {}),
         "device_used": device_used(sorted({d for run in runs for d in run.nvml_devices})),
-        **({"cut_short": _cut_short_note(cut, settings, request.timeout_s)} if cut is not None else {}),
-        **({"past_ceiling": _past_ceiling_note(min(past), ceiling)} if past and ceiling is not None else {}),
-        **({"settled": _settled_note(settled, settings)} if (settled := _settled_run(runs)) is not None else {}),
+        **(
+            {"cut_short": cut_short_note(cut, settings, request.timeout_s, MEASUREMENT_SHARE_OF_TIMEOUT)}
+            if cut is not None
+            else {}
+        ),
+        **({"past_ceiling": past_ceiling_note(min(past), ceiling)} if past and ceiling is not None else {}),
+        **({"settled": settled_note(settled, settings)} if (settled := _settled_run(runs)) is not None else {}),
         **({"sample_problems": samples.problems} if samples.problems else {}),
         **({QUALITY_PENDING: request.score_outputs} if request.score_outputs is not None else {}),
         **({"repeats_per_input": {run.name: len(run.stats.samples_s) for run in runs}} if several else {}),
@@ -369,40 +374,3 @@ def quality_metrics_of(
 def _settled_run(runs: list[InputRun]) -> Any:
     """The latency statistics of the one input whose repeats stopped settled (None: none did, or several inputs)."""
     return runs[0].stats if len(runs) == 1 and runs[0].stats.settled else None
-
-
-def _settled_note(stats: Any, settings: Any) -> str:
-    """One line: the repeats stopped once the timed calls settled the trial's place on the front."""
-    from tuner.evaluators.latency import CEILING_MARGIN
-
-    low, high = min(stats.samples_s), max(stats.samples_s)
-    asked = (
-        f"{settings.min_repeats}"
-        if settings.min_repeats == settings.max_repeats
-        else f"{settings.min_repeats}-{settings.max_repeats}"
-    )
-    return (
-        f"repeats stopped settled: {len(stats.samples_s)} of {asked} repeats ({low:.4g}-{high:.4g} s), no front "
-        f"latency within {CEILING_MARGIN:.0%} of them: more could not move its place on the front"
-    )
-
-
-def _past_ceiling_note(fastest_s: float, ceiling_s: float) -> str:
-    """One line: the repeats stopped because every timed call was past the latency ceiling."""
-    return (
-        f"repeats stopped: every timed call took >= {fastest_s:.4g} s, past the {ceiling_s:.4g} s of a front "
-        "trial at least as good on every other objective (it cannot join the front)"
-    )
-
-
-def _cut_short_note(stats: Any, settings: Any, timeout_s: float) -> str:
-    """One line saying how a deadline shortened the measurement (``stats``: a cut-short ``LatencyStats``)."""
-    asked = (
-        f"{settings.min_repeats}"
-        if settings.min_repeats == settings.max_repeats
-        else f"{settings.min_repeats}-{settings.max_repeats}"
-    )
-    return (
-        f"{len(stats.samples_s)} of {asked} repeats and {stats.warmup}/{settings.warmup} warmup fit in "
-        f"{MEASUREMENT_SHARE_OF_TIMEOUT:.0%} of the {timeout_s:.0f} s limit"
-    )
