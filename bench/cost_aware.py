@@ -75,8 +75,11 @@ METHODS: dict[str, Method] = {
         skip_dominated={"audit_share": 0.1},
         reload_lookahead=IN_ORDER,
     ),
-    "default": Method(  # the spec's default: prediction-first, and proposals asked ahead for fewer reloads
-        "default", "tpe", skip_dominated={"audit_share": 0.1}
+    "skip-ahead": Method(  # the spec's default before predicted gain: prediction-first, proposals asked ahead
+        "skip-ahead", "tpe", skip_dominated={"audit_share": 0.1}
+    ),
+    "default": Method(  # the spec's default: skip-ahead, and proposals chosen by predicted gain per second
+        "default", "tpe", skip_dominated={"audit_share": 0.1}, predicted_gain={"after": 10}
     ),
     "default-ahead-2": Method(  # the default with proposals asked at most 2 ahead (a smaller window)
         "default-ahead-2", "tpe", skip_dominated={"audit_share": 0.1}, reload_lookahead=2
@@ -227,7 +230,7 @@ def verdicts(by_table: Mapping[str, tuple[int, Mapping[str, Mapping[str, Any]]]]
     lines = []
     names = {n for _, summaries in by_table.values() for n in summaries if n != "default-v1"}
     for name in sorted(names):
-        wins, goal = [], []
+        wins, goal, acceptance = [], [], []
         for _label, (front, summaries) in by_table.items():
             s, base = summaries.get(name), summaries.get("default-v1")
             if s is None or base is None:
@@ -241,10 +244,20 @@ def verdicts(by_table: Mapping[str, tuple[int, Mapping[str, Mapping[str, Any]]]]
                 and s["device_s_to_95"] <= 0.5 * base["device_s_to_95"]
                 and s["trials_to_95"] <= 3 * front
             )
+            if "hv_final" in s and "hv_final" in base:  # issue 38: <= 0.5x to 95 %, <= 2 % of the front lost at the end
+                acceptance.append(
+                    s["device_s_to_95"] <= 0.5 * base["device_s_to_95"] and s["hv_final"] >= base["hv_final"] - 0.02
+                )
         verdict = (
             "wins on every table" if wins and all(wins) else f"does not win on every table ({sum(wins)}/{len(wins)})"
         )
-        lines.append(f"{name}: {verdict}; meets the issue's goal on {sum(goal)}/{len(goal)} tables")
+        line = f"{name}: {verdict}; meets the issue's goal on {sum(goal)}/{len(goal)} tables"
+        if acceptance:
+            line += (
+                f"; issue 38's (<= 0.5x default-v1's device-s to 95 %, <= 2 % of the front lost at the end) on "
+                f"{sum(acceptance)}/{len(acceptance)}"
+            )
+        lines.append(line)
     return lines
 
 

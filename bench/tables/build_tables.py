@@ -7,6 +7,7 @@ Usage::
     python bench/tables/build_tables.py avqa --threads 1
     python bench/tables/build_tables.py avqa --threads 1 --no-onednn     # another "hardware type"
     python bench/tables/build_tables.py wan_tiny --threads 1             # diffusers' Wan pipeline, tiny, random
+    python bench/tables/build_tables.py omni_tiny --rebuild --timed-calls 3   # measured again, median of 3 calls
 
 Hardware types reachable on a CPU host: ``cpuNt`` — N torch intra-op threads;
 ``cpu1t-nodnn`` — one thread with torch's oneDNN backend off: fp32 runs the same
@@ -18,10 +19,12 @@ Each setting is measured in this one process by the worker's own code
 loaded, peak RSS is reset before each setting), so a row holds what a tuner
 trial of that setting on this host would have recorded:
 
-* ``latency_p50_s`` — one timed call (seconds); when that call took under the
+* ``latency_p50_s`` — with ``--timed-calls N`` (the Wan and Omni tables since 2026-12-06), the median of N
+  timed calls, as a trial measures (``latency_repeats`` says N; the sidecar's ``timed_calls`` too). The first
+  builds: one timed call (seconds); when that call took under the
   table's ``remeasure_below_s`` (0.5 s; 0.15 s for avqa, whose calls all take
   0.03-0.4 s), it served as warm-up and two more timed calls give the median
-  (``latency_repeats`` says 1 or 2);
+  (``latency_repeats`` says 1 or 2) -- a slower first call of a setting new to the process was its latency;
 * ``peak_rss_gb`` — the worker's peak resident memory during the timed calls
   (GB = 1e9 bytes; the loaded model and evaluators included). Per setting only
   since the monitor trims the C heap before it resets the high-water mark
@@ -117,6 +120,10 @@ TABLES: dict[str, TableDefinition] = {
 }
 
 
+KEPT_SIDECAR_KEYS = ("trial_overhead_s",)
+"""What a rebuild keeps of the sidecar: the per-trial overhead measured apart (bench/tables/measure_overhead.py)."""
+
+
 def hardware_name(threads: int, onednn: bool = True) -> str:
     """The hardware type's name: ``cpu1t``, ``cpu2t``; ``cpu1t-nodnn`` without oneDNN (see module docs)."""
     return f"cpu{threads}t" + ("" if onednn else "-nodnn")
@@ -177,8 +184,21 @@ def _value(result: Any, name: str) -> str:
     return "" if metric is None or metric.value is None else f"{metric.value:.6g}"
 
 
-def measure_table(table: str, threads: int, limit: int | None, onednn: bool = True) -> Path:
-    """Measure (or resume) ``table`` with ``threads`` torch threads (and oneDNN or not); return the CSV path."""
+def measure_table(
+    table: str,
+    threads: int,
+    limit: int | None,
+    onednn: bool = True,
+    timed_calls: int | None = None,
+    rebuild: bool = False,
+) -> Path:
+    """Measure (or resume) ``table`` with ``threads`` torch threads (and oneDNN or not); return the CSV path.
+
+    ``timed_calls``: every setting's latency is the median of that many timed calls (None: one, two more when
+    it was fast -- the first tables' protocol). ``rebuild``: the table is measured again from the start -- the
+    existing CSV moves to ``<name>.previous.csv`` (kept until the rebuild is committed; a rebuild that stops
+    resumes), whose quality columns are taken over (seeded, deterministic outputs: only latency and memory are
+    measured again)."""
     os.environ["TUNER_TORCH_THREADS"] = str(threads)
     import tempfile
 
@@ -194,7 +214,13 @@ def measure_table(table: str, threads: int, limit: int | None, onednn: bool = Tr
         spec = spec.model_copy(update={"inputs": {**spec.inputs, **definition.inputs}})
     names, settings = settings_of(definition)
     random.Random(0).shuffle(settings)
+    path = table_path(table, threads, onednn)
+    previous = path.with_suffix(".previous.csv")
+    if rebuild and not previous.exists():
+        path.rename(previous)
     quality_from = _quality_rows(table, names) if (threads, onednn) != (1, True) else None
+    if rebuild:
+        quality_from = _quality_rows(table, names, previous)
     quality = list(definition.quality) if quality_from is None else []
     columns = [
         *names,
@@ -202,7 +228,6 @@ def measure_table(table: str, threads: int, limit: int | None, onednn: bool = Tr
         *definition.quality,
         *definition.structure,
     ]
-    path = table_path(table, threads, onednn)
     done = _done_keys(path, names)
     keep: dict[str, Any] = {}
     started, load_before = time.time(), os.getloadavg()
@@ -223,13 +248,25 @@ def measure_table(table: str, threads: int, limit: int | None, onednn: bool = Tr
                     break
                 reference = _reference_for(spec, setting, work, quality, keep, references)
                 writer.writerow(
-                    _measure_row(spec, setting, names, number, work, quality, reference, keep, quality_from, definition)
+                    _measure_row(
+                        spec,
+                        setting,
+                        names,
+                        number,
+                        work,
+                        quality,
+                        reference,
+                        keep,
+                        quality_from,
+                        definition,
+                        timed_calls,
+                    )
                 )
                 handle.flush()
                 measured += 1
                 if measured % 50 == 0:
                     print(f"{table} cpu{threads}t: {len(done) + measured}/{len(settings)}", flush=True)
-    _write_sidecar(table, threads, onednn, started, load_before, len(settings))
+    _write_sidecar(table, threads, onednn, started, load_before, len(settings), timed_calls)
     return path
 
 
@@ -266,7 +303,9 @@ def _measure_row(
     keep: dict[str, Any],
     quality_from: dict[str, dict[str, str]] | None,
     definition: TableDefinition,
+    timed_calls: int | None = None,
 ) -> list[str]:
+    """One CSV row of ``setting`` (see the module docstring; ``timed_calls``: :func:`measure_table`'s)."""
     from tuner.runner.worker import execute
     from tuner.spec.space import resolve
 
@@ -283,10 +322,11 @@ def _measure_row(
             "",
             *([""] * (len(quality_names) + len(definition.structure))),
         ]
-    result = execute(_request(spec, candidate.settings, number, work, quality, 1, reference, False), keep)
-    latency, repeats = _value(result, "latency_p50_s"), 1
+    calls = timed_calls or 1
+    result = execute(_request(spec, candidate.settings, number, work, quality, calls, reference, False), keep)
+    latency, repeats = _value(result, "latency_p50_s"), calls
     peak = _value(result, "peak_rss_gb")
-    if result.outcome.value == "OK" and latency and float(latency) < remeasure_below_s:
+    if timed_calls is None and result.outcome.value == "OK" and latency and float(latency) < remeasure_below_s:
         again = execute(_request(spec, candidate.settings, number, work, [], 2, reference, False), keep)
         if again.outcome.value == "OK":
             latency, repeats = _value(again, "latency_p50_s"), 2
@@ -319,8 +359,8 @@ def _done_keys(path: Path, names: list[str]) -> set[str]:
         return {"|".join(row[n] for n in names) for row in csv.DictReader(handle)}
 
 
-def _quality_rows(table: str, names: list[str]) -> dict[str, dict[str, str]]:
-    source = table_path(table, 1)
+def _quality_rows(table: str, names: list[str], source: Path | None = None) -> dict[str, dict[str, str]]:
+    source = source or table_path(table, 1)
     if not source.exists():
         raise SystemExit(f"{source} is missing: measure the 1-thread table first (it holds the quality)")
     with source.open(newline="") as handle:
@@ -338,21 +378,31 @@ def _cpu_model() -> str:
 
 
 def _write_sidecar(
-    table: str, threads: int, onednn: bool, started: float, load_before: tuple[float, ...], settings: int
+    table: str,
+    threads: int,
+    onednn: bool,
+    started: float,
+    load_before: tuple[float, ...],
+    settings: int,
+    timed_calls: int | None = None,
 ) -> None:
     import torch
 
     sidecar = table_path(table, threads, onednn).with_suffix(".json")
     previous = json.loads(sidecar.read_text()) if sidecar.exists() else {}
     runs = previous.get("runs", [])
+    if timed_calls:  # a rebuild under this protocol: the runs of an earlier protocol measured another table
+        runs = [run for run in runs if run.get("timed_calls") == timed_calls]
     runs.append(
         {
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 1),
             "load_average_before": [round(x, 2) for x in load_before],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            **({"timed_calls": timed_calls} if timed_calls else {}),
         }
     )
+    kept = {key: value for key, value in previous.items() if key in KEPT_SIDECAR_KEYS}
     sidecar.write_text(
         json.dumps(
             {
@@ -369,9 +419,11 @@ def _write_sidecar(
                 "python": sys.version.split()[0],
                 "inputs_override": TABLES[table].inputs,
                 "quality_measured_here": (threads, onednn) == (1, True),
-                "remeasure_below_s": TABLES[table].remeasure_below_s,
+                "remeasure_below_s": None if timed_calls else TABLES[table].remeasure_below_s,
+                **({"timed_calls": timed_calls} if timed_calls else {}),
                 "peak_rss_per_setting": True,
                 "runs": runs,
+                **kept,
             },
             indent=2,
         )
@@ -389,8 +441,16 @@ def main(argv: list[str] | None = None) -> int:
         help="measure with torch's oneDNN backend off (bf16 without its fast kernels: an fp32-only host)",
     )
     parser.add_argument("--limit", type=int, default=None, help="measure at most this many new settings")
+    parser.add_argument(
+        "--timed-calls", type=int, default=None, help="every setting's latency: the median of this many timed calls"
+    )
+    parser.add_argument(
+        "--rebuild", action="store_true", help="measure the table again (its quality kept; see measure_table)"
+    )
     args = parser.parse_args(argv)
-    path = measure_table(args.table, args.threads, args.limit, onednn=not args.no_onednn)
+    path = measure_table(
+        args.table, args.threads, args.limit, not args.no_onednn, timed_calls=args.timed_calls, rebuild=args.rebuild
+    )
     print(f"wrote {path.relative_to(ROOT)}")
     return 0
 

@@ -4,8 +4,9 @@ Usage: ``python bench/tables/inventory.py``. Reads every table ``hardware_types.
 CSV and its JSON sidecar) and measures nothing. Printed:
 
 * one row per table: the space (each parameter's measured values), the hardware type (torch threads,
-  oneDNN), settings measured / the space's size, the first call's latency below which two more calls
-  were timed (``remeasure_below_s``), the date of its first run and the time its runs took;
+  oneDNN), settings measured / the space's size, how each latency was timed (the median of the sidecar's
+  ``timed_calls``; for the first builds one call, and two more below ``remeasure_below_s``), the date of its
+  first run and the time its runs took;
 * per table: the OK settings' latency (min, median, max, seconds) and peak RSS (min, max, GB) — with
   whether the peaks are per setting (sidecar ``peak_rss_per_setting``) — and, where a memory cap is
   declared, the share of settings above it (an OOM in a replay);
@@ -86,7 +87,7 @@ def _bf16_over_fp32(table: dict[str, Any]) -> float:
 def inventory_lines(tables: dict[str, dict[str, Any]]) -> list[str]:
     """The markdown table of what each exhaustive table holds."""
     lines = [
-        "| table | space | hardware type | settings | timed twice below | first measured | time |",
+        "| table | space | hardware type | settings | latency timed | first measured | time |",
         "| --- | --- | --- | --- | --- | --- | --- |",
     ]
     for table in tables.values():
@@ -99,10 +100,18 @@ def inventory_lines(tables: dict[str, dict[str, Any]]) -> list[str]:
         runs = side["runs"]
         lines.append(
             f"| `{table['file']}` | `{side['spec']}`{' inputs ' + str(inputs) if inputs else ''}: {space} | "
-            f"{hardware} | {len(rows)} of {side['settings']} | {side['remeasure_below_s']:g} s | {runs[0]['started'][:10]} | "
+            f"{hardware} | {len(rows)} of {side['settings']} | {_timed(side)} | {runs[0]['started'][:10]} | "
             f"{sum(run['seconds'] for run in runs) / 60:.0f} min |"
         )
     return lines
+
+
+def _timed(sidecar: dict[str, Any]) -> str:
+    """How the table's latencies were timed (build_tables.py's protocols)."""
+    calls = sidecar.get("timed_calls")
+    if calls:
+        return f"median of {calls} calls"
+    return f"1 call; 2 more below {sidecar['remeasure_below_s']:g} s"
 
 
 def figure_lines(tables: dict[str, dict[str, Any]]) -> list[str]:

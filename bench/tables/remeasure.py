@@ -2,10 +2,16 @@
 
 A predictor fitted on a table's rows cannot beat the noise of the row it predicts. This re-measures ``--rows``
 settings of a 1-thread table (a seeded sample of its OK rows) in one process with the code that built it
-(:func:`build_tables._measure_row`: the worker's own measurement, one timed call, two more when it was fast),
+(:func:`build_tables._measure_row`: the worker's own measurement, the median of the sidecar's ``timed_calls``; a
+first build's one timed call, two more when it was fast),
 and prints how far each new ``latency_p50_s`` lies from the table's: the median and p90 of
 ``|new / table - 1|`` -- two measurements of the same setting, so about 1.4x one measurement's own error when
 both are alike. Issue 38 asks for a median latency prediction error <= 10 %.
+
+``--front`` measures instead every setting on the table's exhaustive front (:func:`tuner.replay.table.exhaustive_front`:
+the settings every replay is scored against), ``--rounds`` times each: whether the front is the settings' or
+a timing's luck. ``--csv PATH`` reads another build of the table (an earlier one: ``git show REV:bench/tables/...``);
+``--timed-calls N`` measures as that build did (0: the first builds' one call, two more when it was fast).
 
 Usage: ``python bench/tables/remeasure.py wan_tiny --rows 40 --results bench/results/remeasure_wan_tiny.json``
 (raw figures there; ``--report`` prints them again and measures nothing).
@@ -15,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import random
 import statistics
@@ -31,9 +38,9 @@ import raw_results  # noqa: E402
 from raw_results import provenance  # noqa: E402
 
 
-def _rows(table: str) -> tuple[list[str], list[dict[str, str]]]:
-    """The 1-thread table's parameter names and its OK rows."""
-    path = build_tables.table_path(table, 1)
+def _rows(table: str, path: Path | None = None) -> tuple[list[str], list[dict[str, str]]]:
+    """The 1-thread table's parameter names and its OK rows (``path``: another build's CSV)."""
+    path = path or build_tables.table_path(table, 1)
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     names, _ = build_tables.settings_of(build_tables.TABLES[table])
@@ -49,8 +56,14 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     spec = load_spec(definition.spec_path)
     if definition.inputs:
         spec = spec.model_copy(update={"inputs": {**spec.inputs, **definition.inputs}})
-    names, rows = _rows(args.table)
-    chosen = random.Random(args.seed).sample(rows, min(args.rows, len(rows)))
+    names, rows = _rows(args.table, args.csv)
+    sidecar = json.loads(build_tables.table_path(args.table, 1).with_suffix(".json").read_text())
+    timed_calls = sidecar.get("timed_calls") if args.timed_calls is None else (args.timed_calls or None)
+    if args.front:
+        front = _front_keys(args.table, args.csv)
+        chosen = [row for row in rows if "|".join(row[n] for n in names) in front] * args.rounds
+    else:
+        chosen = random.Random(args.seed).sample(rows, min(args.rows, len(rows)))
     _, grid = build_tables.settings_of(definition)
     typed = {build_tables._key(setting, names): setting for setting in grid}
     scores = {build_tables._key(typed[k], names): {} for k in typed}  # quality is not re-measured
@@ -64,7 +77,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
             setting = typed["|".join(row[n] for n in names)]
             reference = build_tables._reference_for(spec, setting, work, [], keep, references)  # as built
             cells = build_tables._measure_row(
-                spec, setting, names, number, work, [], reference, keep, scores, definition
+                spec, setting, names, number, work, [], reference, keep, scores, definition, timed_calls
             )
             new = dict(zip([*names, "outcome", "reason", "latency_p50_s"], cells, strict=False))
             out.append(
@@ -75,7 +88,29 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "latency_p50_s": float(new["latency_p50_s"]) if new["latency_p50_s"] else None,
                 }
             )
-    return {"table": args.table, "seed": args.seed, "rows": out, "elapsed_s": round(time.time() - started, 1)}
+    return {
+        "table": args.table,
+        "seed": args.seed,
+        "front": bool(args.front),
+        "csv": str(args.csv) if args.csv else None,
+        "timed_calls": timed_calls,
+        "rows": out,
+        "elapsed_s": round(time.time() - started, 1),
+    }
+
+
+def _front_keys(table: str, csv_path: Path | None) -> set[str]:
+    """The ``|``-joined parameter values of the table's exhaustive front (``csv_path``: another build's)."""
+    import dataclasses
+
+    from tuner.replay.table import exhaustive_front, load_hardware_types, load_table
+
+    hardware = load_hardware_types()[f"{table}:cpu1t"]
+    if csv_path is not None:
+        hardware = dataclasses.replace(hardware, table_path=csv_path.resolve())
+    measured = load_table(hardware)
+    names, _ = build_tables.settings_of(build_tables.TABLES[table])
+    return {"|".join(str(measured.rows[key].params[n]) for n in names) for key in exhaustive_front(measured)}
 
 
 def report_lines(result: dict[str, Any]) -> list[str]:
@@ -84,11 +119,24 @@ def report_lines(result: dict[str, Any]) -> list[str]:
     errors = sorted(abs(new / old - 1.0) for old, new in pairs)
     drift = statistics.median(new / old for old, new in pairs)
     p90 = errors[min(len(errors) - 1, int(0.9 * len(errors)))]
-    return [
-        f"{result['table']}: {len(pairs)} rows measured again ({result['elapsed_s']:.0f} s): |new / table - 1| "
+    what = "front settings' runs" if result.get("front") else "rows"
+    lines = [
+        f"{result['table']}: {len(pairs)} {what} measured again ({result['elapsed_s']:.0f} s): |new / table - 1| "
         f"median {statistics.median(errors):.1%}, p90 {p90:.1%}; median new / table {drift:.2f}",
-        f"raw: {provenance(result)}",
     ]
+    if result.get("front"):
+        by_setting: dict[str, list[float]] = {}
+        table_s: dict[str, float] = {}
+        for row in result["rows"]:
+            key = ", ".join(f"{k}={v}" for k, v in row["setting"].items())
+            by_setting.setdefault(key, []).append(row["latency_p50_s"])
+            table_s[key] = row["table_latency_p50_s"]
+        lines.append("| front setting | table latency | measured again |")
+        lines.append("| --- | --- | --- |")
+        for key in sorted(by_setting, key=table_s.__getitem__):
+            again = ", ".join(f"{v:.3f}" for v in by_setting[key] if v is not None)
+            lines.append(f"| {key} | {table_s[key]:.3f} s | {again} s |")
+    return [*lines, f"raw: {provenance(result)}"]
 
 
 if __name__ == "__main__":
@@ -96,4 +144,13 @@ if __name__ == "__main__":
     parser.add_argument("table", choices=sorted(build_tables.TABLES))
     parser.add_argument("--rows", type=int, default=40, help="rows to measure again (a seeded sample)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--front", action="store_true", help="the table's exhaustive front instead of a sample")
+    parser.add_argument("--rounds", type=int, default=1, help="with --front: times each front setting is measured")
+    parser.add_argument("--csv", type=Path, default=None, help="another build of the table (its CSV)")
+    parser.add_argument(
+        "--timed-calls",
+        type=int,
+        default=None,
+        help="the latency protocol (default: the sidecar's; 0: the first builds', one call and two more when fast)",
+    )
     raw_results.main(parser, "tables/remeasure.py", measure, report_lines)

@@ -118,7 +118,7 @@ def test_cheap_half_draws_stay_in_the_declared_cheaper_half() -> None:
 def test_make_sampler_pops_the_option_and_leaves_the_default_alone() -> None:
     text = (
         "name: s\nworkload: {class: 'm:W'}\nparameters: {x: {type: int, low: 1, high: 4}}\n"
-        "objectives: [{metric: latency_p50_s, direction: minimize}]\nbudget: {trials: 4}\nsampler: {name: tpe, options: %s}\n"
+        "objectives: [{metric: latency_p50_s, direction: minimize}]\nbudget: {trials: 4}\nsampler: {name: tpe, predicted_gain: null, options: %s}\n"
     )
     plain = make_sampler("tpe", parse_spec(text % "{}", source="t"), 0)
     assert type(plain) is optuna.samplers.TPESampler

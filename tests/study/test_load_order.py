@@ -111,7 +111,7 @@ objectives:
 reference: {{precision: fp32, sleep_s: 0.005, noise: 0}}
 measurement: {{warmup: 0, min_repeats: 1, max_repeats: 1}}
 budget: {{trials: 14}}
-sampler: {{name: random, skip_dominated: null, reload_lookahead: {lookahead}}}
+sampler: {{name: random, skip_dominated: null, predicted_gain: null, reload_lookahead: {lookahead}}}
 seed: 3
 """
 

@@ -54,6 +54,8 @@ if TYPE_CHECKING:
 
 DEFAULT_SKIP: Mapping[str, Any] = {"audit_share": 0.1}
 """``sampler.skip_dominated`` as a spec gets it by default (:class:`tuner.spec.search.sampler.SkipDominatedSpec`)."""
+DEFAULT_GAIN: Mapping[str, Any] = {"after": 10}
+"""``sampler.predicted_gain`` as a spec gets it by default (:class:`tuner.spec.search.sampler.PredictedGainSpec`)."""
 BASELINE_SAMPLERS: dict[str, type] = {"sweep": SweepSampler, "hillclimb": HillClimbSampler}
 SAMPLER_HOOKS = ("infer_relative_search_space", "sample_relative", "sample_independent", "before_trial", "after_trial")
 
@@ -80,6 +82,8 @@ class Method:
     ``skip_dominated``: the sampler block's ``skip_dominated`` (None: off, as before it was the default;
     :data:`DEFAULT_SKIP`: the spec's default; :mod:`tuner.search.dominance`). ``reload_lookahead``: the sampler
     block's (None: the spec's default; 1: proposals run in the order asked; :mod:`tuner.study.load_order`).
+    ``predicted_gain``: the sampler block's (None: off, as before it was the default; :data:`DEFAULT_GAIN`: the
+    spec's default; :mod:`tuner.search.predicted_gain`).
     """
 
     name: str
@@ -92,6 +96,7 @@ class Method:
     seeds: int | None = None
     skip_dominated: Mapping[str, Any] | None = None
     reload_lookahead: int | None = None
+    predicted_gain: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -188,7 +193,14 @@ def replay_once(
     trials = budget_for(method, table, budget)
     sampler_name: SamplerName = method.sampler if method.sampler in get_args(SamplerName) else "random"  # type: ignore[assignment]
     spec, text = replay_spec(
-        table, trials, sampler_name, method.options, seed, method.skip_dominated, method.reload_lookahead
+        table,
+        trials,
+        sampler_name,
+        method.options,
+        seed,
+        method.skip_dominated,
+        method.reload_lookahead,
+        method.predicted_gain,
     )
     name = study_name or re.sub(r"[^A-Za-z0-9_.-]+", "_", f"{method.name}-seed{seed}")
     workdir.mkdir(parents=True, exist_ok=True)

@@ -323,12 +323,14 @@ def replay_spec(
     seed: int = 0,
     skip_dominated: Mapping[str, Any] | None = None,
     reload_lookahead: int | None = None,
+    predicted_gain: Mapping[str, Any] | None = None,
 ) -> tuple[StudySpec, str]:
     """The spec (and its YAML text) a replayed study runs: the table's spec with the fixed parameters
     narrowed to their one value, the table's overridden inputs, its quality constraints plus
     ``peak_rss_gb <= memory_cap_gb`` when a cap is declared (GPU-memory constraints dropped), a budget of ``budget_trials``
     trials (no wall time), the named sampler with ``options``, ``skip_dominated`` (None: off, whatever the
-    spec's default) and ``reload_lookahead`` (None: the spec's default), and ``seed``.
+    spec's default), ``reload_lookahead`` (None: the spec's default) and ``predicted_gain`` (None: off), and
+    ``seed``.
     No MLflow is involved."""
     data = yaml.safe_load(table.spec_text)
     for name, value in table.hardware.fixed.items():
@@ -341,6 +343,7 @@ def replay_spec(
     data["budget"] = {"trials": budget_trials}
     data["sampler"] = {"name": sampler, "options": dict(options or {})}
     data["sampler"]["skip_dominated"] = dict(skip_dominated) if skip_dominated is not None else None
+    data["sampler"]["predicted_gain"] = dict(predicted_gain) if predicted_gain is not None else None
     if reload_lookahead is not None:
         data["sampler"]["reload_lookahead"] = reload_lookahead
     data["seed"] = seed

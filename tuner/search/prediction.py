@@ -154,6 +154,11 @@ class LogRidge:
         distance = ((left[:, None, :] - right[None, :, :]) ** 2).sum(axis=2)
         return self.scale * np.exp(-distance / (2.0 * length**2))  # type: ignore[no-any-return]
 
+    def centres(self, rows: np.ndarray) -> np.ndarray:
+        """The predicted log values of many feature rows at once (no intervals)."""
+        centre = self.mean_y + (rows - self.mean_x) @ self.coef
+        return centre + self._kernel(rows, self.rows, self.length) @ self.weights  # type: ignore[no-any-return]
+
     def predict(self, row: Sequence[float]) -> tuple[float, float, float]:
         """The predicted log value and its interval's low and high logs."""
         import numpy as np
@@ -166,14 +171,29 @@ class LogRidge:
         return centre, centre + min(-FLOOR, float(low)), centre + max(FLOOR, float(high))
 
 
+def quality_objectives(spec: StudySpec) -> tuple[str, ...]:
+    """The study's objectives other than latency and memory figures: predicted on their own scale (no log)."""
+    return tuple(
+        objective.metric
+        for objective in spec.objectives
+        if objective.metric != LATENCY and not objective.metric.startswith("peak_")
+    )
+
+
 class OutcomePredictor:
     """The study's latency and memory predictions (see the module docstring). ``prior``: a warm start's source
-    trials (another GPU type), taken as evidence with the "other hardware" column set."""
+    trials (another GPU type), taken as evidence with the "other hardware" column set. ``quality``: its quality
+    objectives are predicted too (:func:`quality_objectives`; fitted on their own scale, not the log)."""
 
     def __init__(
-        self, spec: StudySpec, space: Mapping[str, BaseDistribution], prior: Iterable[FrozenTrial] = ()
+        self,
+        spec: StudySpec,
+        space: Mapping[str, BaseDistribution],
+        prior: Iterable[FrozenTrial] = (),
+        quality: bool = False,
     ) -> None:
-        self.metrics = (LATENCY, memory_metric(spec))
+        self.metrics = (LATENCY, memory_metric(spec), *(quality_objectives(spec) if quality else ()))
+        self._linear = set(quality_objectives(spec)) if quality else set()
         self._space = dict(space)
         self._samples: dict[str, list[tuple[list[float], float, bool]]] = {name: [] for name in self.metrics}
         self._models: dict[str, LogRidge | None] = {}
@@ -188,7 +208,12 @@ class OutcomePredictor:
             row = setting_features(trial.params, self._space, prior)
             for name in self.metrics:
                 value = (figures.get(name) or {}).get("value")
-                if isinstance(value, (int, float)) and value > 0:
+                if not isinstance(value, (int, float)) or not math.isfinite(value):
+                    continue
+                if name in self._linear:
+                    self._samples[name].append((row, float(value), prior))
+                    self._models.pop(name, None)
+                elif value > 0:
                     self._samples[name].append((row, math.log(value), prior))
                     self._models.pop(name, None)
 
@@ -206,7 +231,26 @@ class OutcomePredictor:
             model = self._models[name]
             assert model is not None
             centre, low, high = model.predict(setting_features(params, self._space, prior=False))
-            out[name] = Prediction(math.exp(centre), math.exp(low), math.exp(high), local, model.with_prior)
+            back = (lambda value: value) if name in self._linear else math.exp
+            out[name] = Prediction(back(centre), back(low), back(high), local, model.with_prior)
+        return out
+
+    def centres(self, rows: np.ndarray) -> dict[str, np.ndarray]:
+        """The predicted value of each metric for many settings at once (``rows``: their feature rows,
+        :func:`setting_features` without the prior column set), by metric; a metric not predicted yet: absent."""
+        import numpy as np
+
+        out: dict[str, np.ndarray] = {}
+        for name in self.metrics:
+            samples = self._samples[name]
+            if sum(1 for _, _, prior in samples if not prior) < MIN_FIT:
+                continue
+            if name not in self._models:
+                self._models[name] = _fitted(samples[-MAX_SAMPLES:])
+            model = self._models[name]
+            assert model is not None
+            centre = model.centres(rows)
+            out[name] = centre if name in self._linear else np.exp(centre)
         return out
 
 

@@ -14,11 +14,24 @@ if TYPE_CHECKING:
 
 
 def make_sampler(name: SamplerName, spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
-    """The named Optuna sampler with the spec's options (constraints are read from trials).
+    """The named Optuna sampler with the spec's options (constraints are read from trials), wrapped in the
+    predicted-gain proposer when ``sampler.predicted_gain`` is on (:mod:`tuner.search.predicted_gain`; never
+    around ``grid``, which proposes every setting once).
 
     ``tpe`` takes one option of its own, ``cost_aware`` (a preset name or mapping,
     :mod:`tuner.search.cost_aware`); a bad value raises ValueError (preflight reports it).
     """
+    base = _named_sampler(name, spec, seed)
+    gain = spec.sampler.predicted_gain
+    if gain is None or name == "grid":
+        return base
+    from tuner.search.predicted_gain import predicted_gain_sampler
+
+    return predicted_gain_sampler(spec, base, seed, gain.after)
+
+
+def _named_sampler(name: SamplerName, spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:
+    """The named Optuna sampler with the spec's options (see :func:`make_sampler`)."""
     import optuna
 
     options = dict(spec.sampler.options)

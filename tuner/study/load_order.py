@@ -67,9 +67,9 @@ class LoadOrder:
 
     @staticmethod
     def of(spec: StudySpec) -> LoadOrder:
-        """The spec's order: its ``reload_on`` on a warm python workload, ``sampler.reload_lookahead`` proposals."""
+        """The spec's order: its ``reload_on`` on a warm python workload, ``sampler.lookahead()`` proposals."""
         reload_on = reloads_on(spec)
-        return LoadOrder(reload_on, spec.sampler.reload_lookahead if reload_on else 1)
+        return LoadOrder(reload_on, spec.sampler.lookahead() if reload_on else 1)
 
     @property
     def active(self) -> bool:

@@ -5,7 +5,8 @@ surely beats are skipped::
       name: tpe                        # tpe, nsga2, gp, random, grid
       options: {n_startup_trials: 8}   # to the sampler's constructor
       skip_dominated: {audit_share: 0.1}   # the default; null turns it off
-      reload_lookahead: 3              # the default; 1 runs proposals in the order asked
+      reload_lookahead: 3              # default 3 (1 with predicted_gain); 1 runs proposals in the order asked
+      predicted_gain: {after: 10}      # the default; null: the sampler alone proposes
 
 ``skip_dominated`` (on by default): a search proposal whose predicted best case is dominated by the current
 front is recorded ``SKIPPED_PREDICTED_DOMINATED`` and not run; a seeded ``audit_share`` of them runs anyway to
@@ -16,7 +17,15 @@ hypervolume lost at the end and no audited skip wrong (``bench/cost_aware.py``, 
 
 ``reload_lookahead`` (a warm python workload with ``reload_on`` only): up to that many proposals are asked ahead
 and the one the worker's loaded model serves starts first, so a reload_on value (precision, offload, compile)
-flips less often; every proposal asked still runs (:mod:`tuner.study.load_order`).
+flips less often; every proposal asked still runs (:mod:`tuner.study.load_order`). Unset, it is
+:data:`DEFAULT_RELOAD_LOOKAHEAD`, or 1 with ``predicted_gain`` on: a proposal chosen by predicted gain is best run
+at once (asked ahead it waits while trials it did not see are told; on the replayed tables it reached the front
+later that way, docs/benchmarks.md).
+
+``predicted_gain`` (on by default; not with ``grid``): once ``after`` trials are measured and feasible, each
+proposal is the setting whose predicted objective values add most hypervolume to the current front per predicted
+second; the named sampler proposes before, and whenever no setting is predicted to add anything
+(:mod:`tuner.search.predicted_gain`). The default by evidence: ``bench/cost_aware.py``, docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -29,6 +38,8 @@ SamplerName = Literal["tpe", "nsga2", "gp", "random", "grid"]
 DEFAULT_SAMPLER: SamplerName = "tpe"
 DEFAULT_RELOAD_LOOKAHEAD = 3
 """Proposals asked ahead at most, by default, to start first one the loaded model serves (1: in order)."""
+DEFAULT_PREDICTED_GAIN_AFTER = 10
+"""Measured feasible trials before proposals are chosen by predicted gain, by default."""
 DEFAULT_AUDIT_SHARE = 0.1
 """The share of predicted-dominated proposals that run anyway, by default (to count wrong skips)."""
 
@@ -42,13 +53,30 @@ class SkipDominatedSpec(BaseModel):
     audit_share: float = Field(default=DEFAULT_AUDIT_SHARE, ge=0.0, le=1.0)
 
 
+class PredictedGainSpec(BaseModel):
+    """Propose by predicted hypervolume gain per second (:mod:`tuner.search.predicted_gain`) once ``after``
+    trials are measured and feasible (the predictions need that many to fit)."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    after: int = Field(default=DEFAULT_PREDICTED_GAIN_AFTER, ge=3, le=1000)
+
+
 class SamplerSpec(BaseModel):
-    """Optuna sampler by name; ``options`` go to its constructor; ``skip_dominated`` (None: off) and
-    ``reload_lookahead`` (proposals, 1: in order) see above."""
+    """Optuna sampler by name; ``options`` go to its constructor; ``skip_dominated`` (None: off),
+    ``reload_lookahead`` (proposals, 1: in order) and ``predicted_gain`` (None: off) see above."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     name: SamplerName = DEFAULT_SAMPLER
     options: dict[str, Any] = Field(default_factory=dict)
     skip_dominated: SkipDominatedSpec | None = Field(default_factory=SkipDominatedSpec)
-    reload_lookahead: int = Field(default=DEFAULT_RELOAD_LOOKAHEAD, ge=1, le=16)
+    reload_lookahead: int | None = Field(default=None, ge=1, le=16)
+    predicted_gain: PredictedGainSpec | None = Field(default_factory=PredictedGainSpec)
+
+    def lookahead(self) -> int:
+        """Proposals asked ahead at most: ``reload_lookahead`` when set, else 1 with ``predicted_gain`` on and
+        :data:`DEFAULT_RELOAD_LOOKAHEAD` without."""
+        if self.reload_lookahead is not None:
+            return self.reload_lookahead
+        return 1 if self.predicted_gain is not None else DEFAULT_RELOAD_LOOKAHEAD
