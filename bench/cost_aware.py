@@ -246,7 +246,9 @@ def verdicts(by_table: Mapping[str, tuple[int, Mapping[str, Mapping[str, Any]]]]
             )
             if "hv_final" in s and "hv_final" in base:  # issue 38: <= 0.5x to 95 %, <= 2 % of the front lost at the end
                 acceptance.append(
-                    s["device_s_to_95"] <= 0.5 * base["device_s_to_95"] and s["hv_final"] >= base["hv_final"] - 0.02
+                    math.isfinite(s["device_s_to_95"])
+                    and s["device_s_to_95"] <= 0.5 * base["device_s_to_95"]
+                    and s["hv_final"] >= base["hv_final"] - 0.02
                 )
         verdict = (
             "wins on every table" if wins and all(wins) else f"does not win on every table ({sum(wins)}/{len(wins)})"

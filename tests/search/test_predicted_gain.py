@@ -47,9 +47,12 @@ def psnr_of(steps: int, res: int, fast: bool) -> float:
     return 20.0 + 4.0 * math.log(steps) + 0.05 * res - (3.0 if fast else 0.0)
 
 
+NUMBERS = iter(range(10**6))  # a study numbers its trials; these are made outside one
+
+
 def measured(spec_text: str, params: dict[str, Any]) -> optuna.trial.FrozenTrial:
     latency, psnr = latency_of(**params), psnr_of(**params)
-    return optuna.trial.create_trial(
+    trial = optuna.trial.create_trial(
         params=params,
         distributions=distributions(parse_spec(spec_text)),
         values=[latency, psnr],
@@ -59,6 +62,8 @@ def measured(spec_text: str, params: dict[str, Any]) -> optuna.trial.FrozenTrial
             "metrics": {LATENCY: {"value": latency, "unit": "s"}, "psnr_db": {"value": psnr, "unit": "dB"}},
         },
     )
+    trial.number = next(NUMBERS)
+    return trial
 
 
 FIRST = [
@@ -110,6 +115,7 @@ def test_a_trial_asked_but_not_told_counts_as_measured() -> None:
     running = optuna.trial.create_trial(
         state=optuna.trial.TrialState.RUNNING, params=first[0], distributions=distributions(spec)
     )
+    running.number = next(NUMBERS)
     second = sampler.choose([*trials, running])
     assert second is not None
     assert second[0] != first[0], "the running trial's setting is not proposed again"
@@ -166,6 +172,15 @@ def test_a_settings_device_seconds_follow_the_line_through_the_trials_recorded_c
         trial.user_attrs["cost"] = {"device_s": 0.5 + 3.0 * latency}  # start-up, a warm-up and two timed calls
         return trial
 
-    trials = [costed(latency) for latency in (0.1, 0.2, 0.4)]
-    assert device_seconds(trials, np.array([0.3]))[0] == pytest.approx(0.5 + 3.0 * 0.3)
-    assert device_seconds(trials[:2], np.array([0.3]))[0] == pytest.approx(0.3), "too few: the latency itself"
+    spec = parse_spec(SPEC)
+    sampler = predicted_gain_sampler(spec, optuna.samplers.RandomSampler(seed=0), seed=0, after=3)
+    sampler.choose([costed(latency) for latency in (0.1, 0.2, 0.4)])  # folds each trial's recorded cost in
+    assert device_seconds(sampler._costs, np.array([0.3]))[0] == pytest.approx(0.5 + 3.0 * 0.3)
+    assert device_seconds(sampler._costs[:2], np.array([0.3]))[0] == pytest.approx(0.3), "too few: the latency"
+
+
+def test_a_huge_integer_range_is_sampled_not_enumerated() -> None:
+    """A billion integers (the no-op specs' ``x``) must not be listed: the grid is counted before it is built."""
+    wide = parse_spec(SPEC.replace("{type: int, low: 1, high: 12}", "{type: int, low: 0, high: 1000000000}"))
+    drawn = candidate_pool(wide, seed=0, pool=40)
+    assert len(drawn) <= 40 and all(0 <= setting["steps"] <= 1_000_000_000 for setting in drawn)

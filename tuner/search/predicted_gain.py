@@ -35,7 +35,7 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tuner.pareto import front_trials, hypervolume, is_measured_feasible, minimised
+from tuner.pareto import hypervolume, is_measured_feasible, minimised
 from tuner.search.prediction import LATENCY, OutcomePredictor, setting_features
 from tuner.spec.space import distributions, resolve
 
@@ -57,31 +57,43 @@ def candidate_pool(spec: StudySpec, seed: int, pool: int = POOL) -> list[dict[st
     """The settings :class:`PredictedGainSampler` scores: every setting of the space when it has at most ``pool``
     (ints and categoricals; a float parameter with a step counts its steps), else ``pool`` drawn at random
     (seeded by ``seed``) from the distributions; those the spec's rules refuse are left out."""
-    values = _finite_values(distributions(spec))
-    if values is not None and math.prod(len(v) for v in values.values()) <= pool:
+    space = distributions(spec)
+    values = _finite_values(space, pool)
+    if values is not None:
         names = list(values)
         settings = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values.values())]
     else:
         rng = random.Random(seed)
-        settings = [_draw(distributions(spec), rng) for _ in range(pool)]
+        settings = [_draw(space, rng) for _ in range(pool)]
     return [setting for setting in settings if resolve(spec, setting)[0] is not None]
 
 
-def _finite_values(space: Mapping[str, BaseDistribution]) -> dict[str, list[Any]] | None:
-    """Every value of every parameter, or None when one is a float without a step (not enumerable)."""
+def _finite_values(space: Mapping[str, BaseDistribution], limit: int) -> dict[str, list[Any]] | None:
+    """Every value of every parameter when the grid has at most ``limit`` settings; None when it has more or a
+    parameter is not enumerable (a float without a step, a log-scaled int). Counted before any list is built."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
+    counts: dict[str, int] = {}
+    for name, distribution in space.items():
+        if isinstance(distribution, CategoricalDistribution):
+            counts[name] = len(distribution.choices)
+        elif isinstance(distribution, IntDistribution) and not distribution.log:
+            counts[name] = (distribution.high - distribution.low) // distribution.step + 1
+        elif isinstance(distribution, FloatDistribution) and distribution.step is not None:
+            counts[name] = int(round((distribution.high - distribution.low) / distribution.step)) + 1
+        else:
+            return None
+    if math.prod(counts.values()) > limit:
+        return None
     values: dict[str, list[Any]] = {}
     for name, distribution in space.items():
         if isinstance(distribution, CategoricalDistribution):
             values[name] = list(distribution.choices)
-        elif isinstance(distribution, IntDistribution) and not distribution.log:
+        elif isinstance(distribution, IntDistribution):
             values[name] = list(range(distribution.low, distribution.high + 1, distribution.step))
-        elif isinstance(distribution, FloatDistribution) and distribution.step is not None:
-            count = int(round((distribution.high - distribution.low) / distribution.step)) + 1
-            values[name] = [round(distribution.low + i * distribution.step, 12) for i in range(count)]
         else:
-            return None
+            low, step = float(distribution.low), float(distribution.step)  # type: ignore[attr-defined, arg-type]
+            values[name] = [round(low + i * step, 12) for i in range(counts[name])]
     return values
 
 
@@ -131,6 +143,13 @@ class PredictedGainSampler:
         self._names = [objective.metric for objective in spec.objectives]
         self._chosen: dict[int, dict[str, Any]] = {}  # trial number -> the setting chosen for it, until told
         self.chosen: dict[int, float] = {}  # trial number -> the predicted gain per second it was chosen for
+        self._predictor = OutcomePredictor(spec, self._space, quality=True)
+        self._folded: set[int] = set()  # finished trials taken in (each read once)
+        self._points: list[tuple[float, ...]] = []  # the measured feasible trials' values, minimised
+        self._low: list[float] = []  # their range per objective
+        self._high: list[float] = []
+        self._front: list[tuple[float, ...]] = []  # the non-dominated ones (each value once)
+        self._costs: list[tuple[float, float]] = []  # (latency s, device s) of those that recorded both
 
     def reseed_rng(self) -> None:
         self.base.reseed_rng()
@@ -168,30 +187,29 @@ class PredictedGainSampler:
 
     def choose(self, trials: Sequence[FrozenTrial]) -> tuple[dict[str, Any], float] | None:
         """The candidate with the largest predicted gain per second and that gain (module docstring); None when
-        the base should propose."""
+        the base should propose. Each finished trial's attributes are read once (:meth:`_fold`), so a proposal
+        costs the same in a study of ten trials or of thousands."""
         import numpy as np
 
-        measured = [t for t in trials if is_measured_feasible(t) and t.values is not None]
-        if len(measured) < self.after:
+        self._fold(trials)
+        if len(self._points) < self.after:
             return None
         asked = {_key(t.params) for t in trials}
         open_ = [index for index, candidate in enumerate(self._candidates) if _key(candidate) not in asked]
         if not open_:
             return None
-        predictor = OutcomePredictor(self.spec, self._space, quality=True)
-        predictor.update(trials)
         pending = [t.params for t in trials if not t.state.is_finished() and t.params]
         rows = np.asarray(
             [self._rows[index] for index in open_]
             + [setting_features(params, self._space, prior=False) for params in pending]
         )
-        predicted = predictor.centres(rows)
+        predicted = self._predictor.centres(rows)
         if any(name not in predicted for name in self._names):
             return None
         values = np.column_stack([predicted[name] for name in self._names])
-        seconds = device_seconds(measured, predicted[LATENCY]) if LATENCY in predicted else np.ones(len(rows))
-        scale = _Scale([minimised(t.values, self._directions) for t in measured])  # type: ignore[arg-type]
-        front = [scale(minimised(t.values, self._directions)) for t in front_trials(measured, self._directions)]  # type: ignore[arg-type]
+        seconds = device_seconds(self._costs, predicted[LATENCY]) if LATENCY in predicted else np.ones(len(rows))
+        scale = _Scale(self._low, self._high)
+        front = [scale(point) for point in self._front]
         front += [scale(minimised(point, self._directions)) for point in values[len(open_) :]]  # asked, not told
         reference = (REFERENCE,) * len(self._names)
         base = hypervolume(front, reference)
@@ -205,39 +223,57 @@ class PredictedGainSampler:
                 best = (self._candidates[index], gain)
         return best
 
+    def _fold(self, trials: Sequence[FrozenTrial]) -> None:
+        """Take in the finished trials not seen yet: the predictor's evidence, the measured feasible points (their
+        range, the front) and their cost (latency, device-seconds)."""
+        from tuner.storage.attributes import cost_of, metrics_of
+        from tuner.storage.cost import device_s_of
 
-def device_seconds(measured: Sequence[FrozenTrial], latency: np.ndarray) -> np.ndarray:
+        for trial in trials:
+            if trial.number in self._folded or not trial.state.is_finished():
+                continue
+            self._folded.add(trial.number)
+            self._predictor.update([trial])
+            if not is_measured_feasible(trial) or trial.values is None:
+                continue
+            point = minimised(trial.values, self._directions)
+            self._points.append(point)
+            self._low = [min(a, b) for a, b in zip(self._low or point, point, strict=True)]
+            self._high = [max(a, b) for a, b in zip(self._high or point, point, strict=True)]
+            if point not in self._front and not any(_beats(kept, point) for kept in self._front):
+                self._front = [kept for kept in self._front if not _beats(point, kept)] + [point]
+            spent = device_s_of(cost_of(trial))
+            latency_s = (metrics_of(trial).get(LATENCY) or {}).get("value")
+            if spent is not None and isinstance(latency_s, (int, float)) and latency_s > 0:
+                self._costs.append((float(latency_s), spent))
+
+
+def _beats(a: Sequence[float], b: Sequence[float]) -> bool:
+    """``a`` dominates ``b``, both minimised."""
+    return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
+
+
+def device_seconds(costs: Sequence[tuple[float, float]], latency: np.ndarray) -> np.ndarray:
     """What measuring a setting of predicted ``latency`` (seconds) costs in device-seconds: ``a + b x latency``,
-    a line through the measured trials' recorded device-seconds (``cost.device_s``: start-up, warm-ups, the
-    timed calls, evaluation) against their latency; ``b >= 1`` (a trial makes one call at least), ``a >= 0``.
-    Fewer than three trials with both: the latency itself."""
+    a line through the measured trials' ``costs`` -- (latency, recorded device-seconds: start-up, warm-ups, the
+    timed calls, evaluation) pairs; ``b >= 1`` (a trial makes one call at least), ``a >= 0``. Fewer than three
+    pairs: the latency itself."""
     import numpy as np
 
-    from tuner.storage.attributes import cost_of, metrics_of
-    from tuner.storage.cost import device_s_of
-
-    pairs = []
-    for trial in measured:
-        spent = device_s_of(cost_of(trial))
-        latency_s = (metrics_of(trial).get(LATENCY) or {}).get("value")
-        if spent is not None and isinstance(latency_s, (int, float)) and latency_s > 0:
-            pairs.append((float(latency_s), spent))
-    if len(pairs) < 3:
+    if len(costs) < 3:
         return latency
-    x, y = np.asarray(pairs).T
+    x, y = np.asarray(costs).T
     slope = max(1.0, float(np.polyfit(x, y, 1)[0])) if np.ptp(x) > 0 else 1.0
     intercept = max(0.0, float(np.median(y - slope * x)))
     return intercept + slope * latency  # type: ignore[no-any-return]
 
 
 class _Scale:
-    """Minimised objective values scaled to [0, 1] over the measured points (a flat objective: width 1)."""
+    """Minimised objective values scaled to [0, 1] over the measured points' range (a flat objective: width 1)."""
 
-    def __init__(self, points: Sequence[Sequence[float]]) -> None:
-        self.low = [min(column) for column in zip(*points, strict=True)]
-        self.width = [
-            (max(column) - low) or 1.0 for column, low in zip(zip(*points, strict=True), self.low, strict=True)
-        ]
+    def __init__(self, low: Sequence[float], high: Sequence[float]) -> None:
+        self.low = list(low)
+        self.width = [(top - bottom) or 1.0 for bottom, top in zip(low, high, strict=True)]
 
     def __call__(self, point: Sequence[float]) -> tuple[float, ...]:
         return tuple((x - low) / width for x, low, width in zip(point, self.low, self.width, strict=True))
