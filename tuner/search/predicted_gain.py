@@ -12,8 +12,12 @@ allow and no trial of the study has asked yet:
 2. its *gain* is the hypervolume its predicted point adds to the current front (objectives scaled to [0, 1]
    over the measured feasible trials, reference point 1.1 on each; the predicted points of trials asked but not
    yet told count as measured, so proposals asked ahead spread out instead of repeating one guess);
-3. the candidate with the largest gain per predicted second (its predicted ``latency_p50_s``: what measuring it
-   costs, up to the calls per trial, the same for every candidate) is proposed.
+3. the candidate with the largest gain per predicted device-second is proposed: what measuring it costs, its
+   predicted ``latency_p50_s`` through a line fitted on the study's trials' recorded device-seconds against
+   their latency (start-up, warm-ups and evaluation besides the timed calls: :func:`device_seconds`).
+
+Each finished trial is read once (its attributes folded into the predictor, the measured range and the front),
+so a proposal costs as much in a study of thousands of trials as in one of ten.
 
 No candidate predicted to add anything, an objective not predicted yet, or no candidate left: the base proposes
 (TPE's own exploration). The base still sees every trial (TPE learns from the chosen ones as from its own). The
