@@ -39,9 +39,9 @@ import random
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from tuner.pareto import hypervolume, is_measured_feasible, minimised
+from tuner.pareto import dominates, hypervolume, is_measured_feasible, minimised
 from tuner.search.prediction import LATENCY, OutcomePredictor, setting_features
-from tuner.spec.space import distributions, resolve
+from tuner.spec.space import distributions, grid, resolve
 
 if TYPE_CHECKING:
     import numpy as np
@@ -62,8 +62,8 @@ def candidate_pool(spec: StudySpec, seed: int, pool: int = POOL) -> list[dict[st
     (ints and categoricals; a float parameter with a step counts its steps), else ``pool`` drawn at random
     (seeded by ``seed``) from the distributions; those the spec's rules refuse are left out."""
     space = distributions(spec)
-    values = _finite_values(space, pool)
-    if values is not None:
+    if _grid_counts(space, pool) is not None:
+        values = grid(spec)
         names = list(values)
         settings = [dict(zip(names, combo, strict=True)) for combo in itertools.product(*values.values())]
     else:
@@ -72,8 +72,8 @@ def candidate_pool(spec: StudySpec, seed: int, pool: int = POOL) -> list[dict[st
     return [setting for setting in settings if resolve(spec, setting)[0] is not None]
 
 
-def _finite_values(space: Mapping[str, BaseDistribution], limit: int) -> dict[str, list[Any]] | None:
-    """Every value of every parameter when the grid has at most ``limit`` settings; None when it has more or a
+def _grid_counts(space: Mapping[str, BaseDistribution], limit: int) -> dict[str, int] | None:
+    """Each parameter's count of values when the grid has at most ``limit`` settings; None when it has more or a
     parameter is not enumerable (a float without a step, a log-scaled int). Counted before any list is built."""
     from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 
@@ -87,18 +87,7 @@ def _finite_values(space: Mapping[str, BaseDistribution], limit: int) -> dict[st
             counts[name] = int(round((distribution.high - distribution.low) / distribution.step)) + 1
         else:
             return None
-    if math.prod(counts.values()) > limit:
-        return None
-    values: dict[str, list[Any]] = {}
-    for name, distribution in space.items():
-        if isinstance(distribution, CategoricalDistribution):
-            values[name] = list(distribution.choices)
-        elif isinstance(distribution, IntDistribution):
-            values[name] = list(range(distribution.low, distribution.high + 1, distribution.step))
-        else:
-            low, step = float(distribution.low), float(distribution.step)  # type: ignore[attr-defined, arg-type]
-            values[name] = [round(low + i * step, 12) for i in range(counts[name])]
-    return values
+    return counts if math.prod(counts.values()) <= limit else None
 
 
 def _draw(space: Mapping[str, BaseDistribution], rng: random.Random) -> dict[str, Any]:
@@ -244,17 +233,13 @@ class PredictedGainSampler:
             self._points.append(point)
             self._low = [min(a, b) for a, b in zip(self._low or point, point, strict=True)]
             self._high = [max(a, b) for a, b in zip(self._high or point, point, strict=True)]
-            if point not in self._front and not any(_beats(kept, point) for kept in self._front):
-                self._front = [kept for kept in self._front if not _beats(point, kept)] + [point]
+            minimise = ["minimize"] * len(point)
+            if point not in self._front and not any(dominates(kept, point, minimise) for kept in self._front):
+                self._front = [kept for kept in self._front if not dominates(point, kept, minimise)] + [point]
             spent = device_s_of(cost_of(trial))
             latency_s = (metrics_of(trial).get(LATENCY) or {}).get("value")
             if spent is not None and isinstance(latency_s, (int, float)) and latency_s > 0:
                 self._costs.append((float(latency_s), spent))
-
-
-def _beats(a: Sequence[float], b: Sequence[float]) -> bool:
-    """``a`` dominates ``b``, both minimised."""
-    return all(x <= y for x, y in zip(a, b, strict=True)) and any(x < y for x, y in zip(a, b, strict=True))
 
 
 def device_seconds(costs: Sequence[tuple[float, float]], latency: np.ndarray) -> np.ndarray:
