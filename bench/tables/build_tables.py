@@ -231,6 +231,7 @@ def measure_table(
     done = _done_keys(path, names)
     keep: dict[str, Any] = {}
     started, load_before = time.time(), os.getloadavg()
+    load_peak = load_before[0]
     with tempfile.TemporaryDirectory() as scratch:
         work = Path(scratch)
         references: dict[str, Path] = {}
@@ -264,9 +265,11 @@ def measure_table(
                 )
                 handle.flush()
                 measured += 1
+                load_peak = max(load_peak, os.getloadavg()[0])
                 if measured % 50 == 0:
                     print(f"{table} cpu{threads}t: {len(done) + measured}/{len(settings)}", flush=True)
-    _write_sidecar(table, threads, onednn, started, load_before, len(settings), timed_calls)
+    load = {"before": load_before, "peak": load_peak}
+    _write_sidecar(table, threads, onednn, started, load, len(settings), timed_calls, fresh=new_file)
     return path
 
 
@@ -382,23 +385,28 @@ def _write_sidecar(
     threads: int,
     onednn: bool,
     started: float,
-    load_before: tuple[float, ...],
+    load: dict[str, Any],
     settings: int,
     timed_calls: int | None = None,
+    fresh: bool = False,
 ) -> None:
+    """Write the table's JSON sidecar. ``load``: the 1-minute load average ``before`` the run (all three) and its
+    ``peak`` seen after each row; ``fresh``: this run measured the CSV from its first row (the runs recorded
+    before measured another table and are dropped)."""
     import torch
 
     sidecar = table_path(table, threads, onednn).with_suffix(".json")
     previous = json.loads(sidecar.read_text()) if sidecar.exists() else {}
-    runs = previous.get("runs", [])
+    runs = [] if fresh else previous.get("runs", [])
     if timed_calls:  # a rebuild under this protocol: the runs of an earlier protocol measured another table
         runs = [run for run in runs if run.get("timed_calls") == timed_calls]
     runs.append(
         {
             "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
             "seconds": round(time.time() - started, 1),
-            "load_average_before": [round(x, 2) for x in load_before],
+            "load_average_before": [round(x, 2) for x in load["before"]],
             "load_average_after": [round(x, 2) for x in os.getloadavg()],
+            "load_average_1min_peak": round(load["peak"], 2),
             **({"timed_calls": timed_calls} if timed_calls else {}),
         }
     )

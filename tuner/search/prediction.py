@@ -7,10 +7,12 @@ numeric categorical's log value besides; a column for runs of another GPU type, 
 is that hardware's scale once the study has measured enough to tell it), plus a Gaussian process on what the
 line leaves (interactions). The interval is the :data:`INTERVAL` quantiles of the held-out (leave-one-out, closed form)
 errors of the line and of the process together, at least :data:`FLOOR` wide, so it widens with the fit's real
-errors, not an assumed noise. No prediction before
+errors, not an assumed noise. A latency whose runs all reported their call's phases may be predicted as two such
+models, the once-per-call phases and the rest, summed (:mod:`tuner.search.split_latency`: kept where it predicts
+the held-out runs better). No prediction before
 :data:`MIN_FIT` local runs. A warm start's source trials (``tuner run --warm-start``: the coordinator's
 ``prediction_prior``) count while the study's own runs are fewer than the features, then no more
-(:func:`_fitted`).
+(:func:`kept_samples`).
 
 Predicted: ``latency_p50_s`` and the study's memory figure (:func:`memory_metric`: the peak its constraints
 limit, else the device peak). The coordinator records each prediction on the trial it is about to run
@@ -27,6 +29,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
+from tuner.search.split_latency import Sample, SplitLatency, split_or_plain, split_parts
 from tuner.storage.attributes import is_measured, metrics_of, outcome_of
 
 if TYPE_CHECKING:
@@ -195,8 +198,9 @@ class OutcomePredictor:
         self.metrics = (LATENCY, memory_metric(spec), *(quality_objectives(spec) if quality else ()))
         self._linear = set(quality_objectives(spec)) if quality else set()
         self._space = dict(space)
-        self._samples: dict[str, list[tuple[list[float], float, bool]]] = {name: [] for name in self.metrics}
-        self._models: dict[str, LogRidge | None] = {}
+        self._samples: dict[str, list[Sample]] = {name: [] for name in self.metrics}
+        self._models: dict[str, LogRidge | SplitLatency] = {}
+        self._parts: tuple[list[Sample], list[Sample], list[Sample]] = ([], [], [])  # latency, once, rest
         self.update(prior, prior=True)
 
     def update(self, finished: Iterable[FrozenTrial], prior: bool = False) -> None:
@@ -216,22 +220,22 @@ class OutcomePredictor:
                 elif value > 0:
                     self._samples[name].append((row, math.log(value), prior))
                     self._models.pop(name, None)
+                    parts = split_parts(value, figures) if name == LATENCY else None
+                    if parts is not None:
+                        for kept, part in zip(self._parts, (value, *parts)):
+                            kept.append((row, math.log(part), prior))
 
     def predict(self, params: Mapping[str, Any]) -> dict[str, Prediction]:
         """The predictions for a setting, by metric; a metric with fewer than :data:`MIN_FIT` local runs: none."""
 
         out: dict[str, Prediction] = {}
         for name in self.metrics:
-            samples = self._samples[name]
-            local = sum(1 for _, _, prior in samples if not prior)
-            if local < MIN_FIT:
+            model = self._model(name)
+            if model is None:
                 continue
-            if name not in self._models:
-                self._models[name] = _fitted(samples[-MAX_SAMPLES:])
-            model = self._models[name]
-            assert model is not None
             centre, low, high = model.predict(setting_features(params, self._space, prior=False))
             back = (lambda value: value) if name in self._linear else math.exp
+            local = sum(1 for _, _, prior in self._samples[name] if not prior)
             out[name] = Prediction(back(centre), back(low), back(high), local, model.with_prior)
         return out
 
@@ -242,29 +246,52 @@ class OutcomePredictor:
 
         out: dict[str, np.ndarray] = {}
         for name in self.metrics:
-            samples = self._samples[name]
-            if sum(1 for _, _, prior in samples if not prior) < MIN_FIT:
+            model = self._model(name)
+            if model is None:
                 continue
-            if name not in self._models:
-                self._models[name] = _fitted(samples[-MAX_SAMPLES:])
-            model = self._models[name]
-            assert model is not None
             centre = model.centres(rows)
             out[name] = centre if name in self._linear else np.exp(centre)
         return out
 
+    def _model(self, name: str) -> LogRidge | SplitLatency | None:
+        """The metric's model, fitted when evidence came in since (None before :data:`MIN_FIT` local runs). The
+        latency's: split into its once-per-call phases and the rest when every run reported the phases and the
+        split predicts its held-out runs better (:mod:`tuner.search.split_latency`)."""
+        samples = self._samples[name]
+        if sum(1 for _, _, prior in samples if not prior) < MIN_FIT:
+            return None
+        if name not in self._models:
+            plain = fitted(samples[-MAX_SAMPLES:])
+            model: LogRidge | SplitLatency = plain
+            if name == LATENCY and len(self._parts[0]) == len(samples) and len(samples) > MIN_FIT:
+                latency, once, rest = (part[-MAX_SAMPLES:] for part in self._parts)
+                logs = (
+                    [s[1] for s in kept_samples(latency)],
+                    [s[1] for s in kept_samples(once)],
+                    [s[1] for s in kept_samples(rest)],
+                )
+                model = split_or_plain(plain, (fitted(once), fitted(rest)), logs, INTERVAL, FLOOR)
+            self._models[name] = model
+        return self._models[name]
 
-def _fitted(samples: Sequence[tuple[list[float], float, bool]]) -> LogRidge:
-    """The model of ``samples`` (feature row, log value, from a warm start's other hardware): a warm start's runs
-    of another GPU type count while the study's own runs are fewer than the features (:func:`setting_features`:
-    a line through them alone is underdetermined); from then on the study's own runs alone, so that a knob
-    whose cost differs by hardware (bf16 without fast kernels) is learned from this hardware's runs."""
+
+def kept_samples(samples: Sequence[Sample]) -> list[Sample]:
+    """The samples a model is fitted on (feature row, log value, from a warm start's other hardware): a warm
+    start's runs of another GPU type count while the study's own runs are fewer than the features
+    (:func:`setting_features`: a line through them alone is underdetermined); from then on the study's own runs
+    alone, so that a knob whose cost differs by hardware (bf16 without fast kernels) is learned from this
+    hardware's runs."""
+    own = [sample for sample in samples if not sample[2]]
+    return own if len(own) == len(samples) or len(own) >= len(own[0][0]) else list(samples)
+
+
+def fitted(samples: Sequence[Sample]) -> LogRidge:
+    """The model of :func:`kept_samples` of ``samples``."""
     import numpy as np
 
-    own = [sample for sample in samples if not sample[2]]
-    kept = own if len(own) == len(samples) or len(own) >= len(own[0][0]) else list(samples)
+    kept = kept_samples(samples)
     model = LogRidge(np.asarray([row for row, _, _ in kept]), np.asarray([log for _, log, _ in kept]))
-    model.with_prior = len(kept) > len(own)
+    model.with_prior = len(kept) > len([sample for sample in samples if not sample[2]])
     return model
 
 
