@@ -54,7 +54,7 @@ def _split(rows: np.ndarray, logs: np.ndarray, parts: np.ndarray) -> Any:
         return plain
     once, rest = np.log(parts[:, 0]), np.log(parts[:, 1])
     models = (LogRidge(rows, once), LogRidge(rows, rest))
-    return split_or_plain(plain, models, (logs, once, rest), INTERVAL, FLOOR)
+    return split_or_plain(plain, models, (list(logs), list(once), list(rest)), INTERVAL, FLOOR)
 
 
 def _table_rows(label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
