@@ -200,7 +200,7 @@ class OutcomePredictor:
         self._space = dict(space)
         self._samples: dict[str, list[Sample]] = {name: [] for name in self.metrics}
         self._models: dict[str, LogRidge | SplitLatency] = {}
-        self._parts: tuple[list[Sample], list[Sample], list[Sample]] = ([], [], [])  # latency, once, rest
+        self._parts: tuple[list[Sample], list[Sample]] = ([], [])  # the latency runs' once and rest parts
         self.update(prior, prior=True)
 
     def update(self, finished: Iterable[FrozenTrial], prior: bool = False) -> None:
@@ -222,7 +222,7 @@ class OutcomePredictor:
                     self._models.pop(name, None)
                     parts = split_parts(value, figures) if name == LATENCY else None
                     if parts is not None:
-                        for kept, part in zip(self._parts, (value, *parts)):
+                        for kept, part in zip(self._parts, parts):
                             kept.append((row, math.log(part), prior))
 
     def predict(self, params: Mapping[str, Any]) -> dict[str, Prediction]:
@@ -264,9 +264,9 @@ class OutcomePredictor:
             plain = fitted(samples[-MAX_SAMPLES:])
             model: LogRidge | SplitLatency = plain
             if name == LATENCY and len(self._parts[0]) == len(samples) and len(samples) > MIN_FIT:
-                latency, once, rest = (part[-MAX_SAMPLES:] for part in self._parts)
+                once, rest = (part[-MAX_SAMPLES:] for part in self._parts)
                 logs = (
-                    [s[1] for s in kept_samples(latency)],
+                    [s[1] for s in kept_samples(samples[-MAX_SAMPLES:])],
                     [s[1] for s in kept_samples(once)],
                     [s[1] for s in kept_samples(rest)],
                 )
