@@ -78,7 +78,13 @@ METHODS: dict[str, Method] = {
     "skip-ahead": Method(  # the spec's default before predicted gain: prediction-first, proposals asked ahead
         "skip-ahead", "tpe", skip_dominated={"audit_share": 0.1}
     ),
-    "default": Method(  # the spec's default: skip-ahead, and proposals chosen by predicted gain per second
+    "gain-sampler-start": Method(  # the default before the spread start: TPE proposes until 10 are measured
+        "gain-sampler-start",
+        "tpe",
+        skip_dominated={"audit_share": 0.1},
+        predicted_gain={"after": 10, "start": "sampler"},
+    ),
+    "default": Method(  # the spec's default: skip-ahead, proposals by predicted gain per second, a spread start
         "default", "tpe", skip_dominated={"audit_share": 0.1}, predicted_gain={"after": 10}
     ),
     "default-ahead-2": Method(  # the default with proposals asked at most 2 ahead (a smaller window)

@@ -47,6 +47,22 @@ def psnr_of(steps: int, res: int, fast: bool) -> float:
     return 20.0 + 4.0 * math.log(steps) + 0.05 * res - (3.0 if fast else 0.0)
 
 
+SHAPED = """
+name: shaped
+workload: {class: "tuner.workloads.fake:FakeWorkload", timeout_s: 60}
+parameters:
+  frames: {type: categorical, choices: [5, 9, 17]}
+  steps: {type: categorical, choices: [4, 12]}
+  precision: {type: categorical, choices: [fp32, bf16]}
+objectives:
+  - {metric: latency_p50_s, direction: minimize}
+  - {metric: psnr_db, direction: maximize}
+reference: {frames: 17, steps: 12, precision: fp32}
+reference_shape: {per: [frames]}
+budget: {trials: 10}
+"""
+"""A reference per frame count: a trial at 5 or 9 frames first needs that shape's reference."""
+
 NUMBERS = iter(range(10**6))  # a study numbers its trials; these are made outside one
 
 
@@ -93,7 +109,9 @@ def test_the_pool_is_the_grid_when_small_and_a_seeded_sample_otherwise() -> None
 
 def test_the_base_proposes_until_enough_trials_are_measured_then_a_setting_the_front_does_not_beat() -> None:
     spec = parse_spec(SPEC)
-    sampler = predicted_gain_sampler(spec, optuna.samplers.RandomSampler(seed=0), seed=0, after=len(FIRST))
+    sampler = predicted_gain_sampler(
+        spec, optuna.samplers.RandomSampler(seed=0), seed=0, after=len(FIRST), start="sampler"
+    )
     trials = [measured(SPEC, params) for params in FIRST]
     assert sampler.choose(trials[:-1]) is None, "fewer measured trials than `after`: the base proposes"
     choice = sampler.choose(trials)
@@ -104,6 +122,32 @@ def test_the_base_proposes_until_enough_trials_are_measured_then_a_setting_the_f
     truth = (latency_of(**setting), psnr_of(**setting))
     beaten = [t.params for t in trials if dominates(t.values, truth, ["minimize", "maximize"])]
     assert beaten == [], f"the chosen setting, measured, joins the front: beaten by {beaten}"
+
+
+def test_the_spread_start_proposes_far_from_every_asked_setting_for_few_predicted_seconds() -> None:
+    import numpy as np
+
+    from tuner.search.prediction import setting_features
+
+    spec = parse_spec(SPEC)
+    sampler = predicted_gain_sampler(spec, optuna.samplers.RandomSampler(seed=0), seed=0, after=len(FIRST))
+    trials = [measured(SPEC, params) for params in FIRST]
+    assert sampler.choose(trials[:2]) is None, "no latency predicted yet (fewer than 3 runs): the base proposes"
+    choice = sampler.choose(trials[:-1])
+    assert choice is not None, "before `after` trials, once the latency is predicted: the spread start"
+    picked, score = choice
+    assert score > 0 and picked not in FIRST[:-1]
+    space = distributions(spec)
+    asked = np.asarray([setting_features(params, space, prior=False) for params in FIRST[:-1]])
+    pool = [setting for setting in candidate_pool(spec, seed=0) if setting not in FIRST[:-1]]
+    rows = np.asarray([setting_features(setting, space, prior=False) for setting in pool])
+    nearest = ((rows[:, None, :] - asked[None, :, :]) ** 2).sum(axis=2).min(axis=1)
+    latency = sampler._predictor.centres(rows)[LATENCY]
+    mine = pool.index(picked)
+    better = [
+        pool[i] for i in range(len(pool)) if nearest[i] > nearest[mine] and latency[i] < latency[mine] * (1 - 1e-9)
+    ]
+    assert better == [], f"farther from every asked setting and predicted faster than the pick: {better}"
 
 
 def test_a_trial_asked_but_not_told_counts_as_measured() -> None:
@@ -125,6 +169,7 @@ def test_a_trial_asked_but_not_told_counts_as_measured() -> None:
 def test_the_spec_default_wraps_the_sampler_and_takes_proposals_in_order() -> None:
     spec = parse_spec(SPEC)
     assert spec.sampler.predicted_gain is not None and spec.sampler.predicted_gain.after == 10
+    assert spec.sampler.predicted_gain.start == "spread"
     assert spec.sampler.lookahead() == 1, "a proposal chosen by predicted gain runs at once"
     assert hasattr(make_sampler("tpe", spec, 0), "choose")
     assert not hasattr(make_sampler("grid", spec, 0), "choose"), "the grid proposes every setting once"
@@ -154,9 +199,10 @@ def test_an_ask_tell_study_proposes_by_predicted_gain_once_enough_trials_are_mea
         study.tell(trial, [latency, psnr])
     trials = study.get_trials(deepcopy=False)
     chosen = sorted(sampler.chosen)
-    assert chosen and chosen[0] >= 6, "the base proposes the first 6; then the predicted gain"
+    assert chosen and chosen[0] >= 6, "the base and the spread start propose the first 6; then the predicted gain"
+    assert sorted(sampler.spread) == [3, 4, 5], "the spread start once 3 runs predict the latency"
     assert all(gain > 0 for gain in sampler.chosen.values())
-    for number in chosen:
+    for number in [*sampler.spread, *chosen]:
         earlier = [t.params for t in trials if t.number < number]
         assert trials[number].params not in earlier, f"trial {number} was chosen again"
 
@@ -164,7 +210,7 @@ def test_an_ask_tell_study_proposes_by_predicted_gain_once_enough_trials_are_mea
 def test_a_settings_device_seconds_follow_the_line_through_the_trials_recorded_cost() -> None:
     import numpy as np
 
-    from tuner.search.predicted_gain import device_seconds
+    from tuner.search.trial_cost import device_seconds
 
     def costed(latency: float) -> optuna.trial.FrozenTrial:
         trial = measured(SPEC, {"steps": 1, "res": 32, "fast": True})
@@ -175,8 +221,12 @@ def test_a_settings_device_seconds_follow_the_line_through_the_trials_recorded_c
     spec = parse_spec(SPEC)
     sampler = predicted_gain_sampler(spec, optuna.samplers.RandomSampler(seed=0), seed=0, after=3)
     sampler.choose([costed(latency) for latency in (0.1, 0.2, 0.4)])  # folds each trial's recorded cost in
-    assert device_seconds(sampler._costs, np.array([0.3]))[0] == pytest.approx(0.5 + 3.0 * 0.3)
-    assert device_seconds(sampler._costs[:2], np.array([0.3]))[0] == pytest.approx(0.3), "too few: the latency"
+    assert device_seconds([(s.latency_s, s.device_s) for s in sampler._cost.samples], np.array([0.3]))[
+        0
+    ] == pytest.approx(0.5 + 3.0 * 0.3)
+    assert device_seconds([(s.latency_s, s.device_s) for s in sampler._cost.samples][:2], np.array([0.3]))[
+        0
+    ] == pytest.approx(0.3), "too few: the latency"
 
 
 def test_a_huge_integer_range_is_sampled_not_enumerated() -> None:
@@ -184,3 +234,20 @@ def test_a_huge_integer_range_is_sampled_not_enumerated() -> None:
     wide = parse_spec(SPEC.replace("{type: int, low: 1, high: 12}", "{type: int, low: 0, high: 1000000000}"))
     drawn = candidate_pool(wide, seed=0, pool=40)
     assert len(drawn) <= 40 and all(0 <= setting["steps"] <= 1_000_000_000 for setting in drawn)
+
+
+def test_a_candidate_at_a_shape_whose_reference_has_not_run_is_charged_that_reference_too() -> None:
+    import numpy as np
+
+    spec = parse_spec(SHAPED)
+    sampler = predicted_gain_sampler(spec, optuna.samplers.RandomSampler(seed=0), seed=0, after=3)
+    candidates = sampler._candidates
+    at_five = candidates.index({"frames": 5, "steps": 4, "precision": "bf16"})
+    reference_at_five = candidates.index({"frames": 5, "steps": 12, "precision": "fp32"})
+    at_seventeen = candidates.index({"frames": 17, "steps": 4, "precision": "bf16"})
+    missing = sampler._shapes.missing([])
+    first = {shape: len(candidates) + n for n, shape in enumerate(missing)}
+    seconds = np.concatenate([np.full(len(candidates), 1.0), np.full(len(missing), 5.0)])
+    assert sampler._spent(at_five, at_five, seconds, first) == 6.0, "its own second and the reference's five"
+    assert sampler._spent(reference_at_five, reference_at_five, seconds, first) == 1.0, "it is that reference"
+    assert sampler._spent(at_seventeen, at_seventeen, seconds, first) == 1.0, "the spec's reference's shape"

@@ -36,7 +36,7 @@ from typing import Any
 from tuner.replay.table import MeasuredRow, MeasuredTable
 from tuner.results import Outcome, TrialResult
 from tuner.runner.measure.warmup import floor_of
-from tuner.study.load_order import reload_values, reloads_on
+from tuner.spec.search.reload import reload_values, reloads_on
 
 OVERHEAD_KEY = "trial_overhead_s"
 

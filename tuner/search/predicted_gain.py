@@ -1,20 +1,31 @@
 """Propose the setting the predictions say adds most to the front per second (issue 38: predict before measuring).
 
-:class:`PredictedGainSampler` wraps the spec's sampler (the *base*: TPE by default). Until the study has
-``after`` measured feasible trials, and whenever the predictions cannot choose, the base proposes. From then on
-each proposal is chosen among *candidate* settings -- the whole grid of the space when it has at most
-:data:`POOL` settings, else :data:`POOL` settings drawn (seeded) from its distributions -- that the spec's rules
-allow and no trial of the study has asked yet:
+:class:`PredictedGainSampler` wraps the spec's sampler (the *base*: TPE by default). Each proposal is chosen
+among *candidate* settings -- the whole grid of the space when it has at most :data:`POOL` settings, else
+:data:`POOL` settings drawn (seeded) from its distributions -- that the spec's rules allow and no trial of the
+study has asked yet. Every choice is weighed by what measuring a candidate costs in device-seconds
+(:mod:`tuner.search.trial_cost`): its predicted ``latency_p50_s`` through a line fitted on the study's trials'
+recorded device-seconds (start-up, warm-ups and evaluation besides the timed calls), plus a model reload where
+its ``reload_on`` values differ from the loaded ones, plus its shape's reference where that reference has not run
+(with ``reference_shape.per`` the loop queues it first).
+
+*The spread start* (``start: spread``, the default), until the study has ``after`` measured feasible trials:
+once three runs predict the latency, the candidate with the largest squared distance (in the predictor's
+feature space) to the nearest setting any trial asked, per predicted device-second -- a space-filling design
+that prefers cheap settings, so the models see the whole space early for little device time (a candidate's own
+run only: a shape's reference it queues is part of seeing that shape). Before the latency is predicted, or with
+``start: sampler``, the base proposes.
+
+*The predicted gain*, from ``after`` measured feasible trials on:
 
 1. an :class:`~tuner.search.prediction.OutcomePredictor` fitted on the study's trials (latency, the memory
    figure and the quality objectives: :func:`~tuner.search.prediction.quality_objectives`) predicts each
    candidate's value on every objective;
 2. its *gain* is the hypervolume its predicted point adds to the current front (objectives scaled to [0, 1]
    over the measured feasible trials, reference point 1.1 on each; the predicted points of trials asked but not
-   yet told count as measured, so proposals asked ahead spread out instead of repeating one guess);
-3. the candidate with the largest gain per predicted device-second is proposed: what measuring it costs, its
-   predicted ``latency_p50_s`` through a line fitted on the study's trials' recorded device-seconds against
-   their latency (start-up, warm-ups and evaluation besides the timed calls: :func:`device_seconds`).
+   yet told count as measured, so proposals asked ahead spread out instead of repeating one guess; a candidate
+   whose shape's reference would run first adds that reference's predicted point too);
+3. the candidate with the largest gain per predicted device-second is proposed.
 
 Each finished trial is read once (its attributes folded into the predictor, the measured range and the front),
 so a proposal costs as much in a study of thousands of trials as in one of ten.
@@ -26,9 +37,10 @@ slow, uncertain settings first and reached the front later (docs/benchmarks.md).
 (:mod:`tuner.search.dominance`) and a setting's measurement are unchanged: a chosen setting runs like any other,
 and nothing enters the front unmeasured.
 
-A study whose objectives include no ``latency_p50_s`` has no cost to divide by: each gain counts as per call.
-:attr:`PredictedGainSampler.chosen` keeps, per trial number, the gain of each proposal this sampler chose (in
-memory, for the benchmarks and tests).
+A study whose trials record no ``latency_p50_s`` has no cost to divide by: each gain counts as per call, and the
+spread start leaves the proposals to the base. :attr:`PredictedGainSampler.chosen` keeps, per trial
+number, the gain of each proposal chosen by predicted gain, :attr:`PredictedGainSampler.spread` the score of
+each spread-start pick (in memory, for the benchmarks and tests).
 """
 
 from __future__ import annotations
@@ -41,6 +53,8 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.pareto import dominates, hypervolume, is_measured_feasible, minimised
 from tuner.search.prediction import LATENCY, OutcomePredictor, setting_features
+from tuner.search.trial_cost import ShapeCosts, TrialCost
+from tuner.spec.search.reload import reload_values
 from tuner.spec.space import distributions, grid, resolve
 
 if TYPE_CHECKING:
@@ -109,7 +123,7 @@ def _draw(space: Mapping[str, BaseDistribution], rng: random.Random) -> dict[str
 
 
 def predicted_gain_sampler(
-    spec: StudySpec, base: optuna.samplers.BaseSampler, seed: int, after: int
+    spec: StudySpec, base: optuna.samplers.BaseSampler, seed: int, after: int, start: str = "spread"
 ) -> optuna.samplers.BaseSampler:
     """``base`` wrapped in :class:`PredictedGainSampler` (an Optuna ``BaseSampler``)."""
     import optuna
@@ -117,7 +131,7 @@ def predicted_gain_sampler(
     class Sampler(PredictedGainSampler, optuna.samplers.BaseSampler):
         pass
 
-    return Sampler(spec, base, seed, after)  # type: ignore[abstract]
+    return Sampler(spec, base, seed, after, start)  # type: ignore[abstract]
 
 
 class PredictedGainSampler:
@@ -125,24 +139,30 @@ class PredictedGainSampler:
     ``BaseSampler`` by :func:`predicted_gain_sampler`); ``base`` proposes before ``after`` measured feasible
     trials and whenever the predictions cannot choose."""
 
-    def __init__(self, spec: StudySpec, base: optuna.samplers.BaseSampler, seed: int, after: int) -> None:
+    def __init__(
+        self, spec: StudySpec, base: optuna.samplers.BaseSampler, seed: int, after: int, start: str = "spread"
+    ) -> None:
         self.spec = spec
         self.base = base
         self.after = after
+        self.start = start
         self._space = distributions(spec)
         self._candidates = candidate_pool(spec, seed)
         self._rows = [setting_features(candidate, self._space, prior=False) for candidate in self._candidates]
+        self._shapes = ShapeCosts(spec, self._space, self._candidates)
         self._directions = [objective.direction for objective in spec.objectives]
         self._names = [objective.metric for objective in spec.objectives]
         self._chosen: dict[int, dict[str, Any]] = {}  # trial number -> the setting chosen for it, until told
         self.chosen: dict[int, float] = {}  # trial number -> the predicted gain per second it was chosen for
+        self.spread: dict[int, float] = {}  # trial number -> the spread per second of a spread start's pick
         self._predictor = OutcomePredictor(spec, self._space, quality=True)
         self._folded: set[int] = set()  # finished trials taken in (each read once)
         self._points: list[tuple[float, ...]] = []  # the measured feasible trials' values, minimised
         self._low: list[float] = []  # their range per objective
         self._high: list[float] = []
         self._front: list[tuple[float, ...]] = []  # the non-dominated ones (each value once)
-        self._costs: list[tuple[float, float]] = []  # (latency s, device s) of those that recorded both
+        self._cost = TrialCost(spec)  # device-seconds per candidate, from the trials' recorded cost
+        self._reloads = [reload_values(self._cost.reload_on, candidate) for candidate in self._candidates]
 
     def reseed_rng(self) -> None:
         self.base.reseed_rng()
@@ -153,10 +173,11 @@ class PredictedGainSampler:
     def before_trial(self, study: optuna.Study, trial: FrozenTrial) -> None:
         self.base.before_trial(study, trial)
         choice = self.choose(study.get_trials(deepcopy=False))
+        spreading = len(self._points) < self.after  # counted after choose() took the finished trials in
         if choice is not None:
-            setting, gain = choice
+            setting, score = choice
             self._chosen[trial.number] = setting
-            self.chosen[trial.number] = gain
+            (self.spread if spreading else self.chosen)[trial.number] = score
 
     def sample_relative(
         self, study: optuna.Study, trial: FrozenTrial, search_space: Mapping[str, BaseDistribution]
@@ -179,31 +200,48 @@ class PredictedGainSampler:
         self.base.after_trial(study, trial, state, values)
 
     def choose(self, trials: Sequence[FrozenTrial]) -> tuple[dict[str, Any], float] | None:
-        """The candidate with the largest predicted gain per second and that gain (module docstring); None when
-        the base should propose. Each finished trial's attributes are read once (:meth:`_fold`), so a proposal
-        costs the same in a study of ten trials or of thousands."""
+        """The proposal and what it was chosen for (module docstring): before ``after`` measured feasible trials
+        the spread start's pick and its spread per second, from then on the candidate with the largest predicted
+        gain per second and that gain; None when the base should propose. Each finished trial's attributes are
+        read once (:meth:`_fold`), so a proposal costs the same in a study of ten trials or of thousands."""
         import numpy as np
 
         self._fold(trials)
-        if len(self._points) < self.after:
+        gaining = len(self._points) >= self.after
+        if not gaining and self.start != "spread":
             return None
         asked = {_key(t.params) for t in trials}
         open_ = [index for index, candidate in enumerate(self._candidates) if _key(candidate) not in asked]
         if not open_:
             return None
         pending = [t.params for t in trials if not t.state.is_finished() and t.params]
+        missing = self._shapes.missing(trials)  # shapes whose reference a candidate there would queue first
         rows = np.asarray(
             [self._rows[index] for index in open_]
             + [setting_features(params, self._space, prior=False) for params in pending]
+            + [self._shapes.rows[shape] for shape in missing]
         )
         predicted = self._predictor.centres(rows)
+        if LATENCY in predicted:
+            loads = [self._reloads[index] for index in open_] + [
+                reload_values(self._cost.reload_on, params)
+                for params in [*pending, *(self._shapes.params[shape] for shape in missing)]
+            ]
+            seconds = self._cost.seconds(predicted[LATENCY], loads, self._cost.loaded(trials))
+        elif gaining:
+            seconds = np.ones(len(rows))
+        else:
+            return None  # the spread start weighs by the predicted latency: the base proposes until it is
+        if not gaining:  # a shape's reference is not charged here: it is part of seeing that shape
+            return self._spread(trials, open_, rows, np.asarray(seconds[: len(open_)]))
+        first = {shape: len(open_) + len(pending) + n for n, shape in enumerate(missing)}  # a missing shape's row
+        spent = np.asarray([self._spent(index, position, seconds, first) for position, index in enumerate(open_)])
         if any(name not in predicted for name in self._names):
             return None
         values = np.column_stack([predicted[name] for name in self._names])
-        seconds = device_seconds(self._costs, predicted[LATENCY]) if LATENCY in predicted else np.ones(len(rows))
         scale = _Scale(self._low, self._high)
         front = [scale(point) for point in self._front]
-        front += [scale(minimised(point, self._directions)) for point in values[len(open_) :]]  # asked, not told
+        front += [scale(minimised(point, self._directions)) for point in values[len(open_) : len(open_) + len(pending)]]
         reference = (REFERENCE,) * len(self._names)
         base = hypervolume(front, reference)
         best: tuple[dict[str, Any], float] | None = None
@@ -211,10 +249,37 @@ class PredictedGainSampler:
             point = scale(minimised(values[position], self._directions))
             if not all(x < r for x, r in zip(point, reference, strict=True)):
                 continue
-            gain = (hypervolume([*front, point], reference) - base) / max(float(seconds[position]), 1e-9)
+            added = [point]
+            before = first.get(self._shapes.of[index])
+            if before is not None and not self._shapes.is_reference[index]:  # its shape's reference runs too
+                added.append(scale(minimised(values[before], self._directions)))
+            gain = (hypervolume([*front, *added], reference) - base) / max(float(spent[position]), 1e-9)
             if gain > 0 and (best is None or gain > best[1]):
                 best = (self._candidates[index], gain)
         return best
+
+    def _spent(self, index: int, position: int, seconds: np.ndarray, first: Mapping[tuple[str, ...], int]) -> float:
+        """Predicted device-seconds of choosing candidate ``index`` (at ``position`` of ``seconds``): its own, and
+        its shape's reference's when that is missing (``first``: a missing shape's row in ``seconds``)."""
+        before = first.get(self._shapes.of[index])
+        extra = float(seconds[before]) if before is not None and not self._shapes.is_reference[index] else 0.0
+        return float(seconds[position]) + extra
+
+    def _spread(
+        self, trials: Sequence[FrozenTrial], open_: Sequence[int], rows: np.ndarray, spent: np.ndarray
+    ) -> tuple[dict[str, Any], float]:
+        """The spread start's pick: the open candidate with the largest squared distance (feature space, each
+        feature over [0, 1]) to the nearest setting any trial asked, per predicted device-second of its own run
+        (``spent``; a shape's reference it would queue first is not charged: measuring the reference is part of
+        seeing that shape, and on the replayed Wan table charging it found the front later)."""
+        import numpy as np
+
+        asked = np.asarray([setting_features(t.params, self._space, prior=False) for t in trials if t.params])
+        mine = rows[: len(open_)]
+        nearest = ((mine[:, None, :] - asked[None, :, :]) ** 2).sum(axis=2).min(axis=1)
+        score = nearest / np.maximum(spent, 1e-9)
+        pick = int(np.argmax(score))
+        return self._candidates[open_[pick]], float(score[pick])
 
     def _fold(self, trials: Sequence[FrozenTrial]) -> None:
         """Take in the finished trials not seen yet: the predictor's evidence, the measured feasible points (their
@@ -239,22 +304,7 @@ class PredictedGainSampler:
             spent = device_s_of(cost_of(trial))
             latency_s = (metrics_of(trial).get(LATENCY) or {}).get("value")
             if spent is not None and isinstance(latency_s, (int, float)) and latency_s > 0:
-                self._costs.append((float(latency_s), spent))
-
-
-def device_seconds(costs: Sequence[tuple[float, float]], latency: np.ndarray) -> np.ndarray:
-    """What measuring a setting of predicted ``latency`` (seconds) costs in device-seconds: ``a + b x latency``,
-    a line through the measured trials' ``costs`` -- (latency, recorded device-seconds: start-up, warm-ups, the
-    timed calls, evaluation) pairs; ``b >= 1`` (a trial makes one call at least), ``a >= 0``. Fewer than three
-    pairs: the latency itself."""
-    import numpy as np
-
-    if len(costs) < 3:
-        return latency
-    x, y = np.asarray(costs).T
-    slope = max(1.0, float(np.polyfit(x, y, 1)[0])) if np.ptp(x) > 0 else 1.0
-    intercept = max(0.0, float(np.median(y - slope * x)))
-    return intercept + slope * latency  # type: ignore[no-any-return]
+                self._cost.add(trial, float(latency_s), spent)
 
 
 class _Scale:

@@ -27,7 +27,7 @@ def make_sampler(name: SamplerName, spec: StudySpec, seed: int) -> optuna.sample
         return base
     from tuner.search.predicted_gain import predicted_gain_sampler
 
-    return predicted_gain_sampler(spec, base, seed, gain.after)
+    return predicted_gain_sampler(spec, base, seed, gain.after, gain.start)
 
 
 def _named_sampler(name: SamplerName, spec: StudySpec, seed: int) -> optuna.samplers.BaseSampler:

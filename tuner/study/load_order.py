@@ -23,11 +23,12 @@ in their turn. Off (in order) with ``reload_lookahead: 1``, without ``reload_on`
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tuner.runner.base import Slot
+from tuner.spec.search.reload import reload_values, reloads_on
 
 if TYPE_CHECKING:
     from tuner.spec.candidate import Candidate
@@ -39,17 +40,6 @@ Held = tuple[Any, "Candidate", str]
 
 SEARCH_ROLE = "search"
 """The role of the proposals that may wait (the sampler's own)."""
-
-
-def reloads_on(spec: StudySpec) -> tuple[str, ...]:
-    """The parameters whose change reloads the model: a warm python workload's ``reload_on``; none otherwise."""
-    work = spec.workload
-    return tuple(work.python.reload_on) if work.python is not None and work.warm else ()
-
-
-def reload_values(reload_on: tuple[str, ...], settings: Mapping[str, Any]) -> tuple[Any, ...]:
-    """The ``reload_on`` values of ``settings`` (parameters and derived values), in order."""
-    return tuple(settings.get(name) for name in reload_on)
 
 
 @dataclass

@@ -6,7 +6,7 @@ surely beats are skipped::
       options: {n_startup_trials: 8}   # to the sampler's constructor
       skip_dominated: {audit_share: 0.1}   # the default; null turns it off
       reload_lookahead: 3              # default 3 (1 with predicted_gain); 1 runs proposals in the order asked
-      predicted_gain: {after: 10}      # the default; null: the sampler alone proposes
+      predicted_gain: {after: 10, start: spread}   # the default; null: the sampler alone proposes
 
 ``skip_dominated`` (on by default): a search proposal whose predicted best case is dominated by the current
 front is recorded ``SKIPPED_PREDICTED_DOMINATED`` and not run; a seeded ``audit_share`` of them runs anyway to
@@ -24,8 +24,11 @@ later that way, docs/benchmarks.md).
 
 ``predicted_gain`` (on by default; not with ``grid``): once ``after`` trials are measured and feasible, each
 proposal is the setting whose predicted objective values add most hypervolume to the current front per predicted
-second; the named sampler proposes before, and whenever no setting is predicted to add anything
-(:mod:`tuner.search.predicted_gain`). The default by evidence: ``bench/cost_aware.py``, docs/benchmarks.md.
+second, and whenever no setting is predicted to add anything the named sampler proposes. Before that, ``start``:
+``spread`` (the default) proposes, once the latency is predicted, the setting farthest from every one asked so
+far for its predicted device-seconds (a space-filling start that prefers cheap settings); ``sampler``: the named
+sampler proposes (:mod:`tuner.search.predicted_gain`). The default by evidence: ``bench/cost_aware.py``,
+docs/benchmarks.md.
 """
 
 from __future__ import annotations
@@ -55,11 +58,13 @@ class SkipDominatedSpec(BaseModel):
 
 class PredictedGainSpec(BaseModel):
     """Propose by predicted hypervolume gain per second (:mod:`tuner.search.predicted_gain`) once ``after``
-    trials are measured and feasible (the predictions need that many to fit)."""
+    trials are measured and feasible (the predictions need that many to fit); before, ``start`` says who
+    proposes (see the module docstring)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     after: int = Field(default=DEFAULT_PREDICTED_GAIN_AFTER, ge=3, le=1000)
+    start: Literal["spread", "sampler"] = "spread"
 
 
 class SamplerSpec(BaseModel):
