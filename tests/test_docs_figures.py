@@ -215,11 +215,11 @@ def test_a_block_of_its_section_traces_a_figure_and_a_whole_number_needs_its_uni
 
 def test_the_known_offender_fails_again_if_typed_back():
     text = DOC.read_text()
-    stated = re.search(r"\(2026-12-03 and 2026-12-06, (\d+) s of replay", text)
+    stated = re.search(r"\(2026-12-03 to 2026-12-07, (\d+) s of replay", text)
     assert stated is not None, "the sentence that once stated a replay time no block printed"
     typed, wrong = stated.group(0), int(stated.group(1)) - 65  # the block's own figure, typed back off by a minute
     assert text.count(typed) == 1
-    problems = doc_figures.problems(DOC, text.replace(typed, f"(2026-12-03 and 2026-12-06, {wrong} s of replay"))
+    problems = doc_figures.problems(DOC, text.replace(typed, f"(2026-12-03 to 2026-12-07, {wrong} s of replay"))
     assert len(problems) == 1 and f"states '{wrong} s'" in problems[0] and "Device-seconds to the front" in problems[0]
 
 
