@@ -47,22 +47,6 @@ def psnr_of(steps: int, res: int, fast: bool) -> float:
     return 20.0 + 4.0 * math.log(steps) + 0.05 * res - (3.0 if fast else 0.0)
 
 
-SHAPED = """
-name: shaped
-workload: {class: "tuner.workloads.fake:FakeWorkload", timeout_s: 60}
-parameters:
-  frames: {type: categorical, choices: [5, 9, 17]}
-  steps: {type: categorical, choices: [4, 12]}
-  precision: {type: categorical, choices: [fp32, bf16]}
-objectives:
-  - {metric: latency_p50_s, direction: minimize}
-  - {metric: psnr_db, direction: maximize}
-reference: {frames: 17, steps: 12, precision: fp32}
-reference_shape: {per: [frames]}
-budget: {trials: 10}
-"""
-"""A reference per frame count: a trial at 5 or 9 frames first needs that shape's reference."""
-
 NUMBERS = iter(range(10**6))  # a study numbers its trials; these are made outside one
 
 
@@ -234,20 +218,3 @@ def test_a_huge_integer_range_is_sampled_not_enumerated() -> None:
     wide = parse_spec(SPEC.replace("{type: int, low: 1, high: 12}", "{type: int, low: 0, high: 1000000000}"))
     drawn = candidate_pool(wide, seed=0, pool=40)
     assert len(drawn) <= 40 and all(0 <= setting["steps"] <= 1_000_000_000 for setting in drawn)
-
-
-def test_a_candidate_at_a_shape_whose_reference_has_not_run_is_charged_that_reference_too() -> None:
-    import numpy as np
-
-    spec = parse_spec(SHAPED)
-    sampler = predicted_gain_sampler(spec, optuna.samplers.RandomSampler(seed=0), seed=0, after=3)
-    candidates = sampler._candidates
-    at_five = candidates.index({"frames": 5, "steps": 4, "precision": "bf16"})
-    reference_at_five = candidates.index({"frames": 5, "steps": 12, "precision": "fp32"})
-    at_seventeen = candidates.index({"frames": 17, "steps": 4, "precision": "bf16"})
-    missing = sampler._shapes.missing([])
-    first = {shape: len(candidates) + n for n, shape in enumerate(missing)}
-    seconds = np.concatenate([np.full(len(candidates), 1.0), np.full(len(missing), 5.0)])
-    assert sampler._spent(at_five, at_five, seconds, first) == 6.0, "its own second and the reference's five"
-    assert sampler._spent(reference_at_five, reference_at_five, seconds, first) == 1.0, "it is that reference"
-    assert sampler._spent(at_seventeen, at_seventeen, seconds, first) == 1.0, "the spec's reference's shape"

@@ -10,6 +10,7 @@ import numpy as np
 import optuna
 import pytest
 
+from tuner.search.predicted_gain import predicted_gain_sampler
 from tuner.search.prediction import LATENCY
 from tuner.search.trial_cost import ShapeCosts, TrialCost, device_seconds
 from tuner.spec.loading import parse_spec
@@ -123,3 +124,20 @@ def test_without_a_reference_per_shape_no_shape_is_ever_missing() -> None:
     candidates = [{"frames": frames, "steps": 4, "precision": "fp32"} for frames in (5, 9, 17)]
     shapes = ShapeCosts(spec, distributions(spec), candidates)
     assert shapes.missing([]) == [] and shapes.rows == {}
+
+
+def test_a_candidate_at_a_shape_whose_reference_has_not_run_is_charged_that_reference_too() -> None:
+    import numpy as np
+
+    spec = parse_spec(WARM)
+    sampler = predicted_gain_sampler(spec, optuna.samplers.RandomSampler(seed=0), seed=0, after=3)
+    candidates = sampler._candidates
+    at_five = candidates.index({"frames": 5, "steps": 4, "precision": "bf16"})
+    reference_at_five = candidates.index({"frames": 5, "steps": 12, "precision": "fp32"})
+    at_seventeen = candidates.index({"frames": 17, "steps": 4, "precision": "bf16"})
+    missing = sampler._shapes.missing([])
+    first = {shape: len(candidates) + n for n, shape in enumerate(missing)}
+    seconds = np.concatenate([np.full(len(candidates), 1.0), np.full(len(missing), 5.0)])
+    assert sampler._spent(at_five, at_five, seconds, first) == 6.0, "its own second and the reference's five"
+    assert sampler._spent(reference_at_five, reference_at_five, seconds, first) == 1.0, "it is that reference"
+    assert sampler._spent(at_seventeen, at_seventeen, seconds, first) == 1.0, "the spec's reference's shape"
