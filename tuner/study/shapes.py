@@ -25,6 +25,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tuner.results import Outcome
 from tuner.spec.quality.reference_shape import ShapeReference, reference_at, resized_comparison
 from tuner.spec.space import resolve
 from tuner.storage import attributes as names
@@ -209,10 +210,13 @@ class ShapeReferences:
         )
 
     def _ended_keys(self, snapshot: StudySnapshot) -> dict[str, list[FrozenTrial]]:
-        """Finished trials by candidate key (any outcome, never-run ones too), indexed as they arrive."""
+        """Finished trials by candidate key (any outcome, never-run ones too -- a setting the rules refuse or the
+        memory model says cannot fit never will), indexed as they arrive. Not a search proposal skipped because
+        the front beats it: that setting can still run, and as a shape's reference it must (found 2026-12-07:
+        after one, every later trial of that shape was compared with no reference)."""
         for trial in snapshot.finished_log[self._indexed :]:
             key = names.candidate_key_of(trial)
-            if key is not None:
+            if key is not None and names.outcome_of(trial) != Outcome.SKIPPED_PREDICTED_DOMINATED.value:
                 self._ended.setdefault(key, []).append(trial)
         self._indexed = len(snapshot.finished_log)
         return self._ended
