@@ -78,8 +78,7 @@ class TrialCost:
         reloaded, less that of those that did not; 0 when either kind has fewer than two trials."""
         if not self.reload_on or len(self.samples) < MIN_COSTS:
             return 0.0
-        ordered = sorted(self.samples, key=lambda sample: sample.started)
-        flags = [index > 0 and s.values != ordered[index - 1].values for index, s in enumerate(ordered)]
+        ordered, flags = self._in_start_order()
         if sum(flags) < 2 or len(flags) - sum(flags) < 2:
             return 0.0
         slope = _slope(ordered, flags)
@@ -111,11 +110,14 @@ class TrialCost:
 
     def _pairs(self, reload_s: float) -> list[tuple[float, float]]:
         """(latency, device-seconds less the reload where the trial reloaded) of the samples in start order."""
+        ordered, flags = self._in_start_order()
+        return [(s.latency_s, s.device_s - (reload_s if flag else 0.0)) for s, flag in zip(ordered, flags, strict=True)]
+
+    def _in_start_order(self) -> tuple[list[CostSample], list[bool]]:
+        """The samples in the order they started, and whether each reloaded (its ``reload_on`` values differ from
+        those of the one started before it)."""
         ordered = sorted(self.samples, key=lambda sample: sample.started)
-        return [
-            (s.latency_s, s.device_s - (reload_s if index > 0 and s.values != ordered[index - 1].values else 0.0))
-            for index, s in enumerate(ordered)
-        ]
+        return ordered, [index > 0 and s.values != ordered[index - 1].values for index, s in enumerate(ordered)]
 
 
 def _slope(ordered: Sequence[CostSample], flags: Sequence[bool]) -> float:
