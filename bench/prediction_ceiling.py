@@ -61,7 +61,7 @@ def _table_rows(label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The feature rows, log latencies and (once, rest) seconds of the table's OK rows (NaN: no phases)."""
     from tuner.replay.table import load_hardware_types, load_table
     from tuner.results import Outcome
-    from tuner.search.prediction import setting_features
+    from tuner.search.prediction import cost_columns, setting_features
     from tuner.search.split_latency import split_parts
     from tuner.spec.space import distributions
 
@@ -75,7 +75,7 @@ def _table_rows(label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             logs.append(float(np.log(latency)))
             split = split_parts(latency, {name: {"value": value} for name, value in row.values.items()})
             parts.append(split or (math.nan, math.nan))
-    return np.asarray(rows), np.asarray(logs), np.asarray(parts)
+    return np.asarray(rows)[:, cost_columns(space)], np.asarray(logs), np.asarray(parts)  # the cost model's columns
 
 
 def measure(args: argparse.Namespace) -> dict[str, Any]:

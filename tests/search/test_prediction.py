@@ -86,7 +86,7 @@ def test_another_gpu_types_runs_count_until_the_studys_own_outnumber_the_feature
     grid = [(s, f, b) for s in (0.004, 0.01, 0.04) for f in (2, 6, 16) for b in (1, 2)]
     source = [finished({"sleep_s": s, "frames": f, "batch_size": b}, 3 * cost(s, f, b), 0.2) for s, f, b in grid]
     predictor = OutcomePredictor(spec, space, prior=source)
-    features = 4  # sleep_s, frames, batch_size 2 (one-hot), batch_size's log value: 5 with the prior column
+    features = 3  # sleep_s, frames, batch_size's log value (a categorical of numbers): 4 with the prior column
     own = [(0.006, 3, 1), (0.03, 12, 2), (0.012, 5, 2)]
     predictor.update([finished({"sleep_s": s, "frames": f, "batch_size": b}, cost(s, f, b), 0.2) for s, f, b in own])
     unseen = {"sleep_s": 0.02, "frames": 9, "batch_size": 1}
@@ -97,6 +97,28 @@ def test_another_gpu_types_runs_count_until_the_studys_own_outnumber_the_feature
     predictor.update([finished({"sleep_s": s, "frames": f, "batch_size": b}, cost(s, f, b), 0.2) for s, f, b in more])
     later = predictor.predict(unseen)[LATENCY]
     assert len(own + more) > features + 1 and not later.prior and later.fitted_on == 6
+
+
+def test_a_cost_model_sees_a_categorical_of_numbers_as_one_log_column_a_quality_model_also_its_choices() -> None:
+    """Steps from (4, 6, 8, 12) is a number on a cost model's log scale (one column), not four unrelated choices:
+    a line through a study's first runs has fewer coefficients to learn; a quality model keeps its choices
+    one-hot too, and a categorical of names is one-hot to both."""
+    from optuna.distributions import CategoricalDistribution, IntDistribution
+
+    from tuner.search.prediction import cost_columns, setting_features
+
+    space = {
+        "steps": CategoricalDistribution((4, 6, 8, 12)),
+        "cache": CategoricalDistribution(("none", "fbc", "pab")),
+        "frames": IntDistribution(5, 17, step=4),
+    }
+    row = setting_features({"steps": 8, "cache": "pab", "frames": 9}, space, prior=True)
+    assert row[:3] == [0.0, 1.0, 0.0]  # steps 6, 8, 12 one-hot (4 is the base)
+    assert row[3] == pytest.approx(math.log(8 / 4) / math.log(12 / 4))
+    assert row[4:6] == [0.0, 1.0]  # fbc, pab (none is the base)
+    assert row[6] == pytest.approx(math.log(9 / 5) / math.log(17 / 5))
+    assert row[7] == 1.0 and len(row) == 8
+    assert cost_columns(space) == [3, 4, 5, 6, 7]
 
 
 def test_errors_are_measured_over_predicted() -> None:

@@ -75,7 +75,7 @@ def test_the_source_front_runs_first_after_the_reference_and_baseline(tmp_path: 
     said = done.stdout + done.stderr
     assert "predictions: 5 measured trials of 'src' (another GPU type) are evidence" in said, said[-3000:]
     predicted = [t.user_attrs["prediction"]["latency_p50_s"] for t in trials if t.user_attrs.get("prediction")]
-    features = 5  # sleep_s, noise, batch_size 2 and its log value, the other-hardware column
+    features = 4  # sleep_s, noise, batch_size (a categorical of numbers: its log value), the other-hardware column
     assert predicted and all(p["prior"] is (p["fitted_on"] < features) for p in predicted), predicted
     assert any(p["prior"] for p in predicted), "the source's trials took part until this study had its own"
     status = cli("status", "dst", "--home", str(home), cwd=tmp_path)

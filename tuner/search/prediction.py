@@ -3,7 +3,8 @@
 A study's own measured OK trials fit one model per predicted metric (:class:`LogRidge`): log(metric)
 ridge-linear in the setting's features (:func:`setting_features`: a number's log over its range, so steps x
 frames x passes -- a call's multiplicative cost structure -- is a sum; a categorical's choices one-hot, a
-numeric categorical's log value besides; a column for runs of another GPU type, a warm start's, whose weight
+numeric categorical's log value besides, which alone stands for it in a cost model, :func:`cost_columns`;
+a column for runs of another GPU type, a warm start's, whose weight
 is that hardware's scale once the study has measured enough to tell it), plus a Gaussian process on what the
 line leaves (interactions). The interval is the :data:`INTERVAL` quantiles of the held-out (leave-one-out, closed form)
 errors of the line and of the process together, at least :data:`FLOOR` wide, so it widens with the fit's real
@@ -68,24 +69,39 @@ def memory_metric(spec: StudySpec) -> str:
 
 def setting_features(params: Mapping[str, Any], space: Mapping[str, BaseDistribution], prior: bool) -> list[float]:
     """One setting's feature row (see the module docstring), in ``space`` order, then the prior column."""
+    return [value for value, _ in _encoded(params, space, prior)]
+
+
+def cost_columns(space: Mapping[str, BaseDistribution]) -> list[int]:
+    """The columns of :func:`setting_features` a cost model (latency, memory: log scale) is fitted on: all but the
+    one-hot columns of a categorical of numbers, which enters as its log value alone (steps from 4, 6, 8, 12 is
+    one number to a cost, not four unrelated choices: fewer coefficients to learn from a study's first runs; what
+    bends away from the line is the Gaussian process's). A quality model keeps every column: a quality may jump
+    between two choices of a number (a scheduler's order, a cache's step pattern)."""
+    return [index for index, (_, choice_of_number) in enumerate(_encoded({}, space, False)) if not choice_of_number]
+
+
+def _encoded(params: Mapping[str, Any], space: Mapping[str, BaseDistribution], prior: bool) -> list[tuple[float, bool]]:
+    """:func:`setting_features`' columns, each with whether it is a one-hot column of a categorical of numbers."""
     from optuna.distributions import CategoricalDistribution
 
-    row: list[float] = []
+    row: list[tuple[float, bool]] = []
     for name, distribution in space.items():
         value = params.get(name)
         if isinstance(distribution, CategoricalDistribution):
             choices = list(distribution.choices)
-            row.extend(1.0 if value == choice else 0.0 for choice in choices[1:])
             numbers = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
-            if len(numbers) == len(choices) and min(numbers) > 0 and max(numbers) > min(numbers):
-                row.append(_scaled_log(value, min(numbers), max(numbers)))
+            is_number = len(numbers) == len(choices) and min(numbers) > 0 and max(numbers) > min(numbers)
+            row.extend((1.0 if value == choice else 0.0, is_number) for choice in choices[1:])
+            if is_number:
+                row.append((_scaled_log(value, min(numbers), max(numbers)), False))
             continue
         low, high = float(distribution.low), float(distribution.high)  # type: ignore[attr-defined]
         if high <= low:
             continue
         number = float(value) if isinstance(value, (int, float)) else low
-        row.append(_scaled_log(number, low, high) if low > 0 else (number - low) / (high - low))
-    row.append(1.0 if prior else 0.0)
+        row.append((_scaled_log(number, low, high) if low > 0 else (number - low) / (high - low), False))
+    row.append((1.0 if prior else 0.0, False))
     return row
 
 
@@ -198,6 +214,8 @@ class OutcomePredictor:
         self.metrics = (LATENCY, memory_metric(spec), *(quality_objectives(spec) if quality else ()))
         self._linear = set(quality_objectives(spec)) if quality else set()
         self._space = dict(space)
+        every = list(range(len(setting_features({}, space, False))))
+        self._columns = {name: every if name in self._linear else cost_columns(space) for name in self.metrics}
         self._samples: dict[str, list[Sample]] = {name: [] for name in self.metrics}
         self._models: dict[str, LogRidge | SplitLatency] = {}
         self._parts: tuple[list[Sample], list[Sample]] = ([], [])  # the latency runs' once and rest parts
@@ -209,11 +227,12 @@ class OutcomePredictor:
             if not is_measured(trial) or outcome_of(trial) != Outcome.OK.value:
                 continue
             figures = metrics_of(trial)
-            row = setting_features(trial.params, self._space, prior)
+            full = setting_features(trial.params, self._space, prior)
             for name in self.metrics:
                 value = (figures.get(name) or {}).get("value")
                 if not isinstance(value, (int, float)) or not math.isfinite(value):
                     continue
+                row = [full[index] for index in self._columns[name]]
                 if name in self._linear:
                     self._samples[name].append((row, float(value), prior))
                     self._models.pop(name, None)
@@ -229,11 +248,12 @@ class OutcomePredictor:
         """The predictions for a setting, by metric; a metric with fewer than :data:`MIN_FIT` local runs: none."""
 
         out: dict[str, Prediction] = {}
+        full = setting_features(params, self._space, prior=False)
         for name in self.metrics:
             model = self._model(name)
             if model is None:
                 continue
-            centre, low, high = model.predict(setting_features(params, self._space, prior=False))
+            centre, low, high = model.predict([full[index] for index in self._columns[name]])
             back = (lambda value: value) if name in self._linear else math.exp
             local = sum(1 for _, _, prior in self._samples[name] if not prior)
             out[name] = Prediction(back(centre), back(low), back(high), local, model.with_prior)
@@ -249,7 +269,7 @@ class OutcomePredictor:
             model = self._model(name)
             if model is None:
                 continue
-            centre = model.centres(rows)
+            centre = model.centres(rows[:, self._columns[name]])
             out[name] = centre if name in self._linear else np.exp(centre)
         return out
 
