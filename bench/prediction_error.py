@@ -2,20 +2,25 @@
 
 Each study is REPLAYED (the real coordinator, sampler and SQLite storage; a
 :class:`tuner.replay.runner.ReplayRunner` answers each trial from an exhaustive table of measured settings,
-``bench/tables``): the default sampler with ``skip_dominated`` off (every proposal runs, so each prediction
-meets its measurement), ``--seeds`` seeds, ``--budget`` trials. Before each trial runs, the
+``bench/tables``), ``--seeds`` seeds, ``--budget`` trials, with ``--method``: ``tpe`` (the default Optuna
+sampler with nothing skipped and no proposal chosen by prediction: every proposal runs, so each prediction
+meets its measurement; the figures before 2026-12-07) or ``default`` (the spec's default sampler block, what a
+user's study records: a spread start, proposals by predicted gain, skip-ahead -- a skipped proposal is not
+measured, an audited one is). Before each trial runs, the
 coordinator records what :mod:`tuner.search.prediction` predicts of it (fitted on the study's trials measured so
 far); after the study, each prediction is compared with what the table measured for that setting. Per table:
 the predicted trials, the median and 90th percentile of |measured / predicted - 1| for the latency and for the
 memory figure, and how often the measured value fell inside the predicted interval (its nominal share: 80 %).
 
-Usage: ``python bench/prediction_error.py [--seeds 5] [--budget 60] [--tables avatar_dit:cpu1t,avqa:cpu1t-nodnn]``;
+Usage: ``python bench/prediction_error.py [--seeds 5] [--budget 60] [--tables avatar_dit:cpu1t,avqa:cpu1t-nodnn]
+[--method tpe|default]``;
 raw figures in ``bench/results/prediction_error.json``; ``--report`` prints the table from them.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import tempfile
 from pathlib import Path
@@ -36,10 +41,9 @@ evidence from another hardware type should count most."""
 def measure(args: argparse.Namespace) -> dict[str, Any]:
     import optuna
 
-    from tuner.replay.methods import Method, Target, replay_once
+    from tuner.replay.methods import Target, replay_once
     from tuner.replay.table import load_hardware_types, load_table
     from tuner.search.prediction import prediction_errors
-    from tuner.spec.models import DEFAULT_SAMPLER
     from tuner.storage.attributes import PREDICTION, is_measured, metrics_of
 
     declared = load_hardware_types(TABLE_DIR / "hardware_types.yaml")
@@ -53,12 +57,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         with tempfile.TemporaryDirectory() as tmp:
             for seed in range(args.seeds):
                 workdir = Path(tmp) / str(seed)
-                method = Method("default", DEFAULT_SAMPLER)
+                method = _method(args.method)
                 if source is not None:
-                    method = Method("default", DEFAULT_SAMPLER, setup=_warm_from(source, args.budget))
+                    method = dataclasses.replace(method, setup=_warm_from(source, args.budget))
                 replay_once(target, method, seed, args.budget, workdir)
-                url = f"sqlite:///{workdir / f'default-seed{seed}.db'}"
-                study = optuna.load_study(study_name=f"default-seed{seed}", storage=url)
+                url = f"sqlite:///{workdir / f'{method.name}-seed{seed}.db'}"
+                study = optuna.load_study(study_name=f"{method.name}-seed{seed}", storage=url)
                 for trial in study.get_trials(deepcopy=False):
                     predicted = trial.user_attrs.get(PREDICTION)
                     if not predicted or not is_measured(trial):
@@ -78,6 +82,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "metric": name,
                     "predicted_trials": len(values),
                     "median_abs_error": float(np.median(magnitude)),
+                    "median_error": float(np.median(values)),  # signed: > 0, the setting ran slower than predicted
                     "p90_abs_error": float(np.percentile(magnitude, 90)),
                     "inside_interval": float(np.mean(inside[name])),
                     "early_trials": len(early.get(name, [])),
@@ -85,7 +90,17 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 }
             )
     warm = {"warm_from": args.warm_from} if args.warm_from else {}
-    return {"seeds": args.seeds, "budget": args.budget, **warm, "rows": rows}
+    return {"seeds": args.seeds, "budget": args.budget, "method": args.method, **warm, "rows": rows}
+
+
+def _method(name: str) -> Any:
+    """The replay method of ``--method`` (see the module docstring)."""
+    from tuner.replay.methods import DEFAULT_GAIN, DEFAULT_SKIP, Method
+    from tuner.spec.models import DEFAULT_SAMPLER
+
+    if name == "tpe":
+        return Method("default", DEFAULT_SAMPLER)  # its study name as before the option
+    return Method("spec-default", DEFAULT_SAMPLER, skip_dominated=DEFAULT_SKIP, predicted_gain=DEFAULT_GAIN)
 
 
 def _warm_from(source: Any, budget: int) -> Any:
@@ -117,19 +132,26 @@ def _warm_from(source: Any, budget: int) -> Any:
 def report_lines(result: dict[str, Any]) -> list[str]:
     early = any("early_trials" in row for row in result["rows"])
     warm = f", each warm-started from a replayed study on {result['warm_from']}" if result.get("warm_from") else ""
+    kind = (
+        "studies of the spec's default sampler block (only the trials it ran)"
+        if result.get("method") == "default"
+        else "TPE studies (every proposal runs)"
+    )
     lines = [
-        provenance(result)
-        + f"; {result['seeds']} replayed default studies of {result['budget']} trials per table{warm}",
+        provenance(result) + f"; {result['seeds']} replayed {kind} of {result['budget']} trials per table{warm}",
         "",
-        "| table | metric | predicted trials | median abs. error | p90 abs. error | inside the interval |"
+        "| table | metric | predicted trials | median abs. error | median error (measured / predicted - 1) "
+        "| p90 abs. error | inside the interval |"
         + (f" fitted on < {EARLY} runs: trials, median abs. error |" if early else ""),
-        "| --- | --- | --- | --- | --- | --- |" + (" --- |" if early else ""),
+        "| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if early else ""),
     ]
     for row in result["rows"]:
         median = row.get("early_median_abs_error")
+        signed = row.get("median_error")
         lines.append(
             f"| {row['table']} | {row['metric']} | {row['predicted_trials']} | {row['median_abs_error']:.1%} | "
-            f"{row['p90_abs_error']:.1%} | {row['inside_interval']:.0%} |"
+            + ("- | " if signed is None else f"{signed:+.1%} | ")
+            + f"{row['p90_abs_error']:.1%} | {row['inside_interval']:.0%} |"
             + (f" {row.get('early_trials', 0)}, {'-' if median is None else f'{median:.1%}'} |" if early else "")
         )
     return lines
@@ -140,6 +162,7 @@ if __name__ == "__main__":
     parser.add_argument("--seeds", type=int, default=5)
     parser.add_argument("--budget", type=int, default=60)
     parser.add_argument("--tables", default="avatar_dit:cpu1t,avqa:cpu1t-nodnn")
+    parser.add_argument("--method", choices=("tpe", "default"), default="tpe")
     parser.add_argument(
         "--warm-from",
         default=None,
