@@ -325,7 +325,7 @@ def test_a_weights_directory_is_read_locally_with_its_text_encoder(tiny: Diffuse
     with_encoder = make_video_pipeline(model_path=str(encoded), pipeline_class="diffusers:WanPipeline", device="cpu")
     with_encoder.load({"precision": "bf16"})
     pipe = with_encoder.pipe
-    assert pipe.text_encoder is None and with_encoder._text_encoder is not None, "encoder off the pipeline"
+    assert pipe.text_encoder is None and with_encoder._prompts.encoder is not None, "encoder off the pipeline"
     assert pipe.transformer.dtype == torch.bfloat16 and pipe.vae.dtype == torch.float32
     video = video_of(with_encoder, SMALL)
     assert video.shape == expected.shape and not np.array_equal(video, expected), "the encoder's embeddings"

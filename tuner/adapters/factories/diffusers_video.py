@@ -65,14 +65,9 @@ from tuner.adapters.factories.wan_knobs import (
     place,
     switch_attention_backend,
 )
-from tuner.adapters.factories.wan_presets import (
-    SCHEDULERS,
-    build_transformer,
-    build_vae,
-    make_scheduler,
-    preset_named,
-    random_text_embedding,
-)
+from tuner.adapters.factories.wan_presets import build_transformer, build_vae, make_scheduler, preset_named
+from tuner.adapters.factories.wan_settings import apply_scheduler_and_vae
+from tuner.adapters.factories.wan_text import PromptEmbeddings, is_wan
 from tuner.adapters.factories.wan_warmup import (
     calibration_key,
     light_warmup,
@@ -113,8 +108,7 @@ class DiffusersVideoModel:
         self.vae_dtype, self.compile_scope, self.mag_ratios = vae_dtype, compile_scope, mag_ratios
         self.light_warmup = bool(light_warmup)  # False: a new shape is warmed by the whole call (docs/benchmarks.md)
         self.pipe: Any = None
-        self._text_encoder: Any = None  # (tokenizer, encoder) kept off the pipeline, on the CPU
-        self._embeddings: dict[tuple[str, int], Any] = {}
+        self._prompts = PromptEmbeddings(self.seed, device, self.preset.text_length if self.preset is not None else 512)
         self._applied: dict[str, Any] = {}
         self._calibrated: dict[tuple[Any, ...], list[float]] = {}
         self._spans = CallSpans()
@@ -195,14 +189,15 @@ class DiffusersVideoModel:
             extra = {"text_encoder": None, "tokenizer": None}  # seeded embeddings instead
         dtypes = {_dtype_keyword(): {"default": dtype, "vae": vae_dtype}}  # per component: the VAE its own
         pipe = pipeline_type.from_pretrained(str(root), local_files_only=True, **dtypes, **extra)
-        if _is_wan(pipe) and getattr(pipe, "text_encoder", None) is not None:
-            self._text_encoder = (pipe.tokenizer, pipe.text_encoder)
+        if is_wan(pipe) and getattr(pipe, "text_encoder", None) is not None:
+            self._prompts.encoder = (pipe.tokenizer, pipe.text_encoder)  # kept off the pipeline, on the CPU
             pipe.register_modules(text_encoder=None, tokenizer=None)
         return pipe
 
     def unload(self) -> None:
         """Drop the pipeline (and the device memory it held)."""
-        self.pipe, self._text_encoder, self._embeddings, self._applied = None, None, {}, {}
+        self.pipe, self._applied = None, {}
+        self._prompts.clear()
         gc.collect()
         self._empty_device_cache()
 
@@ -236,9 +231,9 @@ class DiffusersVideoModel:
             call["guidance_scale_2"] = float(params["guidance_scale_2"])
         clock = self._clock = self._clock or PipelineClock(device_cuda(self.device))
         text_started = time.perf_counter()
-        call.update(self._text(inputs, batch))
+        call.update(self._prompts.call_text(self.pipe, inputs, batch))
         clock.text(host_seconds(text_started))
-        self._configure(params)
+        apply_scheduler_and_vae(self.pipe, params, self._applied, self.preset)
         backend = params.get("attention_backend")
         if backend is not None and backend != self._backend:  # not in reload_on: switched on the loaded model
             switch_attention_backend(_denoisers(self.pipe), str(backend), self.device, self._compile != "none")
@@ -316,88 +311,6 @@ class DiffusersVideoModel:
                 f"(got {frames}, {height}x{width}); the pipeline would round them"
             )
 
-    def _text(self, inputs: Mapping[str, Any], batch: int) -> dict[str, Any]:
-        """The text part of the call: prompt strings for a non-Wan pipeline, else (B, L, D) embeddings."""
-        prompt, negative = str(inputs.get("prompt", "")), str(inputs.get("negative_prompt") or "")
-        if not _is_wan(self.pipe):
-            return {"prompt": prompt, "negative_prompt": inputs.get("negative_prompt"), "num_videos_per_prompt": batch}
-        return {
-            "prompt_embeds": self._embedding(prompt).expand(batch, -1, -1),
-            "negative_prompt_embeds": self._embedding(negative).expand(batch, -1, -1),
-        }
-
-    def _embedding(self, text: str) -> Any:
-        import torch
-        from diffusers import WanPipeline
-
-        denoiser = self.pipe.transformer if self.pipe.transformer is not None else self.pipe.transformer_2
-        key = (text, int(denoiser.config.text_dim))
-        if key not in self._embeddings:
-            if self._text_encoder is not None:
-                tokenizer, encoder = self._text_encoder
-                holder = _TextHolder(tokenizer, encoder)
-                with torch.no_grad():  # Wan's own prompt encoding (UMT5, 512 tokens, zero padded)
-                    value = WanPipeline._get_t5_prompt_embeds(
-                        holder,
-                        prompt=text,
-                        max_sequence_length=512,  # type: ignore[arg-type]
-                        device=torch.device("cpu"),
-                        dtype=torch.float32,
-                    )
-            else:
-                length = self.preset.text_length if self.preset is not None else 512
-                value = random_text_embedding(text, length, key[1], self.seed)
-            self._embeddings[key] = value.to(self.device)
-        return self._embeddings[key]
-
-    def _configure(self, params: Mapping[str, Any]) -> None:
-        """Scheduler / flow shift and VAE tiling / slicing, changed only when they differ from the applied ones."""
-        pipe = self.pipe
-        wanted = (params.get("scheduler"), params.get("flow_shift"))
-        if wanted != self._applied.get("scheduler", (None, None)):
-            if wanted == (None, None):  # back to the loaded scheduler
-                pipe.scheduler = self._applied["loaded_scheduler"]
-            elif not _is_wan(pipe):
-                raise InvalidSetting("scheduler / flow_shift are offered for Wan pipelines (flow matching) only")
-            else:
-                name = str(wanted[0] or "unipc")
-                if name not in SCHEDULERS:
-                    raise InvalidSetting(f"scheduler must be one of {', '.join(SCHEDULERS)}, not {name!r}")
-                loaded = self._applied["loaded_scheduler"]
-                shift = float(
-                    wanted[1]
-                    if wanted[1] is not None
-                    else loaded.config.get("flow_shift", loaded.config.get("shift", 3.0))
-                )
-                if shift <= 0:
-                    raise InvalidSetting(f"flow_shift must be > 0 (got {shift})")
-                pipe.scheduler = make_scheduler(name, shift)
-            self._applied["scheduler"] = wanted
-        vae = getattr(pipe, "vae", None)
-        tiling, slicing = bool(params.get("vae_tiling", False)), bool(params.get("vae_slicing", False))
-        if vae is not None and (tiling, slicing) != self._applied.get("vae"):
-            if tiling:
-                tile = self.preset.vae_tile if self.preset is not None else None
-                vae.enable_tiling(
-                    **(
-                        {}
-                        if tile is None
-                        else {
-                            "tile_sample_min_height": tile[0],
-                            "tile_sample_min_width": tile[0],
-                            "tile_sample_stride_height": tile[1],
-                            "tile_sample_stride_width": tile[1],
-                        }
-                    )
-                )
-            elif hasattr(vae, "disable_tiling"):
-                vae.disable_tiling()
-            if slicing and hasattr(vae, "enable_slicing"):
-                vae.enable_slicing()
-            elif hasattr(vae, "disable_slicing"):
-                vae.disable_slicing()
-            self._applied["vae"] = (tiling, slicing)
-
     def _apply_cache(self, choice: CacheChoice, call: Mapping[str, Any], cfg: bool, calibration: Any) -> None:
         """Swap the denoisers' cache hooks when the method or its knob (or MagCache's steps) changed;
         ``calibration``: the setting's MagCache calibration key (:func:`.wan_warmup.calibration_key`)."""
@@ -450,15 +363,6 @@ class DiffusersVideoModel:
             torch.cuda.empty_cache()
 
 
-class _TextHolder:
-    """What ``WanPipeline._get_t5_prompt_embeds`` reads from its pipeline: tokenizer, encoder, device."""
-
-    def __init__(self, tokenizer: Any, text_encoder: Any) -> None:
-        import torch
-
-        self.tokenizer, self.text_encoder, self._execution_device = tokenizer, text_encoder, torch.device("cpu")
-
-
 def _dtype_keyword() -> str:
     """``dtype`` where diffusers has it (0.42 deprecates ``torch_dtype``), else ``torch_dtype``."""
     try:
@@ -466,12 +370,6 @@ def _dtype_keyword() -> str:
     except ImportError:
         return "torch_dtype"
     return "dtype"
-
-
-def _is_wan(pipe: Any) -> bool:
-    from diffusers import WanPipeline
-
-    return isinstance(pipe, WanPipeline)
 
 
 def _denoisers(pipe: Any) -> list[Any]:
