@@ -10,7 +10,7 @@ measured, an audited one is). Before each trial runs, the
 coordinator records what :mod:`tuner.search.prediction` predicts of it (fitted on the study's trials measured so
 far); after the study, each prediction is compared with what the table measured for that setting. Per table:
 the predicted trials, the median and 90th percentile of |measured / predicted - 1| for the latency and for the
-memory figure, and how often the measured value fell inside the predicted interval (its nominal share: 80 %).
+memory figure, the median of measured / predicted - 1 itself (a bias: > 0, slower than predicted), and how often the measured value fell inside the predicted interval (its nominal share: 80 %).
 
 Usage: ``python bench/prediction_error.py [--seeds 5] [--budget 60] [--tables avatar_dit:cpu1t,avqa:cpu1t-nodnn]
 [--method tpe|default]``;
