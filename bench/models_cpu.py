@@ -165,7 +165,7 @@ def sweep_rows(
 def wan_benchmark(warmup: int, repeats: int) -> dict[str, Any]:
     """Wan tiny (random weights, seed 0, fp32) latency per sweep, and PSNR against the uncached base video."""
     from tuner.adapters.factories.diffusers_video import make_video_pipeline
-    from tuner.adapters.factories.wan_knobs import CACHE_DEFAULTS, CACHES
+    from tuner.adapters.factories.wan.knobs import CACHE_DEFAULTS, CACHES
 
     spec = yaml.safe_load(WAN_SPEC.read_text())
     inputs = dict(spec["inputs"])
@@ -313,7 +313,8 @@ def parameter_counts() -> dict[str, Any]:
     """Parameters of every preset, counted on the meta device: Wan denoiser(s) and VAE, the Omni thinker."""
     from diffusers import AutoencoderKLWan
 
-    from tuner.adapters.factories import omni_presets, wan_presets
+    from tuner.adapters.factories import omni_presets
+    from tuner.adapters.factories.wan import presets as wan_presets
 
     wan: dict[str, dict[str, int]] = {}
     for name, preset in wan_presets.PRESETS.items():

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tuner.adapters.factories.diffusers_video import DiffusersVideoModel, make_video_pipeline
-from tuner.adapters.factories.wan_warmup import LIGHT_STEPS
+from tuner.adapters.factories.wan.warmup import LIGHT_STEPS
 from tuner.adapters.python import PythonAdapterWorkload
 from tuner.testing.workload_conformance import check_workload_conformance
 from tuner.workloads.base import RunContext

@@ -22,8 +22,8 @@ pytest.importorskip("diffusers")
 import torch  # noqa: E402
 
 from tuner.adapters.factories.diffusers_video import DiffusersVideoModel, make_video_pipeline  # noqa: E402
-from tuner.adapters.factories.wan_knobs import CACHES  # noqa: E402
-from tuner.adapters.factories.wan_presets import PRESETS, WanPreset, parameter_count  # noqa: E402
+from tuner.adapters.factories.wan.knobs import CACHES  # noqa: E402
+from tuner.adapters.factories.wan.presets import PRESETS, WanPreset, parameter_count  # noqa: E402
 from tuner.adapters.python import PythonAdapterWorkload  # noqa: E402
 from tuner.workloads.base import InvalidSetting, RunContext  # noqa: E402
 

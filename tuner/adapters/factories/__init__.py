@@ -4,8 +4,8 @@
   checkpoint), its inputs built as its processor builds them;
 * :mod:`.av_llm` -- an audio-visual LLM from a local checkpoint, through its own processor and chat template;
 * :mod:`.diffusers_video` -- a diffusers text/image-to-video pipeline: a local weights directory, or Wan
-  built from a published architecture (:mod:`.wan_presets`) with seeded random weights; the settings
-  diffusers offers around it (caches, attention kernels, offload, compile): :mod:`.wan_knobs`.
+  built from a published architecture (:mod:`.wan.presets`) with seeded random weights; the settings
+  diffusers offers around it (caches, attention kernels, offload, compile): :mod:`.wan.knobs`.
 
 They import transformers / diffusers only when built (neither is a dependency of
 the tuner: install the one your model needs in the same environment). Weights are

@@ -9,7 +9,7 @@
 
 **Weights.** ``model_path``: a local diffusers directory (``local_files_only``; the VAE in
 ``vae_dtype``, the rest in ``precision``). ``weights: random``: a ``WanPipeline`` built from an
-``architecture`` preset (:mod:`.wan_presets`: ``tiny``, ``wan2.1-t2v-1.3b``, ``wan2.1-t2v-14b``,
+``architecture`` preset (:mod:`.wan.presets`: ``tiny``, ``wan2.1-t2v-1.3b``, ``wan2.1-t2v-14b``,
 ``wan2.2-t2v-a14b``) with weights drawn from ``seed``, without any download. Text: with random
 weights, or a directory without a text encoder, each prompt's embedding is a seeded tensor of
 the shape Wan's UMT5 gives, (B, 512, text_dim); with a text encoder, a Wan prompt is encoded once
@@ -21,7 +21,7 @@ weights measure agreement with the reference setting of an untrained network, no
 **load(static)** -- the ``reload_on`` values: ``precision`` (fp32 / bf16 / fp16, the denoiser),
 ``vae_dtype`` (default the ``vae_dtype`` kwarg, fp32 as Wan keeps it), ``offload`` (none / model /
 group_block / group_leaf / sequential; the old ``cpu_offload: true`` = model), ``attention_backend``,
-``compile`` (a mode or a bool; ``compile_scope`` kwarg: regional or full). See :mod:`.wan_knobs`.
+``compile`` (a mode or a bool; ``compile_scope`` kwarg: regional or full). See :mod:`.wan.knobs`.
 
 **run(params, inputs)** -- ``num_frames`` (4k+1), ``height`` / ``width`` (multiples of 16: the
 pipeline would silently round anything else), ``num_inference_steps``, ``guidance_scale`` (CFG, two
@@ -38,7 +38,7 @@ without a ``mag_ratios`` kwarg calibrates its ratios by one uncached generation 
 setting asks for it: the trial's first call, a warm-up call when ``measurement.warmup >= 1`` or ``auto``.
 :meth:`DiffusersVideoModel.warmup_calls` is exact (``knows_warmup``): under ``measurement.warmup: auto`` a setting
 whose shape this load has run, with nothing to compile or calibrate, is timed without a warm-up; a new shape
-is warmed by a one-step call (``warmup_settings``, :mod:`.wan_warmup`; kwarg ``light_warmup: false``: by the whole
+is warmed by a one-step call (``warmup_settings``, :mod:`.wan.warmup`; kwarg ``light_warmup: false``: by the whole
 call, which is counted as a repeat when as fast).
 """
 
@@ -54,7 +54,7 @@ import numpy as np
 
 from tuner.adapters.factories import import_named, torch_dtype
 from tuner.adapters.factories.call_clocks import PipelineClock, device_cuda, host_seconds
-from tuner.adapters.factories.wan_knobs import (
+from tuner.adapters.factories.wan.knobs import (
     CUDA_GRAPH_MODES,
     CacheChoice,
     cache_config,
@@ -65,10 +65,10 @@ from tuner.adapters.factories.wan_knobs import (
     place,
     switch_attention_backend,
 )
-from tuner.adapters.factories.wan_presets import build_transformer, build_vae, make_scheduler, preset_named
-from tuner.adapters.factories.wan_settings import apply_scheduler_and_vae
-from tuner.adapters.factories.wan_text import PromptEmbeddings, is_wan
-from tuner.adapters.factories.wan_warmup import (
+from tuner.adapters.factories.wan.presets import build_transformer, build_vae, make_scheduler, preset_named
+from tuner.adapters.factories.wan.settings import apply_scheduler_and_vae
+from tuner.adapters.factories.wan.text import PromptEmbeddings, is_wan
+from tuner.adapters.factories.wan.warmup import (
     calibration_key,
     light_warmup,
     needs_calibration,
@@ -263,13 +263,13 @@ class DiffusersVideoModel:
 
     def warmup_calls(self, params: Mapping[str, Any]) -> int:
         """Untimed calls this setting needs in this process before its timings mean anything (exact,
-        :func:`.wan_warmup.warmup_calls`): a shape new to the load 1 (3 with CUDA graphs), a MagCache
+        :func:`.wan.warmup.warmup_calls`): a shape new to the load 1 (3 with CUDA graphs), a MagCache
         calibration 1, anything else none. So compiling and calibrating count as start-up, never latency."""
         return warmup_calls(params, self._compile, self._compiled_shapes, self._calibrating(params))
 
     def warmup_settings(self, params: Mapping[str, Any]) -> dict[str, Any] | None:
         """A cheaper warm-up call for ``params`` -- one denoising step, the same shapes, text and decode -- or
-        None where only the call itself warms (compiled, calibrating, two experts): :func:`.wan_warmup.light_warmup`."""
+        None where only the call itself warms (compiled, calibrating, two experts): :func:`.wan.warmup.light_warmup`."""
         if not self.light_warmup:
             return None
         experts = len(_denoisers(self.pipe)) if self.pipe is not None else 1
@@ -313,7 +313,7 @@ class DiffusersVideoModel:
 
     def _apply_cache(self, choice: CacheChoice, call: Mapping[str, Any], cfg: bool, calibration: Any) -> None:
         """Swap the denoisers' cache hooks when the method or its knob (or MagCache's steps) changed;
-        ``calibration``: the setting's MagCache calibration key (:func:`.wan_warmup.calibration_key`)."""
+        ``calibration``: the setting's MagCache calibration key (:func:`.wan.warmup.calibration_key`)."""
         denoisers = _denoisers(self.pipe)
         key = (choice, call["num_inference_steps"] if choice.method == "magcache" else None)
         if key == self._applied.get("cache", ((CacheChoice(), None))):

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from tuner.adapters.factories.wan_knobs import CUDA_GRAPH_MODES
+from tuner.adapters.factories.wan.knobs import CUDA_GRAPH_MODES
 
 LIGHT_STEPS = 1
 """The denoising steps of a lighter warm-up call."""

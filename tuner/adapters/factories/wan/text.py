@@ -4,7 +4,7 @@ A Wan pipeline (:class:`diffusers.WanPipeline`) gets ``prompt_embeds`` / ``negat
 (B, L, D), computed once per prompt and reused: with a text encoder read from a weights directory (UMT5, kept off
 the pipeline on the CPU), Wan's own encoding (512 tokens, zero padded); without one (random weights, or a
 directory without a text encoder), a seeded tensor of the shape UMT5 gives
-(:func:`.wan_presets.random_text_embedding`). Any other pipeline gets the prompt strings and encodes them inside
+(:func:`.presets.random_text_embedding`). Any other pipeline gets the prompt strings and encodes them inside
 its call. So the latency and memory of a Wan trial are the pipeline's denoising and decoding, not the encoder's.
 """
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tuner.adapters.factories.wan_presets import random_text_embedding
+from tuner.adapters.factories.wan.presets import random_text_embedding
 
 
 def is_wan(pipe: Any) -> bool:

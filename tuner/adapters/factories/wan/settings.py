@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from tuner.adapters.factories.wan_presets import SCHEDULERS, WanPreset, make_scheduler
-from tuner.adapters.factories.wan_text import is_wan
+from tuner.adapters.factories.wan.presets import SCHEDULERS, WanPreset, make_scheduler
+from tuner.adapters.factories.wan.text import is_wan
 from tuner.workloads.base import InvalidSetting
 
 
