@@ -67,11 +67,13 @@ class TrialCost:
     def __init__(self, spec: StudySpec) -> None:
         self.reload_on = reloads_on(spec)
         self.samples: list[CostSample] = []
+        self._fit: tuple[float, list[tuple[float, float]]] | None = None  # (reload s, pairs) until a sample comes
 
     def add(self, trial: FrozenTrial, latency_s: float, device_s: float) -> None:
         """A measured trial's latency (s) and recorded device-seconds."""
         started = trial.datetime_start or trial.datetime_complete or datetime.min
         self.samples.append(CostSample(started, reload_values(self.reload_on, trial.params), latency_s, device_s))
+        self._fit = None
 
     def reload_s(self) -> float:
         """What a reload adds to a trial (s): the median device-seconds beyond the latency line of the trials that
@@ -92,11 +94,14 @@ class TrialCost:
         having ``loaded`` (None: unknown, no reload charged)."""
         import numpy as np
 
-        extra = self.reload_s()
+        if self._fit is None:  # refitted once per new sample, not per proposal
+            extra = self.reload_s()
+            self._fit = (extra, self._pairs(extra))
+        extra, pairs = self._fit
         if extra <= 0.0 or loaded is None:
-            return device_seconds(self._pairs(extra), latency)
+            return device_seconds(pairs, latency)
         reloads = np.asarray([value != loaded for value in values], dtype=float)
-        return device_seconds(self._pairs(extra), latency) + extra * reloads
+        return device_seconds(pairs, latency) + extra * reloads
 
     def loaded(self, trials: Sequence[FrozenTrial]) -> tuple[Any, ...] | None:
         """The ``reload_on`` values of the trial started last (running or finished, with a setting): what the
