@@ -341,9 +341,9 @@ def main(argv: list[str] | None = None) -> int:
                 )
                 save()
                 continue
-            report["phases"][phase.name] = {"status": "running", "ok": None, "cap_s": cap_s}
-            save()
-            try:
+            try:  # marking it running is inside: a stop landing during that save still reads "interrupted"
+                report["phases"][phase.name] = {"status": "running", "ok": None, "cap_s": cap_s}
+                save()
                 record = run_phase(phase, device, work, cap_s)
             except Interrupted as signal_name:
                 report["phases"][phase.name] = {
@@ -360,6 +360,9 @@ def main(argv: list[str] | None = None) -> int:
                 write_log_bundle(work, out, stem)
     except Interrupted as signal_name:
         report["interrupted"] = str(signal_name)
+        for record in report["phases"].values():  # a stop between two statements must not leave one "running"
+            if record["status"] == "running":
+                record.update(status="interrupted", ok=False, error=f"{signal_name} while it ran; killed")
     failed = [name for name, record in report["phases"].items() if not record.get("ok")]
     report.update(finished="interrupted" not in report, ok=not failed)
     save()

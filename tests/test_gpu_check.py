@@ -435,6 +435,56 @@ def test_stopped_after_its_first_phase_the_file_keeps_the_finished_phases(tmp_pa
     _wait_for(lambda: not _processes_under(work), "the phase's processes to end", timeout_s=120)
 
 
+@pytest.mark.parametrize("landing", ["marking", "starting"])
+def test_a_stop_as_a_phase_starts_records_that_phase_interrupted(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, landing: str
+) -> None:
+    """The stop lands while the check marks the next phase "running" (its save) or just before the
+    phase's child starts: the phase reads "interrupted", never "running", and the report is final.
+    (The race a clean-clone run met once: SIGTERM right after the first phase left the next one "running".)"""
+    monkeypatch.setattr(sys, "path", [str(BENCH), *sys.path])  # gpu_check adds to it too: all undone after
+    monkeypatch.setenv("PYTHONPATH", os.environ.get("PYTHONPATH", ""))  # main() extends it: undone after
+    monkeypatch.setenv("PYTORCH_NVML_BASED_CUDA_CHECK", "1")
+    import gpu_check
+
+    monkeypatch.setattr(gpu_check.signal, "signal", lambda *_: None)  # the test process keeps its own handlers
+    real_write = gpu_check.write_json_atomically
+    raised: list[str] = []
+
+    def write(path: Path, data: dict[str, Any]) -> None:
+        real_write(path, data)
+        if landing == "marking" and not raised and data["phases"]["latency_truth"]["status"] == "running":
+            raised.append("SIGTERM")
+            raise gpu_check.Interrupted("SIGTERM")
+
+    def run_phase(phase: Any, device: str, work: Path, cap_s: float) -> dict[str, Any]:
+        if phase.name == "device_facts":
+            return {"status": "ok", "ok": True, "figures": {}, "seconds": 0.0}
+        raised.append("SIGTERM")
+        raise gpu_check.Interrupted("SIGTERM")
+
+    monkeypatch.setattr(gpu_check, "write_json_atomically", write)
+    monkeypatch.setattr(gpu_check, "run_phase", run_phase)
+    out = tmp_path / "out"
+    code = gpu_check.main(
+        [
+            "--cpu-plumbing",
+            "--out",
+            str(out),
+            "--work",
+            str(tmp_path / "work"),
+            "--phases",
+            "device_facts,latency_truth,vram_spike",
+        ]
+    )
+    report = _report(out)
+    assert raised == ["SIGTERM"] and code == 1 and report["interrupted"] == "SIGTERM"
+    assert report["finished"] is False and report["ok"] is False
+    assert report["phases"]["device_facts"]["status"] == "ok"
+    assert report["phases"]["latency_truth"]["status"] == "interrupted", report["phases"]["latency_truth"]
+    assert report["phases"]["vram_spike"]["status"] == "pending"
+
+
 def test_a_phase_past_its_cap_is_killed_and_the_next_one_runs(tmp_path: Path) -> None:
     """Caps scaled to a fraction of a second: no study can finish (imports alone take longer)."""
     out, work = tmp_path / "out", tmp_path / "work"
