@@ -10,7 +10,7 @@ from tuner.cli.show_command import render_trial
 from tuner.results import Outcome
 from tuner.runner.base import TrialRequest
 from tuner.runner.worker import execute
-from tuner.ship.export import random_weights_warnings
+from tuner.ship.export_warnings import random_weights_warnings
 from tuner.spec.adapters import PythonSpec
 from tuner.workloads.base import WorkloadOutput
 

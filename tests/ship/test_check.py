@@ -24,7 +24,8 @@ import pytest
 import yaml
 
 from tuner.results import Metric, Outcome, TrialResult
-from tuner.ship.check import SideMeasurement, _quality, _record
+from tuner.ship.check import _record
+from tuner.ship.check_sides import SideMeasurement, quality_drops
 from tuner.ship.config_schema import load_config
 from tuner.workloads.fake import EXTRA_SLEEP_ENV, LATENCY_CV_ENV, NOISE_SEED_ENV
 
@@ -159,11 +160,13 @@ def test_a_quality_metric_missing_on_either_side_fails(config: Path) -> None:
             for psnr in (30.0, None if label == missing_side else 30.0):
                 _record(side, _run(psnr), "latency_p50_s", ["psnr_db"])
         failures: list[str] = []
-        assert _quality(document, sides["baseline"], sides["chosen"], ["psnr_db"], 1.0, failures) == {}
+        assert quality_drops(document, sides["baseline"], sides["chosen"], ["psnr_db"], 1.0, failures) == {}
         assert failures == [f"psnr_db: quality objective missing on the {missing_side} side (output shapes differ)"]
     failures = []
     measured = {label: SideMeasurement(label) for label in ("baseline", "chosen")}
     for side in measured.values():
         _record(side, _run(30.0), "latency_p50_s", ["psnr_db"])
-    assert _quality(document, measured["baseline"], measured["chosen"], ["psnr_db"], 1.0, failures) == {"psnr_db": 0.0}
+    assert quality_drops(document, measured["baseline"], measured["chosen"], ["psnr_db"], 1.0, failures) == {
+        "psnr_db": 0.0
+    }
     assert failures == []

@@ -14,7 +14,8 @@ import pytest
 from tuner.front.choice import parse_policy, prefer_stable, select, within_spread
 from tuner.front.report import front_table
 from tuner.ship.config_schema import validate_config
-from tuner.ship.export import build_config, choose, noise_warnings
+from tuner.ship.export import build_config, choose
+from tuner.ship.export_warnings import noise_warnings
 from tuner.storage.records import NOISY_CV, TrialRecord
 
 DIRECTIONS = ["minimize", "maximize"]

@@ -30,13 +30,12 @@ Noisy numbers are not facts: a pick that is noisy (latency CV above
 :data:`tuner.storage.records.NOISY_CV`) is replaced by a stable trial within its
 spread (:func:`tuner.front.choice.prefer_stable`; not for an explicit ``--trial``),
 and the document's ``warnings`` say when the shipped trial or the baseline under
-the speed-up is noisy anyway (:func:`noise_warnings`).
+the speed-up is noisy anyway (:mod:`tuner.ship.export_warnings`).
 """
 
 from __future__ import annotations
 
 import importlib.metadata
-import math
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -50,12 +49,13 @@ from tuner.front.cost import budget_hours, cost_of_records, export_cost_block
 from tuner.front.headline import headline
 from tuner.secrets import redact_url
 from tuner.ship.config_schema import SCHEMA, validate_config
+from tuner.ship.export_warnings import noise_warnings, random_weights_warnings
 from tuner.ship.invocation import runnable_invocation
 from tuner.ship.provenance_block import provenance_fields, recorded_device, recorded_env
 from tuner.spec.export_rule import DEFAULT_RULE, ExportRule
 from tuner.spec.loading import parse_spec
 from tuner.storage.attributes import ENV, RUNTIME, attributes_of
-from tuner.storage.records import NOISY_CV, StudyRecord, TrialRecord, record_feasible, trial_records
+from tuner.storage.records import StudyRecord, TrialRecord, record_feasible, trial_records
 
 if TYPE_CHECKING:
     import optuna
@@ -194,47 +194,6 @@ def _spread(record: TrialRecord) -> dict[str, Any]:
         "repeats": int(repeats) if repeats is not None else None,
         "noisy": record.noisy if known else None,
     }
-
-
-def _relative_se(record: TrialRecord) -> float:
-    """Relative standard error of the record's median latency: sqrt(pi/2) x CV / sqrt(repeats)."""
-    repeats = record.metric_value("repeats") or 1.0
-    return math.sqrt(math.pi / 2) * (record.latency_cv or 0.0) / math.sqrt(max(1.0, repeats))
-
-
-def noise_warnings(record: TrialRecord, base: TrialRecord | None, speedup: float | None) -> list[str]:
-    """Why numbers of an export of ``record`` (against ``base``, at ``speedup``) are not facts; [] when none.
-
-    One warning when the shipped trial is noisy, one when the baseline is; each names the
-    CV, the threshold and the resulting uncertainty (one standard error of the medians).
-    One more for each of them the time limit cut short (fewer repeats than the spec asks).
-    """
-    warnings: list[str] = []
-    ratio_se = math.hypot(_relative_se(record), _relative_se(base)) if base is not None else None
-    against = (
-        f"; the speed-up {speedup:.3g}x over the baseline is uncertain by about ±{ratio_se:.0%}"
-        if speedup is not None and ratio_se is not None
-        else ""
-    )
-    for what, trial in (("the shipped trial", record), ("the baseline", base)):
-        if trial is None or not trial.noisy:
-            continue
-        cv = f"{trial.latency_cv:.2g}" if trial.latency_cv is not None else "unknown"
-        p50 = trial.metric_value("latency_p50_s")
-        median = f"its median latency {p50:.4g} s" if p50 is not None else "its latency"
-        warnings.append(
-            f"{what} (trial {trial.number}) is noisy: latency CV {cv} > {NOISY_CV:g}, so {median} is "
-            f"uncertain by about ±{_relative_se(trial):.0%}{against}; re-measure it (tuner check) "
-            f"on a quiet machine before relying on it"
-        )
-    for what, trial in (("the shipped trial", record), ("the baseline", base)):
-        if trial is not None and trial.cut_short:
-            warnings.append(
-                f"{what} (trial {trial.number}) was measured with fewer repeats than the spec asks: "
-                f"{trial.cut_short}; re-measure it (tuner check) or give the study a larger "
-                f"workload.timeout_s"
-            )
-    return warnings
 
 
 def _speed_metric(names: list[str], records: list[TrialRecord]) -> str:
@@ -382,20 +341,6 @@ def _provenance_block(
             cost_of_records(records), stored.device, record, budget_hours(stored.budget_device_hours)
         ),
     }
-
-
-def random_weights_warnings(trial_attrs: Mapping[str, Any]) -> list[str]:
-    """One warning when the measuring trial ran a network with random weights (``runtime.weights_identity``
-    ``random:...``): its speed and memory are the architecture's, its quality figures are not."""
-    runtime = trial_attrs.get(RUNTIME)
-    identity = runtime.get("weights_identity") if isinstance(runtime, Mapping) else None
-    if not (isinstance(identity, str) and identity.startswith("random:")):
-        return []
-    return [
-        f"measured with random weights ({identity}): latency and memory are the architecture's, but the "
-        f"quality figures are agreement with the reference setting of an untrained network, not output "
-        f"quality; re-measure with the real weights before shipping"
-    ]
 
 
 def _settings_of(record: TrialRecord | None) -> dict[str, Any] | None:
