@@ -16,11 +16,12 @@ a heartbeat while it runs; RUNNING trials whose coordinator died are marked FAIL
 
 The loop (:meth:`Coordinator.run`) keeps its state in a
 :class:`~tuner.study.coordinator_state.LoopState`; each turn looks at the study, fills the
-free slots, lets go of what it holds when the study stops, beats and reclaims, then
-collects the trials that ended. Between turns it sleeps (:meth:`Coordinator._wait`, one blocking wait)
-until a trial ends, an interrupt comes, a heartbeat is due or, while a slot is free, a look at the study
-(:data:`POLL_S`) or a reclaim (:data:`RECLAIM_EVERY_S`); a coordinator whose slots are all busy reads
-nothing and turns at most every :data:`TICK_S` (issue 27: waiting costs nothing, ``bench/idle_coordinator.py``).
+free slots (:class:`~tuner.study.placement.TrialStarter`), lets go of what it holds when the study
+stops, beats and reclaims, then collects the trials that ended. Between turns it sleeps
+(:meth:`Coordinator._wait`, one blocking wait) until a trial ends, an interrupt comes, a heartbeat is due
+or, while a slot is free, a look at the study (:data:`POLL_S`) or a reclaim (:data:`RECLAIM_EVERY_S`); a
+coordinator whose slots are all busy reads nothing and turns at most every :data:`TICK_S` (issue 27: waiting
+costs nothing, ``bench/idle_coordinator.py``).
 
 What lets a trial start -- the trial, device-hour and wall-time budgets (``budget_trials``,
 ``budget_device_s``, ``wall_time_s`` counted from ``wall_started`` with ``finish_reserve_s`` kept for the
@@ -42,17 +43,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tuner.results import Outcome, TrialResult
 from tuner.runner.base import Runner, Slot
 from tuner.runner.scoring import Scorer, pending
 from tuner.search.feasibility import FeasibilityModel, Observation
-from tuner.search.guards import StudyStop, reference_stop, same_failure_stop, unwritable
+from tuner.search.guards import reference_stop, same_failure_stop
 from tuner.search.objectives import ConstraintPlan
 from tuner.spec.space import distributions
 from tuner.storage import attributes as names
@@ -61,13 +62,13 @@ from tuner.storage.coordination.claims import claims_for
 from tuner.storage.coordination.heartbeats import Heartbeats, reclaim_stale
 from tuner.storage.cost import trial_cost
 from tuner.study.budgets import StartRules, WallBudget
-from tuner.study.coordinator_state import Held, InFlight, LoopState, result_of
+from tuner.study.coordinator_state import InFlight, LoopState, result_of
 from tuner.study.listeners import Listener, Summary
 from tuner.study.load_order import LoadOrder
-from tuner.study.placement import Placement
+from tuner.study.placement import Placement, TrialStarter
 from tuner.study.reference import LocalReferenceStore, ReferenceHandOff, ReferenceStore
 from tuner.study.shapes import ShapeReferences
-from tuner.study.shared import EXCLUSIVE_ROLES, ORIGINAL_LOST, SharedView, queue_reference, settle_copies
+from tuner.study.shared import ORIGINAL_LOST, SharedView, queue_reference, settle_copies
 from tuner.study.snapshot import StudySnapshot
 from tuner.study.studies import study_directory
 from tuner.study.trial_recording import TrialRecorder
@@ -149,7 +150,7 @@ class Coordinator:
         ):
             while True:
                 if self._look_due(state):
-                    self._refill(state, self._look(state), pool)
+                    self._starter.refill(state, self._look(state), pool)
                 stopping = self._stopping(state)
                 if stopping:
                     self._let_go(state)
@@ -193,6 +194,21 @@ class Coordinator:
             self._snapshot,
             prior=self.prediction_prior,
         )
+        self._starter = TrialStarter(
+            self.study,
+            self.runner,
+            len(self.slots),
+            self.budget_trials,
+            self.listeners,
+            self._rules,
+            self._placement,
+            self._recorder,
+            self._requests,
+            self._shapes,
+            self._snapshot,
+            self._space,
+            self._stopping,
+        )
         return LoopState(
             started=started, free_slots=list(self.slots), last_reclaim=time.monotonic(), order=LoadOrder.of(self.spec)
         )
@@ -231,107 +247,6 @@ class Coordinator:
         if state.cancelled:
             state.stopped = "cancelled: trials in flight finished, no new ones"
         return view
-
-    def _refill(self, state: LoopState, view: SharedView, pool: ThreadPoolExecutor) -> None:
-        """Start trials on the free slots while the budget, the other hosts and the study allow."""
-        state.blocked = False
-        while (
-            state.free_slots
-            and not state.exclusive
-            and not self._stopping(state)
-            and not state.scores_block(len(self.slots))
-            and self._rules.may_start(state, view)
-        ):
-            remaining = state.remaining(self.budget_trials, view.measured, view.running_elsewhere)
-            if self._rules.asks_over(state):
-                remaining = state.order.waiting()  # nothing more to ask: those set aside run, oldest first
-            if state.held is None:
-                unparked = self._shapes.unpark(state.parked, self._snapshot)  # its shape's reference ran
-                if unparked is not None:
-                    state.held = self._keep(state, unparked, remaining)
-                    if state.held is None:
-                        continue  # set aside: that reference left other reload_on values loaded
-            if state.held is None:
-                state.held = state.order.next_aside(state.free_slots[0], remaining, state.waiting.keys())
-            if state.held is None:
-                if state.parked_count() >= len(self.slots) and not self._snapshot.waiting():
-                    break  # as many wait for their shape's reference as there are slots: no more proposals
-                parked = state.parked_count()
-                held = self._placement.propose(view, state)
-                if held is None:
-                    state.idle_proposals += int(state.parked_count() == parked)
-                    continue
-                state.held = self._keep(state, held, remaining)
-                if state.held is None:
-                    continue  # set aside until its reload_on values are loaded (.load_order): ask another
-            if not self._start_held(state, view, pool):
-                break
-        if self._rules.owed_may_start(state, view, self._stopping(state)):
-            self._start_owed(state, view, pool)
-        if state.parked and not state.inflight and any(key in view.running_keys for key in state.parked):
-            state.blocked = True  # a shape's reference runs on another host: wait for it
-
-    def _start_owed(self, state: LoopState, view: SharedView, pool: ThreadPoolExecutor) -> None:
-        """Ask the dead host's rerun that waits oldest and start it: its original held a place in the trial budget
-        that the live hosts counted while filling it (``names.owed``). One ask a turn; the next look sees what is
-        left. Another host may have taken the rerun meanwhile: a proposal that is not owed is given back."""
-        state.blocked = True  # look again: another rerun may wait, or this one was copied
-        held = self._placement.propose(view, state)
-        if held is None:
-            return
-        if not names.owed(held[0]):
-            self._recorder.give_back(held[0], held[1].params, held[2], "not started: the trial budget is spent")
-            return
-        state.held = held
-        self._start_held(state, view, pool)
-
-    def _keep(self, state: LoopState, held: Held, remaining: int | None) -> Held | None:
-        """What starts now that ``held`` is at hand (:meth:`LoadOrder.keep`); ``held``, when it waits, records
-        why (``tuner status`` shows it)."""
-        starts = state.order.keep(held, state.free_slots[0], remaining)
-        if starts is not held:
-            trial, candidate, _ = held
-            with self._recorder.holding(trial.number):
-                store.record_waiting(trial, state.order.waiting_note(candidate))
-        return starts
-
-    def _start_held(self, state: LoopState, view: SharedView, pool: ThreadPoolExecutor) -> bool:
-        """Start the held proposal on a free slot; False when it must wait (or the study must stop)."""
-        assert state.held is not None
-        trial, candidate, role = state.held
-        if role in EXCLUSIVE_ROLES and (state.inflight or view.running_elsewhere):
-            state.blocked = not state.inflight
-            return False  # run it alone once the slots drain, here and elsewhere
-        if role != names.REFERENCE and not self._rules.wall.admits(
-            trial.number, candidate.params, self._snapshot.finished_log, self._space
-        ):
-            self._recorder.give_back(trial, candidate.params, role, f"not started: {self._rules.wall.refused}")
-            state.held, state.stopped = None, self._rules.wall.refused or ""
-            return False
-        state.held = None
-        state.idle_proposals = 0
-        slot = state.take_slot(role)
-        state.order.started(slot, candidate)
-        comparison = self._shapes.comparison(trial.number, candidate, self._snapshot, names.attributes_of(self.study))
-        request = self._requests.build(
-            trial, candidate, role, comparison, self._placement.limits.pop(trial.number, None)
-        )
-        problem = unwritable(Path(request.workdir))
-        if problem is not None:
-            self._recorder.give_back(trial, candidate.params, role, problem)
-            state.failure = StudyStop(problem)
-            state.untake_slot(slot)
-            return False
-        reference = self._snapshot.successful_reference
-        compared = self._shapes.compared_with(comparison, trial.number, role, reference)
-        if not self._assign(trial, slot, compared):
-            state.untake_slot(slot)
-            return True
-        future = pool.submit(self.runner.run, request, slot)
-        state.inflight[future] = InFlight(trial, candidate, slot, role, request)
-        for listener in self.listeners:
-            listener.on_trial_start(trial.number, role, slot.label, request.timeout_s)
-        return True
 
     def _let_go(self, state: LoopState) -> None:
         """The study stops: give back the held proposal and every set-aside one (queued again)."""
@@ -431,13 +346,3 @@ class Coordinator:
         """Tell the listeners the study's front; what this run did."""
         self._snapshot.refresh()
         return state.summary(self.study.study_name, self._snapshot, self.listeners, self._interrupt.is_set())
-
-    # -------------------------------------------------------------- per trial
-    def _assign(self, trial: optuna.Trial, slot: Slot, compared_with: Mapping[str, Any] | None) -> bool:
-        """Record the slot ``trial`` starts on (and what its quality is compared with, when the study has a
-        reference per shape); False when the trial was taken over meanwhile."""
-        assigned = False
-        with self._recorder.holding(trial.number):
-            store.record_slot(trial, slot.label, compared_with)
-            assigned = True
-        return assigned
