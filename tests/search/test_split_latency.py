@@ -43,12 +43,15 @@ def decode_s(params: dict[str, Any]) -> float:
     return 0.004 * params["max_new_tokens"] * params["num_beams"]
 
 
-def finished(params: dict[str, Any], number: int, phases: bool) -> optuna.trial.FrozenTrial:
+def finished(params: dict[str, Any], number: int, phases: bool, series: bool = True) -> optuna.trial.FrozenTrial:
+    """A measured run; ``phases``: it reports its prefill, and (``series``) its median decoding step, from which
+    the predictor also derives its neighbours along max_new_tokens (tuner.search.count_neighbours)."""
     latency = prefill_s(params) + decode_s(params)
     metrics: dict[str, Any] = {LATENCY: {"value": latency, "unit": "s"}, "peak_rss_gb": {"value": 0.5, "unit": "GB"}}
     if phases:
         metrics["prefill_s"] = {"value": prefill_s(params), "unit": "s"}
-        metrics["decode_token_s"] = {"value": 0.004 * params["num_beams"], "unit": "s"}
+        if series:
+            metrics["decode_token_s"] = {"value": 0.004 * params["num_beams"], "unit": "s"}
     trial = optuna.trial.create_trial(
         params=params,
         distributions=distributions(parse_spec(SPEC)),
@@ -97,11 +100,12 @@ def split_row(spec: Any, params: dict[str, Any]) -> list[float]:
 
 def test_a_run_without_phases_keeps_the_plain_model() -> None:
     """The split needs every run's phases (both parts fitted on the same runs); one run without them (a workload
-    that stopped reporting, an older trial) keeps the plain model, whose predictions stand."""
+    that stopped reporting, an older trial) keeps the plain model, whose predictions stand. (No series reported:
+    runs derived from it would change the plain model's fit too.)"""
     spec = parse_spec(SPEC)
     seen = settings(12, seed=2)
     mixed = OutcomePredictor(spec, distributions(spec))
-    mixed.update([finished(params, number, phases=number != 5) for number, params in enumerate(seen)])
+    mixed.update([finished(params, number, phases=number != 5, series=False) for number, params in enumerate(seen)])
     plain = OutcomePredictor(spec, distributions(spec))
     plain.update([finished(params, number, phases=False) for number, params in enumerate(seen)])
     probe = settings(1, seed=3)[0]

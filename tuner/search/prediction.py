@@ -10,7 +10,9 @@ line leaves (interactions). The interval is the :data:`INTERVAL` quantiles of th
 errors of the line and of the process together, at least :data:`FLOOR` wide, so it widens with the fit's real
 errors, not an assumed noise. A latency whose runs all reported their call's phases may be predicted as two such
 models, the once-per-call phases and the rest, summed (:mod:`tuner.search.split_latency`: kept where it predicts
-the held-out runs better). No prediction before
+the held-out runs better). Where the runs reported a uniform series of steps or tokens, each also stands for its
+setting at the count knob's other values (:mod:`tuner.search.count_neighbours`): those derived runs join the
+latency's fit, never its run counts nor its interval's errors. No prediction before
 :data:`MIN_FIT` local runs. A warm start's source trials (``tuner run --warm-start``: the coordinator's
 ``prediction_prior``) count while the study's own runs are fewer than the features, then no more
 (:func:`kept_samples`).
@@ -30,6 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
+from tuner.search.count_neighbours import CountNeighbours, derived_groups, held_out_by_group
 from tuner.search.split_latency import Sample, SplitLatency, split_or_plain, split_parts
 from tuner.storage.attributes import is_measured, metrics_of, outcome_of
 
@@ -138,9 +141,17 @@ class LogRidge:
 
     with_prior: bool = False  # fitted on a warm start's runs of another GPU type too
 
-    def __init__(self, rows: np.ndarray, logs: np.ndarray) -> None:
+    def __init__(self, rows: np.ndarray, logs: np.ndarray, sources: Sequence[int] = ()) -> None:
+        """``sources``: the first ``len(sources)`` rows are runs derived from measured ones
+        (:mod:`tuner.search.count_neighbours`), each the index among the measured rows (those after them) of the
+        run it comes from. They are fitted on. The penalty and the process are chosen by the measured rows'
+        leave-one-out errors; ``loo`` and ``line_loo`` -- the interval's errors and the split's test -- leave each
+        measured row out together with the rows derived from it (they carry its measurement: left in, they make
+        the errors, and so the interval, too small); none derived: the two are the same."""
         import numpy as np
 
+        derived = len(sources)
+        groups = derived_groups(sources, len(logs) - derived)
         self.rows = rows
         self.mean_x, self.mean_y = rows.mean(axis=0), float(logs.mean())
         centred = rows - self.mean_x
@@ -148,10 +159,14 @@ class LogRidge:
         for ridge in RIDGES:  # the penalty with the smallest leave-one-out error (closed form for ridge)
             inverse = np.linalg.inv(centred.T @ centred + ridge * np.eye(rows.shape[1]))
             coef = inverse @ centred.T @ (logs - self.mean_y)
-            leverage = np.einsum("ij,jk,ik->i", centred, inverse, centred) + 1.0 / len(logs)
             residual = logs - (self.mean_y + centred @ coef)
-            loo = residual / np.clip(1.0 - leverage, 1e-6, None)
-            fits.append((float(np.mean(loo**2)), ridge, coef, residual, loo))
+            leverage = np.einsum("ij,jk,ik->i", centred, inverse, centred) + 1.0 / len(logs)
+            loo = (residual / np.clip(1.0 - leverage, 1e-6, None))[derived:]
+            grouped = loo
+            if groups is not None:  # I - H, H the hat matrix (the mean's share included)
+                hat = centred @ inverse @ centred.T + 1.0 / len(logs)
+                grouped = held_out_by_group(np.eye(len(logs)) - hat, residual, groups)
+            fits.append((float(np.mean(loo**2)), ridge, coef, residual, grouped))
         chosen = min(fits, key=lambda fit: fit[0])
         _, self.ridge, self.coef, residual, self.line_loo = chosen
         self.scale = float(np.var(residual)) or 1e-12
@@ -160,10 +175,11 @@ class LogRidge:
             for noise in NOISE_SHARES:
                 system = np.linalg.inv(self._kernel(rows, rows, length) + noise * self.scale * np.eye(len(logs)))
                 weights = system @ residual
-                loo = weights / np.clip(np.diag(system), 1e-12, None)
+                loo = (weights / np.clip(np.diag(system), 1e-12, None))[derived:]
+                grouped = loo if groups is None else held_out_by_group(system, weights, groups)
                 error = float(np.mean(loo**2))
                 if best is None or error < best[0]:
-                    best = (error, length, noise, weights, loo)
+                    best = (error, length, noise, weights, grouped)
         assert best is not None
         _, self.length, _, self.weights, self.loo = best
 
@@ -219,6 +235,7 @@ class OutcomePredictor:
         self._samples: dict[str, list[Sample]] = {name: [] for name in self.metrics}
         self._models: dict[str, LogRidge | SplitLatency] = {}
         self._parts: tuple[list[Sample], list[Sample]] = ([], [])  # the latency runs' once and rest parts
+        self._neighbours = CountNeighbours(space)  # the study's own series runs, and the runs derived from them
         self.update(prior, prior=True)
 
     def update(self, finished: Iterable[FrozenTrial], prior: bool = False) -> None:
@@ -240,6 +257,9 @@ class OutcomePredictor:
                     self._samples[name].append((row, math.log(value), prior))
                     self._models.pop(name, None)
                     parts = split_parts(value, figures) if name == LATENCY else None
+                    if name == LATENCY and not prior:
+                        key = len(self._samples[name]) - 1  # the run's index among the latency samples
+                        self._neighbours.add(key, trial.params, figures, float(value))
                     if parts is not None:
                         for kept, part in zip(self._parts, parts):
                             kept.append((row, math.log(part), prior))
@@ -281,7 +301,8 @@ class OutcomePredictor:
         if sum(1 for _, _, prior in samples if not prior) < MIN_FIT:
             return None
         if name not in self._models:
-            plain = fitted(samples[-MAX_SAMPLES:])
+            derived = self._derived(len(samples)) if name == LATENCY else ([], [], [])
+            plain = fitted(samples[-MAX_SAMPLES:], derived[0])
             model: LogRidge | SplitLatency = plain
             if name == LATENCY and len(self._parts[0]) == len(samples) and len(samples) > MIN_FIT:
                 once, rest = (part[-MAX_SAMPLES:] for part in self._parts)
@@ -290,9 +311,30 @@ class OutcomePredictor:
                     [s[1] for s in kept_samples(once)],
                     [s[1] for s in kept_samples(rest)],
                 )
-                model = split_or_plain(plain, (fitted(once), fitted(rest)), logs, INTERVAL, FLOOR)
+                parts = (fitted(once, derived[1]), fitted(rest, derived[2]))
+                model = split_or_plain(plain, parts, logs, INTERVAL, FLOOR)
             self._models[name] = model
         return self._models[name]
+
+    def _derived(self, runs: int) -> tuple[list[tuple[Sample, int]], ...]:
+        """The latency's derived runs (:mod:`tuner.search.count_neighbours`) as samples of the latency, its once
+        and its rest part, each with the index of its source run among the latest :data:`MAX_SAMPLES` of the
+        ``runs`` latency samples (the parts empty unless every derived run has them); at most as many as leave the
+        fit within :data:`MAX_SAMPLES` rows, the latest."""
+        first = max(0, runs - MAX_SAMPLES)
+        room = MAX_SAMPLES - (runs - first)
+        derived = [entry for entry in self._neighbours.derived() if entry[0] >= first]
+        derived = derived[-room:] if room > 0 else []
+        columns = self._columns[LATENCY]
+        out: tuple[list[tuple[Sample, int]], ...] = ([], [], [])
+        for source, params, latency, parts in derived:
+            full = setting_features(params, self._space, prior=False)
+            row = [full[index] for index in columns]
+            out[0].append(((row, math.log(latency), False), source - first))
+            if parts is not None:
+                out[1].append(((row, math.log(parts[0]), False), source - first))
+                out[2].append(((row, math.log(parts[1]), False), source - first))
+        return out if len(out[1]) == len(out[0]) else (out[0], [], [])
 
 
 def kept_samples(samples: Sequence[Sample]) -> list[Sample]:
@@ -301,16 +343,30 @@ def kept_samples(samples: Sequence[Sample]) -> list[Sample]:
     (:func:`setting_features`: a line through them alone is underdetermined); from then on the study's own runs
     alone, so that a knob whose cost differs by hardware (bf16 without fast kernels) is learned from this
     hardware's runs."""
-    own = [sample for sample in samples if not sample[2]]
-    return own if len(own) == len(samples) or len(own) >= len(own[0][0]) else list(samples)
+    return [samples[index] for index in kept_indices(samples)]
 
 
-def fitted(samples: Sequence[Sample]) -> LogRidge:
-    """The model of :func:`kept_samples` of ``samples``."""
+def kept_indices(samples: Sequence[Sample]) -> list[int]:
+    """The indices in ``samples`` of :func:`kept_samples`."""
+    own = [index for index, sample in enumerate(samples) if not sample[2]]
+    return own if len(own) == len(samples) or len(own) >= len(samples[own[0]][0]) else list(range(len(samples)))
+
+
+def fitted(samples: Sequence[Sample], derived: Sequence[tuple[Sample, int]] = ()) -> LogRidge:
+    """The model of :func:`kept_samples` of ``samples``, fitted on the ``derived`` runs too: each a sample and the
+    index in ``samples`` of the run it comes from (one whose run is not kept is left out). They count for neither
+    what is kept nor the held-out errors (:class:`LogRidge`'s ``sources``)."""
     import numpy as np
 
-    kept = kept_samples(samples)
-    model = LogRidge(np.asarray([row for row, _, _ in kept]), np.asarray([log for _, log, _ in kept]))
+    indices = kept_indices(samples)
+    position = {index: at for at, index in enumerate(indices)}
+    extra = [(sample, position[source]) for sample, source in derived if source in position]
+    kept = [sample for sample, _ in extra] + [samples[index] for index in indices]
+    model = LogRidge(
+        np.asarray([row for row, _, _ in kept]),
+        np.asarray([log for _, log, _ in kept]),
+        sources=[source for _, source in extra],
+    )
     model.with_prior = len(kept) > len([sample for sample in samples if not sample[2]])
     return model
 
