@@ -310,14 +310,18 @@ def test_mlflow_ui_shows_the_study_children_and_front_plot(tmp_path: Path, brows
         assert shot.stat().st_size > 10_000
 
         browser.get(run_url)
-        wait_for(
-            lambda: "on the Pareto front" in body() and "Compare all trials" in body(),
-            "the study run's description",
+        front_names = [name for name in trials if name.endswith("· front")]
+        assert front_names
+        wait_for(  # the description's table may be drawn after its first lines (a busy host): wait for its rows too
+            lambda: (
+                "on the Pareto front" in body()
+                and "Compare all trials" in body()
+                and all(n in body() for n in front_names)
+            ),
+            "the study run's description, its table listing the front",
             browser,
             "description-missing.png",
         )
-        front_names = [name for name in trials if name.endswith("· front")]
-        assert front_names and all(n in body() for n in front_names), "the description's table lists the front"
         link = browser.find_element(By.PARTIAL_LINK_TEXT, "Compare all trials").get_attribute("href")
         assert link == experiment_url + "/runs?viewStateShareKey=tuner-ui", link
         save_screenshot(browser, "study_run.png")
