@@ -218,7 +218,8 @@ def quality_objectives(spec: StudySpec) -> tuple[str, ...]:
 class OutcomePredictor:
     """The study's latency and memory predictions (see the module docstring). ``prior``: a warm start's source
     trials (another GPU type), taken as evidence with the "other hardware" column set. ``quality``: its quality
-    objectives are predicted too (:func:`quality_objectives`; fitted on their own scale, not the log)."""
+    objectives are predicted too (:func:`quality_objectives`; fitted on their own scale, not the log).
+    ``neighbours``: the latency is fitted on runs derived along a count knob too (:mod:`.count_neighbours`)."""
 
     def __init__(
         self,
@@ -226,6 +227,7 @@ class OutcomePredictor:
         space: Mapping[str, BaseDistribution],
         prior: Iterable[FrozenTrial] = (),
         quality: bool = False,
+        neighbours: bool = True,
     ) -> None:
         self.metrics = (LATENCY, memory_metric(spec), *(quality_objectives(spec) if quality else ()))
         self._linear = set(quality_objectives(spec)) if quality else set()
@@ -235,7 +237,7 @@ class OutcomePredictor:
         self._samples: dict[str, list[Sample]] = {name: [] for name in self.metrics}
         self._models: dict[str, LogRidge | SplitLatency] = {}
         self._parts: tuple[list[Sample], list[Sample]] = ([], [])  # the latency runs' once and rest parts
-        self._neighbours = CountNeighbours(space)  # the study's own series runs, and the runs derived from them
+        self._neighbours = CountNeighbours(space if neighbours else {})  # own series runs and the runs derived
         self.update(prior, prior=True)
 
     def update(self, finished: Iterable[FrozenTrial], prior: bool = False) -> None:
