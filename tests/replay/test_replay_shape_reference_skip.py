@@ -22,8 +22,10 @@ def test_a_skipped_search_proposal_at_a_shapes_reference_setting_does_not_leave_
 ) -> None:
     target = Target.of(load_table(load_hardware_types()["wan_tiny:cpu1t"]))
     method = Method("default", "tpe", skip_dominated=DEFAULT_SKIP, predicted_gain=DEFAULT_GAIN)
-    replay_once(target, method, seed=3, budget=60, workdir=tmp_path)
-    study = optuna.load_study(study_name="default-seed3", storage=f"sqlite:///{tmp_path / 'default-seed3.db'}")
+    # a seed whose study skips a shape's reference setting as a search proposal: 3 until the predictions used runs
+    # derived along the count knob (2026-12-07), 0 since (of seeds 0-4 and 6-10, only 0 does; none of them leaves an orphan)
+    replay_once(target, method, seed=0, budget=60, workdir=tmp_path)
+    study = optuna.load_study(study_name="default-seed0", storage=f"sqlite:///{tmp_path / 'default-seed0.db'}")
     trials = study.get_trials(deepcopy=False)
     spec = target.table.spec
 
