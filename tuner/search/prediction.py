@@ -8,7 +8,8 @@ a column for runs of another GPU type, a warm start's, whose weight
 is that hardware's scale once the study has measured enough to tell it), plus a Gaussian process on what the
 line leaves (interactions). The interval is the :data:`INTERVAL` quantiles of the held-out (leave-one-out, closed form)
 errors of the line and of the process together, at least :data:`FLOOR` wide, so it widens with the fit's real
-errors, not an assumed noise. A latency whose runs all reported their call's phases may be predicted as two such
+errors, not an assumed noise; and at least as wide as the study's own errors out of sample, each recorded
+prediction against its measurement (:mod:`tuner.search.recorded_errors`). A latency whose runs all reported their call's phases may be predicted as two such
 models, the once-per-call phases and the rest, summed (:mod:`tuner.search.split_latency`: kept where it predicts
 the held-out runs better). Where the runs reported a uniform series of steps or tokens, each also stands for its
 setting at the count knob's other values (:mod:`tuner.search.count_neighbours`): those derived runs join the
@@ -33,8 +34,9 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
 from tuner.search.count_neighbours import CountNeighbours, derived_groups, held_out_by_group
+from tuner.search.recorded_errors import RecordedErrors
 from tuner.search.split_latency import Sample, SplitLatency, split_or_plain, split_parts
-from tuner.storage.attributes import is_measured, metrics_of, outcome_of
+from tuner.storage.attributes import PREDICTION, is_measured, metrics_of, outcome_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -238,6 +240,7 @@ class OutcomePredictor:
         self._models: dict[str, LogRidge | SplitLatency] = {}
         self._parts: tuple[list[Sample], list[Sample]] = ([], [])  # the latency runs' once and rest parts
         self._neighbours = CountNeighbours(space if neighbours else {})  # own series runs and the runs derived
+        self._recorded = RecordedErrors(INTERVAL[1] - INTERVAL[0], self._linear)  # own errors out of sample
         self.update(prior, prior=True)
 
     def update(self, finished: Iterable[FrozenTrial], prior: bool = False) -> None:
@@ -246,6 +249,8 @@ class OutcomePredictor:
             if not is_measured(trial) or outcome_of(trial) != Outcome.OK.value:
                 continue
             figures = metrics_of(trial)
+            if not prior:
+                self._recorded.add(trial.user_attrs.get(PREDICTION), figures)
             full = setting_features(trial.params, self._space, prior)
             for name in self.metrics:
                 value = (figures.get(name) or {}).get("value")
@@ -276,6 +281,7 @@ class OutcomePredictor:
             if model is None:
                 continue
             centre, low, high = model.predict([full[index] for index in self._columns[name]])
+            low, high = self._recorded.widened(name, centre, low, high)
             back = (lambda value: value) if name in self._linear else math.exp
             local = sum(1 for _, _, prior in self._samples[name] if not prior)
             out[name] = Prediction(back(centre), back(low), back(high), local, model.with_prior)
