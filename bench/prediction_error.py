@@ -54,6 +54,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         errors: dict[str, list[float]] = {}
         early: dict[str, list[float]] = {}
         inside: dict[str, list[bool]] = {}
+        widths: dict[str, list[float]] = {}
         with tempfile.TemporaryDirectory() as tmp:
             for seed in range(args.seeds):
                 workdir = Path(tmp) / str(seed)
@@ -74,6 +75,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                             early.setdefault(name, []).append(error)
                         value = measured[name]["value"]
                         inside.setdefault(name, []).append(predicted[name]["low"] <= value <= predicted[name]["high"])
+                        if predicted[name]["low"] > 0:  # how wide: the interval's high over its low
+                            widths.setdefault(name, []).append(predicted[name]["high"] / predicted[name]["low"])
         for name, values in errors.items():
             magnitude = np.abs(values)
             rows.append(
@@ -85,6 +88,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "median_error": float(np.median(values)),  # signed: > 0, the setting ran slower than predicted
                     "p90_abs_error": float(np.percentile(magnitude, 90)),
                     "inside_interval": float(np.mean(inside[name])),
+                    "median_interval_ratio": float(np.median(widths[name])) if widths.get(name) else None,
                     "early_trials": len(early.get(name, [])),
                     "early_median_abs_error": float(np.median(np.abs(early[name]))) if early.get(name) else None,
                 }
@@ -131,6 +135,7 @@ def _warm_from(source: Any, budget: int) -> Any:
 
 def report_lines(result: dict[str, Any]) -> list[str]:
     early = any("early_trials" in row for row in result["rows"])
+    wide = any(row.get("median_interval_ratio") for row in result["rows"])  # results since 2026-12-07
     warm = f", each warm-started from a replayed study on {result['warm_from']}" if result.get("warm_from") else ""
     kind = (
         "studies of the spec's default sampler block (only the trials it ran)"
@@ -142,8 +147,9 @@ def report_lines(result: dict[str, Any]) -> list[str]:
         "",
         "| table | metric | predicted trials | median abs. error | median error (measured / predicted - 1) "
         "| p90 abs. error | inside the interval |"
+        + (" interval high / low (median) |" if wide else "")
         + (f" fitted on < {EARLY} runs: trials, median abs. error |" if early else ""),
-        "| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if early else ""),
+        "| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if wide else "") + (" --- |" if early else ""),
     ]
     for row in result["rows"]:
         median = row.get("early_median_abs_error")
@@ -152,6 +158,13 @@ def report_lines(result: dict[str, Any]) -> list[str]:
             f"| {row['table']} | {row['metric']} | {row['predicted_trials']} | {row['median_abs_error']:.1%} | "
             + ("- | " if signed is None else f"{signed:+.1%} | ")
             + f"{row['p90_abs_error']:.1%} | {row['inside_interval']:.0%} |"
+            + (
+                f" {row['median_interval_ratio']:.2f} |"
+                if wide and row.get("median_interval_ratio")
+                else " - |"
+                if wide
+                else ""
+            )
             + (f" {row.get('early_trials', 0)}, {'-' if median is None else f'{median:.1%}'} |" if early else "")
         )
     return lines
