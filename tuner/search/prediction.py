@@ -36,7 +36,7 @@ from tuner.results import Outcome
 from tuner.search.count_neighbours import CountNeighbours, derived_groups, held_out_by_group
 from tuner.search.recorded_errors import RecordedErrors
 from tuner.search.split_latency import Sample, SplitLatency, split_or_plain, split_parts
-from tuner.storage.attributes import PREDICTION, is_measured, metrics_of, outcome_of
+from tuner.storage.attributes import is_measured, metrics_of, outcome_of, prediction_of
 
 if TYPE_CHECKING:
     import numpy as np
@@ -250,7 +250,7 @@ class OutcomePredictor:
                 continue
             figures = metrics_of(trial)
             if not prior:
-                self._recorded.add(trial.user_attrs.get(PREDICTION), figures)
+                self._recorded.add(prediction_of(trial), figures)
             full = setting_features(trial.params, self._space, prior)
             for name in self.metrics:
                 value = (figures.get(name) or {}).get("value")

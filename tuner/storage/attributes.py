@@ -207,6 +207,12 @@ def cost_of(trial: Attributed) -> Any:
     return attributes_of(trial).get(COST)
 
 
+def prediction_of(trial: Attributed) -> Mapping[str, Any]:
+    """Metric -> ``{value, low, high, fitted_on, prior}`` predicted before the trial ran
+    (:mod:`tuner.search.prediction`); empty when it ran without one."""
+    return trial.user_attrs.get(PREDICTION) or {}
+
+
 def unavailable_constraints_of(trial: Attributed) -> Mapping[str, Any]:
     """Constraint key -> why it could not be evaluated (empty when every constraint was)."""
     return trial.user_attrs.get(UNAVAILABLE_CONSTRAINTS) or {}
