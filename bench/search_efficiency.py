@@ -9,15 +9,8 @@ Usage::
     python bench/search_efficiency.py --variants 'tpe:n_startup_trials=10,multivariate=false'
     python bench/search_efficiency.py --report bench/results/search_efficiency_avqa_cpu1t.json  # replays nothing
 
-``--report RESULTS.json ...`` re-prints, from committed raw results only, the markdown table
-docs/benchmarks.md shows (several files: their methods in one table, for runs split over files):
-trials to 90 / 95 / 99 %, the median fraction after 10, 20 and 40 trials and after the last
-one (HV at end; the sweep's last is the whole space's), mean OOM runs and skips per study
-where a memory cap was declared, device-seconds to 95 % where the file has them, and the closing
-lines the run printed. Trials to a target come from the file's ``trials_to`` when it has them
-(computed before the curves were rounded); older files hold only the curves, rounded to 6
-digits, so a target counts as reached only where the rounded fraction is above it (a fraction
-just under 0.9 rounds to 0.9: on the avqa sweep that is trial 432, where it reached 0.9 at 468).
+``--report RESULTS.json ...`` re-prints the markdown table docs/benchmarks.md shows from committed raw
+results only (``bench/search_efficiency_report.py``).
 
 Each study is REPLAYED (simulated runs): the real coordinator, samplers and SQLite storage run it,
 and a :class:`tuner.replay.runner.ReplayRunner` answers every trial from an exhaustive table of
@@ -53,7 +46,6 @@ coordinator features such as ``memory_model`` or a warm start join as methods).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import sys
 import tempfile
@@ -67,13 +59,9 @@ import yaml
 from tuner.replay.cost_model import ReplayCostModel, overhead_note
 from tuner.replay.methods import DEFAULT_SKIP, Method, Replay, Target, replay_once
 from tuner.replay.report import (
-    CHECKPOINTS,
-    COST_TARGET,
-    TARGETS,
     MethodResult,
     comparison,
     cost_comparison,
-    quantile,
     sweep_cost_line,
     table_lines,
     write_outputs,
@@ -89,12 +77,15 @@ from tuner.replay.table import (
 from tuner.results import Outcome
 from tuner.spec.models import DEFAULT_SAMPLER
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from search_efficiency_report import DEFAULT_V1_NAME, report_lines  # noqa: E402 - beside this script
+
 ROOT = Path(__file__).resolve().parents[1]
 STANDARD = ("sweep", "random", "hillclimb", "tpe", "nsga2", "gp", "default", "default-v1")
 # the default before issue 26 (TPE, multivariate, 5 start-up trials: make_sampler's options then), pinned
 # so it stays the same method when the default changes; the last line compares the default with it
 DEFAULT_V1 = Method(  # the old default exactly: proposals run in the order asked
-    "default-v1", "tpe", options={"multivariate": True, "n_startup_trials": 5}, reload_lookahead=1
+    DEFAULT_V1_NAME, "tpe", options={"multivariate": True, "n_startup_trials": 5}, reload_lookahead=1
 )
 FULL = {"seeds": 20, "budget": 100, "gp_seeds": 5, "tables": None, "methods": ",".join(STANDARD)}
 QUICK = {
@@ -406,113 +397,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     for line in costs:  # last: the new default's device-seconds to 95 % against the old default's
         print(line, flush=True)
     return 0
-
-
-class _Recorded(MethodResult):
-    """A method's replays as a results JSON holds them: per-seed trials and device-seconds to each target
-    from the file when it has them, else from the rounded curves (reached only above the target)."""
-
-    stored: Mapping[str, Any] = {}
-
-    def trials_to(self, target: float) -> list[float]:
-        kept = self.stored.get("trials_to", {}).get(f"{target:g}")
-        if kept is not None:
-            return [math.inf if v is None else float(v) for v in kept]
-        return [float(_above(r.fractions, target) or math.inf) for r in self.replays]
-
-    def device_s_to(self, target: float) -> list[float]:
-        kept = self.stored.get("device_s_to", {}).get(f"{target:g}")
-        if kept is not None:
-            return [math.inf if v is None else float(v) for v in kept]
-        return [math.inf if (n := _above(r.fractions, target)) is None else r.device_s[n - 1] for r in self.replays]
-
-    def median_fraction_at(self, trials: int) -> float:
-        kept = self.stored.get("median_fraction_at", {}).get(str(trials))
-        return float(kept) if kept is not None else super().median_fraction_at(trials)
-
-
-def _above(fractions: Sequence[float], target: float) -> int | None:
-    """Trials until a rounded curve is above ``target`` (None: never)."""
-    return next((index + 1 for index, fraction in enumerate(fractions) if fraction > target), None)
-
-
-def _recorded(name: str, raw: Mapping[str, Any]) -> _Recorded:
-    replays = [
-        Replay(
-            method=name,
-            seed=r["seed"],
-            fractions=r["fractions"],
-            trials=r["trials_recorded"],
-            runs=r["runs"],
-            stopped_because=r["stopped_because"],
-            elapsed_s=r["elapsed_s"],
-            sampler_s=r["sampler_s"],
-            oom_runs=r["oom_runs"],
-            skipped_oom=r["skipped_predicted_oom"],
-            device_s=r.get("device_s", []),
-        )
-        for r in raw["replays"]
-    ]
-    result = _Recorded(name, replays, raw["budget"])
-    object.__setattr__(result, "stored", raw)
-    return result
-
-
-def report_lines(paths: Sequence[Path], only: Sequence[str] | None = None) -> list[str]:
-    """The markdown table of committed results (see the module docstring); methods whose replays are the
-    same (``tpe`` and ``default``) share one row, named ``a = b``."""
-    abouts = [json.loads(Path(p).read_text()) for p in paths]
-    first = abouts[0]
-    if any(a["table"] != first["table"] for a in abouts):
-        raise SystemExit(f"--report: one table at a time, got {sorted({a['table'] for a in abouts})}")
-    results = [
-        _recorded(name, raw)
-        for about in abouts
-        for name, raw in about["methods"].items()
-        if only is None or name in only
-    ]
-    rows: list[tuple[list[str], _Recorded]] = []
-    for result in results:
-        curves = [r.fractions for r in result.replays]
-        twin = next((row for row in rows if [r.fractions for r in row[1].replays] == curves), None)
-        if twin is not None:
-            twin[0].append(result.name)
-        else:
-            rows.append(([result.name], result))
-    cap = first["memory_cap_gb"]
-    costs = all(r.device_s for result in results for r in result.replays)
-    seeds = sorted({len(result.replays) for result in results if result.name != "sweep"})
-    budgets = sorted({result.budget for result in results if result.name != "sweep"})
-    lines = [
-        f"{first['table']}: {first['settings']} settings, front of {first['front_size']}, "
-        + ("no memory cap" if cap is None else f"declared cap {cap:g} GB")
-        + f"; {'/'.join(map(str, seeds))} seeds x {'/'.join(map(str, budgets))} trials"
-        + ("; sweep: the whole space, once" if any(r.name == "sweep" for r in results) else ""),
-        "",
-    ]
-    head = ["method", *(f"to {round(t * 100)} %" for t in TARGETS), *(f"HV@{k}" for k in CHECKPOINTS), "HV at end"]
-    head += ["OOM runs", "skipped"] if cap is not None else []
-    head += [f"dev-s to {round(COST_TARGET * 100)} %"] if costs else []
-    lines += ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
-    for names, result in rows:
-        cells = [
-            " = ".join(names),
-            *(result.cell(t) for t in TARGETS),
-            *(f"{result.median_fraction_at(k):.3f}" for k in CHECKPOINTS),
-            f"{quantile([r.fractions[-1] if r.fractions else 0.0 for r in result.replays], 0.5):.4f}",
-        ]
-        cells += [f"{result.mean_oom_runs:.1f}", f"{result.mean_skipped:.1f}"] if cap is not None else []
-        cells += [result.device_cell(COST_TARGET)] if costs else []
-        lines.append("| " + " | ".join(cells) + " |")
-    by_name = {r.name: r for r in results}
-    closing = []
-    if "default" in by_name and "sweep" in by_name:
-        closing.append(comparison(first["table"], by_name["default"], by_name["sweep"])[0])
-        if costs:
-            closing.append(sweep_cost_line(first["table"], by_name["default"], by_name["sweep"]))
-    if costs and "default" in by_name and DEFAULT_V1.name in by_name:
-        closing.append(cost_comparison(first["table"], by_name["default"], by_name[DEFAULT_V1.name])[0])
-    return lines + ([""] + closing if closing else [])
 
 
 def _shown(path: Path) -> str:
