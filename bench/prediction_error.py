@@ -44,7 +44,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from tuner.replay.methods import Target, replay_once
     from tuner.replay.table import load_hardware_types, load_table
     from tuner.search.prediction import prediction_errors
-    from tuner.storage.attributes import PREDICTION, is_measured, metrics_of
+    from tuner.storage.attributes import is_measured, metrics_of, prediction_of
 
     declared = load_hardware_types(TABLE_DIR / "hardware_types.yaml")
     rows = []
@@ -65,7 +65,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                 url = f"sqlite:///{workdir / f'{method.name}-seed{seed}.db'}"
                 study = optuna.load_study(study_name=f"{method.name}-seed{seed}", storage=url)
                 for trial in study.get_trials(deepcopy=False):
-                    predicted = trial.user_attrs.get(PREDICTION)
+                    predicted = prediction_of(trial)
                     if not predicted or not is_measured(trial):
                         continue
                     measured = metrics_of(trial)

@@ -78,7 +78,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
     from tuner.replay.table import load_hardware_types, load_table
     from tuner.search.prediction import LATENCY, setting_features
     from tuner.spec.space import distributions
-    from tuner.storage.attributes import PREDICTION, is_measured, metrics_of
+    from tuner.storage.attributes import is_measured, metrics_of, prediction_of
 
     declared = load_hardware_types(TABLE_DIR / "hardware_types.yaml")
     out = []
@@ -97,7 +97,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     name = f"{method.name}-seed{seed}"
                     study = optuna.load_study(study_name=name, storage=f"sqlite:///{workdir / (name + '.db')}")
                     for trial in study.get_trials(deepcopy=False):
-                        predicted = (trial.user_attrs.get(PREDICTION) or {}).get(LATENCY)
+                        predicted = prediction_of(trial).get(LATENCY)
                         measured = (metrics_of(trial).get(LATENCY) or {}).get("value") if is_measured(trial) else None
                         row = table.lookup(trial.params)
                         if not predicted or not measured or row is None or id(row) not in fold_of:
