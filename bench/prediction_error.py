@@ -10,7 +10,8 @@ measured, an audited one is). Before each trial runs, the
 coordinator records what :mod:`tuner.search.prediction` predicts of it (fitted on the study's trials measured so
 far); after the study, each prediction is compared with what the table measured for that setting. Per table:
 the predicted trials, the median and 90th percentile of |measured / predicted - 1| for the latency and for the
-memory figure, the median of measured / predicted - 1 itself (a bias: > 0, slower than predicted), and how often the measured value fell inside the predicted interval (its nominal share: 80 %).
+memory figure, the median of measured / predicted - 1 itself (a bias: > 0, slower than predicted), and how often the measured value fell inside the predicted interval (its nominal share: 80 %); the same for the predictions
+fitted on fewer than :data:`EARLY` of the study's runs.
 
 Usage: ``python bench/prediction_error.py [--seeds 5] [--budget 60] [--tables avatar_dit:cpu1t,avqa:cpu1t-nodnn]
 [--method tpe|default]``;
@@ -54,6 +55,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         errors: dict[str, list[float]] = {}
         early: dict[str, list[float]] = {}
         inside: dict[str, list[bool]] = {}
+        early_inside: dict[str, list[bool]] = {}
         widths: dict[str, list[float]] = {}
         with tempfile.TemporaryDirectory() as tmp:
             for seed in range(args.seeds):
@@ -71,10 +73,12 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     measured = metrics_of(trial)
                     for name, error in prediction_errors(predicted, measured).items():
                         errors.setdefault(name, []).append(error)
+                        value = measured[name]["value"]
+                        held = predicted[name]["low"] <= value <= predicted[name]["high"]
+                        inside.setdefault(name, []).append(held)
                         if int(predicted[name].get("fitted_on") or 0) < EARLY:
                             early.setdefault(name, []).append(error)
-                        value = measured[name]["value"]
-                        inside.setdefault(name, []).append(predicted[name]["low"] <= value <= predicted[name]["high"])
+                            early_inside.setdefault(name, []).append(held)
                         if predicted[name]["low"] > 0:  # how wide: the interval's high over its low
                             widths.setdefault(name, []).append(predicted[name]["high"] / predicted[name]["low"])
         for name, values in errors.items():
@@ -91,6 +95,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "median_interval_ratio": float(np.median(widths[name])) if widths.get(name) else None,
                     "early_trials": len(early.get(name, [])),
                     "early_median_abs_error": float(np.median(np.abs(early[name]))) if early.get(name) else None,
+                    "early_inside_interval": float(np.mean(early_inside[name])) if early_inside.get(name) else None,
                 }
             )
     warm = {"warm_from": args.warm_from} if args.warm_from else {}
@@ -136,6 +141,7 @@ def _warm_from(source: Any, budget: int) -> Any:
 def report_lines(result: dict[str, Any]) -> list[str]:
     early = any("early_trials" in row for row in result["rows"])
     wide = any(row.get("median_interval_ratio") for row in result["rows"])  # results since 2026-12-07
+    early_held = any("early_inside_interval" in row for row in result["rows"])  # since 2026-12-07, evening
     warm = f", each warm-started from a replayed study on {result['warm_from']}" if result.get("warm_from") else ""
     kind = (
         "studies of the spec's default sampler block (only the trials it ran)"
@@ -148,7 +154,9 @@ def report_lines(result: dict[str, Any]) -> list[str]:
         "| table | metric | predicted trials | median abs. error | median error (measured / predicted - 1) "
         "| p90 abs. error | inside the interval |"
         + (" interval high / low (median) |" if wide else "")
-        + (f" fitted on < {EARLY} runs: trials, median abs. error |" if early else ""),
+        + (
+            f" fitted on < {EARLY} runs: trials, median abs. error{', inside' if early_held else ''} |" if early else ""
+        ),
         "| --- | --- | --- | --- | --- | --- | --- |" + (" --- |" if wide else "") + (" --- |" if early else ""),
     ]
     for row in result["rows"]:
@@ -165,9 +173,19 @@ def report_lines(result: dict[str, Any]) -> list[str]:
                 if wide
                 else ""
             )
-            + (f" {row.get('early_trials', 0)}, {'-' if median is None else f'{median:.1%}'} |" if early else "")
+            + (
+                f" {row.get('early_trials', 0)}, {'-' if median is None else f'{median:.1%}'}"
+                + (f", {_share(row.get('early_inside_interval'))}" if early_held else "")
+                + " |"
+                if early
+                else ""
+            )
         )
     return lines
+
+
+def _share(value: float | None) -> str:
+    return "-" if value is None else f"{value:.0%}"
 
 
 if __name__ == "__main__":

@@ -22,10 +22,11 @@ def test_a_skipped_search_proposal_at_a_shapes_reference_setting_does_not_leave_
 ) -> None:
     target = Target.of(load_table(load_hardware_types()["wan_tiny:cpu1t"]))
     method = Method("default", "tpe", skip_dominated=DEFAULT_SKIP, predicted_gain=DEFAULT_GAIN)
-    # a seed whose study skips a shape's reference setting as a search proposal: 3 until the predictions used runs
-    # derived along the count knob (2026-12-07), 0 since (of seeds 0-4 and 6-10, only 0 does; none of them leaves an orphan)
-    replay_once(target, method, seed=0, budget=60, workdir=tmp_path)
-    study = optuna.load_study(study_name="default-seed0", storage=f"sqlite:///{tmp_path / 'default-seed0.db'}")
+    # a seed whose study skips a shape's reference setting as a search proposal and measures that shape later: 3 until
+    # the predictions used runs derived along the count knob (2026-12-07), then 0, 16 since intervals take finite-sample
+    # ranks (of seeds 0-40: 16, 20, 21, 22, 34 and 40 do; none of them leaves an orphan)
+    replay_once(target, method, seed=16, budget=60, workdir=tmp_path)
+    study = optuna.load_study(study_name="default-seed16", storage=f"sqlite:///{tmp_path / 'default-seed16.db'}")
     trials = study.get_trials(deepcopy=False)
     spec = target.table.spec
 
@@ -39,6 +40,14 @@ def test_a_skipped_search_proposal_at_a_shapes_reference_setting_does_not_leave_
         if t.user_attrs.get("outcome") == "SKIPPED_PREDICTED_DOMINATED" and is_its_shapes_reference(t.params)
     ]
     assert skipped, "the scenario: a shape's reference setting proposed as a search trial and skipped"
+    later = [
+        t
+        for t in trials
+        if t.user_attrs.get("measured")
+        and t.number > skipped[0].number
+        and t.params["num_frames"] == skipped[0].params["num_frames"]
+    ]
+    assert later, "the scenario: the skipped reference's shape measured again afterwards"
     orphans = [
         (t.number, t.params["num_frames"])
         for t in trials

@@ -6,8 +6,9 @@ frames x passes -- a call's multiplicative cost structure -- is a sum; a categor
 numeric categorical's log value besides, which alone stands for it in a cost model, :func:`cost_columns`;
 a column for runs of another GPU type, a warm start's, whose weight
 is that hardware's scale once the study has measured enough to tell it), plus a Gaussian process on what the
-line leaves (interactions). The interval is the :data:`INTERVAL` quantiles of the held-out (leave-one-out, closed form)
-errors of the line and of the process together, at least :data:`FLOOR` wide, so it widens with the fit's real
+line leaves (interactions). The interval is bounded by the :data:`INTERVAL` ranks of the held-out (leave-one-out, closed
+form) errors of the line and of the process together (finite-sample ranks, :mod:`tuner.search.interval_ranks`: with few
+runs, their extremes), at least :data:`FLOOR` wide, so it widens with the fit's real
 errors, not an assumed noise; and at least as wide as the study's own errors out of sample, each recorded
 prediction against its measurement (:mod:`tuner.search.recorded_errors`). A latency whose runs all reported their call's phases may be predicted as two such
 models, the once-per-call phases and the rest, summed (:mod:`tuner.search.split_latency`: kept where it predicts
@@ -34,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
 from tuner.search.count_neighbours import CountNeighbours, derived_groups, held_out_by_group
+from tuner.search.interval_ranks import rank_bounds
 from tuner.search.recorded_errors import RecordedErrors
 from tuner.search.split_latency import Sample, SplitLatency, split_or_plain, split_parts
 from tuner.storage.attributes import is_measured, metrics_of, outcome_of, prediction_of
@@ -48,7 +50,8 @@ if TYPE_CHECKING:
 MIN_FIT = 3
 """Fewest local measured OK trials (with the metric) before a metric is predicted."""
 INTERVAL = (0.1, 0.9)
-"""Quantiles of the leave-one-out log residuals that bound a prediction's interval."""
+"""Shares of the leave-one-out log residuals below a prediction's interval's low and high end (finite-sample
+ranks: :func:`tuner.search.interval_ranks.rank_bounds`)."""
 RIDGES = (0.001, 0.01, 0.1, 1.0)
 """Ridge penalties tried on the features (scaled to [0, 1]; the intercept is not penalised): the one with the
 smallest leave-one-out error is kept -- small where the cost is a clean product, larger on noisy timings."""
@@ -204,8 +207,8 @@ class LogRidge:
         centre = self.mean_y + float((point - self.mean_x) @ self.coef)
         centre += float(self._kernel(point[None, :], self.rows, self.length)[0] @ self.weights)
         errors = np.concatenate([self.loo, self.line_loo])  # the wider of the two fits' held-out errors
-        low, high = np.quantile(errors, INTERVAL)
-        return centre, centre + min(-FLOOR, float(low)), centre + max(FLOOR, float(high))
+        low, high = rank_bounds(errors, INTERVAL, FLOOR)
+        return centre, centre + low, centre + high
 
 
 def quality_objectives(spec: StudySpec) -> tuple[str, ...]:

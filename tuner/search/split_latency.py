@@ -21,6 +21,8 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from tuner.search.interval_ranks import rank_bounds
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -95,7 +97,7 @@ def split_or_plain(
 ) -> Model | SplitLatency:
     """The split model when its held-out error (mean square, log units) is below the plain model's on the same
     runs, else ``plain``. ``parts``: the once and rest models; ``logs``: the runs' log latency, once and rest, in
-    the order all three models were fitted on them; ``interval``: the quantiles of the held-out errors that bound
+    the order all three models were fitted on them; ``interval``: the shares of the held-out errors (finite-sample ranks) that bound
     a prediction, at least ``floor`` (log units) either side."""
     import numpy as np
 
@@ -112,8 +114,7 @@ def split_or_plain(
     if float(np.mean(errors[0] ** 2)) >= float(np.mean(plain.loo**2)):
         return plain
     everything = np.concatenate(errors)
-    low, high = np.quantile(everything, interval)
-    return SplitLatency(parts[0], parts[1], everything, (min(-floor, float(low)), max(floor, float(high))))
+    return SplitLatency(parts[0], parts[1], everything, rank_bounds(everything, interval, floor))
 
 
 __all__ = ["ONCE_PER_CALL", "PartModel", "Sample", "SplitLatency", "split_or_plain", "split_parts"]
