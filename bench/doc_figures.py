@@ -4,11 +4,11 @@ A **figure** is a number a reader takes for a fact of this software's speed, siz
 
 * a number with a decimal point (``0.36``, ``1e-4``) or a percent (``95 %``);
 * a whole number with a unit of time, size, frequency, rate or ratio (``2817 s``, ``4 GB``, ``100 Hz``,
-  ``3x``, ``600 device-s``: :data:`UNITS`), each end of a range (``17–36 s``) included;
+  ``3x``, ``600 device-s``: :data:`doc_figure_vocabulary.UNITS`), each end of a range (``17–36 s``) included;
 * every number in a table cell that holds nothing but numbers (``| 468 1/1 |``, ``| 0.969 |``).
 
 Not figures: what stands in code (fenced blocks, ``inline code``), HTML comments and link targets;
-versions (two dots; after a version operator; after a name of :data:`VERSIONED` or in a table column
+versions (two dots; after a version operator; after a name of :data:`doc_figure_vocabulary.VERSIONED` or in a table column
 headed by one; continuing a list of versions: "Python 3.11, 3.12 and 3.13"); numbers that are part of a
 name or a date (``Wan2.1``, ``T2V-1.3B``, ``x86-64``, ``HV@40``, ``2026-12-03``); whole numbers without a
 unit (section and list numbers, counts, issue numbers, sizes such as 720*400); a table column of
@@ -16,7 +16,7 @@ consecutive integers (an index).
 
 Every figure must be **traced**, one of:
 
-1. **printed by a report block** of its section, or of the section :data:`READS` names for it: the
+1. **printed by a report block** of its section, or of the section :data:`doc_figure_vocabulary.READS` names for it: the
    block is what its command prints from committed raw results (``bench/report.py --check``). A decimal
    or a percent is compared as a number (a percent may be printed as a fraction, 95 % as 0.95); a whole
    number with a unit must be printed with that unit (``2799 s``).
@@ -46,137 +46,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import report  # noqa: E402  (bench/report.py: the report blocks)
+from doc_figure_vocabulary import READS, UNIT_FACTORS, UNITS, VERSIONED  # noqa: E402
 
 ROOT = report.ROOT
-# Sections whose prose reads other sections' blocks: (document, section) -> the sections whose blocks it reads.
-READS = {
-    ("docs/benchmarks.md", "Warm start across hardware types"): ("bench/search_efficiency.py — trials to the front",),
-    ("docs/benchmarks.md", "The memory model on the tables"): ("bench/search_efficiency.py — trials to the front",),
-    ("docs/benchmarks.md", "Device-seconds to the front"): ("bench/search_efficiency.py — trials to the front",),
-    ("docs/models.md", "Known, left as they are"): ("What was measured where",),
-    ("docs/models/avatar_dit.md", "Reading the tables"): (
-        "Measured",
-        "Quality vs knobs (held-out pairs, against ground truth at 64 x 64)",
-        "ST-LPIPS over sample_steps at 64 px, paired over 32 held-out pairs (seeds 100..131)",
-        "ST-LPIPS over sample_steps at 48 px, paired over 32 held-out pairs (seeds 100..131)",
-        "Lip-sync proxy (RMS vs mouth aperture, per-portrait mouth box)",
-        "Cost vs knobs (CPU, median of 5 runs after a warm-up)",
-    ),
-    ("docs/models/avqa.md", "Reading the tables"): ("Measurements", "Accuracy (exact match vs ground truth)", "Cost"),
-}
-# Names after which (or under which, as a table header) a dotted number is a version.
-VERSIONED = frozenset(
-    [
-        "python",
-        "cpython",
-        "torch",
-        "pytorch",
-        "cuda",
-        "cudnn",
-        "nccl",
-        "driver",
-        "optuna",
-        "optuna-dashboard",
-        "mlflow",
-        "diffusers",
-        "transformers",
-        "accelerate",
-        "numpy",
-        "torchvision",
-        "lpips",
-        "stlpips-pytorch",
-        "opencv",
-        "opencv-python-headless",
-        "av",
-        "pyav",
-        "pip",
-        "postgresql",
-        "psycopg",
-        "sqlalchemy",
-        "fastapi",
-        "uvicorn",
-        "pydantic",
-        "typer",
-        "rich",
-        "pillow",
-        "scikit-image",
-        "scipy",
-        "plotly",
-        "matplotlib",
-        "sacrebleu",
-        "selenium",
-        "chromium",
-        "espeak-ng",
-        "ubuntu",
-        "debian",
-        "linux",
-        "tuner.config",
-        "schemathesis",
-        "hypothesis",
-        "mypy",
-        "pytest",
-        "safetensors",
-        "huggingface-hub",
-        "version",
-    ]
-)
-_UNIT_FACTORS = {
-    "ns": 1e-9,
-    "µs": 1e-6,
-    "us": 1e-6,
-    "ms": 1e-3,
-    "min": 60.0,
-    "mins": 60.0,
-    "minute": 60.0,
-    "minutes": 60.0,
-    "h": 3600.0,
-    "hour": 3600.0,
-    "hours": 3600.0,
-    "day": 86400.0,
-    "days": 86400.0,
-    "KB": 1e3,
-    "kB": 1e3,
-    "MB": 1e6,
-    "GB": 1e9,
-    "TB": 1e12,
-    "KiB": 2.0**10,
-    "MiB": 2.0**20,
-    "GiB": 2.0**30,
-    "TiB": 2.0**40,
-    "kHz": 1e3,
-    "MHz": 1e6,
-    "GHz": 1e9,
-    "%": 0.01,
-}
-UNITS = sorted(
-    {
-        *_UNIT_FACTORS,
-        "s",
-        "sec",
-        "secs",
-        "second",
-        "seconds",
-        "bytes",
-        "Hz",
-        "fps",
-        "dB",
-        "W",
-        "device-s",
-        "device-seconds",
-        "device-hours",
-        "CPU-s",
-        "CPU-seconds",
-        "CPU ms",
-        "core-s",
-        "ms/token",
-        "tokens/s",
-        "trials/s",
-        "samples/s",
-        "it/s",
-    },
-    key=len,
-    reverse=True,
-)
+
 _NUM = r"(?:\d+(?:,\d{3})*(?:\.\d+)?|\.\d+)(?:[eE][-−]?\d+)?(?![.,]?\d)(?!\.[\d*xX])"
 _UNIT = "|".join(re.escape(unit) for unit in UNITS if unit != "%")
 _RUN = re.compile(
@@ -357,7 +230,7 @@ def _literals(spec: str) -> tuple[set[float], list[str]]:
 
 def _as_settings(figure: Figure) -> list[float]:
     """The values a setting may be written as: as stated, in base units, and a time in milliseconds."""
-    base = figure.value * _UNIT_FACTORS.get(figure.unit, 1.0)
+    base = figure.value * UNIT_FACTORS.get(figure.unit, 1.0)
     timed = figure.unit in ("s", "sec", "secs", "second", "seconds", "ms", "min", "minutes", "h", "hours")
     return [figure.value, base] + ([base * 1e3] if timed else [])
 
