@@ -66,7 +66,9 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         chosen = random.Random(args.seed).sample(rows, min(args.rows, len(rows)))
     _, grid = build_tables.settings_of(definition)
     typed = {build_tables._key(setting, names): setting for setting in grid}
-    scores = {build_tables._key(typed[k], names): {} for k in typed}  # quality is not re-measured
+    scores: dict[str, dict[str, Any]] = {
+        build_tables._key(typed[k], names): {} for k in typed
+    }  # quality is not re-measured
     keep: dict[str, Any] = {}
     references: dict[str, Path] = {}
     out = []
