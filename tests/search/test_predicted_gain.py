@@ -111,7 +111,7 @@ def test_the_base_proposes_until_enough_trials_are_measured_then_a_setting_the_f
 def test_the_spread_start_proposes_far_from_every_asked_setting_for_few_predicted_seconds() -> None:
     import numpy as np
 
-    from tuner.search.prediction import setting_features
+    from tuner.search.setting_features import setting_features
 
     spec = parse_spec(SPEC)
     sampler = predicted_gain_sampler(spec, optuna.samplers.RandomSampler(seed=0), seed=0, after=len(FIRST))

@@ -10,10 +10,20 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import optuna
 import pytest
 
-from tuner.search.prediction import LATENCY, OutcomePredictor, memory_metric, prediction_errors
+from tuner.search.predicted_gain import PredictedGainSampler
+from tuner.search.prediction import (
+    CHOSEN_PROCESS,
+    FIXED_PROCESS,
+    LATENCY,
+    LogRidge,
+    OutcomePredictor,
+    memory_metric,
+    prediction_errors,
+)
 from tuner.spec.loading import parse_spec
 from tuner.spec.space import distributions
 from tuner.storage.records import TrialRecord
@@ -105,7 +115,7 @@ def test_a_cost_model_sees_a_categorical_of_numbers_as_one_log_column_a_quality_
     one-hot too, and a categorical of names is one-hot to both."""
     from optuna.distributions import CategoricalDistribution, IntDistribution
 
-    from tuner.search.prediction import cost_columns, setting_features
+    from tuner.search.setting_features import cost_columns, setting_features
 
     space = {
         "steps": CategoricalDistribution((4, 6, 8, 12)),
@@ -161,3 +171,27 @@ def test_a_study_records_each_prediction_and_its_error(tmp_path: Path) -> None:
     assert "predicted before it ran (fitted on" in shown.stdout
     line = next(line for line in shown.stdout.splitlines() if line.strip().startswith(LATENCY + " ") and "[" in line)
     assert "measured" in line and math.isfinite(float(line.split()[1]))
+
+
+def test_a_fixed_process_is_used_as_given_a_chosen_one_has_the_smallest_held_out_error() -> None:
+    rng = np.random.default_rng(3)
+    rows = rng.random((12, 2))
+    logs = 0.5 + rows @ np.array([1.0, -0.7]) + 0.3 * np.sin(6.0 * rows[:, 0]) + rng.normal(0.0, 0.1, 12)
+    assert LogRidge(rows, logs).length == FIXED_PROCESS[0][0]  # the default: the recorded predictions' scales
+    errors = {  # each pair alone: its mean squared leave-one-out error
+        (length, noise): float(np.mean(LogRidge(rows, logs, process=((length,), (noise,))).loo ** 2))
+        for length in CHOSEN_PROCESS[0]
+        for noise in CHOSEN_PROCESS[1]
+    }
+    best = min(errors, key=errors.__getitem__)
+    chosen = LogRidge(rows, logs, process=CHOSEN_PROCESS)
+    assert chosen.length == best[0]
+    assert np.allclose(chosen.loo, LogRidge(rows, logs, process=((best[0],), (best[1],))).loo)
+
+
+def test_the_coordinators_predictions_fix_the_process_the_proposers_choose_it() -> None:
+    spec = parse_spec(SPEC, "spec.yaml")
+    space = distributions(spec)
+    assert OutcomePredictor(spec, space)._process == FIXED_PROCESS
+    proposer = PredictedGainSampler(spec, optuna.samplers.RandomSampler(seed=0), seed=0, after=10)
+    assert proposer._predictor._process == CHOSEN_PROCESS

@@ -52,7 +52,8 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from tuner.pareto import dominates, hypervolume, is_measured_feasible, minimised
-from tuner.search.prediction import LATENCY, OutcomePredictor, setting_features
+from tuner.search.prediction import LATENCY, OutcomePredictor
+from tuner.search.setting_features import setting_features
 from tuner.search.trial_cost import ShapeCosts, TrialCost
 from tuner.spec.search.reload import reload_values
 from tuner.spec.space import distributions, grid, resolve
@@ -157,7 +158,9 @@ class PredictedGainSampler:
         self.spread: dict[int, float] = {}  # trial number -> the spread per second of a spread start's pick
         # measured runs only, no runs derived along a count knob: with them, the replayed Omni default reached 95 %
         # of the front in a median 51.2 device-s over 20 seeds, without them 33.6 (docs/benchmarks.md)
-        self._predictor = OutcomePredictor(spec, self._space, quality=True, neighbours=False)
+        # and the residual process's scales chosen by held-out error (with the recorded predictions' fixed ones, the
+        # replayed Omni default reached 95 % later: docs/benchmarks.md, "The residual process's scales fixed")
+        self._predictor = OutcomePredictor(spec, self._space, quality=True, neighbours=False, choose_process=True)
         self._folded: set[int] = set()  # finished trials taken in (each read once)
         self._points: list[tuple[float, ...]] = []  # the measured feasible trials' values, minimised
         self._low: list[float] = []  # their range per objective

@@ -37,6 +37,7 @@ from tuner.results import Outcome
 from tuner.search.count_neighbours import CountNeighbours, derived_groups, held_out_by_group
 from tuner.search.interval_ranks import rank_bounds
 from tuner.search.recorded_errors import RecordedErrors
+from tuner.search.setting_features import cost_columns, setting_features
 from tuner.search.split_latency import Sample, SplitLatency, split_or_plain, split_parts
 from tuner.storage.attributes import is_measured, metrics_of, outcome_of, prediction_of
 
@@ -59,10 +60,16 @@ FLOOR = math.log1p(0.02)
 """Narrowest half-width of an interval (log units): 2 %, a repeated measurement's own spread."""
 MAX_SAMPLES = 300
 """The latest runs a model is fitted on (its residual process costs the cube of their number)."""
-LENGTH_SCALES = (0.25, 0.5, 1.0, 2.0)
-"""Length scales the residual process may take (the features run over [0, 1])."""
-NOISE_SHARES = (0.05, 0.3, 1.0)
-"""Its noise, as shares of the residuals' variance (1.0: mostly noise, little interaction)."""
+FIXED_PROCESS = ((1.0,), (0.3,))
+"""The residual process's length scale (the features run over [0, 1]: 1.0 is one knob's whole range) and noise (a
+share of the residuals' variance; 1.0: mostly noise, little interaction) of the predictions a study records and
+skips by. Fixed, not chosen by held-out error: chosen among :data:`CHOSEN_PROCESS`, they fitted a study's few dozen
+runs' own noise, and the predictions of the next settings were further off (docs/benchmarks.md, "The residual
+process's scales fixed")."""
+CHOSEN_PROCESS = ((0.25, 0.5, 1.0, 2.0), (0.05, 0.3, 1.0))
+"""The length scales and noise shares the proposer's models choose among by held-out error
+(:mod:`tuner.search.predicted_gain`, ``choose_process``): its candidates are ranked, not recorded, and with the fixed
+scales the replayed Omni default reached 95 % of the front later (docs/benchmarks.md)."""
 LATENCY = "latency_p50_s"
 MEMORY_FALLBACKS = ("peak_vram_device_gb", "peak_rss_gb")
 
@@ -73,49 +80,6 @@ def memory_metric(spec: StudySpec) -> str:
         if constraint.metric.startswith("peak_") and constraint.metric.endswith("_gb") and constraint.max is not None:
             return constraint.metric
     return MEMORY_FALLBACKS[0]
-
-
-def setting_features(params: Mapping[str, Any], space: Mapping[str, BaseDistribution], prior: bool) -> list[float]:
-    """One setting's feature row (see the module docstring), in ``space`` order, then the prior column."""
-    return [value for value, _ in _encoded(params, space, prior)]
-
-
-def cost_columns(space: Mapping[str, BaseDistribution]) -> list[int]:
-    """The columns of :func:`setting_features` a cost model (latency, memory: log scale) is fitted on: all but the
-    one-hot columns of a categorical of numbers, which enters as its log value alone (steps from 4, 6, 8, 12 is
-    one number to a cost, not four unrelated choices: fewer coefficients to learn from a study's first runs; what
-    bends away from the line is the Gaussian process's). A quality model keeps every column: a quality may jump
-    between two choices of a number (a scheduler's order, a cache's step pattern)."""
-    return [index for index, (_, choice_of_number) in enumerate(_encoded({}, space, False)) if not choice_of_number]
-
-
-def _encoded(params: Mapping[str, Any], space: Mapping[str, BaseDistribution], prior: bool) -> list[tuple[float, bool]]:
-    """:func:`setting_features`' columns, each with whether it is a one-hot column of a categorical of numbers."""
-    from optuna.distributions import CategoricalDistribution
-
-    row: list[tuple[float, bool]] = []
-    for name, distribution in space.items():
-        value = params.get(name)
-        if isinstance(distribution, CategoricalDistribution):
-            choices = list(distribution.choices)
-            numbers = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
-            is_number = len(numbers) == len(choices) and min(numbers) > 0 and max(numbers) > min(numbers)
-            row.extend((1.0 if value == choice else 0.0, is_number) for choice in choices[1:])
-            if is_number:
-                row.append((_scaled_log(value, min(numbers), max(numbers)), False))
-            continue
-        low, high = float(distribution.low), float(distribution.high)  # type: ignore[attr-defined]
-        if high <= low:
-            continue
-        number = float(value) if isinstance(value, (int, float)) else low
-        row.append((_scaled_log(number, low, high) if low > 0 else (number - low) / (high - low), False))
-    row.append((1.0 if prior else 0.0, False))
-    return row
-
-
-def _scaled_log(value: Any, low: float, high: float) -> float:
-    number = float(value) if isinstance(value, (int, float)) and value > 0 else low
-    return (math.log(number) - math.log(low)) / (math.log(high) - math.log(low))
 
 
 @dataclass(frozen=True)
@@ -140,16 +104,24 @@ class Prediction:
 
 
 class LogRidge:
-    """log(y): ridge-linear in the feature rows (the multiplicative structure), plus a Gaussian process on what
-    the line leaves (interactions: a precision that costs more at a larger size), its length scale and noise
-    chosen by leave-one-out error; the leave-one-out residuals (closed form) give the interval."""
+    """log(y): ridge-linear in the feature rows (the multiplicative structure), its penalty chosen by leave-one-out
+    error, plus a Gaussian process on what the line leaves (interactions: a precision that costs more at a larger
+    size) whose length scale and noise are the one pair of ``process`` or the pair of its lengths x noises with the
+    smallest leave-one-out error (:data:`FIXED_PROCESS`, :data:`CHOSEN_PROCESS`); the leave-one-out residuals
+    (closed form) give the interval."""
 
     with_prior: bool = False  # fitted on a warm start's runs of another GPU type too
 
-    def __init__(self, rows: np.ndarray, logs: np.ndarray, sources: Sequence[int] = ()) -> None:
+    def __init__(
+        self,
+        rows: np.ndarray,
+        logs: np.ndarray,
+        sources: Sequence[int] = (),
+        process: tuple[Sequence[float], Sequence[float]] = FIXED_PROCESS,
+    ) -> None:
         """``sources``: the first ``len(sources)`` rows are runs derived from measured ones
         (:mod:`tuner.search.count_neighbours`), each the index among the measured rows (those after them) of the
-        run it comes from. They are fitted on. The penalty and the process are chosen by the measured rows'
+        run it comes from. They are fitted on. The penalty is chosen by the measured rows'
         leave-one-out errors; ``loo`` and ``line_loo`` -- the interval's errors and the split's test -- leave each
         measured row out together with the rows derived from it (they carry its measurement: left in, they make
         the errors, and so the interval, too small); none derived: the two are the same."""
@@ -175,18 +147,18 @@ class LogRidge:
         chosen = min(fits, key=lambda fit: fit[0])
         _, self.ridge, self.coef, residual, self.line_loo = chosen
         self.scale = float(np.var(residual)) or 1e-12
-        best: tuple[float, float, float, Any, Any] | None = None
-        for length in LENGTH_SCALES:
-            for noise in NOISE_SHARES:
+        best: tuple[float, float, Any, Any] | None = None
+        for length in process[0]:
+            for noise in process[1]:
                 system = np.linalg.inv(self._kernel(rows, rows, length) + noise * self.scale * np.eye(len(logs)))
                 weights = system @ residual
                 loo = (weights / np.clip(np.diag(system), 1e-12, None))[derived:]
-                grouped = loo if groups is None else held_out_by_group(system, weights, groups)
                 error = float(np.mean(loo**2))
                 if best is None or error < best[0]:
-                    best = (error, length, noise, weights, grouped)
+                    grouped = loo if groups is None else held_out_by_group(system, weights, groups)
+                    best = (error, length, weights, grouped)
         assert best is not None
-        _, self.length, _, self.weights, self.loo = best
+        _, self.length, self.weights, self.loo = best
 
     def _kernel(self, left: np.ndarray, right: np.ndarray, length: float) -> np.ndarray:
         import numpy as np
@@ -224,7 +196,9 @@ class OutcomePredictor:
     """The study's latency and memory predictions (see the module docstring). ``prior``: a warm start's source
     trials (another GPU type), taken as evidence with the "other hardware" column set. ``quality``: its quality
     objectives are predicted too (:func:`quality_objectives`; fitted on their own scale, not the log).
-    ``neighbours``: the latency is fitted on runs derived along a count knob too (:mod:`.count_neighbours`)."""
+    ``neighbours``: the latency is fitted on runs derived along a count knob too (:mod:`.count_neighbours`).
+    ``choose_process``: the residual process's scales are chosen by held-out error (:data:`CHOSEN_PROCESS`), not
+    fixed (:data:`FIXED_PROCESS`)."""
 
     def __init__(
         self,
@@ -233,6 +207,7 @@ class OutcomePredictor:
         prior: Iterable[FrozenTrial] = (),
         quality: bool = False,
         neighbours: bool = True,
+        choose_process: bool = False,
     ) -> None:
         self.metrics = (LATENCY, memory_metric(spec), *(quality_objectives(spec) if quality else ()))
         self._linear = set(quality_objectives(spec)) if quality else set()
@@ -244,6 +219,7 @@ class OutcomePredictor:
         self._parts: tuple[list[Sample], list[Sample]] = ([], [])  # the latency runs' once and rest parts
         self._neighbours = CountNeighbours(space if neighbours else {})  # own series runs and the runs derived
         self._recorded = RecordedErrors(INTERVAL[1] - INTERVAL[0], self._linear)  # own errors out of sample
+        self._process = CHOSEN_PROCESS if choose_process else FIXED_PROCESS
         self.update(prior, prior=True)
 
     def update(self, finished: Iterable[FrozenTrial], prior: bool = False) -> None:
@@ -313,7 +289,7 @@ class OutcomePredictor:
             return None
         if name not in self._models:
             derived = self._derived(len(samples)) if name == LATENCY else ([], [], [])
-            plain = fitted(samples[-MAX_SAMPLES:], derived[0])
+            plain = fitted(samples[-MAX_SAMPLES:], derived[0], self._process)
             model: LogRidge | SplitLatency = plain
             if name == LATENCY and len(self._parts[0]) == len(samples) and len(samples) > MIN_FIT:
                 once, rest = (part[-MAX_SAMPLES:] for part in self._parts)
@@ -322,7 +298,7 @@ class OutcomePredictor:
                     [s[1] for s in kept_samples(once)],
                     [s[1] for s in kept_samples(rest)],
                 )
-                parts = (fitted(once, derived[1]), fitted(rest, derived[2]))
+                parts = (fitted(once, derived[1], self._process), fitted(rest, derived[2], self._process))
                 model = split_or_plain(plain, parts, logs, INTERVAL, FLOOR)
             self._models[name] = model
         return self._models[name]
@@ -363,7 +339,11 @@ def kept_indices(samples: Sequence[Sample]) -> list[int]:
     return own if len(own) == len(samples) or len(own) >= len(samples[own[0]][0]) else list(range(len(samples)))
 
 
-def fitted(samples: Sequence[Sample], derived: Sequence[tuple[Sample, int]] = ()) -> LogRidge:
+def fitted(
+    samples: Sequence[Sample],
+    derived: Sequence[tuple[Sample, int]] = (),
+    process: tuple[Sequence[float], Sequence[float]] = FIXED_PROCESS,
+) -> LogRidge:
     """The model of :func:`kept_samples` of ``samples``, fitted on the ``derived`` runs too: each a sample and the
     index in ``samples`` of the run it comes from (one whose run is not kept is left out). They count for neither
     what is kept nor the held-out errors (:class:`LogRidge`'s ``sources``)."""
@@ -377,6 +357,7 @@ def fitted(samples: Sequence[Sample], derived: Sequence[tuple[Sample, int]] = ()
         np.asarray([row for row, _, _ in kept]),
         np.asarray([log for _, log, _ in kept]),
         sources=[source for _, source in extra],
+        process=process,
     )
     model.with_prior = len(kept) > len([sample for sample in samples if not sample[2]])
     return model

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tuner.search.prediction import setting_features
+from tuner.search.setting_features import setting_features
 from tuner.spec.search.reload import reload_values, reloads_on
 
 if TYPE_CHECKING:
