@@ -7,7 +7,7 @@ numeric categorical's log value besides, which alone stands for it in a cost mod
 a column for runs of another GPU type, a warm start's, whose weight
 is that hardware's scale once the study has measured enough to tell it), plus a Gaussian process on what the
 line leaves (interactions). The interval is bounded by the :data:`INTERVAL` ranks of the held-out (leave-one-out, closed
-form) errors of the line and of the process together (finite-sample ranks, :mod:`tuner.search.interval_ranks`: with few
+form) errors of the line and of the process together (finite-sample ranks, :func:`tuner.search.recorded_errors.rank_bounds`: with few
 runs, their extremes), at least :data:`FLOOR` wide, so it widens with the fit's real
 errors, not an assumed noise; and at least as wide as the study's own errors out of sample, each recorded
 prediction against its measurement (:mod:`tuner.search.recorded_errors`). A latency whose runs all reported their call's phases may be predicted as two such
@@ -35,8 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
 from tuner.search.count_neighbours import CountNeighbours, derived_groups, held_out_by_group
-from tuner.search.interval_ranks import rank_bounds
-from tuner.search.recorded_errors import RecordedErrors
+from tuner.search.recorded_errors import RecordedErrors, rank_bounds
 from tuner.search.setting_features import cost_columns, setting_features
 from tuner.search.split_latency import Sample, SplitLatency, split_or_plain, split_parts
 from tuner.storage.attributes import is_measured, metrics_of, outcome_of, prediction_of
@@ -52,7 +51,7 @@ MIN_FIT = 3
 """Fewest local measured OK trials (with the metric) before a metric is predicted."""
 INTERVAL = (0.1, 0.9)
 """Shares of the leave-one-out log residuals below a prediction's interval's low and high end (finite-sample
-ranks: :func:`tuner.search.interval_ranks.rank_bounds`)."""
+ranks: :func:`tuner.search.recorded_errors.rank_bounds`)."""
 RIDGES = (0.001, 0.01, 0.1, 1.0)
 """Ridge penalties tried on the features (scaled to [0, 1]; the intercept is not penalised): the one with the
 smallest leave-one-out error is kept -- small where the cost is a clean product, larger on noisy timings."""

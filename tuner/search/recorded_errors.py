@@ -1,7 +1,11 @@
-"""Intervals that hold what they claim: widened by the study's own errors out of sample (issue 38).
+"""Intervals that hold what they claim: their ends from held-out errors, widened by the study's own errors out of
+sample (issue 38).
 
 A prediction's interval comes from the held-out (leave-one-out) errors of the runs its model was fitted on
-(:class:`tuner.search.prediction.LogRidge`). Those understate the error at the settings a sampler asks next --
+(:class:`tuner.search.prediction.LogRidge`), its ends at finite-sample ranks of them (:func:`rank_bounds`: of m
+errors the floor((m + 1) q_low)-th and the ceil((m + 1) q_high)-th smallest, the ranks split-conformal prediction
+uses, the extremes where a rank falls outside them; interpolated quantiles lie inside the extremes however few
+the errors, and on a study's first runs held about half the measurements or less). Those understate the error at the settings a sampler asks next --
 away from the runs, where the model extrapolates: meant to hold four measurements in five, such intervals held
 about two in three on the replayed tables (docs/benchmarks.md). Each trial that ran with a prediction recorded
 before it (the coordinator's ``prediction`` attribute) is a measurement the model had not seen: its error
@@ -16,7 +20,7 @@ both figures positive. A metric predicted on its own scale (a quality) keeps ``m
 from __future__ import annotations
 
 import math
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from typing import Any
 
 WINDOW = 20
@@ -72,6 +76,24 @@ class RecordedErrors:
         if width is None:
             return low, high
         return min(low, centre - width), max(high, centre + width)
+
+
+def rank_bounds(errors: Iterable[float], interval: tuple[float, float], floor: float) -> tuple[float, float]:
+    """The interval's low and high offsets from its centre (log units): the finite-sample ranks of ``errors`` at
+    ``interval`` (``(q_low, q_high)``, shares in (0, 1)), at least ``floor`` (>= 0) either side. ``errors``:
+    signed held-out errors, measured - predicted (log units); at least one."""
+    low_share, high_share = interval
+    if not 0.0 < low_share < high_share < 1.0:
+        raise ValueError(f"interval must be two shares 0 < low < high < 1, got {interval}")
+    ordered = sorted(float(error) for error in errors)
+    if not ordered:
+        raise ValueError("rank_bounds needs at least one held-out error")
+    count = len(ordered)
+    low_rank = math.floor((count + 1) * low_share)  # 1-based; 0: below the smallest
+    high_rank = math.ceil((count + 1) * high_share)  # count + 1: above the largest
+    low = ordered[low_rank - 1] if low_rank >= 1 else ordered[0]
+    high = ordered[high_rank - 1] if high_rank <= count else ordered[-1]
+    return min(-floor, low), max(floor, high)
 
 
 def _number(value: Any) -> float | None:
