@@ -66,11 +66,27 @@ def test_failing_workloads_are_recorded_and_the_study_completes(tmp_path: Path) 
     assert sum(1 for t in study.trials if t.user_attrs.get("measured")) == 8
 
 
+SKIPPING_VARIANT = {
+    "sleep_s: {type: float, low: 0.001, high: 0.02, step: 0.001}": "sleep_s: {type: float, low: 0.01, high: 0.1, step: 0.01}",
+    "baseline: {sleep_s: 0.02, noise: 5, batch_size: 1}": "baseline: {sleep_s: 0.01, noise: 0, batch_size: 1}",
+}
+"""fake_ok.yaml with its baseline at the ideal corner (fastest, output equal to the reference's) and sleeps long
+enough to predict: once the baseline is measured the study skips the slower proposals as predicted dominated
+(CI under load met skips in the shipped spec by chance)."""
+
+
 @pytest.mark.slow
-def test_run_logs_mlflow_exports_and_reports_status(tmp_path: Path) -> None:
+@pytest.mark.parametrize("baseline", ["shipped", "ideal"])
+def test_run_logs_mlflow_exports_and_reports_status(tmp_path: Path, baseline: str) -> None:
     from mlflow.tracking import MlflowClient
 
-    done = tuner("run", str(SPECS / "fake_ok.yaml"), "--study-name", "demo", "--trials", "6", cwd=tmp_path)
+    spec = tmp_path / "fake_ok.yaml"
+    text = (SPECS / "fake_ok.yaml").read_text()
+    if baseline == "ideal":
+        for shipped, variant in SKIPPING_VARIANT.items():
+            text = text.replace(shipped, variant)
+    spec.write_text(text)
+    done = tuner("run", str(spec), "--study-name", "demo", "--trials", "6", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("fake_demo @ cpu")
@@ -78,13 +94,22 @@ def test_run_logs_mlflow_exports_and_reports_status(tmp_path: Path) -> None:
     runs = client.search_runs([experiment.experiment_id])
     parents = [r for r in runs if "mlflow.parentRunId" not in r.data.tags and "tuner.reference_of" not in r.data.tags]
     children = [r for r in runs if r.data.tags.get("mlflow.parentRunId") == parents[0].info.run_id]
-    assert len(parents) == 1 and len(children) == 6
+    skipped_outcome = "SKIPPED_PREDICTED_DOMINATED"
+    skipped = [r for r in children if r.data.tags["tuner.outcome"] == skipped_outcome]
+    measured = [r for r in children if r not in skipped]
+    assert len(parents) == 1 and len(measured) == 6, "skipped proposals do not count against the budget"
+    stored_skips = [t for t in load(tmp_path, "demo").trials if t.user_attrs.get("outcome") == skipped_outcome]
+    assert len(skipped) == len(stored_skips), "each skipped proposal is one child run, as stored"
+    assert baseline == "shipped" or skipped, "the variant with the ideal baseline skips"
     shared = [r for r in runs if r.data.tags.get("tuner.reference_of") == "demo"]
     assert len(shared) == 1 and shared[0].data.tags["tuner.reference_sha256"], "the reference output, for other hosts"
     child = next(r for r in children if r.data.tags["tuner.role"] == "baseline")
     assert child.data.tags["tuner.outcome"] == "OK"
     assert child.data.tags["tuner.gpu_type"] == "cpu" and child.data.tags["host.hostname"]
-    assert child.data.params["noise"] == "5" and child.data.params["derived.total_frames"] == "4"
+    assert (
+        child.data.params["noise"] == ("5" if baseline == "shipped" else "0")
+        and child.data.params["derived.total_frames"] == "4"
+    )
     assert child.data.metrics["latency_p50_s"] > 0 and "psnr_db" in child.data.metrics
     assert "peak_vram_gb" not in child.data.metrics, "an unavailable metric is not logged as a number"
     artifacts = {a.path for a in client.list_artifacts(parents[0].info.run_id)}
