@@ -2,7 +2,7 @@
 
 The 1-thread tables are measured over 40-60 minutes on a shared 2-core host whose speed drifts: a flexible
 model's residuals along the build order (the settings are visited in a seeded random order, so neighbours in
-the CSV are unrelated settings) correlate 0.44 (Omni) and 0.52 (Wan) from one row to the next, and the
+the CSV are unrelated settings) correlate 0.46 (Omni) and 0.47 (Wan) from one row to the next, and the
 settings measured again within one minute agree with each other far better than with the table (issue 38,
 docs/benchmarks.md, "A table measured against a drift anchor"). This build measures the same rows in the same
 order and protocol as ``build_tables.py --rebuild --timed-calls N`` (quality taken over from the 1-thread
@@ -45,6 +45,20 @@ from table_definitions import TABLE_DIR, TABLES, settings_of
 
 HARDWARE = "cpu1t-anchored"
 ANCHORS: dict[str, dict[str, Any]] = {
+    "wan_tiny": {
+        "num_frames": 5,
+        "height": 64,
+        "width": 64,
+        "num_inference_steps": 6,
+        "guidance_scale": 5.0,
+        "scheduler": "unipc",
+        "cache": "none",
+        "cache_threshold": 0.1,
+        "vae_tiling": False,
+        "batch_size": 1,
+        "precision": "bf16",
+        "attention_backend": "native",
+    },
     "omni_tiny": {
         "video_fps": 2.0,
         "max_frames": 8,
@@ -58,7 +72,7 @@ ANCHORS: dict[str, dict[str, Any]] = {
         "precision": "bf16",
     },
 }
-"""The anchor setting per table: near the middle of the table's latencies (0.15-0.2 s on Omni), cheap to repeat."""
+"""The anchor setting per table: near the middle of the table's latencies (about 0.2 s on both), cheap to repeat."""
 SMOOTHING = 9
 """Anchors in the running median that stands for the host's speed (9 x 6 rows: about two minutes of the build).
 Chosen on the Omni build by the median leave-one-out residual of the corrected table (``table_drift.py``'s

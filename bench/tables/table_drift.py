@@ -101,5 +101,7 @@ def report_lines(result: dict[str, Any]) -> list[str]:
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
-    parser.add_argument("--tables", default="wan_tiny:cpu1t,omni_tiny:cpu1t,omni_tiny:cpu1t-anchored")
+    parser.add_argument(
+        "--tables", default="wan_tiny:cpu1t,wan_tiny:cpu1t-anchored,omni_tiny:cpu1t,omni_tiny:cpu1t-anchored"
+    )
     main(parser, "tables/table_drift.py", measure, report_lines)
