@@ -288,8 +288,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=2, help="worker processes")
     parser.add_argument("--results-dir", type=Path, default=ROOT / "bench" / "results")
     args = parser.parse_args(argv)
-    labels, names = args.tables.split(","), args.methods.split(",")
-    unknown = [n for n in names if n not in METHODS] + [t for t in labels if t not in {**TABLES, **MORE_TABLES}]
+    labels, names, budgets = args.tables.split(","), args.methods.split(","), {**TABLES, **MORE_TABLES}
+    unknown = [n for n in names if n not in METHODS] + [t for t in labels if t not in budgets]
     if unknown:
         parser.error(f"unknown {unknown}")
     started = time.perf_counter()
@@ -298,7 +298,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         []
         if args.report
         else [
-            (label, name, seed, args.budget or {**TABLES, **MORE_TABLES}[label])
+            (label, name, seed, args.budget or budgets[label])
             for label in labels
             for name in names
             for seed in range(args.first_seed, args.first_seed + args.seeds)
