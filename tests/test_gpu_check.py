@@ -241,6 +241,22 @@ def test_the_two_runs_hold_every_phase_and_each_fits_the_limit_with_the_install(
         check.select_phases(None, 3)
 
 
+def test_latency_truth_judges_the_2_percent_target_on_a_gpu_and_only_the_comparison_on_host_stand_ins(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A host sleep under a loaded CI machine overshoots its reported p50 by a few percent (4.7 % in one clean-clone
+    run): that is the host's scheduler, not the tuner's timing, so on the CPU the phase passes when both errors
+    are measured; on a GPU the 2 % target decides."""
+    phases = _bench_module("gpu_check_phases", monkeypatch)
+    loaded_host = [0.011, 0.0466]
+    assert phases.latency_verdict(loaded_host, cuda=False) == {"judged": False, "ok": True}
+    assert phases.latency_verdict(loaded_host, cuda=True) == {"judged": True, "ok": False}
+    assert phases.latency_verdict([0.004, 0.019], cuda=True) == {"judged": True, "ok": True}
+    for broken in ([0.01], [0.01, None]):  # a trial missing or without its comparison fails either way
+        assert phases.latency_verdict(broken, cuda=False)["ok"] is False
+        assert phases.latency_verdict(broken, cuda=True)["ok"] is False
+
+
 @pytest.fixture(scope="module")
 def plumbing_runs(tmp_path_factory: pytest.TempPathFactory, import_guard: Path) -> dict[str, Any]:
     """Both prepared runs in --cpu-plumbing mode, one after the other into one $OUT (as on a warm machine)."""
@@ -335,6 +351,7 @@ def test_cpu_plumbing_run_1_the_wan_settings_with_twin_and_activity_and_the_av_l
 
 def test_cpu_plumbing_run_2_the_checks_of_the_first_lease(plumbing_runs: dict[str, Any]) -> None:
     phases = _plumbing_run(plumbing_runs, 2)
+    assert phases["latency_truth"]["figures"]["judged"] is False  # a host sleep's overshoot is not the tuner's
     latency = phases["latency_truth"]["figures"]["trials"]
     assert sorted(t["kernel_ms"] for t in latency) == [20, 100]
     for trial in latency:  # a sleep never ends early; the error is a finite comparison of two measurements
