@@ -47,8 +47,8 @@ from typing import Any
 
 sys.path[:0] = [str(Path(__file__).resolve().parent), str(Path(__file__).resolve().parents[1])]
 
-from gpu_check_phases import die_with_parent, write_json_atomically  # noqa: E402
 from gpu_check_plan import FINISH_MARGIN_S, PLAN, RUN_LIMIT_S, PhasePlan, run_phases  # noqa: E402
+from gpu_check_study import die_with_parent, write_json_atomically  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 PHASES_SCRIPT = ROOT / "bench" / "gpu_check_phases.py"

@@ -17,10 +17,8 @@ s seconds, GB 1e9 bytes, GiB 2**30 bytes, Hz samples per second.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -32,7 +30,7 @@ from typing import Any
 
 from gpu_check_avatar import phase_avatar, phase_slot_pinning
 from gpu_check_omni import phase_av_llm_omni
-from gpu_check_study import PhaseContext, failures, study_rows
+from gpu_check_study import PhaseContext, die_with_parent, failures, study_rows, write_json_atomically
 from gpu_check_wan import phase_wan21_diffusers
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -363,27 +361,6 @@ PHASES: dict[str, Callable[[PhaseContext], dict[str, Any]]] = {
     "slot_pinning": phase_slot_pinning,
     "gpu_tests": phase_gpu_tests,
 }
-
-
-def die_with_parent() -> None:
-    """In a child before ``exec``: SIGKILL it when its parent dies (Linux ``PR_SET_PDEATHSIG``), so a phase
-    never outlives a coordinator that was itself SIGKILLed; the phase's runners' reapers then kill the rest."""
-    import ctypes
-
-    parent = os.getppid()
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the parent died before prctl took effect
-        os._exit(1)
-
-
-def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
-    """``path`` holds either its old content or all of ``data``, never a part (temporary file + rename)."""
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(json.dumps(data, indent=2, default=str))
-    os.replace(temporary, path)
 
 
 def main(argv: list[str] | None = None) -> int:

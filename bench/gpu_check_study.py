@@ -1,9 +1,13 @@
-"""The study plumbing the phases of ``bench/gpu_check.py`` share: a phase's context, a study run through the
+"""The plumbing the phases of ``bench/gpu_check.py`` share (a child that dies with its parent, a JSON file
+written atomically), and the study plumbing: a phase's context, a study run through the
 public API (``tuner.create_study`` / ``tuner.run_study``, no MLflow, no memory model: every setting runs) under the
 phase's kept home, and one plain row per trial."""
 
 from __future__ import annotations
 
+import json
+import os
+import signal
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -96,3 +100,24 @@ def metric_figures(row: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any
 def failures(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The trials that did not end OK: number, outcome, reason and the tail of their worker log."""
     return [{k: r.get(k) for k in ("number", "outcome", "reason", "log_tail")} for r in rows if r["outcome"] != "OK"]
+
+
+def die_with_parent() -> None:
+    """In a child before ``exec``: SIGKILL it when its parent dies (Linux ``PR_SET_PDEATHSIG``), so a phase
+    never outlives a coordinator that was itself SIGKILLed; the phase's runners' reapers then kill the rest."""
+    import ctypes
+
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the parent died before prctl took effect
+        os._exit(1)
+
+
+def write_json_atomically(path: Path, data: dict[str, Any]) -> None:
+    """``path`` holds either its old content or all of ``data``, never a part (temporary file + rename)."""
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(json.dumps(data, indent=2, default=str))
+    os.replace(temporary, path)

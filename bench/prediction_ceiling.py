@@ -8,7 +8,7 @@ the median |measured / predicted - 1|. If the error stays far above the table's 
 (``bench/tables/remeasure.py``) at hundreds of rows, the gap is the model's form, not its data. A second column
 refits once without the rows whose held-out error passes 2.5 robust spreads (trimmed: timings with heavy tails);
 the study keeps the plain fit (trimming did not help its own trials, see docs/benchmarks.md). A third column is
-the study's latency model as it is since the split (:mod:`tuner.search.split_latency`: the once-per-call phases
+the study's latency model as it is since the split (:mod:`tuner.search.fitting.split_latency`: the once-per-call phases
 the table recorded and the rest, each fitted apart and summed, where that predicts the fitted rows' held-out
 errors better than the plain fit; the plain fit on a table without phases).
 
@@ -46,8 +46,8 @@ def _trimmed(rows: np.ndarray, logs: np.ndarray) -> Any:
 
 def _split(rows: np.ndarray, logs: np.ndarray, parts: np.ndarray) -> Any:
     """The study's latency model (:meth:`tuner.search.prediction.OutcomePredictor._model`): split or plain."""
+    from tuner.search.fitting.split_latency import split_or_plain
     from tuner.search.prediction import FLOOR, INTERVAL, LogRidge
-    from tuner.search.split_latency import split_or_plain
 
     plain = LogRidge(rows, logs)
     if np.isnan(parts).any():
@@ -61,8 +61,8 @@ def _table_rows(label: str) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """The feature rows, log latencies and (once, rest) seconds of the table's OK rows (NaN: no phases)."""
     from tuner.replay.table import load_hardware_types, load_table
     from tuner.results import Outcome
+    from tuner.search.fitting.split_latency import split_parts
     from tuner.search.prediction import cost_columns, setting_features
-    from tuner.search.split_latency import split_parts
     from tuner.spec.space import distributions
 
     table = load_table(load_hardware_types(TABLE_DIR / "hardware_types.yaml")[label])

@@ -6,7 +6,7 @@ same settings*: each study's predicted trials, scored twice --
 
 - **study**: the prediction the coordinator recorded before the trial ran (fitted on the study's own runs so
   far, :mod:`tuner.search.prediction`);
-- **same form, half the table**: the study's latency model (split or plain, :mod:`tuner.search.split_latency`)
+- **same form, half the table**: the study's latency model (split or plain, :mod:`tuner.search.fitting.split_latency`)
   fitted once on a random half of the table's OK rows that does not hold the setting (two folds; each setting is
   predicted by the fold without it), so it never sees the measurement it is scored against.
 
@@ -46,8 +46,8 @@ def _half_table_models(table: Any, seed: int = 0) -> tuple[dict[int, int], list[
     from prediction_ceiling import _split
 
     from tuner.results import Outcome
+    from tuner.search.fitting.split_latency import split_parts
     from tuner.search.prediction import cost_columns, setting_features
-    from tuner.search.split_latency import split_parts
     from tuner.spec.space import distributions
 
     space = distributions(table.spec)

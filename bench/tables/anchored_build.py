@@ -22,7 +22,8 @@ The correction assumes a drift that scales every setting alike over a few rows; 
 --front --csv bench/tables/omni_tiny.cpu1t-anchored.csv`` check it.
 
 Usage: ``python bench/tables/anchored_build.py omni_tiny --timed-calls 3 --anchor-every 6`` then
-``python bench/tables/anchored_build.py omni_tiny --finish``.
+``python bench/tables/anchored_build.py omni_tiny --finish``; the Wan table: ``wan_tiny --timed-calls 3
+--anchor-every 3``, then ``wan_tiny --finish --smoothing 1``.
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ import math
 import os
 import random
 import statistics
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -42,6 +42,7 @@ from typing import Any
 
 import build_tables
 from table_definitions import TABLE_DIR, TABLES, settings_of
+from table_sidecar import run_record, sidecar_head
 
 HARDWARE = "cpu1t-anchored"
 ANCHORS: dict[str, dict[str, Any]] = {
@@ -76,7 +77,9 @@ ANCHORS: dict[str, dict[str, Any]] = {
 SMOOTHING = 9
 """Anchors in the running median that stands for the host's speed (9 x 6 rows: about two minutes of the build).
 Chosen on the Omni build by the median leave-one-out residual of the corrected table (``table_drift.py``'s
-model): 1 anchor 5.5 %, 3: 5.0 %, 5: 4.7 %, 9: 4.3 %, 15: 4.5 %, 25: 4.4 %, 51: 4.7 %; raw 5.0 % (issue 38 notes)."""
+model): 1 anchor 5.5 %, 3: 5.0 %, 5: 4.7 %, 9: 4.3 %, 15: 4.5 %, 25: 4.4 %, 51: 4.7 %; raw 5.0 % (issue 38 notes).
+The Wan build (an anchor every 3 rows, a faster drift that night) by the same test: 1: 7.3 %, 3: 7.5 %, 5: 7.9 %,
+9: 8.1 %, 15: 8.3 %, 25: 8.7 %; raw 11.3 %: ``--smoothing 1`` (the sidecar's ``smoothing_anchors``)."""
 
 
 def paths(table: str) -> dict[str, Path]:
@@ -156,34 +159,12 @@ def _anchor(writer: Any, handle: Any, cells: list[str], after_rows: int, columns
 def _write_sidecar(
     table: str, timed_calls: int, anchor_every: int, started: float, load_before: tuple[float, ...], settings: int
 ) -> None:
-    import torch
-    from table_definitions import ROOT
-
     where = paths(table)
     previous = json.loads(where["sidecar"].read_text()) if where["sidecar"].exists() else {}
-    runs = [
-        *previous.get("runs", []),
-        {
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "seconds": round(time.time() - started, 1),
-            "load_average_before": [round(x, 2) for x in load_before],
-            "load_average_after": [round(x, 2) for x in os.getloadavg()],
-        },
-    ]
+    runs = [*previous.get("runs", []), run_record(started, load_before)]
     base = json.loads(build_tables.table_path(table, 1).with_suffix(".json").read_text())
     sidecar = {
-        "table": table,
-        "spec": str(TABLES[table].spec_path.relative_to(ROOT)),
-        "fixed": TABLES[table].fixed,
-        "settings": settings,
-        "hardware": HARDWARE,
-        "torch_threads": 1,
-        "onednn": True,
-        "cpu": base.get("cpu"),
-        "cores": os.cpu_count(),
-        "torch": torch.__version__,
-        "python": sys.version.split()[0],
-        "inputs_override": TABLES[table].inputs,
+        **sidecar_head(table, settings, HARDWARE, 1, True, base.get("cpu")),
         "quality_measured_here": False,
         "remeasure_below_s": None,
         "timed_calls": timed_calls,
@@ -242,14 +223,20 @@ def finish(table: str, window: int = SMOOTHING) -> None:
             if row["outcome"] == "OK":
                 factors.append(factor)
             writer.writerow(row)
-    sidecar = json.loads(where["sidecar"].read_text())
-    where["raw_sidecar"].write_text(json.dumps({**sidecar, "hardware": f"{HARDWARE}-raw"}, indent=2) + "\n")
+    sidecar = {**json.loads(where["sidecar"].read_text()), "smoothing_anchors": window}
+    where["sidecar"].write_text(json.dumps(sidecar, indent=2) + "\n")
+    where["raw_sidecar"].write_text(json.dumps({**raw_of(sidecar), "hardware": f"{HARDWARE}-raw"}, indent=2) + "\n")
     spread = sorted(abs(f - 1) for f in factors)
     print(
         f"{table} {HARDWARE}: {len(raw_rows)} rows, {len(anchors)} anchors (median {typical:.4f} s, "
         f"{min(v for _, v in anchors):.4f}-{max(v for _, v in anchors):.4f}); |factor - 1| median "
         f"{statistics.median(spread):.1%}, p90 {spread[int(0.9 * len(spread))]:.1%}"
     )
+
+
+def raw_of(sidecar: dict[str, Any]) -> dict[str, Any]:
+    """The raw table's sidecar: the corrected one's, less what only the correction used."""
+    return {key: value for key, value in sidecar.items() if key != "smoothing_anchors"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -64,7 +64,6 @@ import argparse
 import csv
 import json
 import os
-import platform
 import random
 import sys
 import time
@@ -80,6 +79,7 @@ from table_definitions import (  # noqa: E402
     settings_of,
     table_path,
 )
+from table_sidecar import cpu_model, run_record, sidecar_head  # noqa: E402
 
 KEPT_SIDECAR_KEYS = ("trial_overhead_s",)
 """What a rebuild keeps of the sidecar: the per-trial overhead measured apart (bench/tables/measure_overhead.py)."""
@@ -308,16 +308,6 @@ def _quality_rows(table: str, names: list[str], source: Path | None = None) -> d
         return {"|".join(row[n] for n in names): row for row in csv.DictReader(handle)}
 
 
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def _write_sidecar(
     table: str,
     threads: int,
@@ -331,50 +321,25 @@ def _write_sidecar(
     """Write the table's JSON sidecar. ``load``: the 1-minute load average ``before`` the run (all three) and its
     ``peak`` seen after each row; ``fresh``: this run measured the CSV from its first row (the runs recorded
     before measured another table and are dropped)."""
-    import torch
-
     sidecar = table_path(table, threads, onednn).with_suffix(".json")
     previous = json.loads(sidecar.read_text()) if sidecar.exists() else {}
     runs = [] if fresh else previous.get("runs", [])
     if timed_calls:  # a rebuild under this protocol: the runs of an earlier protocol measured another table
         runs = [run for run in runs if run.get("timed_calls") == timed_calls]
-    runs.append(
-        {
-            "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(started)),
-            "seconds": round(time.time() - started, 1),
-            "load_average_before": [round(x, 2) for x in load["before"]],
-            "load_average_after": [round(x, 2) for x in os.getloadavg()],
-            "load_average_1min_peak": round(load["peak"], 2),
-            **({"timed_calls": timed_calls} if timed_calls else {}),
-        }
-    )
+    peak = {"load_average_1min_peak": round(load["peak"], 2), **({"timed_calls": timed_calls} if timed_calls else {})}
+    runs.append(run_record(started, load["before"], **peak))
     kept = {key: value for key, value in previous.items() if key in KEPT_SIDECAR_KEYS}
-    sidecar.write_text(
-        json.dumps(
-            {
-                "table": table,
-                "spec": str(TABLES[table].spec_path.relative_to(ROOT)),
-                "fixed": TABLES[table].fixed,
-                "settings": settings,
-                "hardware": hardware_name(threads, onednn),
-                "torch_threads": threads,
-                "onednn": onednn,
-                "cpu": _cpu_model(),
-                "cores": os.cpu_count(),
-                "torch": torch.__version__,
-                "python": sys.version.split()[0],
-                "inputs_override": TABLES[table].inputs,
-                "quality_measured_here": (threads, onednn) == (1, True),
-                "remeasure_below_s": None if timed_calls else TABLES[table].remeasure_below_s,
-                **({"timed_calls": timed_calls} if timed_calls else {}),
-                "peak_rss_per_setting": True,
-                "runs": runs,
-                **kept,
-            },
-            indent=2,
-        )
-        + "\n"
-    )
+    head = sidecar_head(table, settings, hardware_name(threads, onednn), threads, onednn, cpu_model())
+    body = {
+        **head,
+        "quality_measured_here": (threads, onednn) == (1, True),
+        "remeasure_below_s": None if timed_calls else TABLES[table].remeasure_below_s,
+        **({"timed_calls": timed_calls} if timed_calls else {}),
+        "peak_rss_per_setting": True,
+        "runs": runs,
+        **kept,
+    }
+    sidecar.write_text(json.dumps(body, indent=2) + "\n")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -12,7 +12,7 @@ import numpy as np
 import optuna
 import pytest
 
-from tuner.search.count_neighbours import CountNeighbours, count_values, derived_groups, held_out_by_group
+from tuner.search.fitting.count_neighbours import CountNeighbours, count_values, derived_groups, held_out_by_group
 from tuner.search.prediction import LATENCY, OutcomePredictor
 from tuner.spec.loading import parse_spec
 from tuner.spec.space import distributions

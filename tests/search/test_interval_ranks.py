@@ -1,5 +1,5 @@
 """Intervals fitted on a study's first runs hold what they claim (issue 38, item 2): a prediction's interval is
-bounded by finite-sample ranks of the held-out errors (:func:`tuner.search.recorded_errors.rank_bounds`), not interpolated
+bounded by finite-sample ranks of the held-out errors (:func:`tuner.search.fitting.recorded_errors.rank_bounds`), not interpolated
 quantiles, which lie inside the errors' extremes however few there are."""
 
 from __future__ import annotations
@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
+from tuner.search.fitting.recorded_errors import rank_bounds
+from tuner.search.fitting.split_latency import SplitLatency, split_or_plain
 from tuner.search.prediction import FLOOR, INTERVAL, LogRidge
-from tuner.search.recorded_errors import rank_bounds
-from tuner.search.split_latency import SplitLatency, split_or_plain
 
 TRUE_COEF = np.array([1.0, -0.7])
 NOISE_SD = 0.1

@@ -11,8 +11,8 @@ import numpy as np
 import optuna
 import pytest
 
+from tuner.search.fitting.recorded_errors import MIN_ERRORS, WINDOW, RecordedErrors
 from tuner.search.prediction import LATENCY, OutcomePredictor
-from tuner.search.recorded_errors import MIN_ERRORS, WINDOW, RecordedErrors
 from tuner.spec.loading import parse_spec
 from tuner.spec.space import distributions
 

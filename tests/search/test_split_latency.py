@@ -12,8 +12,8 @@ import numpy as np
 import optuna
 import pytest
 
+from tuner.search.fitting.split_latency import REST_FLOOR, split_parts
 from tuner.search.prediction import LATENCY, OutcomePredictor
-from tuner.search.split_latency import REST_FLOOR, split_parts
 from tuner.spec.loading import parse_spec
 from tuner.spec.space import distributions
 
@@ -45,7 +45,7 @@ def decode_s(params: dict[str, Any]) -> float:
 
 def finished(params: dict[str, Any], number: int, phases: bool, series: bool = True) -> optuna.trial.FrozenTrial:
     """A measured run; ``phases``: it reports its prefill, and (``series``) its median decoding step, from which
-    the predictor also derives its neighbours along max_new_tokens (tuner.search.count_neighbours)."""
+    the predictor also derives its neighbours along max_new_tokens (tuner.search.fitting.count_neighbours)."""
     latency = prefill_s(params) + decode_s(params)
     metrics: dict[str, Any] = {LATENCY: {"value": latency, "unit": "s"}, "peak_rss_gb": {"value": 0.5, "unit": "GB"}}
     if phases:

@@ -6,14 +6,16 @@ frames x passes -- a call's multiplicative cost structure -- is a sum; a categor
 numeric categorical's log value besides, which alone stands for it in a cost model, :func:`cost_columns`;
 a column for runs of another GPU type, a warm start's, whose weight
 is that hardware's scale once the study has measured enough to tell it), plus a Gaussian process on what the
-line leaves (interactions). The interval is bounded by the :data:`INTERVAL` ranks of the held-out (leave-one-out, closed
-form) errors of the line and of the process together (finite-sample ranks, :func:`tuner.search.recorded_errors.rank_bounds`: with few
+line leaves (interactions). A cost model's line may also take in a knob of words' interaction columns -- a
+cache method whose saving grows with the steps -- where they lower its held-out error by a clear margin
+(:mod:`tuner.search.fitting.interactions`). The interval is bounded by the :data:`INTERVAL` ranks of the held-out (leave-one-out, closed
+form) errors of the line and of the process together (finite-sample ranks, :func:`tuner.search.fitting.recorded_errors.rank_bounds`: with few
 runs, their extremes), at least :data:`FLOOR` wide, so it widens with the fit's real
 errors, not an assumed noise; and at least as wide as the study's own errors out of sample, each recorded
-prediction against its measurement (:mod:`tuner.search.recorded_errors`). A latency whose runs all reported their call's phases may be predicted as two such
-models, the once-per-call phases and the rest, summed (:mod:`tuner.search.split_latency`: kept where it predicts
+prediction against its measurement (:mod:`tuner.search.fitting.recorded_errors`). A latency whose runs all reported their call's phases may be predicted as two such
+models, the once-per-call phases and the rest, summed (:mod:`tuner.search.fitting.split_latency`: kept where it predicts
 the held-out runs better). Where the runs reported a uniform series of steps or tokens, each also stands for its
-setting at the count knob's other values (:mod:`tuner.search.count_neighbours`): those derived runs join the
+setting at the count knob's other values (:mod:`tuner.search.fitting.count_neighbours`): those derived runs join the
 latency's fit, never its run counts nor its interval's errors. No prediction before
 :data:`MIN_FIT` local runs. A warm start's source trials (``tuner run --warm-start``: the coordinator's
 ``prediction_prior``) count while the study's own runs are fewer than the features, then no more
@@ -34,10 +36,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from tuner.results import Outcome
-from tuner.search.count_neighbours import CountNeighbours, derived_groups, held_out_by_group
-from tuner.search.recorded_errors import RecordedErrors, rank_bounds
+from tuner.search.fitting.count_neighbours import CountNeighbours, derived_groups, held_out_by_group
+from tuner.search.fitting.interactions import Pairs, chosen_mask, extended, group_spans, interaction_groups
+from tuner.search.fitting.recorded_errors import RecordedErrors, rank_bounds
+from tuner.search.fitting.split_latency import Sample, SplitLatency, split_or_plain, split_parts
 from tuner.search.setting_features import cost_columns, setting_features
-from tuner.search.split_latency import Sample, SplitLatency, split_or_plain, split_parts
 from tuner.storage.attributes import is_measured, metrics_of, outcome_of, prediction_of
 
 if TYPE_CHECKING:
@@ -51,7 +54,7 @@ MIN_FIT = 3
 """Fewest local measured OK trials (with the metric) before a metric is predicted."""
 INTERVAL = (0.1, 0.9)
 """Shares of the leave-one-out log residuals below a prediction's interval's low and high end (finite-sample
-ranks: :func:`tuner.search.recorded_errors.rank_bounds`)."""
+ranks: :func:`tuner.search.fitting.recorded_errors.rank_bounds`)."""
 RIDGES = (0.001, 0.01, 0.1, 1.0)
 """Ridge penalties tried on the features (scaled to [0, 1]; the intercept is not penalised): the one with the
 smallest leave-one-out error is kept -- small where the cost is a clean product, larger on noisy timings."""
@@ -117,9 +120,10 @@ class LogRidge:
         logs: np.ndarray,
         sources: Sequence[int] = (),
         process: tuple[Sequence[float], Sequence[float]] = FIXED_PROCESS,
+        interactions: Sequence[Pairs] = (),
     ) -> None:
         """``sources``: the first ``len(sources)`` rows are runs derived from measured ones
-        (:mod:`tuner.search.count_neighbours`), each the index among the measured rows (those after them) of the
+        (:mod:`tuner.search.fitting.count_neighbours`), each the index among the measured rows (those after them) of the
         run it comes from. They are fitted on. The penalty is chosen by the measured rows'
         leave-one-out errors; ``loo`` and ``line_loo`` -- the interval's errors and the split's test -- leave each
         measured row out together with the rows derived from it (they carry its measurement: left in, they make
@@ -127,6 +131,11 @@ class LogRidge:
         import numpy as np
 
         derived = len(sources)
+        self.interactions = interactions  # column groups, each kept where it predicts held-out runs better
+        spans = group_spans(rows.shape[1], interactions)
+        rows = extended(rows, interactions)
+        self.mask = chosen_mask(rows[derived:], logs[derived:], spans, RIDGES)
+        rows = rows * self.mask
         groups = derived_groups(sources, len(logs) - derived)
         self.rows = rows
         self.mean_x, self.mean_y = rows.mean(axis=0), float(logs.mean())
@@ -167,6 +176,7 @@ class LogRidge:
 
     def centres(self, rows: np.ndarray) -> np.ndarray:
         """The predicted log values of many feature rows at once (no intervals)."""
+        rows = extended(rows, self.interactions) * self.mask
         centre = self.mean_y + (rows - self.mean_x) @ self.coef
         return centre + self._kernel(rows, self.rows, self.length) @ self.weights  # type: ignore[no-any-return]
 
@@ -174,7 +184,7 @@ class LogRidge:
         """The predicted log value and its interval's low and high logs."""
         import numpy as np
 
-        point = np.asarray(row, dtype=float)
+        point = extended(np.asarray(row, dtype=float)[None, :], self.interactions)[0] * self.mask
         centre = self.mean_y + float((point - self.mean_x) @ self.coef)
         centre += float(self._kernel(point[None, :], self.rows, self.length)[0] @ self.weights)
         errors = np.concatenate([self.loo, self.line_loo])  # the wider of the two fits' held-out errors
@@ -219,6 +229,7 @@ class OutcomePredictor:
         self._neighbours = CountNeighbours(space if neighbours else {})  # own series runs and the runs derived
         self._recorded = RecordedErrors(INTERVAL[1] - INTERVAL[0], self._linear)  # own errors out of sample
         self._process = CHOSEN_PROCESS if choose_process else FIXED_PROCESS
+        self._interactions = interaction_groups(space, cost_columns(space))
         self.update(prior, prior=True)
 
     def update(self, finished: Iterable[FrozenTrial], prior: bool = False) -> None:
@@ -282,13 +293,14 @@ class OutcomePredictor:
     def _model(self, name: str) -> LogRidge | SplitLatency | None:
         """The metric's model, fitted when evidence came in since (None before :data:`MIN_FIT` local runs). The
         latency's: split into its once-per-call phases and the rest when every run reported the phases and the
-        split predicts its held-out runs better (:mod:`tuner.search.split_latency`)."""
+        split predicts its held-out runs better (:mod:`tuner.search.fitting.split_latency`)."""
         samples = self._samples[name]
         if sum(1 for _, _, prior in samples if not prior) < MIN_FIT:
             return None
         if name not in self._models:
             derived = self._derived(len(samples)) if name == LATENCY else ([], [], [])
-            plain = fitted(samples[-MAX_SAMPLES:], derived[0], self._process)
+            pairs = () if name in self._linear else self._interactions
+            plain = fitted(samples[-MAX_SAMPLES:], derived[0], self._process, pairs)
             model: LogRidge | SplitLatency = plain
             if name == LATENCY and len(self._parts[0]) == len(samples) and len(samples) > MIN_FIT:
                 once, rest = (part[-MAX_SAMPLES:] for part in self._parts)
@@ -297,13 +309,13 @@ class OutcomePredictor:
                     [s[1] for s in kept_samples(once)],
                     [s[1] for s in kept_samples(rest)],
                 )
-                parts = (fitted(once, derived[1], self._process), fitted(rest, derived[2], self._process))
+                parts = (fitted(once, derived[1], self._process, pairs), fitted(rest, derived[2], self._process, pairs))
                 model = split_or_plain(plain, parts, logs, INTERVAL, FLOOR)
             self._models[name] = model
         return self._models[name]
 
     def _derived(self, runs: int) -> tuple[list[tuple[Sample, int]], ...]:
-        """The latency's derived runs (:mod:`tuner.search.count_neighbours`) as samples of the latency, its once
+        """The latency's derived runs (:mod:`tuner.search.fitting.count_neighbours`) as samples of the latency, its once
         and its rest part, each with the index of its source run among the latest :data:`MAX_SAMPLES` of the
         ``runs`` latency samples (the parts empty unless every derived run has them); at most as many as leave the
         fit within :data:`MAX_SAMPLES` rows, the latest."""
@@ -342,10 +354,12 @@ def fitted(
     samples: Sequence[Sample],
     derived: Sequence[tuple[Sample, int]] = (),
     process: tuple[Sequence[float], Sequence[float]] = FIXED_PROCESS,
+    interactions: Sequence[Pairs] = (),
 ) -> LogRidge:
     """The model of :func:`kept_samples` of ``samples``, fitted on the ``derived`` runs too: each a sample and the
     index in ``samples`` of the run it comes from (one whose run is not kept is left out). They count for neither
-    what is kept nor the held-out errors (:class:`LogRidge`'s ``sources``)."""
+    what is kept nor the held-out errors (:class:`LogRidge`'s ``sources``). ``interactions``: the column groups
+    the line may take in (:mod:`tuner.search.fitting.interactions`)."""
     import numpy as np
 
     indices = kept_indices(samples)
@@ -357,6 +371,7 @@ def fitted(
         np.asarray([log for _, log, _ in kept]),
         sources=[source for _, source in extra],
         process=process,
+        interactions=interactions,
     )
     model.with_prior = len(kept) > len([sample for sample in samples if not sample[2]])
     return model

@@ -21,7 +21,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
-from tuner.search.recorded_errors import rank_bounds
+from tuner.search.fitting.recorded_errors import rank_bounds
 
 if TYPE_CHECKING:
     import numpy as np

@@ -5,7 +5,7 @@ A diffusion call repeats one denoising step ``num_inference_steps`` times, an AV
 new token. A workload that reports its cost structure (:mod:`tuner.evaluators.runtime.structure`) records the
 median step of that series (:data:`SERIES_PHASES`' keys: ``denoise_step_s``, ``decode_token_s``) and the seconds
 of the whole series: its phase (``denoise_s``) or, where the series has no phase of its own, what the call spends
-after its once-per-call phases (:func:`tuner.search.split_latency.split_parts`). Their ratio is the series' length
+after its once-per-call phases (:func:`tuner.search.fitting.split_latency.split_parts`). Their ratio is the series' length
 when its steps cost alike, so a run whose ratio lies within :data:`MATCH` of a numeric knob's value ran that many
 uniform steps. The knob that most runs match (at least :data:`MIN_VOTES`) is the study's count knob -- found
 from the runs, named by no one.
@@ -30,7 +30,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tuner.search.split_latency import split_parts
+from tuner.search.fitting.split_latency import split_parts
 
 if TYPE_CHECKING:
     import numpy as np
