@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from optuna.distributions import BaseDistribution
 
-__all__ = ["cost_columns", "setting_features"]
+__all__ = ["cost_columns", "numeric_choices", "setting_features"]
 
 
 def setting_features(params: Mapping[str, Any], space: Mapping[str, BaseDistribution], prior: bool) -> list[float]:
@@ -42,11 +42,10 @@ def _encoded(params: Mapping[str, Any], space: Mapping[str, BaseDistribution], p
         value = params.get(name)
         if isinstance(distribution, CategoricalDistribution):
             choices = list(distribution.choices)
-            numbers = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
-            is_number = len(numbers) == len(choices) and min(numbers) > 0 and max(numbers) > min(numbers)
+            is_number = numeric_choices(choices)
             row.extend((1.0 if value == choice else 0.0, is_number) for choice in choices[1:])
             if is_number:
-                row.append((_scaled_log(value, min(numbers), max(numbers)), False))
+                row.append((_scaled_log(value, min(choices), max(choices)), False))
             continue
         low, high = float(distribution.low), float(distribution.high)  # type: ignore[attr-defined]
         if high <= low:
@@ -55,6 +54,12 @@ def _encoded(params: Mapping[str, Any], space: Mapping[str, BaseDistribution], p
         row.append((_scaled_log(number, low, high) if low > 0 else (number - low) / (high - low), False))
     row.append((1.0 if prior else 0.0, False))
     return row
+
+
+def numeric_choices(choices: list[Any]) -> bool:
+    """Whether a categorical's choices are positive numbers of more than one value (its log value is a column)."""
+    numbers = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
+    return len(numbers) == len(choices) and min(numbers) > 0 and max(numbers) > min(numbers)
 
 
 def _scaled_log(value: Any, low: float, high: float) -> float:

@@ -17,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tuner.search.setting_features import numeric_choices
+
 if TYPE_CHECKING:
     import numpy as np
     from optuna.distributions import BaseDistribution
@@ -43,10 +45,9 @@ def interaction_groups(space: Mapping[str, BaseDistribution], cost: Sequence[int
     for distribution in space.values():
         if isinstance(distribution, CategoricalDistribution):
             choices = list(distribution.choices)
-            values = [c for c in choices if isinstance(c, (int, float)) and not isinstance(c, bool)]
             onehots = list(range(column, column + len(choices) - 1))
             column += len(choices) - 1
-            if len(values) == len(choices) and min(values) > 0 and max(values) > min(values):
+            if numeric_choices(choices):
                 numbers.append(column)  # the numeric categorical's log value, after its one-hots
                 column += 1
             elif onehots:
