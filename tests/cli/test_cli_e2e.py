@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import sqlite3
@@ -88,6 +89,8 @@ def test_run_logs_mlflow_exports_and_reports_status(tmp_path: Path, baseline: st
     spec.write_text(text)
     done = tuner("run", str(spec), "--study-name", "demo", "--trials", "6", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
+    header = "proposals: tpe, a spread start, then by predicted gain per device-second from 10 measured trials"
+    assert header in " ".join((done.stdout + done.stderr).split()), "the run says what proposes, not just 'tpe'"
     client = MlflowClient(f"sqlite:///{tmp_path / 'mlflow' / 'mlflow.db'}")
     experiment = client.get_experiment_by_name("fake_demo @ cpu")
     assert experiment is not None
@@ -119,6 +122,9 @@ def test_run_logs_mlflow_exports_and_reports_status(tmp_path: Path, baseline: st
     assert exported["schema"] == "tuner.config/v1" and set(exported["params"]) == {"sleep_s", "noise", "batch_size"}
     status = tuner("status", "demo", cwd=tmp_path)
     assert status.returncode == 0 and "6 measured of budget 6" in " ".join(status.stdout.split())
+    assert header in " ".join(status.stdout.split()), "the study's header says it too"
+    document = json.loads(tuner("status", "demo", "--json", cwd=tmp_path).stdout)
+    assert document["sampler"] == "tpe" and header.removeprefix("proposals: ") in document["proposals"]
     listing = tuner("status", cwd=tmp_path)
     assert listing.returncode == 0 and "demo" in listing.stdout
     again = tuner("export", "demo", "--objective", "psnr_db", "-o", str(tmp_path / "q.yaml"), cwd=tmp_path)

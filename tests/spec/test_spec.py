@@ -127,3 +127,34 @@ def test_cli_validate_reports_one_line(tmp_path: Path) -> None:
     assert done.returncode == 2
     assert f"{spec}:" in done.stderr and "budget.trials" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("block", "name", "expected"),
+    [
+        (
+            {},
+            None,
+            "tpe, a spread start, then by predicted gain per device-second from 10 measured trials; "
+            "proposals the front surely beats skipped (10% audited)",
+        ),
+        (
+            {"name": "nsga2", "predicted_gain": {"after": 12, "start": "sampler"}, "skip_dominated": None},
+            None,
+            "nsga2, then by predicted gain per device-second from 12 measured trials",
+        ),
+        (
+            {"predicted_gain": None, "skip_dominated": {"audit_share": 0.25}},
+            "random",
+            "random alone; proposals the front surely beats skipped (25% audited)",
+        ),
+        ({}, "grid", "grid alone; proposals the front surely beats skipped (10% audited)"),
+    ],
+)
+def test_the_sampler_block_says_in_one_line_what_proposes_and_what_is_skipped(
+    block: dict[str, object], name: str | None, expected: str
+) -> None:
+    """A run's and a study's header show this line: "sampler tpe" alone hid the predicted gain and the skips."""
+    from tuner.spec.search.sampler import SamplerSpec
+
+    assert SamplerSpec.model_validate(block).summary(name) == expected  # type: ignore[arg-type]

@@ -23,7 +23,7 @@ from __future__ import annotations
 import json
 import textwrap
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, get_args
 
 from tuner.cli.status_sort import StatusTrial as StatusTrial  # re-exported
 from tuner.cli.status_sort import shown_values as shown_values
@@ -41,6 +41,7 @@ from tuner.results import Outcome
 from tuner.search.dominance import skip_summary
 from tuner.session.front_lines import wrap_items
 from tuner.spec.metrics import objective_units
+from tuner.spec.search.sampler import SamplerName
 from tuner.storage.cost import SECONDS_PER_HOUR, device_unit
 from tuner.storage.records import StudyRecord, TrialRecord
 
@@ -255,6 +256,8 @@ def status_document(
         "study": opened.study.study_name,
         "spec": stored.spec_name,
         "device": stored.device,
+        "sampler": stored.sampler,
+        "proposals": opened.spec.sampler.summary(_sampler_name(stored.sampler)),
         "objectives": [
             {"metric": o.metric, "direction": o.direction, "unit": units[o.metric]} for o in opened.spec.objectives
         ],
@@ -288,7 +291,8 @@ def render_status(
     names = opened.spec.objective_names
     stored = StudyRecord.of(opened.study)
     lines = [
-        f"study {opened.study.study_name} (spec {stored.spec_name}, device {stored.device}, sampler {stored.sampler})"
+        f"study {opened.study.study_name} (spec {stored.spec_name}, device {stored.device}, sampler {stored.sampler})",
+        f"proposals: {opened.spec.sampler.summary(_sampler_name(stored.sampler))}",
     ]
     lines += status_lines(chosen, names, objective_units(names, (t.record.metrics for t in every)), width)
     lines += _summary(opened, every, len(chosen), wanted)
@@ -303,6 +307,11 @@ def render_status(
             else [line]
         )
     ]
+
+
+def _sampler_name(stored: str | None) -> SamplerName | None:
+    """The sampler name a study recorded at its start (``--sampler`` or the spec's); None: unknown, the spec's."""
+    return next((name for name in get_args(SamplerName) if name == stored), None)
 
 
 def _summary(opened: OpenStudy, every: Sequence[StatusTrial], shown: int, wanted: set[str]) -> list[str]:

@@ -192,6 +192,7 @@ def run(
     _say(
         f"study [bold]{escape(name)}[/] in {escape(_shown(url))} — sampler {chosen}, device {device}, workers {workers}"
     )
+    _say(f"proposals: {escape(spec.sampler.summary(chosen))}")
     if source is not None:
         record = enqueue_front(opened.study, opened.spec, opened.storage_url, source)
         _say(

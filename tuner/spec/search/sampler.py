@@ -79,6 +79,22 @@ class SamplerSpec(BaseModel):
     reload_lookahead: int | None = Field(default=None, ge=1, le=16)
     predicted_gain: PredictedGainSpec | None = Field(default_factory=PredictedGainSpec)
 
+    def summary(self, name: SamplerName | None = None) -> str:
+        """One phrase for a run's and a study's header: what proposes and what is skipped; ``name`` (``--sampler``)
+        stands for the spec's. E.g. ``tpe, a spread start, then by predicted gain per device-second from 10
+        measured trials; proposals the front surely beats skipped (10% audited)``; ``random alone`` without
+        predicted gain (never around ``grid``)."""
+        chosen = name or self.name
+        gain = None if chosen == "grid" else self.predicted_gain
+        if gain is None:
+            line = f"{chosen} alone"
+        else:
+            start = ", a spread start" if gain.start == "spread" else ""
+            line = f"{chosen}{start}, then by predicted gain per device-second from {gain.after} measured trials"
+        if self.skip_dominated is not None:
+            line += f"; proposals the front surely beats skipped ({self.skip_dominated.audit_share:.0%} audited)"
+        return line
+
     def lookahead(self) -> int:
         """Proposals asked ahead at most: ``reload_lookahead`` when set, else 1 with ``predicted_gain`` on and
         :data:`DEFAULT_RELOAD_LOOKAHEAD` without."""
