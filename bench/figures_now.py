@@ -12,7 +12,7 @@ only (it measures nothing and reads no git), the newest figure of each claim a u
 * the figures of the GPU check's first run on a real GPU (``bench/gpu_check.sh``).
 
 Each line names the file it was read from; the section of ``docs/benchmarks.md`` that printed it from the same
-file gives the command that regenerates it. Usage: ``python bench/headline.py``.
+file gives the command that regenerates it. Usage: ``python bench/figures_now.py``.
 """
 
 from __future__ import annotations
