@@ -14,7 +14,8 @@ memory figure, the median of measured / predicted - 1 itself (a bias: > 0, slowe
 fitted on fewer than :data:`EARLY` of the study's runs.
 
 Usage: ``python bench/prediction_error.py [--seeds 5] [--budget 60] [--tables avatar_dit:cpu1t,avqa:cpu1t-nodnn]
-[--method tpe|default]``;
+[--method tpe|default] [--by PARAM]``
+(``--by cache``: the errors also per value of that parameter);
 raw figures in ``bench/results/prediction_error.json``; ``--report`` prints the table from them.
 """
 
@@ -49,6 +50,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
 
     declared = load_hardware_types(TABLE_DIR / "hardware_types.yaml")
     rows = []
+    by_rows: list[dict[str, Any]] = []
     source = Target.of(load_table(declared[args.warm_from])) if args.warm_from else None
     for label in args.tables.split(","):
         target = Target.of(load_table(declared[label]))
@@ -57,6 +59,7 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
         inside: dict[str, list[bool]] = {}
         early_inside: dict[str, list[bool]] = {}
         widths: dict[str, list[float]] = {}
+        by_value: dict[tuple[str, str], list[float]] = {}  # (metric, the --by parameter's value): signed errors
         with tempfile.TemporaryDirectory() as tmp:
             for seed in range(args.seeds):
                 workdir = Path(tmp) / str(seed)
@@ -73,6 +76,8 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     measured = metrics_of(trial)
                     for name, error in prediction_errors(predicted, measured).items():
                         errors.setdefault(name, []).append(error)
+                        if args.by:
+                            by_value.setdefault((name, str(trial.params.get(args.by, "-"))), []).append(error)
                         value = measured[name]["value"]
                         held = predicted[name]["low"] <= value <= predicted[name]["high"]
                         inside.setdefault(name, []).append(held)
@@ -98,8 +103,20 @@ def measure(args: argparse.Namespace) -> dict[str, Any]:
                     "early_inside_interval": float(np.mean(early_inside[name])) if early_inside.get(name) else None,
                 }
             )
+        for (name, value), values in sorted(by_value.items()):
+            by_rows.append(
+                {
+                    "table": label,
+                    "metric": name,
+                    "value": value,
+                    "predicted_trials": len(values),
+                    "median_abs_error": float(np.median(np.abs(values))),
+                    "median_error": float(np.median(values)),
+                }
+            )
     warm = {"warm_from": args.warm_from} if args.warm_from else {}
-    return {"seeds": args.seeds, "budget": args.budget, "method": args.method, **warm, "rows": rows}
+    by = {"by": args.by, "by_rows": by_rows} if args.by else {}
+    return {"seeds": args.seeds, "budget": args.budget, "method": args.method, **warm, "rows": rows, **by}
 
 
 def _method(name: str) -> Any:
@@ -181,6 +198,26 @@ def report_lines(result: dict[str, Any]) -> list[str]:
                 else ""
             )
         )
+    return lines + by_lines(result)
+
+
+def by_lines(result: dict[str, Any]) -> list[str]:
+    """The errors per value of the ``--by`` parameter (results with ``by_rows``), one row per table, metric and
+    value; nothing for results without them."""
+    if not result.get("by_rows"):
+        return []
+    lines = [
+        "",
+        f"by {result['by']}:",
+        "",
+        f"| table | metric | {result['by']} | predicted trials | median abs. error | median error |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    for row in result["by_rows"]:
+        lines.append(
+            f"| {row['table']} | {row['metric']} | {row['value']} | {row['predicted_trials']} | "
+            f"{row['median_abs_error']:.1%} | {row['median_error']:+.1%} |"
+        )
     return lines
 
 
@@ -194,6 +231,7 @@ if __name__ == "__main__":
     parser.add_argument("--budget", type=int, default=60)
     parser.add_argument("--tables", default="avatar_dit:cpu1t,avqa:cpu1t-nodnn")
     parser.add_argument("--method", choices=("tpe", "default"), default="tpe")
+    parser.add_argument("--by", default=None, help="a parameter: also report the errors per value of it (e.g. cache)")
     parser.add_argument(
         "--warm-from",
         default=None,
