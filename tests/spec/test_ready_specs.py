@@ -40,6 +40,9 @@ def test_ready_spec_validates_with_the_cli(name: str) -> None:
         timeout=120,
     )
     assert done.returncode == 0, done.stderr
+    assert "proposals: tpe, a spread start, then by predicted gain" in " ".join(done.stdout.split()), (
+        "validate says what will propose: the ready specs name tpe and get the predicted gain by default"
+    )
     here = subprocess.run(
         [sys.executable, "-m", "tuner", "validate", f"search_spaces/{name}.yaml"],
         capture_output=True,

@@ -135,6 +135,7 @@ def validate(
         )
     )
     out.print(f"{spec_path}: ok ({where}) — {counts}")
+    out.print(f"proposals: {escape(spec.sampler.summary())}")
 
 
 @app.command()
