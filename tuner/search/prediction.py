@@ -207,7 +207,8 @@ class OutcomePredictor:
     objectives are predicted too (:func:`quality_objectives`; fitted on their own scale, not the log).
     ``neighbours``: the latency is fitted on runs derived along a count knob too (:mod:`.count_neighbours`).
     ``choose_process``: the residual process's scales are chosen by held-out error (:data:`CHOSEN_PROCESS`), not
-    fixed (:data:`FIXED_PROCESS`)."""
+    fixed (:data:`FIXED_PROCESS`). ``interactions``: a cost model's line may take a knob of words' interaction
+    columns (:mod:`tuner.search.fitting.interactions`); off, the plain line."""
 
     def __init__(
         self,
@@ -217,6 +218,7 @@ class OutcomePredictor:
         quality: bool = False,
         neighbours: bool = True,
         choose_process: bool = False,
+        interactions: bool = True,
     ) -> None:
         self.metrics = (LATENCY, memory_metric(spec), *(quality_objectives(spec) if quality else ()))
         self._linear = set(quality_objectives(spec)) if quality else set()
@@ -229,7 +231,7 @@ class OutcomePredictor:
         self._neighbours = CountNeighbours(space if neighbours else {})  # own series runs and the runs derived
         self._recorded = RecordedErrors(INTERVAL[1] - INTERVAL[0], self._linear)  # own errors out of sample
         self._process = CHOSEN_PROCESS if choose_process else FIXED_PROCESS
-        self._interactions = interaction_groups(space, cost_columns(space))
+        self._interactions = interaction_groups(space, cost_columns(space)) if interactions else []
         self.update(prior, prior=True)
 
     def update(self, finished: Iterable[FrozenTrial], prior: bool = False) -> None:
