@@ -28,13 +28,15 @@ from busy_device import shares
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "bench" / "results"
-SEARCH = ("wan_tiny:cpu1t", "omni_tiny:cpu1t-anchored", "avatar_dit:cpu1t", "avqa:cpu1t-nodnn", "avqa:cpu1t")
-"""The tables whose replays of the current default are in :data:`SEARCH_DIR`, in the order printed."""
-SEARCH_DIR = RESULTS / "interactions"
-PREDICTION = (
-    RESULTS / "prediction_error_default_interactions.json",
-    RESULTS / "prediction_error_default_interactions_avatar_avqa.json",
-)
+SEARCH = {
+    "wan_tiny:cpu1t": RESULTS / "proposer_plain",
+    "omni_tiny:cpu1t-anchored": RESULTS / "proposer_plain",
+    "avatar_dit:cpu1t": RESULTS / "proposer_plain",
+    "avqa:cpu1t-nodnn": RESULTS / "interactions",
+    "avqa:cpu1t": RESULTS / "interactions",
+}
+"""Each table's newest replays of the default, by the directory holding them, in the order printed."""
+PREDICTION = (RESULTS / "prediction_error_default_proposer_plain.json",)
 """The prediction-error results of the current default's studies (rows of every table in them are printed)."""
 BUSY = RESULTS / "busy_device_after_another_14.json"
 OVERHEAD = RESULTS / "overhead.json"
@@ -54,14 +56,14 @@ def _seconds(value: float | None) -> str:
     return "never" if value is None or not math.isfinite(value) else f"{value:.1f}"
 
 
-def search_lines(labels: Sequence[str], directory: Path) -> list[str]:
+def search_lines(tables: Mapping[str, Path]) -> list[str]:
     """One row per table: the default's and default-v1's median device-seconds to 95 % of the front (10 seeds)."""
     lines = [
         "| table | default: device-s to 95 % | default-v1 | default / default-v1 | seeds reaching 95 % "
         "| front at the end | skipped (audited, wrong) | raw |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
-    for label in labels:
+    for label, directory in tables.items():
         path = directory / f"cost_aware_{label.replace(':', '_')}.json"
         summaries: Mapping[str, Mapping[str, Any]] = _read(path)["summaries"]
         mine, base = summaries["default"], summaries["default-v1"]
@@ -122,7 +124,7 @@ def report_lines() -> list[str]:
         "Search cost: replayed studies (simulated runs, modelled device-seconds), median of 10 seeds; the front "
         "at the end is the median share of its hypervolume after the whole budget:",
         "",
-        *search_lines(SEARCH, SEARCH_DIR),
+        *search_lines(SEARCH),
         "",
         "Predictions before each run, in the default's own studies (5 seeds, 60 trials per table):",
         "",
