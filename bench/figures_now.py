@@ -32,7 +32,7 @@ SEARCH = {
     "wan_tiny:cpu1t": RESULTS / "proposer_plain",
     "omni_tiny:cpu1t-anchored": RESULTS / "proposer_plain",
     "avatar_dit:cpu1t": RESULTS / "proposer_plain",
-    "avqa:cpu1t-nodnn": RESULTS / "interactions",
+    "avqa:cpu1t-nodnn": RESULTS / "proposer_plain",
     "avqa:cpu1t": RESULTS / "interactions",
 }
 """Each table's newest replays of the default, by the directory holding them, in the order printed."""
